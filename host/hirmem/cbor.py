@@ -9,7 +9,7 @@ undefined and other simple values, invalid UTF-8, nesting deeper than
 ``MAX_DEPTH``, lengths beyond the input, and trailing bytes. Because of that,
 ``encode(decode(b)) == b`` for every accepted ``b``.
 
-Supported values: ``int`` (−2⁶⁴ … 2⁶⁴−1), ``bytes``, ``str``, ``list``/``tuple``,
+Supported values: ``int`` (-2⁶⁴ … 2⁶⁴-1), ``bytes``, ``str``, ``list``/``tuple``,
 ``dict``, ``bool``, ``None`` and :class:`Tag`. hirmem has no floating point on
 the wire: scores travel as Q16.16 integers.
 """
@@ -142,9 +142,7 @@ class _Reader:
             return major, info, start  # floats: refused by the caller, named precisely
         floor = 24 if size == 1 else 1 << (4 * size)
         if n < floor:
-            raise CborError(
-                f"non-minimal head at byte {start}: {n} encoded in {size + 1} bytes"
-            )
+            raise CborError(f"non-minimal head at byte {start}: {n} encoded in {size + 1} bytes")
         return major, n, start
 
     def take(self, n: int, start: int) -> bytes:
@@ -172,14 +170,20 @@ class _Reader:
             try:
                 return raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise CborError(f"text string at byte {start} is not valid UTF-8: {exc.reason}") from None
+                raise CborError(
+                    f"text string at byte {start} is not valid UTF-8: {exc.reason}"
+                ) from None
         if major == 4:
             if n > self.end - self.pos:
-                raise CborError(f"array at byte {start} declares {n} items, more than the input holds")
+                raise CborError(
+                    f"array at byte {start} declares {n} items, more than the input holds"
+                )
             return [self.item(depth + 1) for _ in range(n)]
         if major == 5:
             if 2 * n > self.end - self.pos:
-                raise CborError(f"map at byte {start} declares {n} pairs, more than the input holds")
+                raise CborError(
+                    f"map at byte {start} declares {n} pairs, more than the input holds"
+                )
             result: dict[object, object] = {}
             previous = b""
             for _ in range(n):

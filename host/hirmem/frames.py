@@ -187,4 +187,3 @@ class FrameDecoder:
 
     def _count(self, err: FrameError) -> None:
         self.stats.errors[err.kind] = self.stats.errors.get(err.kind, 0) + 1
-

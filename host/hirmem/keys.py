@@ -1,0 +1,83 @@
+"""Ed25519 keys and key ids, on top of ``cryptography``.
+
+A key id (kid) is the first 8 bytes of SHA-256 over the 32-byte raw public key.
+It travels in a pack's protected header and in the handshake.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+    Ed25519PrivateKey,
+    Ed25519PublicKey,
+)
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+from hirmem.errors import HirmemError
+
+KID_SIZE = 8
+ID_SIZE = 8  # device ids and host ids
+
+
+def key_id(public_raw: bytes) -> bytes:
+    if len(public_raw) != 32:
+        raise HirmemError(f"an Ed25519 public key is 32 bytes, got {len(public_raw)}")
+    return hashlib.sha256(public_raw).digest()[:KID_SIZE]
+
+
+@dataclass(frozen=True)
+class PublicKey:
+    raw: bytes
+
+    def __post_init__(self) -> None:
+        key_id(self.raw)  # validates the length
+
+    @property
+    def kid(self) -> bytes:
+        return key_id(self.raw)
+
+    def verify(self, signature: bytes, message: bytes) -> bool:
+        """True when ``signature`` is a valid Ed25519 signature of ``message``."""
+        try:
+            Ed25519PublicKey.from_public_bytes(self.raw).verify(signature, message)
+        except (InvalidSignature, ValueError):
+            return False
+        return True
+
+
+class SigningKey:
+    """An Ed25519 private key held as its 32-byte seed. ``repr`` never shows it."""
+
+    __slots__ = ("_key", "public")
+
+    def __init__(self, seed: bytes) -> None:
+        if len(seed) != 32:
+            raise HirmemError(f"an Ed25519 seed is 32 bytes, got {len(seed)}")
+        self._key = Ed25519PrivateKey.from_private_bytes(seed)
+        raw = self._key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+        self.public = PublicKey(raw)
+
+    @classmethod
+    def generate(cls) -> SigningKey:
+        import os
+
+        return cls(os.urandom(32))
+
+    @property
+    def kid(self) -> bytes:
+        return self.public.kid
+
+    def seed(self) -> bytes:
+        """The secret seed, for key files only; never log it."""
+        from cryptography.hazmat.primitives.serialization import NoEncryption, PrivateFormat
+
+        return self._key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
+
+    def sign(self, message: bytes) -> bytes:
+        return self._key.sign(message)
+
+    def __repr__(self) -> str:
+        return f"SigningKey(kid={self.kid.hex()})"

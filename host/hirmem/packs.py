@@ -1,0 +1,298 @@
+"""Signed packs: COSE_Sign1 (RFC 9052, tag 18) with EdDSA over Ed25519.
+
+A device memory pack (kind 1) carries a device's episodic candidates up to the
+host, signed with the device key; a knowledge pack (kind 2) carries knowledge
+items down to devices, signed with the host key. The payload is the CBOR array
+
+    [kind, pack_id, signer, seq, prev, created, items]
+
+``pack_id`` is ``signer || seq`` (8 + 8 bytes, big-endian seq); ``seq`` only
+grows per signer; ``prev`` is the pack hash (SHA-256 of the whole encoded
+COSE_Sign1, tag included) of the signer's previous pack, 32 zero bytes for the
+first one; ``created`` is milliseconds since the Unix epoch.
+
+:func:`verify_pack` checks in the order of ``protocol/SPEC.md`` §8.4 and raises a
+:class:`~hirmem.errors.PackError` whose ``reason`` is the wire refusal code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+from hirmem import cbor
+from hirmem.cbor import Tag
+from hirmem.errors import CborError, HirmemError, PackError
+from hirmem.keys import ID_SIZE, KID_SIZE, PublicKey, SigningKey
+from hirmem.records import GENESIS, HASH_SIZE, Record
+
+COSE_SIGN1_TAG = 18
+ALG_EDDSA = -8
+HDR_ALG = 1
+HDR_KID = 4
+MAX_PACK = 65536
+SIGNATURE_SIZE = 64
+
+
+class PackKind(IntEnum):
+    MEMORY = 1  # device -> host, device key
+    KNOWLEDGE = 2  # host -> device, host key
+
+
+class Reason(IntEnum):
+    """Why a pack was refused (the wire code in PACK_RESULT / KNOWLEDGE_RESULT)."""
+
+    NONE = 0
+    MALFORMED = 1
+    TOO_LARGE = 2
+    UNSUPPORTED_ALG = 3
+    UNKNOWN_KEY = 4
+    BAD_SIGNATURE = 5
+    WRONG_SIGNER = 6
+    ROLLBACK = 7
+    REPLAY = 8
+    BROKEN_CHAIN = 9
+    BAD_RECORD = 10
+    STORAGE = 11  # the receiver could not store it now; offer it again later
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeItem:
+    """One piece of knowledge pushed to devices: a triple with its identity."""
+
+    triple_id: bytes  # 8 bytes: the FNV-1a id of (subject, predicate, object)
+    subject: str
+    predicate: str
+    obj: str
+    confidence: int  # Q16.16
+
+    def to_wire(self) -> list[Any]:
+        return [self.triple_id, self.subject, self.predicate, self.obj, self.confidence]
+
+    @classmethod
+    def from_wire(cls, item: object) -> KnowledgeItem:
+        if (
+            not isinstance(item, list)
+            or len(item) != 5
+            or type(item[0]) is not bytes
+            or len(item[0]) != 8
+            or not all(type(x) is str for x in item[1:4])
+            or type(item[4]) is not int
+            or not 0 <= item[4] <= 0x10000
+        ):
+            raise HirmemError(
+                "a knowledge item is [triple_id: 8 bytes, subject, predicate, object, confidence]"
+            )
+        return cls(item[0], item[1], item[2], item[3], item[4])
+
+
+@dataclass(frozen=True, slots=True)
+class TrustedKey:
+    """A public key the verifier trusts, bound to one signer and one pack kind."""
+
+    public: PublicKey
+    signer: bytes
+    kind: PackKind
+
+
+@dataclass(frozen=True, slots=True)
+class ChainHead:
+    """What a verifier remembers of a signer: the last accepted seq and pack hash."""
+
+    seq: int
+    hash: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Pack:
+    kind: PackKind
+    pack_id: bytes
+    signer: bytes
+    seq: int
+    prev: bytes
+    created: int
+    items: tuple[Record, ...] | tuple[KnowledgeItem, ...]
+    kid: bytes
+    encoded: bytes  # the COSE_Sign1 bytes exactly as signed and sent
+    hash: bytes  # SHA-256(encoded): the next pack's prev
+
+
+@dataclass(frozen=True, slots=True)
+class Verified:
+    pack: Pack
+    duplicate: bool  # the same pack as the current head: acknowledge again, store nothing
+
+
+def pack_id(signer: bytes, seq: int) -> bytes:
+    return signer + seq.to_bytes(8, "big")
+
+
+def protected_header(kid: bytes) -> bytes:
+    return cbor.encode({HDR_ALG: ALG_EDDSA, HDR_KID: kid})
+
+
+def sig_structure(protected: bytes, payload: bytes) -> bytes:
+    """The bytes EdDSA signs (RFC 9052 §4.4), with empty external AAD."""
+    return cbor.encode(["Signature1", protected, b"", payload])
+
+
+def sign_pack(
+    key: SigningKey,
+    kind: PackKind,
+    signer: bytes,
+    seq: int,
+    prev: bytes,
+    created: int,
+    items: Sequence[Record] | Sequence[KnowledgeItem],
+) -> Pack:
+    if len(signer) != ID_SIZE or len(prev) != HASH_SIZE or not 0 < seq < 1 << 64:
+        raise HirmemError("signer must be 8 bytes, prev 32 bytes, seq in 1..2^64-1")
+    pid = pack_id(signer, seq)
+    payload = cbor.encode(
+        [int(kind), pid, signer, seq, prev, created, [it.to_wire() for it in items]]
+    )
+    protected = protected_header(key.kid)
+    signature = key.sign(sig_structure(protected, payload))
+    encoded = cbor.encode(Tag(COSE_SIGN1_TAG, [protected, {}, payload, signature]))
+    if len(encoded) > MAX_PACK:
+        raise HirmemError(f"pack of {len(encoded)} bytes exceeds {MAX_PACK}; split the records")
+    held: tuple[Record, ...] | tuple[KnowledgeItem, ...] = tuple(items)  # type: ignore[assignment]
+    return Pack(
+        kind, pid, signer, seq, prev, created, held, key.kid, encoded,
+        hashlib.sha256(encoded).digest(),
+    )  # fmt: skip
+
+
+def _refuse(reason: Reason, detail: str) -> PackError:
+    return PackError(int(reason), f"{reason.name.lower()}: {detail}")
+
+
+def verify_pack(
+    data: bytes,
+    keys: Mapping[bytes, TrustedKey],
+    head: ChainHead | None,
+    kind: PackKind,
+    *,
+    require_chain: bool = True,
+) -> Verified:
+    """Verify a pack against the trusted keys and the signer's chain head.
+
+    ``require_chain`` is true for device packs at the host (every pack links to
+    the previous one); a device checking knowledge packs sets it false, since it
+    may have missed versions, and relies on the sequence alone.
+    """
+    if len(data) > MAX_PACK:
+        raise _refuse(Reason.TOO_LARGE, f"{len(data)} bytes, limit {MAX_PACK}")
+    try:
+        outer = cbor.decode(data)
+    except CborError as exc:
+        raise _refuse(Reason.MALFORMED, f"not deterministic CBOR: {exc}") from None
+    if not isinstance(outer, Tag) or outer.number != COSE_SIGN1_TAG:
+        raise _refuse(Reason.MALFORMED, "not a tagged COSE_Sign1 (tag 18)")
+    body = outer.value
+    if (
+        not isinstance(body, list)
+        or len(body) != 4
+        or type(body[0]) is not bytes
+        or not isinstance(body[1], dict)
+        or type(body[2]) is not bytes
+        or type(body[3]) is not bytes
+    ):
+        raise _refuse(Reason.MALFORMED, "COSE_Sign1 is [protected: bstr, {}, payload: bstr, sig]")
+    protected_raw, unprotected, payload_raw, signature = body
+    try:
+        protected = cbor.decode(protected_raw)
+    except CborError as exc:
+        raise _refuse(Reason.MALFORMED, f"protected header: {exc}") from None
+    if not isinstance(protected, dict):
+        raise _refuse(Reason.MALFORMED, "protected header is not a map")
+    if protected.get(HDR_ALG) != ALG_EDDSA:
+        raise _refuse(
+            Reason.UNSUPPORTED_ALG, f"alg {protected.get(HDR_ALG)!r}, only EdDSA (-8) is accepted"
+        )
+    kid = protected.get(HDR_KID, unprotected.get(HDR_KID))
+    if type(kid) is not bytes or len(kid) != KID_SIZE:
+        raise _refuse(Reason.MALFORMED, f"key id must be {KID_SIZE} bytes in the protected header")
+    if HDR_KID not in protected:
+        raise _refuse(Reason.MALFORMED, "key id must be in the protected header")
+    trusted = keys.get(kid)
+    if trusted is None or trusted.kind != kind:
+        raise _refuse(Reason.UNKNOWN_KEY, f"no trusted {kind.name.lower()} key with id {kid.hex()}")
+    if len(signature) != SIGNATURE_SIZE or not trusted.public.verify(
+        signature, sig_structure(protected_raw, payload_raw)
+    ):
+        raise _refuse(Reason.BAD_SIGNATURE, f"signature does not verify with key {kid.hex()}")
+
+    pack = _parse_payload(payload_raw, kind, kid, data)
+    if pack.signer != trusted.signer:
+        raise _refuse(
+            Reason.WRONG_SIGNER,
+            f"key {kid.hex()} belongs to {trusted.signer.hex()}, pack names {pack.signer.hex()}",
+        )
+    if head is not None:
+        if pack.seq < head.seq:
+            raise _refuse(Reason.ROLLBACK, f"seq {pack.seq} is older than the held seq {head.seq}")
+        if pack.seq == head.seq:
+            if pack.hash == head.hash:
+                return Verified(pack, duplicate=True)
+            raise _refuse(Reason.REPLAY, f"seq {pack.seq} was already used by another pack")
+    if require_chain:
+        want = GENESIS if head is None else head.hash
+        if pack.prev != want:
+            raise _refuse(
+                Reason.BROKEN_CHAIN,
+                f"prev {pack.prev.hex()[:16]}… does not match the chain head {want.hex()[:16]}…",
+            )
+    if kind == PackKind.MEMORY:
+        link = pack.prev
+        for record in pack.items:
+            assert isinstance(record, Record)
+            if record.id[:ID_SIZE] != pack.signer:
+                raise _refuse(Reason.BAD_RECORD, f"record {record.id.hex()} is not the signer's")
+            try:
+                record.check(link)
+            except HirmemError as exc:
+                raise _refuse(Reason.BAD_RECORD, str(exc)) from None
+            link = record.hash
+    return Verified(pack, duplicate=False)
+
+
+def _parse_payload(raw: bytes, kind: PackKind, kid: bytes, encoded: bytes) -> Pack:
+    try:
+        p = cbor.decode(raw)
+    except CborError as exc:
+        raise _refuse(Reason.MALFORMED, f"payload: {exc}") from None
+    if not isinstance(p, list) or len(p) != 7:
+        raise _refuse(
+            Reason.MALFORMED, "payload is [kind, pack_id, signer, seq, prev, created, items]"
+        )
+    k, pid, signer, seq, prev, created, items = p
+    if k != int(kind):
+        raise _refuse(Reason.MALFORMED, f"pack kind {k!r}, expected {int(kind)} ({kind.name})")
+    if type(signer) is not bytes or len(signer) != ID_SIZE:
+        raise _refuse(Reason.MALFORMED, f"signer must be {ID_SIZE} bytes")
+    if type(seq) is not int or not 0 < seq < 1 << 64:
+        raise _refuse(Reason.MALFORMED, "seq must be an integer in 1..2^64-1")
+    if pid != pack_id(signer, seq):
+        raise _refuse(Reason.MALFORMED, "pack_id is not signer || seq")
+    if type(prev) is not bytes or len(prev) != HASH_SIZE:
+        raise _refuse(Reason.MALFORMED, f"prev must be {HASH_SIZE} bytes")
+    if type(created) is not int or not 0 <= created < 1 << 64:
+        raise _refuse(Reason.MALFORMED, "created must be an unsigned integer")
+    if not isinstance(items, list):
+        raise _refuse(Reason.MALFORMED, "items must be an array")
+    parsed: tuple[Record, ...] | tuple[KnowledgeItem, ...]
+    try:
+        if kind == PackKind.MEMORY:
+            parsed = tuple(Record.from_wire(it) for it in items)
+        else:
+            parsed = tuple(KnowledgeItem.from_wire(it) for it in items)
+    except HirmemError as exc:
+        raise _refuse(Reason.MALFORMED, str(exc)) from None
+    return Pack(
+        kind, pid, signer, seq, prev, created, parsed, kid, encoded,
+        hashlib.sha256(encoded).digest(),
+    )  # fmt: skip

@@ -1,0 +1,175 @@
+"""The memory record as it travels in a device pack, its hash and its chain.
+
+A record is a CBOR array with fixed positions (see ``protocol/SPEC.md`` §7):
+
+    [id, payload, source, timestamp, context, flags,
+     h, i, r, f, c, rn, confidence, provenance, priority, w,
+     state, layer, hash, prev_hash]
+
+Scores are Q16.16 integers. ``hash`` is SHA-256 over the deterministic CBOR of
+``[id, payload, source, timestamp, context, prev_hash]`` — the payload and its
+provenance, bound to the previous record — so the records of a device form one
+chain: inside a pack the first record links to the pack's ``prev`` (the hash of
+the signer's previous pack) and each later record to the one before it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+from hirmem import cbor
+from hirmem.errors import HirmemError
+from hirmem.gate import evaluate
+
+RECORD_ID_SIZE = 16  # device id (8) + boot counter (u32 BE) + capture sequence (u32 BE)
+HASH_SIZE = 32
+MAX_PAYLOAD = 256
+MAX_SOURCE = 64
+GENESIS = bytes(HASH_SIZE)
+
+
+class State(IntEnum):
+    VOLATILE = 0
+    CANDIDATE = 1
+    CONSOLIDATED = 2
+    QUARANTINED = 3
+    ARCHIVED = 4
+
+
+class Layer(IntEnum):
+    WORKING = 0
+    EPISODIC = 1
+    SEMANTIC = 2
+    PROCEDURAL = 3
+    PROVENANCE = 4
+
+
+def record_id(device_id: bytes, boot: int, seq: int) -> bytes:
+    return device_id + boot.to_bytes(4, "big") + seq.to_bytes(4, "big")
+
+
+def record_hash(
+    rid: bytes, payload: bytes, source: str, timestamp: int, context: bytes, prev_hash: bytes
+) -> bytes:
+    return hashlib.sha256(
+        cbor.encode([rid, payload, source, timestamp, context, prev_hash])
+    ).digest()
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    id: bytes
+    payload: bytes
+    source: str
+    timestamp: int
+    context: bytes
+    flags: int
+    h: int
+    i: int
+    r: int
+    f: int
+    c: int
+    rn: int
+    confidence: int
+    provenance: int
+    priority: int
+    w: int
+    state: int
+    layer: int
+    hash: bytes
+    prev_hash: bytes
+
+    @classmethod
+    def capture(
+        cls,
+        rid: bytes,
+        payload: bytes,
+        source: str,
+        timestamp: int,
+        context: bytes,
+        flags: int,
+        confidence: int,
+        provenance: int,
+        priority: int,
+        prev_hash: bytes,
+    ) -> Record:
+        """Build a record the way a device does: gate it, then hash and chain it."""
+        g = evaluate(flags, confidence, provenance)
+        return cls(
+            rid, payload, source, timestamp, context, flags,
+            g.h, g.i, g.r, g.f, g.c, g.rn, confidence, provenance, priority, g.w,
+            int(g.disposition), int(Layer.EPISODIC),
+            record_hash(rid, payload, source, timestamp, context, prev_hash), prev_hash,
+        )  # fmt: skip
+
+    def to_wire(self) -> list[Any]:
+        return [
+            self.id, self.payload, self.source, self.timestamp, self.context, self.flags,
+            self.h, self.i, self.r, self.f, self.c, self.rn,
+            self.confidence, self.provenance, self.priority, self.w,
+            self.state, self.layer, self.hash, self.prev_hash,
+        ]  # fmt: skip
+
+    @classmethod
+    def from_wire(cls, item: object) -> Record:
+        """Check the shape and types of a wire record (not its hash: see :meth:`check`)."""
+        if not isinstance(item, list) or len(item) != 20:
+            n = len(item) if isinstance(item, list) else type(item).__name__
+            raise HirmemError(f"a record is an array of 20 items, got {n}")
+        _want(item, 0, bytes, "id", RECORD_ID_SIZE)
+        _want(item, 1, bytes, "payload")
+        if len(item[1]) > MAX_PAYLOAD:
+            raise HirmemError(f"record payload is {len(item[1])} bytes, limit {MAX_PAYLOAD}")
+        _want(item, 2, str, "source")
+        if len(item[2].encode()) > MAX_SOURCE:
+            raise HirmemError(f"record source is longer than {MAX_SOURCE} bytes")
+        _want(item, 4, bytes, "context", HASH_SIZE)
+        for index, name in ((3, "timestamp"), *enumerate(_UINT_FIELDS, start=5)):
+            _want(item, index, int, name)
+            if not 0 <= item[index] < 1 << 64:
+                raise HirmemError(f"record {name} must be an unsigned integer, got {item[index]}")
+        _want(item, 18, bytes, "hash", HASH_SIZE)
+        _want(item, 19, bytes, "prev_hash", HASH_SIZE)
+        return cls(*item)
+
+    def check(self, prev_hash: bytes) -> None:
+        """Verify the chain link, the hash and the gate scores; raise on any mismatch."""
+        if self.prev_hash != prev_hash:
+            raise HirmemError(
+                f"record {self.id.hex()} links to {self.prev_hash.hex()[:16]}…, "
+                f"expected {prev_hash.hex()[:16]}…"
+            )
+        want = record_hash(
+            self.id, self.payload, self.source, self.timestamp, self.context, self.prev_hash
+        )
+        if want != self.hash:
+            raise HirmemError(f"record {self.id.hex()} hash does not match its content")
+        g = evaluate(self.flags, self.confidence, self.provenance)
+        got = (self.h, self.i, self.r, self.f, self.c, self.rn, self.w)
+        if got != (g.h, g.i, g.r, g.f, g.c, g.rn, g.w):
+            raise HirmemError(
+                f"record {self.id.hex()} carries gate scores {got}, the gate gives "
+                f"{(g.h, g.i, g.r, g.f, g.c, g.rn, g.w)}"
+            )
+        if (
+            self.state not in State.__members__.values()
+            or self.layer not in Layer.__members__.values()
+        ):
+            raise HirmemError(f"record {self.id.hex()} has state {self.state} / layer {self.layer}")
+
+
+_UINT_FIELDS = (
+    "flags", "h", "i", "r", "f", "c", "rn", "confidence", "provenance", "priority", "w",
+    "state", "layer",
+)  # fmt: skip
+
+
+def _want(item: list[Any], index: int, kind: type, name: str, size: int | None = None) -> None:
+    value: Any = item[index]
+    if type(value) is not kind:
+        raise HirmemError(f"record {name} must be {kind.__name__}, got {type(value).__name__}")
+    if size is not None and len(item[index]) != size:
+        raise HirmemError(f"record {name} must be {size} bytes, got {len(item[index])}")
