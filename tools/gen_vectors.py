@@ -45,7 +45,7 @@ from hirmem.messages import (  # noqa: E402
     decode_message,
     encode_message,
     to_json,
-)  # fmt: skip
+)
 from hirmem.packs import (  # noqa: E402
     ChainHead,
     KnowledgeItem,
@@ -55,7 +55,7 @@ from hirmem.packs import (  # noqa: E402
     TrustedKey,
     sign_pack,
     verify_pack,
-)  # fmt: skip
+)
 from hirmem.records import GENESIS, Record, record_id  # noqa: E402
 from rfc8032_cases import RFC8032_CASES  # noqa: E402
 
@@ -96,10 +96,14 @@ def frames() -> Vector:
     }
     valid = []
     for name, body in bodies.items():
-        valid.append({
-            "name": name, "body": body.hex(), "crc32": f"{crc32(body):08x}",
-            "wire": encode_frame(body).hex(),
-        })  # fmt: skip
+        valid.append(
+            {
+                "name": name,
+                "body": body.hex(),
+                "crc32": f"{crc32(body):08x}",
+                "wire": encode_frame(body).hex(),
+            }
+        )
     good = encode_frame(b"hello world")
     flipped_body = bytearray(good)
     flipped_body[3] ^= 0x01
@@ -143,9 +147,15 @@ def frames() -> Vector:
         "resynchronising on each 0x00; empty frames are skipped.",
         "valid": valid,
         "invalid": invalid,
-        "streams": [{"name": "garbage, damage and recovery", "max_frame": 512,
-                     "stream": stream.hex(), "expected": expected}],
-    }  # fmt: skip
+        "streams": [
+            {
+                "name": "garbage, damage and recovery",
+                "max_frame": 512,
+                "stream": stream.hex(),
+                "expected": expected,
+            }
+        ],
+    }
 
 
 # ---- messages -----------------------------------------------------------------
@@ -156,34 +166,85 @@ def sample_messages(
 ) -> list[tuple[str, Message, int, int]]:
     kid = DEVICE_KEY.kid
     return [
-        ("hello", Hello(DEVICE_ID, "mps2-an385", "0.1.0", 7, 0x1F, 512, 4096, 4, kid,
-                        HOST_KEY.kid), 1, 0),
-        ("hello without host key", Hello(DEVICE_ID, "hifive1", "0.1.0", 1, 0x0B, 128, 1024, 1,
-                                         kid, b""), 1, 0),
+        (
+            "hello",
+            Hello(DEVICE_ID, "mps2-an385", "0.1.0", 7, 0x1F, 512, 4096, 4, kid, HOST_KEY.kid),
+            1,
+            0,
+        ),
+        (
+            "hello without host key",
+            Hello(DEVICE_ID, "hifive1", "0.1.0", 1, 0x0B, 128, 1024, 1, kid, b""),
+            1,
+            0,
+        ),
         ("hello-ack", HelloAck(HOST_ID, 512, 4096, 4, T0, 0, GENESIS), 1, 1),
-        ("hello-ack with chain head", HelloAck(HOST_ID, 128, 1024, 1, T0 + 5, (7 << 32) | 3,
-                                               hashlib.sha256(b"head").digest()), 1, 1),
-        ("capture", Capture("temp0", b'{"t":21.5}', hashlib.sha256(b"ctx").digest(), 0x0FFF,
-                            0x10000, 0xE666, 0x8000), 2, 1),
-        ("capture-result", CaptureResult(2, 0, record_id(DEVICE_ID, 7, 1), 0x0FFF, 0x10000,
-                                         0x10000, 0x10000, 0x10000, 0x10000, 0x10000, 0xE666,
-                                         0, 0, 1), 2, 2),
-        ("capture-result refused", CaptureResult(3, 1, b"", 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0),
-         3, 3),
+        (
+            "hello-ack with chain head",
+            HelloAck(
+                HOST_ID, 128, 1024, 1, T0 + 5, (7 << 32) | 3, hashlib.sha256(b"head").digest()
+            ),
+            1,
+            1,
+        ),
+        (
+            "capture",
+            Capture(
+                "temp0",
+                b'{"t":21.5}',
+                hashlib.sha256(b"ctx").digest(),
+                0x0FFF,
+                0x10000,
+                0xE666,
+                0x8000,
+            ),
+            2,
+            1,
+        ),
+        (
+            "capture-result",
+            CaptureResult(
+                2,
+                0,
+                record_id(DEVICE_ID, 7, 1),
+                0x0FFF,
+                0x10000,
+                0x10000,
+                0x10000,
+                0x10000,
+                0x10000,
+                0x10000,
+                0xE666,
+                0,
+                0,
+                1,
+            ),
+            2,
+            2,
+        ),
+        ("capture-result refused", CaptureResult(3, 1, b"", 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0), 3, 3),
         ("pack-offer", PackOffer(record_pack), 3, 2),
         ("pack-result accepted", PackResult(record_pack_id(record_pack), 0, 0), 4, 3),
-        ("pack-result refused", PackResult(record_pack_id(record_pack), 2, int(Reason.ROLLBACK)),
-         5, 3),
+        (
+            "pack-result refused",
+            PackResult(record_pack_id(record_pack), 2, int(Reason.ROLLBACK)),
+            5,
+            3,
+        ),
         ("knowledge-push", KnowledgePush(knowledge_pack), 6, 4),
-        ("knowledge-result", KnowledgeResult(bytes(HOST_ID) + (5).to_bytes(8, "big"), 0, 0, 5),
-         4, 6),
+        (
+            "knowledge-result",
+            KnowledgeResult(bytes(HOST_ID) + (5).to_bytes(8, "big"), 0, 0, 5),
+            4,
+            6,
+        ),
         ("status-request", StatusRequest(), 7, 4),
         ("status", Status(120_000, 12, 16, 40, 20, 1, 3, 9, 2, 2, 61, 1, 0, 5), 5, 7),
         ("log", Log(1, "ring 12/16, 3 quarantined"), 0, 7),
         ("error", Error(2, 9, "unknown message type 99"), 0, 9),
         ("ack", Ack(), 0, 12),
         ("fragment", Fragment(8, 0, 700, bytes(range(200))), 8, 5),
-    ]  # fmt: skip
+    ]
 
 
 def record_pack_id(encoded: bytes) -> bytes:
@@ -196,10 +257,16 @@ def messages(record_pack: bytes, knowledge_pack: bytes) -> Vector:
     valid = []
     for name, msg, seq, ack in sample_messages(record_pack, knowledge_pack):
         body = encode_message(msg, seq, ack)
-        valid.append({
-            "name": name, "seq": seq, "ack": ack, "message": to_json(msg), "body": body.hex(),
-            "frame": encode_frame(body, max(512, len(body) + 4)).hex(),
-        })  # fmt: skip
+        valid.append(
+            {
+                "name": name,
+                "seq": seq,
+                "ack": ack,
+                "message": to_json(msg),
+                "body": body.hex(),
+                "frame": encode_frame(body, max(512, len(body) + 4)).hex(),
+            }
+        )
     status_req = encode_message(StatusRequest(), 7, 4)
     bad_bodies = {
         "unknown version": cbor.encode([2, 9, 7, 4]),
@@ -237,14 +304,48 @@ def messages(record_pack: bytes, knowledge_pack: bytes) -> Vector:
 
 def fixed_point() -> Vector:
     one = fixedpoint.ONE
-    pairs = [(0, 0), (one, one), (one, 0x8000), (0x8000, 0x8000), (0x4000, 0xC000),
-             (1, 0x8000), (1, 0x7FFF), (3, 0x8000), (0xE666, 0xB333), (0xFFFF, 0xFFFF),
-             (0x12345, 0x6789A), (0x7FFFFFFF, 0x2), (0xFFFFFFFF, 0x1)]  # fmt: skip
+    pairs = [
+        (0, 0),
+        (one, one),
+        (one, 0x8000),
+        (0x8000, 0x8000),
+        (0x4000, 0xC000),
+        (1, 0x8000),
+        (1, 0x7FFF),
+        (3, 0x8000),
+        (0xE666, 0xB333),
+        (0xFFFF, 0xFFFF),
+        (0x12345, 0x6789A),
+        (0x7FFFFFFF, 0x2),
+        (0xFFFFFFFF, 0x1),
+    ]
     sqrts = [0, 1, 2, 3, 0x4000, 0x8000, 0xC000, one, 0x24000, 0x7FFF, 0xFFFFFFFF]
-    sqrt_muls = [(one, one), (0xC000, one), (0x8000, 0xC000), (0x4000, 0x4000), (0x4000, one),
-                 (1, 1), (0xB505, 0xC000), (0, one)]  # fmt: skip
-    isqrts = [0, 1, 2, 3, 4, 6, 7, 8, 12, 13, (1 << 32) - 1, 1 << 32, (1 << 64) - 1,
-              0xC0000000 * 0x10000]  # fmt: skip
+    sqrt_muls = [
+        (one, one),
+        (0xC000, one),
+        (0x8000, 0xC000),
+        (0x4000, 0x4000),
+        (0x4000, one),
+        (1, 1),
+        (0xB505, 0xC000),
+        (0, one),
+    ]
+    isqrts = [
+        0,
+        1,
+        2,
+        3,
+        4,
+        6,
+        7,
+        8,
+        12,
+        13,
+        (1 << 32) - 1,
+        1 << 32,
+        (1 << 64) - 1,
+        0xC0000000 * 0x10000,
+    ]
     return {
         "description": "Q16.16 unsigned: mul = (a*b + 0x8000) >> 16; isqrt_round(n) = "
         "floor(sqrt(n)) + 1 when n - r*r > r; sqrt(a) = isqrt_round(a << 16); "
@@ -260,11 +361,23 @@ def gate_vectors() -> Vector:
     cases = []
     for flags, q, p in gate.gate_edge_cases():
         g = gate.evaluate(flags, q, p)
-        cases.append({
-            "flags": flags, "quality": q, "provenance": p, "h": g.h, "i": g.i, "r": g.r,
-            "f": g.f, "c": g.c, "rn": g.rn, "w": g.w, "verdict": int(g.verdict),
-            "hard": int(g.hard), "state": int(g.disposition),
-        })  # fmt: skip
+        cases.append(
+            {
+                "flags": flags,
+                "quality": q,
+                "provenance": p,
+                "h": g.h,
+                "i": g.i,
+                "r": g.r,
+                "f": g.f,
+                "c": g.c,
+                "rn": g.rn,
+                "w": g.w,
+                "verdict": int(g.verdict),
+                "hard": int(g.hard),
+                "state": int(g.disposition),
+            }
+        )
     return {
         "description": "The HIR gate in Q16.16: flags are ACTION_FLAGS (bit set = sub-check "
         "passed); quality and provenance are Q and P of W = Q*P*H*I*R; verdict 0 GREEN, "
@@ -301,31 +414,50 @@ def records() -> Vector:
         "(here genesis: 32 zero bytes), each later one to the record before it.",
         "chain": [
             {
-                "hash_input": cbor.encode([r.id, r.payload, r.source, r.timestamp, r.context,
-                                           r.prev_hash]).hex(),
+                "hash_input": cbor.encode(
+                    [r.id, r.payload, r.source, r.timestamp, r.context, r.prev_hash]
+                ).hex(),
                 "hash": r.hash.hex(),
                 "prev_hash": r.prev_hash.hex(),
                 "wire": cbor.encode(r.to_wire()).hex(),
             }
             for r in chain
         ],
-    }  # fmt: skip
+    }
 
 
 def hashes() -> Vector:
-    messages = [b"", b"abc", b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
-                b"abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnop"
-                b"jklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu"]  # fmt: skip
-    messages += [bytes((i * 31) & 0xFF for i in range(n)) for n in
-                 (55, 56, 63, 64, 65, 111, 112, 127, 128, 129, 1000)]  # fmt: skip
-    cases: list[dict[str, Any]] = [{"message": m.hex(), "sha256": hashlib.sha256(m).hexdigest(),
-              "sha512": hashlib.sha512(m).hexdigest()} for m in messages]  # fmt: skip
+    messages = [
+        b"",
+        b"abc",
+        b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+        b"abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnop"
+        b"jklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu",
+    ]
+    messages += [
+        bytes((i * 31) & 0xFF for i in range(n))
+        for n in (55, 56, 63, 64, 65, 111, 112, 127, 128, 129, 1000)
+    ]
+    cases: list[dict[str, Any]] = [
+        {
+            "message": m.hex(),
+            "sha256": hashlib.sha256(m).hexdigest(),
+            "sha512": hashlib.sha512(m).hexdigest(),
+        }
+        for m in messages
+    ]
     million = b"a" * 1_000_000
-    cases.append({"repeat": {"byte": "61", "count": 1_000_000},
-                  "sha256": hashlib.sha256(million).hexdigest(),
-                  "sha512": hashlib.sha512(million).hexdigest()})  # fmt: skip
-    return {"description": "SHA-256 and SHA-512 (FIPS 180-4) around the block boundaries.",
-            "cases": cases}  # fmt: skip
+    cases.append(
+        {
+            "repeat": {"byte": "61", "count": 1_000_000},
+            "sha256": hashlib.sha256(million).hexdigest(),
+            "sha512": hashlib.sha512(million).hexdigest(),
+        }
+    )
+    return {
+        "description": "SHA-256 and SHA-512 (FIPS 180-4) around the block boundaries.",
+        "cases": cases,
+    }
 
 
 # ---- Ed25519 -----------------------------------------------------------------
@@ -336,8 +468,16 @@ L = 2**252 + 27742317777372353535851937790883648493
 def ed25519() -> Vector:
     cases: list[dict[str, Any]] = []
     for name, sk, pk, msg_hex, sig in RFC8032_CASES:
-        cases.append({"name": name, "secret": sk, "public": pk, "message": msg_hex,
-                      "signature": sig, "valid": True})  # fmt: skip
+        cases.append(
+            {
+                "name": name,
+                "secret": sk,
+                "public": pk,
+                "message": msg_hex,
+                "signature": sig,
+                "valid": True,
+            }
+        )
     pack = sign_pack(DEVICE_KEY, PackKind.MEMORY, DEVICE_ID, 1, GENESIS, T0, record_chain())
     protected, _, payload, _sig = cbor.decode(pack.encoded).value
     from hirmem.packs import sig_structure
@@ -347,9 +487,16 @@ def ed25519() -> Vector:
         ("pack-sized: 512 bytes", bytes(i & 0xFF for i in range(512))),
     ):
         sig_b = DEVICE_KEY.sign(sized)
-        cases.append({"name": name, "secret": DEVICE_KEY.seed().hex(),
-                      "public": DEVICE_KEY.public.raw.hex(), "message": sized.hex(),
-                      "signature": sig_b.hex(), "valid": True})  # fmt: skip
+        cases.append(
+            {
+                "name": name,
+                "secret": DEVICE_KEY.seed().hex(),
+                "public": DEVICE_KEY.public.raw.hex(),
+                "message": sized.hex(),
+                "signature": sig_b.hex(),
+                "valid": True,
+            }
+        )
     # verification-only cases: the expected result is what OpenSSL (cryptography) decides
     msg = b"hirmem verify edge cases"
     good = DEVICE_KEY.sign(msg)
@@ -372,9 +519,15 @@ def ed25519() -> Vector:
     ):
         from hirmem.keys import PublicKey
 
-        cases.append({"name": name, "public": key_raw.hex(), "message": message.hex(),
-                      "signature": signature.hex(),
-                      "valid": PublicKey(key_raw).verify(signature, message)})  # fmt: skip
+        cases.append(
+            {
+                "name": name,
+                "public": key_raw.hex(),
+                "message": message.hex(),
+                "signature": signature.hex(),
+                "valid": PublicKey(key_raw).verify(signature, message),
+            }
+        )
     return {
         "description": "Ed25519 (RFC 8032, pure EdDSA). Cases with a secret must be reproduced "
         "(public key and signature); all must verify to 'valid'. Verification follows "
@@ -388,11 +541,19 @@ def ed25519() -> Vector:
 
 def _trusted() -> dict[str, Any]:
     return {
-        "device": {"kid": DEVICE_KEY.kid.hex(), "public": DEVICE_KEY.public.raw.hex(),
-                   "signer": DEVICE_ID.hex(), "kind": "memory"},
-        "host": {"kid": HOST_KEY.kid.hex(), "public": HOST_KEY.public.raw.hex(),
-                 "signer": HOST_ID.hex(), "kind": "knowledge"},
-    }  # fmt: skip
+        "device": {
+            "kid": DEVICE_KEY.kid.hex(),
+            "public": DEVICE_KEY.public.raw.hex(),
+            "signer": DEVICE_ID.hex(),
+            "kind": "memory",
+        },
+        "host": {
+            "kid": HOST_KEY.kid.hex(),
+            "public": HOST_KEY.public.raw.hex(),
+            "signer": HOST_ID.hex(),
+            "kind": "knowledge",
+        },
+    }
 
 
 def trusted_keys() -> dict[bytes, TrustedKey]:
@@ -414,12 +575,19 @@ def knowledge_items() -> list[KnowledgeItem]:
 
 
 def sample_packs() -> tuple[Pack, Pack, Pack]:
-    first = sign_pack(DEVICE_KEY, PackKind.MEMORY, DEVICE_ID, (7 << 32) | 1, GENESIS, T0,
-                      record_chain())  # fmt: skip
-    second = sign_pack(DEVICE_KEY, PackKind.MEMORY, DEVICE_ID, (7 << 32) | 2, first.hash,
-                       T0 + 4000, record_chain(first.hash, 7, 4))  # fmt: skip
-    knowledge = sign_pack(HOST_KEY, PackKind.KNOWLEDGE, HOST_ID, 5, GENESIS, T0,
-                          knowledge_items())  # fmt: skip
+    first = sign_pack(
+        DEVICE_KEY, PackKind.MEMORY, DEVICE_ID, (7 << 32) | 1, GENESIS, T0, record_chain()
+    )
+    second = sign_pack(
+        DEVICE_KEY,
+        PackKind.MEMORY,
+        DEVICE_ID,
+        (7 << 32) | 2,
+        first.hash,
+        T0 + 4000,
+        record_chain(first.hash, 7, 4),
+    )
+    knowledge = sign_pack(HOST_KEY, PackKind.KNOWLEDGE, HOST_ID, 5, GENESIS, T0, knowledge_items())
     return first, second, knowledge
 
 
@@ -430,12 +598,21 @@ def packs() -> Vector:
     h2 = ChainHead(second.seq, second.hash)
     tampered = bytearray(second.encoded)
     tampered[tampered.find(b"spike")] ^= 0x20
-    stranger = sign_pack(OTHER_KEY, PackKind.MEMORY, DEVICE_ID, second.seq, first.hash,
-                         T0 + 4000, [])  # fmt: skip
-    replay = sign_pack(DEVICE_KEY, PackKind.MEMORY, DEVICE_ID, second.seq, first.hash,
-                       T0 + 9999, [])  # fmt: skip
-    broken = sign_pack(DEVICE_KEY, PackKind.MEMORY, DEVICE_ID, second.seq, hashlib.sha256(b"x")
-                       .digest(), T0 + 4000, [])  # fmt: skip
+    stranger = sign_pack(
+        OTHER_KEY, PackKind.MEMORY, DEVICE_ID, second.seq, first.hash, T0 + 4000, []
+    )
+    replay = sign_pack(
+        DEVICE_KEY, PackKind.MEMORY, DEVICE_ID, second.seq, first.hash, T0 + 9999, []
+    )
+    broken = sign_pack(
+        DEVICE_KEY,
+        PackKind.MEMORY,
+        DEVICE_ID,
+        second.seq,
+        hashlib.sha256(b"x").digest(),
+        T0 + 4000,
+        [],
+    )
     wrong_signer = sign_pack(DEVICE_KEY, PackKind.MEMORY, OTHER_ID, 1, GENESIS, T0, [])
     bad_record = _resign_with_bad_record(first)
     alg_es256 = _with_protected(first, cbor.encode({1: -7, 4: DEVICE_KEY.kid}))
@@ -463,13 +640,28 @@ def packs() -> Vector:
         ("alg ES256 instead of EdDSA", alg_es256, None, PackKind.MEMORY, True),
         ("truncated", first.encoded[:-10], None, PackKind.MEMORY, True),
         ("a knowledge pack offered as a memory pack", knowledge, None, PackKind.MEMORY, True),
-        ("knowledge pack on a device", knowledge, ChainHead(4, bytes(32)), PackKind.KNOWLEDGE,
-         False),
-        ("knowledge pack after missed versions", newer_knowledge, ChainHead(5, knowledge.hash),
-         PackKind.KNOWLEDGE, False),
-        ("knowledge rollback on a device", older_knowledge, ChainHead(5, knowledge.hash),
-         PackKind.KNOWLEDGE, False),
-    ]  # fmt: skip
+        (
+            "knowledge pack on a device",
+            knowledge,
+            ChainHead(4, bytes(32)),
+            PackKind.KNOWLEDGE,
+            False,
+        ),
+        (
+            "knowledge pack after missed versions",
+            newer_knowledge,
+            ChainHead(5, knowledge.hash),
+            PackKind.KNOWLEDGE,
+            False,
+        ),
+        (
+            "knowledge rollback on a device",
+            older_knowledge,
+            ChainHead(5, knowledge.hash),
+            PackKind.KNOWLEDGE,
+            False,
+        ),
+    ]
     out = []
     expect: dict[str, Any]
     for name, pack, head, kind, chain in cases:
@@ -482,13 +674,21 @@ def packs() -> Vector:
                 "hash": result.pack.hash.hex(),
             }
         except PackError as err:
-            expect = {"status": "refused", "reason": Reason(err.reason).name.lower(),
-                      "code": err.reason}  # fmt: skip
-        out.append({
-            "name": name, "kind": kind.name.lower(), "require_chain": chain,
-            "head": None if head is None else {"seq": head.seq, "hash": head.hash.hex()},
-            "pack": data.hex(), "expect": expect,
-        })  # fmt: skip
+            expect = {
+                "status": "refused",
+                "reason": Reason(err.reason).name.lower(),
+                "code": err.reason,
+            }
+        out.append(
+            {
+                "name": name,
+                "kind": kind.name.lower(),
+                "require_chain": chain,
+                "head": None if head is None else {"seq": head.seq, "hash": head.hash.hex()},
+                "pack": data.hex(),
+                "expect": expect,
+            }
+        )
     return {
         "description": "COSE_Sign1 packs with EdDSA. Verify against 'trusted' and 'head' (the "
         "signer's last accepted seq and pack hash, null if none) in the order of SPEC.md §8.4.",
@@ -523,11 +723,17 @@ def _resign_with_bad_record(pack: Pack) -> bytes:
 def identity_vectors() -> Vector:
     cases = []
     for s, p, o in identity.EDGE_CASES:
-        cases.append({
-            "s": s.hex(), "p": p.hex(), "o": o.hex(),
-            "fold_s": identity.fold(s), "fold_p": identity.fold(p), "fold_o": identity.fold(o),
-            "id": identity.triple_id(s, p, o),
-        })  # fmt: skip
+        cases.append(
+            {
+                "s": s.hex(),
+                "p": p.hex(),
+                "o": o.hex(),
+                "fold_s": identity.fold(s),
+                "fold_p": identity.fold(p),
+                "fold_o": identity.fold(o),
+                "id": identity.triple_id(s, p, o),
+            }
+        )
     return {
         "description": "Semantic identity: fold (split on Go unicode.IsSpace runs, join with "
         "one space, simple lower-case per rune, invalid UTF-8 bytes -> U+FFFD each), then "

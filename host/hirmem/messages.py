@@ -12,8 +12,9 @@ from the peer. The fields of each type, in order, are declared once here in
 
 from __future__ import annotations
 
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, fields
 from enum import IntEnum
+from functools import cache
 from typing import Any, ClassVar
 
 from hirmem import cbor
@@ -257,10 +258,22 @@ class Fragment(Message):
 CLASSES: dict[int, type[Message]] = {
     int(cls.TYPE): cls
     for cls in (
-        Hello, HelloAck, Capture, CaptureResult, PackOffer, PackResult, KnowledgePush,
-        KnowledgeResult, StatusRequest, Status, Log, Error, Ack, Fragment,
+        Hello,
+        HelloAck,
+        Capture,
+        CaptureResult,
+        PackOffer,
+        PackResult,
+        KnowledgePush,
+        KnowledgeResult,
+        StatusRequest,
+        Status,
+        Log,
+        Error,
+        Ack,
+        Fragment,
     )
-}  # fmt: skip
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,8 +307,14 @@ def _check_field(cls: type[Message], name: str, kind: str, value: object) -> Non
             )
 
 
+_FIELD_NAMES: dict[type[Message], tuple[str, ...]] = {
+    cls: tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+    for cls in CLASSES.values()
+}
+
+
 def _names(cls: type[Message]) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+    return _FIELD_NAMES[cls]
 
 
 def encode_message(message: Message, seq: int = 0, ack: int = 0) -> bytes:
@@ -303,11 +322,12 @@ def encode_message(message: Message, seq: int = 0, ack: int = 0) -> bytes:
     cls = type(message)
     if message.TYPE in UNSEQUENCED and seq != 0:
         raise MessageError(ErrorCode.MALFORMED, f"{cls.__name__} is unsequenced: seq must be 0")
-    for name, value in ((n, v) for n, v in (("seq", seq), ("ack", ack))):
+    for name, value in (("seq", seq), ("ack", ack)):
         if type(value) is not int or not 0 <= value <= U32:
             raise MessageError(ErrorCode.MALFORMED, f"{name} must be in 0..{U32}, got {value!r}")
-    values = astuple(message)  # type: ignore[call-overload]
-    for name, kind, value in zip(_names(cls), cls.FIELDS, values, strict=True):
+    names = _names(cls)
+    values = [getattr(message, name) for name in names]
+    for name, kind, value in zip(names, cls.FIELDS, values, strict=True):
         _check_field(cls, name, kind, value)
     return cbor.encode([VERSION, int(message.TYPE), seq, ack, *values])
 
@@ -323,8 +343,12 @@ def peek_header(body: bytes) -> tuple[int, int, int] | None:
     return None
 
 
-def decode_message(body: bytes) -> Envelope:
-    """Decode and check a frame body; raise MessageError (with its wire ErrorCode)."""
+def decode_message(body: bytes, *, inner: bool = False) -> Envelope:
+    """Decode and check a frame body; raise MessageError (with its wire ErrorCode).
+
+    ``inner`` decodes a reassembled message carried in fragments: its seq and ack
+    are 0, the fragments carried the sequencing.
+    """
     try:
         item = cbor.decode(body)
     except CborError as exc:
@@ -342,7 +366,12 @@ def decode_message(body: bytes) -> Envelope:
     for name, value in (("seq", seq), ("ack", ack)):
         if type(value) is not int or not 0 <= value <= U32:
             raise MessageError(ErrorCode.MALFORMED, f"{name} must be in 0..{U32}, got {value!r}")
-    if (cls.TYPE in UNSEQUENCED) != (seq == 0):
+    if inner:
+        if seq != 0 or ack != 0 or cls.TYPE == MsgType.FRAGMENT:
+            raise MessageError(
+                ErrorCode.REASSEMBLY, "a reassembled message has seq 0, ack 0 and is no fragment"
+            )
+    elif (cls.TYPE in UNSEQUENCED) != (seq == 0):
         want = "0" if cls.TYPE in UNSEQUENCED else "≥ 1"
         raise MessageError(ErrorCode.MALFORMED, f"{cls.__name__} must have seq {want}, got {seq}")
     values = item[4:]

@@ -161,9 +161,17 @@ def sign_pack(
         raise HirmemError(f"pack of {len(encoded)} bytes exceeds {MAX_PACK}; split the records")
     held: tuple[Record, ...] | tuple[KnowledgeItem, ...] = tuple(items)  # type: ignore[assignment]
     return Pack(
-        kind, pid, signer, seq, prev, created, held, key.kid, encoded,
+        kind,
+        pid,
+        signer,
+        seq,
+        prev,
+        created,
+        held,
+        key.kid,
+        encoded,
         hashlib.sha256(encoded).digest(),
-    )  # fmt: skip
+    )
 
 
 def _refuse(reason: Reason, detail: str) -> PackError:
@@ -293,6 +301,14 @@ def _parse_payload(raw: bytes, kind: PackKind, kid: bytes, encoded: bytes) -> Pa
     except HirmemError as exc:
         raise _refuse(Reason.MALFORMED, str(exc)) from None
     return Pack(
-        kind, pid, signer, seq, prev, created, parsed, kid, encoded,
+        kind,
+        pid,
+        signer,
+        seq,
+        prev,
+        created,
+        parsed,
+        kid,
+        encoded,
         hashlib.sha256(encoded).digest(),
-    )  # fmt: skip
+    )

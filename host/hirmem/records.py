@@ -99,19 +99,51 @@ class Record:
         """Build a record the way a device does: gate it, then hash and chain it."""
         g = evaluate(flags, confidence, provenance)
         return cls(
-            rid, payload, source, timestamp, context, flags,
-            g.h, g.i, g.r, g.f, g.c, g.rn, confidence, provenance, priority, g.w,
-            int(g.disposition), int(Layer.EPISODIC),
-            record_hash(rid, payload, source, timestamp, context, prev_hash), prev_hash,
-        )  # fmt: skip
+            rid,
+            payload,
+            source,
+            timestamp,
+            context,
+            flags,
+            g.h,
+            g.i,
+            g.r,
+            g.f,
+            g.c,
+            g.rn,
+            confidence,
+            provenance,
+            priority,
+            g.w,
+            int(g.disposition),
+            int(Layer.EPISODIC),
+            record_hash(rid, payload, source, timestamp, context, prev_hash),
+            prev_hash,
+        )
 
     def to_wire(self) -> list[Any]:
         return [
-            self.id, self.payload, self.source, self.timestamp, self.context, self.flags,
-            self.h, self.i, self.r, self.f, self.c, self.rn,
-            self.confidence, self.provenance, self.priority, self.w,
-            self.state, self.layer, self.hash, self.prev_hash,
-        ]  # fmt: skip
+            self.id,
+            self.payload,
+            self.source,
+            self.timestamp,
+            self.context,
+            self.flags,
+            self.h,
+            self.i,
+            self.r,
+            self.f,
+            self.c,
+            self.rn,
+            self.confidence,
+            self.provenance,
+            self.priority,
+            self.w,
+            self.state,
+            self.layer,
+            self.hash,
+            self.prev_hash,
+        ]
 
     @classmethod
     def from_wire(cls, item: object) -> Record:
@@ -162,9 +194,20 @@ class Record:
 
 
 _UINT_FIELDS = (
-    "flags", "h", "i", "r", "f", "c", "rn", "confidence", "provenance", "priority", "w",
-    "state", "layer",
-)  # fmt: skip
+    "flags",
+    "h",
+    "i",
+    "r",
+    "f",
+    "c",
+    "rn",
+    "confidence",
+    "provenance",
+    "priority",
+    "w",
+    "state",
+    "layer",
+)
 
 
 def _want(item: list[Any], index: int, kind: type, name: str, size: int | None = None) -> None:

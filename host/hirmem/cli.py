@@ -1,0 +1,43 @@
+"""The ``hirmem`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from hirmem import identity
+from hirmem.errors import HirmemError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="hirmem", description="hirmem edge-memory host tools")
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="run the wire-contract demo over a noisy simulated line")
+    demo.add_argument("--seed", type=int, default=2026, help="noise seed (default 2026)")
+    demo.add_argument("--flip", type=float, default=0.001, help="bit-flip rate per byte")
+    demo.add_argument("--drop", type=float, default=0.0005, help="byte drop rate")
+    demo.add_argument("--garbage", type=float, default=0.0005, help="garbage burst rate per byte")
+    demo.add_argument("--max-frame", type=int, default=512, help="frame size (128..4096)")
+    ident = sub.add_parser("id", help="print fold(s, p, o) and the triple id")
+    ident.add_argument("subject")
+    ident.add_argument("predicate")
+    ident.add_argument("object")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "demo":
+            from hirmem import demo as demo_module
+
+            return demo_module.run(args.seed, args.flip, args.drop, args.garbage, args.max_frame)
+        if args.command == "id":
+            parts = (args.subject, args.predicate, args.object)
+            print(" | ".join(identity.fold(p) for p in parts))
+            print(identity.triple_id(*parts))
+            return 0
+    except HirmemError as exc:
+        print(f"hirmem: {exc}", file=sys.stderr)
+        return 2
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
