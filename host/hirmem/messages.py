@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from enum import IntEnum
-from functools import cache
 from typing import Any, ClassVar
 
 from hirmem import cbor

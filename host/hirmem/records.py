@@ -22,7 +22,7 @@ from typing import Any
 
 from hirmem import cbor
 from hirmem.errors import HirmemError
-from hirmem.gate import evaluate
+from hirmem.gate import Check, evaluate
 
 RECORD_ID_SIZE = 16  # device id (8) + boot counter (u32 BE) + capture sequence (u32 BE)
 HASH_SIZE = 32
@@ -57,6 +57,28 @@ def record_hash(
     return hashlib.sha256(
         cbor.encode([rid, payload, source, timestamp, context, prev_hash])
     ).digest()
+
+
+def normalise(flags: int, payload: bytes, source: str, timestamp: int, context: bytes) -> int:
+    """Stage 2: set ACTION_FLAGS bits 3 (schema_valid) and 2 (source_present) from the record.
+
+    The record is kept either way: a missing source or an invalid schema lowers H
+    at the gate, it does not drop the record. Schema valid means a non-empty
+    payload within MAX_PAYLOAD, a known timestamp (> 0), a 32-byte context and a
+    source within MAX_SOURCE bytes.
+    """
+    schema_ok = (
+        0 < len(payload) <= MAX_PAYLOAD
+        and timestamp > 0
+        and len(context) == HASH_SIZE
+        and len(source.encode("utf-8")) <= MAX_SOURCE
+    )
+    flags &= ~int(Check.SCHEMA_VALID | Check.SOURCE_PRESENT)
+    if schema_ok:
+        flags |= int(Check.SCHEMA_VALID)
+    if source:
+        flags |= int(Check.SOURCE_PRESENT)
+    return flags
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +118,8 @@ class Record:
         priority: int,
         prev_hash: bytes,
     ) -> Record:
-        """Build a record the way a device does: gate it, then hash and chain it."""
+        """Build a record the way a device does: normalise, gate, then hash and chain it."""
+        flags = normalise(flags, payload, source, timestamp, context)
         g = evaluate(flags, confidence, provenance)
         return cls(
             rid,
@@ -179,6 +202,12 @@ class Record:
         )
         if want != self.hash:
             raise HirmemError(f"record {self.id.hex()} hash does not match its content")
+        normal = normalise(self.flags, self.payload, self.source, self.timestamp, self.context)
+        if normal != self.flags:
+            raise HirmemError(
+                f"record {self.id.hex()} carries flags 0x{self.flags:03x}, normalising its "
+                f"fields gives 0x{normal:03x} (schema_valid / source_present)"
+            )
         g = evaluate(self.flags, self.confidence, self.provenance)
         got = (self.h, self.i, self.r, self.f, self.c, self.rn, self.w)
         if got != (g.h, g.i, g.r, g.f, g.c, g.rn, g.w):
