@@ -177,7 +177,7 @@ def run(
     pack = sign_pack(
         device_key, PackKind.MEMORY, device_id, (boot << 32) | 1, GENESIS, t0 + 5000, records
     )
-    offer = encode_message(PackOffer(pack.encoded), 0, 0)
+    offer = encode_message(PackOffer(pack.encoded), inner=True)
     parts = fragments.split(offer, max_frame, first_seq=2)
     bodies = [(seq, encode_message(frag, seq, 0)) for seq, frag in parts]
     print(

@@ -18,6 +18,9 @@ from typing import Any, ClassVar
 
 from hirmem import cbor
 from hirmem.errors import CborError, MessageError
+from hirmem.gate import Hard, Verdict
+from hirmem.packs import Reason
+from hirmem.records import State
 
 VERSION = 1
 U32 = (1 << 32) - 1
@@ -84,13 +87,28 @@ class LogLevel(IntEnum):
     ERROR = 3
 
 
-# Field kinds: (CBOR type, bound). ``bstrN`` is a byte string of exactly N bytes.
-UINT, UINT32, UINT16, Q, BSTR, TSTR = "uint", "uint32", "uint16", "q", "bstr", "tstr"
-BSTR8, BSTR16, BSTR32, BSTR0_8 = "bstr8", "bstr16", "bstr32", "bstr0_8"
+# Field kinds, named once and bounded as protocol/hirmem.cddl bounds them.
+# Unsigned integers (inclusive range in _INT_MIN/_INT_LIMITS):
+UINT, UINT32, UINT16, Q = "uint", "uint32", "uint16", "q"
+CAPTURE_STATUS, VERDICT, HARD, STATE = "capture_status", "verdict", "hard", "state"
+PACK_STATUS, REASON, LOG_LEVEL, ERROR_CODE = "pack_status", "reason", "log_level", "error_code"
+# Byte strings: ``bstrN`` has exactly N bytes (or one of _BSTR_SIZES), others a maximum.
+BSTR, PAYLOAD = "bstr", "payload"
+BSTR8, BSTR16, BSTR32, BSTR0_8, BSTR0_16 = "bstr8", "bstr16", "bstr32", "bstr0_8", "bstr0_16"
+TSTR = "tstr"
 
-_INT_LIMITS = {UINT: U64, UINT32: U32, UINT16: 0xFFFF, Q: Q_ONE}
-_BSTR_SIZES = {BSTR8: (8,), BSTR16: (16,), BSTR32: (32,), BSTR0_8: (0, 8)}
 MAX_TEXT = 240
+MAX_PAYLOAD = 256
+_INT_LIMITS = {
+    UINT: U64, UINT32: U32, UINT16: 0xFFFF, Q: Q_ONE,
+    CAPTURE_STATUS: max(CaptureStatus), VERDICT: max(Verdict), HARD: int(Hard(15)),
+    STATE: max(State), PACK_STATUS: max(PackStatus), REASON: max(Reason),
+    LOG_LEVEL: max(LogLevel), ERROR_CODE: max(ErrorCode),
+}  # fmt: skip
+_INT_MIN = {ERROR_CODE: min(ErrorCode)}
+_BSTR_SIZES = {BSTR8: (8,), BSTR16: (16,), BSTR32: (32,), BSTR0_8: (0, 8), BSTR0_16: (0, 16)}
+_BSTR_MAX = {PAYLOAD: MAX_PAYLOAD}
+_BYTES_KINDS = frozenset({BSTR, PAYLOAD, *_BSTR_SIZES})
 
 
 class Message:
@@ -132,7 +150,7 @@ class HelloAck(Message):
 @dataclass(frozen=True, slots=True)
 class Capture(Message):
     TYPE = MsgType.CAPTURE
-    FIELDS = (TSTR, BSTR, BSTR32, UINT16, Q, Q, Q)
+    FIELDS = (TSTR, PAYLOAD, BSTR32, UINT16, Q, Q, Q)
     source: str
     payload: bytes
     context: bytes
@@ -145,7 +163,7 @@ class Capture(Message):
 @dataclass(frozen=True, slots=True)
 class CaptureResult(Message):
     TYPE = MsgType.CAPTURE_RESULT
-    FIELDS = (UINT32, UINT, BSTR, UINT16, Q, Q, Q, Q, Q, Q, Q, UINT, UINT, UINT)
+    FIELDS = (UINT32, CAPTURE_STATUS, BSTR0_16, UINT16, Q, Q, Q, Q, Q, Q, Q, VERDICT, HARD, STATE)
     ref: int  # seq of the CAPTURE it answers; 0 for the device's own sensor
     status: int
     record_id: bytes  # 16 bytes, empty when refused
@@ -172,7 +190,7 @@ class PackOffer(Message):
 @dataclass(frozen=True, slots=True)
 class PackResult(Message):
     TYPE = MsgType.PACK_RESULT
-    FIELDS = (BSTR16, UINT, UINT)
+    FIELDS = (BSTR16, PACK_STATUS, REASON)
     pack_id: bytes
     status: int
     reason: int
@@ -188,7 +206,7 @@ class KnowledgePush(Message):
 @dataclass(frozen=True, slots=True)
 class KnowledgeResult(Message):
     TYPE = MsgType.KNOWLEDGE_RESULT
-    FIELDS = (BSTR16, UINT, UINT, UINT)
+    FIELDS = (BSTR16, PACK_STATUS, REASON, UINT)
     pack_id: bytes
     status: int
     reason: int
@@ -224,7 +242,7 @@ class Status(Message):
 @dataclass(frozen=True, slots=True)
 class Log(Message):
     TYPE = MsgType.LOG
-    FIELDS = (UINT, TSTR)
+    FIELDS = (LOG_LEVEL, TSTR)
     level: int
     text: str
 
@@ -232,7 +250,7 @@ class Log(Message):
 @dataclass(frozen=True, slots=True)
 class Error(Message):
     TYPE = MsgType.ERROR
-    FIELDS = (UINT, UINT32, TSTR)
+    FIELDS = (ERROR_CODE, UINT32, TSTR)
     code: int
     ref: int  # seq of the offending message, 0 when unknown
     detail: str
@@ -285,10 +303,10 @@ class Envelope:
 def _check_field(cls: type[Message], name: str, kind: str, value: object) -> None:
     where = f"{cls.__name__}.{name}"
     if kind in _INT_LIMITS:
-        if type(value) is not int or not 0 <= value <= _INT_LIMITS[kind]:
+        low, high = _INT_MIN.get(kind, 0), _INT_LIMITS[kind]
+        if type(value) is not int or not low <= value <= high:
             raise MessageError(
-                ErrorCode.MALFORMED,
-                f"{where} must be an integer in 0..{_INT_LIMITS[kind]}, got {value!r}",
+                ErrorCode.MALFORMED, f"{where} must be an integer in {low}..{high}, got {value!r}"
             )
     elif kind == TSTR:
         if type(value) is not str or len(value.encode("utf-8")) > MAX_TEXT:
@@ -304,6 +322,10 @@ def _check_field(cls: type[Message], name: str, kind: str, value: object) -> Non
                 ErrorCode.MALFORMED,
                 f"{where} must be {' or '.join(map(str, sizes))} bytes, got {len(value)}",
             )
+        if kind in _BSTR_MAX and len(value) > _BSTR_MAX[kind]:
+            raise MessageError(
+                ErrorCode.MALFORMED, f"{where} is {len(value)} bytes, limit {_BSTR_MAX[kind]}"
+            )
 
 
 _FIELD_NAMES: dict[type[Message], tuple[str, ...]] = {
@@ -316,11 +338,20 @@ def _names(cls: type[Message]) -> tuple[str, ...]:
     return _FIELD_NAMES[cls]
 
 
-def encode_message(message: Message, seq: int = 0, ack: int = 0) -> bytes:
-    """Encode a message body; checks every field so bad bodies never reach the wire."""
+def encode_message(message: Message, seq: int = 0, ack: int = 0, *, inner: bool = False) -> bytes:
+    """Encode a message body; checks every field so bad bodies never reach the wire.
+
+    ``inner`` encodes a message to be carried in fragments (seq 0, ack 0).
+    """
     cls = type(message)
-    if message.TYPE in UNSEQUENCED and seq != 0:
-        raise MessageError(ErrorCode.MALFORMED, f"{cls.__name__} is unsequenced: seq must be 0")
+    if inner:
+        if seq != 0 or ack != 0 or message.TYPE == MsgType.FRAGMENT:
+            raise MessageError(
+                ErrorCode.MALFORMED, "a message carried in fragments has seq 0, ack 0"
+            )
+    elif (message.TYPE in UNSEQUENCED) != (seq == 0):
+        want = "0" if message.TYPE in UNSEQUENCED else "≥ 1"
+        raise MessageError(ErrorCode.MALFORMED, f"{cls.__name__} must have seq {want}, got {seq}")
     for name, value in (("seq", seq), ("ack", ack)):
         if type(value) is not int or not 0 <= value <= U32:
             raise MessageError(ErrorCode.MALFORMED, f"{name} must be in 0..{U32}, got {value!r}")
@@ -399,5 +430,5 @@ def from_json(data: dict[str, Any]) -> Message:
     args = []
     for name, kind in zip(_names(cls), cls.FIELDS, strict=True):
         value = data[name]
-        args.append(bytes.fromhex(value) if kind.startswith("bstr") else value)
+        args.append(bytes.fromhex(value) if kind in _BYTES_KINDS else value)
     return cls(*args)

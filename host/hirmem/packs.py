@@ -211,6 +211,9 @@ def verify_pack(
     ):
         raise _refuse(Reason.MALFORMED, "COSE_Sign1 is [protected: bstr, {}, payload: bstr, sig]")
     protected_raw, unprotected, payload_raw, signature = body
+    if unprotected:
+        # unsigned: anything here could be added in transit and would change the pack hash
+        raise _refuse(Reason.MALFORMED, "the unprotected header must be empty")
     try:
         protected = cbor.decode(protected_raw)
     except CborError as exc:
@@ -221,11 +224,9 @@ def verify_pack(
         raise _refuse(
             Reason.UNSUPPORTED_ALG, f"alg {protected.get(HDR_ALG)!r}, only EdDSA (-8) is accepted"
         )
-    kid = protected.get(HDR_KID, unprotected.get(HDR_KID))
+    kid = protected.get(HDR_KID)
     if type(kid) is not bytes or len(kid) != KID_SIZE:
         raise _refuse(Reason.MALFORMED, f"key id must be {KID_SIZE} bytes in the protected header")
-    if HDR_KID not in protected:
-        raise _refuse(Reason.MALFORMED, "key id must be in the protected header")
     trusted = keys.get(kid)
     if trusted is None or trusted.kind != kind:
         raise _refuse(Reason.UNKNOWN_KEY, f"no trusted {kind.name.lower()} key with id {kid.hex()}")

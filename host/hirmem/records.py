@@ -184,8 +184,9 @@ class Record:
         _want(item, 4, bytes, "context", HASH_SIZE)
         for index, name in ((3, "timestamp"), *enumerate(_UINT_FIELDS, start=5)):
             _want(item, index, int, name)
-            if not 0 <= item[index] < 1 << 64:
-                raise HirmemError(f"record {name} must be an unsigned integer, got {item[index]}")
+            high = _UINT_LIMITS.get(name, (1 << 64) - 1)
+            if not 0 <= item[index] <= high:
+                raise HirmemError(f"record {name} must be in 0..{high}, got {item[index]}")
         _want(item, 18, bytes, "hash", HASH_SIZE)
         _want(item, 19, bytes, "prev_hash", HASH_SIZE)
         return cls(*item)
@@ -237,6 +238,13 @@ _UINT_FIELDS = (
     "state",
     "layer",
 )
+
+
+_UINT_LIMITS = {
+    "flags": 0x0FFF, "state": max(State), "layer": max(Layer),
+    **{name: 0x10000 for name in ("h", "i", "r", "f", "c", "rn", "confidence", "provenance",
+                                  "priority", "w")},
+}  # fmt: skip
 
 
 def _want(item: list[Any], index: int, kind: type, name: str, size: int | None = None) -> None:

@@ -1,0 +1,56 @@
+"""Shared test helpers: the committed wire vectors and the generator's test keys."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from hirmem.keys import SigningKey
+
+ROOT = Path(__file__).resolve().parent.parent
+VECTORS = ROOT / "protocol" / "vectors"
+CDDL = ROOT / "protocol" / "hirmem.cddl"
+GEN_VECTORS = ROOT / "tools" / "gen_vectors.py"
+
+
+@cache
+def load_vectors(name: str) -> dict[str, Any]:
+    """One committed vector file, e.g. ``load_vectors("frames")``."""
+    data: dict[str, Any] = json.loads((VECTORS / f"{name}.json").read_text(encoding="utf-8"))
+    return data
+
+
+def vector_params(name: str, section: str) -> list[Any]:
+    """The cases of one section as ``pytest.param``s, each named after its case."""
+    cases: list[dict[str, Any]] = load_vectors(name)[section]
+    return [pytest.param(case, id=str(case.get("name", index))) for index, case in enumerate(cases)]
+
+
+def derived_key(label: str) -> SigningKey:
+    """A test key derived from a public string, exactly as tools/gen_vectors.py does."""
+    return SigningKey(hashlib.sha256(f"hirmem test key: {label}".encode()).digest())
+
+
+DEVICE_KEY = derived_key("device 0102030405060708")
+OTHER_KEY = derived_key("device 1112131415161718")
+HOST_KEY = derived_key("host a1a2a3a4a5a6a7a8")
+DEVICE_ID = bytes.fromhex("0102030405060708")
+OTHER_ID = bytes.fromhex("1112131415161718")
+HOST_ID = bytes.fromhex("a1a2a3a4a5a6a7a8")
+
+
+@pytest.fixture(scope="session")
+def gen_vectors() -> ModuleType:
+    """tools/gen_vectors.py, imported from its path (tools/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("gen_vectors", GEN_VECTORS)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
