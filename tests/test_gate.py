@@ -27,7 +27,7 @@ from hirmem.gate import (
     HARD_MASK,
     HONESTY_MASK,
     INTEGRITY_MASK,
-    RELATIONAL_MASK,
+    RESPECT_MASK,
     RESERVED_MASK,
     TOLERANCE,
     YELLOW_THRESHOLD,
@@ -208,7 +208,7 @@ def test_check_bits_and_masks() -> None:
         "NO_DOMINATION",
     ]
     assert [Check[name].value for name in names] == [1 << bit for bit in range(12)]
-    assert (HONESTY_MASK, INTEGRITY_MASK, RELATIONAL_MASK) == (0x000F, 0x00F0, 0x0F00)
+    assert (HONESTY_MASK, INTEGRITY_MASK, RESPECT_MASK) == (0x000F, 0x00F0, 0x0F00)
     assert HARD_MASK == 0x0C40
     assert RESERVED_MASK == 0xF000
     assert FLAGS_MASK == 0x0FFF
@@ -239,7 +239,7 @@ def test_axis_scores_count_passed_checks() -> None:
         result = evaluate(flags, ONE, ONE)
         h = 0x4000 * (flags & HONESTY_MASK).bit_count()
         i = 0x4000 * (flags & INTEGRITY_MASK).bit_count()
-        r = 0x4000 * (flags & RELATIONAL_MASK).bit_count()
+        r = 0x4000 * (flags & RESPECT_MASK).bit_count()
         if not flags & Check.NO_INVARIANT_VIOLATION:
             i = 0
         if not flags & Check.NO_DOMINATION or not flags & Check.CONSENT_ENFORCED:

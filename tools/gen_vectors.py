@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "host"))
 sys.path.insert(0, str(ROOT / "tools"))
 
-from hirmem import cbor, fixedpoint, gate, identity  # noqa: E402
+from hirmem import cbor, fixedpoint, fragments, gate, identity  # noqa: E402
 from hirmem.errors import FrameError, MessageError, PackError  # noqa: E402
 from hirmem.frames import FrameDecoder, cobs_encode, crc32, decode_frame, encode_frame  # noqa: E402
 from hirmem.keys import SigningKey  # noqa: E402
@@ -141,7 +141,23 @@ def frames() -> Vector:
     decoder = FrameDecoder(512)
     events = decoder.feed(stream)
     expected = [{"body": e.hex()} if isinstance(e, bytes) else _hex_error(e) for e in events]
+    cobs_cases = {
+        "one zero": b"\x00",
+        "two zeros": b"\x00\x00",
+        "zero inside": b"\x11\x22\x00\x33",
+        "no zero": b"\x11\x22\x33\x44",
+        "trailing zeros": b"\x11\x00\x00\x00",
+        "254 non-zero bytes: no block after the full one": bytes(range(1, 255)),
+        "zero then 254 non-zero bytes": b"\x00" + bytes(range(1, 255)),
+        "255 non-zero bytes": bytes(range(1, 256)),
+        "254 non-zero bytes then a zero": bytes(range(2, 256)) + b"\x00",
+        "508 non-zero bytes (two full blocks)": bytes((i % 255) + 1 for i in range(508)),
+    }
     return {
+        "cobs": [
+            {"name": n, "data": d.hex(), "encoded": cobs_encode(d).hex()}
+            for n, d in cobs_cases.items()
+        ],
         "description": "COBS frames: body || CRC-32 (IEEE, little-endian), COBS-encoded, "
         "ended by 0x00. 'stream' is one byte stream a receiver decodes in order, "
         "resynchronising on each 0x00; empty frames are skipped.",
@@ -174,7 +190,7 @@ def sample_messages(
         ),
         (
             "hello without host key",
-            Hello(DEVICE_ID, "hifive1", "0.1.0", 1, 0x0B, 128, 1024, 1, kid, b""),
+            Hello(DEVICE_ID, "hifive1", "0.1.0", 1, 0x09, 128, 1024, 1, kid, b""),
             1,
             0,
         ),
@@ -264,7 +280,7 @@ def messages(record_pack: bytes, knowledge_pack: bytes) -> Vector:
                 "ack": ack,
                 "message": to_json(msg),
                 "body": body.hex(),
-                "frame": encode_frame(body, max(512, len(body) + 4)).hex(),
+                "frame": encode_frame(body).hex() if fragments.fits(body, 512) else None,
             }
         )
     status_req = encode_message(StatusRequest(), 7, 4)
@@ -290,10 +306,28 @@ def messages(record_pack: bytes, knowledge_pack: bytes) -> Vector:
             invalid.append({"name": name, "body": body.hex(), "error_code": int(err.code)})
         else:
             raise AssertionError(f"{name} decoded")
+    inner = encode_message(PackOffer(record_pack), inner=True)
+    fragmented = []
+    for max_frame in (128, 512):
+        parts = fragments.split(inner, max_frame, first_seq=3)
+        fragmented.append(
+            {
+                "max_frame": max_frame,
+                "inner": inner.hex(),
+                "first_seq": 3,
+                "ack": 2,
+                "fragments": [encode_message(f, seq, 2).hex() for seq, f in parts],
+                "frames": [
+                    encode_frame(encode_message(f, seq, 2), max_frame).hex() for seq, f in parts
+                ],
+            }
+        )
     return {
+        "fragmented": fragmented,
         "description": "Link messages: [version, type, seq, ack, fields...] in deterministic "
-        "CBOR. 'frame' is the body framed for the wire. Invalid bodies give the ERROR code "
-        "a receiver answers with.",
+        "CBOR. 'frame' is the body framed for the wire (null when the body does not fit "
+        "max_frame 512: such a message travels in fragments, see 'fragmented', whose inner "
+        "body has seq 0 and ack 0). Invalid bodies give the ERROR code a receiver answers with.",
         "valid": valid,
         "invalid": invalid,
     }

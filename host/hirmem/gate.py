@@ -55,8 +55,8 @@ __all__ = [
     "HARD_MASK",
     "HONESTY_MASK",
     "INTEGRITY_MASK",
-    "RELATIONAL_MASK",
     "RESERVED_MASK",
+    "RESPECT_MASK",
     "TOLERANCE",
     "YELLOW_THRESHOLD",
     "Check",
@@ -92,9 +92,9 @@ HONESTY_MASK = 0x000F
 """Sub-checks of the H (honesty) axis, bits 0..3."""
 INTEGRITY_MASK = 0x00F0
 """Sub-checks of the I (integrity) axis, bits 4..7."""
-RELATIONAL_MASK = 0x0F00
+RESPECT_MASK = 0x0F00
 """Sub-checks of the R (relational) axis, bits 8..11."""
-FLAGS_MASK = HONESTY_MASK | INTEGRITY_MASK | RELATIONAL_MASK
+FLAGS_MASK = HONESTY_MASK | INTEGRITY_MASK | RESPECT_MASK
 """All twelve defined sub-check bits (0x0FFF)."""
 RESERVED_MASK = 0xF000
 """Bits 12..15: reserved, must be 0."""
@@ -262,7 +262,7 @@ def evaluate(flags: int, quality: int, provenance: int) -> GateResult:
     hard = _hard_fails(flags)
     h = AXIS_STEP * _passed(flags, HONESTY_MASK)
     i = AXIS_STEP * _passed(flags, INTEGRITY_MASK)
-    r = AXIS_STEP * _passed(flags, RELATIONAL_MASK)
+    r = AXIS_STEP * _passed(flags, RESPECT_MASK)
     if hard & _I_FORCED_ZERO:
         i = 0
     if hard & _R_FORCED_ZERO:
@@ -307,7 +307,7 @@ def evaluate_float(flags: int, quality: float, provenance: float) -> FloatGateRe
     hard = _hard_fails(flags)
     h = 0.25 * _passed(flags, HONESTY_MASK)
     i = 0.25 * _passed(flags, INTEGRITY_MASK)
-    r = 0.25 * _passed(flags, RELATIONAL_MASK)
+    r = 0.25 * _passed(flags, RESPECT_MASK)
     if hard & _I_FORCED_ZERO:
         i = 0.0
     if hard & _R_FORCED_ZERO:

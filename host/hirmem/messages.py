@@ -386,7 +386,7 @@ def decode_message(body: bytes, *, inner: bool = False) -> Envelope:
     if not isinstance(item, list) or len(item) < 4:
         raise MessageError(ErrorCode.MALFORMED, "a message is [version, type, seq, ack, ...]")
     version, mtype, seq, ack = item[:4]
-    if version != VERSION:
+    if type(version) is not int or version != VERSION:
         raise MessageError(
             ErrorCode.UNKNOWN_VERSION, f"protocol version {version!r}; this peer speaks {VERSION}"
         )

@@ -220,13 +220,15 @@ def verify_pack(
         raise _refuse(Reason.MALFORMED, f"protected header: {exc}") from None
     if not isinstance(protected, dict):
         raise _refuse(Reason.MALFORMED, "protected header is not a map")
-    if protected.get(HDR_ALG) != ALG_EDDSA:
-        raise _refuse(
-            Reason.UNSUPPORTED_ALG, f"alg {protected.get(HDR_ALG)!r}, only EdDSA (-8) is accepted"
-        )
+    alg = protected.get(HDR_ALG)
+    if type(alg) is not int or alg != ALG_EDDSA or HDR_ALG not in _int_keys(protected):
+        raise _refuse(Reason.UNSUPPORTED_ALG, f"alg {alg!r}, only EdDSA (-8) is accepted")
     kid = protected.get(HDR_KID)
-    if type(kid) is not bytes or len(kid) != KID_SIZE:
-        raise _refuse(Reason.MALFORMED, f"key id must be {KID_SIZE} bytes in the protected header")
+    if _int_keys(protected) != {HDR_ALG, HDR_KID} or type(kid) is not bytes or len(kid) != KID_SIZE:
+        raise _refuse(
+            Reason.MALFORMED,
+            f"the protected header is exactly {{1: -8, 4: kid of {KID_SIZE} bytes}}",
+        )
     trusted = keys.get(kid)
     if trusted is None or trusted.kind != kind:
         raise _refuse(Reason.UNKNOWN_KEY, f"no trusted {kind.name.lower()} key with id {kid.hex()}")
@@ -269,6 +271,11 @@ def verify_pack(
     return Verified(pack, duplicate=False)
 
 
+def _int_keys(header: dict[object, object]) -> set[object]:
+    """The header's keys that are integers (a CBOR true is not the label 1)."""
+    return {k for k in header if type(k) is int}
+
+
 def _parse_payload(raw: bytes, kind: PackKind, kid: bytes, encoded: bytes) -> Pack:
     try:
         p = cbor.decode(raw)
@@ -279,7 +286,7 @@ def _parse_payload(raw: bytes, kind: PackKind, kid: bytes, encoded: bytes) -> Pa
             Reason.MALFORMED, "payload is [kind, pack_id, signer, seq, prev, created, items]"
         )
     k, pid, signer, seq, prev, created, items = p
-    if k != int(kind):
+    if type(k) is not int or k != int(kind):
         raise _refuse(Reason.MALFORMED, f"pack kind {k!r}, expected {int(kind)} ({kind.name})")
     if type(signer) is not bytes or len(signer) != ID_SIZE:
         raise _refuse(Reason.MALFORMED, f"signer must be {ID_SIZE} bytes")

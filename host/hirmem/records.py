@@ -216,11 +216,12 @@ class Record:
                 f"record {self.id.hex()} carries gate scores {got}, the gate gives "
                 f"{(g.h, g.i, g.r, g.f, g.c, g.rn, g.w)}"
             )
-        if (
-            self.state not in State.__members__.values()
-            or self.layer not in Layer.__members__.values()
-        ):
-            raise HirmemError(f"record {self.id.hex()} has state {self.state} / layer {self.layer}")
+        if (self.state, self.layer) != (int(g.disposition), int(Layer.EPISODIC)):
+            raise HirmemError(
+                f"record {self.id.hex()} has state {self.state} / layer {self.layer}; a device "
+                f"record is episodic ({int(Layer.EPISODIC)}) in the state its gate gives "
+                f"({int(g.disposition)})"
+            )
 
 
 _UINT_FIELDS = (
