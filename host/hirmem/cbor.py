@@ -25,6 +25,7 @@ from hirmem.errors import CborError
 MAX_DEPTH = 16
 
 _U64 = 1 << 64
+_KEY_TYPES = (int, bytes, str)  # map keys; other types could collide (True == 1 in Python)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +68,10 @@ def _encode_into(out: list[bytes], obj: object, depth: int) -> None:
         out.append(_head(2, len(b)))
         out.append(b)
     elif t is str:
-        s = obj.encode("utf-8")  # type: ignore[attr-defined]
+        try:
+            s = obj.encode("utf-8")  # type: ignore[attr-defined]
+        except UnicodeEncodeError as exc:
+            raise CborError(f"text is not encodable as UTF-8: {exc.reason}") from None
         out.append(_head(3, len(s)))
         out.append(s)
     elif t is list or t is tuple:
@@ -77,6 +81,9 @@ def _encode_into(out: list[bytes], obj: object, depth: int) -> None:
             _encode_into(out, item, depth + 1)
     elif t is dict:
         mapping: dict[object, object] = obj  # type: ignore[assignment]
+        for k in mapping:
+            if type(k) not in _KEY_TYPES:
+                raise CborError(f"map key {k!r}: keys are integers, byte strings or text")
         pairs = sorted((encode(k), v) for k, v in mapping.items())
         out.append(_head(5, len(pairs)))
         previous = None
@@ -129,9 +136,14 @@ class _Reader:
         if info < 24:
             return major, info, start
         if info > 27:
-            if info == 31:
+            if ib == 0xFF:
+                raise CborError(f"break byte 0xff outside any indefinite item at byte {start}")
+            if info == 31 and major in (2, 3, 4, 5):
                 raise CborError(f"indefinite-length item (initial byte 0x{ib:02x}) at byte {start}")
-            raise CborError(f"reserved additional information {info} at byte {start}")
+            raise CborError(
+                f"additional information {info} is not valid for major type {major} "
+                f"(initial byte 0x{ib:02x}) at byte {start}"
+            )
         size = 1 << (info - 24)
         stop = self.pos + size
         if stop > self.end:
@@ -139,7 +151,13 @@ class _Reader:
         n = int.from_bytes(self.data[self.pos : stop], "big")
         self.pos = stop
         if major == 7:
-            return major, info, start  # floats: refused by the caller, named precisely
+            if size > 1:
+                raise CborError(
+                    f"floating-point value at byte {start} (hirmem uses Q16.16 integers)"
+                )
+            if n < 32:  # RFC 8949 §3.3: not well-formed
+                raise CborError(f"simple value {n} in two bytes at byte {start} is not well-formed")
+            return major, n, start  # simple value in one extra byte, refused by the caller
         floor = 24 if size == 1 else 1 << (4 * size)
         if n < floor:
             raise CborError(f"non-minimal head at byte {start}: {n} encoded in {size + 1} bytes")
@@ -193,8 +211,10 @@ class _Reader:
                 if key_bytes <= previous:
                     what = "repeated" if key_bytes == previous else "out of order"
                     raise CborError(f"map key at byte {key_start} is {what} (deterministic CBOR)")
-                if isinstance(key, list | dict):
-                    raise CborError(f"map key at byte {key_start} is a container")
+                if type(key) not in _KEY_TYPES:
+                    raise CborError(
+                        f"map key at byte {key_start} is not an integer, byte or text string"
+                    )
                 previous = key_bytes
                 result[key] = self.item(depth + 1)
             return result
@@ -207,8 +227,6 @@ class _Reader:
             return True
         if n == 22:
             return None
-        if n in (25, 26, 27):
-            raise CborError(f"floating-point value at byte {start} (hirmem uses Q16.16 integers)")
         raise CborError(f"simple value {n} at byte {start} is not allowed")
 
 
@@ -219,5 +237,7 @@ def decode(data: bytes) -> Any:
     reader = _Reader(bytes(data))
     value = reader.item(0)
     if reader.pos != reader.end:
-        raise CborError(f"{reader.end - reader.pos} trailing bytes after the data item")
+        raise CborError(
+            f"trailing bytes after the data item: {reader.end - reader.pos} from byte {reader.pos}"
+        )
     return value

@@ -98,6 +98,7 @@ def max_wire_size(max_frame: int) -> int:
 
 def decode_frame(wire: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
     """Decode one frame's COBS bytes (with or without the trailing 0x00) to its body."""
+    wire = bytes(wire)
     if wire.endswith(b"\x00"):
         wire = wire[:-1]
     if len(wire) > max_wire_size(max_frame) - 1:
