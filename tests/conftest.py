@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 from functools import cache
@@ -12,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from hirmem.keys import SigningKey
+from hirmem.keys import derive_test_key
 
 ROOT = Path(__file__).resolve().parent.parent
 VECTORS = ROOT / "protocol" / "vectors"
@@ -33,14 +32,9 @@ def vector_params(name: str, section: str) -> list[Any]:
     return [pytest.param(case, id=str(case.get("name", index))) for index, case in enumerate(cases)]
 
 
-def derived_key(label: str) -> SigningKey:
-    """A test key derived from a public string, exactly as tools/gen_vectors.py does."""
-    return SigningKey(hashlib.sha256(f"hirmem test key: {label}".encode()).digest())
-
-
-DEVICE_KEY = derived_key("device 0102030405060708")
-OTHER_KEY = derived_key("device 1112131415161718")
-HOST_KEY = derived_key("host a1a2a3a4a5a6a7a8")
+DEVICE_KEY = derive_test_key("device 0102030405060708")
+OTHER_KEY = derive_test_key("device 1112131415161718")
+HOST_KEY = derive_test_key("host a1a2a3a4a5a6a7a8")
 DEVICE_ID = bytes.fromhex("0102030405060708")
 OTHER_ID = bytes.fromhex("1112131415161718")
 HOST_ID = bytes.fromhex("a1a2a3a4a5a6a7a8")

@@ -15,7 +15,7 @@ from hirmem import cbor, messages
 from hirmem.cbor import Tag
 from hirmem.errors import FrameError, HirmemError, MessageError, PackError
 from hirmem.frames import FrameDecoder, decode_frame, encode_frame
-from hirmem.keys import SigningKey
+from hirmem.keys import derive_test_key
 from hirmem.messages import (
     CLASSES,
     MAX_TEXT,
@@ -241,13 +241,9 @@ def test_message_decoder_refuses_non_scalar_map_keys(body: str, at: int) -> None
 # ---- packs --------------------------------------------------------------------------------
 
 
-def _key(label: str) -> SigningKey:
-    return SigningKey(hashlib.sha256(f"hirmem property key: {label}".encode()).digest())
-
-
-DEVICE_KEY = _key("device")
-HOST_KEY = _key("host")
-STRANGER_KEY = _key("stranger")
+DEVICE_KEY = derive_test_key("property device")
+HOST_KEY = derive_test_key("property host")
+STRANGER_KEY = derive_test_key("property stranger")
 DEVICE_ID = bytes.fromhex("d1d2d3d4d5d6d7d8")
 HOST_ID = bytes.fromhex("a1a2a3a4a5a6a7a8")
 TRUSTED = {

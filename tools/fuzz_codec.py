@@ -47,7 +47,7 @@ from hirmem.frames import (  # noqa: E402
     encode_frame,
     max_wire_size,
 )
-from hirmem.keys import SigningKey  # noqa: E402
+from hirmem.keys import derive_test_key  # noqa: E402
 from hirmem.messages import (  # noqa: E402
     Ack,
     Capture,
@@ -126,12 +126,8 @@ class Hang(BaseException):
 # ---- seeds ----------------------------------------------------------------------------------
 
 
-def _key(label: str) -> SigningKey:
-    return SigningKey(hashlib.sha256(f"hirmem fuzz key: {label}".encode()).digest())
-
-
-DEVICE_KEY = _key("device")
-HOST_KEY = _key("host")
+DEVICE_KEY = derive_test_key("fuzz device")
+HOST_KEY = derive_test_key("fuzz host")
 DEVICE_ID = bytes.fromhex("0f0e0d0c0b0a0908")
 HOST_ID = bytes.fromhex("f1f2f3f4f5f6f7f8")
 TRUSTED: dict[bytes, TrustedKey] = {

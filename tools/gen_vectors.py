@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 from hirmem import cbor, fixedpoint, fragments, gate, identity  # noqa: E402
 from hirmem.errors import FrameError, MessageError, PackError  # noqa: E402
 from hirmem.frames import FrameDecoder, cobs_encode, crc32, decode_frame, encode_frame  # noqa: E402
-from hirmem.keys import SigningKey  # noqa: E402
+from hirmem.keys import derive_test_key  # noqa: E402
 from hirmem.messages import (  # noqa: E402
     Ack,
     Capture,
@@ -63,13 +63,9 @@ VECTORS = ROOT / "protocol" / "vectors"
 Vector = dict[str, Any]
 
 
-def test_key(label: str) -> SigningKey:
-    return SigningKey(hashlib.sha256(f"hirmem test key: {label}".encode()).digest())
-
-
-DEVICE_KEY = test_key("device 0102030405060708")
-OTHER_KEY = test_key("device 1112131415161718")
-HOST_KEY = test_key("host a1a2a3a4a5a6a7a8")
+DEVICE_KEY = derive_test_key("device 0102030405060708")
+OTHER_KEY = derive_test_key("device 1112131415161718")
+HOST_KEY = derive_test_key("host a1a2a3a4a5a6a7a8")
 DEVICE_ID = bytes.fromhex("0102030405060708")
 OTHER_ID = bytes.fromhex("1112131415161718")
 HOST_ID = bytes.fromhex("a1a2a3a4a5a6a7a8")

@@ -81,3 +81,12 @@ class SigningKey:
 
     def __repr__(self) -> str:
         return f"SigningKey(kid={self.kid.hex()})"
+
+
+def derive_test_key(label: str) -> SigningKey:
+    """A key derived from a public string: for vectors, tests and fuzzing only.
+
+    Anyone can recompute it (seed = SHA-256("hirmem test key: " + label)); a key
+    made this way must never be provisioned on a device or a host.
+    """
+    return SigningKey(hashlib.sha256(f"hirmem test key: {label}".encode()).digest())
