@@ -300,6 +300,14 @@ class Envelope:
     message: Message
 
 
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def _check_field(cls: type[Message], name: str, kind: str, value: object) -> None:
     where = f"{cls.__name__}.{name}"
     if kind in _INT_LIMITS:
@@ -309,8 +317,10 @@ def _check_field(cls: type[Message], name: str, kind: str, value: object) -> Non
                 ErrorCode.MALFORMED, f"{where} must be an integer in {low}..{high}, got {value!r}"
             )
     elif kind == TSTR:
-        if type(value) is not str or len(value.encode("utf-8")) > MAX_TEXT:
+        if type(value) is not str or len(value.encode("utf-8", "replace")) > MAX_TEXT:
             raise MessageError(ErrorCode.MALFORMED, f"{where} must be text of ≤ {MAX_TEXT} bytes")
+        if not value.isascii() and _has_surrogate(value):
+            raise MessageError(ErrorCode.MALFORMED, f"{where} is not encodable as UTF-8")
     else:
         if type(value) is not bytes:
             raise MessageError(
