@@ -1,0 +1,331 @@
+/* hm_ring — working memory. See hm_ring.h for the contract and its invariants. */
+#include "hm_ring.h"
+
+#include <string.h>
+
+#define NIL ((uint8_t)HM_RING_NIL)
+
+/* Index of the lowest set bit of x != 0. */
+static unsigned ctz32(uint32_t x) {
+#if defined(__GNUC__) && defined(__ARM_FEATURE_CLZ) && defined(__ARM_ARCH) && __ARM_ARCH >= 7
+    return (unsigned)__builtin_ctz(x); /* RBIT + CLZ on ARMv7-M */
+#else
+    static const uint8_t debruijn[32] = {0,  1,  28, 2,  29, 14, 24, 3,  30, 22, 20,
+                                         15, 25, 17, 4,  8,  31, 27, 13, 23, 21, 19,
+                                         16, 7,  26, 12, 18, 6,  11, 5,  10, 9};
+    return debruijn[((x & (0u - x)) * 0x077CB531u) >> 27];
+#endif
+}
+
+/* The blocks of a record: nblocks bits from `block` (none for an empty record). */
+static uint32_t rec_mask(const hm_ring_record *rec) {
+    if (rec->nblocks == 0) return 0;
+    return (0xFFFFFFFFu >> (HM_RING_BLOCKS - rec->nblocks)) << rec->block;
+}
+
+/* Lowest start of k >= 1 consecutive set bits of `map`, or -1. After j steps bit i
+ * is set iff bits i..i+j are; the zeros shifted in keep a run inside the 32 bits. */
+static int find_run(uint32_t map, unsigned k) {
+    while (--k) map &= map >> 1;
+    return map ? (int)ctz32(map) : -1;
+}
+
+static hm_ring_record *live(hm_ring *ring, int index) {
+    if (index < 0 || index >= (int)ring->capacity || ring->rec[index].seq == 0) return NULL;
+    return &ring->rec[index];
+}
+
+/* Volatile list (I2): head ring->mru, tail ring->lru. */
+static void lru_unlink(hm_ring *ring, uint8_t i) {
+    hm_ring_record *rec = &ring->rec[i];
+    if (rec->prev != NIL) ring->rec[rec->prev].next = rec->next;
+    else ring->mru = rec->next;
+    if (rec->next != NIL) ring->rec[rec->next].prev = rec->prev;
+    else ring->lru = rec->prev;
+    rec->prev = rec->next = NIL;
+}
+
+static void lru_push_front(hm_ring *ring, uint8_t i) {
+    hm_ring_record *rec = &ring->rec[i];
+    rec->prev = NIL;
+    rec->next = ring->mru;
+    if (ring->mru != NIL) ring->rec[ring->mru].prev = i;
+    else ring->lru = i;
+    ring->mru = i;
+}
+
+/* Free a live slot that is in no list: give back its blocks and push the slot on
+ * the free list. */
+static void slot_free(hm_ring *ring, uint8_t i) {
+    hm_ring_record *rec = &ring->rec[i];
+    ring->used_blocks &= ~rec_mask(rec);
+    ring->counters.arena_used -= (uint32_t)rec->nblocks * ring->block_size;
+    ring->counters.used--;
+    rec->seq = 0;
+    rec->block = rec->nblocks = 0;
+    rec->payload_len = 0;
+    rec->source_len = 0;
+    rec->pack = 0;
+    rec->next = ring->free_head;
+    ring->free_head = i;
+}
+
+/* The least recently accessed VOLATILE record, the list's tail, leaves (I3). */
+static void evict_lru(hm_ring *ring) {
+    uint8_t i = ring->lru;
+    hm_ring_record *rec = &ring->rec[i];
+    ring->lru = rec->prev;
+    if (rec->prev != NIL) ring->rec[rec->prev].next = NIL;
+    else ring->mru = NIL;
+    rec->prev = NIL;
+    ring->vol_blocks &= ~rec_mask(rec);
+    ring->counters.volatiles--;
+    ring->counters.evictions++;
+    slot_free(ring, i);
+}
+
+hm_ring_status hm_ring_init_sized(hm_ring *ring, const uint8_t device_id[HM_ID_SIZE],
+                                  uint32_t boot, unsigned capacity, unsigned arena_size) {
+    unsigned k;
+    if (capacity < 1u || capacity > HM_RING_CAPACITY ||
+        arena_size < HM_MAX_PAYLOAD + HM_MAX_SOURCE || arena_size > HM_ARENA_SIZE)
+        return HM_RING_BAD_ARG;
+    memset(ring, 0, sizeof *ring);
+    memcpy(ring->device_id, device_id, HM_ID_SIZE);
+    ring->boot = boot;
+    ring->capacity = (uint16_t)capacity;
+    ring->block_size = (uint16_t)(arena_size / HM_RING_BLOCKS);
+    for (k = 0; k < capacity; k++) {
+        ring->rec[k].prev = NIL;
+        ring->rec[k].next = (uint8_t)(k + 1u < capacity ? k + 1u : NIL);
+    }
+    ring->free_head = 0;
+    ring->mru = ring->lru = NIL;
+    return HM_RING_OK;
+}
+
+void hm_ring_init(hm_ring *ring, const uint8_t device_id[HM_ID_SIZE], uint32_t boot) {
+    (void)hm_ring_init_sized(ring, device_id, boot, HM_RING_CAPACITY, HM_ARENA_SIZE);
+}
+
+hm_ring_status hm_ring_capture(hm_ring *ring, const uint8_t *payload, size_t payload_len,
+                               const uint8_t *source, size_t source_len, uint64_t timestamp,
+                               const uint8_t context[HM_HASH_SIZE], int *out_index) {
+    hm_ring_counters *cnt = &ring->counters;
+    hm_ring_record *rec;
+    unsigned k;
+    int block = 0;
+    uint8_t i;
+
+    cnt->captures++;
+    if (payload_len > HM_MAX_PAYLOAD || source_len > HM_MAX_SOURCE || context == NULL ||
+        (payload == NULL && payload_len) || (source == NULL && source_len)) {
+        cnt->refusals++;
+        return HM_RING_REFUSED_INVALID;
+    }
+    if (ring->seq == UINT32_MAX) { /* ids would repeat: reboot for a new boot counter */
+        cnt->refusals++;
+        return HM_RING_REFUSED_FULL;
+    }
+    /* blocks needed: at most 320 / 10 = 32 */
+    k = ((unsigned)(payload_len + source_len) + ring->block_size - 1u) / ring->block_size;
+    if (k) block = find_run(~ring->used_blocks, k);
+    if (ring->free_head == NIL || block < 0) {
+        /* I4: decide before evicting anything. Evicting every VOLATILE record frees a
+         * slot (if there is one) and the blocks in vol_blocks. */
+        if ((ring->free_head == NIL && cnt->volatiles == 0) ||
+            (k && find_run(~ring->used_blocks | ring->vol_blocks, k) < 0)) {
+            cnt->refusals++;
+            return HM_RING_REFUSED_FULL;
+        }
+        do {
+            evict_lru(ring);
+            if (k) block = find_run(~ring->used_blocks, k);
+        } while (ring->free_head == NIL || block < 0);
+    }
+
+    i = ring->free_head;
+    rec = &ring->rec[i];
+    ring->free_head = rec->next;
+
+    memcpy(rec->context, context, HM_HASH_SIZE);
+    rec->gate.h = rec->gate.i = rec->gate.r = rec->gate.f = rec->gate.c = 0;
+    rec->gate.rn = rec->gate.w = 0;
+    rec->gate.flags = 0;
+    rec->gate.verdict = rec->gate.hard = rec->gate.state = 0;
+    rec->timestamp = timestamp;
+    rec->seq = ++ring->seq;
+    rec->confidence = rec->provenance = rec->priority = 0;
+    rec->pack = 0;
+    rec->payload_len = (uint16_t)payload_len;
+    rec->source_len = (uint8_t)source_len;
+    rec->block = (uint8_t)block;
+    rec->nblocks = (uint8_t)k;
+    rec->state = HM_STATE_VOLATILE;
+    rec->layer = HM_LAYER_WORKING;
+    rec->chained = 0;
+    {
+        uint8_t *data = &ring->arena[(uint32_t)block * ring->block_size];
+        uint32_t mask = rec_mask(rec);
+        if (payload_len) memcpy(data, payload, payload_len);
+        if (source_len) memcpy(data + payload_len, source, source_len);
+        ring->used_blocks |= mask;
+        ring->vol_blocks |= mask;
+    }
+    lru_push_front(ring, i);
+
+    cnt->arena_used += (uint32_t)k * ring->block_size;
+    cnt->used++;
+    cnt->volatiles++;
+    if (out_index) *out_index = i;
+    return HM_RING_OK;
+}
+
+const hm_ring_record *hm_ring_get(hm_ring *ring, int index) {
+    hm_ring_record *rec = live(ring, index);
+    if (rec && rec->state == HM_STATE_VOLATILE && ring->mru != (uint8_t)index) {
+        lru_unlink(ring, (uint8_t)index);
+        lru_push_front(ring, (uint8_t)index);
+    }
+    return rec;
+}
+
+const hm_ring_record *hm_ring_peek(const hm_ring *ring, int index) {
+    if (index < 0 || index >= (int)ring->capacity || ring->rec[index].seq == 0) return NULL;
+    return &ring->rec[index];
+}
+
+const uint8_t *hm_ring_payload(const hm_ring *ring, const hm_ring_record *rec) {
+    return &ring->arena[(uint32_t)rec->block * ring->block_size];
+}
+
+const uint8_t *hm_ring_source(const hm_ring *ring, const hm_ring_record *rec) {
+    return hm_ring_payload(ring, rec) + rec->payload_len;
+}
+
+static void put_be32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+void hm_ring_id(const hm_ring *ring, const hm_ring_record *rec,
+                uint8_t id[HM_RECORD_ID_SIZE]) {
+    memcpy(id, ring->device_id, HM_ID_SIZE);
+    put_be32(id + HM_ID_SIZE, ring->boot);
+    put_be32(id + HM_ID_SIZE + 4, rec->seq);
+}
+
+hm_ring_status hm_ring_set_state(hm_ring *ring, int index, unsigned state) {
+    hm_ring_record *rec = live(ring, index);
+    if (!rec) return HM_RING_NO_RECORD;
+    if (state > HM_STATE_ARCHIVED) return HM_RING_BAD_ARG;
+    if (rec->state != HM_STATE_VOLATILE ||
+        (state != HM_STATE_CANDIDATE && state != HM_STATE_QUARANTINED))
+        return HM_RING_BAD_STATE;
+    lru_unlink(ring, (uint8_t)index);
+    ring->vol_blocks &= ~rec_mask(rec);
+    ring->counters.volatiles--;
+    if (state == HM_STATE_CANDIDATE) ring->counters.candidates++;
+    else ring->counters.quarantines++;
+    rec->state = (uint8_t)state;
+    rec->layer = HM_LAYER_EPISODIC;
+    return HM_RING_OK;
+}
+
+hm_ring_status hm_ring_gate(hm_ring *ring, int index, uint32_t flags, uint32_t quality,
+                            uint32_t provenance, uint32_t priority, hm_gate_result *out) {
+    hm_ring_record *rec = live(ring, index);
+    hm_gate_result g;
+    if (!rec) return HM_RING_NO_RECORD;
+    if (rec->state != HM_STATE_VOLATILE) return HM_RING_BAD_STATE;
+    if (priority > HM_Q_ONE) return HM_RING_BAD_ARG;
+    flags = hm_gate_normalise(flags, rec->payload_len, rec->timestamp, HM_HASH_SIZE,
+                              rec->source_len);
+    if (hm_gate_evaluate(flags, quality, provenance, &g) != HM_GATE_OK) return HM_RING_BAD_ARG;
+    rec->gate = g;
+    rec->confidence = quality;
+    rec->provenance = provenance;
+    rec->priority = priority;
+    if (out) *out = g;
+    return hm_ring_set_state(ring, index, g.state);
+}
+
+hm_ring_status hm_ring_set_chain(hm_ring *ring, int index, const uint8_t hash[HM_HASH_SIZE],
+                                 const uint8_t prev_hash[HM_HASH_SIZE]) {
+    hm_ring_record *rec = live(ring, index);
+    if (!rec) return HM_RING_NO_RECORD;
+    if (rec->state == HM_STATE_VOLATILE || rec->pack) return HM_RING_BAD_STATE;
+    memcpy(rec->hash, hash, HM_HASH_SIZE);
+    memcpy(rec->prev_hash, prev_hash, HM_HASH_SIZE);
+    rec->chained = 1;
+    return HM_RING_OK;
+}
+
+hm_ring_status hm_ring_pin(hm_ring *ring, int index, uint32_t pack) {
+    hm_ring_record *rec = live(ring, index);
+    if (!rec) return HM_RING_NO_RECORD;
+    if (pack == 0) return HM_RING_BAD_ARG;
+    if (rec->state == HM_STATE_VOLATILE || rec->pack) return HM_RING_BAD_STATE;
+    rec->pack = pack;
+    ring->counters.pinned++;
+    return HM_RING_OK;
+}
+
+hm_ring_status hm_ring_unpin(hm_ring *ring, int index) {
+    hm_ring_record *rec = live(ring, index);
+    if (!rec) return HM_RING_NO_RECORD;
+    if (!rec->pack) return HM_RING_BAD_STATE;
+    rec->pack = 0;
+    rec->chained = 0;
+    ring->counters.pinned--;
+    return HM_RING_OK;
+}
+
+hm_ring_status hm_ring_release(hm_ring *ring, int index) {
+    hm_ring_record *rec = live(ring, index);
+    if (!rec) return HM_RING_NO_RECORD;
+    if (!rec->pack) return HM_RING_BAD_STATE;
+    ring->counters.pinned--;
+    slot_free(ring, (uint8_t)index);
+    return HM_RING_OK;
+}
+
+unsigned hm_ring_unpin_pack(hm_ring *ring, uint32_t pack) {
+    unsigned k, n = 0;
+    for (k = 0; pack && k < ring->capacity; k++) {
+        if (ring->rec[k].seq && ring->rec[k].pack == pack) {
+            (void)hm_ring_unpin(ring, (int)k);
+            n++;
+        }
+    }
+    return n;
+}
+
+unsigned hm_ring_release_pack(hm_ring *ring, uint32_t pack) {
+    unsigned k, n = 0;
+    for (k = 0; pack && k < ring->capacity; k++) {
+        if (ring->rec[k].seq && ring->rec[k].pack == pack) {
+            (void)hm_ring_release(ring, (int)k);
+            n++;
+        }
+    }
+    return n;
+}
+
+int hm_ring_next(const hm_ring *ring, uint32_t after_seq, unsigned select) {
+    int best = -1;
+    uint32_t best_seq = 0;
+    unsigned k;
+    for (k = 0; k < ring->capacity; k++) {
+        const hm_ring_record *rec = &ring->rec[k];
+        if (rec->seq <= after_seq || (best >= 0 && rec->seq >= best_seq)) continue;
+        if (!(select & (1u << rec->state))) continue;
+        if ((select & HM_RING_SEL_UNPINNED) && rec->pack) continue;
+        if ((select & HM_RING_SEL_PINNED) && !rec->pack) continue;
+        best = (int)k;
+        best_seq = rec->seq;
+    }
+    return best;
+}
