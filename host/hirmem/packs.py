@@ -221,10 +221,10 @@ def verify_pack(
     if not isinstance(protected, dict):
         raise _refuse(Reason.MALFORMED, "protected header is not a map")
     alg = protected.get(HDR_ALG)
-    if type(alg) is not int or alg != ALG_EDDSA or HDR_ALG not in _int_keys(protected):
+    if type(alg) is not int or alg != ALG_EDDSA:
         raise _refuse(Reason.UNSUPPORTED_ALG, f"alg {alg!r}, only EdDSA (-8) is accepted")
     kid = protected.get(HDR_KID)
-    if _int_keys(protected) != {HDR_ALG, HDR_KID} or type(kid) is not bytes or len(kid) != KID_SIZE:
+    if set(protected) != {HDR_ALG, HDR_KID} or type(kid) is not bytes or len(kid) != KID_SIZE:
         raise _refuse(
             Reason.MALFORMED,
             f"the protected header is exactly {{1: -8, 4: kid of {KID_SIZE} bytes}}",
@@ -269,11 +269,6 @@ def verify_pack(
                 raise _refuse(Reason.BAD_RECORD, str(exc)) from None
             link = record.hash
     return Verified(pack, duplicate=False)
-
-
-def _int_keys(header: dict[object, object]) -> set[object]:
-    """The header's keys that are integers (a CBOR true is not the label 1)."""
-    return {k for k in header if type(k) is int}
 
 
 def _parse_payload(raw: bytes, kind: PackKind, kid: bytes, encoded: bytes) -> Pack:
