@@ -1,0 +1,742 @@
+#include "hm_agent.h"
+
+#include <string.h>
+
+#include "hm_cbor.h"
+#include "hm_crypto.h"
+
+#define U32_MAX 0xFFFFFFFFu
+
+/* ---- clock -------------------------------------------------------------------- */
+
+static uint64_t tick(hm_agent *a) {
+    uint32_t raw = a->io.now_ms(a->io.ctx);
+    a->now += (uint32_t)(raw - a->last_raw);
+    a->last_raw = raw;
+    return a->now;
+}
+
+uint64_t hm_agent_wall_ms(const hm_agent *a) {
+    return a->wall_known ? (uint64_t)((int64_t)a->now + a->wall_offset) : 0;
+}
+
+/* ---- output ------------------------------------------------------------------- */
+
+/* Frame and write one body. ack: the ack it carries (clears an owed ack if current). */
+static void tx(hm_agent *a, const uint8_t *body, size_t len, uint32_t ack) {
+    size_t mf = a->session ? a->max_frame : HM_FRAME_FLOOR;
+    size_t n = hm_frame_encode(body, len, mf, a->wire, sizeof a->wire);
+    if (n == 0) return; /* cannot happen: every body is sized for the frame */
+    a->io.write(a->io.ctx, a->wire, n);
+    if (a->session && ack == a->expected - 1) a->ack_due = 0;
+}
+
+/* Encode and send an unsequenced message (ACK, ERROR, LOG) with the current ack. */
+static void tx_unsequenced(hm_agent *a, hm_msg *m) {
+    size_t len;
+    m->seq = 0;
+    m->ack = a->session ? a->expected - 1 : 0;
+    if (hm_msg_encode(m, 0, a->scratch, sizeof a->scratch, &len) != HM_OK) return;
+    if (!a->session && len + HM_FRAME_CRC_SIZE > HM_FRAME_FLOOR) return;
+    tx(a, a->scratch, len, m->ack);
+}
+
+static void send_error(hm_agent *a, unsigned code, uint32_t ref, const char *detail) {
+    hm_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = HM_MSG_ERROR;
+    m.u.error.code = (uint8_t)code;
+    m.u.error.ref = ref;
+    m.u.error.detail.ptr = (const uint8_t *)detail;
+    m.u.error.detail.len = strlen(detail);
+    a->counters.errors_sent++;
+    tx_unsequenced(a, &m);
+}
+
+static void send_ack(hm_agent *a) {
+    hm_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = HM_MSG_ACK;
+    a->counters.acks_sent++;
+    tx_unsequenced(a, &m);
+}
+
+static void hello_msg(const hm_agent *a, hm_msg *m) {
+    memset(m, 0, sizeof *m);
+    m->type = HM_MSG_HELLO;
+    m->seq = 1;
+    m->ack = 0;
+    m->u.hello.device_id.ptr = a->device_id;
+    m->u.hello.device_id.len = HM_ID_SIZE;
+    m->u.hello.board.ptr = (const uint8_t *)a->board;
+    m->u.hello.board.len = strlen(a->board);
+    m->u.hello.firmware.ptr = (const uint8_t *)a->firmware;
+    m->u.hello.firmware.len = strlen(a->firmware);
+    m->u.hello.boot = a->boot;
+    m->u.hello.capabilities = a->capabilities;
+    m->u.hello.max_frame = a->max_frame_offer;
+    m->u.hello.max_message = a->max_message;
+    m->u.hello.window = a->window_offer;
+    m->u.hello.device_kid.ptr = a->device_kid;
+    m->u.hello.device_kid.len = HM_KID_SIZE;
+    m->u.hello.host_kid.ptr = a->host_key ? a->host_key->kid : a->device_kid;
+    m->u.hello.host_kid.len = a->host_key ? HM_KID_SIZE : 0;
+}
+
+/* The HELLO body into scratch; 0 if it does not fit a 128-byte frame. */
+static size_t hello_body(hm_agent *a) {
+    hm_msg m;
+    size_t len;
+    hello_msg(a, &m);
+    if (hm_msg_encode(&m, 0, a->scratch, sizeof a->scratch, &len) != HM_OK ||
+        len + HM_FRAME_CRC_SIZE > HM_FRAME_FLOOR)
+        return 0;
+    return len;
+}
+
+static void send_hello(hm_agent *a) {
+    size_t len = hello_body(a);
+    if (!len) return;
+    a->counters.hellos++;
+    tx(a, a->scratch, len, 0);
+}
+
+static hm_agent_out *entry(hm_agent *a, unsigned i) {
+    return &a->out[(a->out_head + i) % HM_AGENT_QUEUE];
+}
+
+/* Transmit seq s of the queue (snd_una <= s < next_seq). */
+static void tx_seq(hm_agent *a, uint32_t s) {
+    unsigned i;
+    for (i = 0; i < a->out_n; i++) {
+        hm_agent_out *e = entry(a, i);
+        if (s < e->seq || s - e->seq >= e->count) continue;
+        if (e->kind == HM_OUT_SMALL) {
+            tx(a, e->body, e->len, e->ack);
+        } else if (e->kind == HM_OUT_WHOLE) {
+            tx(a, a->big + a->big_off, a->big_len, e->ack);
+        } else {
+            size_t n;
+            if (hm_frag_encode(a->big + a->big_off, a->big_len, a->max_frame, s - e->seq,
+                               e->seq, e->ack, a->scratch, sizeof a->scratch,
+                               &n) == HM_OK)
+                tx(a, a->scratch, n, e->ack);
+        }
+        return;
+    }
+}
+
+static void timer_start(hm_agent *a) {
+    a->timer_on = 1;
+    a->timer_at = a->now + a->rto;
+}
+
+/* Send what the window allows. */
+static void pump(hm_agent *a) {
+    while (a->session && a->snd_nxt != a->next_seq && a->snd_nxt - a->snd_una < a->window) {
+        tx_seq(a, a->snd_nxt);
+        a->snd_nxt++;
+        a->counters.sent++;
+        if (!a->timer_on) timer_start(a);
+    }
+}
+
+static int queue_full(const hm_agent *a) { return a->out_n >= HM_AGENT_QUEUE; }
+
+/* Drop the session (SPEC §6.6) and start the handshake again. */
+static void start_hello(hm_agent *a) {
+    a->session = 0;
+    a->out_n = 0;
+    a->out_head = 0;
+    a->big_busy = 0;
+    a->offered_n = 0;
+    a->next_seq = a->snd_una = a->snd_nxt = 1;
+    a->expected = 1;
+    a->ack_due = 0;
+    a->rto = HM_AGENT_RTO_MS;
+    a->ntimeouts = 0;
+    hm_reasm_reset(&a->reasm);
+    send_hello(a);
+    timer_start(a);
+}
+
+static void lose_session(hm_agent *a) {
+    a->counters.sessions_lost++;
+    start_hello(a);
+}
+
+/* Queue a small sequenced message (encoded now, with the next seq and current ack). */
+static int queue_small(hm_agent *a, hm_msg *m) {
+    hm_agent_out *e;
+    size_t len;
+    if (!a->session || queue_full(a)) return -1;
+    if (a->next_seq == U32_MAX) { /* SPEC §6.1: a new session before seq 2^32 */
+        lose_session(a);
+        return -1;
+    }
+    e = entry(a, a->out_n);
+    m->seq = a->next_seq;
+    m->ack = a->expected - 1;
+    if (hm_msg_encode(m, 0, e->body, sizeof e->body, &len) != HM_OK) return -1;
+    if (len + HM_FRAME_CRC_SIZE > a->max_frame) return -1;
+    e->seq = m->seq;
+    e->ack = m->ack;
+    e->count = 1;
+    e->len = (uint16_t)len;
+    e->kind = HM_OUT_SMALL;
+    a->out_n++;
+    a->next_seq++;
+    pump(a);
+    return 0;
+}
+
+/* A CBOR head (major type, argument) at out; returns its length (1, 2, 3, 5 or 9). */
+static size_t put_head(uint8_t *out, unsigned major, uint64_t v) {
+    uint8_t mt = (uint8_t)(major << 5);
+    size_t n, i;
+    if (v < 24) {
+        out[0] = (uint8_t)(mt | v);
+        return 1;
+    }
+    n = v <= 0xFFu ? 1 : v <= 0xFFFFu ? 2 : v <= U32_MAX ? 4 : 8;
+    out[0] = (uint8_t)(mt | (n == 1 ? 24 : n == 2 ? 25 : n == 4 ? 26 : 27));
+    for (i = 0; i < n; i++) out[1 + i] = (uint8_t)(v >> (8 * (n - 1 - i)));
+    return n + 1;
+}
+
+/* Build the PACK_OFFER head for `len` pack bytes ending at big + HM_AGENT_BIG_HEAD. */
+static size_t offer_head(uint8_t *hdr, uint32_t seq, uint32_t ack, size_t len) {
+    size_t n = 0;
+    hdr[n++] = 0x85;
+    hdr[n++] = HM_VERSION;
+    hdr[n++] = HM_MSG_PACK_OFFER;
+    n += put_head(hdr + n, 0, seq);
+    n += put_head(hdr + n, 0, ack);
+    n += put_head(hdr + n, 2, len);
+    return n;
+}
+
+static unsigned packable(const hm_agent *a) {
+    unsigned i, n = 0;
+    for (i = 0; i < a->ring.capacity; i++) {
+        const hm_ring_record *r = hm_ring_peek(&a->ring, (int)i);
+        if (r && r->state != HM_STATE_VOLATILE && r->pack == 0) n++;
+    }
+    return n;
+}
+
+static void offer_pack(hm_agent *a) {
+    uint8_t hdr[HM_AGENT_BIG_HEAD];
+    size_t cap = HM_AGENT_PACK_CAP, len, hl, nfrag;
+    uint64_t pseq;
+    uint32_t ack = a->expected - 1;
+    hm_agent_out *e;
+
+    if (a->big_busy || queue_full(a) || a->offered_n >= 2 * HM_PACK_PENDING) return;
+    if (a->host_max_message < 8u + HM_PACK_MIN_CAP) return;
+    if (a->host_max_message - 8u < cap) cap = a->host_max_message - 8u;
+    if (hm_pack_build(&a->packer, &a->ring, hm_agent_wall_ms(a), a->big + HM_AGENT_BIG_HEAD,
+                      cap, &len, &pseq) != HM_PACK_OK)
+        return;
+    hl = offer_head(hdr, a->next_seq, ack, len);
+    e = entry(a, a->out_n);
+    if (hl + len + HM_FRAME_CRC_SIZE <= a->max_frame) {
+        e->kind = HM_OUT_WHOLE;
+        nfrag = 1;
+    } else {
+        hl = offer_head(hdr, 0, 0, len);
+        e->kind = HM_OUT_FRAGS;
+        nfrag = hm_frag_count(hl + len, a->max_frame);
+        a->counters.fragments += (uint32_t)nfrag;
+    }
+    if ((uint64_t)a->next_seq + nfrag > U32_MAX) {
+        /* cannot number it: the packer's pending pack is abandoned at the next head */
+        lose_session(a);
+        return;
+    }
+    a->big_off = (uint16_t)(HM_AGENT_BIG_HEAD - hl);
+    memcpy(a->big + a->big_off, hdr, hl);
+    a->big_len = (uint32_t)(hl + len);
+    a->big_busy = 1;
+    e->seq = a->next_seq;
+    e->ack = ack;
+    e->count = (uint16_t)nfrag;
+    e->len = 0;
+    a->out_n++;
+    a->next_seq += (uint32_t)nfrag;
+    a->offered[a->offered_n++] = pseq;
+    a->counters.offers++;
+    a->last_offer = a->now;
+    pump(a);
+}
+
+/* ---- STATUS ------------------------------------------------------------------- */
+
+void hm_agent_status(hm_agent *a, hm_msg_status *st) {
+    const hm_ring_counters *rc = &a->ring.counters;
+    st->uptime_ms = a->now - a->boot_time;
+    st->ring_used = rc->used;
+    st->ring_capacity = a->ring.capacity;
+    st->captures = (uint64_t)rc->captures + a->counters.invalid;
+    st->evictions = rc->evictions;
+    st->refusals = (uint64_t)rc->refusals + a->counters.invalid;
+    st->quarantined = rc->quarantines;
+    st->candidates = rc->candidates;
+    st->packs_sent = a->packer.counters.built;
+    st->packs_acked = a->packer.counters.acked;
+    st->frames_good = a->rx.frames;
+    st->frames_bad = hm_frame_rx_bad(&a->rx);
+    st->retransmits = a->counters.retransmits;
+    st->knowledge_seq = a->knowledge.seq;
+}
+
+static int queue_status(hm_agent *a) {
+    hm_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = HM_MSG_STATUS;
+    hm_agent_status(a, &m.u.status);
+    a->last_status = a->now;
+    return queue_small(a, &m);
+}
+
+/* ---- captures ----------------------------------------------------------------- */
+
+static unsigned do_capture(hm_agent *a, const uint8_t *payload, size_t plen,
+                           const uint8_t *source, size_t slen, uint64_t ts,
+                           const uint8_t *context, uint32_t flags, uint32_t q, uint32_t p,
+                           uint32_t prio, hm_msg_capture_result *cr, uint8_t rid[16]) {
+    int idx;
+    hm_gate_result g;
+    hm_ring_status rs;
+    memset(cr, 0, sizeof *cr);
+    cr->verdict = HM_VERDICT_RED;
+    cr->record_id.ptr = rid;
+    cr->record_id.len = 0;
+    if ((flags & ~(uint32_t)HM_FLAGS_DEFINED) != 0 || slen > HM_MAX_SOURCE ||
+        plen > HM_MAX_PAYLOAD || q > HM_Q_ONE || p > HM_Q_ONE || prio > HM_Q_ONE ||
+        !context || (slen && !hm_utf8_valid(source, slen))) {
+        a->counters.invalid++;
+        cr->status = HM_CAPTURE_REFUSED_INVALID;
+        return cr->status;
+    }
+    rs = hm_ring_capture(&a->ring, payload, plen, source, slen, ts, context, &idx);
+    if (rs != HM_RING_OK) {
+        cr->status = rs == HM_RING_REFUSED_FULL ? HM_CAPTURE_REFUSED_FULL
+                                                : HM_CAPTURE_REFUSED_INVALID;
+        return cr->status;
+    }
+    if (hm_ring_gate(&a->ring, idx, flags, q, p, prio, &g) != HM_RING_OK) {
+        cr->status = HM_CAPTURE_REFUSED_INVALID; /* not reached: arguments checked */
+        return cr->status;
+    }
+    hm_ring_id(&a->ring, hm_ring_peek(&a->ring, idx), rid);
+    cr->status = HM_CAPTURE_STORED;
+    cr->record_id.len = HM_RECORD_ID_SIZE;
+    cr->flags = g.flags;
+    cr->h = g.h;
+    cr->i = g.i;
+    cr->r = g.r;
+    cr->f = g.f;
+    cr->c = g.c;
+    cr->rn = g.rn;
+    cr->w = g.w;
+    cr->verdict = g.verdict;
+    cr->hard = g.hard;
+    cr->state = g.state;
+    return HM_CAPTURE_STORED;
+}
+
+unsigned hm_agent_capture(hm_agent *a, const uint8_t *payload, size_t payload_len,
+                          const uint8_t *source, size_t source_len, uint64_t timestamp,
+                          const uint8_t context[HM_HASH_SIZE], uint32_t flags,
+                          uint32_t confidence, uint32_t provenance, uint32_t priority,
+                          hm_gate_result *result) {
+    hm_msg m;
+    uint8_t rid[HM_RECORD_ID_SIZE];
+    unsigned st;
+    tick(a);
+    if (timestamp == 0) timestamp = hm_agent_wall_ms(a);
+    memset(&m, 0, sizeof m);
+    m.type = HM_MSG_CAPTURE_RESULT;
+    st = do_capture(a, payload, payload_len, source, source_len, timestamp, context, flags,
+                    confidence, provenance, priority, &m.u.capture_result, rid);
+    if (st == HM_CAPTURE_STORED && result) {
+        const hm_msg_capture_result *cr = &m.u.capture_result;
+        result->flags = cr->flags;
+        result->h = cr->h;
+        result->i = cr->i;
+        result->r = cr->r;
+        result->f = cr->f;
+        result->c = cr->c;
+        result->rn = cr->rn;
+        result->w = cr->w;
+        result->verdict = cr->verdict;
+        result->hard = cr->hard;
+        result->state = cr->state;
+    }
+    if (a->capabilities & HM_CAP_SENSOR) {
+        m.u.capture_result.ref = 0;
+        if (queue_small(a, &m) != 0) a->counters.results_lost++;
+    }
+    return st;
+}
+
+/* ---- receiving ---------------------------------------------------------------- */
+
+/* 1 if the device accepts this type from the host (SPEC §5.1). */
+static int accepts(const hm_agent *a, unsigned type) {
+    switch (type) {
+    case HM_MSG_HELLO_ACK:
+    case HM_MSG_PACK_RESULT:
+    case HM_MSG_ERROR:
+    case HM_MSG_ACK:
+        return 1;
+    case HM_MSG_CAPTURE:
+        return (a->capabilities & HM_CAP_CAPTURE) != 0;
+    case HM_MSG_KNOWLEDGE_PUSH:
+        return (a->capabilities & HM_CAP_KNOWLEDGE) != 0;
+    case HM_MSG_FRAGMENT:
+        return (a->capabilities & HM_CAP_FRAGMENTS) != 0;
+    case HM_MSG_STATUS_REQUEST:
+        return (a->capabilities & HM_CAP_STATUS) != 0;
+    default:
+        return 0;
+    }
+}
+
+/* 1 if delivering this type queues an answer. */
+static int needs_reply(unsigned type) {
+    return type == HM_MSG_CAPTURE || type == HM_MSG_KNOWLEDGE_PUSH ||
+           type == HM_MSG_STATUS_REQUEST || type == HM_MSG_FRAGMENT;
+}
+
+static void process_ack(hm_agent *a, uint32_t ack) {
+    if (a->snd_una == a->snd_nxt || ack < a->snd_una || ack >= a->snd_nxt) return;
+    a->snd_una = ack + 1;
+    while (a->out_n) {
+        hm_agent_out *e = entry(a, 0);
+        if ((uint64_t)e->seq + e->count > a->snd_una) break;
+        if (e->kind != HM_OUT_SMALL) a->big_busy = 0;
+        a->out_head = (uint8_t)((a->out_head + 1) % HM_AGENT_QUEUE);
+        a->out_n--;
+    }
+    a->rto = HM_AGENT_RTO_MS;
+    a->ntimeouts = 0;
+    a->timer_on = 0;
+    if (a->snd_una != a->snd_nxt) timer_start(a);
+}
+
+static void owe_ack(hm_agent *a) {
+    if (!a->ack_due) {
+        a->ack_due = 1;
+        a->ack_at = a->now + HM_AGENT_ACK_DELAY_MS;
+    }
+}
+
+static void on_pack_result(hm_agent *a, const hm_msg_pack_result *r) {
+    uint64_t pseq;
+    if (a->offered_n == 0) {
+        a->counters.results_unmatched++;
+        return;
+    }
+    pseq = a->offered[0];
+    memmove(a->offered, a->offered + 1, (size_t)(a->offered_n - 1) * sizeof a->offered[0]);
+    a->offered_n--;
+    /* HM_PACK_E_UNKNOWN: a pack the packer abandoned; nothing to do */
+    (void)hm_pack_result(&a->packer, &a->ring, pseq, r->status, r->reason);
+    if (r->status == HM_PACK_DEFERRED) a->hold_until = a->now + HM_AGENT_DEFER_MS;
+}
+
+static void on_knowledge(hm_agent *a, const hm_msg_pack *push, uint8_t *writable) {
+    hm_msg m;
+    hm_pack_reason reason = HM_REASON_NONE;
+    hm_pack_status st;
+    st = hm_knowledge_accept(&a->knowledge, writable, push->pack.len, &reason);
+    a->counters.knowledge++;
+    memset(&m, 0, sizeof m);
+    m.type = HM_MSG_KNOWLEDGE_RESULT;
+    m.u.knowledge_result.pack_id.ptr = a->knowledge.last_pack_id;
+    m.u.knowledge_result.pack_id.len = HM_PACK_ID_SIZE;
+    m.u.knowledge_result.status = (uint8_t)st;
+    m.u.knowledge_result.reason = (uint8_t)reason;
+    m.u.knowledge_result.held_seq = a->knowledge.seq;
+    (void)queue_small(a, &m);
+}
+
+static void on_capture(hm_agent *a, const hm_msg_capture *c, uint32_t ref) {
+    hm_msg m;
+    uint8_t rid[HM_RECORD_ID_SIZE];
+    memset(&m, 0, sizeof m);
+    m.type = HM_MSG_CAPTURE_RESULT;
+    (void)do_capture(a, c->payload.ptr, c->payload.len, c->source.ptr, c->source.len,
+                     hm_agent_wall_ms(a), c->context.ptr, c->flags, c->confidence,
+                     c->provenance, c->priority, &m.u.capture_result, rid);
+    m.u.capture_result.ref = ref;
+    (void)queue_small(a, &m);
+}
+
+/* Deliver a message (seq: its seq, or the msg_id of a reassembled one). base/wbase:
+ * the buffer its views point into and a writable alias of it. */
+static void deliver(hm_agent *a, const hm_msg *m, uint32_t seq, const uint8_t *base,
+                    uint8_t *wbase);
+
+static void on_fragment(hm_agent *a, const hm_msg_fragment *f) {
+    size_t inner_len = 0;
+    hm_msg m;
+    hm_error_code err = hm_reasm_add(&a->reasm, f, &inner_len);
+    if (err != HM_OK) {
+        send_error(a, err, f->msg_id,
+                   err == HM_E_TOO_LARGE ? "message larger than max_message"
+                                         : "fragment does not continue the reassembly");
+        return;
+    }
+    if (inner_len == 0) return;
+    err = hm_msg_decode(a->reasm.buf, inner_len, 1, &m);
+    if (err == HM_OK && (!accepts(a, m.type) || hm_msg_unsequenced(m.type) ||
+                         m.type == HM_MSG_HELLO_ACK)) {
+        /* a reassembled ACK, ERROR or HELLO_ACK makes no sense: unknown type here */
+        err = HM_E_UNKNOWN_TYPE;
+    } else if (err != HM_OK && err != HM_E_UNKNOWN_VERSION && m.type && !accepts(a, m.type)) {
+        err = HM_E_UNKNOWN_TYPE;
+    }
+    if (err != HM_OK) {
+        send_error(a, err, f->msg_id, "reassembled message refused");
+        return;
+    }
+    deliver(a, &m, f->msg_id, a->reasm.buf, a->reasm.buf);
+}
+
+static void deliver(hm_agent *a, const hm_msg *m, uint32_t seq, const uint8_t *base,
+                    uint8_t *wbase) {
+    a->counters.delivered++;
+    switch (m->type) {
+    case HM_MSG_CAPTURE:
+        on_capture(a, &m->u.capture, seq);
+        break;
+    case HM_MSG_PACK_RESULT:
+        on_pack_result(a, &m->u.pack_result);
+        break;
+    case HM_MSG_KNOWLEDGE_PUSH:
+        on_knowledge(a, &m->u.knowledge_push,
+                     wbase + (m->u.knowledge_push.pack.ptr - base));
+        break;
+    case HM_MSG_STATUS_REQUEST:
+        (void)queue_status(a);
+        break;
+    case HM_MSG_FRAGMENT:
+        on_fragment(a, &m->u.fragment);
+        break;
+    default: /* HELLO_ACK in session is always a duplicate (seq 1) */
+        break;
+    }
+}
+
+static void on_hello_ack(hm_agent *a, const hm_msg_hello_ack *h, uint32_t seq, uint32_t ack) {
+    if (seq != 1 || ack != 1 || h->max_frame < HM_FRAME_FLOOR ||
+        h->max_frame > a->max_frame_offer || h->window == 0 || h->window > a->window_offer) {
+        send_error(a, HM_E_MALFORMED, seq, "HELLO_ACK out of the offered bounds");
+        return;
+    }
+    a->session = 1;
+    a->counters.sessions++;
+    a->max_frame = h->max_frame;
+    a->window = h->window;
+    a->host_max_message = h->max_message;
+    memcpy(a->host_id, h->host_id.ptr, HM_ID_SIZE);
+    a->wall_offset = (int64_t)h->time_ms - (int64_t)a->now;
+    a->wall_known = 1;
+    hm_pack_set_head(&a->packer, &a->ring, h->pack_seq, h->pack_hash.ptr);
+    a->next_seq = a->snd_una = a->snd_nxt = 2;
+    a->expected = 2;
+    a->timer_on = 0;
+    a->rto = HM_AGENT_RTO_MS;
+    a->ntimeouts = 0;
+    a->last_offer = a->last_status = a->now;
+    a->hold_until = 0;
+    owe_ack(a);
+}
+
+static void on_body(hm_agent *a, const uint8_t *body, size_t len) {
+    hm_msg m;
+    hm_error_code err = hm_msg_decode(body, len, 0, &m);
+    if (err == HM_OK && !accepts(a, m.type)) err = HM_E_UNKNOWN_TYPE;
+    else if (err != HM_OK && err != HM_E_UNKNOWN_VERSION && m.type && !accepts(a, m.type))
+        err = HM_E_UNKNOWN_TYPE; /* §4.3 step 4 comes before the field checks */
+
+    if (!a->session) {
+        if (err == HM_OK && m.type == HM_MSG_HELLO_ACK) {
+            on_hello_ack(a, &m.u.hello_ack, m.seq, m.ack);
+        } else if (err == HM_E_MALFORMED && m.type == HM_MSG_HELLO_ACK) {
+            send_error(a, HM_E_MALFORMED, m.seq, "malformed HELLO_ACK");
+        } else if (err == HM_OK && m.type == HM_MSG_ERROR) {
+            a->counters.errors_rcvd++;
+        } else {
+            a->counters.ignored++;
+        }
+        return;
+    }
+    if (err != HM_OK) {
+        if (m.type != HM_MSG_ERROR || err == HM_E_UNKNOWN_TYPE)
+            send_error(a, err, m.seq,
+                       err == HM_E_UNKNOWN_VERSION ? "unsupported version; this device speaks 1"
+                       : err == HM_E_UNKNOWN_TYPE  ? "message type not accepted by this device"
+                                                   : "malformed message");
+        return;
+    }
+    process_ack(a, m.ack);
+    if (hm_msg_unsequenced(m.type)) {
+        if (m.type == HM_MSG_ERROR) {
+            a->counters.errors_rcvd++;
+            if (m.u.error.code == HM_E_NO_SESSION) lose_session(a);
+        }
+        pump(a);
+        return;
+    }
+    if (m.seq != a->expected) {
+        if (m.seq < a->expected) a->counters.duplicates++;
+        else a->counters.out_of_order++;
+        owe_ack(a);
+        pump(a);
+        return;
+    }
+    if (needs_reply(m.type) && queue_full(a)) {
+        a->counters.busy++;
+        send_error(a, HM_E_BUSY, m.seq, "outgoing queue full; resend later");
+        return;
+    }
+    a->expected++;
+    owe_ack(a);
+    deliver(a, &m, m.seq, a->rx.buf, a->rx.buf);
+    pump(a);
+}
+
+void hm_agent_input(hm_agent *a, const uint8_t *bytes, size_t n) {
+    size_t i;
+    tick(a);
+    for (i = 0; i < n; i++) {
+        if (hm_frame_rx_push(&a->rx, bytes[i]) == HM_FRAME_OK) {
+            size_t len;
+            const uint8_t *body = hm_frame_rx_body(&a->rx, &len);
+            on_body(a, body, len);
+        }
+    }
+}
+
+/* ---- timers ------------------------------------------------------------------- */
+
+void hm_agent_poll(hm_agent *a) {
+    tick(a);
+    if (!a->session) {
+        if (a->timer_on && a->now >= a->timer_at) {
+            a->counters.timeouts++;
+            a->rto = a->rto * 2 > HM_AGENT_RTO_MAX_MS ? HM_AGENT_RTO_MAX_MS : a->rto * 2;
+            send_hello(a);
+            timer_start(a);
+        }
+        return;
+    }
+    if (a->timer_on && a->now >= a->timer_at) {
+        uint32_t s;
+        a->counters.timeouts++;
+        if (++a->ntimeouts >= HM_AGENT_MAX_TIMEOUTS) {
+            lose_session(a);
+            return;
+        }
+        a->rto = a->rto * 2 > HM_AGENT_RTO_MAX_MS ? HM_AGENT_RTO_MAX_MS : a->rto * 2;
+        for (s = a->snd_una; s != a->snd_nxt; s++) {
+            tx_seq(a, s);
+            a->counters.retransmits++;
+        }
+        timer_start(a);
+    }
+    if (a->status_period_ms && a->now - a->last_status >= a->status_period_ms &&
+        !queue_full(a))
+        (void)queue_status(a);
+    if (a->session && a->now >= a->hold_until) {
+        unsigned n = (a->offer_threshold || a->offer_period_ms) ? packable(a) : 0;
+        if (n && ((a->offer_threshold && n >= a->offer_threshold) ||
+                  (a->offer_period_ms && a->now - a->last_offer >= a->offer_period_ms)))
+            offer_pack(a);
+    }
+    pump(a);
+    if (a->session && a->ack_due && a->now >= a->ack_at) send_ack(a);
+}
+
+/* ---- LOG ---------------------------------------------------------------------- */
+
+int hm_agent_log(hm_agent *a, unsigned level, const uint8_t *text, size_t len) {
+    hm_msg m;
+    size_t max = a->session ? HM_MAX_TEXT : 100;
+    if (level > 3 || (len && !hm_utf8_valid(text, len))) return -1;
+    tick(a);
+    if (len > max) {
+        len = max;
+        while (len && (text[len] & 0xC0u) == 0x80u) len--; /* a character boundary */
+    }
+    memset(&m, 0, sizeof m);
+    m.type = HM_MSG_LOG;
+    m.u.log.level = (uint8_t)level;
+    m.u.log.text.ptr = text;
+    m.u.log.text.len = len;
+    a->counters.logs++;
+    tx_unsequenced(a, &m);
+    return 0;
+}
+
+/* ---- init --------------------------------------------------------------------- */
+
+static int copy_text(char *dst, const char *src) {
+    size_t n = src ? strlen(src) : 0;
+    if (n > HM_MAX_TEXT || (n && !hm_utf8_valid((const uint8_t *)src, n))) return -1;
+    if (n) memcpy(dst, src, n);
+    dst[n] = 0;
+    return 0;
+}
+
+hm_agent_err hm_agent_init(hm_agent *a, const hm_agent_config *c) {
+    uint8_t pub[HM_PUBLIC_KEY_SIZE], digest[HM_SHA256_DIGEST_SIZE];
+    static const uint8_t zero = 0;
+    unsigned mf = c->max_frame ? c->max_frame : HM_MAX_FRAME;
+    unsigned win = c->window ? c->window : HM_WINDOW;
+    uint32_t mm = c->max_message ? c->max_message : HM_MAX_MESSAGE;
+    unsigned cap = c->ring_capacity ? c->ring_capacity : HM_RING_CAPACITY;
+    unsigned arena = c->arena_size ? c->arena_size : HM_ARENA_SIZE;
+
+    if (!c->device_id || !c->seed || !c->io.write || !c->io.now_ms || mf < HM_FRAME_FLOOR ||
+        mf > HM_MAX_FRAME || win < 1 || win > HM_WINDOW || mm > HM_MAX_MESSAGE ||
+        (c->knowledge_seq && !c->knowledge_hash))
+        return HM_AGENT_E_ARG;
+    memset(a, 0, sizeof *a);
+    if (copy_text(a->board, c->board) || copy_text(a->firmware, c->firmware) ||
+        hm_ring_init_sized(&a->ring, c->device_id, c->boot, cap, arena) != HM_RING_OK)
+        return HM_AGENT_E_ARG;
+    a->io = c->io;
+    a->host_key = c->host_key;
+    memcpy(a->device_id, c->device_id, HM_ID_SIZE);
+    hm_public_key(pub, c->seed);
+    hm_hash_sha256(digest, pub, sizeof pub);
+    memcpy(a->device_kid, digest, HM_KID_SIZE);
+    a->boot = c->boot;
+    a->capabilities = c->capabilities & HM_CAP_ALL;
+    a->max_message = mm;
+    a->max_frame_offer = (uint16_t)mf;
+    a->window_offer = (uint16_t)win;
+    a->max_frame = HM_FRAME_FLOOR;
+    a->window = 1;
+    a->offer_threshold = c->offer_threshold;
+    a->offer_period_ms = c->offer_period_ms;
+    a->status_period_ms = c->status_period_ms;
+    hm_pack_init(&a->packer, c->device_id, c->boot, c->seed, a->device_kid);
+    hm_knowledge_init(&a->knowledge, c->host_key);
+    if (c->knowledge_seq) hm_knowledge_set_head(&a->knowledge, c->knowledge_seq, c->knowledge_hash);
+    (void)hm_frame_rx_init(&a->rx, mf);
+    (void)hm_reasm_init(&a->reasm, mm);
+
+    if (!hello_body(a)) return HM_AGENT_E_ARG; /* HELLO must fit 128 bytes */
+
+    a->last_raw = a->io.now_ms(a->io.ctx);
+    a->now = a->boot_time = 0;
+    a->io.write(a->io.ctx, &zero, 1); /* SPEC §2.6: terminate any partial frame */
+    start_hello(a);
+    return HM_AGENT_OK;
+}

@@ -1,0 +1,234 @@
+/* t_agent — drive hm_agent from tests/test_native_agent.py with a virtual clock.
+ *
+ * One request per line (hexio.h notation), one answer line each. "x<out>" is every
+ * byte the agent wrote while handling the request ("x" if none).
+ *
+ *   init x<device_id> boot caps max_frame window max_message offer_n offer_t status_t
+ *        x<seed> x<host_public> x<host_kid> x<host_id> ring_capacity
+ *                       a fresh agent (host key none if host_public is empty; 0 for a
+ *                       size means the default): "ok" x<out>, or "bad_arg"
+ *   input x<bytes>      hm_agent_input: x<out>
+ *   advance ms          the clock moves 1 ms at a time, hm_agent_poll after each: x<out>
+ *   capture x<payload> x<source> ts x<context> flags q p prio
+ *                       hm_agent_capture: status x<out>
+ *   log level x<text>   hm_agent_log: result (0 / -1 as 0 / 1) x<out>
+ *   status              name value pairs: the 14 STATUS fields, then the agent's
+ *                       counters, packer records_released / records_returned, ring pinned
+ *   state               session next_seq snd_una snd_nxt expected rto max_frame window
+ *                       wall_ms
+ *   sizes               sizeof hm_agent, hm_ring, hm_packer, hm_knowledge, hm_reasm,
+ *                       hm_frame_rx, the queue
+ *
+ * After every request the invariants A1–A4 of hm_agent.h are checked; a broken one
+ * ends the program with exit status 1.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hexio.h"
+#include "hm_agent.h"
+
+static hm_agent agent;
+static hm_host_key host_key;
+static int have_agent;
+static uint32_t vclock = 1000; /* not 0: the agent must not assume a zero start */
+static uint8_t outbuf[1u << 20];
+static size_t outlen;
+
+static void io_write(void *ctx, const uint8_t *bytes, size_t n) {
+    (void)ctx;
+    if (outlen + n > sizeof outbuf) {
+        fprintf(stderr, "t_agent: output buffer overflow\n");
+        exit(1);
+    }
+    memcpy(outbuf + outlen, bytes, n);
+    outlen += n;
+}
+
+static uint32_t io_now(void *ctx) {
+    (void)ctx;
+    return vclock;
+}
+
+static void flush_out(void) {
+    hexio_bytes(outbuf, outlen);
+    outlen = 0;
+}
+
+static void broken(const char *what, unsigned long long detail) {
+    fprintf(stderr, "t_agent: agent invariant broken: %s (%llu)\n", what, detail);
+    exit(1);
+}
+
+static void check_agent(void) {
+    const hm_agent *a = &agent;
+    uint32_t s;
+    unsigned i, bigs = 0;
+    if (!have_agent) return;
+    /* A1 */
+    if (a->snd_una > a->snd_nxt || a->snd_nxt > a->next_seq) broken("seq order", a->snd_una);
+    if (a->snd_nxt - a->snd_una > a->window) broken("window", a->snd_nxt - a->snd_una);
+    if (!a->session && (a->out_n || a->snd_una != a->next_seq)) broken("no session", a->out_n);
+    /* A2 */
+    s = a->snd_una;
+    for (i = 0; i < a->out_n; i++) {
+        const hm_agent_out *e = &a->out[(a->out_head + i) % HM_AGENT_QUEUE];
+        if (e->count == 0) broken("empty entry", i);
+        if (i == 0 ? (e->seq > s || e->seq + e->count <= s) : e->seq != s)
+            broken("queue seqs", e->seq);
+        s = e->seq + e->count;
+        if (e->kind != HM_OUT_SMALL) bigs++;
+    }
+    if (a->out_n && s != a->next_seq) broken("queue end", s);
+    /* A3 */
+    if (bigs > 1 || (bigs == 1) != (a->big_busy != 0)) broken("big", bigs);
+    /* A4 */
+    if (a->session && (a->timer_on != 0) != (a->snd_una != a->snd_nxt))
+        broken("timer", a->timer_on);
+}
+
+static void cmd_init(hexio_req *r) {
+    hm_agent_config c;
+    memset(&c, 0, sizeof c);
+    if (r->argc != 14 || r->len[0] != HM_ID_SIZE || r->len[9] != HM_SEED_SIZE) {
+        hexio_word("bad_arg");
+        return;
+    }
+    c.device_id = r->bytes[0];
+    c.boot = (uint32_t)r->num[1];
+    c.capabilities = (uint32_t)r->num[2];
+    c.max_frame = (uint16_t)r->num[3];
+    c.window = (uint16_t)r->num[4];
+    c.max_message = (uint32_t)r->num[5];
+    c.offer_threshold = (uint32_t)r->num[6];
+    c.offer_period_ms = (uint32_t)r->num[7];
+    c.status_period_ms = (uint32_t)r->num[8];
+    c.seed = r->bytes[9];
+    if (r->len[10] == HM_PUBLIC_KEY_SIZE && r->len[11] == HM_KID_SIZE &&
+        r->len[12] == HM_ID_SIZE) {
+        memcpy(host_key.public_key, r->bytes[10], HM_PUBLIC_KEY_SIZE);
+        memcpy(host_key.kid, r->bytes[11], HM_KID_SIZE);
+        memcpy(host_key.host_id, r->bytes[12], HM_ID_SIZE);
+        c.host_key = &host_key;
+    }
+    c.ring_capacity = (uint16_t)r->num[13];
+    c.board = "native";
+    c.firmware = "0.1.0";
+    c.io.write = io_write;
+    c.io.now_ms = io_now;
+    outlen = 0;
+    if (hm_agent_init(&agent, &c) != HM_AGENT_OK) {
+        have_agent = 0;
+        hexio_word("bad_arg");
+        return;
+    }
+    have_agent = 1;
+    hexio_word("ok");
+    flush_out();
+}
+
+#define PAIR(name, value) (hexio_word(name), hexio_num((uint64_t)(value)))
+
+static void cmd_status(void) {
+    hm_msg_status st;
+    const hm_agent_counters *c = &agent.counters;
+    hm_agent_status(&agent, &st);
+    PAIR("uptime_ms", st.uptime_ms);
+    PAIR("ring_used", st.ring_used);
+    PAIR("ring_capacity", st.ring_capacity);
+    PAIR("captures", st.captures);
+    PAIR("evictions", st.evictions);
+    PAIR("refusals", st.refusals);
+    PAIR("quarantined", st.quarantined);
+    PAIR("candidates", st.candidates);
+    PAIR("packs_sent", st.packs_sent);
+    PAIR("packs_acked", st.packs_acked);
+    PAIR("frames_good", st.frames_good);
+    PAIR("frames_bad", st.frames_bad);
+    PAIR("retransmits", st.retransmits);
+    PAIR("knowledge_seq", st.knowledge_seq);
+    PAIR("sessions", c->sessions);
+    PAIR("sessions_lost", c->sessions_lost);
+    PAIR("hellos", c->hellos);
+    PAIR("delivered", c->delivered);
+    PAIR("duplicates", c->duplicates);
+    PAIR("out_of_order", c->out_of_order);
+    PAIR("sent", c->sent);
+    PAIR("timeouts", c->timeouts);
+    PAIR("acks_sent", c->acks_sent);
+    PAIR("errors_sent", c->errors_sent);
+    PAIR("errors_rcvd", c->errors_rcvd);
+    PAIR("ignored", c->ignored);
+    PAIR("busy", c->busy);
+    PAIR("invalid", c->invalid);
+    PAIR("results_lost", c->results_lost);
+    PAIR("offers", c->offers);
+    PAIR("fragments", c->fragments);
+    PAIR("results_unmatched", c->results_unmatched);
+    PAIR("knowledge", c->knowledge);
+    PAIR("logs", c->logs);
+    PAIR("records_released", agent.packer.counters.records_released);
+    PAIR("records_returned", agent.packer.counters.records_returned);
+    PAIR("pinned", agent.ring.counters.pinned);
+    PAIR("packs_refused", agent.packer.counters.refused);
+}
+
+int main(void) {
+    hexio_req r;
+    while (hexio_next(&r)) {
+        if (strcmp(r.cmd, "init") == 0) {
+            cmd_init(&r);
+        } else if (strcmp(r.cmd, "sizes") == 0) {
+            hexio_num(sizeof(hm_agent));
+            hexio_num(sizeof(hm_ring));
+            hexio_num(sizeof(hm_packer));
+            hexio_num(sizeof(hm_knowledge));
+            hexio_num(sizeof(hm_reasm));
+            hexio_num(sizeof(hm_frame_rx));
+            hexio_num(sizeof agent.out);
+        } else if (!have_agent) {
+            hexio_word("no_agent");
+        } else if (strcmp(r.cmd, "input") == 0 && r.argc == 1 && r.is_bytes[0]) {
+            hm_agent_input(&agent, r.bytes[0], r.len[0]);
+            flush_out();
+        } else if (strcmp(r.cmd, "advance") == 0 && r.argc == 1) {
+            uint64_t ms;
+            for (ms = 0; ms < r.num[0]; ms++) {
+                vclock++;
+                hm_agent_poll(&agent);
+                if (ms % 64 == 0) check_agent();
+            }
+            flush_out();
+        } else if (strcmp(r.cmd, "capture") == 0 && r.argc == 8) {
+            unsigned st = hm_agent_capture(&agent, r.bytes[0], r.len[0], r.bytes[1], r.len[1],
+                                           r.num[2], r.len[3] == 32 ? r.bytes[3] : NULL,
+                                           (uint32_t)r.num[4], (uint32_t)r.num[5],
+                                           (uint32_t)r.num[6], (uint32_t)r.num[7], NULL);
+            hexio_num(st);
+            flush_out();
+        } else if (strcmp(r.cmd, "log") == 0 && r.argc == 2) {
+            int rc = hm_agent_log(&agent, (unsigned)r.num[0], r.bytes[1], r.len[1]);
+            hexio_num(rc == 0 ? 0u : 1u);
+            flush_out();
+        } else if (strcmp(r.cmd, "status") == 0) {
+            cmd_status();
+        } else if (strcmp(r.cmd, "state") == 0) {
+            hexio_num(agent.session);
+            hexio_num(agent.next_seq);
+            hexio_num(agent.snd_una);
+            hexio_num(agent.snd_nxt);
+            hexio_num(agent.expected);
+            hexio_num(agent.rto);
+            hexio_num(agent.max_frame);
+            hexio_num(agent.window);
+            hexio_num(hm_agent_wall_ms(&agent));
+        } else {
+            hexio_word("bad_request");
+        }
+        check_agent();
+        hexio_end();
+        hexio_free(&r);
+    }
+    return 0;
+}

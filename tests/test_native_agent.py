@@ -1,0 +1,676 @@
+"""The C device agent (firmware/core/hm_agent) against a host peer built on the host codec.
+
+build/host/t_agent runs one agent with a virtual clock; this test plays the host with
+the real host codec (hirmem.frames, hirmem.messages, hirmem.fragments, hirmem.packs):
+it decodes every byte the agent writes, sequences and reassembles like a host, and
+checks the results against independent oracles (hirmem.gate.evaluate after normalise,
+verify_pack with the device key). The program checks the agent invariants A1-A4 of
+hm_agent.h after every request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import pytest
+
+from hirmem import identity
+from hirmem.errors import FrameError
+from hirmem.fragments import Reassembler, split
+from hirmem.frames import FrameDecoder, encode_frame
+from hirmem.gate import evaluate
+from hirmem.keys import SigningKey
+from hirmem.messages import (
+    Ack,
+    Capture,
+    CaptureResult,
+    Envelope,
+    Error,
+    Fragment,
+    Hello,
+    HelloAck,
+    KnowledgePush,
+    KnowledgeResult,
+    Message,
+    PackOffer,
+    PackResult,
+    Status,
+    StatusRequest,
+    decode_message,
+    encode_message,
+)
+from hirmem.packs import (
+    ChainHead,
+    KnowledgeItem,
+    Pack,
+    PackKind,
+    TrustedKey,
+    sign_pack,
+    verify_pack,
+)
+from hirmem.records import GENESIS, Record, normalise, record_id
+from native_harness import BUILD, Arg, build, encode_arg
+
+T0 = 1_780_000_000_000
+ONE = 0x10000
+DEVICE_ID = bytes.fromhex("0102030405060708")
+HOST_ID = bytes.fromhex("a1a2a3a4a5a6a7a8")
+# hirmem.keys.derive_test_key semantics, computed here: seed = SHA-256("hirmem test key: <label>")
+DEVICE_SEED = hashlib.sha256(b"hirmem test key: device 0102030405060708").digest()
+HOST_SEED = hashlib.sha256(b"hirmem test key: host a1a2a3a4a5a6a7a8").digest()
+DEVICE_KEY = SigningKey(DEVICE_SEED)
+HOST_KEY = SigningKey(HOST_SEED)
+MEMORY_KEYS = {DEVICE_KEY.kid: TrustedKey(DEVICE_KEY.public, DEVICE_ID, PackKind.MEMORY)}
+CONTEXT = hashlib.sha256(b"event frame").digest()
+ALL_CAPS = 0x1F
+
+
+class Device:
+    """build/host/t_agent, one request line at a time."""
+
+    def __init__(self) -> None:
+        build()
+        self.proc = subprocess.Popen(
+            [str(BUILD / "t_agent")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def request(self, cmd: str, *args: Arg) -> list[str]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(" ".join([cmd, *(encode_arg(a) for a in args)]) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            self.proc.wait(timeout=10)
+            assert self.proc.stderr is not None
+            err = self.proc.stderr.read()
+            raise AssertionError(f"t_agent died ({self.proc.returncode}): {err}")
+        return line.split()
+
+    def out(self, cmd: str, *args: Arg) -> bytes:
+        """A request whose last answer field is the bytes the agent wrote."""
+        return bytes.fromhex(self.request(cmd, *args)[-1][1:])
+
+    def init(
+        self,
+        *,
+        boot: int = 7,
+        caps: int = ALL_CAPS,
+        max_frame: int = 512,
+        window: int = 4,
+        max_message: int = 4096,
+        offer_n: int = 0,
+        offer_t: int = 0,
+        status_t: int = 0,
+        ring: int = 0,
+        host_key: bool = True,
+    ) -> bytes:
+        keys: list[Arg] = (
+            [HOST_KEY.public.raw, HOST_KEY.kid, HOST_ID] if host_key else [b"", b"", b""]
+        )
+        answer = self.request(
+            "init", DEVICE_ID, boot, caps, max_frame, window, max_message,
+            offer_n, offer_t, status_t, DEVICE_SEED, *keys, ring,
+        )  # fmt: skip
+        assert answer[0] == "ok", answer
+        return bytes.fromhex(answer[1][1:])
+
+    def status(self) -> dict[str, int]:
+        fields = self.request("status")
+        return {fields[i]: int(fields[i + 1]) for i in range(0, len(fields), 2)}
+
+    def state(self) -> list[int]:
+        return [int(x) for x in self.request("state")]
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+        assert self.proc.stderr is not None
+        err = self.proc.stderr.read()
+        assert self.proc.returncode == 0 and "runtime error" not in err, err
+
+
+@dataclass
+class Host:
+    """A minimal host session: sequencing, acks, reassembly, all with the host codec."""
+
+    dev: Device
+    max_frame: int = 512
+    window: int = 4
+    decoder: FrameDecoder = field(default_factory=lambda: FrameDecoder(512))
+    reasm: Reassembler = field(default_factory=lambda: Reassembler(65536 + 64))
+    next_seq: int = 1
+    expected: int = 1
+    delivered: list[tuple[int, Message]] = field(default_factory=list)
+    unsequenced: list[Envelope] = field(default_factory=list)
+    wire_bodies: list[bytes] = field(default_factory=list)
+    frame_errors: list[FrameError] = field(default_factory=list)
+    acks_seen: list[int] = field(default_factory=list)
+    duplicates: int = 0
+    out_of_order: int = 0
+    hello: Hello | None = None
+    owed: bool = False  # a sequenced message arrived: the host owes an acknowledgement
+
+    def feed(self, data: bytes) -> None:
+        for item in self.decoder.feed(data):
+            if isinstance(item, FrameError):
+                self.frame_errors.append(item)
+                continue
+            self.wire_bodies.append(item)
+            env = decode_message(item)
+            self.acks_seen.append(env.ack)
+            if isinstance(env.message, Ack | Error) or env.seq == 0:
+                self.unsequenced.append(env)
+            elif isinstance(env.message, Hello):
+                self.hello = env.message
+            elif env.seq == self.expected:
+                self.owed = True
+                self.expected += 1
+                if isinstance(env.message, Fragment):
+                    inner = self.reasm.add(env.message)
+                    if inner is not None:
+                        msg = decode_message(inner, inner=True).message
+                        self.delivered.append((env.message.msg_id, msg))
+                else:
+                    self.delivered.append((env.seq, env.message))
+            elif env.seq < self.expected:
+                self.duplicates += 1
+                self.owed = True
+            else:
+                self.out_of_order += 1
+                self.owed = True
+
+    def frame(self, message: Message, seq: int | None = None) -> bytes:
+        """Encode a sequenced message with the next seq (or a given one) and frame it."""
+        if seq is None:
+            seq, self.next_seq = self.next_seq, self.next_seq + 1
+        return encode_frame(encode_message(message, seq, self.expected - 1), self.max_frame)
+
+    def send(self, message: Message) -> None:
+        """Send a message, fragmented when it does not fit; feed the answer back."""
+        body = encode_message(message, self.next_seq, self.expected - 1)
+        if len(body) + 4 <= self.max_frame:
+            self.feed(self.dev.out("input", self.frame(message)))
+            return
+        inner = encode_message(message, inner=True)
+        for seq, frag in split(inner, self.max_frame, self.next_seq):
+            self.next_seq = seq + 1
+            wire = encode_frame(encode_message(frag, seq, self.expected - 1), self.max_frame)
+            self.feed(self.dev.out("input", wire))
+            while self.owed:  # let the device's window move
+                self.ack()
+
+    def ack(self) -> None:
+        self.owed = False
+        wire = encode_frame(encode_message(Ack(), 0, self.expected - 1), self.max_frame)
+        self.feed(self.dev.out("input", wire))
+
+    def advance(self, ms: int, step: int = 10) -> None:
+        """Move the device clock, acknowledging what arrives as a host would."""
+        for _ in range(0, ms, step):
+            self.feed(self.dev.out("advance", step))
+            while self.owed:
+                self.ack()
+
+    def take(self, kind: type[Message]) -> list[tuple[int, Message]]:
+        got = [(s, m) for s, m in self.delivered if isinstance(m, kind)]
+        self.delivered = [(s, m) for s, m in self.delivered if not isinstance(m, kind)]
+        return got
+
+    def handshake(
+        self, *, pack_seq: int = 0, pack_hash: bytes = GENESIS, max_message: int = 65536
+    ) -> HelloAck:
+        assert self.hello is not None
+        ack = HelloAck(
+            HOST_ID,
+            min(self.max_frame, self.hello.max_frame),
+            max_message,
+            min(self.window, self.hello.window),
+            T0,
+            pack_seq,
+            pack_hash,
+        )
+        self.max_frame, self.window = ack.max_frame, ack.window
+        self.next_seq, self.expected = 2, 2
+        wire = encode_frame(encode_message(ack, 1, 1), 128)
+        self.feed(self.dev.out("input", wire))
+        self.advance(20)
+        return ack
+
+
+@pytest.fixture
+def dev() -> Iterator[Device]:
+    device = Device()
+    yield device
+    device.close()
+
+
+def connect(
+    dev: Device,
+    host_frame: int = 512,
+    host_window: int = 4,
+    *,
+    ring: int = 0,
+    offer_n: int = 0,
+    offer_t: int = 0,
+    status_t: int = 0,
+    max_message: int = 4096,
+) -> Host:
+    host = Host(dev, max_frame=host_frame, window=host_window)
+    out = dev.init(
+        ring=ring, offer_n=offer_n, offer_t=offer_t, status_t=status_t, max_message=max_message
+    )
+    assert out[0] == 0
+    host.feed(out)
+    host.handshake()
+    return host
+
+
+def capture(host: Host, n: int, *, flags: int = 0x0FFF, q: int = ONE, p: int = 0xE666) -> Capture:
+    return Capture(f"temp{n}", f'{{"t":{n}}}'.encode(), CONTEXT, flags, q, p, 0x8000)
+
+
+# ---- handshake ---------------------------------------------------------------------
+
+
+def test_hello_fields_and_resends(dev: Device) -> None:
+    host = Host(dev)
+    out = dev.init(boot=9)
+    assert out[:1] == b"\x00"
+    host.feed(out)
+    assert host.hello == Hello(
+        DEVICE_ID, "native", "0.1.0", 9, ALL_CAPS, 512, 4096, 4, DEVICE_KEY.kid, HOST_KEY.kid
+    )
+    first = host.wire_bodies[-1]
+    assert len(first) + 4 <= 128
+    # resent byte-identical at 0.25, 0.75, 1.75, 3.75, 7.75, then every 4 s: never gives up
+    times = []
+    for ms in range(1, 16_000):
+        out = dev.out("advance", 1)
+        if out:
+            host.feed(out)
+            assert host.wire_bodies[-1] == first
+            times.append(ms)
+    assert times == [250, 750, 1750, 3750, 7750, 11750, 15750]
+    # nothing is acknowledged without a session: a CAPTURE is ignored silently
+    assert dev.out("input", host.frame(capture(host, 1), seq=2)) == b""
+
+
+def test_hello_without_host_key(dev: Device) -> None:
+    host = Host(dev)
+    host.feed(dev.init(host_key=False, max_frame=128, window=1, caps=0x0B, max_message=1024))
+    assert host.hello is not None
+    assert (host.hello.host_kid, host.hello.max_frame, host.hello.window) == (b"", 128, 1)
+    assert host.hello.capabilities == 0x0B
+
+
+def test_handshake_agreement(dev: Device) -> None:
+    host = Host(dev, max_frame=256, window=2)
+    host.feed(dev.init())
+    host.handshake()
+    session, next_seq, _una, _nxt, expected, _rto, mf, win, wall = dev.state()
+    assert (session, next_seq, expected, mf, win) == (1, 2, 2, 256, 2)
+    assert T0 <= wall <= T0 + 100
+    # the HELLO_ACK was acknowledged (an ACK with ack 1 within 20 ms)
+    assert [e.ack for e in host.unsequenced if isinstance(e.message, Ack)] == [1]
+
+
+def test_hello_ack_beyond_offer_is_malformed(dev: Device) -> None:
+    host = Host(dev)
+    host.feed(dev.init(window=2))
+    bad = HelloAck(HOST_ID, 512, 4096, 3, T0, 0, GENESIS)  # window above the offer
+    host.feed(dev.out("input", encode_frame(encode_message(bad, 1, 1), 128)))
+    errors = [e.message for e in host.unsequenced if isinstance(e.message, Error)]
+    assert [(e.code, e.ref) for e in errors] == [(3, 1)]
+    assert dev.state()[0] == 0
+
+
+# ---- captures ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flags", "q", "p", "source"),
+    [
+        (0x0FFF, ONE, 0xE666, "temp0"),
+        (0x0F73, 0x8000, 0x8000, ""),
+        (0x0BFF, ONE, ONE, "s"),  # consent failed: quarantined
+        (0x0000, 0x1234, 0x4321, "x"),
+        (0x07F3, 0xC000, 0xC000, "sensor/é"),
+    ],
+)
+def test_capture_result_matches_gate(dev: Device, flags: int, q: int, p: int, source: str) -> None:
+    host = connect(dev)
+    payload = b'{"t":21.5}'
+    host.send(Capture(source, payload, CONTEXT, flags, q, p, 0x8000))
+    host.advance(20)
+    [(seq, msg)] = host.take(CaptureResult)
+    assert isinstance(msg, CaptureResult)
+    timestamp = dev.state()[8] - 20  # the wall clock when the capture arrived
+    g = evaluate(normalise(flags, payload, source, timestamp, CONTEXT), q, p)
+    assert msg == CaptureResult(
+        2, 0, record_id(DEVICE_ID, 7, 1), g.flags, g.h, g.i, g.r, g.f, g.c, g.rn, g.w,
+        int(g.verdict), int(g.hard), int(g.disposition),
+    )  # fmt: skip
+    assert seq == 2
+
+
+def test_capture_refusals(dev: Device) -> None:
+    host = connect(dev, ring=2)
+    host.send(Capture("a", b"x", CONTEXT, 0x1FFF, ONE, ONE, 0))  # reserved bit 12
+    host.send(Capture("a" * 65, b"x", CONTEXT, 0x0FFF, ONE, ONE, 0))  # source > 64 bytes
+    host.send(capture(host, 1))
+    host.send(capture(host, 2))
+    host.send(capture(host, 3))  # two gated records, nothing evictable: full
+    host.advance(20)
+    results = [m for _, m in host.take(CaptureResult)]
+    assert [m.status for m in results if isinstance(m, CaptureResult)] == [2, 2, 0, 0, 1]
+    refused = results[0]
+    assert refused == CaptureResult(2, 2, b"", 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0)
+    st = dev.status()
+    assert (st["captures"], st["refusals"], st["ring_used"], st["ring_capacity"]) == (5, 3, 2, 2)
+
+
+def test_own_capture_reported_with_ref_0(dev: Device) -> None:
+    host = connect(dev)
+    answer = dev.request("capture", b"\x01\x02", b"adc0", 0, CONTEXT, 0x0FFF, ONE, ONE, ONE)
+    assert answer[0] == "0"
+    host.feed(bytes.fromhex(answer[1][1:]))
+    [(_, msg)] = host.take(CaptureResult)
+    assert isinstance(msg, CaptureResult) and msg.ref == 0 and msg.status == 0
+    assert dev.request("capture", b"x", b"\xff", 0, CONTEXT, 0x0FFF, ONE, ONE, ONE)[0] == "2"
+
+
+# ---- packs -------------------------------------------------------------------------
+
+
+def collect_pack(host: Host, ms: int = 2000) -> tuple[int, Pack]:
+    host.advance(ms)
+    offers = host.take(PackOffer)
+    assert len(offers) == 1, offers
+    seq, offer = offers[0]
+    assert isinstance(offer, PackOffer)
+    head = None
+    return seq, verify_pack(offer.pack, MEMORY_KEYS, head, PackKind.MEMORY).pack
+
+
+def fill(host: Host, n: int, start: int = 1) -> None:
+    for i in range(start, start + n):
+        host.send(capture(host, i))
+    assert len(host.take(CaptureResult)) == n
+
+
+@pytest.mark.parametrize("max_frame", [128, 512])
+def test_offload_fragmented_pack(dev: Device, max_frame: int) -> None:
+    host = connect(dev, host_frame=max_frame, offer_n=3)
+    fill(host, 3)
+    frames_before = len(host.wire_bodies)
+    _, pack = collect_pack(host)
+    bodies = host.wire_bodies[frames_before:]
+    fragments = [b for b in bodies if isinstance(decode_message(b).message, Fragment)]
+    assert len(fragments) > 1 and all(len(b) + 4 <= max_frame for b in fragments)
+    assert pack.seq == (7 << 32) | 1 and pack.prev == GENESIS
+    assert [r.id for r in pack.items if isinstance(r, Record)] == [
+        record_id(DEVICE_ID, 7, n) for n in (1, 2, 3)
+    ]
+    sources = [r.source for r in pack.items if isinstance(r, Record)]
+    assert sources == ["temp1", "temp2", "temp3"]
+    st = dev.status()
+    assert (st["packs_sent"], st["pinned"], st["ring_used"]) == (1, 3, 3)
+    host.send(PackResult(pack.pack_id, 0, 0))
+    host.send(StatusRequest())
+    host.advance(20)
+    [(_, status)] = host.take(Status)
+    assert isinstance(status, Status)
+    assert (status.packs_sent, status.packs_acked, status.ring_used) == (1, 1, 0)
+    assert status.captures == 3 and status.candidates == 3
+
+
+def test_offload_by_period(dev: Device) -> None:
+    host = connect(dev, offer_t=1000)
+    fill(host, 1)
+    host.advance(500)
+    assert host.take(PackOffer) == []
+    _, pack = collect_pack(host, 600)
+    assert len(pack.items) == 1
+
+
+def test_refused_pack_records_come_back(dev: Device) -> None:
+    host = connect(dev, offer_n=2)
+    fill(host, 2)
+    _, first = collect_pack(host)
+    host.send(PackResult(first.pack_id, 2, 10))  # refused, bad-record
+    host.advance(20)
+    st = dev.status()
+    assert (st["records_returned"], st["packs_refused"]) == (2, 1)
+    _, second = collect_pack(host)
+    assert second.seq == first.seq + 1 and second.prev == GENESIS
+    assert [r.id for r in second.items if isinstance(r, Record)] == [
+        r.id for r in first.items if isinstance(r, Record)
+    ]
+    host.send(PackResult(second.pack_id, 0, 0))
+    host.advance(20)
+    assert dev.status()["ring_used"] == 0
+
+
+def test_reset_continues_chain_above_host_head(dev: Device) -> None:
+    host = connect(dev, offer_n=1)
+    fill(host, 1)
+    _, first = collect_pack(host)
+    host.send(PackResult(first.pack_id, 0, 0))
+    host.advance(20)
+    # the device resets: new boot counter, fresh RAM
+    host = Host(dev)
+    out = dev.init(boot=8, offer_n=1)
+    host.feed(out)
+    assert host.hello is not None and host.hello.boot == 8
+    host.handshake(pack_seq=first.seq, pack_hash=first.hash)
+    fill(host, 1)
+    host.advance(2000)
+    [(_, offer)] = host.take(PackOffer)
+    assert isinstance(offer, PackOffer)
+    head = ChainHead(first.seq, first.hash)
+    pack = verify_pack(offer.pack, MEMORY_KEYS, head, PackKind.MEMORY).pack
+    assert pack.seq == (8 << 32) | 1 and pack.prev == first.hash
+    assert [r.id for r in pack.items if isinstance(r, Record)] == [record_id(DEVICE_ID, 8, 1)]
+
+
+# ---- reliability -------------------------------------------------------------------
+
+
+def test_lost_device_frame_is_retransmitted(dev: Device) -> None:
+    host = connect(dev)
+    out1 = dev.out("input", host.frame(capture(host, 1)))  # CAPTURE_RESULT seq 2: lost
+    host.feed(dev.out("input", host.frame(capture(host, 2))))  # seq 3 arrives: out of order
+    assert out1 and host.out_of_order == 1 and host.delivered == []
+    host.ack()  # the host re-acknowledges 1
+    for _ in range(22):
+        assert dev.out("advance", 10) == b""  # nothing before the RTO (250 ms)
+    host.advance(30, step=1)
+    got = host.take(CaptureResult)
+    assert [(s, m.ref) for s, m in got if isinstance(m, CaptureResult)] == [(2, 2), (3, 3)]
+    assert dev.status()["retransmits"] == 2
+    host.advance(500)
+    assert host.take(CaptureResult) == []  # each message exactly once
+
+
+def test_lost_host_frame_is_recovered(dev: Device) -> None:
+    host = connect(dev)
+    lost = host.frame(capture(host, 1))  # seq 2 never arrives
+    late = host.frame(capture(host, 2))  # seq 3
+    host.feed(dev.out("input", late))
+    host.advance(20)
+    assert host.take(CaptureResult) == []
+    acks = [e.ack for e in host.unsequenced if isinstance(e.message, Ack)]
+    assert acks[-1] == 1  # out of order: discarded, re-acknowledged
+    host.feed(dev.out("input", lost))
+    host.feed(dev.out("input", late))
+    host.advance(20)
+    got = host.take(CaptureResult)
+    assert [m.ref for _, m in got if isinstance(m, CaptureResult)] == [2, 3]
+    assert dev.status()["captures"] == 2
+
+
+def test_duplicate_is_reacked_not_redelivered(dev: Device) -> None:
+    host = connect(dev)
+    wire = host.frame(capture(host, 1))
+    host.feed(dev.out("input", wire))
+    host.advance(20)
+    assert len(host.take(CaptureResult)) == 1
+    before = len(host.unsequenced)
+    host.feed(dev.out("input", wire))
+    host.advance(20, step=1)
+    assert host.take(CaptureResult) == []
+    assert [e.ack for e in host.unsequenced[before:] if isinstance(e.message, Ack)] == [2]
+    st = dev.status()
+    assert (st["captures"], st["duplicates"]) == (1, 1)
+
+
+def test_corrupted_frame_counted_and_recovered(dev: Device) -> None:
+    host = connect(dev)
+    wire = host.frame(capture(host, 1))
+    bad = bytearray(wire)
+    bad[5] ^= 0x01 if bad[5] != 0x01 else 0x02
+    assert dev.out("input", bytes(bad)) == b""  # damage is never answered
+    assert dev.status()["frames_bad"] == 1
+    host.feed(dev.out("input", wire))  # the host's retransmission
+    host.advance(20)
+    assert len(host.take(CaptureResult)) == 1
+
+
+def test_chunked_input(dev: Device) -> None:
+    host = connect(dev)
+    wire = host.frame(capture(host, 1)) + host.frame(StatusRequest())
+    out = b""
+    for i in range(0, len(wire), 3):
+        out += dev.out("input", wire[i : i + 3])
+    host.feed(out)
+    host.advance(20)
+    assert len(host.take(CaptureResult)) == 1 and len(host.take(Status)) == 1
+
+
+def test_session_dies_after_8_timeouts_then_hello(dev: Device) -> None:
+    host = connect(dev)
+    dev.out("input", host.frame(capture(host, 1)))  # result never acknowledged
+    out = dev.out("advance", 19_749)
+    host.feed(out)
+    assert dev.state()[0] == 1
+    host.feed(dev.out("advance", 1))
+    assert dev.state()[0] == 0 and isinstance(host.hello, Hello)
+    st = dev.status()
+    assert (st["retransmits"], st["sessions_lost"]) == (7, 1)
+
+
+def test_error_no_session_restarts_handshake(dev: Device) -> None:
+    host = connect(dev)
+    host.hello = None
+    err = encode_frame(encode_message(Error(5, 2, "no session"), 0, 0), 512)
+    host.feed(dev.out("input", err))
+    assert host.hello is not None and dev.state()[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "ref"),
+    [
+        (bytes.fromhex("84020907 04".replace(" ", "")), 1, 7),  # unknown version
+        (bytes.fromhex("8401186307 04".replace(" ", "")), 2, 7),  # unknown type 99
+        (encode_message(CaptureResult(0, 1, b"", 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0), 2, 1), 2, 2),
+        (bytes.fromhex("8401090004"), 3, 0),  # sequenced type with seq 0
+        (bytes.fromhex("9f01090704ff"), 3, 0),  # indefinite array
+    ],
+)
+def test_bad_messages_get_error(dev: Device, body: bytes, code: int, ref: int) -> None:
+    host = connect(dev)
+    host.feed(dev.out("input", encode_frame(body, 512)))
+    errors = [e.message for e in host.unsequenced if isinstance(e.message, Error)]
+    assert [(e.code, e.ref) for e in errors] == [(code, ref)]
+    if code == 1:
+        assert "1" in errors[0].detail
+    # not acknowledged: seq 2 is still expected and is delivered now
+    host.send(capture(host, 1))
+    host.advance(20)
+    [(_, msg)] = host.take(CaptureResult)
+    assert isinstance(msg, CaptureResult) and msg.ref == 2
+
+
+def test_error_is_not_answered(dev: Device) -> None:
+    connect(dev)
+    body = bytes.fromhex("87010c0001090060")  # ERROR with code 9: malformed
+    assert dev.out("input", encode_frame(body, 512)) == b""
+    assert dev.status()["errors_sent"] == 0
+
+
+# ---- knowledge ---------------------------------------------------------------------
+
+
+def knowledge_pack(seq: int) -> Pack:
+    items = [
+        KnowledgeItem(bytes.fromhex(identity.triple_id(s, p, o)), s, p, o, c)
+        for s, p, o, c in [("temp0", "max_safe", "80.0", 0xF000), ("pump", "serves", "zone 3", ONE)]
+    ]
+    return sign_pack(HOST_KEY, PackKind.KNOWLEDGE, HOST_ID, seq, GENESIS, T0, items)
+
+
+@pytest.mark.parametrize("max_frame", [128, 512])
+def test_knowledge_push_and_rollback(dev: Device, max_frame: int) -> None:
+    host = connect(dev, host_frame=max_frame)
+    five = knowledge_pack(5)
+    host.send(KnowledgePush(five.encoded))
+    host.advance(20)
+    [(_, res)] = host.take(KnowledgeResult)
+    assert res == KnowledgeResult(five.pack_id, 0, 0, 5)
+    four = knowledge_pack(4)
+    host.send(KnowledgePush(four.encoded))
+    host.advance(20)
+    [(_, res)] = host.take(KnowledgeResult)
+    assert res == KnowledgeResult(four.pack_id, 2, 7, 5)  # refused, rollback, still 5
+    assert dev.status()["knowledge_seq"] == 5
+
+
+def test_knowledge_too_large_for_max_message(dev: Device) -> None:
+    host = connect(dev, host_frame=128, max_message=200)
+    host.send(KnowledgePush(knowledge_pack(5).encoded))
+    host.advance(20)
+    errors = [e.message for e in host.unsequenced if isinstance(e.message, Error)]
+    assert errors and errors[0].code == 4 and errors[0].ref == 2
+
+
+# ---- misc ----------------------------------------------------------------------------
+
+
+def test_periodic_status_and_log(dev: Device) -> None:
+    host = connect(dev, status_t=1000)
+    host.advance(1000)
+    assert len(host.take(Status)) == 1
+    out = dev.out("log", 1, b"ring ok")
+    host.feed(out)
+    assert host.unsequenced[-1].message.__class__.__name__ == "Log"
+
+
+def test_sizes(dev: Device) -> None:
+    agent, ring, packer, knowledge, reasm, rx, queue = (int(x) for x in dev.request("sizes"))
+    assert agent < 20_000
+    assert agent > ring + packer + knowledge + reasm + rx + queue
+
+
+def test_many_captures_window_and_exactly_once(dev: Device) -> None:
+    host = connect(dev, host_window=2)
+    frames: Sequence[bytes] = [host.frame(capture(host, i)) for i in range(1, 11)]
+    for wire in frames:
+        host.feed(dev.out("input", wire))
+    host.advance(3000)
+    refs = [m.ref for _, m in host.take(CaptureResult) if isinstance(m, CaptureResult)]
+    # the queue may answer busy; the host retransmits what was not acknowledged
+    while len(refs) < 10:
+        for seq, wire in enumerate(frames, start=2):
+            if seq > max(host.acks_seen):  # what the device has not acknowledged
+                host.feed(dev.out("input", wire))
+        host.advance(1000)
+        refs += [m.ref for _, m in host.take(CaptureResult) if isinstance(m, CaptureResult)]
+    assert sorted(refs) == list(range(2, 12)) and len(refs) == 10
