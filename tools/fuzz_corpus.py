@@ -1,0 +1,221 @@
+"""Write the seed corpora of the C fuzz targets (firmware/fuzz/) from protocol/vectors.
+
+    python tools/fuzz_corpus.py                      # build/fuzz/corpus/<target>/
+    python tools/fuzz_corpus.py --out DIR --target fuzz_msg
+
+Seeds are derived from frames.json, messages.json and packs.json every time (nothing
+binary is committed): one file per seed, named by the SHA-1 of its bytes as libFuzzer
+names its own units. Each target's directory is emptied first, so a seed dropped from
+the vectors does not linger. The input formats are those the targets document:
+
+- fuzz_cbor: one CBOR item (message bodies, COSE packs and their protected header and
+  payload, plus a few hand-made edge items: every head size, depth 16, map order, UTF-8)
+- fuzz_frame: a byte stream off the wire (every frame vector alone, the vector streams,
+  every message frame in a row, the fragmented messages' frames)
+- fuzz_msg: one message body (valid and invalid vectors, fragments, inner bodies)
+- fuzz_frag: a configuration byte and records (see firmware/fuzz/fuzz_frag.c): the
+  fragment bodies of the fragmented vectors, and a split of their inner bodies
+- fuzz_pack: a knowledge pack (COSE_Sign1) as pushed down to a device: every pack of
+  packs.json (the accepted knowledge packs and all the refused ones), their payloads
+  (the target signs an input that starts like a payload itself), and the knowledge
+  payloads written field by field for its mode 'K' (as they are, from another
+  signer, with over-long texts, with too many items)
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import struct
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "host"))
+
+from hirmem import cbor  # noqa: E402
+
+VECTORS = ROOT / "protocol" / "vectors"
+OUT = ROOT / "build" / "fuzz" / "corpus"
+TARGETS = ("fuzz_cbor", "fuzz_frame", "fuzz_msg", "fuzz_frag", "fuzz_pack")
+
+
+def _load(vectors: Path, name: str) -> Any:
+    with open(vectors / name, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _hex(items: Iterable[dict[str, Any]], key: str) -> list[bytes]:
+    return [bytes.fromhex(item[key]) for item in items if isinstance(item.get(key), str)]
+
+
+def _cose_parts(pack: bytes) -> tuple[bytes, bytes] | None:
+    """The protected header and the payload of a COSE_Sign1 pack, if it decodes."""
+    try:
+        item = cbor.decode(pack)
+    except Exception:  # a deliberately broken pack (truncated, ...)
+        return None
+    value = getattr(item, "value", None)
+    if not isinstance(value, list) or len(value) != 4:
+        return None
+    protected, payload = value[0], value[2]
+    if not isinstance(protected, bytes) or not isinstance(payload, bytes):
+        return None
+    return protected, payload
+
+
+def _cbor_edges() -> list[bytes]:
+    """Small items at the edges of SPEC §3 that the vectors do not show."""
+    heads = [
+        bytes([0x17]),
+        bytes([0x18, 0x18]),
+        bytes([0x19, 0x01, 0x00]),
+        bytes([0x1A, 0x00, 0x01, 0x00, 0x00]),
+        bytes([0x1B, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00]),
+        bytes([0x3B]) + b"\xff" * 8,
+    ]
+    return [
+        *heads,
+        bytes([0x81] * 16) + b"\x00",  # depth 16: accepted
+        bytes([0x81] * 17) + b"\x00",  # depth 17: refused
+        bytes.fromhex("a3") + b"\x01\x00" + b"\x20\x00" + b"\x41\x00\x00",  # keys in order
+        bytes.fromhex("a2") + b"\x61a\x00" + b"\x62aa\x00",  # text keys, prefix first
+        b"\x6b" + "h\u00e9\u20ac\U0001f600".encode(),  # 1- to 4-byte UTF-8
+        bytes.fromhex("d2834040f6"),  # tag 18 around an array
+        bytes.fromhex("83f4f5f6"),
+    ]
+
+
+def _knowledge_seed(payload: bytes, flags: int = 0, stretch: int = 0, extra: int = 0) -> bytes:
+    """fuzz_pack mode C ('K'): a knowledge payload of the vectors, field by field.
+
+    flags as fuzz_pack.c's structured() reads them; stretch lengthens every object
+    text by that many bytes (beyond HM_KNOWLEDGE_TEXT: deferred), extra repeats the
+    first item that many more times (beyond HM_KNOWLEDGE_CAPACITY: deferred).
+    """
+    value = cbor.decode(payload)
+    items = list(value[6])
+    items += items[:1] * extra
+    out = bytearray(b"K" + bytes([value[3] & 0xFF, flags, len(items) % 16]))
+    for triple_id, subject, predicate, obj, confidence in items:
+        texts = [subject.encode(), predicate.encode(), (obj + "~" * stretch).encode()]
+        out += struct.pack("<I", confidence) + triple_id
+        for text in texts:
+            out += bytes([len(text) % 64]) + text[:63]
+    return bytes(out)
+
+
+def _frag_seed(limit_byte: int, bodies: Sequence[bytes]) -> bytes:
+    out = bytearray([limit_byte])
+    for body in bodies:
+        out += bytes([0]) + struct.pack("<H", len(body)) + body  # op 0: a FRAGMENT body
+    return bytes(out)
+
+
+def _frag_split(max_frame: int, first_seq: int, ack: int, inner: bytes) -> bytes:
+    # op 3: split an inner body and reassemble it
+    return bytes([3]) + struct.pack("<HIIH", max_frame, first_seq, ack, len(inner)) + inner
+
+
+def seeds(vectors: Path = VECTORS) -> dict[str, list[bytes]]:
+    """Every target's seeds, derived from the vector files."""
+    frames = _load(vectors, "frames.json")
+    messages = _load(vectors, "messages.json")
+    packs = _load(vectors, "packs.json")
+
+    valid_bodies = _hex(messages["valid"], "body")
+    invalid_bodies = _hex(messages["invalid"], "body")
+    fragmented = messages["fragmented"]
+    fragment_bodies = [bytes.fromhex(b) for fr in fragmented for b in fr["fragments"]]
+    inner_bodies = [bytes.fromhex(fr["inner"]) for fr in fragmented]
+    pack_bytes = _hex(packs["cases"], "pack")
+    parts = [p for p in map(_cose_parts, pack_bytes) if p is not None]
+    payloads = [payload for _, payload in parts]
+    knowledge = [p for p in dict.fromkeys(payloads) if p[:2] == b"\x87\x02"]
+    structured = [_knowledge_seed(p) for p in knowledge]
+    if knowledge:
+        structured += [
+            _knowledge_seed(knowledge[0], flags=1),
+            _knowledge_seed(knowledge[0], stretch=40),
+            _knowledge_seed(knowledge[0], extra=8),
+        ]
+
+    frame_wires = _hex(frames["valid"], "wire") + _hex(frames["invalid"], "wire")
+    frame_seeds = [
+        *frame_wires,
+        *_hex(frames["streams"], "stream"),
+        *(enc + b"\x00" for enc in _hex(frames["cobs"], "encoded")),
+        b"".join(_hex(frames["valid"], "wire")),
+        b"\x00" + b"".join(_hex(messages["valid"], "frame")),
+        *(b"".join(bytes.fromhex(f) for f in fr["frames"]) for fr in fragmented),
+    ]
+
+    frag_seeds = [
+        _frag_seed(0x00, [bytes.fromhex(b) for b in fr["fragments"]]) for fr in fragmented
+    ]
+    frag_seeds += [
+        bytes([0x00])
+        + _frag_split(fr["max_frame"], fr["first_seq"], fr["ack"], bytes.fromhex(fr["inner"]))
+        for fr in fragmented
+    ]
+    # a small limit (TOO_LARGE), and a reassembly cut off by a new offset 0
+    frag_seeds.append(_frag_seed(0x81, [bytes.fromhex(fragmented[0]["fragments"][0])]))
+    first = [bytes.fromhex(b) for b in fragmented[0]["fragments"]]
+    frag_seeds.append(_frag_seed(0x00, [first[0], first[1], first[0], *first[1:]]))
+
+    cbor_seeds = [
+        *valid_bodies,
+        *invalid_bodies,
+        *fragment_bodies,
+        *inner_bodies,
+        *pack_bytes,
+        *(protected for protected, _ in parts),
+        *payloads,
+        *_cbor_edges(),
+    ]
+    corpus = {
+        "fuzz_cbor": cbor_seeds,
+        "fuzz_frame": frame_seeds,
+        "fuzz_msg": [*valid_bodies, *invalid_bodies, *fragment_bodies, *inner_bodies],
+        "fuzz_frag": frag_seeds,
+        "fuzz_pack": [*pack_bytes, *payloads, *structured],
+    }
+    return {name: list(dict.fromkeys(items)) for name, items in corpus.items()}  # dedupe
+
+
+def write(out: Path, corpus: dict[str, list[bytes]]) -> dict[str, int]:
+    """Write each target's seeds to out/<target>/ (emptied first); return the counts."""
+    counts: dict[str, int] = {}
+    for name, items in corpus.items():
+        directory = out / name
+        directory.mkdir(parents=True, exist_ok=True)
+        for old in directory.iterdir():
+            if old.is_file():
+                old.unlink()
+        for item in items:
+            (directory / hashlib.sha1(item).hexdigest()).write_bytes(item)
+        counts[name] = len(items)
+    return counts
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--vectors", type=Path, default=VECTORS, help="protocol/vectors")
+    parser.add_argument("--out", type=Path, default=OUT, help="corpus root (%(default)s)")
+    parser.add_argument(
+        "--target", action="append", choices=TARGETS, help="only this target (repeatable)"
+    )
+    args = parser.parse_args(argv)
+    corpus = seeds(args.vectors)
+    if args.target:
+        corpus = {name: corpus[name] for name in args.target}
+    for name, count in write(args.out, corpus).items():
+        print(f"{name}: {count} seeds in {args.out / name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
