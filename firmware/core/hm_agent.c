@@ -190,30 +190,22 @@ static int queue_small(hm_agent *a, hm_msg *m) {
     return 0;
 }
 
-/* A CBOR head (major type, argument) at out; returns its length (1, 2, 3, 5 or 9). */
-static size_t put_head(uint8_t *out, unsigned major, uint64_t v) {
-    uint8_t mt = (uint8_t)(major << 5);
-    size_t n, i;
-    if (v < 24) {
-        out[0] = (uint8_t)(mt | v);
-        return 1;
-    }
-    n = v <= 0xFFu ? 1 : v <= 0xFFFFu ? 2 : v <= U32_MAX ? 4 : 8;
-    out[0] = (uint8_t)(mt | (n == 1 ? 24 : n == 2 ? 25 : n == 4 ? 26 : 27));
-    for (i = 0; i < n; i++) out[1 + i] = (uint8_t)(v >> (8 * (n - 1 - i)));
-    return n + 1;
-}
-
-/* Build the PACK_OFFER head for `len` pack bytes ending at big + HM_AGENT_BIG_HEAD. */
-static size_t offer_head(uint8_t *hdr, uint32_t seq, uint32_t ack, size_t len) {
-    size_t n = 0;
-    hdr[n++] = 0x85;
-    hdr[n++] = HM_VERSION;
-    hdr[n++] = HM_MSG_PACK_OFFER;
-    n += put_head(hdr + n, 0, seq);
-    n += put_head(hdr + n, 0, ack);
-    n += put_head(hdr + n, 2, len);
-    return n;
+/* Build the PACK_OFFER head for `len` pack bytes ending at big + HM_AGENT_BIG_HEAD:
+ * [1, 5, seq, ack, and the head of the pack bstr (the pack follows)]. */
+static size_t offer_head(uint8_t hdr[HM_AGENT_BIG_HEAD], uint32_t seq, uint32_t ack,
+                         size_t len) {
+    hm_cbor_w w;
+    size_t at;
+    hm_cbor_w_init(&w, hdr, HM_AGENT_BIG_HEAD);
+    hm_cbor_put_array(&w, 5);
+    hm_cbor_put_uint(&w, HM_VERSION);
+    hm_cbor_put_uint(&w, HM_MSG_PACK_OFFER);
+    hm_cbor_put_uint(&w, seq);
+    hm_cbor_put_uint(&w, ack);
+    at = w.len;
+    hm_cbor_put_uint(&w, len); /* the unsigned head of the argument, made major type 2 */
+    hdr[at] |= 0x40u;
+    return w.len;
 }
 
 static unsigned packable(const hm_agent *a) {
@@ -304,7 +296,8 @@ static int queue_status(hm_agent *a) {
 static unsigned do_capture(hm_agent *a, const uint8_t *payload, size_t plen,
                            const uint8_t *source, size_t slen, uint64_t ts,
                            const uint8_t *context, uint32_t flags, uint32_t q, uint32_t p,
-                           uint32_t prio, hm_msg_capture_result *cr, uint8_t rid[16]) {
+                           uint32_t prio, hm_msg_capture_result *cr, uint8_t rid[16],
+                           hm_gate_result *gout) {
     int idx;
     hm_gate_result g;
     hm_ring_status rs;
@@ -343,6 +336,7 @@ static unsigned do_capture(hm_agent *a, const uint8_t *payload, size_t plen,
     cr->verdict = g.verdict;
     cr->hard = g.hard;
     cr->state = g.state;
+    if (gout) *gout = g;
     return HM_CAPTURE_STORED;
 }
 
@@ -359,21 +353,7 @@ unsigned hm_agent_capture(hm_agent *a, const uint8_t *payload, size_t payload_le
     memset(&m, 0, sizeof m);
     m.type = HM_MSG_CAPTURE_RESULT;
     st = do_capture(a, payload, payload_len, source, source_len, timestamp, context, flags,
-                    confidence, provenance, priority, &m.u.capture_result, rid);
-    if (st == HM_CAPTURE_STORED && result) {
-        const hm_msg_capture_result *cr = &m.u.capture_result;
-        result->flags = cr->flags;
-        result->h = cr->h;
-        result->i = cr->i;
-        result->r = cr->r;
-        result->f = cr->f;
-        result->c = cr->c;
-        result->rn = cr->rn;
-        result->w = cr->w;
-        result->verdict = cr->verdict;
-        result->hard = cr->hard;
-        result->state = cr->state;
-    }
+                    confidence, provenance, priority, &m.u.capture_result, rid, result);
     if (a->capabilities & HM_CAP_SENSOR) {
         m.u.capture_result.ref = 0;
         if (queue_small(a, &m) != 0) a->counters.results_lost++;
@@ -470,7 +450,7 @@ static void on_capture(hm_agent *a, const hm_msg_capture *c, uint32_t ref) {
     m.type = HM_MSG_CAPTURE_RESULT;
     (void)do_capture(a, c->payload.ptr, c->payload.len, c->source.ptr, c->source.len,
                      hm_agent_wall_ms(a), c->context.ptr, c->flags, c->confidence,
-                     c->provenance, c->priority, &m.u.capture_result, rid);
+                     c->provenance, c->priority, &m.u.capture_result, rid, NULL);
     m.u.capture_result.ref = ref;
     (void)queue_small(a, &m);
 }

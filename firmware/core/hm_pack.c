@@ -284,6 +284,9 @@ void hm_knowledge_set_head(hm_knowledge *k, uint64_t seq, const uint8_t hash[HM_
     memcpy(k->hash, hash, HM_HASH_SIZE);
 }
 
+#if defined(__GNUC__)
+__attribute__((noinline)) /* one call, not an inlined copy at each of the 15 exits */
+#endif
 static hm_pack_status refuse(hm_knowledge *k, hm_pack_reason why, hm_pack_reason *reason) {
     k->counters.refused++;
     k->counters.last_reason = (uint8_t)why;
