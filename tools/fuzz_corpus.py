@@ -20,6 +20,12 @@ the vectors does not linger. The input formats are those the targets document:
   (the target signs an input that starts like a payload itself), and the knowledge
   payloads written field by field for its mode 'K' (as they are, from another
   signer, with over-long texts, with too many items)
+- fuzz_agent: a script of operations (see firmware/fuzz/fuzz_agent.c): after a valid
+  handshake, every valid and invalid message body wrapped in a frame, every message
+  frame and frame stream as raw line bytes, host messages built by the target (each
+  kind, captures up to a pack offer and its result, every knowledge pack of
+  packs.json pushed), clock advances through the retransmission timeouts, resets,
+  damaged frames; and a script without the handshake feeding the vector HELLO_ACK
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ from hirmem import cbor  # noqa: E402
 
 VECTORS = ROOT / "protocol" / "vectors"
 OUT = ROOT / "build" / "fuzz" / "corpus"
-TARGETS = ("fuzz_cbor", "fuzz_frame", "fuzz_msg", "fuzz_frag", "fuzz_pack")
+TARGETS = ("fuzz_agent", "fuzz_cbor", "fuzz_frame", "fuzz_msg", "fuzz_frag", "fuzz_pack")
 
 
 def _load(vectors: Path, name: str) -> Any:
@@ -120,6 +126,130 @@ def _frag_split(max_frame: int, first_seq: int, ack: int, inner: bytes) -> bytes
     return bytes([3]) + struct.pack("<HIIH", max_frame, first_seq, ack, len(inner)) + inner
 
 
+# fuzz_agent.c: opcodes (op % 11) and the script header.
+A_RAW, A_ADVANCE, A_JUMP, A_CAPTURE, A_RESET, A_BODY = 0, 1, 2, 3, 4, 5
+A_HANDSHAKE, A_MESSAGE, A_ACKALL, A_DAMAGED, A_LOG = 6, 7, 8, 9, 10
+
+
+def _agent_config(offer_threshold: int = 0, offer_period: int = 0, status_period: int = 0) -> bytes:
+    """do_init's block: caps, max_frame, window, max_message, ring, threshold, periods,
+    flags, boot (all capabilities, 512-byte frames, window 4, 4 KB messages, boot 7)."""
+    return struct.pack(
+        "<BHBHBBHHBB", 0x1F, 512, 4, 4096, 0, offer_threshold, offer_period, status_period, 0, 7
+    )
+
+
+def _agent_script(ops: Iterable[bytes], handshake: bool = True, **config: int) -> bytes:
+    # clock start, config, mode (bit 0: handshake: max_frame 512, window 4, defaults)
+    head = struct.pack("<I", 1000) + _agent_config(**config)
+    if handshake:
+        return head + b"\x01" + struct.pack("<HBBB", 0, 3, 0, 0) + b"".join(ops)
+    return head + b"\x00" + b"".join(ops)
+
+
+def _agent_body(body: bytes, chunking: int = 0) -> bytes:
+    return bytes([A_BODY]) + struct.pack("<HB", len(body), chunking) + body
+
+
+def _agent_raw(data: bytes, chunking: int = 0) -> bytes:
+    return bytes([A_RAW]) + struct.pack("<HB", len(data), chunking) + data
+
+
+def _agent_advance(ms: int, step: int = 1) -> bytes:
+    return bytes([A_ADVANCE]) + struct.pack("<HB", ms, step - 1)
+
+
+def _agent_capture(payload: bytes, source: bytes, confidence: int = 0xE000) -> bytes:
+    """A host CAPTURE built by the target (kind 0), the host's seq and ack."""
+    return (
+        bytes([A_MESSAGE, 0, 0, 0, len(source)])
+        + struct.pack("<H", len(payload))
+        + source
+        + payload
+        + bytes(range(32))  # context
+        + struct.pack("<HIII", 0, confidence, 0xC000, 0x8000)
+    )
+
+
+def _agent_message(kind: int, fields: bytes = b"") -> bytes:
+    return bytes([A_MESSAGE, kind, 0, 0]) + fields
+
+
+def _agent_seeds(
+    messages: dict[str, Any], frames: dict[str, Any], packs: list[bytes]
+) -> list[bytes]:
+    valid = _hex(messages["valid"], "body")
+    invalid = _hex(messages["invalid"], "body")
+    frame_bytes = b"\x00" + b"".join(_hex(messages["valid"], "frame"))
+    ack_all = bytes([A_ACKALL])
+    scripts = [
+        _agent_script(_agent_body(b, 3) for b in valid),
+        _agent_script(_agent_body(b) for b in invalid),
+        _agent_script([_agent_raw(frame_bytes, 7)]),
+        _agent_script([_agent_raw(frame_bytes)], handshake=False),
+        *(_agent_script([_agent_raw(bytes.fromhex(s["stream"]), 5)]) for s in frames["streams"]),
+        # every kind of host message, acknowledged, with time passing
+        _agent_script(
+            [
+                _agent_capture(b"temperature 21.5 C", b"sensor/t"),
+                _agent_message(1, bytes([1, 0, 0])),  # PACK_RESULT n=1 accepted
+                _agent_message(3),  # STATUS_REQUEST
+                _agent_message(4, bytes([3, 0, 0])),  # ERROR malformed ref 0
+                _agent_message(5),  # ACK
+                _agent_advance(30),
+                ack_all,
+                _agent_message(6, struct.pack("<HBB", 0, 3, 0)),  # HELLO_ACK again
+            ]
+        ),
+        # captures up to a pack offer (threshold 2), its fragments acknowledged, a result
+        _agent_script(
+            [
+                *(_agent_capture(bytes([65 + i]) * 200, b"cam/0") for i in range(4)),
+                _agent_advance(30),
+                ack_all,
+                _agent_advance(300, 10),
+                ack_all,
+                _agent_advance(300, 10),
+                ack_all,
+                _agent_message(1, bytes([1, 0, 0])),
+                ack_all,
+            ],
+            offer_threshold=2,
+        ),
+        # nobody answers: retransmissions until the session is lost, HELLO again
+        _agent_script(
+            [
+                _agent_capture(b"x" * 40, b"s"),
+                _agent_advance(40000, 64),
+                bytes([A_HANDSHAKE]) + struct.pack("<HBBB", 0, 3, 0, 0),
+            ],
+            status_period=1000,
+        ),
+        # a damaged frame, a reset, own captures, a log line, a clock jump
+        _agent_script(
+            [
+                bytes([A_DAMAGED]) + struct.pack("<H", len(valid[0])) + valid[0] + b"\x01\x00",
+                bytes([A_CAPTURE])
+                + struct.pack("<HB", 5, 3)
+                + b"helloabc"
+                + bytes(32)
+                + b"\x00"
+                + struct.pack("<HIII", 0, 0x10000, 0x8000, 0x4000),
+                bytes([A_LOG, 1, 5]) + b"hello",
+                bytes([A_JUMP]) + struct.pack("<I", 0xFFFFF000),
+                _agent_advance(5000, 50),
+                bytes([A_RESET]) + _agent_config(),
+            ]
+        ),
+    ]
+    # every knowledge pack pushed (fragmented where it does not fit)
+    scripts += [
+        _agent_script([_agent_message(2, struct.pack("<H", len(p)) + p), _agent_advance(30)])
+        for p in packs
+    ]
+    return scripts
+
+
 def seeds(vectors: Path = VECTORS) -> dict[str, list[bytes]]:
     """Every target's seeds, derived from the vector files."""
     frames = _load(vectors, "frames.json")
@@ -176,7 +306,11 @@ def seeds(vectors: Path = VECTORS) -> dict[str, list[bytes]]:
         *payloads,
         *_cbor_edges(),
     ]
+    knowledge_packs = [
+        bytes.fromhex(case["pack"]) for case in packs["cases"] if case.get("kind") == "knowledge"
+    ]
     corpus = {
+        "fuzz_agent": _agent_seeds(messages, frames, knowledge_packs),
         "fuzz_cbor": cbor_seeds,
         "fuzz_frame": frame_seeds,
         "fuzz_msg": [*valid_bodies, *invalid_bodies, *fragment_bodies, *inner_bodies],
