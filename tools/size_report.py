@@ -80,8 +80,13 @@ def module_sizes(arch: Arch) -> dict[str, Size]:
     missing = [o.name for o in objects if not o.exists()]
     if missing or not objects:
         raise SizeError(f"build/{arch.name}/core lacks {missing}: run make -C firmware cross")
+    return _size_rows(arch, objects)
+
+
+def _size_rows(arch: Arch, files: Sequence[Path]) -> dict[str, Size]:
+    """``<prefix>size`` of each file, by file stem."""
     proc = subprocess.run(
-        [arch.prefix + "size", *map(str, objects)], capture_output=True, text=True, check=True
+        [arch.prefix + "size", *map(str, files)], capture_output=True, text=True, check=True
     )
     sizes: dict[str, Size] = {}
     for line in proc.stdout.splitlines()[1:]:  # after the header "text data bss dec hex"
@@ -150,6 +155,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             over = True
         share = 100 * text / args.budget
         print(f"{arch.label:<11} text {text:>6,} of {args.budget:,} ({share:.0f} %): {verdict}")
+    print()
+    print("linked into an agent image (--gc-sections from hm_agent.h's entry points, with")
+    print("picolibc memcpy/memset and libgcc; what a board flashes for the core):")
+    for arch in ARCHS:
+        image = ROOT / "build" / arch.name / "agent.elf"
+        if image.exists():
+            text = sum(s.text for s in _size_rows(arch, [image]).values())
+            print(f"{arch.label:<11} text {text:>6,} of {args.budget:,}")
     return 1 if over else 0
 
 
