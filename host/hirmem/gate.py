@@ -240,6 +240,21 @@ def _hard_fails(flags: int) -> int:
     return hard
 
 
+def _axes(flags: int) -> tuple[int, int, int, int]:
+    """Hard-fail bits and the passed sub-checks per axis, with the forced zeros applied."""
+    hard = _hard_fails(flags)
+    h = _passed(flags, HONESTY_MASK)
+    i = 0 if hard & _I_FORCED_ZERO else _passed(flags, INTEGRITY_MASK)
+    r = 0 if hard & _R_FORCED_ZERO else _passed(flags, RESPECT_MASK)
+    return hard, h, i, r
+
+
+def _verdict(rn: float, green: float, yellow: float) -> Verdict:
+    if rn >= green:
+        return Verdict.GREEN
+    return Verdict.YELLOW if rn >= yellow else Verdict.RED
+
+
 def _disposition(verdict: Verdict, hard: int) -> Disposition:
     if verdict != Verdict.RED and not hard:
         return Disposition.CANDIDATE
@@ -259,24 +274,12 @@ def evaluate(flags: int, quality: int, provenance: int) -> GateResult:
         if not 0 <= value <= ONE:
             raise HirmemError(f"{name} must be in 0..0x10000 (0.0..1.0), got 0x{value:X}")
 
-    hard = _hard_fails(flags)
-    h = AXIS_STEP * _passed(flags, HONESTY_MASK)
-    i = AXIS_STEP * _passed(flags, INTEGRITY_MASK)
-    r = AXIS_STEP * _passed(flags, RESPECT_MASK)
-    if hard & _I_FORCED_ZERO:
-        i = 0
-    if hard & _R_FORCED_ZERO:
-        r = 0
-
+    hard, h_passed, i_passed, r_passed = _axes(flags)
+    h, i, r = AXIS_STEP * h_passed, AXIS_STEP * i_passed, AXIS_STEP * r_passed
     f = q_sqrt_mul(h, i)
     c = q_sqrt_mul(r, i)
     rn = q_sqrt_mul(f, c)
-    if rn >= GREEN_THRESHOLD:
-        verdict = Verdict.GREEN
-    elif rn >= YELLOW_THRESHOLD:
-        verdict = Verdict.YELLOW
-    else:
-        verdict = Verdict.RED
+    verdict = _verdict(rn, GREEN_THRESHOLD, YELLOW_THRESHOLD)
 
     w = q_mul(q_mul(q_mul(q_mul(quality, provenance), h), i), r)
     return GateResult(
@@ -304,24 +307,12 @@ def evaluate_float(flags: int, quality: float, provenance: float) -> FloatGateRe
         if not (math.isfinite(value) and 0.0 <= value <= 1.0):
             raise HirmemError(f"{name} must be in 0.0..1.0, got {value!r}")
 
-    hard = _hard_fails(flags)
-    h = 0.25 * _passed(flags, HONESTY_MASK)
-    i = 0.25 * _passed(flags, INTEGRITY_MASK)
-    r = 0.25 * _passed(flags, RESPECT_MASK)
-    if hard & _I_FORCED_ZERO:
-        i = 0.0
-    if hard & _R_FORCED_ZERO:
-        r = 0.0
-
+    hard, h_passed, i_passed, r_passed = _axes(flags)
+    h, i, r = 0.25 * h_passed, 0.25 * i_passed, 0.25 * r_passed
     f = math.sqrt(h * i)
     c = math.sqrt(r * i)
     rn = math.sqrt(f * c)
-    if rn >= 0.75:
-        verdict = Verdict.GREEN
-    elif rn >= 0.5:
-        verdict = Verdict.YELLOW
-    else:
-        verdict = Verdict.RED
+    verdict = _verdict(rn, GREEN_THRESHOLD / ONE, YELLOW_THRESHOLD / ONE)
 
     w = quality * provenance * h * i * r
     return FloatGateResult(
