@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "hexio.h"
+#include "ring_words.h"
 #include "hm_fixed.h"
 #include "hm_gate.h"
 #include "hm_ring.h"
@@ -155,17 +156,6 @@ static void check_ring(const hm_ring *rg) {
 
 /* ---- answers ---- */
 
-static const char *status_word(hm_ring_status st) {
-    switch (st) {
-    case HM_RING_OK: return "ok";
-    case HM_RING_REFUSED_FULL: return "refused_full";
-    case HM_RING_REFUSED_INVALID: return "refused_invalid";
-    case HM_RING_NO_RECORD: return "no_record";
-    case HM_RING_BAD_STATE: return "bad_state";
-    case HM_RING_BAD_ARG: return "bad_arg";
-    }
-    return "unknown";
-}
 
 static void put_gate(const hm_gate_result *g) {
     hexio_num(g->h);
@@ -416,7 +406,7 @@ int main(void) {
         } else if (!strcmp(cmd, "ring_init")) {
             uint8_t id[HM_ID_SIZE] = {0};
             memcpy(id, rq.bytes[2], rq.len[2] < HM_ID_SIZE ? rq.len[2] : HM_ID_SIZE);
-            hexio_word(status_word(hm_ring_init_sized(&ring, id, (uint32_t)rq.num[3],
+            hexio_word(ring_status_word(hm_ring_init_sized(&ring, id, (uint32_t)rq.num[3],
                                                       (unsigned)rq.num[0], (unsigned)rq.num[1])));
         } else if (!strcmp(cmd, "ring_capture")) {
             int idx = -1;
@@ -425,7 +415,7 @@ int main(void) {
             if (rq.argc > 3) ctx = rq.len[3] == HM_HASH_SIZE ? rq.bytes[3] : NULL;
             st = hm_ring_capture(&ring, rq.bytes[0], rq.len[0], rq.bytes[1], rq.len[1],
                                  rq.num[2], ctx, &idx);
-            hexio_word(status_word(st));
+            hexio_word(ring_status_word(st));
             if (st == HM_RING_OK) {
                 uint8_t id[HM_RECORD_ID_SIZE];
                 hm_ring_id(&ring, hm_ring_peek(&ring, idx), id);
@@ -437,13 +427,13 @@ int main(void) {
         } else if (!strcmp(cmd, "ring_peek")) {
             put_record(hm_ring_peek(&ring, arg_index(&rq, 0)));
         } else if (!strcmp(cmd, "ring_state")) {
-            hexio_word(status_word(hm_ring_set_state(&ring, arg_index(&rq, 0), (unsigned)rq.num[1])));
+            hexio_word(ring_status_word(hm_ring_set_state(&ring, arg_index(&rq, 0), (unsigned)rq.num[1])));
         } else if (!strcmp(cmd, "ring_gate")) {
             hm_gate_result g;
             hm_ring_status st = hm_ring_gate(&ring, arg_index(&rq, 0), (uint32_t)rq.num[1],
                                              (uint32_t)rq.num[2], (uint32_t)rq.num[3],
                                              (uint32_t)rq.num[4], &g);
-            hexio_word(status_word(st));
+            hexio_word(ring_status_word(st));
             if (st == HM_RING_OK) {
                 hexio_num(g.flags);
                 put_gate(&g);
@@ -451,7 +441,7 @@ int main(void) {
         } else if (!strcmp(cmd, "ring_chain")) {
             hexio_word(rq.len[1] != HM_HASH_SIZE || rq.len[2] != HM_HASH_SIZE
                            ? "bad_arg"
-                           : status_word(hm_ring_set_chain(&ring, arg_index(&rq, 0), rq.bytes[1],
+                           : ring_status_word(hm_ring_set_chain(&ring, arg_index(&rq, 0), rq.bytes[1],
                                                            rq.bytes[2])));
         } else if (!strcmp(cmd, "ring_hashes")) {
             const hm_ring_record *r = hm_ring_peek(&ring, arg_index(&rq, 0));
@@ -463,11 +453,11 @@ int main(void) {
                 hexio_bytes(r->prev_hash, sizeof r->prev_hash);
             }
         } else if (!strcmp(cmd, "ring_pin")) {
-            hexio_word(status_word(hm_ring_pin(&ring, arg_index(&rq, 0), (uint32_t)rq.num[1])));
+            hexio_word(ring_status_word(hm_ring_pin(&ring, arg_index(&rq, 0), (uint32_t)rq.num[1])));
         } else if (!strcmp(cmd, "ring_unpin")) {
-            hexio_word(status_word(hm_ring_unpin(&ring, arg_index(&rq, 0))));
+            hexio_word(ring_status_word(hm_ring_unpin(&ring, arg_index(&rq, 0))));
         } else if (!strcmp(cmd, "ring_release")) {
-            hexio_word(status_word(hm_ring_release(&ring, arg_index(&rq, 0))));
+            hexio_word(ring_status_word(hm_ring_release(&ring, arg_index(&rq, 0))));
         } else if (!strcmp(cmd, "ring_unpin_pack")) {
             hexio_num(hm_ring_unpin_pack(&ring, (uint32_t)rq.num[0]));
         } else if (!strcmp(cmd, "ring_release_pack")) {

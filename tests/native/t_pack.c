@@ -44,6 +44,7 @@
 #include <string.h>
 
 #include "hexio.h"
+#include "ring_words.h"
 #include "hm_crypto.h"
 #include "hm_pack.h"
 #include "hm_record.h"
@@ -98,17 +99,6 @@ static void check_packer(void) {
 
 /* ---- answers ---- */
 
-static const char *ring_word(hm_ring_status st) {
-    switch (st) {
-    case HM_RING_OK: return "ok";
-    case HM_RING_REFUSED_FULL: return "refused_full";
-    case HM_RING_REFUSED_INVALID: return "refused_invalid";
-    case HM_RING_NO_RECORD: return "no_record";
-    case HM_RING_BAD_STATE: return "bad_state";
-    case HM_RING_BAD_ARG: return "bad_arg";
-    }
-    return "unknown";
-}
 
 static const char *pack_word(hm_pack_err e) {
     switch (e) {
@@ -141,7 +131,7 @@ static void cmd_capture(const hexio_req *req, int gate) {
     hm_ring_status st = hm_ring_capture(&ring, req->bytes[0], req->len[0], req->bytes[1],
                                         req->len[1], req->num[2], ctx_or_null(req, 3), &idx);
     if (st != HM_RING_OK) {
-        hexio_word(ring_word(st));
+        hexio_word(ring_status_word(st));
         return;
     }
     if (gate) {
@@ -149,7 +139,7 @@ static void cmd_capture(const hexio_req *req, int gate) {
         st = hm_ring_gate(&ring, idx, (uint32_t)req->num[4], (uint32_t)req->num[5],
                           (uint32_t)req->num[6], (uint32_t)req->num[7], &g);
         if (st != HM_RING_OK) {
-            hexio_word(ring_word(st));
+            hexio_word(ring_status_word(st));
             return;
         }
     }
@@ -408,7 +398,7 @@ int main(void) {
             hm_ring_status st =
                 hm_ring_init_sized(&ring, req.bytes[0], (uint32_t)req.num[1], cap, arena);
             hm_pack_init(&packer, req.bytes[0], (uint32_t)req.num[1], req.bytes[2], req.bytes[3]);
-            hexio_word(ring_word(st));
+            hexio_word(ring_status_word(st));
         } else if (!strcmp(c, "capture") && args_ok(&req, "xxnxnnnn")) {
             cmd_capture(&req, 1);
         } else if (!strcmp(c, "capturev") && args_ok(&req, "xxnx")) {
