@@ -54,18 +54,14 @@ static void lru_push_front(hm_ring *ring, uint8_t i) {
     ring->mru = i;
 }
 
-/* Free a live slot that is in no list: give back its blocks and push the slot on
- * the free list. */
-static void slot_free(hm_ring *ring, uint8_t i) {
+/* Free a live slot that is in no list: give back its blocks (`mask`, its
+ * rec_mask) and push the slot on the free list. */
+static void slot_free(hm_ring *ring, uint8_t i, uint32_t mask) {
     hm_ring_record *rec = &ring->rec[i];
-    ring->used_blocks &= ~rec_mask(rec);
+    ring->used_blocks &= ~mask;
     ring->counters.arena_used -= (uint32_t)rec->nblocks * ring->block_size;
     ring->counters.used--;
-    rec->seq = 0;
-    rec->block = rec->nblocks = 0;
-    rec->payload_len = 0;
-    rec->source_len = 0;
-    rec->pack = 0;
+    rec->seq = 0; /* the other fields of a free slot mean nothing until capture */
     rec->next = ring->free_head;
     ring->free_head = i;
 }
@@ -74,14 +70,47 @@ static void slot_free(hm_ring *ring, uint8_t i) {
 static void evict_lru(hm_ring *ring) {
     uint8_t i = ring->lru;
     hm_ring_record *rec = &ring->rec[i];
+    uint32_t mask = rec_mask(rec);
     ring->lru = rec->prev;
     if (rec->prev != NIL) ring->rec[rec->prev].next = NIL;
     else ring->mru = NIL;
-    rec->prev = NIL;
-    ring->vol_blocks &= ~rec_mask(rec);
+    ring->vol_blocks &= ~mask;
     ring->counters.volatiles--;
     ring->counters.evictions++;
-    slot_free(ring, i);
+    slot_free(ring, i, mask);
+}
+
+/* Evict VOLATILE records, least recently accessed first, until a slot is free and
+ * k blocks in a row are (`block`: the run found so far, or -1). Decides first
+ * whether evicting every VOLATILE record would be enough (I4); returns the run's
+ * first block, or -1 with nothing evicted. */
+static int make_room(hm_ring *ring, unsigned k, int block) {
+    if ((ring->free_head == NIL && ring->counters.volatiles == 0) ||
+        (block < 0 && find_run(~ring->used_blocks | ring->vol_blocks, k) < 0))
+        return -1;
+    do { /* first fit after each eviction: a lower run may have formed (I6) */
+        evict_lru(ring);
+        if (k) block = find_run(~ring->used_blocks, k);
+    } while (ring->free_head == NIL || block < 0);
+    return block;
+}
+
+/* The 32-byte context: eight word moves when both ends are word-aligned (a -Os
+ * libc memcpy may be a byte loop). */
+#if defined(__GNUC__)
+typedef uint32_t __attribute__((may_alias)) hm_word;
+#endif
+static void copy_context(uint8_t *dst, const uint8_t *src) {
+#if defined(__GNUC__)
+    if ((((uintptr_t)dst | (uintptr_t)src) & 3u) == 0) {
+        hm_word *d = (hm_word *)(void *)dst;
+        const hm_word *s = (const hm_word *)(const void *)src;
+        d[0] = s[0], d[1] = s[1], d[2] = s[2], d[3] = s[3];
+        d[4] = s[4], d[5] = s[5], d[6] = s[6], d[7] = s[7];
+        return;
+    }
+#endif
+    memcpy(dst, src, HM_HASH_SIZE);
 }
 
 hm_ring_status hm_ring_init_sized(hm_ring *ring, const uint8_t device_id[HM_ID_SIZE],
@@ -131,24 +160,18 @@ hm_ring_status hm_ring_capture(hm_ring *ring, const uint8_t *payload, size_t pay
     k = ((unsigned)(payload_len + source_len) + ring->block_size - 1u) / ring->block_size;
     if (k) block = find_run(~ring->used_blocks, k);
     if (ring->free_head == NIL || block < 0) {
-        /* I4: decide before evicting anything. Evicting every VOLATILE record frees a
-         * slot (if there is one) and the blocks in vol_blocks. */
-        if ((ring->free_head == NIL && cnt->volatiles == 0) ||
-            (k && find_run(~ring->used_blocks | ring->vol_blocks, k) < 0)) {
+        block = make_room(ring, k, block);
+        if (block < 0) {
             cnt->refusals++;
             return HM_RING_REFUSED_FULL;
         }
-        do {
-            evict_lru(ring);
-            if (k) block = find_run(~ring->used_blocks, k);
-        } while (ring->free_head == NIL || block < 0);
     }
 
     i = ring->free_head;
     rec = &ring->rec[i];
     ring->free_head = rec->next;
 
-    memcpy(rec->context, context, HM_HASH_SIZE);
+    copy_context(rec->context, context);
     rec->gate.h = rec->gate.i = rec->gate.r = rec->gate.f = rec->gate.c = 0;
     rec->gate.rn = rec->gate.w = 0;
     rec->gate.flags = 0;
@@ -166,9 +189,12 @@ hm_ring_status hm_ring_capture(hm_ring *ring, const uint8_t *payload, size_t pay
     rec->chained = 0;
     {
         uint8_t *data = &ring->arena[(uint32_t)block * ring->block_size];
+        uint8_t *to = data + payload_len;
         uint32_t mask = rec_mask(rec);
+        size_t n;
         if (payload_len) memcpy(data, payload, payload_len);
-        if (source_len) memcpy(data + payload_len, source, source_len);
+        /* the source is short: a byte loop costs less than a call */
+        for (n = 0; n < source_len; n++) to[n] = source[n];
         ring->used_blocks |= mask;
         ring->vol_blocks |= mask;
     }
@@ -288,7 +314,7 @@ hm_ring_status hm_ring_release(hm_ring *ring, int index) {
     if (!rec) return HM_RING_NO_RECORD;
     if (!rec->pack) return HM_RING_BAD_STATE;
     ring->counters.pinned--;
-    slot_free(ring, (uint8_t)index);
+    slot_free(ring, (uint8_t)index, rec_mask(rec));
     return HM_RING_OK;
 }
 
