@@ -99,20 +99,8 @@ def test_cross_build_has_no_warning(size_output: str) -> None:
         assert f"{arch.label:<11} text" in size_output
 
 
-# With the device agent the core misses the 24 KB budget on every arch (object totals:
-# Cortex-M3 26,184, Cortex-M4F 26,028, rv32imac 34,735 bytes). rv32imac is a third larger
-# than Thumb-2 (hm_ed25519 9.3 KB against 5.8 KB: each 32x32->64 multiply is a mul/mulhu
-# pair). Strict, so each case fails as soon as the core is shrunk to fit on that arch.
-OVER_BUDGET = pytest.mark.xfail(
-    strict=True, reason="the core's text is over the 24 KB budget (see tools/size_report.py)"
-)
-
-
 @needs_cross
-@pytest.mark.parametrize(
-    "label",
-    [pytest.param(arch.label, marks=[OVER_BUDGET]) for arch in size_report.ARCHS],
-)
+@pytest.mark.parametrize("label", [arch.label for arch in size_report.ARCHS])
 def test_core_text_fits_the_budget(size_output: str, label: str) -> None:
     line = next(ln for ln in size_output.splitlines() if ln.startswith(f"{label:<11} text"))
     assert "within budget" in line, line

@@ -606,33 +606,25 @@ void hm_agent_input(hm_agent *a, const uint8_t *bytes, size_t n) {
 
 void hm_agent_poll(hm_agent *a) {
     tick(a);
-    if (!a->session) {
-        if (a->timer_on && a->now >= a->timer_at) {
-            a->counters.timeouts++;
-            a->rto = a->rto * 2 > HM_AGENT_RTO_MAX_MS ? HM_AGENT_RTO_MAX_MS : a->rto * 2;
-            send_hello(a);
-            timer_start(a);
-        }
-        return;
-    }
     if (a->timer_on && a->now >= a->timer_at) {
-        uint32_t s;
         a->counters.timeouts++;
-        if (++a->ntimeouts >= HM_AGENT_MAX_TIMEOUTS) {
-            lose_session(a);
+        if (a->session && ++a->ntimeouts >= HM_AGENT_MAX_TIMEOUTS) {
+            lose_session(a); /* HELLO again, from the first RTO */
             return;
         }
         a->rto = a->rto * 2 > HM_AGENT_RTO_MAX_MS ? HM_AGENT_RTO_MAX_MS : a->rto * 2;
-        for (s = a->snd_una; s != a->snd_nxt; s++) {
+        if (!a->session) send_hello(a);
+        for (uint32_t s = a->snd_una; s != a->snd_nxt; s++) { /* none without a session */
             tx_seq(a, s);
             a->counters.retransmits++;
         }
         timer_start(a);
     }
+    if (!a->session) return;
     if (a->status_period_ms && a->now - a->last_status >= a->status_period_ms &&
         !queue_full(a))
         (void)queue_status(a);
-    if (a->session && a->now >= a->hold_until) {
+    if (a->session && a->now >= a->hold_until) { /* queue_status may have ended it */
         unsigned n = (a->offer_threshold || a->offer_period_ms) ? packable(a) : 0;
         if (n && ((a->offer_threshold && n >= a->offer_threshold) ||
                   (a->offer_period_ms && a->now - a->last_offer >= a->offer_period_ms)))
