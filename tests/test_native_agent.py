@@ -630,7 +630,13 @@ def test_knowledge_push_and_rollback(dev: Device, max_frame: int) -> None:
     host.advance(20)
     [(_, res)] = host.take(KnowledgeResult)
     assert res == KnowledgeResult(four.pack_id, 2, 7, 5)  # refused, rollback, still 5
-    assert dev.status()["knowledge_seq"] == 5
+    status = dev.status()
+    assert status["knowledge_seq"] == 5
+    # the board was asked once to keep the head (seq 5 and the pack's SHA-256), not
+    # again for the refused one
+    head = hashlib.sha256(five.encoded).digest()
+    assert (status["saved_seq"], status["saved_calls"]) == (5, 1)
+    assert status["saved_hash_head"] == int.from_bytes(head[:2], "big")
 
 
 def test_knowledge_too_large_for_max_message(dev: Device) -> None:

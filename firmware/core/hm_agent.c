@@ -433,6 +433,10 @@ static void on_knowledge(hm_agent *a, const hm_msg_pack *push, uint8_t *writable
     hm_pack_status st;
     st = hm_knowledge_accept(&a->knowledge, writable, push->pack.len, &reason);
     a->counters.knowledge++;
+    /* The new head is saved before the host hears of it: an ACCEPTED the host saw
+     * is never undone by a reset (rollback protection across boots). */
+    if (st == HM_PACK_ACCEPTED && a->io.knowledge_saved)
+        a->io.knowledge_saved(a->io.ctx, a->knowledge.seq, a->knowledge.hash);
     memset(&m, 0, sizeof m);
     m.type = HM_MSG_KNOWLEDGE_RESULT;
     m.u.knowledge_result.pack_id.ptr = a->knowledge.last_pack_id;

@@ -75,8 +75,7 @@
  * `sizes`). Of it: hm_reasm 4 116 (the HM_MAX_MESSAGE buffer), hm_ring 4 936,
  * pack buffer 1 552, hm_knowledge 984, queue 672, hm_frame_rx ~560, wire + scratch
  * ~1 030, hm_packer 352. A 16 KB board sets HM_MAX_MESSAGE, HM_MAX_FRAME,
- * HM_AGENT_PACK_CAP and the ring smaller. Code (gcc -Os, hm_agent.o alone): 5 180
- * bytes Cortex-M3, 6 593 bytes RV32IMAC.
+ * HM_AGENT_PACK_CAP and the ring smaller. Code: tools/size_report.py.
  */
 #ifndef HM_AGENT_H
 #define HM_AGENT_H
@@ -135,6 +134,10 @@ typedef struct {
     void (*write)(void *ctx, const uint8_t *bytes, size_t n);
     /* A monotonic millisecond clock; may wrap at 2^32. */
     uint32_t (*now_ms)(void *ctx);
+    /* Optional (NULL: none): a knowledge pack was accepted; keep seq and hash where
+     * they survive a reset, and give them back as knowledge_seq / knowledge_hash of
+     * the next hm_agent_config. Called before the KNOWLEDGE_RESULT is queued. */
+    void (*knowledge_saved)(void *ctx, uint64_t seq, const uint8_t hash[32]);
     void *ctx;
 } hm_agent_io;
 

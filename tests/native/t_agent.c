@@ -13,7 +13,9 @@
  *                       hm_agent_capture: status x<out>
  *   log level x<text>   hm_agent_log: result (0 / -1 as 0 / 1) x<out>
  *   status              name value pairs: the 14 STATUS fields, then the agent's
- *                       counters, packer records_released / records_returned, ring pinned
+ *                       counters, the knowledge_saved callback's last seq, its number
+ *                       of calls and the first two bytes of its hash, packer
+ *                       records_released / records_returned, ring pinned
  *   state               session next_seq snd_una snd_nxt expected rto max_frame window
  *                       wall_ms
  *   sizes               sizeof hm_agent, hm_ring, hm_packer, hm_knowledge, hm_reasm,
@@ -32,6 +34,8 @@
 static hm_agent agent;
 static hm_host_key host_key;
 static int have_agent;
+static uint64_t saved_seq, saved_calls; /* the knowledge_saved callback's last call */
+static uint8_t saved_hash[32];
 static uint32_t vclock = 1000; /* not 0: the agent must not assume a zero start */
 static uint8_t outbuf[1u << 20];
 static size_t outlen;
@@ -44,6 +48,13 @@ static void io_write(void *ctx, const uint8_t *bytes, size_t n) {
     }
     memcpy(outbuf + outlen, bytes, n);
     outlen += n;
+}
+
+static void io_saved(void *ctx, uint64_t seq, const uint8_t hash[32]) {
+    (void)ctx;
+    saved_seq = seq;
+    saved_calls++;
+    memcpy(saved_hash, hash, sizeof saved_hash);
 }
 
 static uint32_t io_now(void *ctx) {
@@ -117,6 +128,8 @@ static void cmd_init(hexio_req *r) {
     c.firmware = "0.1.0";
     c.io.write = io_write;
     c.io.now_ms = io_now;
+    c.io.knowledge_saved = io_saved;
+    saved_seq = saved_calls = 0;
     outlen = 0;
     if (hm_agent_init(&agent, &c) != HM_AGENT_OK) {
         have_agent = 0;
@@ -168,6 +181,9 @@ static void cmd_status(void) {
     PAIR("results_unmatched", c->results_unmatched);
     PAIR("knowledge", c->knowledge);
     PAIR("logs", c->logs);
+    PAIR("saved_seq", saved_seq);
+    PAIR("saved_calls", saved_calls);
+    PAIR("saved_hash_head", (uint64_t)saved_hash[0] << 8 | saved_hash[1]);
     PAIR("records_released", agent.packer.counters.records_released);
     PAIR("records_returned", agent.packer.counters.records_returned);
     PAIR("pinned", agent.ring.counters.pinned);
