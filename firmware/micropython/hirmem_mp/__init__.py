@@ -1,0 +1,3 @@
+"""hirmem device agent for MicroPython (protocol version 1, protocol/SPEC.md)."""
+
+VERSION = "0.1.0"
