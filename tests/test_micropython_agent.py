@@ -1,0 +1,160 @@
+"""The MicroPython agent end to end against a host over a pty (unix port).
+
+The agent (firmware/micropython, board glue PtyLink) runs in `micropython` on the
+slave side of a pty; tests/mp_host.py plays the host with the host codec. Checks:
+handshake, captures and verdicts (against hirmem.gate.evaluate), a device pack
+offloaded in fragments and verified with hirmem.packs.verify_pack, a knowledge pack
+accepted, a rollback refused, a corrupted frame counted and recovered.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hirmem import identity
+from hirmem.gate import evaluate
+from hirmem.keys import SigningKey
+from hirmem.messages import (
+    Ack,
+    Capture,
+    CaptureResult,
+    Hello,
+    KnowledgePush,
+    KnowledgeResult,
+    PackOffer,
+    PackResult,
+    Status,
+    StatusRequest,
+)
+from hirmem.packs import KnowledgeItem, PackKind, TrustedKey, sign_pack, verify_pack
+from hirmem.records import GENESIS, Record, normalise, record_id
+from mp_host import MpDevice, MpHost
+from mp_run import MICROPYTHON
+
+pytestmark = pytest.mark.skipif(MICROPYTHON is None, reason="micropython not installed")
+
+T0 = 1_780_000_000_000
+ONE = 0x10000
+DEVICE_ID = bytes.fromhex("0102030405060708")
+HOST_ID = bytes.fromhex("a1a2a3a4a5a6a7a8")
+DEVICE_SEED = hashlib.sha256(b"hirmem test key: device 0102030405060708").digest()
+HOST_SEED = hashlib.sha256(b"hirmem test key: host a1a2a3a4a5a6a7a8").digest()
+DEVICE_KEY = SigningKey(DEVICE_SEED)
+HOST_KEY = SigningKey(HOST_SEED)
+MEMORY_KEYS = {DEVICE_KEY.kid: TrustedKey(DEVICE_KEY.public, DEVICE_ID, PackKind.MEMORY)}
+CONTEXT = hashlib.sha256(b"event frame").digest()
+BOOT = 7
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Iterator[MpHost]:
+    config = {
+        "device_id": DEVICE_ID.hex(), "seed": DEVICE_SEED.hex(),
+        "host_public": HOST_KEY.public.raw.hex(), "host_id": HOST_ID.hex(),
+        "board": "unix-pty", "boot": BOOT, "offer_threshold": 3,
+        "stop_after_ms": 60000,
+    }  # fmt: skip
+    dev = MpDevice(config, tmp_path)
+    h = MpHost(dev, HOST_ID)
+    yield h
+    err = dev.close()
+    assert "Traceback" not in err, err
+
+
+def knowledge(seq: int) -> bytes:
+    items = [
+        KnowledgeItem(bytes.fromhex(identity.triple_id("pump", "serves", f"zone {seq}")),
+                      "pump", "serves", f"zone {seq}", ONE),
+    ]
+    return sign_pack(HOST_KEY, PackKind.KNOWLEDGE, HOST_ID, seq, GENESIS, T0, items).encoded
+
+
+def status(host: MpHost) -> Status:
+    host.send(StatusRequest())
+    [st] = host.wait(Status)
+    assert isinstance(st, Status)
+    return st
+
+
+def test_agent_end_to_end(host: MpHost) -> None:
+    # ---- handshake
+    host.handshake(T0)
+    assert host.hello == Hello(
+        DEVICE_ID, "unix-pty", "0.1.0", BOOT, 0x1F, 512, 4096, 4, DEVICE_KEY.kid, HOST_KEY.kid
+    )
+    host.pump(0.1)
+    assert [e.ack for e in host.unsequenced if isinstance(e.message, Ack)][:1] == [1]
+
+    # ---- captures and verdicts (the third one triggers a pack: offer_threshold 3)
+    cases = [
+        ("temp0", b'{"t":21.5}', 0x0FFF, ONE, 0xE666),
+        ("", b"", 0x0F73, 0x8000, 0x8000),
+        ("s", b"x", 0x0BFF, ONE, ONE),  # consent failed: quarantined
+    ]
+    seqs = [host.send(Capture(src, pl, CONTEXT, fl, q, p, 0x8000)) for src, pl, fl, q, p in cases]
+    results = host.wait(CaptureResult, 3)
+    for n, ((src, pl, fl, q, p), seq, res) in enumerate(zip(cases, seqs, results, strict=True)):
+        g = evaluate(normalise(fl, pl, src, T0, CONTEXT), q, p)
+        assert res == CaptureResult(
+            seq, 0, record_id(DEVICE_ID, BOOT, n + 1), g.flags, g.h, g.i, g.r, g.f, g.c,
+            g.rn, g.w, int(g.verdict), int(g.hard), int(g.disposition),
+        )  # fmt: skip
+    assert [r.state for r in results if isinstance(r, CaptureResult)] == [1, 1, 3]
+
+    # ---- the device pack, offloaded (fragmented at 512) and verified by the host
+    [offer] = host.wait(PackOffer, timeout=15)
+    assert isinstance(offer, PackOffer)
+    verified = verify_pack(offer.pack, MEMORY_KEYS, None, PackKind.MEMORY)
+    pk = verified.pack
+    assert pk.seq == (BOOT << 32) | 1 and pk.prev == GENESIS and len(pk.items) == 3
+    recs = [r for r in pk.items if isinstance(r, Record)]
+    assert [r.payload for r in recs] == [c[1] for c in cases]
+    assert [r.state for r in recs] == [1, 1, 3]
+    host.send(PackResult(pk.pack_id, 0, 0))
+    host.pump(0.2)
+    st = status(host)
+    assert (st.ring_used, st.captures, st.candidates, st.quarantined) == (0, 3, 2, 1)
+    assert (st.packs_sent, st.packs_acked) == (1, 1)
+
+    # ---- knowledge: accepted, then a rollback refused
+    host.send(KnowledgePush(knowledge(5)))
+    [kr] = host.wait(KnowledgeResult, timeout=15)
+    assert kr == KnowledgeResult(HOST_ID + (5).to_bytes(8, "big"), 0, 0, 5)
+    host.send(KnowledgePush(knowledge(3)))
+    [kr] = host.wait(KnowledgeResult, timeout=15)
+    assert kr == KnowledgeResult(HOST_ID + (3).to_bytes(8, "big"), 2, 7, 5)
+
+    # ---- a corrupted frame: counted, not answered, recovered by retransmission
+    bad_before = st.frames_bad
+    cap = Capture("temp1", b"1", CONTEXT, 0x0FFF, ONE, ONE, 0)
+    seq = host.next_seq
+    good = host.wire(cap, seq)
+    host.next_seq += 1
+    corrupt = bytearray(good)
+    corrupt[5] ^= 0x10
+    host.dev.write(bytes(corrupt))
+    host.pump(0.3)
+    assert not [m for _, m in host.delivered if isinstance(m, CaptureResult)]
+    host.dev.write(good)  # the host's retransmission, byte-identical
+    [res] = host.wait(CaptureResult)
+    assert isinstance(res, CaptureResult) and res.ref == seq and res.status == 0
+    st = status(host)
+    assert st.frames_bad == bad_before + 1
+    assert st.knowledge_seq == 5
+    assert not host.frame_errors
+
+
+def test_hello_resent_without_answer(host: MpHost) -> None:
+    end = time.monotonic() + 10
+    while host.hellos == 0 and time.monotonic() < end:
+        host.pump(0.01)
+    first = host.hello
+    host.pump(1.0)  # resends at 0.25 and 0.75 s after the first, the next at 1.75 s
+    assert host.hellos == 3
+    assert host.hello == first
+    assert not host.delivered and not host.unsequenced  # nothing else without a session
