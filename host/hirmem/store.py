@@ -1,0 +1,686 @@
+"""The host's durable store: the device registry, the pack intake, knowledge versions.
+
+One SQLite database in WAL mode with ``synchronous=FULL``: a transaction that
+returned from COMMIT survives a killed process and a power cut. The daemon's
+sessions take device packs through :meth:`Store.take_pack`, which verifies and
+stores a pack in one transaction, so a PACK_RESULT (sent after it returns) only
+ever acknowledges a pack that is on disk. A pack offered again (a lost
+PACK_RESULT, a device reset, a restarted daemon) is found by its SHA-256 and gets
+the same answer without a second copy; a refused pack is recorded with its
+reason, once per distinct pack, with a count of offers.
+
+Tables (schema version in ``PRAGMA user_version``, migrations below):
+
+- ``devices``: id, Ed25519 public key and kid, board, firmware, last boot counter,
+  first and last seen, the chain head (seq and hash of the last accepted pack).
+- ``packs``: every accepted device pack, bytes exactly as signed.
+- ``records``: every record of every accepted pack (the memory engine reads these
+  in ``rowid`` order).
+- ``refusals``: refused packs with their reason (§8.4), detail and offer count.
+- ``knowledge`` / ``device_knowledge``: host-signed knowledge packs and which
+  device holds (or refused) which version.
+- ``device_counters``: the daemon's per-device counters, saved as it runs, so that
+  ``hirmem status`` can read them from another process.
+
+One connection, guarded by a lock: the daemon's device threads share it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from hirmem.errors import HirmemError, PackError
+from hirmem.keys import ID_SIZE, PublicKey, key_id
+from hirmem.packs import (
+    ChainHead,
+    Pack,
+    PackKind,
+    Reason,
+    TrustedKey,
+    verify_pack,
+)
+from hirmem.records import Record
+from hirmem.session import late_pack_id
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: registry, intake, refusals, knowledge, counters
+    """
+    CREATE TABLE devices (
+        device_id   BLOB PRIMARY KEY CHECK (length(device_id) = 8),
+        public_key  BLOB NOT NULL CHECK (length(public_key) = 32),
+        kid         BLOB NOT NULL UNIQUE CHECK (length(kid) = 8),
+        board       TEXT NOT NULL DEFAULT '',
+        firmware    TEXT NOT NULL DEFAULT '',
+        boot        INTEGER NOT NULL DEFAULT 0,
+        registered  INTEGER NOT NULL,
+        first_seen  INTEGER,
+        last_seen   INTEGER,
+        head_seq    INTEGER,
+        head_hash   BLOB
+    );
+    CREATE TABLE packs (
+        pack_id     BLOB PRIMARY KEY,
+        device_id   BLOB NOT NULL REFERENCES devices(device_id),
+        seq         INTEGER NOT NULL,
+        hash        BLOB NOT NULL UNIQUE,
+        prev        BLOB NOT NULL,
+        created     INTEGER NOT NULL,
+        received    INTEGER NOT NULL,
+        nrecords    INTEGER NOT NULL,
+        raw         BLOB NOT NULL,
+        UNIQUE (device_id, seq)
+    );
+    CREATE TABLE records (
+        id          BLOB PRIMARY KEY,
+        device_id   BLOB NOT NULL,
+        pack_id     BLOB NOT NULL REFERENCES packs(pack_id),
+        idx         INTEGER NOT NULL,
+        payload     BLOB NOT NULL,
+        source      TEXT NOT NULL,
+        timestamp   INTEGER NOT NULL,
+        context     BLOB NOT NULL,
+        flags       INTEGER NOT NULL,
+        h INTEGER NOT NULL, i INTEGER NOT NULL, r INTEGER NOT NULL,
+        f INTEGER NOT NULL, c INTEGER NOT NULL, rn INTEGER NOT NULL,
+        confidence  INTEGER NOT NULL,
+        provenance  INTEGER NOT NULL,
+        priority    INTEGER NOT NULL,
+        w           INTEGER NOT NULL,
+        state       INTEGER NOT NULL,
+        layer       INTEGER NOT NULL,
+        hash        BLOB NOT NULL,
+        prev_hash   BLOB NOT NULL
+    );
+    CREATE INDEX records_device ON records(device_id);
+    CREATE TABLE refusals (
+        sha256      BLOB PRIMARY KEY,
+        device_id   BLOB NOT NULL,
+        reason      INTEGER NOT NULL,
+        detail      TEXT NOT NULL,
+        pack_id     BLOB,
+        seq         INTEGER,
+        size        INTEGER NOT NULL,
+        first_at    INTEGER NOT NULL,
+        last_at     INTEGER NOT NULL,
+        offers      INTEGER NOT NULL,
+        raw         BLOB NOT NULL
+    );
+    CREATE TABLE knowledge (
+        seq         INTEGER PRIMARY KEY,
+        pack_id     BLOB NOT NULL,
+        hash        BLOB NOT NULL,
+        created     INTEGER NOT NULL,
+        nitems      INTEGER NOT NULL,
+        raw         BLOB NOT NULL
+    );
+    CREATE TABLE device_knowledge (
+        device_id   BLOB NOT NULL REFERENCES devices(device_id),
+        seq         INTEGER NOT NULL,
+        status      TEXT NOT NULL,
+        reason      INTEGER NOT NULL DEFAULT 0,
+        held_seq    INTEGER NOT NULL DEFAULT 0,
+        updated     INTEGER NOT NULL,
+        PRIMARY KEY (device_id, seq)
+    );
+    CREATE TABLE device_counters (
+        device_id   BLOB NOT NULL,
+        name        TEXT NOT NULL,
+        value       INTEGER NOT NULL,
+        PRIMARY KEY (device_id, name)
+    );
+    CREATE TABLE device_sessions (
+        device_id   BLOB PRIMARY KEY,
+        url         TEXT NOT NULL,
+        state       TEXT NOT NULL,
+        since       INTEGER NOT NULL
+    );
+    """,
+)
+
+# Offered bytes kept for a refused pack (a pack is at most 64 KiB; all of it).
+REFUSAL_KEEP = 65536
+
+
+class StoreError(HirmemError):
+    """The store cannot do what was asked (unknown device, a bad key, a damaged file)."""
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRow:
+    device_id: bytes
+    public_key: bytes
+    kid: bytes
+    board: str
+    firmware: str
+    boot: int
+    registered: int
+    first_seen: int | None
+    last_seen: int | None
+    head: ChainHead | None  # None until a pack was accepted
+
+
+@dataclass(frozen=True, slots=True)
+class Intake:
+    """What :meth:`Store.take_pack` decided; the session turns it into a PACK_RESULT."""
+
+    status: str  # "accepted", "duplicate" or "refused"
+    reason: Reason
+    pack_id: bytes  # 16 zero bytes when the pack could not be read that far
+    seq: int
+    detail: str
+    records: int = 0  # records stored (accepted only)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPack:
+    pack_id: bytes
+    device_id: bytes
+    seq: int
+    hash: bytes
+    prev: bytes
+    created: int
+    received: int
+    nrecords: int
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    sha256: bytes
+    device_id: bytes
+    reason: Reason
+    detail: str
+    pack_id: bytes | None
+    seq: int | None
+    size: int
+    first_at: int
+    last_at: int
+    offers: int
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeRow:
+    seq: int
+    pack_id: bytes
+    hash: bytes
+    created: int
+    nitems: int
+    raw: bytes
+
+
+ZERO_PACK_ID = bytes(16)
+
+
+class Store:
+    """The host database. Open with :meth:`open`; usable as a context manager."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        try:
+            self._db = sqlite3.connect(
+                str(self.path), isolation_level=None, check_same_thread=False, timeout=30
+            )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: cannot open the store: {exc}") from None
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- schema ------------------------------------------------------------------------
+
+    def _migrate(self) -> None:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > len(MIGRATIONS):
+            raise StoreError(
+                f"{self.path} has schema version {version}, newer than this hirmem "
+                f"({len(MIGRATIONS)}): upgrade hirmem"
+            )
+        for number in range(version, len(MIGRATIONS)):
+            with self._transaction():
+                for statement in MIGRATIONS[number].split(";"):
+                    if statement.strip():
+                        self._db.execute(statement)
+                self._db.execute(f"PRAGMA user_version = {number + 1}")
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE … COMMIT under the lock; ROLLBACK on any exception."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    # ---- registry ------------------------------------------------------------------------
+
+    def register_device(self, device_id: bytes, public_key: bytes, board: str = "") -> DeviceRow:
+        """Trust ``public_key`` for ``device_id``. Registering the same pair again is a no-op;
+        another key for a known device, or a key already trusted for another device, is an error.
+        """
+        if len(device_id) != ID_SIZE:
+            raise StoreError(f"a device id is {ID_SIZE} bytes, got {len(device_id)}")
+        PublicKey(public_key)  # 32 bytes
+        kid = key_id(public_key)
+        with self._transaction() as db:
+            row = db.execute(
+                "SELECT public_key FROM devices WHERE device_id = ?", (device_id,)
+            ).fetchone()
+            if row is not None:
+                if row[0] != public_key:
+                    raise StoreError(
+                        f"device {device_id.hex()} is registered with another key; "
+                        "remove it first (hirmem device remove) if the key was replaced"
+                    )
+            else:
+                other = db.execute("SELECT device_id FROM devices WHERE kid = ?", (kid,)).fetchone()
+                if other is not None:
+                    raise StoreError(
+                        f"key {kid.hex()} is already trusted for device {other[0].hex()}"
+                    )
+                db.execute(
+                    "INSERT INTO devices (device_id, public_key, kid, board, registered) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (device_id, public_key, kid, board, now_ms()),
+                )
+        found = self.device(device_id)
+        assert found is not None
+        return found
+
+    def remove_device(self, device_id: bytes) -> None:
+        """Stop trusting a device's key. Its packs and records stay (they were verified)."""
+        with self._transaction() as db:
+            held = db.execute(
+                "SELECT count(*) FROM packs WHERE device_id = ?", (device_id,)
+            ).fetchone()[0]
+            if held:
+                raise StoreError(
+                    f"device {device_id.hex()} has {held} stored packs; its registration "
+                    "is their provenance and is kept"
+                )
+            db.execute("DELETE FROM device_knowledge WHERE device_id = ?", (device_id,))
+            if db.execute("DELETE FROM devices WHERE device_id = ?", (device_id,)).rowcount == 0:
+                raise StoreError(f"device {device_id.hex()} is not registered")
+
+    def device(self, device_id: bytes) -> DeviceRow | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT * FROM devices WHERE device_id = ?", (device_id,)
+            ).fetchone()
+        return None if row is None else _device_row(row)
+
+    def devices(self) -> list[DeviceRow]:
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM devices ORDER BY device_id").fetchall()
+        return [_device_row(r) for r in rows]
+
+    def trusted_keys(self) -> dict[bytes, TrustedKey]:
+        """Every registered device key, by kid, for :func:`hirmem.packs.verify_pack`."""
+        return {
+            d.kid: TrustedKey(PublicKey(d.public_key), d.device_id, PackKind.MEMORY)
+            for d in self.devices()
+        }
+
+    def seen(self, device_id: bytes, board: str, firmware: str, boot: int) -> None:
+        """A HELLO from a registered device (unknown devices are not added by a HELLO)."""
+        t = now_ms()
+        with self._transaction() as db:
+            db.execute(
+                "UPDATE devices SET board = ?, firmware = ?, boot = ?, last_seen = ?, "
+                "first_seen = coalesce(first_seen, ?) WHERE device_id = ?",
+                (board, firmware, boot, t, t, device_id),
+            )
+
+    def chain_head(self, device_id: bytes) -> ChainHead | None:
+        device = self.device(device_id)
+        return None if device is None else device.head
+
+    # ---- intake ------------------------------------------------------------------------
+
+    def take_pack(self, line_device: bytes, data: bytes) -> Intake:
+        """Verify a device pack offered by ``line_device`` and store it, in one transaction.
+
+        Accepted: the pack, its records and the device's new chain head are committed
+        before this returns. The same bytes again: *duplicate*, nothing stored twice.
+        Refused: the reason is recorded (with the bytes) before this returns. A
+        database error propagates (the session answers *deferred*).
+        """
+        digest = hashlib.sha256(data).digest()
+        with self._transaction() as db:
+            row = db.execute(
+                "SELECT pack_id, seq, device_id FROM packs WHERE hash = ?", (digest,)
+            ).fetchone()
+            if row is not None:
+                if row[2] != line_device:
+                    return self._refuse(
+                        db, line_device, data, digest, Reason.WRONG_SIGNER,
+                        f"pack {row[0].hex()} belongs to device {row[2].hex()}",
+                        row[0], row[1],
+                    )  # fmt: skip
+                return Intake("duplicate", Reason.NONE, row[0], row[1], "already stored")
+            device = db.execute(
+                "SELECT * FROM devices WHERE device_id = ?", (line_device,)
+            ).fetchone()
+            keys: dict[bytes, TrustedKey] = {}
+            head: ChainHead | None = None
+            if device is not None:
+                d = _device_row(device)
+                keys = {d.kid: TrustedKey(PublicKey(d.public_key), d.device_id, PackKind.MEMORY)}
+                head = d.head
+            try:
+                verified = verify_pack(data, keys, head, PackKind.MEMORY, require_chain=True)
+            except PackError as exc:
+                reason = Reason(exc.reason)
+                pid, seq = _late_id(data, reason)
+                return self._refuse(db, line_device, data, digest, reason, exc.detail, pid, seq)
+            pack = verified.pack
+            if verified.duplicate:  # the head itself, already stored (found above normally)
+                return Intake("duplicate", Reason.NONE, pack.pack_id, pack.seq, "the chain head")
+            stored = self._insert_pack(db, pack)
+            return Intake("accepted", Reason.NONE, pack.pack_id, pack.seq, "", stored)
+
+    def _insert_pack(self, db: sqlite3.Connection, pack: Pack) -> int:
+        t = now_ms()
+        db.execute(
+            "INSERT INTO packs (pack_id, device_id, seq, hash, prev, created, received, "
+            "nrecords, raw) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (pack.pack_id, pack.signer, pack.seq, pack.hash, pack.prev, pack.created, t,
+             len(pack.items), pack.encoded),
+        )  # fmt: skip
+        rows = []
+        for idx, rec in enumerate(pack.items):
+            assert isinstance(rec, Record)
+            rows.append(
+                (rec.id, pack.signer, pack.pack_id, idx, rec.payload, rec.source, rec.timestamp,
+                 rec.context, rec.flags, rec.h, rec.i, rec.r, rec.f, rec.c, rec.rn,
+                 rec.confidence, rec.provenance, rec.priority, rec.w, rec.state, rec.layer,
+                 rec.hash, rec.prev_hash)
+            )  # fmt: skip
+        # A record id is (device, boot, capture seq): one that is already stored came in
+        # an earlier pack of a device whose boot counter did not advance; keep the first.
+        cur = db.executemany(
+            "INSERT OR IGNORE INTO records VALUES "
+            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+        db.execute(
+            "UPDATE devices SET head_seq = ?, head_hash = ? WHERE device_id = ?",
+            (pack.seq, pack.hash, pack.signer),
+        )
+        return cur.rowcount if cur.rowcount >= 0 else len(rows)
+
+    def _refuse(
+        self,
+        db: sqlite3.Connection,
+        line_device: bytes,
+        data: bytes,
+        digest: bytes,
+        reason: Reason,
+        detail: str,
+        pack_id: bytes,
+        seq: int,
+    ) -> Intake:
+        t = now_ms()
+        known_id = pack_id if pack_id != ZERO_PACK_ID else None
+        db.execute(
+            "INSERT INTO refusals (sha256, device_id, reason, detail, pack_id, seq, size, "
+            "first_at, last_at, offers, raw) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?) "
+            "ON CONFLICT (sha256) DO UPDATE SET offers = offers + 1, last_at = excluded.last_at, "
+            "reason = excluded.reason, detail = excluded.detail",
+            (digest, line_device, int(reason), detail, known_id, seq if known_id else None,
+             len(data), t, t, data[:REFUSAL_KEEP]),
+        )  # fmt: skip
+        return Intake("refused", reason, pack_id, seq, detail)
+
+    # ---- reading -----------------------------------------------------------------------
+
+    def packs(self, device_id: bytes | None = None) -> list[StoredPack]:
+        sql = "SELECT pack_id, device_id, seq, hash, prev, created, received, nrecords FROM packs"
+        args: tuple[bytes, ...] = ()
+        if device_id is not None:
+            sql += " WHERE device_id = ?"
+            args = (device_id,)
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY device_id, seq", args).fetchall()
+        return [StoredPack(*r) for r in rows]
+
+    def records(self, after: int = 0, limit: int = 1000) -> list[tuple[int, Record, bytes]]:
+        """Stored records in arrival order: (cursor, record, pack_id), cursor > ``after``."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT rowid, id, payload, source, timestamp, context, flags, h, i, r, f, c, "
+                "rn, confidence, provenance, priority, w, state, layer, hash, prev_hash, pack_id "
+                "FROM records WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                (after, limit),
+            ).fetchall()
+        return [(r[0], Record(*r[1:21]), r[21]) for r in rows]
+
+    def count_records(self, device_id: bytes | None = None) -> int:
+        with self._lock:
+            if device_id is None:
+                return int(self._db.execute("SELECT count(*) FROM records").fetchone()[0])
+            return int(
+                self._db.execute(
+                    "SELECT count(*) FROM records WHERE device_id = ?", (device_id,)
+                ).fetchone()[0]
+            )
+
+    def refusals(self, device_id: bytes | None = None) -> list[Refusal]:
+        sql = (
+            "SELECT sha256, device_id, reason, detail, pack_id, seq, size, first_at, last_at, "
+            "offers FROM refusals"
+        )
+        args: tuple[bytes, ...] = ()
+        if device_id is not None:
+            sql += " WHERE device_id = ?"
+            args = (device_id,)
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY first_at, sha256", args).fetchall()
+        return [Refusal(r[0], r[1], Reason(r[2]), *r[3:]) for r in rows]
+
+    # ---- knowledge ---------------------------------------------------------------------
+
+    def add_knowledge(self, pack: Pack) -> None:
+        """Keep a host-signed knowledge pack as the version ``pack.seq``."""
+        if pack.kind != PackKind.KNOWLEDGE:
+            raise StoreError("only knowledge packs are kept as knowledge versions")
+        with self._transaction() as db:
+            latest = db.execute("SELECT max(seq) FROM knowledge").fetchone()[0]
+            if latest is not None and pack.seq <= latest:
+                raise StoreError(
+                    f"knowledge seq {pack.seq} is not above the latest version {latest}"
+                )
+            db.execute(
+                "INSERT INTO knowledge VALUES (?, ?, ?, ?, ?, ?)",
+                (pack.seq, pack.pack_id, pack.hash, pack.created, len(pack.items), pack.encoded),
+            )
+
+    def knowledge(self, seq: int | None = None) -> KnowledgeRow | None:
+        """A knowledge version, or the latest one."""
+        with self._lock:
+            if seq is None:
+                row = self._db.execute(
+                    "SELECT * FROM knowledge ORDER BY seq DESC LIMIT 1"
+                ).fetchone()
+            else:
+                row = self._db.execute("SELECT * FROM knowledge WHERE seq = ?", (seq,)).fetchone()
+        return None if row is None else KnowledgeRow(*row)
+
+    def knowledge_head(self) -> ChainHead | None:
+        latest = self.knowledge()
+        return None if latest is None else ChainHead(latest.seq, latest.hash)
+
+    def set_device_knowledge(
+        self, device_id: bytes, seq: int, status: str, reason: int = 0, held_seq: int = 0
+    ) -> None:
+        """Record what a device answered for knowledge version ``seq`` (or "pending")."""
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO device_knowledge VALUES (?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (device_id, seq) DO UPDATE SET status = excluded.status, "
+                "reason = excluded.reason, held_seq = excluded.held_seq, "
+                "updated = excluded.updated",
+                (device_id, seq, status, reason, held_seq, now_ms()),
+            )
+
+    def device_knowledge(self, device_id: bytes) -> list[tuple[int, str, int, int]]:
+        """(seq, status, reason, held_seq) per knowledge version offered to the device."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT seq, status, reason, held_seq FROM device_knowledge "
+                "WHERE device_id = ? ORDER BY seq",
+                (device_id,),
+            ).fetchall()
+        return [(int(a), str(b), int(c), int(d)) for a, b, c, d in rows]
+
+    # ---- counters and sessions (written by the daemon, read by `hirmem status`) ----------
+
+    def save_counters(self, device_id: bytes, counters: Mapping[str, int]) -> None:
+        with self._transaction() as db:
+            db.executemany(
+                "INSERT INTO device_counters VALUES (?, ?, ?) ON CONFLICT (device_id, name) "
+                "DO UPDATE SET value = excluded.value",
+                [(device_id, name, int(value)) for name, value in counters.items()],
+            )
+
+    def counters(self, device_id: bytes) -> dict[str, int]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT name, value FROM device_counters WHERE device_id = ? ORDER BY name",
+                (device_id,),
+            ).fetchall()
+        return {str(n): int(v) for n, v in rows}
+
+    def set_session(self, device_id: bytes, url: str, state: str) -> None:
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO device_sessions VALUES (?, ?, ?, ?) ON CONFLICT (device_id) "
+                "DO UPDATE SET url = excluded.url, state = excluded.state, "
+                "since = excluded.since",
+                (device_id, url, state, now_ms()),
+            )
+
+    def sessions(self) -> dict[bytes, tuple[str, str, int]]:
+        with self._lock:
+            rows = self._db.execute("SELECT device_id, url, state, since FROM device_sessions")
+            return {r[0]: (str(r[1]), str(r[2]), int(r[3])) for r in rows.fetchall()}
+
+    # ---- integrity -------------------------------------------------------------------------
+
+    def check_integrity(self, *, signatures: bool = True) -> list[str]:
+        """Problems found, none when the store is sound.
+
+        SQLite's own check; then per device: packs form one chain from the genesis with
+        increasing seqs, each hash is the SHA-256 of the stored bytes, the chain head is
+        the last pack, every record belongs to its pack and the records chain through
+        the packs; with ``signatures``, every pack verifies again with the device key.
+        """
+        problems: list[str] = []
+        with self._lock:
+            result = [r[0] for r in self._db.execute("PRAGMA integrity_check").fetchall()]
+            if result != ["ok"]:
+                problems.extend(f"sqlite: {line}" for line in result)
+            for device in self.devices():
+                problems.extend(self._check_device(device, signatures))
+            orphans = self._db.execute(
+                "SELECT count(*) FROM records WHERE pack_id NOT IN (SELECT pack_id FROM packs)"
+            ).fetchone()[0]
+            if orphans:
+                problems.append(f"{orphans} records belong to no stored pack")
+        return problems
+
+    def _check_device(self, device: DeviceRow, signatures: bool) -> list[str]:
+        name = device.device_id.hex()
+        problems: list[str] = []
+        rows = self._db.execute(
+            "SELECT pack_id, seq, hash, prev, raw, nrecords FROM packs WHERE device_id = ? "
+            "ORDER BY seq",
+            (device.device_id,),
+        ).fetchall()
+        keys = {device.kid: TrustedKey(PublicKey(device.public_key), device.device_id,
+                                       PackKind.MEMORY)}  # fmt: skip
+        link: bytes | None = None
+        last: ChainHead | None = None
+        for pack_id, seq, digest, prev, raw, nrecords in rows:
+            where = f"device {name} pack seq {seq}"
+            if hashlib.sha256(raw).digest() != digest:
+                problems.append(f"{where}: stored bytes do not hash to the recorded hash")
+            if link is not None and prev != link:
+                problems.append(f"{where}: prev does not link to the previous stored pack")
+            link = digest
+            if signatures:
+                try:
+                    verify_pack(raw, keys, last, PackKind.MEMORY, require_chain=True)
+                except PackError as exc:
+                    problems.append(f"{where}: does not verify again: {exc}")
+            last = ChainHead(seq, digest)
+            stored = self._db.execute(
+                "SELECT count(*) FROM records WHERE pack_id = ?", (pack_id,)
+            ).fetchone()[0]
+            if stored > nrecords:
+                problems.append(f"{where}: {stored} records stored, the pack has {nrecords}")
+        if last is None:
+            if device.head is not None:
+                problems.append(f"device {name}: a chain head without any stored pack")
+        elif device.head != last:
+            problems.append(f"device {name}: the chain head is not the last stored pack")
+        return problems
+
+
+def _device_row(row: Sequence[object]) -> DeviceRow:
+    """A ``SELECT * FROM devices`` row."""
+
+    def opt(v: object) -> int | None:
+        return None if v is None else int(v)  # type: ignore[call-overload]
+
+    head = None
+    if row[9] is not None:
+        head = ChainHead(int(row[9]), bytes(row[10]))  # type: ignore[call-overload]
+    return DeviceRow(
+        device_id=bytes(row[0]),  # type: ignore[call-overload]
+        public_key=bytes(row[1]),  # type: ignore[call-overload]
+        kid=bytes(row[2]),  # type: ignore[call-overload]
+        board=str(row[3]),
+        firmware=str(row[4]),
+        boot=int(row[5]),  # type: ignore[call-overload]
+        registered=int(row[6]),  # type: ignore[call-overload]
+        first_seen=opt(row[7]),
+        last_seen=opt(row[8]),
+        head=head,
+    )
+
+
+_LATE_REASONS = frozenset(
+    {Reason.WRONG_SIGNER, Reason.ROLLBACK, Reason.REPLAY, Reason.BROKEN_CHAIN, Reason.BAD_RECORD}
+)
+
+
+def _late_id(data: bytes, reason: Reason) -> tuple[bytes, int]:
+    """(pack_id, seq) for refusals after §8.4 step 9, which carry the pack's id."""
+    if reason not in _LATE_REASONS:
+        return ZERO_PACK_ID, 0
+    return late_pack_id(data)
