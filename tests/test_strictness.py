@@ -79,3 +79,13 @@ def test_a_device_record_is_episodic_in_the_state_its_gate_gives(index: int, val
         verify_pack(_resign(protected, cbor.encode(payload)), KEYS, None, PackKind.MEMORY)
     assert err.value.reason == Reason.BAD_RECORD
     assert "episodic" in str(err.value)
+
+
+def test_enum_members_encode_as_their_integers_and_booleans_do_not() -> None:
+    from hirmem.messages import Error, encode_message
+
+    body = encode_message(Error(ErrorCode.MALFORMED, 5, "bad"), 0, 3)
+    assert body == encode_message(Error(int(ErrorCode.MALFORMED), 5, "bad"), 0, 3)
+    assert decode_message(body).message == Error(3, 5, "bad")
+    with pytest.raises(MessageError, match="must be an integer"):
+        encode_message(Error(True, 5, "bad"), 0, 3)  # type: ignore[arg-type]

@@ -366,10 +366,17 @@ def encode_message(message: Message, seq: int = 0, ack: int = 0, *, inner: bool 
         if type(value) is not int or not 0 <= value <= U32:
             raise MessageError(ErrorCode.MALFORMED, f"{name} must be in 0..{U32}, got {value!r}")
     names = _names(cls)
-    values = [getattr(message, name) for name in names]
+    # IntEnum members (ErrorCode, Reason, PackStatus, …) go on the wire as plain ints
+    values = [_plain(getattr(message, name)) for name in names]
     for name, kind, value in zip(names, cls.FIELDS, values, strict=True):
         _check_field(cls, name, kind, value)
     return cbor.encode([VERSION, int(message.TYPE), seq, ack, *values])
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, int) and type(value) is not int and not isinstance(value, bool):
+        return int(value)
+    return value
 
 
 def peek_header(body: bytes) -> tuple[int, int, int] | None:
