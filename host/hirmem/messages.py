@@ -368,8 +368,8 @@ def encode_message(message: Message, seq: int = 0, ack: int = 0, *, inner: bool 
     names = _names(cls)
     # IntEnum members (ErrorCode, Reason, PackStatus, …) go on the wire as plain ints
     values = [_plain(getattr(message, name)) for name in names]
-    for name, kind, value in zip(names, cls.FIELDS, values, strict=True):
-        _check_field(cls, name, kind, value)
+    for name, kind, field_value in zip(names, cls.FIELDS, values, strict=True):
+        _check_field(cls, name, kind, field_value)
     return cbor.encode([VERSION, int(message.TYPE), seq, ack, *values])
 
 
