@@ -1,0 +1,134 @@
+/* The device application: board init, the key slot, the agent main loop, the
+ * synthetic sensor, and the stack report.
+ *
+ *  1. board_init(); the key slot (boards/include/hm_slot.h) is checked: magic,
+ *     version, size, CRC-32, PROVISIONED. Anything wrong: board_exit(3)
+ *     (BOARD_EXIT_UNPROVISIONED) before the agent ever starts — the line stays
+ *     silent, since the wire is binary.
+ *  2. hm_agent_init with the slot's identity and policy (offer threshold and period,
+ *     status period); the agent writes 00 and HELLO.
+ *  3. Loop: bytes from the UART ring -> hm_agent_input; hm_agent_poll; in a session,
+ *     the sensor every sensor_period_ms (hm_agent_capture, CAPTURE_RESULT ref 0; no
+ *     captures before the first handshake, so none of them is reported lost); every
+ *     STACK_REPORT_MS in a session, a LOG line when the stack high-water mark rose
+ *     since the last report (and once per session):
+ *         "stack used=<bytes> free=<bytes> size=<bytes> rx_overruns=<n>"
+ *     free is the never-touched part of the painted stack, used = size - free.
+ *     STATUS_REQUEST is answered by the agent itself. Idle: board_idle (wfi) until
+ *     the next interrupt (UART receive, or the 1 ms tick).
+ *  Not yet: the boot counter and the knowledge head are not kept across resets
+ *  (hm_agent_io.knowledge_saved is NULL; boot = the slot's boot_base).
+ */
+#include <string.h>
+
+#include "board.h"
+#include "hm_agent.h"
+#include "hm_crc32.h"
+#include "hm_sha2.h"
+#include "hm_slot.h"
+#include "sensor.h"
+
+#ifndef HM_FIRMWARE_VERSION
+#define HM_FIRMWARE_VERSION "0.1.0"
+#endif
+#define STACK_REPORT_MS 500u
+
+static hm_agent agent;
+static sensor sens;
+
+static void io_write(void *ctx, const uint8_t *bytes, size_t n) {
+    (void)ctx;
+    board_uart_write(bytes, n);
+}
+
+static uint32_t io_now(void *ctx) {
+    (void)ctx;
+    return board_now_ms();
+}
+
+static int slot_ok(const hm_slot *s) {
+    if (memcmp(s->magic, HM_SLOT_MAGIC, sizeof s->magic) != 0) return 0;
+    if (s->version != HM_SLOT_VERSION || s->size != sizeof(hm_slot)) return 0;
+    if (hm_crc32(0, (const uint8_t *)s, offsetof(hm_slot, crc)) != s->crc) return 0;
+    return (s->flags & HM_SLOT_PROVISIONED) != 0;
+}
+
+static size_t put_field(char *out, size_t at, const char *name, uint32_t v) {
+    while (*name) out[at++] = *name++;
+    return at + app_utoa(v, out + at);
+}
+
+static void stack_report(void) {
+    char line[96];
+    size_t size = board_stack_size(), free_bytes = board_stack_untouched(), n = 0;
+    n = put_field(line, n, "stack used=", (uint32_t)(size - free_bytes));
+    n = put_field(line, n, " free=", (uint32_t)free_bytes);
+    n = put_field(line, n, " size=", (uint32_t)size);
+    n = put_field(line, n, " rx_overruns=", board_uart_overruns());
+    (void)hm_agent_log(&agent, 1, (const uint8_t *)line, n);
+}
+
+int main(void) {
+    const hm_slot *slot = &hm_key_slot;
+    hm_agent_config cfg;
+    uint8_t context[HM_HASH_SIZE];
+    uint8_t rxbuf[64];
+    uint32_t last_sensor, last_stack_check, reported_sessions = 0;
+    size_t reported_free = (size_t)-1;
+    int sensor_on;
+
+    board_init();
+    if (!slot_ok(slot)) board_exit(BOARD_EXIT_UNPROVISIONED);
+
+    memset(&cfg, 0, sizeof cfg);
+    cfg.device_id = slot->device_id;
+    cfg.seed = slot->device_seed;
+    cfg.host_key = (slot->flags & HM_SLOT_HOST_KEY) ? &slot->host_key : NULL;
+    cfg.board = board_name();
+    cfg.firmware = HM_FIRMWARE_VERSION;
+    cfg.boot = slot->boot_base ? slot->boot_base : 1u;
+    cfg.capabilities = HM_CAP_ALL;
+    cfg.offer_threshold = slot->offer_threshold;
+    cfg.offer_period_ms = slot->offer_period_ms;
+    cfg.status_period_ms = slot->status_period_ms;
+    cfg.io.write = io_write;
+    cfg.io.now_ms = io_now;
+    if (hm_agent_init(&agent, &cfg) != HM_AGENT_OK) board_exit(BOARD_EXIT_CONFIG);
+
+    sensor_on = (slot->flags & HM_SLOT_SENSOR) && slot->sensor_period_ms;
+    if (sensor_on) {
+        uint32_t seed = slot->sensor_seed;
+        if (!seed) seed = hm_crc32(0, slot->device_id, sizeof slot->device_id);
+        sensor_init(&sens, seed);
+        hm_sha256(context, "hirmem synthetic sensor", 23);
+    }
+    last_sensor = last_stack_check = board_now_ms();
+
+    for (;;) {
+        size_t n = board_uart_read(rxbuf, sizeof rxbuf);
+        uint32_t now;
+        if (n) hm_agent_input(&agent, rxbuf, n);
+        hm_agent_poll(&agent);
+        now = board_now_ms();
+        if (sensor_on && agent.session && now - last_sensor >= slot->sensor_period_ms) {
+            sensor_reading r;
+            last_sensor = now;
+            sensor_next(&sens, &r);
+            (void)hm_agent_capture(&agent, r.payload, r.payload_len,
+                                   (const uint8_t *)"sensor/temp0", 12, 0, context, r.flags,
+                                   r.confidence, r.provenance, r.priority, NULL);
+        }
+        if (now - last_stack_check >= STACK_REPORT_MS) {
+            size_t free_bytes = board_stack_untouched();
+            last_stack_check = now;
+            if (free_bytes < 16u) board_exit(BOARD_EXIT_STACK);
+            if (agent.session &&
+                (free_bytes != reported_free || agent.counters.sessions != reported_sessions)) {
+                reported_free = free_bytes;
+                reported_sessions = agent.counters.sessions;
+                stack_report();
+            }
+        }
+        if (!n) board_idle();
+    }
+}
