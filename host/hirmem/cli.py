@@ -22,12 +22,19 @@ def main(argv: list[str] | None = None) -> int:
     ident.add_argument("subject")
     ident.add_argument("predicate")
     ident.add_argument("object")
+    from hirmem import provision as provision_module
+
+    provision_module.add_arguments(
+        sub.add_parser("provision", help="create a device key; provision a board image's key slot")
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "demo":
             from hirmem import demo as demo_module
 
             return demo_module.run(args.seed, args.flip, args.drop, args.garbage, args.max_frame)
+        if args.command == "provision":
+            return provision_module.run_cli(args)
         if args.command == "id":
             parts = (args.subject, args.predicate, args.object)
             print(" | ".join(identity.fold(p) for p in parts))

@@ -1,0 +1,222 @@
+"""Boot a board image in QEMU with its UART on a local TCP socket.
+
+    with QemuBoard("hifive1", Path("build/boards/hifive1/hirmem.elf"), timeout=20) as qb:
+        port = serial.serial_for_url(qb.url)   # socket://127.0.0.1:PORT
+        ...
+        code = qb.wait(5)                      # the image's exit code (semihosting)
+
+QEMU listens with ``-serial tcp:127.0.0.1:PORT,server=on,wait=on``: the guest does
+not start before the host connects, so no early byte is lost. The port comes from
+the kernel (bind to port 0, close, hand the number to QEMU); if another process
+takes it in between, QEMU fails to listen and the launcher tries again with a new
+port. The launcher only returns once QEMU reports that it is waiting for the
+connection. The process is killed when the context ends (normally or by an
+exception) and when ``timeout`` seconds have passed since the start, whatever the
+guest does; semihosting is on so the guest's exit code becomes QEMU's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from hirmem.errors import HirmemError
+
+HOST = "127.0.0.1"
+READY_TEXT = "waiting for connection"
+
+
+@dataclass(frozen=True)
+class BoardSpec:
+    """How QEMU runs one board of boards/."""
+
+    name: str
+    qemu: str
+    machine: str
+    extra: tuple[str, ...] = ()
+
+
+BOARDS: dict[str, BoardSpec] = {
+    "mps2-an385": BoardSpec("mps2-an385", "qemu-system-arm", "mps2-an385"),
+    "hifive1": BoardSpec("hifive1", "qemu-system-riscv32", "sifive_e"),
+    "stm32f4": BoardSpec("stm32f4", "qemu-system-arm", "netduinoplus2"),
+}
+
+
+class QemuError(HirmemError):
+    """QEMU could not be started, or did not do what was asked in time."""
+
+
+def board_spec(board: str) -> BoardSpec:
+    try:
+        return BOARDS[board]
+    except KeyError:
+        raise QemuError(f"unknown board {board!r}; known: {', '.join(sorted(BOARDS))}") from None
+
+
+def qemu_command(spec: BoardSpec, image: Path, port: int) -> list[str]:
+    return [
+        spec.qemu,
+        "-M",
+        spec.machine,
+        "-nographic",
+        "-monitor",
+        "none",
+        "-semihosting-config",
+        "enable=on,target=native",
+        "-serial",
+        f"tcp:{HOST}:{port},server=on,wait=on",
+        *spec.extra,
+        "-kernel",
+        str(image),
+    ]
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class QemuBoard:
+    """One QEMU process running a board image; a context manager that always kills it."""
+
+    def __init__(
+        self, board: str, image: Path, *, timeout: float = 30.0, start_timeout: float = 10.0
+    ) -> None:
+        self.spec = board_spec(board)
+        self.image = image
+        self.timeout = timeout
+        self.start_timeout = start_timeout
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._stderr = bytearray()
+        self._ready = threading.Event()
+        self._reader: threading.Thread | None = None
+        self._deadline = 0.0
+        self._killer: threading.Timer | None = None
+        self.timed_out = False
+
+    @property
+    def url(self) -> str:
+        """The pyserial URL of the board's UART."""
+        return f"socket://{HOST}:{self.port}"
+
+    @property
+    def stderr(self) -> str:
+        return self._stderr.decode(errors="replace")
+
+    def start(self) -> QemuBoard:
+        if not self.image.is_file():
+            raise QemuError(f"{self.image}: no such image (run make -C firmware boards)")
+        if shutil.which(self.spec.qemu) is None:
+            raise QemuError(f"{self.spec.qemu} is not installed (Debian: qemu-system-arm/-misc)")
+        last = ""
+        for _attempt in range(5):
+            self.port = _free_port()
+            if self._launch():
+                self._deadline = time.monotonic() + self.timeout
+                self._killer = threading.Timer(self.timeout, self._expire)
+                self._killer.daemon = True
+                self._killer.start()
+                return self
+            last = self.stderr.strip()
+            if "Address already in use" not in last:
+                break
+        self.close()
+        raise QemuError(f"QEMU did not start {self.spec.name}: {last or 'no message'}")
+
+    def _launch(self) -> bool:
+        self._stderr.clear()
+        self._ready.clear()
+        self.proc = subprocess.Popen(
+            qemu_command(self.spec, self.image, self.port),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        self._reader = threading.Thread(target=self._drain, args=(self.proc,), daemon=True)
+        self._reader.start()
+        end = time.monotonic() + self.start_timeout
+        while time.monotonic() < end:
+            if self._ready.wait(0.02):
+                return True
+            if self.proc.poll() is not None:
+                self._reader.join(1)
+                return False
+        self._kill()
+        raise QemuError(f"QEMU did not listen on port {self.port} within {self.start_timeout} s")
+
+    def _drain(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            self._stderr += line
+            if READY_TEXT in line.decode(errors="replace"):
+                self._ready.set()
+
+    def _expire(self) -> None:
+        self.timed_out = True
+        self._kill()
+
+    def _kill(self) -> None:
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(5)
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The exit code, waiting at most ``timeout`` seconds (and never past the
+        launcher's own deadline). Raises QemuError when the board is still running."""
+        if self.proc is None:
+            raise QemuError("QEMU was not started")
+        remaining = self._deadline - time.monotonic()
+        limit = remaining + 1.0  # the killer acts at the deadline: give it a moment
+        if timeout is not None and timeout < remaining:
+            limit = timeout
+        try:
+            code = self.proc.wait(max(limit, 0.0))
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= self._deadline:
+                self._expire()
+                raise QemuError(
+                    f"{self.spec.name} killed at the {self.timeout} s timeout"
+                ) from None
+            raise QemuError(f"{self.spec.name} still running after {limit:.1f} s") from None
+        if self.timed_out:
+            raise QemuError(f"{self.spec.name} killed at the {self.timeout} s timeout")
+        return code
+
+    def close(self) -> None:
+        if self._killer is not None:
+            self._killer.cancel()
+        self._kill()
+        if self._reader is not None:
+            self._reader.join(2)
+        if self.proc is not None and self.proc.stderr is not None:
+            self.proc.stderr.close()
+
+    def __enter__(self) -> QemuBoard:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def run_board(board: str, image: Path, timeout: float = 30.0) -> QemuBoard:
+    """Start a board (the caller closes it, or uses it as a context manager)."""
+    return QemuBoard(board, image, timeout=timeout).start()
