@@ -27,7 +27,7 @@ from hirmem.messages import PackStatus
 from hirmem.packs import ChainHead, KnowledgeItem, Pack, PackKind, Reason, sign_pack
 from hirmem.records import GENESIS, Record, record_id
 from hirmem.session import DeviceInfo
-from hirmem.store import Store, StoreError
+from hirmem.store import MIGRATIONS, Store, StoreError
 
 ROOT = Path(__file__).resolve().parent.parent
 T0 = 1_780_000_000_000
@@ -207,7 +207,7 @@ def test_schema_is_versioned(tmp_path: Path) -> None:
     path = tmp_path / "v.db"
     Store(path).close()
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     db.execute("PRAGMA user_version = 99")
     db.commit()
@@ -337,3 +337,30 @@ def test_sigkill_during_intake_loses_nothing(tmp_path: Path, delay: float) -> No
     replay = [dev.pack(2) for _ in range(len(stored) + 1)]
     assert store.take_pack(DEV_A, replay[len(stored) - 1].encoded).status == "duplicate"
     assert store.take_pack(DEV_A, replay[len(stored)].encoded).status == "accepted"
+
+
+def test_a_reused_record_id_is_kept_as_a_conflict(store: Store) -> None:
+    first = Device(DEV_A, KEY_A)
+    p1 = first.pack(3)
+    assert store.take_pack(DEV_A, p1.encoded).records == 3
+    # power-cycled without its boot counter: capture seqs restart, the chain continues
+    again = Device(DEV_A, KEY_A)
+    p2 = again.pack(4, prev=p1.hash, seq=p1.seq + 1)
+    taken = store.take_pack(DEV_A, p2.encoded)
+    assert (taken.status, taken.records) == ("accepted", 1)  # seq 4 is new
+    conflicts = store.record_conflicts()
+    reused = [r for r in p2.items[:3] if isinstance(r, Record)]
+    assert [(c[0], c[3]) for c in conflicts] == [(r.id, r.hash) for r in reused]
+    assert store.count_records() == 4
+    assert store.check_integrity() == []
+
+
+def test_an_old_store_is_migrated_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.executescript(MIGRATIONS[0] + "; PRAGMA user_version = 1;")
+    db.close()
+    store = Store(path)  # migration 2 runs
+    assert store.record_conflicts() == []
+    store.close()
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)

@@ -17,6 +17,8 @@ Tables (schema version in ``PRAGMA user_version``, migrations below):
 - ``records``: every record of every accepted pack (the memory engine reads these
   in ``rowid`` order).
 - ``refusals``: refused packs with their reason (§8.4), detail and offer count.
+- ``record_conflicts``: records of accepted packs whose id an earlier, different record
+  already holds (a device that reused ids after losing its boot counter).
 - ``knowledge`` / ``device_knowledge``: host-signed knowledge packs and which
   device holds (or refused) which version.
 - ``device_counters``: the daemon's per-device counters, saved as it runs, so that
@@ -36,6 +38,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from hirmem import cbor
 from hirmem.errors import HirmemError, PackError
 from hirmem.keys import ID_SIZE, PublicKey, key_id
 from hirmem.packs import (
@@ -140,6 +143,18 @@ MIGRATIONS: tuple[str, ...] = (
         url         TEXT NOT NULL,
         state       TEXT NOT NULL,
         since       INTEGER NOT NULL
+    );
+    """,
+    # 2: a record id seen again with other contents (a device whose boot counter did not
+    # advance across a power cycle reuses ids); kept here, never dropped
+    """
+    CREATE TABLE record_conflicts (
+        id          BLOB NOT NULL,
+        pack_id     BLOB NOT NULL REFERENCES packs(pack_id),
+        idx         INTEGER NOT NULL,
+        hash        BLOB NOT NULL,
+        wire        BLOB NOT NULL,
+        PRIMARY KEY (pack_id, idx)
     );
     """,
 )
@@ -420,18 +435,30 @@ class Store:
                  rec.confidence, rec.provenance, rec.priority, rec.w, rec.state, rec.layer,
                  rec.hash, rec.prev_hash)
             )  # fmt: skip
-        # A record id is (device, boot, capture seq): one that is already stored came in
-        # an earlier pack of a device whose boot counter did not advance; keep the first.
-        cur = db.executemany(
-            "INSERT OR IGNORE INTO records VALUES "
-            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            rows,
-        )
+        # A record id is (device, boot, capture seq). The same id again with the same
+        # hash is the same record (stored once); with another hash it is a conflict: a
+        # device that reused ids. Both are kept, the second in record_conflicts.
+        stored = 0
+        for row, rec in zip(rows, pack.items, strict=True):
+            assert isinstance(rec, Record)
+            old = db.execute("SELECT hash FROM records WHERE id = ?", (rec.id,)).fetchone()
+            if old is None:
+                db.execute(
+                    "INSERT INTO records VALUES "
+                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    row,
+                )
+                stored += 1
+            elif old[0] != rec.hash:
+                db.execute(
+                    "INSERT INTO record_conflicts VALUES (?, ?, ?, ?, ?)",
+                    (rec.id, pack.pack_id, row[3], rec.hash, cbor.encode(rec.to_wire())),
+                )
         db.execute(
             "UPDATE devices SET head_seq = ?, head_hash = ? WHERE device_id = ?",
             (pack.seq, pack.hash, pack.signer),
         )
-        return cur.rowcount if cur.rowcount >= 0 else len(rows)
+        return stored
 
     def _refuse(
         self,
@@ -478,6 +505,14 @@ class Store:
                 (after, limit),
             ).fetchall()
         return [(r[0], Record(*r[1:21]), r[21]) for r in rows]
+
+    def record_conflicts(self) -> list[tuple[bytes, bytes, int, bytes]]:
+        """(record id, pack_id, index in the pack, hash) of records whose id was taken."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, pack_id, idx, hash FROM record_conflicts ORDER BY rowid"
+            ).fetchall()
+        return [(bytes(a), bytes(b), int(c), bytes(d)) for a, b, c, d in rows]
 
     def count_records(self, device_id: bytes | None = None) -> int:
         with self._lock:
@@ -639,7 +674,9 @@ class Store:
                     problems.append(f"{where}: does not verify again: {exc}")
             last = ChainHead(seq, digest)
             stored = self._db.execute(
-                "SELECT count(*) FROM records WHERE pack_id = ?", (pack_id,)
+                "SELECT (SELECT count(*) FROM records WHERE pack_id = ?) + "
+                "(SELECT count(*) FROM record_conflicts WHERE pack_id = ?)",
+                (pack_id, pack_id),
             ).fetchone()[0]
             if stored > nrecords:
                 problems.append(f"{where}: {stored} records stored, the pack has {nrecords}")
