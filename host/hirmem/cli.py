@@ -1,15 +1,16 @@
-"""The ``hirmem`` command line."""
+"""The ``hirmem`` command line: each command group lives in the module that does the work."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from hirmem import identity
+from hirmem import commands, identity
+from hirmem import provision as provision_module
 from hirmem.errors import HirmemError
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hirmem", description="hirmem edge-memory host tools")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run the wire-contract demo over a noisy simulated line")
@@ -22,12 +23,15 @@ def main(argv: list[str] | None = None) -> int:
     ident.add_argument("subject")
     ident.add_argument("predicate")
     ident.add_argument("object")
-    from hirmem import provision as provision_module
-
     provision_module.add_arguments(
         sub.add_parser("provision", help="create a device key; provision a board image's key slot")
     )
-    args = parser.parse_args(argv)
+    commands.add_parsers(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         if args.command == "demo":
             from hirmem import demo as demo_module
@@ -40,10 +44,10 @@ def main(argv: list[str] | None = None) -> int:
             print(" | ".join(identity.fold(p) for p in parts))
             print(identity.triple_id(*parts))
             return 0
+        return commands.run(args)
     except HirmemError as exc:
         print(f"hirmem: {exc}", file=sys.stderr)
         return 2
-    return 2
 
 
 if __name__ == "__main__":

@@ -1,0 +1,308 @@
+"""The operator's commands: ``daemon``, ``device``, ``keys``, ``push``, ``status``, ``intake``.
+
+Each command that reads or writes state takes ``--database`` (default ``hirmem.db``);
+the daemon and these commands can run at the same time (SQLite WAL): ``push`` adds a
+knowledge version that the running daemon delivers, ``status`` reads the counters the
+daemon saves every second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from hirmem.config import ConfigError, load_config
+from hirmem.daemon import Daemon, setup_logging, sign_knowledge
+from hirmem.errors import HirmemError
+from hirmem.identity import triple_id
+from hirmem.keys import ID_SIZE, SigningKey
+from hirmem.packs import KnowledgeItem, Reason
+from hirmem.provision import read_key_file, write_key_file
+from hirmem.store import Store, StoreError, now_ms
+
+DEFAULT_DB = Path("hirmem.db")
+
+
+def _hex(text: str, size: int, what: str) -> bytes:
+    try:
+        raw = bytes.fromhex(text)
+    except ValueError:
+        raw = b""
+    if len(raw) != size:
+        raise HirmemError(f"{what} must be {size * 2} hex digits, got {text!r}")
+    return raw
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    d = sub.add_parser("daemon", help="serve devices: sessions, pack intake, knowledge push")
+    d.add_argument("--config", type=Path, help="TOML configuration (see hirmem.config)")
+    d.add_argument(
+        "--device",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a device line (pyserial URL, /dev path or pty); repeatable",
+    )
+    d.add_argument("--database", type=Path, help="the store (overrides host.database)")
+    d.add_argument("--host-id", help="this host's id, 16 hex digits (overrides host.id)")
+    d.add_argument("--host-key", type=Path, help="knowledge signing key file (host.key)")
+    d.add_argument("--metrics", help='Prometheus endpoint "address:port" (host.metrics)')
+    d.add_argument("--log-format", choices=("text", "json"), default="text")
+
+    dev = sub.add_parser("device", help="the device registry: add, list, remove")
+    dsub = dev.add_subparsers(dest="device_command", required=True)
+    add = dsub.add_parser("add", help="trust a device's public key")
+    add.add_argument("--database", type=Path, default=DEFAULT_DB)
+    add.add_argument("--id", help="device id, 16 hex digits")
+    add.add_argument("--public", help="Ed25519 public key, 64 hex digits")
+    add.add_argument(
+        "--identity",
+        type=Path,
+        help="the <key>.pub.json that `hirmem provision` wrote (id and key)",
+    )
+    add.add_argument("--board", default="")
+    ls = dsub.add_parser("list", help="registered devices")
+    ls.add_argument("--database", type=Path, default=DEFAULT_DB)
+    rm = dsub.add_parser("remove", help="stop trusting a device that has sent nothing")
+    rm.add_argument("--database", type=Path, default=DEFAULT_DB)
+    rm.add_argument("--id", required=True)
+
+    keys = sub.add_parser("keys", help="create the host's knowledge-pack signing key")
+    keys.add_argument("--out", type=Path, required=True, help="key file to create (mode 0600)")
+
+    push = sub.add_parser("push", help="sign a knowledge version; the daemon delivers it")
+    push.add_argument("--database", type=Path, default=DEFAULT_DB)
+    push.add_argument("--key", type=Path, required=True, help="host key file (hirmem keys)")
+    push.add_argument("--host-id", required=True, help="host id, 16 hex digits")
+    push.add_argument(
+        "--fact",
+        action="append",
+        default=[],
+        metavar="S|P|O[|CONF]",
+        help='a triple, e.g. "pump|serves|zone 3|0.9"; repeatable',
+    )
+    push.add_argument("--facts", type=Path, help="a JSON list of [s, p, o, confidence]")
+
+    st = sub.add_parser("status", help="devices, sessions and counters as a table")
+    st.add_argument("--database", type=Path, default=DEFAULT_DB)
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+
+    it = sub.add_parser("intake", help="what arrived: packs, records, refusals")
+    it.add_argument("--database", type=Path, default=DEFAULT_DB)
+    it.add_argument("--device", help="only this device id")
+    it.add_argument("--records", action="store_true", help="list the records too")
+    it.add_argument("--check", action="store_true", help="run the store's integrity check")
+
+
+def run(args: argparse.Namespace) -> int:
+    handler = {
+        "daemon": _daemon,
+        "device": _device,
+        "keys": _keys,
+        "push": _push,
+        "status": _status,
+        "intake": _intake,
+    }[args.command]
+    try:
+        return handler(args)
+    except (StoreError, ConfigError) as exc:
+        print(f"hirmem {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+def _open_existing(path: Path) -> Store:
+    if not path.exists():
+        raise StoreError(f"{path}: no store here (give --database, or start the daemon once)")
+    return Store(path)
+
+
+def _daemon(args: argparse.Namespace) -> int:
+    overrides = {
+        "database": str(args.database.resolve()) if args.database else None,
+        "id": args.host_id,
+        "key": str(args.host_key.resolve()) if args.host_key else None,
+        "metrics": args.metrics,
+    }
+    config = load_config(args.config, args.device, overrides)
+    setup_logging(args.log_format)
+    Daemon(config).run()
+    return 0
+
+
+def _device(args: argparse.Namespace) -> int:
+    if args.device_command == "list":
+        with _open_existing(args.database) as store:
+            for d in store.devices():
+                head = f"seq {d.head.seq:#x}" if d.head else "no pack yet"
+                print(f"{d.device_id.hex()}  kid {d.kid.hex()}  {d.board or '-':<12} {head}")
+        return 0
+    if args.device_command == "remove":
+        with _open_existing(args.database) as store:
+            store.remove_device(_hex(args.id, ID_SIZE, "--id"))
+        return 0
+    if args.identity is not None:
+        ident = json.loads(args.identity.read_text(encoding="ascii"))
+        device_id = _hex(ident["device_id"], ID_SIZE, "device_id")
+        public = _hex(ident["public_key"], 32, "public_key")
+    elif args.id and args.public:
+        device_id = _hex(args.id, ID_SIZE, "--id")
+        public = _hex(args.public, 32, "--public")
+    else:
+        raise HirmemError("give --identity FILE, or --id and --public")
+    with Store(args.database) as store:
+        row = store.register_device(device_id, public, args.board)
+    print(f"device {row.device_id.hex()} trusted (kid {row.kid.hex()})")
+    return 0
+
+
+def _keys(args: argparse.Namespace) -> int:
+    key = SigningKey.generate()
+    write_key_file(args.out, key)
+    print(f"host key {key.kid.hex()} written to {args.out} (mode 0600)")
+    print(f"public key (for `hirmem provision --host-public`): {key.public.raw.hex()}")
+    return 0
+
+
+def _facts(args: argparse.Namespace) -> list[KnowledgeItem]:
+    rows: list[list[object]] = []
+    for text in args.fact:
+        parts = text.split("|")
+        if len(parts) not in (3, 4):
+            raise HirmemError(f"--fact {text!r}: give subject|predicate|object[|confidence]")
+        rows.append([*parts[:3], float(parts[3]) if len(parts) == 4 else 1.0])
+    if args.facts is not None:
+        rows.extend(json.loads(args.facts.read_text(encoding="utf-8")))
+    items = []
+    for row in rows:
+        s, p, o, conf = [*list(row), 1.0][:4]
+        c = float(conf)  # type: ignore[arg-type]
+        if not 0.0 <= c <= 1.0:
+            raise HirmemError(f"confidence {c} of ({s}, {p}, {o}) is not in 0..1")
+        tid = bytes.fromhex(triple_id(str(s), str(p), str(o)))
+        items.append(KnowledgeItem(tid, str(s), str(p), str(o), round(c * 0x10000)))
+    if not items:
+        raise HirmemError("nothing to push: give --fact or --facts")
+    return items
+
+
+def _push(args: argparse.Namespace) -> int:
+    key = read_key_file(args.key)
+    host_id = _hex(args.host_id, ID_SIZE, "--host-id")
+    items = _facts(args)
+    with Store(args.database) as store:
+        pack = sign_knowledge(store, key, host_id, items, now_ms())
+    print(
+        f"knowledge version {pack.seq} ({len(items)} facts, {len(pack.encoded)} bytes) "
+        f"signed by {key.kid.hex()}; the daemon delivers it"
+    )
+    return 0
+
+
+def status_rows(store: Store) -> list[dict[str, object]]:
+    """One dict per registered device: identity, session, stored data, key counters."""
+    sessions = store.sessions()
+    now = now_ms()
+    rows: list[dict[str, object]] = []
+    for d in store.devices():
+        c = store.counters(d.device_id)
+        url, state, since = sessions.get(d.device_id, ("", "never connected", now))
+        held = [k for k in store.device_knowledge(d.device_id) if k[1] in ("accepted", "duplicate")]
+        refused = sum(r.offers for r in store.refusals(d.device_id))
+        rows.append(
+            {
+                "device": d.device_id.hex(),
+                "board": d.board,
+                "firmware": d.firmware,
+                "boot": d.boot,
+                "session": state,
+                "url": url,
+                "since_s": round((now - since) / 1000, 1),
+                "last_seen_s": None
+                if d.last_seen is None
+                else round((now - d.last_seen) / 1000, 1),
+                "packs": len(store.packs(d.device_id)),
+                "records": store.count_records(d.device_id),
+                "refused": refused,
+                "frames_good": c.get("frames_good", 0),
+                "frames_bad": sum(v for k, v in c.items() if k.startswith("frames_bad.")),
+                "retransmissions": c.get("retransmissions", 0),
+                "evictions": c.get("device.evictions", 0),
+                "device_refusals": c.get("device.refusals", 0),
+                "knowledge": max((k[0] for k in held), default=0),
+            }
+        )
+    return rows
+
+
+def _status(args: argparse.Namespace) -> int:
+    with _open_existing(args.database) as store:
+        rows = status_rows(store)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print("no devices registered (hirmem device add)")
+        return 0
+    cols = (
+        "device",
+        "board",
+        "boot",
+        "session",
+        "packs",
+        "records",
+        "refused",
+        "frames_good",
+        "frames_bad",
+        "retransmissions",
+        "evictions",
+        "device_refusals",
+        "knowledge",
+    )
+    head = {
+        "frames_good": "frames ok",
+        "frames_bad": "bad",
+        "retransmissions": "resent",
+        "device_refusals": "dev refused",
+        "knowledge": "know.",
+    }
+    table = [[head.get(c, c) for c in cols]] + [[str(r[c]) for c in cols] for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(cols))]
+    for n, row in enumerate(table):
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        if n == 0:
+            print("  ".join("-" * w for w in widths))
+    return 0
+
+
+def _intake(args: argparse.Namespace) -> int:
+    with _open_existing(args.database) as store:
+        device = _hex(args.device, ID_SIZE, "--device") if args.device else None
+        for p in store.packs(device):
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(p.received / 1000))
+            print(
+                f"pack {p.pack_id.hex()} device {p.device_id.hex()} seq {p.seq:#x} "
+                f"{p.nrecords} records, received {when}Z"
+            )
+        if args.records:
+            cursor = 0
+            while batch := store.records(cursor, 1000):
+                cursor = batch[-1][0]
+                for _, rec, _ in batch:
+                    if device is None or rec.id[:ID_SIZE] == device:
+                        print(
+                            f"  record {rec.id.hex()} {rec.source} ts {rec.timestamp} "
+                            f"rn {rec.rn / 65536:.3f} state {rec.state}"
+                        )
+        for r in store.refusals(device):
+            print(
+                f"refused {r.sha256.hex()[:16]} device {r.device_id.hex()} "
+                f"{Reason(r.reason).name.lower()} x{r.offers}: {r.detail}"
+            )
+        if args.check:
+            problems = store.check_integrity()
+            print("integrity: ok" if not problems else "integrity: " + "; ".join(problems))
+            return 0 if not problems else 1
+    return 0

@@ -1,0 +1,236 @@
+"""The daemon's configuration: a TOML file, command-line devices, checked before anything starts.
+
+Example (every key but ``host.id`` and one device is optional)::
+
+    [host]
+    id = "a1a2a3a4a5a6a7a8"        # this host's 8-byte id, 16 hex digits
+    database = "hirmem.db"          # the durable store (SQLite, WAL)
+    key = "keys/host.key"           # knowledge-pack signing key (hirmem keys host)
+    max_frame = 512                 # largest frame offered to devices
+    window = 4
+    metrics = "127.0.0.1:9464"      # Prometheus text endpoint, off when absent
+    status_every = 5.0              # seconds between STATUS_REQUESTs to each device
+    save_every = 1.0                # seconds between counter saves to the store
+    reconnect_min = 0.25            # backoff after a line drops, doubling …
+    reconnect_max = 8.0             # … up to this
+
+    [[device]]
+    url = "socket://127.0.0.1:5000" # any pyserial URL, a /dev path or a pty
+    name = "bench-m3"               # for logs and `hirmem status`
+    baudrate = 115200
+
+Every problem found is reported at once, each with what to change, and nothing is
+started until the whole configuration is sound (:class:`ConfigError`).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from hirmem.errors import HirmemError
+from hirmem.keys import ID_SIZE
+
+# URL schemes pyserial's serial_for_url understands.
+SERIAL_SCHEMES = frozenset({"socket", "rfc2217", "loop", "spy", "alt", "hwgrep", "cp2110"})
+
+
+class ConfigError(HirmemError):
+    """The configuration cannot be used; the message lists every problem."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceConfig:
+    url: str
+    name: str = ""
+    baudrate: int = 115200
+
+    @property
+    def label(self) -> str:
+        return self.name or self.url
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonConfig:
+    host_id: bytes
+    database: Path
+    devices: tuple[DeviceConfig, ...]
+    host_key: Path | None = None
+    max_frame: int = 512
+    window: int = 4
+    metrics: tuple[str, int] | None = None
+    status_every: float = 5.0
+    save_every: float = 1.0
+    reconnect_min: float = 0.25
+    reconnect_max: float = 8.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def port_problem(url: str) -> str | None:
+    """Why ``url`` cannot name a serial line, or None.
+
+    A device path (``/dev/ttyACM0``, a pty) must exist now; a URL must have a scheme
+    pyserial knows, and ``socket://`` / ``rfc2217://`` a host and a port. Whether the
+    other end answers is not checked: a device may be unplugged, and the daemon
+    reconnects.
+    """
+    if "://" not in url:
+        if not url:
+            return "the device url is empty"
+        if not os.path.exists(url):
+            return (
+                f"{url}: no such port; check the cable, or list the ports with "
+                "`python -m serial.tools.list_ports`"
+            )
+        return None
+    parts = urlsplit(url)
+    if parts.scheme not in SERIAL_SCHEMES:
+        known = ", ".join(sorted(SERIAL_SCHEMES))
+        return f"{url}: unknown scheme {parts.scheme!r} (known: {known})"
+    if parts.scheme in ("socket", "rfc2217"):
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        if not parts.hostname or port is None:
+            return (
+                f"{url}: a {parts.scheme} URL needs a host and a port, "
+                f"like {parts.scheme}://127.0.0.1:5000"
+            )
+    return None
+
+
+def _hex_id(value: object, where: str, problems: list[str]) -> bytes:
+    if not isinstance(value, str):
+        problems.append(f"{where} must be {ID_SIZE * 2} hex digits in quotes")
+        return bytes(ID_SIZE)
+    try:
+        raw = bytes.fromhex(value)
+    except ValueError:
+        raw = b""
+    if len(raw) != ID_SIZE:
+        problems.append(f"{where} = {value!r}: must be {ID_SIZE * 2} hex digits")
+        return bytes(ID_SIZE)
+    return raw
+
+
+def _number(
+    table: dict[str, Any], key: str, default: float, low: float, high: float, problems: list[str]
+) -> float:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        problems.append(f"host.{key} = {value!r}: must be a number in {low}..{high}")
+        return default
+    return float(value)
+
+
+def build_config(data: dict[str, Any], base: Path, cli_devices: list[str]) -> DaemonConfig:
+    """A checked :class:`DaemonConfig` from parsed TOML (``base``: where relative paths start)."""
+    problems: list[str] = []
+    host = data.get("host", {})
+    if not isinstance(host, dict):
+        raise ConfigError("[host] must be a table")
+    unknown = set(data) - {"host", "device"}
+    if unknown:
+        problems.append(f"unknown top-level keys {sorted(unknown)}: only [host] and [[device]]")
+    known_host = {
+        "id", "database", "key", "max_frame", "window", "metrics", "status_every",
+        "save_every", "reconnect_min", "reconnect_max",
+    }  # fmt: skip
+    for key in sorted(set(host) - known_host):
+        problems.append(f"host.{key}: unknown key (known: {', '.join(sorted(known_host))})")
+    if "id" not in host:
+        problems.append('host.id is missing: add id = "<16 hex digits>" under [host]')
+    host_id = _hex_id(host.get("id", "00" * ID_SIZE), "host.id", problems)
+
+    database = base / str(host.get("database", "hirmem.db"))
+    if not database.parent.is_dir():
+        problems.append(
+            f"host.database = {str(database)!r}: the folder {database.parent} does not exist"
+        )
+    host_key: Path | None = None
+    if "key" in host:
+        host_key = base / str(host["key"])
+        from hirmem.provision import ProvisionError, read_key_file
+
+        try:
+            read_key_file(host_key)
+        except ProvisionError as exc:
+            problems.append(f"host.key: {exc}")
+
+    max_frame = int(_number(host, "max_frame", 512, 128, 4096, problems))
+    window = int(_number(host, "window", 4, 1, 8, problems))
+    metrics: tuple[str, int] | None = None
+    if "metrics" in host:
+        text = str(host["metrics"])
+        addr, _, port_text = text.rpartition(":")
+        if not addr or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+            problems.append(f'host.metrics = {text!r}: give "address:port", like "127.0.0.1:9464"')
+        else:
+            metrics = (addr, int(port_text))
+    status_every = _number(host, "status_every", 5.0, 0.0, 3600.0, problems)
+    save_every = _number(host, "save_every", 1.0, 0.05, 3600.0, problems)
+    reconnect_min = _number(host, "reconnect_min", 0.25, 0.01, 60.0, problems)
+    reconnect_max = _number(host, "reconnect_max", 8.0, 0.01, 3600.0, problems)
+
+    devices: list[DeviceConfig] = []
+    raw_devices = data.get("device", [])
+    if not isinstance(raw_devices, list):
+        problems.append("device must be an array of tables: write [[device]] for each one")
+        raw_devices = []
+    for n, entry in enumerate(raw_devices, 1):
+        where = f"device #{n}"
+        if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
+            problems.append(f'{where}: needs url = "<port or URL>"')
+            continue
+        for key in sorted(set(entry) - {"url", "name", "baudrate"}):
+            problems.append(f"{where}.{key}: unknown key (known: baudrate, name, url)")
+        baud = entry.get("baudrate", 115200)
+        if isinstance(baud, bool) or not isinstance(baud, int) or baud <= 0:
+            problems.append(f"{where}.baudrate = {baud!r}: must be a positive integer")
+            baud = 115200
+        devices.append(DeviceConfig(entry["url"], str(entry.get("name", "")), baud))
+    devices.extend(DeviceConfig(url) for url in cli_devices)
+    if not devices:
+        problems.append("no devices: add a [[device]] with a url, or give --device URL")
+    seen: set[str] = set()
+    for dev in devices:
+        problem = port_problem(dev.url)
+        if problem:
+            problems.append(f"device {dev.label}: {problem}")
+        if dev.url in seen:
+            problems.append(f"device {dev.url} is listed twice")
+        seen.add(dev.url)
+    if problems:
+        raise ConfigError("the configuration cannot be used:\n  - " + "\n  - ".join(problems))
+    return DaemonConfig(
+        host_id, database, tuple(devices), host_key, max_frame, window, metrics,
+        status_every, save_every, reconnect_min, reconnect_max,
+    )  # fmt: skip
+
+
+def load_config(
+    path: Path | None, cli_devices: list[str], overrides: dict[str, Any]
+) -> DaemonConfig:
+    """Read ``path`` (optional) and apply command-line devices and [host] overrides."""
+    data: dict[str, Any] = {}
+    base = Path.cwd()
+    if path is not None:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read the configuration ({exc.strerror})") from None
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        base = path.resolve().parent
+    host = dict(data.get("host", {})) if isinstance(data.get("host", {}), dict) else {}
+    host.update({k: v for k, v in overrides.items() if v is not None})
+    if host:
+        data["host"] = host
+    return build_config(data, base, cli_devices)
