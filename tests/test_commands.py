@@ -1,0 +1,124 @@
+"""The operator's commands end to end on a real store: keys, devices, push, status, intake."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+
+from hirmem.cli import main
+from hirmem.keys import derive_test_key
+from hirmem.packs import PackKind, Reason, TrustedKey, verify_pack
+from hirmem.provision import read_key_file
+from hirmem.store import Store
+from test_store import DEV_A, KEY_A, Device
+
+HOST_ID = "a1a2a3a4a5a6a7a8"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_keys_devices_push_status_intake(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "h.db")
+    key = tmp_path / "host.key"
+    code, out, _ = run(capsys, "keys", "--out", str(key))
+    assert code == 0 and "mode 0600" in out
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    host = read_key_file(key)
+    assert host.seed().hex() not in out  # the public key is printed, never the seed
+    assert host.public.raw.hex() in out
+    # a second run does not overwrite the key
+    code, _, err = run(capsys, "keys", "--out", str(key))
+    assert code == 2 and "already exists" in err
+
+    ident = tmp_path / "dev.pub.json"
+    ident.write_text(json.dumps({"device_id": DEV_A.hex(), "public_key": KEY_A.public.raw.hex()}))
+    code, out, _ = run(
+        capsys, "device", "add", "--database", db, "--identity", str(ident), "--board", "mps2-an385"
+    )
+    assert code == 0 and KEY_A.kid.hex() in out
+    code, _, err = run(
+        capsys,
+        "device",
+        "add",
+        "--database",
+        db,
+        "--id",
+        DEV_A.hex(),
+        "--public",
+        derive_test_key("other").public.raw.hex(),
+    )
+    assert code == 2 and "registered with another key" in err
+    code, out, _ = run(capsys, "device", "list", "--database", db)
+    assert DEV_A.hex() in out and "no pack yet" in out
+
+    with Store(db) as store:
+        dev = Device(DEV_A, KEY_A)
+        assert store.take_pack(DEV_A, dev.pack(2).encoded).status == "accepted"
+        assert store.take_pack(DEV_A, b"\xd2\x84").status == "refused"
+        store.save_counters(DEV_A, {"frames_good": 7, "frames_bad.crc": 2, "frames_bad.cobs": 1})
+
+    code, out, _ = run(
+        capsys,
+        "push",
+        "--database",
+        db,
+        "--key",
+        str(key),
+        "--host-id",
+        HOST_ID,
+        "--fact",
+        "pump|serves|zone 3|0.9",
+        "--fact",
+        "temp0|max_safe|80.0",
+    )
+    assert code == 0 and "knowledge version 1 (2 facts" in out
+    with Store(db) as store:
+        row = store.knowledge()
+        assert row is not None
+        keys = {host.kid: TrustedKey(host.public, bytes.fromhex(HOST_ID), PackKind.KNOWLEDGE)}
+        pack = verify_pack(row.raw, keys, None, PackKind.KNOWLEDGE, require_chain=False).pack
+        assert [(i.subject, i.confidence) for i in pack.items] == [  # type: ignore[union-attr]
+            ("pump", round(0.9 * 65536)),
+            ("temp0", 65536),
+        ]
+    code, _, err = run(
+        capsys,
+        "push",
+        "--database",
+        db,
+        "--key",
+        str(key),
+        "--host-id",
+        HOST_ID,
+        "--fact",
+        "only|two",
+    )
+    assert code == 2 and "subject|predicate|object" in err
+
+    code, out, _ = run(capsys, "status", "--database", db)
+    assert code == 0
+    header, rule, line = out.splitlines()[:3]
+    assert header.split()[:3] == ["device", "board", "boot"] and set(rule) <= {"-", " "}
+    fields = line.split()
+    assert fields[0] == DEV_A.hex() and "never" in line
+    code, out, _ = run(capsys, "status", "--database", db, "--json")
+    [row_json] = json.loads(out)
+    assert (row_json["packs"], row_json["records"], row_json["refused"]) == (1, 2, 1)
+    assert (row_json["frames_good"], row_json["frames_bad"]) == (7, 3)
+
+    code, out, _ = run(capsys, "intake", "--database", db, "--records", "--check")
+    assert code == 0
+    assert out.count("  record ") == 2 and Reason.MALFORMED.name.lower() in out
+    assert "integrity: ok" in out
+
+    code, _, err = run(capsys, "status", "--database", str(tmp_path / "missing.db"))
+    assert code == 2 and "no store here" in err
