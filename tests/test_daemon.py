@@ -29,11 +29,14 @@ from hirmem.config import ConfigError, build_config, load_config
 from hirmem.daemon import Daemon, render_metrics, sign_knowledge
 from hirmem.identity import triple_id
 from hirmem.keys import derive_test_key
-from hirmem.packs import KnowledgeItem
+from hirmem.messages import PackStatus
+from hirmem.packs import KnowledgeItem, Reason
 from hirmem.provision import HostTrust, SlotSettings, write_key_file
 from hirmem.qemu import QemuBoard
 from hirmem.records import Record
 from hirmem.store import Store, now_ms
+from scripted_device import ScriptedDevice
+from test_store import Device
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST_ID = bytes.fromhex("d1d2d3d4d5d6d7d8")
@@ -44,9 +47,7 @@ BOARDS = {  # board -> device id
 }
 
 needs_qemu = pytest.mark.skipif(
-    any(
-        not Path(f"/usr/bin/{q}").exists() for q in ("qemu-system-arm", "qemu-system-riscv32")
-    ),
+    any(not Path(f"/usr/bin/{q}").exists() for q in ("qemu-system-arm", "qemu-system-riscv32")),
     reason="QEMU (qemu-system-arm, qemu-system-misc) is not installed",
 )
 
@@ -127,13 +128,19 @@ def test_one_daemon_serves_boards_of_both_architectures(tmp_path: Path) -> None:
     with boards(tmp_path, names) as qbs:
         config = build_config(
             {
-                "host": {"id": HOST_ID.hex(), "database": db.name, "key": key_file.name,
-                         "save_every": 0.2, "status_every": 0.5, "metrics": "127.0.0.1:0"},
+                "host": {
+                    "id": HOST_ID.hex(),
+                    "database": db.name,
+                    "key": key_file.name,
+                    "save_every": 0.2,
+                    "status_every": 0.5,
+                    "metrics": "127.0.0.1:0",
+                },
                 "device": [{"url": qb.url, "name": qb.spec.name} for qb in qbs],
             },
             tmp_path,
             [],
-        )  # fmt: skip
+        )
         daemon = Daemon(config)
         daemon.start()
         try:
@@ -144,20 +151,21 @@ def test_one_daemon_serves_boards_of_both_architectures(tmp_path: Path) -> None:
             pack = sign_knowledge(store, HOST_KEY, HOST_ID, knowledge(1), now_ms())
             wait_until(
                 lambda: all(
-                    (pack.seq, "accepted") in [(s, st) for s, st, _, _ in
-                                               store.device_knowledge(BOARDS[n])]
+                    (pack.seq, "accepted")
+                    in [(s, st) for s, st, _, _ in store.device_knowledge(BOARDS[n])]
                     for n in names
                 ),
                 30,
                 "the knowledge version accepted by both devices",
-            )  # fmt: skip
+            )
             # the devices' own STATUS reached the counters; metrics show every device
             wait_until(
-                lambda: all(store.counters(BOARDS[n]).get("device.knowledge_seq") == pack.seq
-                            for n in names),
+                lambda: all(
+                    store.counters(BOARDS[n]).get("device.knowledge_seq") == pack.seq for n in names
+                ),
                 10,
                 "device STATUS with the new knowledge seq",
-            )  # fmt: skip
+            )
             text = render_metrics(daemon)
             for n in names:
                 assert f'hirmem_packs_accepted{{device="{BOARDS[n].hex()}"' in text
@@ -187,8 +195,7 @@ def _write_config(tmp_path: Path, urls: list[str], db: Path) -> Path:
     path = tmp_path / "hirmem.toml"
     path.write_text(
         f'[host]\nid = "{HOST_ID.hex()}"\ndatabase = "{db}"\nkey = "host.key"\n'
-        f"save_every = 0.2\nstatus_every = 0\nreconnect_min = 0.1\nreconnect_max = 0.5\n"
-        + devices
+        f"save_every = 0.2\nstatus_every = 0\nreconnect_min = 0.1\nreconnect_max = 0.5\n" + devices
     )
     return path
 
@@ -265,8 +272,9 @@ def test_configuration_errors_say_what_to_fix(tmp_path: Path) -> None:
     assert many.count("\n  - ") == 3
     # the command refuses before it creates anything
     bad = tmp_path / "bad.toml"
-    bad.write_text(f'[host]\nid = "{HOST_ID.hex()}"\ndatabase = "new.db"\n'
-                   '[[device]]\nurl = "/dev/ttyNOPE"\n')  # fmt: skip
+    bad.write_text(
+        f'[host]\nid = "{HOST_ID.hex()}"\ndatabase = "new.db"\n[[device]]\nurl = "/dev/ttyNOPE"\n'
+    )
     proc = subprocess.run(
         [sys.executable, "-m", "hirmem.cli", "daemon", "--config", str(bad)],
         capture_output=True,
@@ -276,3 +284,79 @@ def test_configuration_errors_say_what_to_fix(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2 and "no such port" in proc.stderr
     assert not (tmp_path / "new.db").exists()
+
+
+def test_bad_packs_are_refused_with_their_reason_and_recorded(tmp_path: Path) -> None:
+    """A device offering a tampered, a foreign, a replayed and a rolled-back pack."""
+    dev_id = bytes.fromhex("5c00000000000001")
+    key = derive_test_key("scripted device")
+    db = tmp_path / "bad.db"
+    with Store(db) as store:
+        store.register_device(dev_id, key.public.raw, "scripted")
+    device = ScriptedDevice(dev_id, key)
+    config = build_config(
+        {
+            "host": {
+                "id": HOST_ID.hex(),
+                "database": db.name,
+                "save_every": 0.1,
+                "status_every": 0,
+            },
+            "device": [{"url": device.url}],
+        },
+        tmp_path,
+        [],
+    )
+    daemon = Daemon(config)
+    daemon.start()
+    try:
+        ack = device.connect()
+        assert (ack.pack_seq, ack.max_frame) == (0, 512)
+        packer = Device(dev_id, key)
+        first, second = packer.pack(1), packer.pack(1)
+        tampered = bytearray(packer.pack(1).encoded)
+        tampered[-70] ^= 0x01
+        foreign = Device(dev_id, derive_test_key("not registered")).pack(1)
+        replay = Device(dev_id, key).pack(1, seq=second.seq, prev=first.hash)
+        rollback = Device(dev_id, key, boot=0).pack(1, seq=7)
+        answers = [
+            device.offer(p)
+            for p in (
+                first.encoded,
+                second.encoded,
+                bytes(tampered),
+                foreign.encoded,
+                replay.encoded,
+                rollback.encoded,
+                first.encoded,
+            )
+        ]
+        got = [(PackStatus(a.status), Reason(a.reason)) for a in answers]
+        assert got == [
+            (PackStatus.ACCEPTED, Reason.NONE),
+            (PackStatus.ACCEPTED, Reason.NONE),
+            (PackStatus.REFUSED, Reason.BAD_SIGNATURE),
+            (PackStatus.REFUSED, Reason.UNKNOWN_KEY),
+            (PackStatus.REFUSED, Reason.REPLAY),
+            (PackStatus.REFUSED, Reason.ROLLBACK),
+            (PackStatus.DUPLICATE, Reason.NONE),  # an old pack again: same answer, no copy
+        ]
+        assert answers[4].pack_id == replay.pack_id and answers[5].pack_id == rollback.pack_id
+        wait_until(
+            lambda: daemon.store.counters(dev_id).get("packs_accepted") == 2, 5, "counters saved"
+        )
+        counters = daemon.store.counters(dev_id)
+        for name in ("bad-signature", "unknown-key", "replay", "rollback"):
+            assert counters[f"packs_refused.{name}"] == 1, name
+    finally:
+        daemon.stop()
+        device.close()
+    with Store(db) as store:
+        recorded = {r.reason: r for r in store.refusals(dev_id)}
+        assert set(recorded) == {
+            Reason.BAD_SIGNATURE,
+            Reason.UNKNOWN_KEY,
+            Reason.REPLAY,
+            Reason.ROLLBACK,
+        }
+        assert store.count_records(dev_id) == 2 and store.check_integrity() == []
