@@ -1,0 +1,220 @@
+"""The integrity/provenance layer: an append-only, SHA-256-chained audit log.
+
+Each record is ``(seq, ts, action, memory_id, actor, detail, prev, hash)`` with
+
+    hash = SHA-256( CBOR [seq, ts, action, memory_id, actor, detail, prev] )
+
+where ``detail`` is the deterministic CBOR of a small map and ``prev`` is the hash of
+the record before (32 zero bytes for the first). The table refuses updates and deletes
+(SQLite triggers, MEM-INV-5); :meth:`AuditLog.verify` walks the chain and names the
+first broken link, so tampering that bypasses the triggers (editing the file) is found.
+
+MEM-INV-8: the chain records system actions only. ``action`` must be one of
+:data:`ACTIONS`, ``actor`` is ``"system"``, ``"intake:<device>"`` or ``"steward:<name>"``,
+and ``detail`` keys must be in :data:`DETAIL_KEYS` (gate scores, states, strengths,
+hashes, reasons) with scalar values: there is no field in which a human's biometrics or
+behaviour scores could be recorded, and :meth:`AuditLog.append` refuses any other key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from hirmem import cbor
+from hirmem.errors import HirmemError
+from hirmem.memory.store import Store
+
+__all__ = ["ACTIONS", "DETAIL_KEYS", "GENESIS", "AuditLog", "AuditRecord", "Verification"]
+
+GENESIS = bytes(32)
+
+ACTIONS = frozenset(
+    {
+        "capture", "admit", "transition", "strength", "contradiction", "corruption",
+        "repair", "review", "evict", "intake-mismatch", "sweep",
+    }
+)  # fmt: skip
+
+DETAIL_KEYS = frozenset(
+    {
+        "from", "to", "reason", "verdict", "hard", "flags", "h", "i", "r", "f", "c", "rn",
+        "w", "trust", "strength", "old_strength", "x", "decision", "version", "prior",
+        "conflict", "device", "kid", "gate_mode", "hash", "count", "layer", "now",
+        "device_scores", "host_scores",
+    }
+)  # fmt: skip
+
+_MAX_TEXT = 512
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    seq: int
+    ts: int  # ms
+    action: str
+    memory_id: str
+    actor: str
+    detail: dict[str, Any]
+    prev: bytes
+    hash: bytes
+
+
+@dataclass(frozen=True)
+class Verification:
+    ok: bool
+    count: int
+    first_bad: int | None  # seq of the first broken link
+    reason: str
+
+    def __str__(self) -> str:
+        if self.ok:
+            return f"audit chain intact: {self.count} records"
+        return f"audit chain broken at seq {self.first_bad}: {self.reason}"
+
+
+def _clean_detail(detail: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in detail.items():
+        if key not in DETAIL_KEYS:
+            raise HirmemError(
+                f"audit detail key {key!r} is not a system-action field (MEM-INV-8); "
+                f"allowed: {sorted(DETAIL_KEYS)}"
+            )
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise HirmemError(f"audit detail {key} is not finite: {value}")
+            value = repr(value)  # hirmem CBOR carries no floats
+        elif isinstance(value, (list, tuple)):
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+                raise HirmemError(f"audit detail {key} must be a list of ints")
+            value = list(value)
+        elif isinstance(value, str):
+            if len(value) > _MAX_TEXT:
+                raise HirmemError(f"audit detail {key} is longer than {_MAX_TEXT} characters")
+        elif value is not None and not isinstance(value, (int, bytes)):
+            raise HirmemError(f"audit detail {key} has unsupported type {type(value).__name__}")
+        out[key] = value
+    return out
+
+
+def _check_actor(actor: str) -> None:
+    if actor == "system":
+        return
+    prefix, _, name = actor.partition(":")
+    if prefix not in ("intake", "steward") or not name.strip():
+        raise HirmemError(
+            f"audit actor {actor!r} must be 'system', 'intake:<device>' or 'steward:<name>'"
+        )
+
+
+def record_hash(
+    seq: int, ts: int, action: str, memory_id: str, actor: str, detail: bytes, prev: bytes
+) -> bytes:
+    return hashlib.sha256(cbor.encode([seq, ts, action, memory_id, actor, detail, prev])).digest()
+
+
+class AuditLog:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        row = store.db.execute("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").fetchone()
+        self.head_seq: int = 0 if row is None else int(row[0])
+        self.head_hash: bytes = GENESIS if row is None else bytes(row[1])
+        store.rollback_hooks.append(self.resync)
+
+    def append(
+        self,
+        action: str,
+        memory_id: str,
+        detail: dict[str, Any] | None = None,
+        actor: str = "system",
+        ts: float | None = None,
+    ) -> int:
+        """Append one record and return its seq."""
+        if action not in ACTIONS:
+            raise HirmemError(f"audit action {action!r} is not one of {sorted(ACTIONS)}")
+        _check_actor(actor)
+        body = cbor.encode(_clean_detail(detail or {}))
+        seq = self.head_seq + 1
+        ms = int((time.time() if ts is None else ts) * 1000)
+        digest = record_hash(seq, ms, action, memory_id, actor, body, self.head_hash)
+        self.store.db.execute(
+            "INSERT INTO audit(seq, ts, action, memory_id, actor, detail, prev, hash) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (seq, ms, action, memory_id, actor, body, self.head_hash, digest),
+        )
+        self.head_seq, self.head_hash = seq, digest
+        return seq
+
+    def append_many(
+        self,
+        entries: list[tuple[str, str, dict[str, Any]]],
+        actor: str = "system",
+        ts: float | None = None,
+    ) -> list[int]:
+        """Append ``(action, memory_id, detail)`` records in order with one statement."""
+        _check_actor(actor)
+        ms = int((time.time() if ts is None else ts) * 1000)
+        rows = []
+        seq, prev = self.head_seq, self.head_hash
+        for action, memory_id, detail in entries:
+            if action not in ACTIONS:
+                raise HirmemError(f"audit action {action!r} is not one of {sorted(ACTIONS)}")
+            body = cbor.encode(_clean_detail(detail))
+            seq += 1
+            digest = record_hash(seq, ms, action, memory_id, actor, body, prev)
+            rows.append((seq, ms, action, memory_id, actor, body, prev, digest))
+            prev = digest
+        self.store.db.executemany(
+            "INSERT INTO audit(seq, ts, action, memory_id, actor, detail, prev, hash) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+        first = self.head_seq + 1
+        self.head_seq, self.head_hash = seq, prev
+        return list(range(first, seq + 1))
+
+    def resync(self) -> None:
+        """Re-read the head (after a rolled-back transaction)."""
+        row = self.store.db.execute(
+            "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1"
+        ).fetchone()
+        self.head_seq = 0 if row is None else int(row[0])
+        self.head_hash = GENESIS if row is None else bytes(row[1])
+
+    def records(self, memory_id: str | None = None, limit: int | None = None) -> list[AuditRecord]:
+        sql = "SELECT seq, ts, action, memory_id, actor, detail, prev, hash FROM audit"
+        params: tuple[Any, ...] = ()
+        if memory_id is not None:
+            sql += " WHERE memory_id = ?"
+            params = (memory_id,)
+        sql += " ORDER BY seq"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        out = []
+        for seq, ts, action, mid, actor, detail, prev, digest in self.store.db.execute(sql, params):
+            out.append(AuditRecord(seq, ts, action, mid, actor, cbor.decode(detail), prev, digest))
+        return out
+
+    def verify(self) -> Verification:
+        """Walk the whole chain; report the first record whose link or hash is wrong."""
+        prev = GENESIS
+        expect = 1
+        count = 0
+        rows = self.store.db.execute(
+            "SELECT seq, ts, action, memory_id, actor, detail, prev, hash FROM audit ORDER BY seq"
+        )
+        for seq, ts, action, mid, actor, detail, link, digest in rows:
+            if seq != expect:
+                return Verification(False, count, expect, f"record {expect} is missing")
+            if link != prev:
+                return Verification(False, count, seq, "prev does not match the previous hash")
+            if record_hash(seq, ts, action, mid, actor, detail, link) != digest:
+                return Verification(False, count, seq, "hash does not match the record")
+            prev = digest
+            expect += 1
+            count += 1
+        return Verification(True, count, None, "")

@@ -1,0 +1,136 @@
+"""Every tunable of the memory engine, with documented defaults.
+
+Nothing in the engine uses a literal for alpha, β, the decay law or a threshold; it reads
+them from a :class:`MemoryConfig`. Load one from JSON with :meth:`MemoryConfig.load`
+(unknown keys and out-of-range values are refused with a message) or build one in code.
+
+Defaults and why:
+
+* ``alpha = 0.10`` — gain per rehearsal: a fully relevant (Rel = 1), fully resonant
+  (Rn = 1) recall adds 0.1 to M.
+* ``beta = 0.05`` — loss weight on decay and contradiction pressure.
+* ``decay_law = "linear"``, ``decay_tau_s = 86400`` — D is the idle time since the
+  last access in units of τ (one day): an idle memory loses β = 0.05 a day, so an
+  unrehearsed memory admitted at full strength 1.0 archives after 19 idle days. The
+  ``"exponential"`` law uses D = 1 - e^(-idle/τ) (bounded, for memories that should
+  fade but never vanish by idleness alone); ``"none"`` disables decay.
+* ``initial strength`` is the write gate W (stage 4): a high W is a short path to
+  consolidation, a low W a long one.
+* ``promote_strength = 0.90`` — a YELLOW candidate held for reinforcement consolidates
+  once its strength reaches this.
+* ``archive_strength = 0.05`` — a candidate or consolidated memory whose M falls below
+  this is archived (read-only; the chain is preserved).
+* ``green = 0.75``, ``yellow = 0.50`` — the Rn thresholds (float mode; fixed mode uses
+  the protocol's Q16.16 thresholds 0xC000 and 0x8000, which are the same values).
+* ``contradiction_x = 10.0`` — X of a contradiction; β·X = 0.5 of strength.
+  ``corruption_x = 20.0`` — X of a corrupted hash (β·X = 1.0).
+  ``quarantine_strength = 0.25`` — a memory downgraded by a contradiction below this
+  strength is quarantined; above it, it stays in place, flagged.
+* ``audit_strength_delta = 0.25`` — a strength change at least this large is audited
+  (threshold crossings always are, as transitions).
+* ``recency_tau_s = 604800`` — Rec = e^(-(now - last_access)/τ), τ one week.
+* ``working_capacity = 1024`` — bound of the working-memory ring (volatile objects).
+* ``multi_valued_attributes`` — attributes that may legitimately hold several values
+  (every other attribute is single-valued for the contradiction detector).
+* ``gate_mode = "fixed"`` — the Q16.16 gate of the protocol; ``"float"`` is the
+  reference. ``embed_dim = 256`` — width of the built-in embedder's vectors.
+* ``sweep_interval_s = 3600`` — how often the decay scheduler sweeps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hirmem.errors import HirmemError
+
+__all__ = ["DECAY_LAWS", "GATE_MODES", "MemoryConfig"]
+
+DECAY_LAWS = ("linear", "exponential", "none")
+GATE_MODES = ("fixed", "float")
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    alpha: float = 0.10
+    beta: float = 0.05
+    decay_law: str = "linear"
+    decay_tau_s: float = 86400.0
+    promote_strength: float = 0.90
+    archive_strength: float = 0.05
+    green: float = 0.75
+    yellow: float = 0.50
+    contradiction_x: float = 10.0
+    corruption_x: float = 20.0
+    quarantine_strength: float = 0.25
+    audit_strength_delta: float = 0.25
+    recency_tau_s: float = 604800.0
+    working_capacity: int = 1024
+    multi_valued_attributes: tuple[str, ...] = ("tag", "alias", "knows", "member", "label")
+    gate_mode: str = "fixed"
+    embed_dim: int = 256
+    sweep_interval_s: float = 3600.0
+    default_priority: float = 0.5
+
+    def __post_init__(self) -> None:
+        for name in (
+            "alpha",
+            "beta",
+            "contradiction_x",
+            "corruption_x",
+            "archive_strength",
+            "audit_strength_delta",
+            "default_priority",
+        ):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise HirmemError(f"memory config {name} must be a finite number ≥ 0, got {value}")
+        for name in ("decay_tau_s", "recency_tau_s", "sweep_interval_s"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise HirmemError(f"memory config {name} must be > 0 seconds, got {value}")
+        if not 0 <= self.yellow <= self.green <= 1:
+            raise HirmemError(
+                f"memory config needs 0 ≤ yellow ≤ green ≤ 1, got {self.yellow}, {self.green}"
+            )
+        if not self.archive_strength <= self.quarantine_strength <= self.promote_strength:
+            raise HirmemError(
+                "memory config needs archive_strength ≤ quarantine_strength ≤ promote_strength"
+            )
+        if self.decay_law not in DECAY_LAWS:
+            raise HirmemError(f"decay_law must be one of {DECAY_LAWS}, got {self.decay_law!r}")
+        if self.gate_mode not in GATE_MODES:
+            raise HirmemError(f"gate_mode must be one of {GATE_MODES}, got {self.gate_mode!r}")
+        if self.working_capacity < 1 or self.embed_dim < 8:
+            raise HirmemError("working_capacity must be ≥ 1 and embed_dim ≥ 8")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MemoryConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise HirmemError(f"unknown memory config keys {unknown}; known: {sorted(known)}")
+        values = dict(data)
+        if "multi_valued_attributes" in values:
+            values["multi_valued_attributes"] = tuple(values["multi_valued_attributes"])
+        return cls(**values)
+
+    @classmethod
+    def load(cls, path: str | Path) -> MemoryConfig:
+        """Read a JSON object of overrides; missing keys keep their defaults."""
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise HirmemError(f"cannot read memory config {path}: {exc}") from exc
+        if not isinstance(data, dict):
+            raise HirmemError(f"memory config {path} must hold a JSON object")
+        return cls.from_dict(data)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["multi_valued_attributes"] = list(self.multi_valued_attributes)
+        return out

@@ -1,0 +1,102 @@
+"""Contradiction and corruption detection (stage 7).
+
+Three kinds of conflict are found:
+
+* **value** — two live memories (candidate or consolidated) about the same subject and
+  the same *single-valued* attribute that state different values (compared after
+  :func:`hirmem.identity.fold`). Attributes listed in
+  ``MemoryConfig.multi_valued_attributes`` may hold several values and never conflict
+  by value.
+* **negation** — one memory asserts (subject, attribute, value) and another explicitly
+  negates the same triple (``negated=True``).
+* **corruption** — a memory's stored hash no longer matches the hash of its content
+  (protocol §7.4): the content or the hash was altered after admission.
+
+A memory's structured triple comes from the capture API, or from a JSON payload object
+with ``subject``, ``attribute`` and ``value`` keys (and optionally ``negated``), which
+is how device records carry one. Versions of one memory (a repair and what it
+supersedes) never conflict with each other.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from hirmem.identity import fold
+from hirmem.memory.config import MemoryConfig
+from hirmem.memory.model import Memory, State
+from hirmem.memory.store import Store
+
+__all__ = ["Conflict", "find_conflicts", "is_corrupted", "structured"]
+
+_LIVE = (int(State.CANDIDATE), int(State.CONSOLIDATED))
+
+
+@dataclass(frozen=True)
+class Conflict:
+    kind: str  # "value" or "negation"
+    other: Memory
+
+
+def structured(payload: bytes) -> tuple[str, str, str, bool] | None:
+    """(subject, attribute, value, negated) from a JSON object payload, if it has one."""
+    try:
+        data = json.loads(payload.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    parts = [data.get(k) for k in ("subject", "attribute", "value")]
+    if not all(isinstance(p, (str, int, float)) and not isinstance(p, bool) for p in parts):
+        return None
+    negated = data.get("negated", False)
+    return str(parts[0]), str(parts[1]), str(parts[2]), negated is True
+
+
+def _key(text: str) -> str:
+    return fold(text)
+
+
+def find_conflicts(store: Store, m: Memory, cfg: MemoryConfig) -> list[Conflict]:
+    """Live memories that contradict ``m`` (empty when ``m`` has no structured triple)."""
+    if not (m.subject and m.attribute):
+        return []
+    related = _versions(store, m)
+    single = _key(m.attribute) not in {_key(a) for a in cfg.multi_valued_attributes}
+    out: list[Conflict] = []
+    for other in store.select(
+        "subject = ? AND attribute = ? AND state IN (?, ?) AND id != ?",
+        (m.subject, m.attribute, *_LIVE, m.id),
+    ):
+        if other.id in related:
+            continue
+        same_value = _key(other.value) == _key(m.value)
+        if same_value and other.negated != m.negated:
+            out.append(Conflict("negation", other))
+        elif not same_value and single and not (other.negated or m.negated):
+            out.append(Conflict("value", other))
+    return out
+
+
+def _versions(store: Store, m: Memory) -> set[str]:
+    """Ids in ``m``'s version chain (what it supersedes, transitively, and its successors)."""
+    seen = {m.id}
+    todo = [m.id, m.supersedes] if m.supersedes else [m.id]
+    while todo:
+        current = todo.pop()
+        if current and current not in seen:
+            seen.add(current)
+        row = store.get(current) if current else None
+        if row is not None and row.supersedes and row.supersedes not in seen:
+            todo.append(row.supersedes)
+        for succ in store.select("supersedes = ?", (current,)):
+            if succ.id not in seen:
+                seen.add(succ.id)
+                todo.append(succ.id)
+    return seen
+
+
+def is_corrupted(m: Memory) -> bool:
+    """The stored hash does not match the content (the hash covers payload + provenance)."""
+    return m.content_hash() != m.hash

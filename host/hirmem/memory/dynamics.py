@@ -1,0 +1,165 @@
+"""Consolidation dynamics: the write gate, memory strength, decay and the scheduler.
+
+Equations (``memory-layer-stack.txt``), with the parameters from :class:`MemoryConfig`:
+
+* Write gate: ``W = Q · P · H · I · R`` — a zero on any axis is a zero.
+* Strength: ``M(t+1) = max(0, M(t) + alpha·(U·Rel·Rn) - β·(D + X))`` where U is the number
+  of rehearsals (recalls) since the last update, Rel the memory's priority, Rn its
+  resonance, D the decay accrued since the last update and X contradiction/corruption
+  pressure.
+* Decay law: a cumulative function ``g(idle)`` of the idle time since the last access;
+  the decay of one update is ``g(now - last) - g(done - last)`` where ``done`` is the
+  instant up to which decay was already applied. Sums of updates telescope, so the
+  result does not depend on how often the sweep runs, and a second sweep at the same
+  instant adds nothing (the scheduler is idempotent).
+* Gate disposition by Rn: ``≥ green`` consolidates, ``≥ yellow`` holds a candidate,
+  below quarantines (MEM-INV-7).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from hirmem.memory.config import MemoryConfig
+from hirmem.memory.model import State
+
+__all__ = [
+    "DecayScheduler",
+    "SweepResult",
+    "cumulative_decay",
+    "decay_between",
+    "rn_disposition",
+    "strength_step",
+    "sweep_arrays",
+    "write_gate",
+]
+
+F64 = npt.NDArray[np.float64]
+
+
+def write_gate(q: float, p: float, h: float, i: float, r: float) -> float:
+    """W = Q·P·H·I·R (float reference; the fixed mode comes from :mod:`hirmem.gate`)."""
+    return q * p * h * i * r
+
+
+def strength_step(
+    m: float, u: float, rel: float, rn: float, d: float, x: float, cfg: MemoryConfig
+) -> float:
+    """One update of memory strength, floored at 0."""
+    return max(0.0, m + cfg.alpha * (u * rel * rn) - cfg.beta * (d + x))
+
+
+def rn_disposition(rn: float, cfg: MemoryConfig) -> State:
+    """Stage 5 by resonance: consolidated, candidate (held) or quarantined."""
+    if rn >= cfg.green:
+        return State.CONSOLIDATED
+    if rn >= cfg.yellow:
+        return State.CANDIDATE
+    return State.QUARANTINED
+
+
+def cumulative_decay(idle: float, cfg: MemoryConfig) -> float:
+    """g(idle): total decay after ``idle`` seconds without access."""
+    if idle <= 0 or cfg.decay_law == "none":
+        return 0.0
+    if cfg.decay_law == "linear":
+        return idle / cfg.decay_tau_s
+    return -math.expm1(-idle / cfg.decay_tau_s)
+
+
+def decay_between(last_access: float, done: float, now: float, cfg: MemoryConfig) -> float:
+    """Decay accrued from ``max(done, last_access)`` to ``now`` (0 if nothing new)."""
+    start = max(done, last_access)
+    if now <= start:
+        return 0.0
+    return cumulative_decay(now - last_access, cfg) - cumulative_decay(start - last_access, cfg)
+
+
+def _g(idle: F64, cfg: MemoryConfig) -> F64:
+    idle = np.maximum(idle, 0.0)
+    if cfg.decay_law == "none":
+        return np.zeros_like(idle)
+    if cfg.decay_law == "linear":
+        return idle / cfg.decay_tau_s
+    return -np.expm1(-idle / cfg.decay_tau_s)
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """New strength and decayed_at columns and the rows that changed."""
+
+    strength: F64
+    decayed_at: F64
+    changed: npt.NDArray[np.bool_]
+
+
+def sweep_arrays(
+    now: float,
+    strength: F64,
+    pending_u: F64,
+    priority: F64,
+    rn: F64,
+    last_access: F64,
+    decayed_at: F64,
+    cfg: MemoryConfig,
+) -> SweepResult:
+    """The strength equation over whole columns (X = 0: pressure is applied on detection)."""
+    start = np.maximum(decayed_at, last_access)
+    d = np.where(now > start, _g(now - last_access, cfg) - _g(start - last_access, cfg), 0.0)
+    new = np.maximum(0.0, strength + cfg.alpha * (pending_u * priority * rn) - cfg.beta * d)
+    new_done = np.maximum(decayed_at, now)
+    changed = (new != strength) | (new_done != decayed_at) | (pending_u != 0)
+    return SweepResult(new, new_done, changed)
+
+
+class DecayScheduler:
+    """Runs ``sweep(now)`` every ``interval`` seconds of the given clock.
+
+    :meth:`tick` is what a daemon calls from its loop (or :meth:`start` runs a thread).
+    The sweep itself is idempotent, so a tick that repeats an instant changes nothing.
+    """
+
+    def __init__(
+        self,
+        sweep: Callable[[float], object],
+        interval: float,
+        clock: Callable[[], float],
+        last_run: float = -math.inf,
+    ) -> None:
+        self._sweep = sweep
+        self.interval = interval
+        self._clock = clock
+        self.last_run = last_run
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def due(self, now: float) -> bool:
+        return now - self.last_run >= self.interval
+
+    def tick(self, now: float | None = None) -> bool:
+        """Sweep if due; returns whether it swept."""
+        t = self._clock() if now is None else now
+        if not self.due(t):
+            return False
+        self._sweep(t)
+        self.last_run = t
+        return True
+
+    def start(self, poll: float = 1.0) -> None:
+        def loop() -> None:
+            while not self._stop.wait(poll):
+                self.tick()
+
+        self._thread = threading.Thread(target=loop, name="hirmem-decay", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()

@@ -1,0 +1,693 @@
+"""The memory engine: the seven lifecycle stages over one SQLite store.
+
+1. **capture** — :meth:`MemoryEngine.capture`: a volatile object in the working ring
+   (bounded; overflow evicts the least recently accessed volatile object, audited).
+   Id, timestamp, source, context hash assigned; no gate yet.
+2. **normalise** — ACTION_FLAGS bits 2 and 3 from the record itself
+   (:func:`hirmem.records.normalise`); a missing source or bad schema lowers H, the
+   object is kept.
+3. **HIR gate** — :func:`hirmem.gate.evaluate` (fixed, Q16.16, the protocol) or
+   :func:`hirmem.gate.evaluate_float` (the reference), per ``config.gate_mode``. Scores
+   are stored in the object. Hard fail → quarantine directly.
+4. **weighting** — W = Q·P·H·I·R; W is the initial strength M. W = 0 → quarantine.
+5. **consolidation** — Rn ≥ green consolidates, ≥ yellow holds the candidate for
+   reinforcement (the sweep promotes it at ``promote_strength``), below quarantines.
+6. **recall** — :meth:`MemoryEngine.recall` (see :mod:`.recall`).
+7. **repair/quarantine** — contradictions (:mod:`.contradiction`) raise X, flag,
+   downgrade or quarantine; :meth:`MemoryEngine.repair` writes a new version linked to
+   the prior; :meth:`MemoryEngine.check_integrity` finds corrupted hashes. Steward
+   review is in :mod:`.review`.
+
+Every action is appended to the audit chain in the same transaction as the change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from hirmem.errors import HirmemError
+from hirmem.fixedpoint import ONE, to_q
+from hirmem.gate import FLAGS_MASK, Hard, Verdict, evaluate, evaluate_float
+from hirmem.identity import fold
+from hirmem.memory import contradiction, dynamics
+from hirmem.memory.audit import AuditLog, Verification
+from hirmem.memory.config import MemoryConfig
+from hirmem.memory.embed import Embedder, HashEmbedder
+from hirmem.memory.model import Layer, Memory, State, layer_for
+from hirmem.memory.recall import RecallFilter, RecallHit, RecallIndex
+from hirmem.memory.states import check_transition
+from hirmem.memory.store import Store
+from hirmem.records import normalise
+
+__all__ = ["GateScores", "MemoryEngine", "SweepReport"]
+
+HOST_ID = b"hirmhost"  # 8-byte prefix of host-assigned memory ids
+
+
+@dataclass(frozen=True)
+class GateScores:
+    """Stage 3 + 4 output as reals in [0, 1]."""
+
+    flags: int
+    h: float
+    i: float
+    r: float
+    f: float
+    c: float
+    rn: float
+    w: float
+    verdict: Verdict
+    hard: Hard
+    mode: str
+    q16: tuple[int, ...] = ()  # fixed mode: (h, i, r, f, c, rn, w) as Q16.16
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    now: float
+    examined: int
+    changed: int
+    archived: int
+    promoted: int
+
+
+def gate_scores(flags: int, confidence: float, provenance: float, mode: str) -> GateScores:
+    """Stages 3 and 4 for one record, in the configured mode."""
+    if mode == "fixed":
+        g = evaluate(flags, to_q(confidence), to_q(provenance))
+        q = (g.h, g.i, g.r, g.f, g.c, g.rn, g.w)
+        h, i, r, f, c, rn, w = (v / ONE for v in q)
+        return GateScores(flags, h, i, r, f, c, rn, w, g.verdict, g.hard, mode, q)
+    fg = evaluate_float(flags, confidence, provenance)
+    return GateScores(flags, fg.h, fg.i, fg.r, fg.f, fg.c, fg.rn, fg.w, fg.verdict, fg.hard, mode)
+
+
+def quarantine_reason(g: GateScores) -> str:
+    """Why stages 3-5 quarantine a record, or "" when they do not."""
+    hard = int(g.hard)
+    reasons = [name for bit, name in ((1, "domination"), (2, "invariant"), (4, "consent"),
+                                      (8, "honesty-zero")) if hard & bit]  # fmt: skip
+    if reasons:
+        return "hard fail: " + ", ".join(reasons)
+    if g.verdict is Verdict.RED:
+        return "gate RED: Rn below yellow"
+    if g.w == 0:
+        return "write gate W = 0"
+    return ""
+
+
+class MemoryEngine:
+    """The host memory engine over one SQLite file (``":memory:"`` for a throwaway one)."""
+
+    def __init__(
+        self,
+        path: str | Path = ":memory:",
+        config: MemoryConfig | None = None,
+        clock: Callable[[], float] = time.time,
+        embedder: Embedder | None = None,
+    ) -> None:
+        self.config = config or MemoryConfig()
+        self.clock = clock
+        self.store = Store(path)
+        self.audit = AuditLog(self.store)
+        self.embedder: Embedder = embedder or HashEmbedder(self.config.embed_dim)
+        known = self.store.meta("embedder")
+        if known is None:
+            self.store.set_meta("embedder", self.embedder.name)
+        elif known != self.embedder.name:
+            raise HirmemError(
+                f"memory store {path} was built with embedder {known}, "
+                f"not {self.embedder.name}: open it with the same embedder"
+            )
+        self.index = RecallIndex(self.embedder.dim, self.config.recency_tau_s, self.clock())
+        self._load_index()
+        self.store.rollback_hooks.append(self._reload_index)
+        last = self.store.meta("last_sweep")
+        self.scheduler = dynamics.DecayScheduler(
+            self.sweep,
+            self.config.sweep_interval_s,
+            self.clock,
+            float(last) if last is not None else float("-inf"),
+        )
+
+    def close(self) -> None:
+        self.store.close()
+
+    # -- helpers ------------------------------------------------------------------------
+    def _reload_index(self) -> None:
+        """After a rolled-back transaction: rebuild the index from what was committed."""
+        self.index = RecallIndex(self.embedder.dim, self.config.recency_tau_s, self.clock())
+        self._load_index()
+
+    def _load_index(self) -> None:
+        rows = self.store.db.execute(
+            "SELECT rowid, id, strength, last_access, trust, state, layer, source, device, "
+            "subject, embedding FROM memories WHERE state != 0 ORDER BY rowid"
+        ).fetchall()
+        if not rows:
+            return
+        cols = list(zip(*rows, strict=True))
+        self.index.load_columns(
+            np.array(cols[0], dtype=np.int64),
+            [bytes.fromhex(x) for x in cols[1]],
+            np.frombuffer(b"".join(cols[10]), dtype=np.float32).reshape(len(rows), -1),
+            np.array(cols[2], dtype=np.float64),
+            np.array(cols[3], dtype=np.float64),
+            np.array(cols[4], dtype=np.float64),
+            np.array(cols[5], dtype=np.int8),
+            np.array(cols[6], dtype=np.int8),
+            list(cols[7]),
+            list(cols[8]),
+            list(cols[9]),
+        )
+
+    def _save(self, m: Memory) -> Memory:
+        self.store.update(m)
+        rowid = self.store.rowid(m.id)
+        if rowid is not None:
+            self.index.upsert(rowid, m)
+        return m
+
+    def get(self, memory_id: str) -> Memory | None:
+        """Explicit id lookup: returns any memory, whatever its trust or state."""
+        return self.store.get(memory_id)
+
+    def require(self, memory_id: str) -> Memory:
+        m = self.store.get(memory_id)
+        if m is None:
+            raise HirmemError(f"no memory with id {memory_id}")
+        return m
+
+    def transition(
+        self, m: Memory, new: State, reason: str, actor: str = "system", **extra: object
+    ) -> Memory:
+        """Move ``m`` to ``new`` (legal transitions only), audited, index updated."""
+        check_transition(m.id, m.state, new)
+        if new is State.CONSOLIDATED and m.h <= 0:
+            raise HirmemError(f"memory {m.id} has H = 0 and cannot consolidate (MEM-INV-1)")
+        if m.permanent and m.state is State.QUARANTINED:
+            raise HirmemError(
+                f"memory {m.id} is in permanent quarantine (R = 0, MEM-INV-2); it cannot "
+                f"leave quarantine (asked: {new.name.lower()})"
+            )
+        layer = layer_for(new, m.kind, m.layer)
+        with self.store.transaction():
+            seq = self.audit.append(
+                "transition",
+                m.id,
+                {
+                    "from": m.state.name.lower(),
+                    "to": new.name.lower(),
+                    "reason": reason,
+                    "layer": layer.name.lower(),
+                    **extra,
+                },
+                actor=actor,
+                ts=self.clock(),
+            )
+            out = m.replace(
+                state=new,
+                layer=layer,
+                audit_seq=seq,
+                quarantine_reason=reason if new is State.QUARANTINED else m.quarantine_reason,
+            )
+            return self._save(out)
+
+    def apply_strength(
+        self, m: Memory, *, u: float = 0.0, d: float = 0.0, x: float = 0.0, reason: str
+    ) -> Memory:
+        """One step of the strength equation for ``m``; audited when the change is large."""
+        new = dynamics.strength_step(m.strength, u, m.priority, m.rn, d, x, self.config)
+        out = m.replace(strength=new)
+        if abs(new - m.strength) >= self.config.audit_strength_delta:
+            seq = self.audit.append(
+                "strength",
+                m.id,
+                {"old_strength": m.strength, "strength": new, "x": x, "reason": reason},
+                ts=self.clock(),
+            )
+            out = out.replace(audit_seq=seq)
+        return self._save(out)
+
+    # -- stage 1: capture ---------------------------------------------------------------
+    def _next_host_id(self) -> bytes:
+        seq = int(self.store.meta("host_seq", "0") or "0") + 1
+        self.store.set_meta("host_seq", str(seq))
+        return HOST_ID + seq.to_bytes(8, "big")
+
+    def capture(
+        self,
+        payload: bytes | str,
+        source: str = "",
+        *,
+        flags: int = FLAGS_MASK,
+        confidence: float = 1.0,
+        provenance: float = 1.0,
+        priority: float | None = None,
+        context: bytes | None = None,
+        timestamp: int | None = None,
+        subject: str = "",
+        attribute: str = "",
+        value: str = "",
+        negated: bool = False,
+        kind: str = "fact",
+        links: Sequence[str] = (),
+        _prev_hash: bytes | None = None,
+        _version: int = 1,
+        _supersedes: str = "",
+    ) -> Memory:
+        """Stage 1: a volatile object in the working ring. ``flags`` are the sub-check
+        results (ACTION_FLAGS, bit set = passed); ``confidence`` is Q, ``provenance`` P."""
+        now = self.clock()
+        data = payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)
+        for name, v in (("confidence", confidence), ("provenance", provenance)):
+            if not 0.0 <= v <= 1.0:
+                raise HirmemError(f"{name} must be in 0..1, got {v}")
+        if kind not in ("fact", "event", "procedure"):
+            raise HirmemError(f"kind must be fact, event or procedure, got {kind!r}")
+        ts = int(now * 1000) if timestamp is None else timestamp
+        if not (subject or attribute):
+            parsed = contradiction.structured(data)
+            if parsed is not None:
+                subject, attribute, value, negated = parsed
+        with self.store.transaction():
+            rid = self._next_host_id()
+            if context is None:
+                context = hashlib.sha256(rid + data + source.encode()).digest()
+            prev = _prev_hash
+            if prev is None:
+                head = self.store.meta("host_head")
+                prev = bytes.fromhex(head) if head else bytes(32)
+            m = Memory(
+                id=rid.hex(),
+                payload=data,
+                source=source,
+                timestamp=ts,
+                context=context,
+                flags=flags,
+                confidence=confidence,
+                provenance=provenance,
+                priority=self.config.default_priority if priority is None else priority,
+                links=tuple(links),
+                last_access=now,
+                decayed_at=now,
+                prev_hash=prev,
+                subject=fold(subject),
+                attribute=fold(attribute),
+                value=value,
+                negated=negated,
+                kind=kind,
+                version=_version,
+                supersedes=_supersedes,
+                created=now,
+            )
+            m = m.replace(
+                hash=m.content_hash(),
+                embedding=self.embedder.embed(m.text()).astype(np.float32).tobytes(),
+            )
+            if _prev_hash is None:
+                self.store.set_meta("host_head", m.hash.hex())
+            return self.insert_volatile(m, now)
+
+    def insert_volatile(self, m: Memory, now: float, actor: str = "system") -> Memory:
+        """Store a captured object in the working ring (stage 1), audited."""
+        self.store.insert(m)
+        seq = self.audit.append(
+            "capture", m.id, {"hash": m.hash, "device": m.device or None}, actor=actor, ts=now
+        )
+        m = m.replace(audit_seq=seq)
+        self.store.update(m)
+        self._evict_overflow(now, keep=m.id)
+        return m
+
+    def _evict_overflow(self, now: float, keep: str) -> None:
+        over = self.store.count("state = 0") - self.config.working_capacity
+        if over <= 0:
+            return
+        for (mid,) in self.store.db.execute(
+            "SELECT id FROM memories WHERE state = 0 AND id != ? "
+            "ORDER BY last_access, rowid LIMIT ?",
+            (keep, over),
+        ).fetchall():
+            self.store.delete_volatile(mid)
+            self.audit.append("evict", mid, {"reason": "working ring overflow"}, ts=now)
+
+    # -- stages 2-5 ---------------------------------------------------------------------
+    def process(self, memory_id: str, *, device_check: str = "", mode: str | None = None) -> Memory:
+        """Stages 2-5 for a volatile object: normalise, gate, weight, consolidate.
+
+        ``device_check`` non-empty means intake found the device's record inconsistent
+        (it names what): the memory is quarantined for review whatever the gate says.
+        """
+        m = self.require(memory_id)
+        if m.state is not State.VOLATILE:
+            raise HirmemError(f"memory {m.id} was already gated ({m.state.name.lower()})")
+        now = self.clock()
+        flags = normalise(m.flags, m.payload, m.source, m.timestamp, m.context)
+        g = gate_scores(flags, m.confidence, m.provenance, mode or self.config.gate_mode)
+        trust = g.h * g.i * g.r
+        reason = device_check or quarantine_reason(g)
+        if reason:
+            target = State.QUARANTINED
+        else:
+            target = dynamics.rn_disposition(g.rn, self.config)
+            if target is State.QUARANTINED:
+                reason = "Rn below yellow"
+        with self.store.transaction():
+            scored = m.replace(
+                flags=flags, h=g.h, i=g.i, r=g.r, f=g.f, c=g.c, rn=g.rn, w=g.w,
+                verdict=int(g.verdict), hard=int(g.hard), trust=trust, gate_mode=g.mode,
+                strength=g.w, permanent=g.r == 0, last_access=now, decayed_at=now,
+            )  # fmt: skip
+            seq = self.audit.append(
+                "admit",
+                m.id,
+                {
+                    "flags": flags,
+                    "h": g.h,
+                    "i": g.i,
+                    "r": g.r,
+                    "f": g.f,
+                    "c": g.c,
+                    "rn": g.rn,
+                    "w": g.w,
+                    "trust": trust,
+                    "verdict": int(g.verdict),
+                    "hard": int(g.hard),
+                    "gate_mode": g.mode,
+                    "to": target.name.lower(),
+                    "reason": reason or None,
+                    "device_scores": list(m.device_scores) or None,
+                },
+                ts=now,
+            )
+            self.store.update(scored.replace(audit_seq=seq))
+            if target is State.CONSOLIDATED:
+                # GREEN: stage 5 consolidates directly (volatile → candidate → consolidated).
+                cand = self.transition(scored, State.CANDIDATE, "gate passed")
+                out = self.transition(cand, State.CONSOLIDATED, "Rn ≥ green: direct")
+            else:
+                out = self.transition(scored, target, reason or "Rn ≥ yellow: held")
+            if out.state is not State.QUARANTINED:
+                out = self._resolve_conflicts(out)
+            return out
+
+    def admit(self, payload: bytes | str, source: str = "", **kw: Any) -> Memory:
+        """Stages 1-5 in one call (capture then process)."""
+        with self.store.transaction():
+            m = self.capture(payload, source, **kw)
+            return self.process(m.id)
+
+    # -- stage 6: recall ----------------------------------------------------------------
+    def recall(
+        self,
+        query: str,
+        k: int = 10,
+        flt: RecallFilter | None = None,
+        *,
+        touch: bool = True,
+    ) -> list[RecallHit]:
+        """Top-k by Sim·M·Rec·Trust; each hit's access_count goes up (a rehearsal)."""
+        return self.recall_batch([query], k, flt, touch=touch)[0]
+
+    def recall_batch(
+        self,
+        queries: Sequence[str],
+        k: int = 10,
+        flt: RecallFilter | None = None,
+        *,
+        touch: bool = True,
+    ) -> list[list[RecallHit]]:
+        now = self.clock()
+        q = np.stack([self.embedder.embed(text) for text in queries]).astype(np.float32)
+        results = self.index.search(q, k, flt or RecallFilter(), now)
+        if touch:
+            with self.store.transaction():
+                for hits in results:
+                    for hit in hits:
+                        self._touch(hit.id, now)
+        return results
+
+    def _touch(self, memory_id: str, now: float) -> None:
+        """A rehearsal: settle pending strength (U so far, decay to now), then count it."""
+        m = self.require(memory_id)
+        d = dynamics.decay_between(m.last_access, m.decayed_at, now, self.config)
+        u = m.access_count - m.access_seen
+        new = dynamics.strength_step(m.strength, u, m.priority, m.rn, d, 0.0, self.config)
+        self._save(
+            m.replace(
+                strength=new,
+                access_seen=m.access_count,
+                access_count=m.access_count + 1,
+                last_access=now,
+                decayed_at=max(m.decayed_at, now),
+            )
+        )
+
+    # -- stage 5 over time: the decay sweep ---------------------------------------------
+    def sweep(self, now: float | None = None) -> SweepReport:
+        """Apply the strength equation to every live memory up to ``now``; archive those
+        below ``archive_strength``, promote reinforced candidates. Idempotent: a second
+        sweep at the same instant finds nothing to do and writes nothing."""
+        t = self.clock() if now is None else now
+        cfg = self.config
+        rows = self.store.db.execute(
+            "SELECT rowid, strength, access_count - access_seen, priority, rn, last_access, "
+            "decayed_at, state, h, flagged, kind = 'procedure' FROM memories "
+            "WHERE state IN (1, 2)"
+        ).fetchall()
+        if not rows:
+            return SweepReport(t, 0, 0, 0, 0)
+        a = np.array(rows, dtype=np.float64)
+        del rows
+        rowid = a[:, 0].astype(np.int64)
+        old = a[:, 1]
+        res = dynamics.sweep_arrays(t, old, a[:, 2], a[:, 3], a[:, 4], a[:, 5], a[:, 6], cfg)
+        state = a[:, 7].astype(np.int8)
+        archive = res.strength < cfg.archive_strength
+        promote = (
+            (state == int(State.CANDIDATE))
+            & ~archive
+            & (res.strength >= cfg.promote_strength)
+            & (a[:, 8] > 0)  # MEM-INV-1: H = 0 never consolidates
+            & (a[:, 9] == 0)  # a flagged (contradicted) memory waits for repair or review
+        )
+        big = res.changed & (np.abs(res.strength - old) >= cfg.audit_strength_delta)
+        new_state = state.copy()
+        new_state[archive] = int(State.ARCHIVED)
+        new_state[promote] = int(State.CONSOLIDATED)
+        new_layer = self.index_layers(rowid)
+        new_layer[promote] = np.where(
+            a[promote, 10] > 0, int(Layer.PROCEDURAL), int(Layer.SEMANTIC)
+        ).astype(np.int8)
+        idx = np.flatnonzero(res.changed)
+        special = np.flatnonzero(archive | promote | big)
+        with self.store.transaction():
+            self.store.db.executemany(
+                "UPDATE memories SET strength = ?, decayed_at = ?, "
+                "access_seen = access_count WHERE rowid = ?",
+                zip(
+                    res.strength[idx].tolist(),
+                    res.decayed_at[idx].tolist(),
+                    rowid[idx].tolist(),
+                    strict=True,
+                ),
+            )
+            ids = self._ids_of(rowid[special].tolist())
+            entries: list[tuple[str, str, dict[str, Any]]] = []
+            owners: list[int] = []  # which special row each audit entry belongs to
+            for j in special.tolist():
+                mid = ids[int(rowid[j])]
+                if big[j]:
+                    entries.append(("strength", mid, {
+                        "old_strength": float(old[j]), "strength": float(res.strength[j]),
+                        "reason": "sweep", "now": t}))  # fmt: skip
+                    owners.append(j)
+                if new_state[j] != state[j]:
+                    old_s, new_s = State(int(state[j])), State(int(new_state[j]))
+                    check_transition(mid, old_s, new_s)
+                    why = (
+                        "strength below archive threshold"
+                        if archive[j]
+                        else "reinforced to promote strength"
+                    )
+                    entries.append(("transition", mid, {
+                        "from": old_s.name.lower(), "to": new_s.name.lower(), "reason": why,
+                        "layer": Layer(int(new_layer[j])).name.lower()}))  # fmt: skip
+                    owners.append(j)
+            last_seq: dict[int, int] = {}
+            for j, seq in zip(owners, self.audit.append_many(entries, ts=t), strict=True):
+                last_seq[j] = seq  # the latest record about each memory
+            self.store.db.executemany(
+                "UPDATE memories SET state = ?, layer = ?, audit_seq = ? WHERE rowid = ?",
+                [(int(new_state[j]), int(new_layer[j]), seq, int(rowid[j]))
+                 for j, seq in last_seq.items()],
+            )  # fmt: skip
+            self.store.set_meta("last_sweep", repr(t))
+        upd = np.union1d(idx, special)
+        self.index.update_columns(rowid[upd], res.strength[upd], new_state[upd], new_layer[upd])
+        return SweepReport(t, len(a), len(idx), int(archive.sum()), int(promote.sum()))
+
+    def _ids_of(self, rowids: list[int]) -> dict[int, str]:
+        out: dict[int, str] = {}
+        for k in range(0, len(rowids), 500):
+            chunk = rowids[k : k + 500]
+            marks = ",".join("?" * len(chunk))
+            for r, mid in self.store.db.execute(
+                f"SELECT rowid, id FROM memories WHERE rowid IN ({marks})", chunk
+            ):
+                out[int(r)] = str(mid)
+        return out
+
+    def index_layers(self, rowids: npt.NDArray[np.int64]) -> npt.NDArray[np.int8]:
+        layers: npt.NDArray[np.int8] = self.index.layer[self.index.pos_of_rowid[rowids]].copy()
+        return layers
+
+    # -- stage 7: contradiction, corruption, repair -------------------------------------
+    def _resolve_conflicts(self, m: Memory) -> Memory:
+        conflicts = contradiction.find_conflicts(self.store, m, self.config)
+        if not conflicts:
+            return m
+        group = [m, *(c.other for c in conflicts)]
+        top = max(x.trust for x in group)
+        # The less trusted side is downgraded; when all are equally trusted, all are.
+        losers = {x.id for x in group if x.trust < top} or {x.id for x in group}
+        cfg = self.config
+        ids = {x.id for x in group}
+        kinds = ",".join(sorted({c.kind for c in conflicts}))
+        out = m
+        for x in group:
+            others = tuple(sorted(ids - {x.id}))
+            lose = x.id in losers
+            seq = self.audit.append(
+                "contradiction",
+                x.id,
+                {
+                    "conflict": ",".join(others),
+                    "reason": kinds,
+                    "x": cfg.contradiction_x if lose else 0.0,
+                },
+                ts=self.clock(),
+            )
+            links = tuple(dict.fromkeys((*x.links, *others)))
+            y = self._save(x.replace(flagged=True, links=links, audit_seq=seq))
+            if lose:
+                y = self.apply_strength(y, x=cfg.contradiction_x, reason="contradiction")
+                if y.strength < cfg.quarantine_strength:
+                    y = self.transition(y, State.QUARANTINED, "contradiction")
+            if y.id == m.id:
+                out = y
+        return out
+
+    def check_integrity(self) -> list[str]:
+        """Stage 7 for corruption: every memory whose hash does not match its content is
+        pressured (X), flagged and quarantined (archived ones are only flagged)."""
+        bad: list[str] = []
+        for m in self.store.select():
+            if not contradiction.is_corrupted(m):
+                continue
+            bad.append(m.id)
+            with self.store.transaction():
+                seq = self.audit.append(
+                    "corruption", m.id, {"hash": m.hash, "x": self.config.corruption_x},
+                    ts=self.clock(),
+                )  # fmt: skip
+                y = self._save(m.replace(flagged=True, audit_seq=seq))
+                y = self.apply_strength(y, x=self.config.corruption_x, reason="corrupted hash")
+                if y.state in (State.CANDIDATE, State.CONSOLIDATED, State.VOLATILE):
+                    self.transition(y, State.QUARANTINED, "corrupted hash")
+        return bad
+
+    def repair(
+        self,
+        memory_id: str,
+        payload: bytes | str,
+        *,
+        reason: str,
+        actor: str = "system",
+        value: str | None = None,
+        negated: bool | None = None,
+    ) -> Memory:
+        """Write a corrected version of ``memory_id``: a new memory whose prev_hash is the
+        prior's hash and whose ``supersedes`` names it. The prior is preserved (a live
+        prior is archived, read-only; a quarantined one stays quarantined)."""
+        prior = self.require(memory_id)
+        if prior.state is State.VOLATILE:
+            raise HirmemError(f"memory {memory_id} is volatile: gate it before repairing it")
+        with self.store.transaction():
+            new = self.capture(
+                payload,
+                prior.source,
+                flags=prior.flags,
+                confidence=prior.confidence,
+                provenance=prior.provenance,
+                priority=prior.priority,
+                context=prior.context,
+                subject=prior.subject,
+                attribute=prior.attribute,
+                value=prior.value if value is None else value,
+                negated=prior.negated if negated is None else negated,
+                kind=prior.kind,
+                links=(prior.id,),
+                _prev_hash=prior.hash,
+                _version=prior.version + 1,
+                _supersedes=prior.id,
+            )
+            if prior.device:
+                new = self._save(new.replace(device=prior.device, kid=prior.kid))
+            self.audit.append(
+                "repair", new.id, {"prior": prior.id, "version": new.version, "reason": reason},
+                actor=actor, ts=self.clock(),
+            )  # fmt: skip
+            if prior.state in (State.CANDIDATE, State.CONSOLIDATED):
+                self.transition(prior, State.ARCHIVED, f"superseded by {new.id}", actor=actor)
+            return self.process(new.id)
+
+    # -- inspection ---------------------------------------------------------------------
+    def verify_audit(self) -> Verification:
+        """Walk the chain; also catch a truncated tail (a memory citing a missing seq)."""
+        result = self.audit.verify()
+        if not result.ok:
+            return result
+        row = self.store.db.execute("SELECT max(audit_seq) FROM memories").fetchone()
+        cited = int(row[0] or 0)
+        if cited > result.count:
+            return Verification(
+                False, result.count, result.count + 1,
+                f"memories cite audit seq {cited} but the chain ends at {result.count}",
+            )  # fmt: skip
+        return result
+
+    def history(self, memory_id: str) -> list[Memory]:
+        """The version chain of a memory, oldest first."""
+        chain = [self.require(memory_id)]
+        while chain[0].supersedes:
+            chain.insert(0, self.require(chain[0].supersedes))
+        while True:
+            nxt = self.store.select("supersedes = ?", (chain[-1].id,))
+            if not nxt:
+                return chain
+            chain.append(nxt[0])
+
+    def stats(self) -> dict[str, dict[str, int]]:
+        states = self.store.counts_by("state")
+        layers = self.store.counts_by("layer")
+        return {
+            "states": {s.name.lower(): states.get(int(s), 0) for s in State},
+            "layers": {
+                **{
+                    x.name.lower(): layers.get(int(x), 0)
+                    for x in Layer
+                    if x is not Layer.PROVENANCE
+                },
+                "provenance": self.audit.head_seq,
+            },
+        }

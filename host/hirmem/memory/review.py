@@ -1,0 +1,98 @@
+"""Quarantine review: only a human steward re-promotes a quarantined memory.
+
+Quarantined memories are preserved with their audit trace (MEM-INV-3). A steward
+decides one of:
+
+* ``promote`` — quarantined → candidate, then the consolidation rule of stage 5
+  applies (Rn ≥ green consolidates).
+* ``retire`` — quarantined → archived (read-only, preserved).
+
+Permanent quarantine (R = 0: a domination pattern, or consent not enforced; MEM-INV-2)
+admits only ``keep``: such a memory stays quarantined, preserved, forever.
+* ``keep`` — stays quarantined; the decision is recorded all the same.
+
+Every decision names the steward and the reason; both are stored in the append-only
+``reviews`` table and in the audit chain (actor ``steward:<name>``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from hirmem.errors import HirmemError
+from hirmem.memory.model import Memory, State
+
+if TYPE_CHECKING:
+    from hirmem.memory.engine import MemoryEngine
+
+__all__ = ["DECISIONS", "Decision", "decide", "decisions", "pending"]
+
+DECISIONS = ("promote", "retire", "keep")
+
+
+@dataclass(frozen=True)
+class Decision:
+    seq: int
+    memory_id: str
+    steward: str
+    decision: str
+    reason: str
+    ts: float
+    audit_seq: int
+
+
+def pending(engine: MemoryEngine) -> list[Memory]:
+    """Quarantined memories, oldest first (permanent ones included: they stay listed)."""
+    return engine.store.select("state = ?", (int(State.QUARANTINED),), tail="ORDER BY rowid")
+
+
+def decide(
+    engine: MemoryEngine, memory_id: str, steward: str, decision: str, reason: str
+) -> Decision:
+    """Record a steward's decision on a quarantined memory and carry it out."""
+    if not steward.strip() or ":" in steward:
+        raise HirmemError("a review needs the steward's name (non-empty, no ':')")
+    if not reason.strip():
+        raise HirmemError("a review needs a reason: say why the steward decided this")
+    if decision not in DECISIONS:
+        raise HirmemError(f"decision must be one of {DECISIONS}, got {decision!r}")
+    m = engine.require(memory_id)
+    if m.state is not State.QUARANTINED:
+        raise HirmemError(
+            f"memory {memory_id} is {m.state.name.lower()}, not quarantined: nothing to review"
+        )
+    if decision != "keep" and m.permanent:
+        raise HirmemError(
+            f"memory {memory_id} is in permanent quarantine (R = 0: domination or no consent, "
+            "MEM-INV-2); a steward may record a 'keep' decision, never promote or retire it"
+        )
+    actor = f"steward:{steward}"
+    now = engine.clock()
+    with engine.store.transaction():
+        seq = engine.audit.append(
+            "review", memory_id, {"decision": decision, "reason": reason}, actor=actor, ts=now
+        )
+        cur = engine.store.db.execute(
+            "INSERT INTO reviews(memory_id, steward, decision, reason, ts, audit_seq) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (memory_id, steward, decision, reason, now, seq),
+        )
+        if decision == "promote":
+            y = engine.transition(m, State.CANDIDATE, f"steward review: {reason}", actor=actor)
+            if y.rn >= engine.config.green and y.h > 0:
+                engine.transition(y, State.CONSOLIDATED, "Rn ≥ green after review", actor=actor)
+        elif decision == "retire":
+            engine.transition(m, State.ARCHIVED, f"steward review: {reason}", actor=actor)
+        else:
+            engine.store.update(m.replace(audit_seq=seq))
+    return Decision(int(cur.lastrowid or 0), memory_id, steward, decision, reason, now, seq)
+
+
+def decisions(engine: MemoryEngine, memory_id: str | None = None) -> list[Decision]:
+    sql = "SELECT seq, memory_id, steward, decision, reason, ts, audit_seq FROM reviews"
+    params: tuple[str, ...] = ()
+    if memory_id is not None:
+        sql += " WHERE memory_id = ?"
+        params = (memory_id,)
+    return [Decision(*row) for row in engine.store.db.execute(sql + " ORDER BY seq", params)]

@@ -1,0 +1,274 @@
+"""SQLite persistence for the memory engine: WAL, migrations, enforced invariants.
+
+One file holds everything: ``memories`` (one row per memory object, all schema fields),
+``audit`` (the provenance layer: the append-only chain), ``reviews`` (steward decisions)
+and ``meta`` (chain heads, the last sweep, the embedder). Everything the engine knows
+is in the file, so a restart resumes exactly where it stopped.
+
+The database itself refuses what the invariants forbid, whatever code talks to it:
+
+* ``audit`` and ``reviews`` rows can be neither updated nor deleted (MEM-INV-5);
+* a memory can be deleted only while volatile (eviction from the working ring), never
+  once gated (MEM-INV-3: quarantine preserves, never silent deletion);
+* the hashed content of a memory (id, payload, source, timestamp, context, prev_hash,
+  hash) can never be updated: a repair writes a new version (MEM-INV-4).
+
+Schema versions live in ``PRAGMA user_version``; :data:`MIGRATIONS` brings any older
+file up to date on open.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from hirmem.errors import HirmemError
+from hirmem.memory.model import Layer, Memory, State
+
+__all__ = ["COLUMNS", "MIGRATIONS", "SCHEMA_VERSION", "Store"]
+
+_V1 = """
+CREATE TABLE memories (
+    rowid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    payload BLOB NOT NULL,
+    source TEXT NOT NULL,
+    timestamp INTEGER NOT NULL,
+    context BLOB NOT NULL,
+    flags INTEGER NOT NULL,
+    h REAL NOT NULL, i REAL NOT NULL, r REAL NOT NULL,
+    f REAL NOT NULL, c REAL NOT NULL, rn REAL NOT NULL,
+    confidence REAL NOT NULL, provenance REAL NOT NULL, priority REAL NOT NULL,
+    w REAL NOT NULL, verdict INTEGER NOT NULL, hard INTEGER NOT NULL, trust REAL NOT NULL,
+    links TEXT NOT NULL,
+    access_count INTEGER NOT NULL, access_seen INTEGER NOT NULL,
+    strength REAL NOT NULL CHECK (strength >= 0),
+    last_access REAL NOT NULL, decayed_at REAL NOT NULL,
+    hash BLOB NOT NULL, prev_hash BLOB NOT NULL, audit_seq INTEGER NOT NULL,
+    state INTEGER NOT NULL CHECK (state BETWEEN 0 AND 4),
+    layer INTEGER NOT NULL CHECK (layer BETWEEN 0 AND 3),
+    subject TEXT NOT NULL, attribute TEXT NOT NULL, value TEXT NOT NULL,
+    negated INTEGER NOT NULL, kind TEXT NOT NULL,
+    device TEXT NOT NULL, kid TEXT NOT NULL, device_scores TEXT NOT NULL,
+    gate_mode TEXT NOT NULL, version INTEGER NOT NULL, supersedes TEXT NOT NULL,
+    flagged INTEGER NOT NULL, quarantine_reason TEXT NOT NULL, permanent INTEGER NOT NULL,
+    created REAL NOT NULL, embedding BLOB NOT NULL
+);
+CREATE INDEX memories_state ON memories(state);
+CREATE TABLE audit (
+    seq INTEGER PRIMARY KEY,
+    ts INTEGER NOT NULL,
+    action TEXT NOT NULL,
+    memory_id TEXT NOT NULL,
+    actor TEXT NOT NULL,
+    detail BLOB NOT NULL,
+    prev BLOB NOT NULL,
+    hash BLOB NOT NULL
+);
+CREATE TABLE reviews (
+    seq INTEGER PRIMARY KEY,
+    memory_id TEXT NOT NULL,
+    steward TEXT NOT NULL,
+    decision TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    ts REAL NOT NULL,
+    audit_seq INTEGER NOT NULL
+);
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+BEGIN SELECT RAISE(ABORT, 'audit chain is append-only (MEM-INV-5): no update'); END;
+CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+BEGIN SELECT RAISE(ABORT, 'audit chain is append-only (MEM-INV-5): no delete'); END;
+CREATE TRIGGER reviews_no_update BEFORE UPDATE ON reviews
+BEGIN SELECT RAISE(ABORT, 'steward decisions are append-only: no update'); END;
+CREATE TRIGGER reviews_no_delete BEFORE DELETE ON reviews
+BEGIN SELECT RAISE(ABORT, 'steward decisions are append-only: no delete'); END;
+CREATE TRIGGER memories_no_delete BEFORE DELETE ON memories WHEN OLD.state != 0
+BEGIN SELECT RAISE(ABORT, 'only volatile memories may be evicted (MEM-INV-3)'); END;
+CREATE TRIGGER memories_content_fixed
+BEFORE UPDATE OF id, payload, source, timestamp, context, prev_hash, hash ON memories
+BEGIN SELECT RAISE(ABORT, 'memory content is immutable: repair writes a new version'); END;
+"""
+
+_V2 = """
+CREATE INDEX memories_subject ON memories(subject, attribute);
+CREATE INDEX memories_device ON memories(device);
+CREATE INDEX memories_supersedes ON memories(supersedes);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+COLUMNS: tuple[str, ...] = (
+    "id", "payload", "source", "timestamp", "context", "flags",
+    "h", "i", "r", "f", "c", "rn", "confidence", "provenance", "priority",
+    "w", "verdict", "hard", "trust", "links", "access_count", "access_seen",
+    "strength", "last_access", "decayed_at", "hash", "prev_hash", "audit_seq",
+    "state", "layer", "subject", "attribute", "value", "negated", "kind",
+    "device", "kid", "device_scores", "gate_mode", "version", "supersedes",
+    "flagged", "quarantine_reason", "permanent", "created", "embedding",
+)  # fmt: skip
+_MUTABLE = tuple(
+    c for c in COLUMNS
+    if c not in ("id", "payload", "source", "timestamp", "context", "prev_hash", "hash")
+)  # fmt: skip
+_SELECT = "SELECT rowid, " + ", ".join(COLUMNS) + " FROM memories"
+
+
+def to_row(m: Memory) -> dict[str, Any]:
+    row = {c: getattr(m, c) for c in COLUMNS}
+    row["links"] = json.dumps(list(m.links))
+    row["device_scores"] = json.dumps(list(m.device_scores))
+    row["state"] = int(m.state)
+    row["layer"] = int(m.layer)
+    row["negated"] = int(m.negated)
+    row["flagged"] = int(m.flagged)
+    row["permanent"] = int(m.permanent)
+    return row
+
+
+def from_row(row: Sequence[Any]) -> tuple[int, Memory]:
+    values = dict(zip(COLUMNS, row[1:], strict=True))
+    values["links"] = tuple(json.loads(values["links"]))
+    values["device_scores"] = tuple(json.loads(values["device_scores"]))
+    values["state"] = State(values["state"])
+    values["layer"] = Layer(values["layer"])
+    for name in ("negated", "flagged", "permanent"):
+        values[name] = bool(values[name])
+    return int(row[0]), Memory(**values)
+
+
+class Store:
+    """One SQLite file (or ``":memory:"``) holding a memory engine's state."""
+
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        self.path = str(path)
+        self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.execute("PRAGMA foreign_keys=ON")
+        self._depth = 0
+        self.rollback_hooks: list[Callable[[], None]] = []
+        self.migrate()
+
+    # -- schema -------------------------------------------------------------------------
+    @property
+    def schema_version(self) -> int:
+        return int(self.db.execute("PRAGMA user_version").fetchone()[0])
+
+    def migrate(self, target: int = SCHEMA_VERSION) -> None:
+        current = self.schema_version
+        if current > SCHEMA_VERSION:
+            raise HirmemError(
+                f"memory store {self.path} has schema {current}, this hirmem knows up to "
+                f"{SCHEMA_VERSION}: upgrade hirmem"
+            )
+        for version in range(current, target):
+            with self.transaction():
+                for statement in _statements(MIGRATIONS[version]):
+                    self.db.execute(statement)
+                self.db.execute(f"PRAGMA user_version={version + 1}")
+
+    # -- transactions -------------------------------------------------------------------
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Nestable: only the outermost level begins and commits (or rolls back)."""
+        if self._depth:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        self.db.execute("BEGIN IMMEDIATE")
+        self._depth = 1
+        try:
+            yield
+        except BaseException:
+            self._depth = 0
+            self.db.execute("ROLLBACK")
+            for hook in self.rollback_hooks:  # caches (audit head, recall index) re-read
+                hook()
+            raise
+        self._depth = 0
+        self.db.execute("COMMIT")
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- memories -----------------------------------------------------------------------
+    def insert(self, m: Memory) -> int:
+        names = ", ".join(COLUMNS)
+        marks = ", ".join(f":{c}" for c in COLUMNS)
+        try:
+            cur = self.db.execute(f"INSERT INTO memories ({names}) VALUES ({marks})", to_row(m))
+        except sqlite3.IntegrityError as exc:
+            raise HirmemError(f"memory {m.id} cannot be stored: {exc}") from exc
+        return int(cur.lastrowid or 0)
+
+    def update(self, m: Memory) -> None:
+        """Write the mutable fields of ``m`` (content fields are immutable)."""
+        row = to_row(m)
+        sets = ", ".join(f"{c} = :{c}" for c in _MUTABLE)
+        cur = self.db.execute(f"UPDATE memories SET {sets} WHERE id = :id", row)
+        if cur.rowcount != 1:
+            raise HirmemError(f"memory {m.id} is not in the store")
+
+    def delete_volatile(self, memory_id: str) -> None:
+        self.db.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+
+    def get(self, memory_id: str) -> Memory | None:
+        row = self.db.execute(_SELECT + " WHERE id = ?", (memory_id,)).fetchone()
+        return None if row is None else from_row(row)[1]
+
+    def rowid(self, memory_id: str) -> int | None:
+        row = self.db.execute("SELECT rowid FROM memories WHERE id = ?", (memory_id,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def select(self, where: str = "", params: Sequence[Any] = (), tail: str = "") -> list[Memory]:
+        sql = _SELECT + (f" WHERE {where}" if where else "") + (f" {tail}" if tail else "")
+        return [from_row(row)[1] for row in self.db.execute(sql, tuple(params))]
+
+    def select_rows(self, where: str = "", params: Sequence[Any] = ()) -> list[tuple[int, Memory]]:
+        sql = _SELECT + (f" WHERE {where}" if where else "") + " ORDER BY rowid"
+        return [from_row(row) for row in self.db.execute(sql, tuple(params))]
+
+    def count(self, where: str = "", params: Sequence[Any] = ()) -> int:
+        sql = "SELECT count(*) FROM memories" + (f" WHERE {where}" if where else "")
+        return int(self.db.execute(sql, tuple(params)).fetchone()[0])
+
+    def counts_by(self, column: str) -> dict[int, int]:
+        if column not in ("state", "layer"):
+            raise HirmemError(f"cannot count by {column}")
+        rows = self.db.execute(f"SELECT {column}, count(*) FROM memories GROUP BY {column}")
+        return {int(k): int(v) for k, v in rows}
+
+    # -- meta ---------------------------------------------------------------------------
+    def meta(self, key: str, default: str | None = None) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return default if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.db.execute(
+            "INSERT INTO meta(key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration into statements (triggers contain ';' inside BEGIN … END)."""
+    out: list[str] = []
+    buf = ""
+    for line in script.strip().splitlines():
+        buf += line + "\n"
+        if sqlite3.complete_statement(buf):
+            out.append(buf.strip())
+            buf = ""
+    if buf.strip():
+        out.append(buf.strip())
+    return out
