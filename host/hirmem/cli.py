@@ -8,6 +8,7 @@ import sys
 from hirmem import commands, identity
 from hirmem import provision as provision_module
 from hirmem.errors import HirmemError
+from hirmem.memory import cli as memory_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_parser("provision", help="create a device key; provision a board image's key slot")
     )
     commands.add_parsers(sub)
+    memory_cli.add_parser(sub)
     return parser
 
 
@@ -44,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
             print(" | ".join(identity.fold(p) for p in parts))
             print(identity.triple_id(*parts))
             return 0
+        if args.command == "memory":
+            return memory_cli.run(args)
         return commands.run(args)
     except HirmemError as exc:
         print(f"hirmem: {exc}", file=sys.stderr)

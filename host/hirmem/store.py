@@ -495,6 +495,30 @@ class Store:
             rows = self._db.execute(sql + " ORDER BY device_id, seq", args).fetchall()
         return [StoredPack(*r) for r in rows]
 
+    def packs_since(self, after: int = 0, limit: int = 100) -> list[tuple[int, Pack]]:
+        """Accepted packs in arrival order, (cursor, pack) with cursor > ``after``.
+
+        Each pack is verified again with its device's key on the way out: a reader
+        (the memory engine) never takes bytes the store did not check twice.
+        """
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT p.rowid, p.raw, p.device_id, d.public_key FROM packs p "
+                "JOIN devices d ON d.device_id = p.device_id "
+                "WHERE p.rowid > ? ORDER BY p.rowid LIMIT ?",
+                (after, limit),
+            ).fetchall()
+        out = []
+        for rowid, raw, device_id, public in rows:
+            public_key = PublicKey(bytes(public))
+            keys = {public_key.kid: TrustedKey(public_key, bytes(device_id), PackKind.MEMORY)}
+            try:
+                pack = verify_pack(bytes(raw), keys, None, PackKind.MEMORY, require_chain=False)
+            except PackError as exc:
+                raise StoreError(f"stored pack {rowid} does not verify any more: {exc}") from None
+            out.append((int(rowid), pack.pack))
+        return out
+
     def records(self, after: int = 0, limit: int = 1000) -> list[tuple[int, Record, bytes]]:
         """Stored records in arrival order: (cursor, record, pack_id), cursor > ``after``."""
         with self._lock:

@@ -1,0 +1,228 @@
+"""``hirmem memory …``: inspect and steer a memory store from the command line.
+
+Wire it in with ``add_parser(subparsers)`` and dispatch ``run(args)``::
+
+    hirmem memory --db mem.sqlite stats            # states and layers, with counts
+    hirmem memory --db mem.sqlite list --state quarantined --limit 20
+    hirmem memory --db mem.sqlite show ID          # every schema field
+    hirmem memory --db mem.sqlite history ID       # versions and audit records
+    hirmem memory --db mem.sqlite verify           # walk the audit chain
+    hirmem memory --db mem.sqlite check            # find corrupted hashes (quarantines them)
+    hirmem memory --db mem.sqlite admit TEXT --source S [--flags 0x0fff]
+    hirmem memory --db mem.sqlite recall TEXT [-k 5] [--state consolidated]
+    hirmem memory --db mem.sqlite sweep
+    hirmem memory --db mem.sqlite review list
+    hirmem memory --db mem.sqlite review decide ID --steward NAME --decision promote --reason WHY
+    hirmem memory --db mem.sqlite review history [ID]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from hirmem.errors import HirmemError
+from hirmem.memory import review
+from hirmem.memory.config import MemoryConfig
+from hirmem.memory.engine import MemoryEngine
+from hirmem.memory.model import Layer, Memory, State
+from hirmem.memory.recall import DEFAULT_STATES, RecallFilter
+
+__all__ = ["add_parser", "run"]
+
+_STATES = [s.name.lower() for s in State]
+_LAYERS = [x.name.lower() for x in Layer if x is not Layer.PROVENANCE]
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "memory", help="inspect and steer the host memory engine (SQLite store)"
+    )
+    p.add_argument("--db", default="hirmem-memory.sqlite", help="store file (default %(default)s)")
+    p.add_argument("--config", help="JSON file of MemoryConfig overrides")
+    sub = p.add_subparsers(dest="memory_command", required=True)
+    sub.add_parser("stats", help="counts per state and per layer")
+    ls = sub.add_parser("list", help="list memories, filtered")
+    _filters(ls)
+    ls.add_argument("--limit", type=int, default=50)
+    show = sub.add_parser("show", help="every field of one memory (explicit id: any state)")
+    show.add_argument("id")
+    hist = sub.add_parser("history", help="a memory's versions and audit records")
+    hist.add_argument("id")
+    sub.add_parser("verify", help="walk the audit chain; name the first broken link")
+    sub.add_parser("check", help="find memories whose hash no longer matches (quarantine them)")
+    admit = sub.add_parser("admit", help="capture and gate one memory")
+    admit.add_argument("payload")
+    admit.add_argument("--source", default="cli")
+    admit.add_argument("--flags", type=lambda s: int(s, 0), default=0x0FFF)
+    admit.add_argument("--confidence", type=float, default=1.0)
+    admit.add_argument("--provenance", type=float, default=1.0)
+    admit.add_argument("--subject", default="")
+    admit.add_argument("--attribute", default="")
+    admit.add_argument("--value", default="")
+    rc = sub.add_parser("recall", help="top-k by Sim·M·Rec·Trust")
+    rc.add_argument("query")
+    rc.add_argument("-k", type=int, default=5)
+    rc.add_argument("--no-touch", action="store_true", help="do not count this as a rehearsal")
+    _filters(rc)
+    sub.add_parser("sweep", help="run the decay sweep now")
+    fol = sub.add_parser("follow", help="admit the device packs the daemon stored since last time")
+    fol.add_argument("--intake", default="hirmem.db", help="the daemon's store (%(default)s)")
+    rv = sub.add_parser("review", help="steward review of quarantined memories")
+    rsub = rv.add_subparsers(dest="review_command", required=True)
+    rsub.add_parser("list", help="quarantined memories awaiting review")
+    dec = rsub.add_parser("decide", help="record a steward decision")
+    dec.add_argument("id")
+    dec.add_argument("--steward", required=True)
+    dec.add_argument("--decision", required=True, choices=review.DECISIONS)
+    dec.add_argument("--reason", required=True)
+    rh = rsub.add_parser("history", help="recorded decisions")
+    rh.add_argument("id", nargs="?")
+    return p
+
+
+def _filters(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--state", action="append", choices=_STATES, default=[])
+    p.add_argument("--layer", action="append", choices=_LAYERS, default=[])
+    p.add_argument("--source", action="append", default=[])
+    p.add_argument("--device", action="append", default=[])
+    p.add_argument("--subject", action="append", default=[])
+
+
+def _filter(args: argparse.Namespace, default_states: frozenset[State]) -> RecallFilter:
+    states = frozenset(State[s.upper()] for s in args.state) or default_states
+    return RecallFilter(
+        layers=frozenset(Layer[x.upper()] for x in args.layer),
+        states=states,
+        sources=frozenset(args.source),
+        devices=frozenset(args.device),
+        subjects=frozenset(args.subject),
+    )
+
+
+def _line(m: Memory) -> str:
+    text = m.payload.decode("utf-8", errors="replace")
+    text = text if len(text) <= 40 else text[:39] + "…"
+    return (
+        f"{m.id}  {m.state.name.lower():<12} {m.layer.name.lower():<10} M={m.strength:.3f} "
+        f"Rn={m.rn:.3f} T={m.trust:.3f} n={m.access_count:<3} {m.source!r:<12} {text}"
+    )
+
+
+def _show(m: Memory) -> None:
+    for name in Memory.__dataclass_fields__:
+        value = getattr(m, name)
+        if name == "embedding":
+            value = f"<{len(value) // 4} float32>"
+        elif isinstance(value, bytes):
+            value = value.hex() if name != "payload" else repr(value)
+        elif isinstance(value, (State, Layer)):
+            value = value.name.lower()
+        print(f"{name:>18}: {value}")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = MemoryConfig.load(args.config) if args.config else MemoryConfig()
+        engine = MemoryEngine(args.db, config)
+    except HirmemError as exc:
+        print(f"hirmem memory: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return _run(engine, args)
+    except HirmemError as exc:
+        print(f"hirmem memory: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        engine.close()
+
+
+def _run(engine: MemoryEngine, args: argparse.Namespace) -> int:
+    cmd = args.memory_command
+    if cmd == "stats":
+        stats = engine.stats()
+        for group, counts in stats.items():
+            print(group + ": " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+        return 0
+    if cmd == "list":
+        flt = _filter(args, frozenset())
+        for m in engine.store.select(tail="ORDER BY rowid"):
+            if flt.matches(m):
+                print(_line(m))
+                args.limit -= 1
+                if args.limit <= 0:
+                    break
+        return 0
+    if cmd == "show":
+        _show(engine.require(args.id))
+        return 0
+    if cmd == "history":
+        for version in engine.history(args.id):
+            print(f"v{version.version} " + _line(version))
+            for rec in engine.audit.records(version.id):
+                print(f"    #{rec.seq} {rec.action:<13} {rec.actor:<16} {rec.detail}")
+        return 0
+    if cmd == "follow":
+        from hirmem.memory.follow import follow_intake
+        from hirmem.store import Store
+
+        with Store(args.intake) as intake:
+            fr = follow_intake(engine, intake)
+        print(
+            f"{fr.packs} packs: {fr.admitted} admitted, {fr.quarantined} quarantined, "
+            f"{fr.duplicates} already held, {fr.mismatched} disagreed with the device"
+        )
+        return 0
+    if cmd == "verify":
+        result = engine.verify_audit()
+        print(result)
+        return 0 if result.ok else 1
+    if cmd == "check":
+        bad = engine.check_integrity()
+        print(f"{len(bad)} corrupted memories quarantined" + "".join(f"\n  {b}" for b in bad))
+        return 1 if bad else 0
+    if cmd == "admit":
+        m = engine.admit(
+            args.payload,
+            args.source,
+            flags=args.flags,
+            confidence=args.confidence,
+            provenance=args.provenance,
+            subject=args.subject,
+            attribute=args.attribute,
+            value=args.value,
+        )
+        print(_line(m))
+        if m.quarantine_reason:
+            print(f"  quarantined: {m.quarantine_reason}")
+        return 0
+    if cmd == "recall":
+        hits = engine.recall(args.query, args.k, _filter(args, DEFAULT_STATES),
+                             touch=not args.no_touch)  # fmt: skip
+        for hit in hits:
+            print(
+                f"{hit.score:.4f} = Sim {hit.sim:.3f} · M {hit.strength:.3f} · "
+                f"Rec {hit.recency:.3f} · Trust {hit.trust:.3f}  {hit.id}"
+            )
+        return 0
+    if cmd == "sweep":
+        r = engine.sweep()
+        print(f"swept {r.examined}: {r.changed} changed, {r.archived} archived, "
+              f"{r.promoted} promoted")  # fmt: skip
+        return 0
+    if cmd == "review":
+        if args.review_command == "list":
+            for m in review.pending(engine):
+                mark = " [permanent]" if m.permanent else ""
+                print(_line(m) + f"\n    reason: {m.quarantine_reason}{mark}")
+            return 0
+        if args.review_command == "decide":
+            d = review.decide(engine, args.id, args.steward, args.decision, args.reason)
+            print(f"decision #{d.seq}: {d.steward} {d.decision} {d.memory_id}: {d.reason}")
+            print(_line(engine.require(args.id)))
+            return 0
+        for d in review.decisions(engine, args.id):
+            print(f"#{d.seq} {d.memory_id} {d.decision} by {d.steward}: {d.reason}")
+        return 0
+    return 2

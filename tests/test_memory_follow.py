@@ -1,0 +1,62 @@
+"""The memory engine follows the daemon's intake: stored device packs become memories once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hirmem.memory.engine import MemoryEngine
+from hirmem.memory.follow import CURSOR_KEY, follow_intake
+from hirmem.packs import PackKind, sign_pack
+from hirmem.records import GENESIS, Record, State, record_id
+from hirmem.store import Store
+from test_store import CONTEXT, DEV_A, KEY_A, T0, Device
+
+
+def test_packs_from_the_intake_become_memories_once(tmp_path: Path) -> None:
+    store = Store(tmp_path / "intake.db")
+    store.register_device(DEV_A, KEY_A.public.raw, "mps2-an385")
+    dev = Device(DEV_A, KEY_A)
+    packs = [dev.pack(3), dev.pack(2)]
+    for p in packs:
+        assert store.take_pack(DEV_A, p.encoded).status == "accepted"
+    engine = MemoryEngine(tmp_path / "memory.db")
+    report = follow_intake(engine, store)
+    assert (report.packs, report.admitted, report.duplicates, report.mismatched) == (2, 5, 0, 0)
+    ids = {r.id.hex() for p in packs for r in p.items if isinstance(r, Record)}
+    held = {m.id: m for m in engine.store.select()}
+    assert set(held) == ids
+    assert all(m.device == DEV_A.hex() for m in held.values())
+    # nothing new: nothing admitted, and a restart resumes from the stored cursor
+    assert follow_intake(engine, store).packs == 0
+    engine.close()
+    engine = MemoryEngine(tmp_path / "memory.db")
+    assert engine.store.meta(CURSOR_KEY) is not None
+    third = dev.pack(1)
+    assert store.take_pack(DEV_A, third.encoded).status == "accepted"
+    assert (follow_intake(engine, store).packs, engine.store.count()) == (1, 6)
+
+
+def test_a_hard_fail_from_a_device_is_quarantined_on_the_host(tmp_path: Path) -> None:
+    store = Store(tmp_path / "intake.db")
+    store.register_device(DEV_A, KEY_A.public.raw)
+    # flags without the consent bit: the device's gate hard-fails it into quarantine
+    bad = Record.capture(
+        record_id(DEV_A, 1, 1),
+        b'{"t":1}',
+        "temp0",
+        T0,
+        CONTEXT,
+        0x07FF,
+        0x10000,
+        0xE666,
+        0x8000,
+        GENESIS,
+    )
+    pack = sign_pack(KEY_A, PackKind.MEMORY, DEV_A, (1 << 32) | 1, GENESIS, T0, [bad])
+    assert bad.state == State.QUARANTINED
+    assert store.take_pack(DEV_A, pack.encoded).status == "accepted"
+    engine = MemoryEngine(":memory:")
+    report = follow_intake(engine, store)
+    assert (report.admitted, report.quarantined) == (0, 1)
+    [m] = engine.store.select()
+    assert m.state.name == "QUARANTINED" and m.trust == 0
