@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from functools import cache
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from hirmem.keys import derive_test_key
+
+# The test command is a gate: the same examples on every run, no wall-clock deadline on
+# shared machines. HIRMEM_EXPLORE=1 draws fresh examples (and keeps failures in
+# .hypothesis/ as usual) for hunting.
+settings.register_profile("gate", derandomize=True, deadline=None, print_blob=True)
+settings.register_profile("explore", deadline=None, print_blob=True)
+settings.load_profile("explore" if os.environ.get("HIRMEM_EXPLORE") else "gate")
 
 ROOT = Path(__file__).resolve().parent.parent
 VECTORS = ROOT / "protocol" / "vectors"
