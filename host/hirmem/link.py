@@ -65,7 +65,8 @@ class Link:
         """Run ``action(session)`` under the loop's lock and send what it queued."""
         with self._lock:
             result = action(self.session)
-            self._flush(self.now_ms())
+            events = self._flush(self.now_ms())
+        self._dispatch(events)  # e.g. the SessionLost of a drop()
         return result
 
     def open(self) -> None:
