@@ -9,12 +9,14 @@ keeps what arrived for the test to check.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import select
 import subprocess
 import time
 import tty
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,18 +42,45 @@ AGENT = MP_DIR / "checks" / "agent_unix.py"
 
 
 class MpDevice:
-    """The agent in micropython on a pty slave; the master fd is ours."""
+    """The agent in micropython on one side of a pty.
 
-    def __init__(self, config: dict[str, Any], tmp: Path) -> None:
+    Default: the agent opens the slave path, the test reads and writes the master fd.
+    ``on_master``: the agent gets the master fd (inherited), and ``port`` is the slave
+    path for a host that opens the line itself (pyserial: hirmem.transport, the daemon);
+    the test keeps the slave open so the line never hangs up between host opens.
+    """
+
+    def __init__(self, config: dict[str, Any], tmp: Path, *, on_master: bool = False) -> None:
         assert MICROPYTHON is not None
         self.master, self.slave = os.openpty()
         tty.setraw(self.master)
-        cfg = tmp / "agent.json"
-        cfg.write_text(json.dumps(config))
-        self.proc = subprocess.Popen(
-            [MICROPYTHON, str(AGENT), os.ttyname(self.slave), str(cfg)],
+        self.port = os.ttyname(self.slave)
+        self.on_master = on_master
+        self.cfg = tmp / "agent.json"
+        self.cfg.write_text(json.dumps(config))
+        self.errors: list[str] = []
+        self.proc = self._spawn()
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        assert MICROPYTHON is not None
+        where = str(self.master) if self.on_master else self.port
+        return subprocess.Popen(
+            [MICROPYTHON, str(AGENT), where, str(self.cfg)],
             env=mp_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )
+            pass_fds=(self.master,) if self.on_master else (),
+        )  # fmt: skip
+
+    def restart(self, config: dict[str, Any] | None = None) -> None:
+        """Kill the agent (a reset) and start it again on the same line."""
+        self.errors.append(self._stop())
+        if config is not None:
+            self.cfg.write_text(json.dumps(config))
+        self.proc = self._spawn()
+
+    def _stop(self) -> str:
+        self.proc.kill()
+        _, err = self.proc.communicate(timeout=10)
+        return err.decode(errors="replace")
 
     def write(self, data: bytes) -> None:
         os.write(self.master, data)
@@ -63,11 +92,11 @@ class MpDevice:
         return os.read(self.master, 4096)
 
     def close(self) -> str:
-        self.proc.kill()
-        _, err = self.proc.communicate(timeout=10)
+        """Stop the agent and close the pty; the stderr of every run."""
+        self.errors.append(self._stop())
         os.close(self.master)
         os.close(self.slave)
-        return err.decode(errors="replace")
+        return "".join(self.errors)
 
 
 @dataclass
@@ -86,6 +115,8 @@ class MpHost:
     duplicates: int = 0
     hello: Hello | None = None
     hellos: int = 0
+    deaf_ack: int | None = None  # set: every ack we send stays at this (see deafen)
+    log: list[tuple[float, bytes, Envelope]] = field(default_factory=list)  # every frame
 
     def feed(self, data: bytes) -> None:
         owed = False
@@ -94,6 +125,7 @@ class MpHost:
                 self.frame_errors.append(item)
                 continue
             env = decode_message(item)
+            self.log.append((time.monotonic(), bytes(item), env))
             if isinstance(env.message, Ack | Error) or env.seq == 0:
                 self.unsequenced.append(env)
             elif isinstance(env.message, Hello):
@@ -112,8 +144,19 @@ class MpHost:
             else:
                 self.duplicates += 1
                 owed = True
-        if owed and self.expected > 1:
+        if owed and self.expected > 1 and self.deaf_ack is None:
             self.ack()
+
+    def deafen(self) -> None:
+        """Acknowledge nothing more (no ACK, piggybacked acks frozen): the device's timers run."""
+        self.deaf_ack = self.expected - 1
+
+    def hear(self) -> None:
+        self.deaf_ack = None
+
+    @property
+    def ack_value(self) -> int:
+        return self.expected - 1 if self.deaf_ack is None else self.deaf_ack
 
     def pump(self, seconds: float) -> None:
         end = time.monotonic() + seconds
@@ -139,12 +182,12 @@ class MpHost:
                 self.feed(data)
 
     def wire(self, message: Message, seq: int) -> bytes:
-        return encode_frame(encode_message(message, seq, self.expected - 1), self.max_frame)
+        return encode_frame(encode_message(message, seq, self.ack_value), self.max_frame)
 
     def send(self, message: Message) -> int:
         """Send a sequenced message (fragmented when it does not fit); its seq."""
         seq = self.next_seq
-        body = encode_message(message, seq, self.expected - 1)
+        body = encode_message(message, seq, self.ack_value)
         if len(body) + 4 <= self.max_frame:
             self.next_seq += 1
             self.dev.write(encode_frame(body, self.max_frame))
@@ -153,15 +196,16 @@ class MpHost:
         for fseq, frag in split(inner, self.max_frame, seq):
             self.next_seq = fseq + 1
             self.dev.write(
-                encode_frame(encode_message(frag, fseq, self.expected - 1), self.max_frame)
+                encode_frame(encode_message(frag, fseq, self.ack_value), self.max_frame)
             )
             self.pump(0.05)
         return seq
 
     def ack(self) -> None:
-        self.dev.write(encode_frame(encode_message(Ack(), 0, self.expected - 1), self.max_frame))
+        self.dev.write(encode_frame(encode_message(Ack(), 0, self.ack_value), self.max_frame))
 
     def handshake(self, time_ms: int, pack_seq: int = 0, pack_hash: bytes = GENESIS) -> HelloAck:
+        """Answer the next HELLO (one already received counts) with a HELLO_ACK."""
         end = time.monotonic() + 10
         while self.hello is None and time.monotonic() < end:
             self.feed(self.dev.read(0.2))
@@ -172,5 +216,44 @@ class MpHost:
         )  # fmt: skip
         self.max_frame, self.window = ack.max_frame, ack.window
         self.next_seq, self.expected = 2, 2
+        self.reasm = Reassembler(65536 + 64)
         self.dev.write(encode_frame(encode_message(ack, 1, 1), 128))
         return ack
+
+
+# ---- the identities and defaults the MicroPython tests share -----------------------------
+
+T0 = 1_780_000_000_000
+ONE = 0x10000
+DEVICE_ID = bytes.fromhex("0102030405060708")
+HOST_ID = bytes.fromhex("a1a2a3a4a5a6a7a8")
+DEVICE_SEED = hashlib.sha256(b"hirmem test key: device 0102030405060708").digest()
+HOST_SEED = hashlib.sha256(b"hirmem test key: host a1a2a3a4a5a6a7a8").digest()
+CONTEXT = hashlib.sha256(b"event frame").digest()
+BOOT = 7
+
+
+def device_config(**over: Any) -> dict[str, Any]:
+    """agent_unix.py configuration: the test device trusting the test host key."""
+    from hirmem.keys import SigningKey
+
+    config: dict[str, Any] = {
+        "device_id": DEVICE_ID.hex(), "seed": DEVICE_SEED.hex(),
+        "host_public": SigningKey(HOST_SEED).public.raw.hex(), "host_id": HOST_ID.hex(),
+        "board": "unix-pty", "boot": BOOT, "stop_after_ms": 90000,
+    }  # fmt: skip
+    config.update(over)
+    return config
+
+
+def until(host: MpHost, predicate: Callable[[], bool], timeout: float) -> float:
+    """Read the line until predicate() holds; the monotonic time it did. Fails on timeout."""
+    end = time.monotonic() + timeout
+    while not predicate():
+        left = end - time.monotonic()
+        if left <= 0:
+            raise AssertionError(f"condition not met within {timeout} s")
+        data = host.dev.read(min(left, 0.05))
+        if data:
+            host.feed(data)
+    return time.monotonic()

@@ -3,7 +3,10 @@
 Driving it: Agent(config, write) then start() (writes 00 and HELLO); input(bytes) for
 bytes from the line in any chunking; poll() at least every few ms for the timers
 (retransmission, delayed ack, HELLO resends, offload policy, periodic STATUS);
-capture(...) for the device's own sensor; log(level, text).
+capture(...) for the device's own sensor; log(level, text). knowledge_saved(seq, hash),
+if given, is called when a knowledge pack is accepted, before its KNOWLEDGE_RESULT is
+queued: keep seq and hash where they survive a reset and give them back as
+Config.knowledge_seq / knowledge_hash (rollback protection across boots).
 
 Session rules as in hm_agent.h: without a session only HELLO (seq 1, ack 0, resent
 at 250 ms doubling to 4 s, then every 4 s), LOG and ERROR malformed for a bad
@@ -12,7 +15,11 @@ once with the ack current at that moment, sent as the window allows and resent
 byte-identical (go-back-N) on timeout; RTO 250 ms doubling to 4 s, reset when an ack
 advances; the 8th consecutive timeout ends the session. An owed ack rides on the
 next new frame or leaves as an ACK after 20 ms. One PACK_OFFER at a time, whole or
-as FRAGMENTs; PACK_RESULTs are matched to offers in order.
+as FRAGMENTs; PACK_RESULTs are matched to offers in order. A request (CAPTURE,
+KNOWLEDGE_PUSH, STATUS_REQUEST or any FRAGMENT) that finds the outgoing queue full is
+answered ERROR busy and not delivered. Before a seq would reach 2^32 - 1 the session
+ends (HELLO again, SPEC 6.1); the ring refuses captures (full) once its record seq
+reached 2^32 - 1.
 """
 
 import time
@@ -32,6 +39,7 @@ DEFER_MS = const(4000)
 QUEUE = const(6)
 PACK_CAP = const(1536)
 MAX_FRAME = const(512)
+SEQ_LAST = const(0xFFFFFFFF)
 
 CAP_CAPTURE = const(0x01)
 CAP_KNOWLEDGE = const(0x02)
@@ -48,7 +56,8 @@ class Config:
                  capabilities: int = 0x1F, max_frame: int = 512, window: int = 4,
                  max_message: int = 4096, ring_capacity: int = 16, arena_size: int = 2048,
                  offer_threshold: int = 0, offer_period_ms: int = 0,
-                 status_period_ms: int = 0) -> None:
+                 status_period_ms: int = 0, knowledge_seq: int = 0,
+                 knowledge_hash=None) -> None:
         self.device_id = device_id
         self.seed = seed
         self.host_public = host_public
@@ -65,16 +74,21 @@ class Config:
         self.offer_threshold = offer_threshold
         self.offer_period_ms = offer_period_ms
         self.status_period_ms = status_period_ms
+        self.knowledge_seq = knowledge_seq  # persisted knowledge head (0: none)
+        self.knowledge_hash = knowledge_hash  # its 32-byte hash, None with seq 0
 
 
 class Agent:
-    def __init__(self, cfg: Config, write, clock=None) -> None:
+    def __init__(self, cfg: Config, write, clock=None, knowledge_saved=None) -> None:
         from . import ed25519
 
         if not 128 <= cfg.max_frame <= MAX_FRAME or not 1 <= cfg.window <= 8:
             raise ValueError("max_frame must be 128..512 and window 1..8")
+        if cfg.knowledge_seq and (cfg.knowledge_hash is None or len(cfg.knowledge_hash) != 32):
+            raise ValueError("knowledge_seq needs its 32-byte knowledge_hash")
         self.cfg = cfg
         self.write = write
+        self.knowledge_saved = knowledge_saved
         self.clock = clock if clock is not None else time.ticks_ms
         self._last_raw = self.clock()
         self.now = 0
@@ -89,6 +103,8 @@ class Agent:
         self.ring = Ring(cfg.device_id, cfg.boot, cfg.ring_capacity, cfg.arena_size)
         self.packer = Packer(cfg.device_id, cfg.boot, cfg.seed, self.kid)
         self.knowledge = Knowledge(host_key)
+        if cfg.knowledge_seq:
+            self.knowledge.set_head(cfg.knowledge_seq, cfg.knowledge_hash)
         self.rx = frames.FrameRx(cfg.max_frame, self._on_frame)
         self.reasm = frag.Reassembler(cfg.max_message)
         self.wire = bytearray(frames.wire_bound(MAX_FRAME) + 1)
@@ -117,6 +133,9 @@ class Agent:
         self.results_unmatched = 0
         self.logs = 0
         self.invalid = 0
+        self.results_lost = 0
+        self.knowledge_pushes = 0
+        self.exhausted = 0
         self._no_session()
 
     # ---- clock and line ------------------------------------------------------------
@@ -192,6 +211,9 @@ class Agent:
         self.timer_at = -1
         self.wall_offset = tms - self.now
         self.wall_known = True
+        self.last_offer = self.now
+        self.last_status = self.now
+        self.hold_until = 0
         self.packer.set_head(self.ring, pseq, phash)
         self._owe_ack()
 
@@ -204,7 +226,17 @@ class Agent:
                 n += 1
         return n + (1 if self.big else 0)
 
+    def _exhausted(self, n: int) -> bool:
+        """True (and the session ended) if n more seqs would reach 2^32 - 1 (SPEC 6.1)."""
+        if self.next_seq + n - 1 < SEQ_LAST:
+            return False
+        self.exhausted += 1
+        self._lose_session()
+        return True
+
     def _queue(self, t: int, fields) -> None:
+        if self._exhausted(1):
+            return
         body = msg.encode(t, self.next_seq, self.expected - 1, fields)
         self.q.append([self.next_seq, body, self.expected - 1, False])
         self.next_seq += 1
@@ -272,6 +304,9 @@ class Agent:
             is_error = len(body) >= 3 and 0x84 <= body[0] <= 0x97 and body[2] == msg.ERROR
             if self.session and not is_error:
                 self._error(e.code, e.ref, e.detail)
+            elif (not self.session and e.code == msg.E_MALFORMED and len(body) >= 3
+                  and 0x84 <= body[0] <= 0x97 and body[2] == msg.HELLO_ACK):
+                self._error(msg.E_MALFORMED, e.ref, "malformed HELLO_ACK")
             return
         t = m[1]
         if not self.session:
@@ -296,7 +331,7 @@ class Agent:
             return
         seq = m[2]
         if seq == self.expected:
-            if t in (msg.CAPTURE, msg.KNOWLEDGE_PUSH, msg.STATUS_REQUEST) and (
+            if t in (msg.CAPTURE, msg.KNOWLEDGE_PUSH, msg.STATUS_REQUEST, msg.FRAGMENT) and (
                     self._entries() >= QUEUE):
                 self.busy += 1
                 self._error(msg.E_BUSY, seq, "queue full")
@@ -317,7 +352,11 @@ class Agent:
         if t == msg.CAPTURE:
             self._capture_msg(m, ref)
         elif t == msg.KNOWLEDGE_PUSH:
+            self.knowledge_pushes += 1
             st, reason, pid = self.knowledge.accept(m[4])
+            if st == pack.ACCEPTED and self.knowledge_saved is not None:
+                # saved before the host hears of it: an ACCEPTED is never undone by a reset
+                self.knowledge_saved(self.knowledge.seq, self.knowledge.hash)
             self._queue(msg.KNOWLEDGE_RESULT, (pid, st, reason, self.knowledge.seq))
         elif t == msg.STATUS_REQUEST:
             self._queue(msg.STATUS, self.status())
@@ -372,8 +411,11 @@ class Agent:
         """The device's own sensor; returns the CaptureStatus."""
         self._tick()
         st, i = self._do_capture(payload, bytes(source), timestamp, context, flags, q, p, prio)
-        if self.session and self.cfg.capabilities & CAP_SENSOR and self._entries() < QUEUE:
-            self._queue(msg.CAPTURE_RESULT, self._result_fields(0, st, i))
+        if self.cfg.capabilities & CAP_SENSOR:
+            if self.session and self._entries() < QUEUE:
+                self._queue(msg.CAPTURE_RESULT, self._result_fields(0, st, i))
+            else:
+                self.results_lost += 1
         return st
 
     def status(self):
@@ -404,11 +446,13 @@ class Agent:
                 self.timer_at = now + self.rto
         if not self.session:
             return
-        self._offload()
         sp = self.cfg.status_period_ms
         if sp and now - self.last_status >= sp and self._entries() < QUEUE:
             self.last_status = now
             self._queue(msg.STATUS, self.status())
+            if not self.session:  # the seqs ran out (_exhausted)
+                return
+        self._offload()
         if self.ack_due and now >= self.ack_at:
             self.acks_sent += 1
             self._send_unsequenced(msg.ACK, ())
@@ -432,17 +476,23 @@ class Agent:
         if built is None:
             return 0
         data, pseq = built
+        body = msg.encode(msg.PACK_OFFER, self.next_seq, self.expected - 1, (data,))
+        inner = None
+        n = 1
+        if len(body) + 4 > self.max_frame:
+            inner = msg.encode(msg.PACK_OFFER, 0, 0, (data,))
+            n = frag.count(len(inner), self.max_frame)
+        if self._exhausted(n):  # the pack is abandoned at the next HELLO_ACK head
+            return 0
         self.last_offer = self.now
         self.offers += 1
         self.offered.append(pseq)
-        body = msg.encode(msg.PACK_OFFER, self.next_seq, self.expected - 1, (data,))
-        if len(body) + 4 <= self.max_frame:
+        if inner is None:
             self.q.append([self.next_seq, body, self.expected - 1, True])
             self.next_seq += 1
         else:
-            inner = msg.encode(msg.PACK_OFFER, 0, 0, (data,))
             first = self.next_seq
-            for k in range(frag.count(len(inner), self.max_frame)):
+            for k in range(n):
                 fb = frag.fragment(inner, self.max_frame, k, first, self.expected - 1)
                 self.q.append([first + k, fb, self.expected - 1, True])
                 self.next_seq += 1

@@ -26,7 +26,9 @@ class UartLink:
 
 
 class PtyLink:
-    def __init__(self, path: str) -> None:
+    """A pty or tty on the unix port: a path, or an inherited file descriptor number."""
+
+    def __init__(self, path) -> None:
         import select
         import termios
 
@@ -53,6 +55,7 @@ class PtyLink:
             n += 1
             t = 0
         return n
+
 
 def run(agent, link, rx_size: int = 256, until=None) -> None:
     """Feed the link into the agent and poll its timers, forever (or until until())."""

@@ -135,6 +135,11 @@ class Knowledge:
         self.refused = 0
         self.last_reason = 0
 
+    def set_head(self, seq: int, phash) -> None:
+        """The persisted head (hm_knowledge_set_head): packs at or below seq are refused."""
+        self.seq = seq
+        self.hash = bytes(phash)
+
     def accept(self, data):
         """(status, reason, pack_id) for KNOWLEDGE_RESULT (SPEC 8.4, require_chain off)."""
         head = (self.seq, self.hash) if self.seq else None

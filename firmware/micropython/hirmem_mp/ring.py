@@ -101,6 +101,9 @@ class Ring:
         if pl > 256 or sl > 64 or len(context) != 32:
             self.refusals += 1
             return -REFUSED_INVALID
+        if self.seq >= 0xFFFFFFFF:  # ids would repeat: reboot with a new boot counter
+            self.refusals += 1
+            return -REFUSED_FULL
         nb = (pl + sl + self.bs - 1) // self.bs
         full = (1 << BLOCKS) - 1
         # feasibility with every VOLATILE record evicted (I4: refuse without evicting)
