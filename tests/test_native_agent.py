@@ -387,6 +387,24 @@ def test_own_capture_reported_with_ref_0(dev: Device) -> None:
     assert dev.request("capture", b"x", b"\xff", 0, CONTEXT, 0x0FFF, ONE, ONE, ONE)[0] == "2"
 
 
+def test_own_results_leave_room_for_an_offer_and_an_answer(dev: Device) -> None:
+    """A sensor faster than the line: its CAPTURE_RESULTs stop at queue - 2 (6 - 2), the
+    rest are counted lost, and a host request is still answered, not refused busy."""
+    host = connect(dev, offer_n=3)
+    for n in range(6):  # nothing acknowledged: the queue only grows
+        answer = dev.request("capture", b"%d" % n, b"adc0", 0, CONTEXT, 0x0FFF, ONE, ONE, ONE)
+        assert answer[0] == "0"  # every reading is stored in the ring all the same
+        host.feed(bytes.fromhex(answer[1][1:]))
+    st = dev.status()
+    assert (st["results_lost"], st["ring_used"]) == (2, 6)
+    host.send(StatusRequest())  # the reserve takes it: STATUS queued, no ERROR busy
+    host.advance(300)
+    assert not [e for e in host.unsequenced if isinstance(e.message, Error)]
+    assert host.take(Status)
+    # and the pack offer found its entry too
+    assert host.take(PackOffer)
+
+
 # ---- packs -------------------------------------------------------------------------
 
 

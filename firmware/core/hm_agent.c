@@ -356,7 +356,10 @@ unsigned hm_agent_capture(hm_agent *a, const uint8_t *payload, size_t payload_le
                     confidence, provenance, priority, &m.u.capture_result, rid, result);
     if (a->capabilities & HM_CAP_SENSOR) {
         m.u.capture_result.ref = 0;
-        if (queue_small(a, &m) != 0) a->counters.results_lost++;
+        /* Own results leave two entries free, one for a pack offer and one for an
+         * answer to the host: a fast sensor must not starve either. */
+        if (a->out_n + HM_AGENT_OWN_RESERVE >= HM_AGENT_QUEUE || queue_small(a, &m) != 0)
+            a->counters.results_lost++;
     }
     return st;
 }

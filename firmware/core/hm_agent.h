@@ -109,8 +109,15 @@
 /* Room before the pack in the pack buffer for the PACK_OFFER head (<= 16 bytes). */
 #define HM_AGENT_BIG_HEAD 16
 
+/* Queue entries the device's own CAPTURE_RESULTs leave free (a pack offer and one
+ * answer to a host request); a result that finds fewer is counted in results_lost. */
+#define HM_AGENT_OWN_RESERVE 2
+
 #if HM_AGENT_QUEUE < HM_WINDOW
 #error "HM_AGENT_QUEUE must be at least HM_WINDOW"
+#endif
+#if HM_AGENT_QUEUE <= HM_AGENT_OWN_RESERVE
+#error "HM_AGENT_QUEUE must be above HM_AGENT_OWN_RESERVE"
 #endif
 #if HM_AGENT_PACK_CAP < HM_PACK_MIN_CAP
 #error "HM_AGENT_PACK_CAP must be at least HM_PACK_MIN_CAP"
@@ -182,7 +189,7 @@ typedef struct {
     uint32_t ignored;       /* messages ignored without a session */
     uint32_t busy;          /* requests answered ERROR busy */
     uint32_t invalid;       /* captures refused-invalid before reaching the ring */
-    uint32_t results_lost;  /* own CAPTURE_RESULTs not queued (no session, queue full) */
+    uint32_t results_lost;  /* own CAPTURE_RESULTs not queued (no session, reserve reached) */
     uint32_t offers;        /* PACK_OFFERs queued */
     uint32_t fragments;     /* FRAGMENTs of them (each counted once) */
     uint32_t results_unmatched; /* PACK_RESULTs with no offer outstanding */

@@ -37,6 +37,7 @@ RTO_MAX_MS = const(4000)
 MAX_TIMEOUTS = const(8)
 DEFER_MS = const(4000)
 QUEUE = const(6)
+OWN_RESERVE = const(2)  # as HM_AGENT_OWN_RESERVE
 PACK_CAP = const(1536)
 MAX_FRAME = const(512)
 SEQ_LAST = const(0xFFFFFFFF)
@@ -412,7 +413,8 @@ class Agent:
         self._tick()
         st, i = self._do_capture(payload, bytes(source), timestamp, context, flags, q, p, prio)
         if self.cfg.capabilities & CAP_SENSOR:
-            if self.session and self._entries() < QUEUE:
+            # own results leave OWN_RESERVE entries free: a pack offer and one answer
+            if self.session and self._entries() + OWN_RESERVE < QUEUE:
                 self._queue(msg.CAPTURE_RESULT, self._result_fields(0, st, i))
             else:
                 self.results_lost += 1
