@@ -16,12 +16,19 @@
  *     free is the never-touched part of the painted stack, used = size - free.
  *     STATUS_REQUEST is answered by the agent itself. Idle: board_idle (wfi) until
  *     the next interrupt (UART receive, or the 1 ms tick).
- *  Not yet: the boot counter and the knowledge head are not kept across resets
- *  (hm_agent_io.knowledge_saved is NULL; boot = the slot's boot_base).
+ *  Boot counter and knowledge head (boards/include/board_noinit.h): kept in .noinit
+ *  RAM with a magic and a CRC. A warm reset (watchdog, reset pin, QEMU system_reset)
+ *  boots with the saved boot + 1 and the saved knowledge head (so a rollback stays
+ *  refused); a cold boot starts from the slot's boot_base with no knowledge head.
+ *  The agent saves each accepted knowledge head there (hm_agent_io.knowledge_saved)
+ *  before the host hears of it. Once per session the app logs
+ *         "boot=<n> reset=warm|cold warm_boots=<n>"
+ *  before the first stack line.
  */
 #include <string.h>
 
 #include "board.h"
+#include "board_noinit.h"
 #include "hm_agent.h"
 #include "hm_crc32.h"
 #include "hm_sha2.h"
@@ -46,6 +53,11 @@ static uint32_t io_now(void *ctx) {
     return board_now_ms();
 }
 
+static void io_knowledge_saved(void *ctx, uint64_t seq, const uint8_t hash[32]) {
+    (void)ctx;
+    board_noinit_save_knowledge(seq, hash);
+}
+
 static int slot_ok(const hm_slot *s) {
     if (memcmp(s->magic, HM_SLOT_MAGIC, sizeof s->magic) != 0) return 0;
     if (s->version != HM_SLOT_VERSION || s->size != sizeof(hm_slot)) return 0;
@@ -56,6 +68,15 @@ static int slot_ok(const hm_slot *s) {
 static size_t put_field(char *out, size_t at, const char *name, uint32_t v) {
     while (*name) out[at++] = *name++;
     return at + app_utoa(v, out + at);
+}
+
+static void boot_report(uint32_t boot, int warm) {
+    char line[64];
+    size_t n = put_field(line, 0, "boot=", boot);
+    const char *kind = warm ? " reset=warm" : " reset=cold";
+    while (*kind) line[n++] = *kind++;
+    n = put_field(line, n, " warm_boots=", board_noinit_warm_count());
+    (void)hm_agent_log(&agent, 1, (const uint8_t *)line, n);
 }
 
 static void stack_report(void) {
@@ -75,7 +96,8 @@ int main(void) {
     uint8_t rxbuf[64];
     uint32_t last_sensor, last_stack_check, reported_sessions = 0;
     size_t reported_free = (size_t)-1;
-    int sensor_on;
+    int sensor_on, warm = 0;
+    const uint8_t *khash = NULL;
 
     board_init();
     if (!slot_ok(slot)) board_exit(BOARD_EXIT_UNPROVISIONED);
@@ -86,13 +108,16 @@ int main(void) {
     cfg.host_key = (slot->flags & HM_SLOT_HOST_KEY) ? &slot->host_key : NULL;
     cfg.board = board_name();
     cfg.firmware = HM_FIRMWARE_VERSION;
-    cfg.boot = slot->boot_base ? slot->boot_base : 1u;
+    cfg.boot = board_noinit_boot(slot->device_id, slot->boot_base ? slot->boot_base : 1u, &warm);
+    cfg.knowledge_seq = board_noinit_knowledge(&khash);
+    cfg.knowledge_hash = khash;
     cfg.capabilities = HM_CAP_ALL;
     cfg.offer_threshold = slot->offer_threshold;
     cfg.offer_period_ms = slot->offer_period_ms;
     cfg.status_period_ms = slot->status_period_ms;
     cfg.io.write = io_write;
     cfg.io.now_ms = io_now;
+    cfg.io.knowledge_saved = io_knowledge_saved;
     if (hm_agent_init(&agent, &cfg) != HM_AGENT_OK) board_exit(BOARD_EXIT_CONFIG);
 
     sensor_on = (slot->flags & HM_SLOT_SENSOR) && slot->sensor_period_ms;
@@ -125,6 +150,7 @@ int main(void) {
             if (agent.session &&
                 (free_bytes != reported_free || agent.counters.sessions != reported_sessions)) {
                 reported_free = free_bytes;
+                if (agent.counters.sessions != reported_sessions) boot_report(cfg.boot, warm);
                 reported_sessions = agent.counters.sessions;
                 stack_report();
             }
