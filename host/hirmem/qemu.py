@@ -5,6 +5,10 @@
         ...
         code = qb.wait(5)                      # the image's exit code (semihosting)
 
+    with QemuBoard("mps2-an385", elf, qmp=True) as qb:   # a QMP socket as well
+        ...
+        qb.reset()                             # QMP system_reset: a warm reset
+
 QEMU listens with ``-serial tcp:127.0.0.1:PORT,server=on,wait=on``: the guest does
 not start before the host connects, so no early byte is lost. The port comes from
 the kernel (bind to port 0, close, hand the number to QEMU); if another process
@@ -13,16 +17,25 @@ port. The launcher only returns once QEMU reports that it is waiting for the
 connection. The process is killed when the context ends (normally or by an
 exception) and when ``timeout`` seconds have passed since the start, whatever the
 guest does; semihosting is on so the guest's exit code becomes QEMU's.
+
+With ``qmp=True`` QEMU also serves QMP on a Unix socket in a private temporary
+directory; :meth:`QemuBoard.reset` sends ``system_reset`` through it (the CPU and the
+devices reset, the image's loadable segments are written again, the rest of RAM
+keeps its contents: a warm reset; the serial connection stays open). ``extra_args``
+go on QEMU's command line before ``-kernel`` (e.g. a TCG ``-plugin``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -61,7 +74,15 @@ def board_spec(board: str) -> BoardSpec:
         raise QemuError(f"unknown board {board!r}; known: {', '.join(sorted(BOARDS))}") from None
 
 
-def qemu_command(spec: BoardSpec, image: Path, port: int) -> list[str]:
+def qemu_command(
+    spec: BoardSpec,
+    image: Path,
+    port: int,
+    *,
+    qmp_path: Path | None = None,
+    extra_args: Sequence[str] = (),
+) -> list[str]:
+    qmp = ["-qmp", f"unix:{qmp_path},server=on,wait=off"] if qmp_path is not None else []
     return [
         spec.qemu,
         "-M",
@@ -73,7 +94,9 @@ def qemu_command(spec: BoardSpec, image: Path, port: int) -> list[str]:
         "enable=on,target=native",
         "-serial",
         f"tcp:{HOST}:{port},server=on,wait=on",
+        *qmp,
         *spec.extra,
+        *extra_args,
         "-kernel",
         str(image),
     ]
@@ -90,9 +113,23 @@ class QemuBoard:
     """One QEMU process running a board image; a context manager that always kills it."""
 
     def __init__(
-        self, board: str, image: Path, *, timeout: float = 30.0, start_timeout: float = 10.0
+        self,
+        board: str,
+        image: Path,
+        *,
+        timeout: float = 30.0,
+        start_timeout: float = 10.0,
+        qmp: bool = False,
+        extra_args: Sequence[str] = (),
     ) -> None:
         self.spec = board_spec(board)
+        self.extra_args = tuple(extra_args)
+        self._qmp_dir: tempfile.TemporaryDirectory[str] | None = (
+            tempfile.TemporaryDirectory(prefix="hirmem-qmp-") if qmp else None
+        )
+        self._qmp: socket.socket | None = None
+        self._qmp_buf = b""
+        self.resets = 0
         self.image = image
         self.timeout = timeout
         self.start_timeout = start_timeout
@@ -109,6 +146,11 @@ class QemuBoard:
     def url(self) -> str:
         """The pyserial URL of the board's UART."""
         return f"socket://{HOST}:{self.port}"
+
+    @property
+    def qmp_path(self) -> Path | None:
+        """The QMP socket (None without ``qmp=True``)."""
+        return Path(self._qmp_dir.name) / "qmp.sock" if self._qmp_dir is not None else None
 
     @property
     def stderr(self) -> str:
@@ -138,7 +180,13 @@ class QemuBoard:
         self._stderr.clear()
         self._ready.clear()
         self.proc = subprocess.Popen(
-            qemu_command(self.spec, self.image, self.port),
+            qemu_command(
+                self.spec,
+                self.image,
+                self.port,
+                qmp_path=self.qmp_path,
+                extra_args=self.extra_args,
+            ),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -196,7 +244,82 @@ class QemuBoard:
             raise QemuError(f"{self.spec.name} killed at the {self.timeout} s timeout")
         return code
 
+    # ---- QMP ---------------------------------------------------------------------
+
+    def qmp(self, command: str, arguments: dict[str, object] | None = None) -> object:
+        """Run one QMP command; its "return" value. Raises QemuError on an "error"."""
+        sock = self._qmp_connect()
+        request: dict[str, object] = {"execute": command}
+        if arguments:
+            request["arguments"] = arguments
+        sock.sendall(json.dumps(request).encode() + b"\r\n")
+        reply = self._qmp_reply()
+        if "error" in reply:
+            raise QemuError(f"QMP {command}: {reply['error']}")
+        return reply.get("return")
+
+    def reset(self) -> None:
+        """A warm reset of the board (QMP system_reset); RAM outside the image stays."""
+        self.qmp("system_reset")
+        self.resets += 1
+
+    def _qmp_connect(self) -> socket.socket:
+        if self._qmp is not None:
+            return self._qmp
+        path = self.qmp_path
+        if path is None:
+            raise QemuError("this board was started without qmp=True")
+        if self.proc is None or self.proc.poll() is not None:
+            raise QemuError(f"{self.spec.name} is not running")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.start_timeout)
+        end = time.monotonic() + self.start_timeout
+        while True:
+            try:
+                sock.connect(str(path))
+                break
+            except (FileNotFoundError, ConnectionRefusedError):
+                if time.monotonic() > end:
+                    sock.close()
+                    raise QemuError(f"no QMP socket at {path}") from None
+                time.sleep(0.01)
+        self._qmp, self._qmp_buf = sock, b""
+        greeting = self._qmp_message()
+        if "QMP" not in greeting:
+            raise QemuError(f"not a QMP greeting: {greeting}")
+        sock.sendall(b'{"execute": "qmp_capabilities"}\r\n')
+        reply = self._qmp_reply()
+        if "error" in reply:
+            raise QemuError(f"QMP qmp_capabilities: {reply['error']}")
+        return sock
+
+    def _qmp_message(self) -> dict[str, object]:
+        assert self._qmp is not None
+        while b"\n" not in self._qmp_buf:
+            try:
+                chunk = self._qmp.recv(65536)
+            except TimeoutError:
+                raise QemuError("QMP: no answer in time") from None
+            if not chunk:
+                raise QemuError("QMP: QEMU closed the socket")
+            self._qmp_buf += chunk
+        line, self._qmp_buf = self._qmp_buf.split(b"\n", 1)
+        message = json.loads(line)
+        if not isinstance(message, dict):
+            raise QemuError(f"QMP: unexpected {line!r}")
+        return message
+
+    def _qmp_reply(self) -> dict[str, object]:
+        while True:  # asynchronous events (RESET, ...) come in between
+            message = self._qmp_message()
+            if "return" in message or "error" in message:
+                return message
+
     def close(self) -> None:
+        if self._qmp is not None:
+            with contextlib.suppress(OSError):
+                self._qmp.close()
+            self._qmp = None
         if self._killer is not None:
             self._killer.cancel()
         self._kill()
@@ -204,6 +327,8 @@ class QemuBoard:
             self._reader.join(2)
         if self.proc is not None and self.proc.stderr is not None:
             self.proc.stderr.close()
+        if self._qmp_dir is not None:
+            self._qmp_dir.cleanup()
 
     def __enter__(self) -> QemuBoard:
         return self.start()
