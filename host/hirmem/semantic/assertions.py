@@ -1,0 +1,349 @@
+"""The assertion ledger: repetition, temporal bounds, retraction and erasure (§2).
+
+Invariants:
+
+- One edge per identity (:func:`hirmem.identity.triple_id`). The same assertion arriving
+  again raises ``count``, keeps the better confidence and records every source; the very
+  same source arriving again (the same chunk, span and extractor: a re-ingest) changes
+  nothing.
+- Each source says what kind it is — ``extracted`` (a chunk and a span), ``supplied`` (who
+  supplied it) or ``derived`` (the rule and the antecedent ids) — so what a source asserted,
+  what a caller told us and what we concluded never look alike. A derivation with no
+  antecedents is refused.
+- Three instants stay apart: ``valid_from``/``valid_until`` (when the world was that way),
+  ``recorded_at``/``retracted_at`` (when the ledger believed it, stamped by the ledger's own
+  clock and never taken from the caller) and the ``as_of`` instant of a read.
+- :meth:`Ledger.close_span` only ever shortens a span; closing twice cannot revive it. A
+  repetition never reopens a closed span either.
+- :meth:`Ledger.retract` keeps the record and marks it withdrawn; :meth:`Ledger.erase`
+  removes the record and leaves a :class:`Tombstone` (id, when, why — not the content).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from hirmem.identity import triple_id
+from hirmem.semantic.errors import LedgerError, ProvError
+from hirmem.semantic.values import OPEN, Claim, Triple, confidence
+
+__all__ = ["Edge", "Ledger", "SQLiteLedger", "Source", "Tombstone", "now_ms"]
+
+SourceKind = Literal["extracted", "supplied", "derived"]
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One arrival of an assertion."""
+
+    kind: SourceKind
+    ref: str  # extracted: chunk id; supplied: who supplied it; derived: the rule
+    doc_id: str = ""
+    start: int = -1  # extracted: span byte offsets inside the chunk
+    end: int = -1
+    agent: str = ""  # extracted: the extractor (and model) that produced it
+    antecedents: tuple[str, ...] = ()  # derived: the assertion ids it was derived from
+    score: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind, "ref": self.ref, "doc_id": self.doc_id, "start": self.start,
+            "end": self.end, "agent": self.agent, "antecedents": list(self.antecedents),
+            "score": self.score,
+        }  # fmt: skip
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Source:
+        return cls(d["kind"], d["ref"], d["doc_id"], d["start"], d["end"], d["agent"],
+                   tuple(d["antecedents"]), d["score"])  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """One assertion as the ledger holds it."""
+
+    id: str
+    subject: str
+    predicate: str
+    object: str
+    count: int
+    score: float  # the best confidence seen (an absent score counted as 1.0)
+    sources: tuple[Source, ...]
+    valid_from: int = OPEN
+    valid_until: int = OPEN
+    recorded_at: int = 0
+    retracted_at: int = 0  # 0: not retracted
+    retraction: str = ""  # why it was retracted
+
+    @property
+    def extracted(self) -> bool:
+        """True when some source asserted it (a chunk and a span back it)."""
+        return any(s.kind == "extracted" for s in self.sources)
+
+    def valid_at(self, at: int) -> bool:
+        return (self.valid_from == OPEN or self.valid_from <= at) and (
+            self.valid_until == OPEN or at < self.valid_until
+        )
+
+    def believed_as_of(self, as_of: int) -> bool:
+        return self.recorded_at <= as_of and (self.retracted_at == 0 or as_of < self.retracted_at)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "s": self.subject, "p": self.predicate, "o": self.object,
+            "count": self.count, "score": self.score,
+            "sources": [s.to_json() for s in self.sources], "from": self.valid_from,
+            "until": self.valid_until, "recorded": self.recorded_at,
+            "retracted": self.retracted_at, "retraction": self.retraction,
+        }  # fmt: skip
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Edge:
+        return cls(d["id"], d["s"], d["p"], d["o"], d["count"], d["score"],
+                   tuple(Source.from_json(s) for s in d["sources"]), d["from"], d["until"],
+                   d["recorded"], d["retracted"], d["retraction"])  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Tombstone:
+    """Proof that an assertion was erased, without the assertion itself."""
+
+    id: str
+    erased_at: int
+    reason: str
+
+
+def _source_of(a: Triple | Claim) -> Source:
+    if isinstance(a, Triple):
+        return Source("extracted", a.from_chunk.id, a.from_chunk.doc_id, a.span.start,
+                      a.span.end, a.extractor, (), a.score)  # fmt: skip
+    return Source("supplied", a.supplied_by, score=a.score)
+
+
+class Ledger:
+    """Assertions by identity, in memory; ``clock`` gives the recording instant in ms."""
+
+    def __init__(self, clock: Callable[[], int] = now_ms) -> None:
+        self._clock = clock
+        self._edges: dict[str, Edge] = {}
+        self._tombstones: dict[str, Tombstone] = {}
+
+    def __len__(self) -> int:
+        return len(self._edges)
+
+    def __iter__(self) -> Iterator[Edge]:
+        return iter(list(self._edges.values()))
+
+    # ---- writing --------------------------------------------------------------------------
+
+    def add(self, a: Triple | Claim) -> Edge:
+        """Record an extracted triple or a supplied claim; a repetition joins its edge."""
+        if not isinstance(a, Triple | Claim):
+            raise LedgerError(
+                f"the ledger takes a Triple (extracted) or a Claim (supplied), got "
+                f"{type(a).__name__}"
+            )
+        return self._arrive(a.id, a.subject, a.predicate, a.object, _source_of(a),
+                            a.valid_from, a.valid_until)  # fmt: skip
+
+    def derive(
+        self,
+        s: str,
+        p: str,
+        o: str,
+        rule: str,
+        antecedents: Iterable[str],
+        score: float | None = None,
+    ) -> Edge:
+        """Record a derived assertion; refused without antecedents or naming unknown ones."""
+        ante = tuple(antecedents)
+        if not rule:
+            raise ProvError(f"derived ({s}, {p}, {o}) names no rule")
+        if not ante:
+            raise ProvError(
+                f"derived ({s}, {p}, {o}) by rule {rule!r} names no antecedents; a derivation "
+                "that cannot say what it was derived from is refused"
+            )
+        unknown = [x for x in ante if x not in self._edges]
+        if unknown:
+            raise ProvError(f"derived ({s}, {p}, {o}) names unknown antecedents {unknown}")
+        src = Source("derived", rule, antecedents=ante, score=score)
+        return self._arrive(triple_id(s, p, o), s, p, o, src, OPEN, OPEN)
+
+    def _arrive(
+        self, tid: str, s: str, p: str, o: str, src: Source, vf: int, vu: int
+    ) -> Edge:
+        held = self._edges.get(tid)
+        if held is not None and src in held.sources:
+            return held  # the same source read again (a re-ingest) is not a new arrival
+        if held is None:
+            edge = Edge(tid, s, p, o, 1, confidence(src.score), (src,), vf, vu, self._clock())
+        else:
+            # never reopen: a closed bound stays; an open one may be set by a later arrival
+            until = held.valid_until if held.valid_until != OPEN else vu
+            edge = replace(
+                held,
+                count=held.count + 1,
+                score=max(held.score, confidence(src.score)),
+                sources=(*held.sources, src),
+                valid_from=held.valid_from if held.valid_from != OPEN else vf,
+                valid_until=until,
+            )
+        self._store(edge)
+        return edge
+
+    def close_span(self, tid: str, until: int) -> Edge:
+        """End the span at ``until``; only ever shortens (an earlier end wins)."""
+        edge = self._need(tid)
+        if until <= 0:
+            raise LedgerError("closing needs an instant (ms since the epoch), not an open bound")
+        new = until if edge.valid_until == OPEN else min(edge.valid_until, until)
+        if edge.valid_from != OPEN and new < edge.valid_from:
+            new = edge.valid_from  # an empty span, never a negative one
+        edge = replace(edge, valid_until=new)
+        self._store(edge)
+        return edge
+
+    def retract(self, tid: str, reason: str) -> Edge:
+        """Withdraw an assertion: the record stays, marked retracted (the first time wins)."""
+        edge = self._need(tid)
+        if edge.retracted_at:
+            return edge
+        edge = replace(edge, retracted_at=self._clock(), retraction=reason)
+        self._store(edge)
+        return edge
+
+    def erase(self, tid: str, reason: str) -> Tombstone:
+        """Remove the record and leave a tombstone (a legal deletion, a revoked source)."""
+        self._need(tid)
+        stone = Tombstone(tid, self._clock(), reason)
+        self._drop(stone)
+        return stone
+
+    def _store(self, edge: Edge) -> None:
+        self._edges[edge.id] = edge
+
+    def bury(self, id: str, reason: str) -> Tombstone:
+        """Leave a tombstone for something erased outside the ledger (a source document)."""
+        stone = Tombstone(id, self._clock(), reason)
+        self._drop(stone)
+        return stone
+
+    def _drop(self, stone: Tombstone) -> None:
+        self._edges.pop(stone.id, None)
+        self._tombstones[stone.id] = stone
+
+    def _need(self, tid: str) -> Edge:
+        edge = self._edges.get(tid)
+        if edge is None:
+            gone = self._tombstones.get(tid)
+            if gone is not None:
+                raise LedgerError(f"assertion {tid} was erased at {gone.erased_at}: {gone.reason}")
+            raise LedgerError(f"no assertion with id {tid}")
+        return edge
+
+    # ---- reading --------------------------------------------------------------------------
+
+    def get(self, tid: str) -> Edge | None:
+        return self._edges.get(tid)
+
+    def tombstone(self, tid: str) -> Tombstone | None:
+        return self._tombstones.get(tid)
+
+    def tombstones(self) -> list[Tombstone]:
+        return list(self._tombstones.values())
+
+    def edges(
+        self,
+        *,
+        at: int | None = None,
+        as_of: int | None = None,
+        include_retracted: bool = False,
+    ) -> list[Edge]:
+        """Edges valid at ``at`` (world time) as believed at ``as_of`` (ledger time).
+
+        With no ``as_of`` the current belief is read: retracted edges are left out unless
+        ``include_retracted``. With ``as_of`` an edge retracted later is still seen, as it was
+        believed then. (A closed span is not versioned: ``valid_until`` reads as it is now.)
+        """
+        out = []
+        for e in self._edges.values():
+            if as_of is not None:
+                if not e.believed_as_of(as_of):
+                    continue
+                if e.retracted_at:  # retracted after as_of: shown as it was then believed
+                    e = replace(e, retracted_at=0, retraction="")
+            elif e.retracted_at and not include_retracted:
+                continue
+            if at is not None and not e.valid_at(at):
+                continue
+            out.append(e)
+        return out
+
+    def by_agent(self, agent: str) -> list[Edge]:
+        """Edges some source of which came from ``agent`` (an extractor or model name)."""
+        return [e for e in self._edges.values() if any(s.agent == agent for s in e.sources)]
+
+
+
+class SQLiteLedger(Ledger):
+    """The ledger written through to SQLite: one row per edge, one per tombstone.
+
+    Erasure is a ``DELETE`` of the edge row (and its sources with it) plus a tombstone row,
+    so the erased content does not stay in the table; run ``VACUUM`` to drop free pages.
+    """
+
+    def __init__(self, path: str | Path, clock: Callable[[], int] = now_ms) -> None:
+        super().__init__(clock)
+        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(
+            "CREATE TABLE IF NOT EXISTS ledger (id TEXT PRIMARY KEY, body TEXT NOT NULL);"
+            "CREATE TABLE IF NOT EXISTS tombstones (id TEXT PRIMARY KEY, erased_at INTEGER "
+            "NOT NULL, reason TEXT NOT NULL);"
+        )
+        for (body,) in self._db.execute("SELECT body FROM ledger"):
+            e = Edge.from_json(json.loads(body))
+            self._edges[e.id] = e
+        for id, at, reason in self._db.execute("SELECT id, erased_at, reason FROM tombstones"):
+            self._tombstones[id] = Tombstone(id, at, reason)
+        self._dirty: dict[str, Edge | None] = {}
+
+    def _store(self, edge: Edge) -> None:
+        super()._store(edge)
+        self._dirty[edge.id] = edge
+
+    def _drop(self, stone: Tombstone) -> None:
+        super()._drop(stone)
+        self._dirty[stone.id] = None
+
+    def flush(self) -> None:
+        """Write what changed since the last flush, in one transaction."""
+        if not self._dirty:
+            return
+        self._db.execute("BEGIN")
+        for tid, edge in self._dirty.items():
+            if edge is None:
+                stone = self._tombstones[tid]
+                self._db.execute("DELETE FROM ledger WHERE id = ?", (tid,))
+                self._db.execute("INSERT OR REPLACE INTO tombstones VALUES (?, ?, ?)",
+                                 (tid, stone.erased_at, stone.reason))  # fmt: skip
+            else:
+                self._db.execute("INSERT OR REPLACE INTO ledger VALUES (?, ?)",
+                                 (tid, json.dumps(edge.to_json())))  # fmt: skip
+        self._db.execute("COMMIT")
+        self._dirty = {}
+
+    def close(self) -> None:
+        self.flush()
+        self._db.close()

@@ -1,0 +1,301 @@
+"""SQLite drivers of all four stores (one file may hold all of them).
+
+Each store opens its own connection in WAL mode. Deletes are real ``DELETE``s, so an erased
+record leaves the file's live pages (``VACUUM`` reclaims the free ones).
+The vector driver keeps the vectors as float32 blobs and answers ``near`` from a numpy matrix
+loaded on the first query after a write; the metadata filter is an indexed SQL lookup.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from hirmem.identity import fold, triple_id
+from hirmem.semantic.errors import SemanticError
+from hirmem.semantic.stores.base import Match, Vec, as_unit, filter_keys, top_k
+from hirmem.semantic.values import Chunk, Doc
+
+__all__ = ["SQLiteDocs", "SQLiteGraph", "SQLiteTriples", "SQLiteVectors", "connect"]
+
+
+def connect(path: str | Path) -> sqlite3.Connection:
+    try:
+        db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30)
+        if str(path) != ":memory:":
+            db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+    except sqlite3.DatabaseError as exc:
+        raise SemanticError(f"{path}: cannot open as SQLite: {exc}") from None
+    return db
+
+
+class _SQLite:
+    SCHEMA = ""
+
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        self.path = str(path)
+        self._db = connect(path)
+        self._lock = threading.RLock()
+        self._db.executescript(self.SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+
+class SQLiteTriples(_SQLite):
+    SCHEMA = """
+    CREATE TABLE IF NOT EXISTS triples (
+        id TEXT PRIMARY KEY, s TEXT NOT NULL, p TEXT NOT NULL, o TEXT NOT NULL,
+        fs TEXT NOT NULL, fp TEXT NOT NULL, fo TEXT NOT NULL) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS triples_sp ON triples(fs, fp);
+    CREATE INDEX IF NOT EXISTS triples_po ON triples(fp, fo);
+    CREATE INDEX IF NOT EXISTS triples_o ON triples(fo);
+    """
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT count(*) FROM triples").fetchone()[0])
+
+    @staticmethod
+    def _row(s: str, p: str, o: str) -> tuple[str, ...]:
+        fs, fp, fo = fold(s), fold(p), fold(o)
+        return (triple_id(fs, fp, fo), s, p, o, fs, fp, fo)
+
+    def assert_triple(self, s: str, p: str, o: str) -> str:
+        row = self._row(s, p, o)
+        with self._lock:
+            self._db.execute("INSERT OR IGNORE INTO triples VALUES (?,?,?,?,?,?,?)", row)
+        return row[0]
+
+    def assert_many(self, triples: Iterable[tuple[str, str, str]]) -> int:
+        rows = [self._row(s, p, o) for s, p, o in triples]
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                cur = self._db.executemany(
+                    "INSERT OR IGNORE INTO triples VALUES (?,?,?,?,?,?,?)", rows
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return cur.rowcount
+
+    def match(
+        self, s: str | None = None, p: str | None = None, o: str | None = None
+    ) -> list[tuple[str, str, str]]:
+        where, args = [], []
+        for col, term in (("fs", s), ("fp", p), ("fo", o)):
+            if term is not None:
+                where.append(f"{col} = ?")
+                args.append(fold(term))
+        sql = "SELECT s, p, o FROM triples"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        with self._lock:
+            return [(a, b, c) for a, b, c in self._db.execute(sql, args).fetchall()]
+
+    def delete(self, s: str, p: str, o: str) -> bool:
+        with self._lock:
+            cur = self._db.execute("DELETE FROM triples WHERE id = ?", (triple_id(s, p, o),))
+        return cur.rowcount > 0
+
+
+def _key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+class SQLiteVectors(_SQLite):
+    SCHEMA = """
+    CREATE TABLE IF NOT EXISTS vectors (id TEXT PRIMARY KEY, vec BLOB NOT NULL, meta TEXT NOT NULL);
+    CREATE TABLE IF NOT EXISTS vector_meta (id TEXT NOT NULL, key TEXT NOT NULL,
+        value TEXT NOT NULL, PRIMARY KEY (key, value, id)) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS vector_meta_id ON vector_meta(id);
+    """
+
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        super().__init__(path)
+        self._cache: tuple[list[str], dict[str, int], npt.NDArray[np.float32]] | None = None
+        self._rows: dict[str, tuple[list[str], npt.NDArray[np.intp]]] = {}  # per filter
+        self.dim: int | None = None
+        row = self._db.execute("SELECT vec FROM vectors LIMIT 1").fetchone()
+        if row is not None:
+            self.dim = len(row[0]) // 4
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT count(*) FROM vectors").fetchone()[0])
+
+    def put(self, id: str, vec: Vec, meta: Mapping[str, Any]) -> None:
+        self.put_many([(id, vec, meta)])
+
+    def put_many(self, items: Iterable[tuple[str, Vec, Mapping[str, Any]]]) -> None:
+        rows: list[tuple[str, bytes, str]] = []
+        metas: list[tuple[str, str, str]] = []
+        for id, vec, meta in items:
+            v = as_unit(vec, self.dim)
+            self.dim = int(v.shape[0])
+            rows.append((id, v.tobytes(), json.dumps(dict(meta), sort_keys=True)))
+            metas.extend((id, k, _key(val)) for k, val in filter_keys(meta))
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                self._db.executemany("DELETE FROM vector_meta WHERE id = ?",
+                                     [(r[0],) for r in rows])  # fmt: skip
+                self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?,?,?)", rows)
+                self._db.executemany("INSERT OR IGNORE INTO vector_meta VALUES (?,?,?)", metas)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._cache = None
+            self._rows.clear()
+
+    def delete(self, id: str) -> bool:
+        with self._lock:
+            self._db.execute("DELETE FROM vector_meta WHERE id = ?", (id,))
+            cur = self._db.execute("DELETE FROM vectors WHERE id = ?", (id,))
+            self._cache = None
+            self._rows.clear()
+        return cur.rowcount > 0
+
+    def _loaded(self) -> tuple[list[str], dict[str, int], npt.NDArray[np.float32]]:
+        if self._cache is None:
+            rows = self._db.execute("SELECT id, vec FROM vectors").fetchall()
+            ids = [r[0] for r in rows]
+            dim = self.dim or 0
+            mat = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
+            self._cache = (ids, {i: n for n, i in enumerate(ids)}, mat.reshape(len(ids), dim))
+        return self._cache
+
+    def near(self, vec: Vec, k: int, filter: Mapping[str, Any] | None = None) -> list[Match]:
+        with self._lock:
+            if self.dim is None:
+                return []
+            q = as_unit(vec, self.dim)
+            ids, pos, mat = self._loaded()
+            if filter:
+                args = [x for k, v in sorted(filter.items()) for x in (k, _key(v))]
+                cache_key = json.dumps(args)
+                held = self._rows.get(cache_key)
+                if held is None:
+                    parts = " INTERSECT ".join(
+                        "SELECT id FROM vector_meta WHERE key = ? AND value = ?" for _ in filter
+                    )
+                    hit = [r[0] for r in self._db.execute(parts, args).fetchall()]
+                    rows = np.fromiter((pos[i] for i in hit), dtype=np.intp, count=len(hit))
+                    held = self._rows[cache_key] = (hit, rows)
+                hit, rows = held
+                best = top_k(hit, mat[rows] @ q, k)
+            else:
+                best = top_k(ids, mat @ q, k)
+            out = []
+            for i, score in best:
+                meta = self._db.execute("SELECT meta FROM vectors WHERE id = ?", (i,)).fetchone()
+                out.append(Match(i, score, json.loads(meta[0])))
+            return out
+
+
+class SQLiteGraph(_SQLite):
+    SCHEMA = """
+    CREATE TABLE IF NOT EXISTS nodes (id TEXT PRIMARY KEY, props TEXT NOT NULL);
+    CREATE TABLE IF NOT EXISTS edges (src TEXT NOT NULL, dst TEXT NOT NULL, label TEXT NOT NULL,
+        seq INTEGER PRIMARY KEY AUTOINCREMENT, UNIQUE (src, dst, label));
+    CREATE INDEX IF NOT EXISTS edges_dst ON edges(dst);
+    """
+
+    def node(self, id: str, props: Mapping[str, Any]) -> None:
+        with self._lock:
+            old = self.props(id) or {}
+            old.update(props)
+            self._db.execute("INSERT OR REPLACE INTO nodes VALUES (?, ?)",
+                             (id, json.dumps(old, sort_keys=True)))  # fmt: skip
+
+    def edge(self, src: str, dst: str, label: str) -> None:
+        with self._lock:
+            for n in (src, dst):
+                self._db.execute("INSERT OR IGNORE INTO nodes VALUES (?, '{}')", (n,))
+            self._db.execute("INSERT OR IGNORE INTO edges (src, dst, label) VALUES (?, ?, ?)",
+                             (src, dst, label))  # fmt: skip
+
+    def out(self, id: str, label: str | None = None) -> list[str]:
+        sql = "SELECT dst FROM edges WHERE src = ?"
+        args: tuple[str, ...] = (id,)
+        if label is not None:
+            sql += " AND label = ?"
+            args = (id, label)
+        with self._lock:
+            return [r[0] for r in self._db.execute(sql + " ORDER BY seq", args).fetchall()]
+
+    def props(self, id: str) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._db.execute("SELECT props FROM nodes WHERE id = ?", (id,)).fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
+    def delete(self, id: str) -> bool:
+        with self._lock:
+            self._db.execute("DELETE FROM edges WHERE src = ? OR dst = ?", (id, id))
+            return self._db.execute("DELETE FROM nodes WHERE id = ?", (id,)).rowcount > 0
+
+
+class SQLiteDocs(_SQLite):
+    SCHEMA = """
+    CREATE TABLE IF NOT EXISTS docs (id TEXT PRIMARY KEY, source TEXT NOT NULL,
+        text TEXT NOT NULL, meta TEXT NOT NULL);
+    CREATE TABLE IF NOT EXISTS chunks (doc_id TEXT NOT NULL, idx INTEGER NOT NULL,
+        text TEXT NOT NULL, start INTEGER NOT NULL, end_ INTEGER NOT NULL,
+        PRIMARY KEY (doc_id, idx)) WITHOUT ROWID;
+    """
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT count(*) FROM docs").fetchone()[0])
+
+    def put(self, doc: Doc, chunks: Sequence[Chunk]) -> None:
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                self._db.execute("INSERT OR REPLACE INTO docs VALUES (?, ?, ?, ?)",
+                                 (doc.id, doc.source, doc.text, json.dumps(doc.meta)))  # fmt: skip
+                self._db.execute("DELETE FROM chunks WHERE doc_id = ?", (doc.id,))
+                self._db.executemany(
+                    "INSERT INTO chunks VALUES (?, ?, ?, ?, ?)",
+                    [(c.doc_id, c.index, c.text, c.start, c.end) for c in chunks],
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def get(self, doc_id: str) -> Doc | None:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM docs WHERE id = ?", (doc_id,)).fetchone()
+        return None if row is None else Doc(row[0], row[1], row[2], json.loads(row[3]))
+
+    def chunk(self, chunk_id: str) -> Chunk | None:
+        doc, _, index = chunk_id.rpartition("#")
+        if not index.isdigit():
+            return None
+        with self._lock:
+            row = self._db.execute("SELECT * FROM chunks WHERE doc_id = ? AND idx = ?",
+                                   (doc, int(index))).fetchone()  # fmt: skip
+        return None if row is None else Chunk(*row)
+
+    def chunks(self, doc_id: str) -> list[Chunk]:
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM chunks WHERE doc_id = ? ORDER BY idx",
+                                    (doc_id,)).fetchall()  # fmt: skip
+        return [Chunk(*r) for r in rows]
+
+    def delete(self, doc_id: str) -> bool:
+        with self._lock:
+            self._db.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
+            return self._db.execute("DELETE FROM docs WHERE id = ?", (doc_id,)).rowcount > 0
