@@ -9,6 +9,7 @@ from hirmem import commands, identity
 from hirmem import provision as provision_module
 from hirmem.errors import HirmemError
 from hirmem.memory import cli as memory_cli
+from hirmem.semantic import cli as semantic_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands.add_parsers(sub)
     memory_cli.add_parser(sub)
+    semantic_cli.add_parser(sub)
     return parser
 
 
@@ -48,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "memory":
             return memory_cli.run(args)
+        if args.command == "semantic":
+            return semantic_cli.run(args)
         return commands.run(args)
     except HirmemError as exc:
         print(f"hirmem: {exc}", file=sys.stderr)

@@ -1,0 +1,286 @@
+"""Semantic substrate figures (HIP-0526): ingest throughput, Match and Near latency.
+
+    .venv/bin/python tools/bench_semantic.py               # full size (a few minutes)
+    .venv/bin/python tools/bench_semantic.py --scale 0.05  # a quick run
+
+Prints:
+
+* ingest throughput — documents, chunks and assertions per second for a generated corpus
+  of at least 10 MB of English text (deterministic: a seeded generator of people, places,
+  employers and conversation turns), read as a directory tree from disk and run through the
+  whole path: tree ingester, parser by media type, normalizers, sentence splitter, rule
+  extractor, then the substrate (document, triple and vector stores, ledger, PROV log);
+  once with the in-memory stores and once with SQLite;
+* Match latency at 1,000,000 triples for each triple driver (memory, sqlite), per query
+  shape (s??, ?po, sp?, ??o), median and p95 over many queries;
+* Near latency at 100,000 vectors for each vector driver (memory, sqlite), top-10, with
+  no filter and with a metadata filter keeping 1% and 10% of the entries, against a bare
+  numpy brute force (``E @ q`` + argpartition; the filtered baseline indexes a precomputed
+  row set) timed in the same run.
+
+``--scale`` multiplies every size (corpus bytes, triples, vectors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from hirmem.semantic.extract import RuleExtractor
+from hirmem.semantic.ingest import TreeIngester
+from hirmem.semantic.parse import ByMediaType, Chain, CollapseSpaces, StripControl
+from hirmem.semantic.split import SentenceSplitter
+from hirmem.semantic.stages import Pipeline
+from hirmem.semantic.stores import TripleStore, VectorStore, drivers, open_store
+from hirmem.semantic.substrate import Substrate
+
+F32 = npt.NDArray[np.float32]
+
+_FIRST = ("Alice Bob Carol Dave Erin Frank Grace Heidi Ivan Judy Mallory Niaj Olivia Peggy "
+          "Rupert Sybil Trent Victor Walter Zoe Amara Bjorn Chen Dmitri Emeka Farah Gustavo "
+          "Hana Ines Jomo Kenji Leila")  # fmt: skip
+FIRST = _FIRST.split(" ")
+_LAST = "Smith Jones Garcia Okafor Tanaka Novak Silva Haddad Kowalski Larsen Moreau"
+LAST = _LAST.split(" ")
+ORG = ("Acme Corp", "Initech", "Globex", "Umbrella Labs", "Stark Industries", "Wayne Enterprises",
+       "Hooli", "Vandelay Industries", "Soylent", "Tyrell Systems")  # fmt: skip
+CITY = ("Berlin", "Paris", "Lagos", "Osaka", "Lima", "Oslo", "Nairobi", "Toronto", "Hanoi",
+        "Porto", "Quito", "Tunis")  # fmt: skip
+HOBBY = ("jazz music", "mountain hiking", "chess", "pottery", "sailing", "old films",
+         "street photography", "baking bread")  # fmt: skip
+FILLER = (
+    "The weather was mild for the season and the meeting ran long.",
+    "Nobody remembered who had booked the room, so the agenda slipped again.",
+    "Later that week the numbers were revised twice before anyone signed off.",
+    "It rained all afternoon, which suited the indoor plans well enough.",
+)
+
+
+def corpus(root: Path, target_bytes: int, seed: int = 526) -> tuple[int, int]:
+    """Write a deterministic corpus of markdown files under ``root``; (files, bytes)."""
+    rng = random.Random(seed)
+    people = [f"{f} {ln}" for f in FIRST for ln in LAST]
+    total = files = 0
+    while total < target_bytes:
+        lines = [f"# Notes {files}", ""]
+        for _ in range(rng.randint(30, 60)):
+            a, b = rng.sample(people, 2)
+            r = rng.random()
+            if r < 0.18:
+                lines.append(f"{a} works at {rng.choice(ORG)}. {rng.choice(FILLER)}")
+            elif r < 0.34:
+                lines.append(f"{a} lives in {rng.choice(CITY)}. {b} knows {a}.")
+            elif r < 0.46:
+                lines.append(f"{a} likes {rng.choice(HOBBY)}. {rng.choice(FILLER)}")
+            elif r < 0.56:
+                lines.append(f"{rng.choice(CITY)} is located in the region of {rng.choice(CITY)}.")
+            elif r < 0.78:
+                lines.append(f"{a.split()[0]}: I went to {rng.choice(CITY)} with {b} last "
+                             f"{rng.choice(['week', 'month', 'spring'])}.")  # fmt: skip
+            else:
+                lines.append(" ".join(rng.sample(FILLER, 2)))
+        text = "\n".join(lines) + "\n"
+        path = root / f"d{files // 1000:03d}" / f"note{files:06d}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        total += len(text.encode())
+        files += 1
+    return files, total
+
+
+def bench_ingest(root: Path, sub: Substrate, label: str) -> None:
+    pipeline = Pipeline(TreeIngester(root), ByMediaType(), Chain(StripControl(), CollapseSpaces()),
+                        SentenceSplitter(1024), RuleExtractor())  # fmt: skip
+    t0 = time.perf_counter()
+    result = pipeline.run(str(root))
+    t1 = time.perf_counter()
+    sub.absorb(result)
+    sub.save()
+    t2 = time.perf_counter()
+    nd, nc, nt = len(result.docs), len(result.chunks), len(result.triples)
+    mb = sum(len(d.text.encode()) for d in result.docs) / 1e6
+    for name, secs in (("pipeline only", t1 - t0), (f"pipeline + {label} substrate", t2 - t0)):
+        print(f"  {name:<34} {secs:7.2f} s  {nd / secs:9.0f} docs/s  {nc / secs:9.0f} chunks/s  "
+              f"{nt / secs:9.0f} triples/s  {mb / secs:6.2f} MB/s")  # fmt: skip
+    print(f"  ({nd} documents, {mb:.1f} MB, {nc} chunks, {nt} assertions, "
+          f"{len(sub.ledger)} distinct, {len(sub.prov.entities)} PROV entities)")  # fmt: skip
+
+
+def pct(xs: list[float], p: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(p * len(s)))]
+
+
+def timed(fn: Callable[[], object], n: int) -> list[float]:
+    fn()
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def bench_match(n: int, tmp: Path, queries: int) -> None:
+    rng = random.Random(7)
+    n_subj, n_pred = max(1, n // 20), 50
+
+    def term(i: int) -> tuple[str, str, str]:
+        # distinct triples: ~20 per subject, n/50 per predicate, one per object
+        return f"entity {i % n_subj}", f"rel_{(i // n_subj) % n_pred}", f"value {i}"
+
+    def triples() -> list[tuple[str, str, str]]:
+        return [term(i) for i in range(n)]
+
+    for name in drivers("triple"):
+        store = open_store("triple", "memory:" if name == "memory" else f"sqlite:{tmp / 't.db'}")
+        t = time.perf_counter()
+        store.assert_many(triples())
+        load = time.perf_counter() - t
+        print(f"  {name:<8} {len(store):>9} triples loaded in {load:6.1f} s")
+        for shape in ("s??", "?po", "sp?", "??o"):
+
+            def q(shape: str = shape, store: TripleStore = store) -> list[tuple[str, str, str]]:
+                s, p, o = term(rng.randrange(n))
+                return store.match(s if "s" in shape else None, p if "p" in shape else None,
+                                   o if "o" in shape else None)  # fmt: skip
+
+            rows = len(q())
+            xs = timed(q, queries)
+            print(f"    Match {shape}  median {statistics.median(xs) * 1e6:9.1f} µs   "
+                  f"p95 {pct(xs, 0.95) * 1e6:9.1f} µs   (~{rows} rows)")  # fmt: skip
+        close = getattr(store, "close", None)
+        if close is not None:
+            close()
+
+
+def interleaved(fns: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
+    """Median seconds per function, calling them in turn each round (after a warm-up), so
+    that load from elsewhere on the machine hits the baseline and the drivers alike."""
+    for fn in fns.values():
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+    return {name: statistics.median(xs) for name, xs in times.items()}
+
+
+def bench_near(n: int, dim: int, tmp: Path, queries: int) -> None:
+    rng = np.random.default_rng(11)
+    mat = rng.standard_normal((n, dim)).astype(np.float32)
+    mat /= np.linalg.norm(mat, axis=1, keepdims=True)
+    qs = rng.standard_normal((queries, dim)).astype(np.float32)
+    qs /= np.linalg.norm(qs, axis=1, keepdims=True)
+    subj = np.arange(n) % 100  # 1% per subject
+    group = np.arange(n) % 10  # 10% per group
+    k = 10
+    filters: dict[str, dict[str, str] | None] = {
+        "none": None, "10%": {"group": "g3"}, "1%": {"subject": "s3"},
+    }  # fmt: skip
+    rows = {"none": None, "10%": np.flatnonzero(group == 3), "1%": np.flatnonzero(subj == 3)}
+    counter = iter(range(10**9))
+
+    def brute(r: npt.NDArray[np.intp] | None) -> Callable[[], object]:
+        def run() -> object:
+            q = qs[next(counter) % queries]
+            m = mat if r is None else mat[r]
+            sims = m @ q
+            top = np.argpartition(-sims, k - 1)[:k]
+            return top[np.argsort(-sims[top])]
+
+        return run
+
+    stores: dict[str, VectorStore] = {}
+    for name in drivers("vector"):
+        store = open_store("vector", "memory:" if name == "memory" else f"sqlite:{tmp / 'v.db'}")
+        items = [(f"v{i}", mat[i], {"subject": f"s{subj[i]}", "group": f"g{group[i]}"})
+                 for i in range(n)]  # fmt: skip
+        t = time.perf_counter()
+        put_many = getattr(store, "put_many", None)
+        if put_many is not None:
+            put_many(items)
+        else:
+            for i, v, m in items:
+                store.put(i, v, m)
+        load = time.perf_counter() - t
+        t = time.perf_counter()
+        store.near(qs[0], k, {"subject": "s3"})
+        cold = time.perf_counter() - t
+        got = [m.id for m in store.near(qs[1], k, {"subject": "s3"})]
+        r1 = rows["1%"]
+        assert r1 is not None
+        want = [f"v{r1[j]}" for j in np.argsort(-(mat[r1] @ qs[1]))[:k]]
+        same = "top-10 equals brute force" if got == want else "TOP-10 MISMATCH"
+        print(f"  {name:<8} {len(store):>7} vectors loaded in {load:5.1f} s; first query "
+              f"{cold * 1e3:6.1f} ms; {same}")  # fmt: skip
+        stores[name] = store
+
+    def near(store: VectorStore, flt: dict[str, str] | None) -> Callable[[], object]:
+        def run() -> object:
+            return store.near(qs[next(counter) % queries], k, flt)
+
+        return run
+
+    fns: dict[str, Callable[[], object]] = {}
+    for label in filters:
+        fns[f"numpy|{label}"] = brute(rows[label])
+        for name, store in stores.items():
+            fns[f"{name}|{label}"] = near(store, filters[label])
+    med = interleaved(fns, queries)
+    print(f"  {'median top-10':<22}" + "".join(f"{'filter ' + lb:>16}" for lb in filters))
+    for name in ["numpy", *stores]:
+        title = "numpy brute force" if name == "numpy" else f"{name} driver"
+        print(f"  {title:<22}" + "".join(f"{med[f'{name}|{lb}'] * 1e3:13.3f} ms"
+                                         for lb in filters))  # fmt: skip
+    for store in stores.values():
+        close = getattr(store, "close", None)
+        if close is not None:
+            close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--scale", type=float, default=1.0, help="multiply every size (default 1)")
+    ap.add_argument("--dim", type=int, default=128, help="vector dimension (default 128)")
+    ap.add_argument("--skip", default="", help="comma list of ingest,match,near to skip")
+    args = ap.parse_args(argv)
+    skip = set(filter(None, args.skip.split(",")))
+    mb = max(0.05, 10.0 * args.scale)
+    n_triples = max(1000, int(1_000_000 * args.scale))
+    n_vectors = max(1000, int(100_000 * args.scale))
+    print(f"hirmem semantic bench  (python {sys.version.split()[0]}, numpy {np.__version__}, "
+          f"scale {args.scale})")  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="bench-semantic-") as d:
+        tmp = Path(d)
+        if "ingest" not in skip:
+            root = tmp / "corpus"
+            root.mkdir()
+            files, size = corpus(root, int(mb * 1e6))
+            print(f"\ningest: {files} files, {size / 1e6:.1f} MB generated")
+            bench_ingest(root, Substrate.in_memory(), "in-memory")
+            sq = Substrate.open(tmp / "ingest.db")
+            bench_ingest(root, sq, "SQLite")
+            sq.close()
+        if "match" not in skip:
+            print(f"\nMatch at {n_triples:,} triples (each driver, random bound terms):")
+            bench_match(n_triples, tmp, 2000)
+        if "near" not in skip:
+            print(f"\nNear at {n_vectors:,} vectors, dim {args.dim}, top-10:")
+            bench_near(n_vectors, args.dim, tmp, 200)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
