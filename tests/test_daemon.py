@@ -27,6 +27,7 @@ from board_host import provisioned
 from hirmem.commands import status_rows
 from hirmem.config import ConfigError, build_config, load_config
 from hirmem.daemon import Daemon, render_metrics, sign_knowledge
+from hirmem.faultproxy import BYTE_KINDS, Direction, FaultKind, FaultPlan, FaultProxy
 from hirmem.identity import triple_id
 from hirmem.keys import derive_test_key
 from hirmem.messages import PackStatus
@@ -34,8 +35,8 @@ from hirmem.packs import KnowledgeItem, Reason
 from hirmem.provision import HostTrust, SlotSettings, write_key_file
 from hirmem.qemu import QemuBoard
 from hirmem.records import Record
+from hirmem.rogue import RogueDevice
 from hirmem.store import Store, now_ms
-from scripted_device import ScriptedDevice
 from test_store import Device
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -293,7 +294,7 @@ def test_bad_packs_are_refused_with_their_reason_and_recorded(tmp_path: Path) ->
     db = tmp_path / "bad.db"
     with Store(db) as store:
         store.register_device(dev_id, key.public.raw, "scripted")
-    device = ScriptedDevice(dev_id, key)
+    device = RogueDevice(dev_id, key)
     config = build_config(
         {
             "host": {
@@ -360,3 +361,115 @@ def test_bad_packs_are_refused_with_their_reason_and_recorded(tmp_path: Path) ->
             Reason.ROLLBACK,
         }
         assert store.count_records(dev_id) == 2 and store.check_integrity() == []
+
+
+def _noisy_frames(proxy: FaultProxy, direction: Direction) -> int:
+    """Distinct emitted frames that byte noise or garbage made bad (one bad frame each)."""
+    hit = {
+        (e.session, e.out_frame)
+        for e in proxy.events()
+        if e.direction == direction and (e.kind in BYTE_KINDS or e.kind == FaultKind.GARBAGE)
+    }
+    return len(hit)
+
+
+@needs_qemu
+def test_ten_thousand_frames_of_faults_lose_nothing(tmp_path: Path) -> None:
+    """Both boards behind fault proxies: every candidate stored once, every fault counted."""
+    names = ("mps2-an385", "hifive1")
+    db = tmp_path / "faults.db"
+    register(db, names)
+    plan = FaultPlan(
+        flip=0.0002,
+        drop_byte=0.0001,
+        dup_byte=0.0001,
+        drop_frame=0.01,
+        dup_frame=0.01,
+        reorder=0.01,
+        garbage=0.005,
+        cut=0.0005,
+        delay=0.005,
+        delay_ms=30,
+    )
+    with ExitStack() as stack:
+        qbs = []
+        for name in names:
+            elf = provisioned(name, tmp_path, slot(BOARDS[name], sensor_ms=10, offer=8))
+            qbs.append(stack.enter_context(QemuBoard(name, elf, timeout=240).start()))
+        proxies = [
+            stack.enter_context(
+                FaultProxy(
+                    qb.url.removeprefix("socket://"),
+                    seed=n + 1,
+                    to_upstream=plan,
+                    to_client=plan,
+                    record_events=True,
+                )
+            )
+            for n, qb in enumerate(qbs)
+        ]
+        config = build_config(
+            {
+                "host": {
+                    "id": HOST_ID.hex(),
+                    "database": db.name,
+                    "save_every": 0.2,
+                    "status_every": 0.5,
+                    "reconnect_min": 0.05,
+                    "reconnect_max": 0.2,
+                },
+                "device": [{"url": p.url} for p in proxies],
+            },
+            tmp_path,
+            [],
+        )
+        daemon = Daemon(config)
+        daemon.start()
+        try:
+
+            def frames() -> int:
+                return sum(
+                    p.stats().to_client.frames_in + p.stats().to_upstream.frames_in for p in proxies
+                )
+
+            wait_until(lambda: frames() >= 10_000, 200, "10,000 frames through the proxies")
+            stats = [p.stats() for p in proxies]
+            # a last STATUS from each device, then its released records must all be stored
+            time.sleep(1.0)
+            finals = {}
+            for n in names:
+                c = daemon.store.counters(BOARDS[n])
+                finals[n] = c["device.captures"] - c["device.refusals"] - c["device.ring_used"]
+            wait_until(
+                lambda: all(daemon.store.count_records(BOARDS[n]) >= finals[n] for n in names),
+                30,
+                "every record the devices released to be in the store",
+            )
+            workers = {w.config.url: w for w in daemon.workers}
+            for proxy, st in zip(proxies, stats, strict=True):
+                worker = workers[proxy.url]
+                host = worker.session.counters.snapshot()
+                cuts = st.to_client.cut + st.to_upstream.cut
+                assert st.to_client.faults > 0 and st.to_upstream.faults > 0
+                # device -> daemon damage: each noisy frame or burst is one bad frame at the host
+                noisy_in = _noisy_frames(proxy, Direction.TO_CLIENT)
+                # (a cut may take a damaged frame with it, or leave a partial one behind)
+                assert noisy_in - cuts <= host.frames_bad_total <= noisy_in + cuts + 1
+                # daemon -> device damage: the device counts it (STATUS frames_bad)
+                noisy_out = _noisy_frames(proxy, Direction.TO_UPSTREAM)
+                device_bad = worker.device_status["frames_bad"]
+                assert noisy_out - cuts <= device_bad <= noisy_out + cuts + 1
+                # dropped frames come back as retransmissions, copies as duplicates
+                assert host.retransmissions + worker.device_status["retransmits"] > 0
+                assert host.duplicates + host.out_of_order > 0
+                # every cut is a reconnect of the daemon's worker
+                assert worker.reconnects >= cuts
+        finally:
+            daemon.stop()
+    with Store(db) as store:
+        assert store.check_integrity() == []  # every signature and record hash again
+        runs = gapless(all_records(store))  # none lost in the middle, none twice
+        for n in names:
+            assert store.count_records(BOARDS[n]) >= finals[n] > 0
+            assert len([k for k in runs if k[0] == BOARDS[n]]) == 1
+        assert store.refusals() == []  # damage never reached the intake as a pack

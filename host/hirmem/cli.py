@@ -15,12 +15,19 @@ from hirmem.semantic import cli as semantic_cli
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hirmem", description="hirmem edge-memory host tools")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run the wire-contract demo over a noisy simulated line")
-    demo.add_argument("--seed", type=int, default=2026, help="noise seed (default 2026)")
-    demo.add_argument("--flip", type=float, default=0.001, help="bit-flip rate per byte")
-    demo.add_argument("--drop", type=float, default=0.0005, help="byte drop rate")
-    demo.add_argument("--garbage", type=float, default=0.0005, help="garbage burst rate per byte")
-    demo.add_argument("--max-frame", type=int, default=512, help="frame size (128..4096)")
+    demo = sub.add_parser(
+        "demo", help="three emulated boards, the daemon, memory and semantics, checked"
+    )
+    demo.add_argument("--seconds", type=float, default=15.0, help="how long the boards run")
+    demo.add_argument("--sensor-ms", type=int, default=50, help="sensor period on the boards")
+    demo.add_argument(
+        "--simulated", action="store_true", help="the wire contract alone over a simulated line"
+    )
+    demo.add_argument("--seed", type=int, default=2026, help="(--simulated) noise seed")
+    demo.add_argument("--flip", type=float, default=0.001, help="(--simulated) bit flips/byte")
+    demo.add_argument("--drop", type=float, default=0.0005, help="(--simulated) byte drop rate")
+    demo.add_argument("--garbage", type=float, default=0.0005, help="(--simulated) garbage rate")
+    demo.add_argument("--max-frame", type=int, default=512, help="(--simulated) frame size")
     ident = sub.add_parser("id", help="print fold(s, p, o) and the triple id")
     ident.add_argument("subject")
     ident.add_argument("predicate")
@@ -37,10 +44,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.command == "demo" and args.simulated:
+            from hirmem import wire_demo
+
+            return wire_demo.run(args.seed, args.flip, args.drop, args.garbage, args.max_frame)
         if args.command == "demo":
             from hirmem import demo as demo_module
 
-            return demo_module.run(args.seed, args.flip, args.drop, args.garbage, args.max_frame)
+            return demo_module.run(args.seconds, args.sensor_ms)
         if args.command == "provision":
             return provision_module.run_cli(args)
         if args.command == "id":

@@ -1,249 +1,377 @@
-"""The end-to-end demo of the wire contract, with no hardware and no emulator yet.
+"""``hirmem demo``: the whole stack on emulated boards, checked at the end.
 
-A simulated device captures sensor readings, gates them (Q16.16 HIR gate),
-hashes and chains the records, signs them into a COSE_Sign1 memory pack and
-offers it in FRAGMENT frames over a byte channel that flips bits, drops bytes
-and injects garbage. The receiving side decodes the stream, reassembles,
-verifies the pack and its records, and the demo checks that every captured
-record arrived intact. Then it shows how the verifier refuses a duplicate, a
-tampered pack and a rollback. Everything printed is measured in this run.
+1. Builds the firmware for three boards (Cortex-M3 mps2-an385, rv32 HiFive1,
+   Cortex-M4F STM32F4), creates a key for each device and for the host, provisions
+   the images (synthetic sensor on) and registers the devices in a fresh store.
+2. Boots them in QEMU and serves them with the daemon over their UART sockets,
+   with a fourth, scripted *rogue* device that offers a tampered pack and a
+   rolled-back one. Live progress per device, once a second.
+3. Pushes a signed knowledge version and waits until every board holds it.
+4. Stops, and checks what it claims: for each board, the records the device
+   released from its ring against the records in the store (every capture seq
+   present once), the store's integrity (every pack and record verified again),
+   and the refused packs with their reasons.
+5. The memory engine admits what the devices sent (consolidated, held,
+   quarantined) and answers a recall with its scores; the semantic substrate turns
+   the records into assertions and prints the PROV trace of one answer.
+
+Everything is written under ``build/demo/`` (keys with mode 0600). The exit status
+is 0 only when every check held.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import random
+import logging
+import shutil
+import subprocess
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
 
-from hirmem import fragments
-from hirmem.errors import FrameError, HirmemError, MessageError, PackError
-from hirmem.frames import FrameDecoder, encode_frame
-from hirmem.gate import Check, Verdict
+from hirmem.config import build_config
+from hirmem.daemon import Daemon, StructuredFormatter, sign_knowledge
+from hirmem.errors import HirmemError
+from hirmem.gate import Verdict
+from hirmem.identity import triple_id
 from hirmem.keys import SigningKey
-from hirmem.messages import Ack, Fragment, PackOffer, decode_message, encode_message
-from hirmem.packs import ChainHead, PackKind, TrustedKey, sign_pack, verify_pack
-from hirmem.records import GENESIS, Record, State, record_id
+from hirmem.packs import KnowledgeItem, Pack, Reason
+from hirmem.provision import HostTrust, SlotSettings, provision_image, write_key_file
+from hirmem.qemu import QemuBoard
+from hirmem.records import Record, State
+from hirmem.rogue import RogueDevice
+from hirmem.store import Store, now_ms
 
-ALL_PASS = 0x0FFF
-Q_ONE = 0x10000
+ROOT = Path(__file__).resolve().parents[2]
+BOARDS = {  # board -> (device id, what it is)
+    "mps2-an385": (bytes.fromhex("de00000000000001"), "Cortex-M3"),
+    "hifive1": (bytes.fromhex("de00000000000002"), "rv32imac, 16 KB RAM"),
+    "stm32f4": (bytes.fromhex("de00000000000003"), "Cortex-M4F"),
+}
+HOST_ID = bytes.fromhex("4d4f53545f484f53")
 
-# (source, reading, ACTION_FLAGS, confidence, provenance): a realistic mix
-READINGS: list[tuple[str, dict[str, object], int, int, int]] = [
-    ("temp0", {"c": 21.4}, ALL_PASS, Q_ONE, 0xF000),
-    ("temp0", {"c": 21.6}, ALL_PASS, 0xF000, 0xF000),
-    ("door1", {"open": True}, ALL_PASS & ~Check.UNCERTAINTY_DISCLOSED, 0xE000, 0xC000),
-    ("temp0", {"c": 85.2, "note": "spike"}, ALL_PASS & ~Check.BASELINE_ALIGNED, 0xC000, 0xF000),
-    ("pump", {"rpm": 1450}, ALL_PASS, Q_ONE, Q_ONE),
-    ("", {"c": 19.0}, ALL_PASS & ~Check.SOURCE_PRESENT & ~Check.SIGNATURE_INTACT, 0x8000, 0x4000),
-    ("cmd", {"op": "lock all doors"}, ALL_PASS & ~Check.NO_DOMINATION, Q_ONE, Q_ONE),
-    ("cmd", {"op": "share location"}, ALL_PASS & ~Check.CONSENT_ENFORCED, Q_ONE, 0xC000),
-    ("temp1", {"c": -4.0}, ALL_PASS & ~0x0033, 0xC000, 0xC000),
-    ("gps", {"fix": 0}, ALL_PASS & ~0x0037, 0xA000, 0x8000),
-    ("mic", {"db": 31}, ALL_PASS & ~0x00B7, 0x8000, 0x8000),
-    ("imu", {"g": 0.98}, ALL_PASS & ~Check.REVERSIBLE_PREFERENCE, 0xF000, 0xE000),
-    ("pump", {"rpm": 0}, ALL_PASS & ~Check.NO_INVARIANT_VIOLATION, Q_ONE, Q_ONE),
-    ("temp0", {"c": 21.5}, ALL_PASS, Q_ONE, 0xF000),
-]
+
+class DemoError(HirmemError):
+    """The demo could not set itself up (no firmware tree, a build failure, …)."""
 
 
 @dataclass
-class NoisyChannel:
-    """A byte channel that damages what crosses it, reproducibly from a seed."""
-
-    rng: random.Random
-    flip: float
-    drop: float
-    garbage: float
-    damaged: int = 0
-
-    def carry(self, data: bytes) -> bytes:
-        out = bytearray()
-        for byte in data:
-            if self.rng.random() < self.garbage:
-                out += self.rng.randbytes(self.rng.randint(1, 6))
-                self.damaged += 1
-            if self.rng.random() < self.drop:
-                self.damaged += 1
-                continue
-            if self.rng.random() < self.flip:
-                byte ^= 1 << self.rng.randrange(8)
-                self.damaged += 1
-            out.append(byte)
-        return bytes(out)
+class Board:
+    name: str
+    device_id: bytes
+    label: str
+    qemu: QemuBoard | None = None
 
 
-@dataclass
-class LinkStats:
-    frames_sent: int = 0
-    retransmissions: int = 0
-    frame_errors: Counter[str] = field(default_factory=Counter)
-    message_errors: int = 0
+def _say(text: str = "") -> None:
+    print(text, flush=True)
 
 
-def _send_reliably(
-    bodies: list[tuple[int, bytes]],
-    forward: NoisyChannel,
-    backward: NoisyChannel,
-    receiver: FrameDecoder,
-    sender_rx: FrameDecoder,
-    stats: LinkStats,
-) -> list[bytes]:
-    """Stop-and-wait: resend each frame until its acknowledgement comes back intact."""
-    delivered: list[bytes] = []
-    expected = bodies[0][0]
-    for seq, body in bodies:
-        for attempt in range(50):
-            stats.frames_sent += 1
-            stats.retransmissions += attempt > 0
-            # a leading 0x00 flushes whatever partial frame damage left in the receiver
-            acked = False
-            for event in receiver.feed(forward.carry(b"\x00" + encode_frame(body))):
-                if isinstance(event, FrameError):
-                    stats.frame_errors[event.kind] += 1
-                    continue
-                try:
-                    env = decode_message(event)
-                except MessageError:
-                    stats.message_errors += 1
-                    continue
-                if env.seq == expected:
-                    delivered.append(event)
-                    expected += 1
-                ack = encode_frame(encode_message(Ack(), 0, expected - 1))
-                for back in sender_rx.feed(backward.carry(b"\x00" + ack)):
-                    if isinstance(back, FrameError):
-                        stats.frame_errors[back.kind] += 1
-                        continue
-                    try:
-                        acked = acked or decode_message(back).ack >= seq
-                    except MessageError:
-                        stats.message_errors += 1
-            if acked:
-                break
-        else:
-            raise HirmemError(f"frame {seq} not acknowledged after 50 attempts")
-    return delivered
-
-
-def run(
-    seed: int = 2026,
-    flip: float = 0.001,
-    drop: float = 0.0005,
-    garbage: float = 0.0005,
-    max_frame: int = 512,
-) -> int:
-    rng = random.Random(seed)
-    device_id = bytes.fromhex("d0e1c2e3a4b5c6d7")
-    boot = 3
-    device_key = SigningKey.generate()
-    print("hirmem demo: one device, one signed memory pack, a noisy serial line\n")
-    print(f"device {device_id.hex()}  boot {boot}  key id {device_key.kid.hex()}")
-
-    # 1. capture, normalise, gate, hash and chain on the "device"
-    records: list[Record] = []
-    prev = GENESIS
-    t0 = int(time.time() * 1000)
-    print(
-        f"\n{'#':>2} {'source':6} {'reading':28} {'H':>5} {'I':>5} {'R':>5} {'Rn':>6} "
-        f"{'W':>6} verdict  state"
+def _build(workdir: Path) -> None:
+    if not (ROOT / "firmware" / "Makefile").is_file():
+        raise DemoError(f"{ROOT}: no firmware tree here; run the demo from a hirmem checkout")
+    _say("building the firmware for three boards (make -C firmware boards) …")
+    proc = subprocess.run(
+        ["make", "-C", str(ROOT / "firmware"), "-j2", "boards"], capture_output=True, text=True
     )
-    for n, (source, reading, flags, conf, prov) in enumerate(READINGS, start=1):
-        payload = json.dumps(reading, separators=(",", ":")).encode()
-        ctx = hashlib.sha256(b"frame %d" % (n // 4)).digest()
-        rec = Record.capture(
-            record_id(device_id, boot, n),
-            payload,
-            source,
-            t0 + 250 * n,
-            ctx,
-            int(flags),
-            conf,
-            prov,
-            0x8000,
-            prev,
+    if proc.returncode != 0:
+        raise DemoError(f"the board build failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    workdir.mkdir(parents=True)
+
+
+def _provision(workdir: Path, host: SigningKey, sensor_ms: int) -> list[Board]:
+    boards = []
+    for name, (device_id, label) in BOARDS.items():
+        key = SigningKey.generate()
+        write_key_file(workdir / f"{name}.key", key)
+        settings = SlotSettings(
+            device_id,
+            key,
+            HostTrust(host.public, HOST_ID),
+            boot_base=1,
+            sensor_period_ms=sensor_ms,
+            offer_threshold=6,
+            offer_period_ms=1500,
+            status_period_ms=0,
         )
-        records.append(rec)
-        prev = rec.hash
-        print(
-            f"{n:>2} {source or '-':6} {payload.decode():28} {rec.h / Q_ONE:5.2f} "
-            f"{rec.i / Q_ONE:5.2f} {rec.r / Q_ONE:5.2f} {rec.rn / Q_ONE:6.4f} "
-            f"{rec.w / Q_ONE:6.4f} {Verdict(_verdict(rec)).name:8} {State(rec.state).name}"
+        image = ROOT / "build" / "boards" / name / "hirmem.elf"
+        provision_image(image, settings, workdir / f"{name}.elf")
+        with Store(workdir / "hirmem.db") as store:
+            store.register_device(device_id, key.public.raw, name)
+        boards.append(Board(name, device_id, label))
+    return boards
+
+
+def _log_to(path: Path) -> None:
+    """The daemon's structured log goes to a file; the console shows progress."""
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(StructuredFormatter(as_json=False))
+    root = logging.getLogger("hirmem")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+    root.propagate = False
+
+
+def _progress(daemon: Daemon, t0: float) -> None:
+    parts = []
+    for w in daemon.workers:
+        dev = w.device_id.hex()[-4:] if w.device_id else "----"
+        c = w.session.counters
+        stored = daemon.store.count_records(w.device_id) if w.device_id else 0
+        parts.append(
+            f"{dev}: {stored:>4} rec {c.packs_accepted:>3} packs {c.frames_good:>5} ok "
+            f"{c.frames_bad_total:>2} bad {c.retransmissions:>3} rtx"
         )
+    _say(f"  t={time.monotonic() - t0:5.1f}s  " + " | ".join(parts))
 
-    # 2. sign the pack and offer it over the noisy line
-    pack = sign_pack(
-        device_key, PackKind.MEMORY, device_id, (boot << 32) | 1, GENESIS, t0 + 5000, records
-    )
-    offer = encode_message(PackOffer(pack.encoded), inner=True)
-    parts = fragments.split(offer, max_frame, first_seq=2)
-    bodies = [(seq, encode_message(frag, seq, 0)) for seq, frag in parts]
-    print(
-        f"\npack {pack.pack_id.hex()}: {len(records)} records, {len(pack.encoded)} bytes "
-        f"signed; PACK_OFFER of {len(offer)} bytes in {len(parts)} fragments of "
-        f"max_frame {max_frame}"
-    )
-    forward = NoisyChannel(rng, flip, drop, garbage)
-    backward = NoisyChannel(rng, flip, drop, garbage)
-    receiver, sender_rx = FrameDecoder(max_frame), FrameDecoder(max_frame)
-    stats = LinkStats()
-    delivered = _send_reliably(bodies, forward, backward, receiver, sender_rx, stats)
 
-    # 3. the host side: reassemble, decode, verify
-    reassembler = fragments.Reassembler(65536)
-    inner = None
-    for body in delivered:
-        frag = decode_message(body).message
-        assert isinstance(frag, Fragment)
-        inner = reassembler.add(frag) or inner
-    if inner is None:
-        raise HirmemError("the pack offer was not reassembled")
-    got = decode_message(inner, inner=True).message
-    assert isinstance(got, PackOffer)
-    keys = {device_key.kid: TrustedKey(device_key.public, device_id, PackKind.MEMORY)}
-    verified = verify_pack(got.pack, keys, None, PackKind.MEMORY)
-    arrived = [r for r in verified.pack.items if isinstance(r, Record)]
-    errors = ", ".join(f"{k} {v}" for k, v in sorted(stats.frame_errors.items())) or "none"
-    print(
-        f"line: {forward.damaged + backward.damaged} bytes damaged (flip {flip}, drop {drop}, "
-        f"garbage {garbage}); {stats.frames_sent} frames sent, {stats.retransmissions} "
-        f"retransmitted; damaged frames caught: {errors}; bad bodies: {stats.message_errors}"
-    )
-    states = Counter(State(r.state).name.lower() for r in arrived)
-    print(
-        f"host: pack verified (signature, key, chain, {len(arrived)} record hashes and gate "
-        f"scores): " + ", ".join(f"{v} {k}" for k, v in sorted(states.items()))
-    )
+def _rogue(daemon_store: Store) -> tuple[RogueDevice, bytes]:
+    """A scripted device (not firmware) that will offer bad packs; registered honestly."""
+    key = SigningKey.generate()
+    device_id = bytes.fromhex("de000000000000ff")
+    daemon_store.register_device(device_id, key.public.raw, "rogue")
+    return RogueDevice(device_id, key), device_id
 
-    # 4. what the verifier refuses
-    head = ChainHead(verified.pack.seq, verified.pack.hash)
-    tampered = bytearray(pack.encoded)
-    tampered[tampered.find(b"spike")] ^= 0x01
-    older = sign_pack(device_key, PackKind.MEMORY, device_id, (boot << 32), GENESIS, t0, [])
-    print("\nrefusals:")
-    for label, data in (
-        ("same pack again", pack.encoded),
-        ("one byte changed", bytes(tampered)),
-        ("older sequence", older.encoded),
-    ):
+
+def run(seconds: float = 15.0, sensor_ms: int = 50, workdir: Path | None = None) -> int:
+    workdir = workdir or ROOT / "build" / "demo"
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    _build(workdir)
+    host_key = SigningKey.generate()
+    write_key_file(workdir / "host.key", host_key)
+    boards = _provision(workdir, host_key, sensor_ms)
+    db = workdir / "hirmem.db"
+    with Store(db) as store:
+        rogue, rogue_id = _rogue(store)
+    _say(f"keys, provisioned images, the store and daemon.log are in {workdir}")
+    checks: list[tuple[str, bool]] = []
+    with ExitStack() as stack:
+        for b in boards:
+            qemu = QemuBoard(b.name, workdir / f"{b.name}.elf", timeout=seconds + 120)
+            b.qemu = stack.enter_context(qemu.start())
+            _say(f"  {b.name:<11} {b.label:<20} device {b.device_id.hex()}  UART {b.qemu.url}")
+        stack.callback(rogue.close)
+        devices = [{"url": b.qemu.url, "name": b.name} for b in boards if b.qemu]
+        devices.append({"url": rogue.url, "name": "rogue"})
+        config = build_config(
+            {
+                "host": {
+                    "id": HOST_ID.hex(),
+                    "database": db.name,
+                    "save_every": 0.5,
+                    "status_every": 1.0,
+                },
+                "device": devices,
+            },
+            workdir,
+            [],
+        )
+        _log_to(workdir / "daemon.log")
+        daemon = Daemon(config)
+        daemon.start()
         try:
-            result = verify_pack(data, keys, head, PackKind.MEMORY)
-            what = "duplicate: acknowledged, stored once" if result.duplicate else "accepted"
-            print(f"  {label:18} -> {what}")
-        except PackError as err:
-            print(f"  {label:18} -> refused, reason {err.reason} {err}")
+            _say(
+                f"\nthe daemon serves {len(devices)} lines; progress (by the last 4 hex digits "
+                "of each device id):"
+            )
+            t0 = time.monotonic()
+            rogue.run_in_background()
+            pushed: Pack | None = None
+            while time.monotonic() - t0 < seconds:
+                time.sleep(1.0)
+                _progress(daemon, t0)
+                if pushed is None and time.monotonic() - t0 > seconds / 3:
+                    items = [
+                        KnowledgeItem(bytes.fromhex(triple_id(s, p, o)), s, p, o, c)
+                        for s, p, o, c in (
+                            ("temp0", "max_safe", "80.0", 0xF000),
+                            ("pump", "serves", "zone 3", 0x10000),
+                        )
+                    ]
+                    pushed = sign_knowledge(daemon.store, host_key, HOST_ID, items, now_ms())
+                    _say(
+                        f"  pushed knowledge version {pushed.seq} ({len(items)} facts, "
+                        f"{len(pushed.encoded)} bytes, signed by {host_key.kid.hex()})"
+                    )
+            checks.append(
+                ("knowledge held by every board", _wait_knowledge(daemon, boards, pushed))
+            )
+            time.sleep(1.5)  # a last STATUS from every board
+            finals = _released(daemon, boards)
+            _wait_stored(daemon, finals)
+        finally:
+            daemon.stop()
+    checks += _summary(db, boards, finals, rogue_id)
+    _memory(db, workdir)
+    _semantic(db, workdir)
+    _say("\nchecks:")
+    for name, ok in checks:
+        _say(f"  [{'ok' if ok else 'FAILED'}] {name}")
+    return 0 if all(ok for _, ok in checks) else 1
 
-    ok = [r.to_wire() for r in arrived] == [r.to_wire() for r in records]
-    print(
-        f"\ncheck: {len(records)} records captured, {len(arrived)} verified on the host, "
-        f"identical: {'yes' if ok else 'NO'}"
-    )
-    return 0 if ok else 1
+
+def _wait_knowledge(
+    daemon: Daemon, boards: list[Board], pack: Pack | None, timeout: float = 20
+) -> bool:
+    if pack is None:
+        return False
+    seq = pack.seq
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        held = [
+            any(
+                s == seq and st == "accepted"
+                for s, st, _, _ in daemon.store.device_knowledge(b.device_id)
+            )
+            for b in boards
+        ]
+        if all(held):
+            return True
+        time.sleep(0.2)
+    return False
 
 
-def _verdict(rec: Record) -> int:
-    if rec.rn >= 0xC000:
+def _released(daemon: Daemon, boards: list[Board]) -> dict[bytes, tuple[int, int, int, int]]:
+    """Per board (captures, refused, in ring, released = captures - refused - in ring)."""
+    out = {}
+    for w in daemon.workers:
+        if w.device_id is None or w.device_id not in {b.device_id for b in boards}:
+            continue
+        st = w.device_status
+        c, r, u = st.get("captures", 0), st.get("refusals", 0), st.get("ring_used", 0)
+        out[w.device_id] = (c, r, u, c - r - u)
+    return out
+
+
+def _wait_stored(daemon: Daemon, finals: dict[bytes, tuple[int, int, int, int]]) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if all(daemon.store.count_records(d) >= f[3] for d, f in finals.items()):
+            return
+        time.sleep(0.2)
+
+
+def _all_records(store: Store) -> list[Record]:
+    out: list[Record] = []
+    cursor = 0
+    while batch := store.records(cursor, 1000):
+        cursor = batch[-1][0]
+        out.extend(r for _, r, _ in batch)
+    return out
+
+
+def _summary(
+    db: Path, boards: list[Board], finals: dict[bytes, tuple[int, int, int, int]], rogue: bytes
+) -> list[tuple[str, bool]]:
+    checks = []
+    with Store(db) as store:
+        records = _all_records(store)
+        _say(
+            "\nsummary: captured, refused, in ring and released (captured - refused - in ring)"
+            "\nfrom each board's last STATUS; stored and the rest from the store at the end"
+            "\n(the sensors kept running after that STATUS, so stored >= released):"
+        )
+        _say(
+            f"  {'board':<11} {'captured':>8} {'refused':>7} {'in ring':>7} {'released':>8} "
+            f"{'stored':>6}  gapless  GREEN YELLOW RED quarantined"
+        )
+        for b in boards:
+            mine = [r for r in records if r.id[:8] == b.device_id]
+            seqs = sorted(int.from_bytes(r.id[12:], "big") for r in mine)
+            gapless = seqs == list(range(1, len(seqs) + 1))
+            verdicts = Counter(Verdict(_verdict(r)).name for r in mine)
+            quarantined = sum(r.state == State.QUARANTINED for r in mine)
+            cap, ref, ring, released = finals.get(b.device_id, (0, 0, 0, 0))
+            _say(
+                f"  {b.name:<11} {cap:>8} {ref:>7} {ring:>7} {released:>8} {len(mine):>6}  "
+                f"{'yes' if gapless else 'NO':<7}  {verdicts['GREEN']:>5} {verdicts['YELLOW']:>6} "
+                f"{verdicts['RED']:>3} {quarantined:>11}"
+            )
+            checks.append(
+                (
+                    f"{b.name}: every released record stored once, capture seqs "
+                    f"gapless ({len(mine)} ≥ {released})",
+                    gapless and len(mine) >= released > 0,
+                )
+            )
+        problems = store.check_integrity()
+        _say(
+            f"  integrity check (every pack and record verified again): "
+            f"{'ok' if not problems else '; '.join(problems)}"
+        )
+        checks.append(("store integrity", not problems))
+        refusals = store.refusals()
+        _say("  refused packs:")
+        for r in refusals:
+            who = "rogue" if r.device_id == rogue else r.device_id.hex()
+            _say(f"    {who}: {Reason(r.reason).name.lower()} ({r.detail}) x{r.offers}")
+        got = {Reason(r.reason) for r in refusals if r.device_id == rogue}
+        checks.append(
+            (
+                "the rogue's tampered and rolled-back packs refused with their reasons",
+                got == {Reason.BAD_SIGNATURE, Reason.ROLLBACK},
+            )
+        )
+        checks.append(("no pack of a board refused", all(r.device_id == rogue for r in refusals)))
+    return checks
+
+
+def _verdict(r: Record) -> int:
+    if r.rn >= 0xC000:
         return int(Verdict.GREEN)
-    return int(Verdict.YELLOW if rec.rn >= 0x8000 else Verdict.RED)
+    return int(Verdict.YELLOW) if r.rn >= 0x8000 else int(Verdict.RED)
+
+
+def _memory(db: Path, workdir: Path) -> None:
+    from hirmem.memory.engine import MemoryEngine
+    from hirmem.memory.follow import follow_intake
+
+    engine = MemoryEngine(workdir / "memory.db")
+    try:
+        with Store(db) as store:
+            report = follow_intake(engine, store)
+        stats = engine.stats()
+        _say(
+            f"\nmemory engine: {report.packs} packs, {report.admitted} admitted, "
+            f"{report.quarantined} quarantined, {report.mismatched} disagreed with the device"
+        )
+        for group, counts in stats.items():
+            _say(f"  {group}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+        query = "sensor temp0 reading"
+        hits = engine.recall(query, k=3)
+        _say(f"  recall {query!r}: score = Sim x M x Rec x Trust")
+        for h in hits:
+            _say(
+                f"    {h.id}  {h.score:.4f} = {h.sim:.3f} x {h.strength:.3f} x "
+                f"{h.recency:.3f} x {h.trust:.3f}"
+            )
+    finally:
+        engine.close()
+
+
+def _semantic(db: Path, workdir: Path) -> None:
+    from hirmem.semantic.devices import DeviceFeed
+    from hirmem.semantic.substrate import Substrate
+
+    sub = Substrate.open(workdir / "semantic.db")
+    try:
+        with Store(db) as store:
+            _, result = DeviceFeed(store, sub).pull(0)
+        _say(
+            f"\nsemantic substrate: {len(result.docs)} device records became documents, "
+            f"{len(result.triples)} assertions"
+        )
+        if not result.triples:
+            return
+        ours = [t for t in result.triples if not t.subject.startswith("de000000000000ff")]
+        first = (ours or result.triples)[0]
+        _say(f"  one assertion: ({first.subject}, {first.predicate}, {first.object})")
+        tid = triple_id(first.subject, first.predicate, first.object)
+        _say(f"  its PROV-O trace (assertion:{tid}):")
+        for ent in sub.prov.lineage(f"assertion:{tid}"):
+            gen = ", ".join(ent.generated_by) or "-"
+            _say(f"    {ent.kind:<10} {ent.id}  wasGeneratedBy {gen}")
+    finally:
+        sub.close()

@@ -1,16 +1,19 @@
-"""A scripted device on a TCP socket: the device side of the protocol, written with the host codec.
+"""A scripted device on a TCP socket, for what real firmware never does on purpose.
 
-For what real firmware never does on purpose: offering a tampered pack, a pack signed
-with an unknown key, a replayed or a rolled-back one. It listens like QEMU's UART
-socket (the daemon connects to ``socket://127.0.0.1:PORT``), sends HELLO, answers the
-HELLO_ACK, then offers whatever packs the test gives it and collects the
+It offers tampered packs, packs signed with an unknown key, replayed and rolled-back
+ones: tests and the demo use it to show the host refusing them. It listens like
+QEMU's UART socket (the daemon connects to ``socket://127.0.0.1:PORT``), sends HELLO,
+answers the HELLO_ACK, then offers the packs it is given and collects the
 PACK_RESULTs. Sequencing is the simplest correct one: one message in flight, resent
 until acknowledged; every sequenced message from the host is acknowledged at once.
+The device side is written with the host codec (an independent implementation of
+the same contract as the firmware).
 """
 
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -27,12 +30,14 @@ from hirmem.messages import (
     decode_message,
     encode_message,
 )
+from hirmem.packs import Pack, PackKind, sign_pack
+from hirmem.records import GENESIS, Record, record_id
 
 MAX_FRAME = 512
 
 
 @dataclass
-class ScriptedDevice:
+class RogueDevice:
     device_id: bytes
     key: SigningKey
     boot: int = 1
@@ -126,3 +131,37 @@ class ScriptedDevice:
             while len(self.results) < want and time.monotonic() < end:
                 self._pump(0.05)
         return self.results[-1]
+
+    def pack(self, seq: int, prev: bytes, n: int = 1, *, first_capture: int = 1) -> Pack:
+        """A well-formed pack of ``n`` readings, signed with this device's key."""
+        records = []
+        link = prev
+        for k in range(first_capture, first_capture + n):
+            rec = Record.capture(
+                record_id(self.device_id, self.boot, k), b'{"c":21.5}', "sensor/temp0",
+                1_780_000_000_000 + k, bytes(32), 0x0FFF, 0x10000, 0xE666, 0x8000, link,
+            )  # fmt: skip
+            records.append(rec)
+            link = rec.hash
+        return sign_pack(self.key, PackKind.MEMORY, self.device_id, seq, prev, 0, records)
+
+    def run_in_background(self) -> threading.Thread:
+        """Connect, offer one honest pack, then a tampered one and a rolled-back one."""
+
+        def script() -> None:
+            try:
+                self.connect(timeout=30)
+                honest = self.pack((self.boot << 32) | 5, GENESIS)
+                self.offer(honest.encoded)
+                tampered = bytearray(
+                    self.pack((self.boot << 32) | 6, honest.hash, first_capture=2).encoded
+                )
+                tampered[-70] ^= 0x01  # a bit in the payload: the signature fails
+                self.offer(bytes(tampered))
+                self.offer(self.pack((self.boot << 32) | 3, GENESIS, first_capture=3).encoded)
+            except (OSError, TimeoutError):
+                pass  # the demo's summary shows what was refused; a lost line is not fatal
+
+        thread = threading.Thread(target=script, name="rogue device", daemon=True)
+        thread.start()
+        return thread
