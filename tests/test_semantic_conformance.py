@@ -10,9 +10,13 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import rdflib
+from prov.model import ProvActivity, ProvDocument, ProvRecord
 
 from hirmem.identity import triple_id
 from hirmem.semantic.assertions import Ledger
@@ -88,12 +92,18 @@ def test_conformance_1_values_and_an_assertion_carries_its_chunk() -> None:
     assert f"assertion:{only_supplied.id}" not in sub.prov.entities
 
 
-def test_conformance_2_identity_resolves_across_runtimes() -> None:
+def _fresh(name: str, tmp_path: Path) -> str:
+    """A DSN for a new store of driver ``name`` (the file driver needs a path)."""
+    return f"file:{tmp_path / uuid.uuid4().hex}.jsonl" if name == "file" else f"{name}:"
+
+
+def test_conformance_2_identity_resolves_across_runtimes(tmp_path: Path) -> None:
     for (s, p, o), want in REFERENCE_IDS.items():
         assert triple_id(s, p, o) == want
         assert Claim(s, p, o, supplied_by="x").id == want
         for name in drivers("triple"):
-            assert open_store("triple", f"{name}:").assert_triple(s, p, o) == want
+            ts = open_store("triple", _fresh(name, tmp_path))
+            assert ts.assert_triple(s, p, o) == want
     vectors = json.loads((ROOT / "protocol/vectors/identity.json").read_text())["cases"]
     assert len(vectors) >= 4
     ledger = Ledger()
@@ -185,9 +195,9 @@ def test_conformance_5_a_refusal_is_recorded_as_a_decision() -> None:
     assert "rationale" not in names  # the explanation is the walk, not stored prose
 
 
-def test_conformance_6_retrieval_admits_a_metadata_filter() -> None:
+def test_conformance_6_retrieval_admits_a_metadata_filter(tmp_path: Path) -> None:
     for name in drivers("vector"):
-        store = open_store("vector", f"{name}:")
+        store = open_store("vector", _fresh(name, tmp_path))
         assert "filter" in inspect.signature(store.near).parameters
         store.put("a", [1.0, 0.0], {"subject": "bob"})
         store.put("b", [0.9, 0.1], {"subject": "alice"})
@@ -209,17 +219,52 @@ def test_conformance_6_retrieval_admits_a_metadata_filter() -> None:
     assert Span.locate(chunk, hit.evidence).resolve(chunk) == hit.evidence
 
 
-def test_prov_json_and_provn_use_the_same_terms() -> None:
+def test_prov_exports_go_through_the_prov_package_and_parse_back() -> None:
     sub, result = _ingest()
     t = result.triples[0]  # type: ignore[attr-defined]
-    pj = sub.prov.to_provjson([f"assertion:{t.id}"])
-    assert {"entity", "activity", "agent", "wasGeneratedBy", "used", "wasDerivedFrom",
-            "wasAssociatedWith"} <= set(pj)  # fmt: skip
-    derived = [r["prov:usedEntity"] for r in pj["wasDerivedFrom"].values()
-               if r["prov:generatedEntity"] == f"hm:assertion:{t.id}"]  # fmt: skip
-    assert derived == [f"hm:chunk:{t.from_chunk.id.replace('#', '%23')}"]
-    assert json.loads(json.dumps(pj)) == pj
-    provn = sub.prov.to_provn([f"assertion:{t.id}"])
+    eid = f"assertion:{t.id}"
+    trace = sub.trace(t.id)
+    # PROV-JSON, read back by the prov package itself
+    doc = ProvDocument.deserialize(content=sub.prov.to_provjson([eid]), format="json")
+    assert doc == sub.prov.to_prov([eid])
+    by_type: dict[str, list[ProvRecord]] = {}
+    for rec in doc.get_records():
+        by_type.setdefault(rec.get_type().localpart, []).append(rec)
+    assert {"Generation", "Derivation", "Usage", "Association"} <= set(by_type)
+    hm = "urn:hirmem:"
+
+    def ids(rel: str, a: str, b: str) -> set[tuple[str, str]]:
+        return {(str(r.get_attribute(f"prov:{a}").pop()), str(r.get_attribute(f"prov:{b}")
+                 .pop())) for r in by_type[rel]}  # fmt: skip
+
+    q = "hm:"  # qualified names as the prov package prints them
+    chunk_q = q + "chunk:" + t.from_chunk.id.replace("#", "%23")
+    assert (q + eid, chunk_q) in ids("Derivation", "generatedEntity", "usedEntity")
+    assert (q + eid, q + trace[0].id) in ids("Generation", "entity", "activity")
+    assert (q + trace[0].id, chunk_q) in ids("Usage", "activity", "entity")
+    assert (q + trace[0].id, q + trace[0].agent) in ids("Association", "activity", "agent")
+    acts = {str(a.identifier): a for a in doc.get_records(ProvActivity)
+            if isinstance(a, ProvActivity)}  # fmt: skip
+    for act in trace:  # startedAtTime / endedAtTime of every activity of the trace
+        got = acts[q + act.id]
+        assert got.get_startTime() == datetime.fromtimestamp(act.start / 1000, UTC)
+        assert got.get_endTime() == datetime.fromtimestamp(act.end / 1000, UTC)
+    chunk = hm + "chunk:" + t.from_chunk.id.replace("#", "%23")
+    # Turtle from the prov package's RDF serializer parses, with the PROV-O terms
+    g = rdflib.Graph().parse(data=sub.prov.to_turtle([eid]), format="turtle")
+    prov = rdflib.Namespace("http://www.w3.org/ns/prov#")
+    act_iri = rdflib.URIRef(hm + trace[0].id)
+    assert (rdflib.URIRef(hm + eid), prov.wasGeneratedBy, act_iri) in g
+    assert (rdflib.URIRef(hm + eid), prov.wasDerivedFrom, rdflib.URIRef(chunk)) in g
+    assert (act_iri, prov.used, rdflib.URIRef(chunk)) in g
+    assert (act_iri, prov.wasAssociatedWith, rdflib.URIRef(hm + trace[0].agent)) in g
+    started = g.value(act_iri, prov.startedAtTime)
+    assert isinstance(started, rdflib.Literal)
+    assert started.toPython() == datetime.fromtimestamp(trace[0].start / 1000, UTC)
+    assert (act_iri, prov.endedAtTime, None) in g
+    # PROV-N, written by the prov package
+    provn = sub.prov.to_provn([eid])
     assert provn.startswith("document\n") and provn.endswith("endDocument\n")
-    for term in ("wasGeneratedBy(", "used(", "wasAssociatedWith(", "wasDerivedFrom("):
+    for term in ("wasGeneratedBy(", "used(", "wasAssociatedWith(", "wasDerivedFrom(",
+                 "activity("):  # fmt: skip
         assert term in provn

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hirmem.semantic.assertions import Ledger
+from hirmem.semantic.assertions import Ledger, SQLiteLedger
 from hirmem.semantic.errors import (
     IngestError,
     LedgerError,
@@ -41,7 +41,17 @@ from hirmem.semantic.parse import (
 )
 from hirmem.semantic.split import FixedSplitter, SentenceSplitter
 from hirmem.semantic.stages import Parser, Pipeline
-from hirmem.semantic.values import Chunk, Claim, Doc, Origin, Span, Triple, origin, with_origin
+from hirmem.semantic.values import (
+    OPEN,
+    Chunk,
+    Claim,
+    Doc,
+    Origin,
+    Span,
+    Triple,
+    origin,
+    with_origin,
+)
 
 DAY = 86_400_000
 
@@ -118,6 +128,39 @@ def test_temporal_bounds_closing_only_shortens_and_three_instants_stay_apart() -
         ledger.close_span("0123456789abcdef", 1)
     with pytest.raises(SemanticError, match="precedes"):
         Claim("a", "b", "c", supplied_by="x", valid_from=5, valid_until=2)
+
+
+def test_a_closed_span_is_versioned_so_an_as_of_read_sees_it_as_it_was(tmp_path: Path) -> None:
+    now = [1000]
+    ledger = SQLiteLedger(tmp_path / "l.db", lambda: now[0])
+    e = ledger.add(Claim("Alice", "works_at", "Acme", supplied_by="hr", valid_from=10 * DAY))
+    now[0] = 2000  # ledger time moves on; the close is believed from here
+    ledger.close_span(e.id, 20 * DAY)
+    now[0] = 3000
+    ledger.close_span(e.id, 15 * DAY)
+    ledger.close_span(e.id, 40 * DAY)  # does not lengthen, and is no new version
+    # three instants: world time (at), ledger time (as_of), and the span's own bounds
+    before = ledger.edges(as_of=1500)
+    assert [(x.valid_from, x.valid_until) for x in before] == [(10 * DAY, OPEN)]
+    assert ledger.edges(at=30 * DAY, as_of=1500) == before  # then believed still true
+    assert [x.valid_until for x in ledger.edges(as_of=2500)] == [20 * DAY]
+    assert ledger.edges(at=18 * DAY, as_of=2500) != []
+    assert ledger.edges(at=18 * DAY, as_of=3000) == []  # shortened to 15 days at 3000
+    assert [x.valid_until for x in ledger.edges()] == [15 * DAY]  # now
+    assert ledger.edges(as_of=999) == []  # before it was recorded
+    # a later arrival that sets an open bound is a version too
+    f = ledger.add(Claim("Bob", "lives_in", "Oslo", supplied_by="hr"))
+    now[0] = 4000
+    ledger.add(Claim("Bob", "lives_in", "Oslo", supplied_by="tax", valid_until=25 * DAY))
+    assert [x.valid_until for x in ledger.edges(as_of=3500) if x.id == f.id] == [OPEN]
+    assert [x.valid_until for x in ledger.edges(as_of=4000) if x.id == f.id] == [25 * DAY]
+    ledger.close()
+    # the versions survive a reopen
+    again = SQLiteLedger(tmp_path / "l.db", lambda: now[0])
+    assert [(x.valid_until) for x in again.edges(as_of=1500) if x.id == e.id] == [OPEN]
+    held = again.get(e.id)
+    assert held is not None and held == ledger.get(e.id)
+    assert [v[2] for v in held.spans] == [OPEN, 20 * DAY, 15 * DAY]
 
 
 # ---- stages -------------------------------------------------------------------------------------

@@ -13,6 +13,9 @@ Invariants:
 - Three instants stay apart: ``valid_from``/``valid_until`` (when the world was that way),
   ``recorded_at``/``retracted_at`` (when the ledger believed it, stamped by the ledger's own
   clock and never taken from the caller) and the ``as_of`` instant of a read.
+- The span is versioned: every change to it (a close, a bound set by a later arrival) is
+  kept with the ledger instant it was made at (``Edge.spans``), so an ``as_of`` read sees
+  the span as it was believed then — closed later means still open as of before the close.
 - :meth:`Ledger.close_span` only ever shortens a span; closing twice cannot revive it. A
   repetition never reopens a closed span either.
 - :meth:`Ledger.retract` keeps the record and marks it withdrawn; :meth:`Ledger.erase`
@@ -84,6 +87,21 @@ class Edge:
     recorded_at: int = 0
     retracted_at: int = 0  # 0: not retracted
     retraction: str = ""  # why it was retracted
+    spans: tuple[tuple[int, int, int], ...] = ()  # (ledger instant, from, until), oldest first
+
+    def as_of(self, instant: int) -> Edge | None:
+        """The edge as the ledger believed it at ``instant`` (ledger time): None before it
+        was recorded; its span as it stood then; not yet retracted if retracted later."""
+        if not self.believed_as_of(instant):
+            return None
+        vf, vu = self.valid_from, self.valid_until
+        for at, f, u in self.spans:
+            if at > instant:
+                break
+            vf, vu = f, u
+        if (vf, vu) == (self.valid_from, self.valid_until) and not self.retracted_at:
+            return self
+        return replace(self, valid_from=vf, valid_until=vu, retracted_at=0, retraction="")
 
     @property
     def extracted(self) -> bool:
@@ -105,13 +123,16 @@ class Edge:
             "sources": [s.to_json() for s in self.sources], "from": self.valid_from,
             "until": self.valid_until, "recorded": self.recorded_at,
             "retracted": self.retracted_at, "retraction": self.retraction,
+            "spans": [list(v) for v in self.spans],
         }  # fmt: skip
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Edge:
+        spans = d.get("spans") or [[d["recorded"], d["from"], d["until"]]]
         return cls(d["id"], d["s"], d["p"], d["o"], d["count"], d["score"],
                    tuple(Source.from_json(s) for s in d["sources"]), d["from"], d["until"],
-                   d["recorded"], d["retracted"], d["retraction"])  # fmt: skip
+                   d["recorded"], d["retracted"], d["retraction"],
+                   tuple((a, f, u) for a, f, u in spans))  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,17 +208,24 @@ class Ledger:
         if held is not None and src in held.sources:
             return held  # the same source read again (a re-ingest) is not a new arrival
         if held is None:
-            edge = Edge(tid, s, p, o, 1, confidence(src.score), (src,), vf, vu, self._clock())
+            now = self._clock()
+            edge = Edge(tid, s, p, o, 1, confidence(src.score), (src,), vf, vu, now,
+                        spans=((now, vf, vu),))  # fmt: skip
         else:
             # never reopen: a closed bound stays; an open one may be set by a later arrival
             until = held.valid_until if held.valid_until != OPEN else vu
+            start = held.valid_from if held.valid_from != OPEN else vf
+            spans = held.spans
+            if (start, until) != (held.valid_from, held.valid_until):
+                spans = (*spans, (self._clock(), start, until))
             edge = replace(
                 held,
                 count=held.count + 1,
                 score=max(held.score, confidence(src.score)),
                 sources=(*held.sources, src),
-                valid_from=held.valid_from if held.valid_from != OPEN else vf,
+                valid_from=start,
                 valid_until=until,
+                spans=spans,
             )
         self._store(edge)
         return edge
@@ -210,8 +238,10 @@ class Ledger:
         new = until if edge.valid_until == OPEN else min(edge.valid_until, until)
         if edge.valid_from != OPEN and new < edge.valid_from:
             new = edge.valid_from  # an empty span, never a negative one
-        edge = replace(edge, valid_until=new)
-        self._store(edge)
+        if new != edge.valid_until:
+            edge = replace(edge, valid_until=new,
+                           spans=(*edge.spans, (self._clock(), edge.valid_from, new)))  # fmt: skip
+            self._store(edge)
         return edge
 
     def retract(self, tid: str, reason: str) -> Edge:
@@ -273,18 +303,21 @@ class Ledger:
         """Edges valid at ``at`` (world time) as believed at ``as_of`` (ledger time).
 
         With no ``as_of`` the current belief is read: retracted edges are left out unless
-        ``include_retracted``. With ``as_of`` an edge retracted later is still seen, as it was
-        believed then. (A closed span is not versioned: ``valid_until`` reads as it is now.)
+        ``include_retracted``. With ``as_of`` each edge is read as it was then believed
+        (:meth:`Edge.as_of`): retracted later means not retracted, and its span is the version
+        that stood at ``as_of`` — so ``at`` is tested against the span as then believed.
         """
         out = []
-        for e in self._edges.values():
+        for held in self._edges.values():
+            e: Edge | None
             if as_of is not None:
-                if not e.believed_as_of(as_of):
+                e = held.as_of(as_of)
+                if e is None:
                     continue
-                if e.retracted_at:  # retracted after as_of: shown as it was then believed
-                    e = replace(e, retracted_at=0, retraction="")
-            elif e.retracted_at and not include_retracted:
-                continue
+            else:
+                if held.retracted_at and not include_retracted:
+                    continue
+                e = held
             if at is not None and not e.valid_at(at):
                 continue
             out.append(e)

@@ -43,7 +43,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     tr = sub.add_parser("trace", help="print the PROV-O lineage of an assertion id")
     tr.add_argument("id", help="a triple id (16 hex digits) or an entity id (kind:local)")
     tr.add_argument("--db", default=DEFAULT_DB)
-    tr.add_argument("--format", choices=("text", "turtle", "jsonld", "provn"), default="text")
+    tr.add_argument("--format", choices=("text", "turtle", "jsonld", "provn", "provjson"),
+                    default="text")  # fmt: skip
     dev = sub.add_parser("devices", help="feed device records from the host store")
     dev.add_argument("--store", required=True, type=Path, help="the host daemon's database")
     dev.add_argument("--db", default=DEFAULT_DB)
@@ -115,6 +116,8 @@ def _print_trace(sub: Substrate, id: str, fmt: str) -> None:
         print(json.dumps(sub.prov.to_jsonld([eid]), indent=1))
     elif fmt == "provn":
         print(sub.prov.to_provn([eid]), end="")
+    elif fmt == "provjson":
+        print(sub.prov.to_provjson([eid]))
     else:
         print(f"PROV trace of {eid}:")
         for ent in sub.prov.lineage(eid):

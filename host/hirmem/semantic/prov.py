@@ -13,8 +13,9 @@ Invariants:
   without them is refused (:class:`ProvError`). An assertion derived by a rule also names
   the rule: the generating activity's kind is ``rule:<name>``.
 - Ids are ``kind:local`` strings; exports render them as ``urn:hirmem:kind:local``.
-- The Turtle, JSON-LD, PROV-JSON and PROV-N writers are written by hand (the ``prov``
-  package is not a dependency).
+- Every export goes through one ``prov.model.ProvDocument`` (:meth:`Log.to_prov`): PROV-JSON
+  and PROV-N are the ``prov`` package's serializers, Turtle its RDF serializer (rdflib),
+  JSON-LD that RDF graph compacted. Kinds and decision fields are ``hm:`` attributes.
 """
 
 from __future__ import annotations
@@ -23,11 +24,16 @@ import json
 import sqlite3
 import threading
 import urllib.parse
-from collections.abc import Iterable
+import warnings
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
+
+import rdflib
+from prov.constants import PROV as PROV_NS
+from prov.model import ProvDocument
 
 from hirmem.semantic.errors import ProvError
 
@@ -65,6 +71,7 @@ class Entity:
     generated_by: tuple[str, ...] = ()
     derived_from: tuple[str, ...] = ()
     attributed_to: str = ""
+    attrs: tuple[tuple[str, str], ...] = ()  # further facts (a decision's choice, rule, …)
 
 
 class Log:
@@ -117,10 +124,13 @@ class Log:
         generated_by: str = "",
         derived_from: Iterable[str] = (),
         attributed_to: str = "",
+        attrs: Mapping[str, str] | None = None,
     ) -> Entity:
-        """Record an entity, or add a generation/derivation to one already recorded."""
+        """Record an entity, or add a generation/derivation to one already recorded.
+        ``attrs`` are set once: a later write may repeat them, never change them."""
         with self._lock:
             ante = tuple(derived_from)
+            facts = tuple(sorted((attrs or {}).items()))
             if kind in DERIVED_KINDS and not ante:
                 raise ProvError(
                     f"{kind} {id} names no antecedents: every derived {kind} must say what it "
@@ -136,8 +146,10 @@ class Log:
             gen = (generated_by,) if generated_by else ()
             held = self.entities.get(id)
             if held is None:
-                ent = Entity(id, kind, gen, ante, attributed_to)
+                ent = Entity(id, kind, gen, ante, attributed_to, facts)
             else:
+                if facts and held.attrs not in ((), facts):
+                    raise ProvError(f"entity {id} already has other attributes (append-only)")
                 if held.kind != kind:
                     raise ProvError(f"entity {id} is recorded as a {held.kind}, not a {kind}")
                 if attributed_to and held.attributed_to not in ("", attributed_to):
@@ -149,13 +161,15 @@ class Log:
                     derived_from=held.derived_from + tuple(a for a in ante
                                                            if a not in held.derived_from),
                     attributed_to=held.attributed_to or attributed_to,
+                    attrs=held.attrs or facts,
                 )  # fmt: skip
                 if ent == held:
                     return held
             self.entities[id] = ent
             self._persist("entity", id, {"kind": kind, "generated_by": list(ent.generated_by),
                                          "derived_from": list(ent.derived_from),
-                                         "attributed_to": ent.attributed_to})  # fmt: skip
+                                         "attributed_to": ent.attributed_to,
+                                         "attrs": dict(ent.attrs)})  # fmt: skip
             return ent
 
     def _persist(self, table: str, id: str, body: dict[str, Any]) -> None:
@@ -216,139 +230,67 @@ class Log:
         }
         return list(ents.values()), list(acts.values()), [self.agents[a] for a in sorted(agent_ids)]
 
-    def to_turtle(self, ids: Iterable[str] | None = None) -> str:
-        """PROV-O in Turtle; with ``ids``, only their lineage."""
+    def to_prov(self, ids: Iterable[str] | None = None) -> ProvDocument:
+        """The log (with ``ids``, only their lineage) as a ``prov.model.ProvDocument``:
+        the one path every export takes."""
         ents, acts, agents = self._subset(ids)
-        lines = [f"@prefix prov: <{PROV}> .", f"@prefix xsd: <{XSD}> .",
-                 "@prefix hm: <urn:hirmem:vocab#> .", ""]  # fmt: skip
-        for e in ents:
-            props = ["a prov:Entity", f"hm:kind {_lit(e.kind)}"]
-            props += [f"prov:wasGeneratedBy {_iri(g)}" for g in e.generated_by]
-            props += [f"prov:wasDerivedFrom {_iri(d)}" for d in e.derived_from]
-            if e.attributed_to:
-                props.append(f"prov:wasAttributedTo {_iri(e.attributed_to)}")
-            lines.append(f"{_iri(e.id)} " + " ;\n    ".join(props) + " .")
-        for a in acts:
-            props = ["a prov:Activity", f"hm:kind {_lit(a.kind)}",
-                     f"prov:wasAssociatedWith {_iri(a.agent)}",
-                     f'prov:startedAtTime "{_when(a.start)}"^^xsd:dateTime',
-                     f'prov:endedAtTime "{_when(a.end)}"^^xsd:dateTime']  # fmt: skip
-            props += [f"prov:used {_iri(u)}" for u in a.used]
-            lines.append(f"{_iri(a.id)} " + " ;\n    ".join(props) + " .")
+        doc = ProvDocument()
+        hm = doc.add_namespace("hm", HM)
+        doc.add_namespace("xsd", XSD)
         for g in agents:
-            lines.append(f"{_iri(g.id)} a prov:Agent, prov:{_AGENT_CLASS[g.kind]} .")
-        return "\n".join(lines) + "\n"
-
-    def to_jsonld(self, ids: Iterable[str] | None = None) -> dict[str, Any]:
-        """PROV-O as a JSON-LD document; with ``ids``, only their lineage."""
-        ents, acts, agents = self._subset(ids)
-        graph: list[dict[str, Any]] = []
+            doc.agent(hm[_local(g.id)], {"prov:type": PROV_NS[_AGENT_CLASS[g.kind]],
+                                         "hm:kind": g.kind})  # fmt: skip
         for e in ents:
-            node: dict[str, Any] = {"@id": _urn(e.id), "@type": "prov:Entity", "hm:kind": e.kind}
-            if e.generated_by:
-                node["prov:wasGeneratedBy"] = [{"@id": _urn(g)} for g in e.generated_by]
-            if e.derived_from:
-                node["prov:wasDerivedFrom"] = [{"@id": _urn(d)} for d in e.derived_from]
-            if e.attributed_to:
-                node["prov:wasAttributedTo"] = {"@id": _urn(e.attributed_to)}
-            graph.append(node)
+            doc.entity(hm[_local(e.id)], {"hm:kind": e.kind, **{f"hm:{k}": v for k, v in e.attrs}})
         for a in acts:
-            graph.append({
-                "@id": _urn(a.id), "@type": "prov:Activity", "hm:kind": a.kind,
-                "prov:wasAssociatedWith": {"@id": _urn(a.agent)},
-                "prov:startedAtTime": {"@value": _when(a.start), "@type": "xsd:dateTime"},
-                "prov:endedAtTime": {"@value": _when(a.end), "@type": "xsd:dateTime"},
-                "prov:used": [{"@id": _urn(u)} for u in a.used],
-            })  # fmt: skip
-        for g in agents:
-            kinds = ["prov:Agent", f"prov:{_AGENT_CLASS[g.kind]}"]
-            graph.append({"@id": _urn(g.id), "@type": kinds})
-        return {"@context": {"prov": PROV, "xsd": XSD, "hm": "urn:hirmem:vocab#"},
-                "@graph": graph}  # fmt: skip
-
-    def to_provjson(self, ids: Iterable[str] | None = None) -> dict[str, Any]:
-        """PROV-JSON (the W3C member submission's layout): one map per PROV type and
-        relation, relations named by blank ids."""
-        ents, acts, agents = self._subset(ids)
-        out: dict[str, Any] = {"prefix": {"hm": HM, "prov": PROV, "xsd": XSD}}
-        out["entity"] = {_pj(e.id): {"prov:type": e.kind} for e in ents}
-        out["activity"] = {_pj(a.id): {"prov:startTime": _when(a.start),
-                                        "prov:endTime": _when(a.end), "prov:type": a.kind}
-                           for a in acts}  # fmt: skip
-        out["agent"] = {_pj(g.id): {"prov:type": f"prov:{_AGENT_CLASS[g.kind]}"} for g in agents}
-        rel: dict[str, dict[str, dict[str, str]]] = {
-            "wasGeneratedBy": {}, "used": {}, "wasDerivedFrom": {}, "wasAssociatedWith": {},
-            "wasAttributedTo": {},
-        }  # fmt: skip
-
-        def add(kind: str, body: dict[str, str]) -> None:
-            rel[kind][f"_:{kind}{len(rel[kind]) + 1}"] = body
-
-        for e in ents:
-            for g in e.generated_by:
-                add("wasGeneratedBy", {"prov:entity": _pj(e.id), "prov:activity": _pj(g)})
-            for d in e.derived_from:
-                add("wasDerivedFrom", {"prov:generatedEntity": _pj(e.id),
-                                       "prov:usedEntity": _pj(d)})  # fmt: skip
-            if e.attributed_to:
-                add("wasAttributedTo", {"prov:entity": _pj(e.id),
-                                        "prov:agent": _pj(e.attributed_to)})  # fmt: skip
-        for a in acts:
-            add("wasAssociatedWith", {"prov:activity": _pj(a.id), "prov:agent": _pj(a.agent)})
+            doc.activity(hm[_local(a.id)], _instant(a.start), _instant(a.end), {"hm:kind": a.kind})
+            doc.wasAssociatedWith(hm[_local(a.id)], hm[_local(a.agent)])
             for u in a.used:
-                add("used", {"prov:activity": _pj(a.id), "prov:entity": _pj(u)})
-        out.update({k: v for k, v in rel.items() if v})
-        return out
+                doc.used(hm[_local(a.id)], hm[_local(u)])
+        for e in ents:
+            for gen in e.generated_by:
+                doc.wasGeneratedBy(hm[_local(e.id)], hm[_local(gen)])
+            for d in e.derived_from:
+                doc.wasDerivedFrom(hm[_local(e.id)], hm[_local(d)])
+            if e.attributed_to:
+                doc.wasAttributedTo(hm[_local(e.id)], hm[_local(e.attributed_to)])
+        return doc
+
+    def to_provjson(self, ids: Iterable[str] | None = None) -> str:
+        """PROV-JSON text, written by the ``prov`` package."""
+        return str(self.to_prov(ids).serialize(format="json"))
 
     def to_provn(self, ids: Iterable[str] | None = None) -> str:
-        """PROV-N (the W3C notation), for readers that speak it."""
-        ents, acts, agents = self._subset(ids)
-        out = ["document", "  prefix hm <urn:hirmem:>"]
-        for g in agents:
-            out.append(f"  agent({_qn(g.id)}, [prov:type='prov:{_AGENT_CLASS[g.kind]}'])")
-        for a in acts:
-            out.append(f"  activity({_qn(a.id)}, {_when(a.start)}, {_when(a.end)}, "
-                       f"[prov:type=\"{a.kind}\"])")  # fmt: skip
-            out.append(f"  wasAssociatedWith({_qn(a.id)}, {_qn(a.agent)}, -)")
-            out.extend(f"  used({_qn(a.id)}, {_qn(u)}, -)" for u in a.used)
-        for e in ents:
-            out.append(f"  entity({_qn(e.id)}, [prov:type=\"{e.kind}\"])")
-            out.extend(f"  wasGeneratedBy({_qn(e.id)}, {_qn(g)}, -)" for g in e.generated_by)
-            out.extend(f"  wasDerivedFrom({_qn(e.id)}, {_qn(d)})" for d in e.derived_from)
-            if e.attributed_to:
-                out.append(f"  wasAttributedTo({_qn(e.id)}, {_qn(e.attributed_to)})")
-        out.append("endDocument")
-        return "\n".join(out) + "\n"
+        """PROV-N text, written by the ``prov`` package."""
+        return self.to_prov(ids).get_provn() + "\n"
+
+    def to_turtle(self, ids: Iterable[str] | None = None) -> str:
+        """PROV-O in Turtle, written by the ``prov`` package's RDF serializer (rdflib)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # prov 3.2 on rdflib 7.2+
+            return str(self.to_prov(ids).serialize(format="rdf", rdf_format="turtle"))
+
+    def to_jsonld(self, ids: Iterable[str] | None = None) -> dict[str, Any]:
+        """PROV-O as JSON-LD: the same RDF graph as :meth:`to_turtle`, compacted with the
+        ``prov``, ``xsd`` and ``hm`` prefixes."""
+        graph = rdflib.Graph().parse(data=self.to_turtle(ids), format="turtle")
+        text = graph.serialize(format="json-ld", context={"prov": PROV, "xsd": XSD, "hm": HM})
+        out: dict[str, Any] = json.loads(text)
+        return out
 
 
 _AGENT_CLASS = {"person": "Person", "software": "SoftwareAgent", "organization": "Organization"}
 
 
-def _urn(id: str) -> str:
-    return HM + urllib.parse.quote(id, safe=":/@!$&'()*+,;=-._~")
+def _local(id: str) -> str:
+    """The local part (under ``hm:``, i.e. ``urn:hirmem:``) an id is exported as: an IRI
+    and a PROV-N name both, so everything outside ``:/-._~@`` and alphanumerics is
+    percent-encoded."""
+    return urllib.parse.quote(id, safe=":/-._~@")
 
 
-def _iri(id: str) -> str:
-    return f"<{_urn(id)}>"
-
-
-def _pj(id: str) -> str:
-    return "hm:" + urllib.parse.quote(id, safe=":/@!$&'()*+,;=-._~")
-
-
-def _qn(id: str) -> str:
-    return "hm:" + "".join(c if c.isalnum() or c in "_:.-" else "\\" + c if c in "~!$&'()*+,;=/?#@"
-                           else f"%{ord(c):02X}" for c in id)  # fmt: skip
-
-
-def _lit(s: str) -> str:
-    return json.dumps(s, ensure_ascii=False)
-
-
-def _when(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z"
-    )
+def _instant(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, UTC)
 
 
 class SQLiteLog(Log):
@@ -370,7 +312,8 @@ class SQLiteLog(Log):
                                                tuple(b["used"]))  # fmt: skip
             else:
                 gen, der = tuple(b["generated_by"]), tuple(b["derived_from"])
-                self.entities[id] = Entity(id, b["kind"], gen, der, b["attributed_to"])
+                facts = tuple(sorted(b.get("attrs", {}).items()))
+                self.entities[id] = Entity(id, b["kind"], gen, der, b["attributed_to"], facts)
         self._loading = False
         self._pending: list[tuple[str, str, str]] = []
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from hirmem.identity import fold
 from hirmem.semantic.assertions import Edge, Ledger, SQLiteLedger, Tombstone, now_ms
+from hirmem.semantic.decisions import Cause, Decider, Decision, Policy, Recorder, SQLiteRecorder
 from hirmem.semantic.errors import LedgerError, ProvError
 from hirmem.semantic.prov import Activity, Entity, Log, SQLiteLog
 from hirmem.semantic.reason import Reasoner
@@ -56,10 +57,15 @@ class Substrate:
         prov: Log,
         embedder: Embedder | None = None,
         clock: Callable[[], int] = now_ms,
+        decisions: Recorder | None = None,
     ) -> None:
         self.docs, self.triples, self.vectors, self.graph = docs, triples, vectors, graph
         self.ledger, self.prov, self.clock = ledger, prov, clock
         self.retriever = Retriever(vectors, embedder)
+        self.decisions = Recorder(prov) if decisions is None else decisions
+        if self.decisions.prov is not prov:
+            raise ProvError("the decision recorder must write into the substrate's PROV log")
+        self.decisions.resolve = self._cite
 
     @classmethod
     def in_memory(cls, clock: Callable[[], int] = now_ms) -> Substrate:
@@ -71,9 +77,11 @@ class Substrate:
     def open(cls, path: str | Path, clock: Callable[[], int] = now_ms) -> Substrate:
         """Every store, the ledger and the log in one SQLite file."""
         dsn = f"sqlite:{path}"
+        log = SQLiteLog(path)
         return cls(docs=open_store("doc", dsn), triples=open_store("triple", dsn),
                    vectors=open_store("vector", dsn), graph=open_store("graph", dsn),
-                   ledger=SQLiteLedger(path, clock), prov=SQLiteLog(path), clock=clock)  # fmt: skip
+                   ledger=SQLiteLedger(path, clock), prov=log, clock=clock,
+                   decisions=SQLiteRecorder(path, log))  # fmt: skip
 
     def save(self) -> None:
         for part in (self.ledger, self.prov):
@@ -83,7 +91,8 @@ class Substrate:
 
     def close(self) -> None:
         self.save()
-        for part in (self.docs, self.triples, self.vectors, self.graph, self.ledger, self.prov):
+        for part in (self.docs, self.triples, self.vectors, self.graph, self.ledger,
+                     self.decisions, self.prov):  # fmt: skip
             close = getattr(part, "close", None)
             if close is not None:
                 close()
@@ -199,6 +208,27 @@ class Substrate:
             self.triples.assert_triple(s, p, o)
             out.append(edge)
         return out
+
+    # ---- deciding (§6) ------------------------------------------------------------------------
+
+    def decider(self, policies: Iterable[Policy]) -> Decider:
+        """A decider over this substrate: ``because`` may cite assertion ids the ledger holds,
+        PROV entity ids or earlier decisions; every outcome, refusals included, is recorded
+        durably and written into the PROV log."""
+        return Decider(self.decisions, policies, known=self._known, clock=self.clock)
+
+    def cause(self, decision_id: str) -> list[Decision]:
+        """Why: the decision and the decisions it rests on, walked over the PROV log."""
+        return Cause(self.decisions).chain(decision_id)
+
+    def _known(self, id: str) -> bool:
+        return self.ledger.get(id) is not None or id in self.prov.entities
+
+    def _cite(self, id: str) -> str | None:
+        if ":" not in id and self.ledger.get(id) is not None:
+            self._ensure_assertion(id)
+            return f"assertion:{id}"
+        return None
 
     def _ensure_assertion(self, tid: str) -> None:
         """A claim used as an antecedent gets an assertion entity derived from the claim."""

@@ -5,10 +5,13 @@ in-memory drivers. A name registered with no implementation in this build raises
 :class:`~hirmem.semantic.errors.NotBuilt`; a name nobody has heard of raises
 :class:`~hirmem.semantic.errors.UnknownDriver`.
 
-Built in: ``memory`` and ``sqlite`` for the vector, graph, triple and document stores.
-Known but not built here: the engines a deployment might name (``qdrant``, ``usearch``,
-``oxigraph``, ``sparql``, ``neo4j``, …); ``usearch`` and ``oxigraph`` need their packages,
-which are not dependencies of hirmem.
+Built in: ``memory``, ``file`` (a fsync'ed JSON-lines journal per store,
+``file:/path/store.jsonl``) and ``sqlite`` for the vector, graph, triple and document
+stores; ``oxigraph`` (pyoxigraph, SPARQL 1.1 over what was asserted) for triples and
+``usearch`` (HNSW, exact when filtered) for vectors. Their engines are imported when a store
+is opened, so a missing package reports :class:`NotBuilt` rather than breaking the import.
+Known but not built here: the engines a deployment might name (``qdrant``, ``sparql``,
+``neo4j``, …).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from hirmem.semantic.stores.base import (
     TripleStore,
     VectorStore,
 )
+from hirmem.semantic.stores.file import FileDocs, FileGraph, FileTriples, FileVectors, file_path
 from hirmem.semantic.stores.memory import MemoryDocs, MemoryGraph, MemoryTriples, MemoryVectors
 from hirmem.semantic.stores.sqlite import SQLiteDocs, SQLiteGraph, SQLiteTriples, SQLiteVectors
 
@@ -46,7 +50,6 @@ _DRIVERS: dict[tuple[str, str], Callable[[str], Any]] = {}
 KNOWN_UNBUILT: dict[str, dict[str, str]] = {
     "vector": {
         "qdrant": "Qdrant over its HTTP API: a service, not part of this library build",
-        "usearch": "needs the usearch package (pip install usearch) and a driver for it",
         "pgvector": "PostgreSQL with pgvector: not built in",
         "milvus": "not built in",
         "weaviate": "not built in",
@@ -59,7 +62,6 @@ KNOWN_UNBUILT: dict[str, dict[str, str]] = {
         "neptune": "not built in",
     },
     "triple": {
-        "oxigraph": "needs the pyoxigraph package (pip install pyoxigraph) and a driver for it",
         "sparql": "a SPARQL 1.1 endpoint is a network service: not built into this library",
     },
     "doc": {"postgres": "not built in"},
@@ -103,3 +105,31 @@ register("triple", "sqlite", lambda rest: SQLiteTriples(_sqlite_path(rest)))
 register("vector", "sqlite", lambda rest: SQLiteVectors(_sqlite_path(rest)))
 register("graph", "sqlite", lambda rest: SQLiteGraph(_sqlite_path(rest)))
 register("doc", "sqlite", lambda rest: SQLiteDocs(_sqlite_path(rest)))
+register("triple", "file", lambda rest: FileTriples(file_path(rest)))
+register("vector", "file", lambda rest: FileVectors(file_path(rest)))
+register("graph", "file", lambda rest: FileGraph(file_path(rest)))
+register("doc", "file", lambda rest: FileDocs(file_path(rest)))
+
+
+def _oxigraph(rest: str) -> Any:
+    try:
+        from hirmem.semantic.stores.oxigraph import OxigraphTriples
+    except ImportError as exc:
+        raise NotBuilt(f"triple driver 'oxigraph' is known, but this build cannot serve it: "
+                       f"the pyoxigraph package is missing ({exc})") from None  # fmt: skip
+    path = rest[2:] if rest.startswith("//") else rest
+    return OxigraphTriples(path or None)
+
+
+def _usearch(rest: str) -> Any:
+    try:
+        from hirmem.semantic.stores.usearch import UsearchVectors
+    except ImportError as exc:
+        raise NotBuilt(f"vector driver 'usearch' is known, but this build cannot serve it: "
+                       f"the usearch package is missing ({exc})") from None  # fmt: skip
+    path = rest[2:] if rest.startswith("//") else rest
+    return UsearchVectors(path or None)
+
+
+register("triple", "oxigraph", _oxigraph)
+register("vector", "usearch", _usearch)
