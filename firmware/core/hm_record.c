@@ -67,19 +67,14 @@ hm_cbor_err hm_record_encode(hm_cbor_w *w, const hm_ring *ring, const hm_ring_re
      * the other fifteen elements over the temporary prev_hash. */
     w->buf[start] = (uint8_t)(0x80u | HM_RECORD_FIELDS);
     w->len = common_end;
-    hm_cbor_put_uint(w, g->flags);
-    hm_cbor_put_uint(w, g->h);
-    hm_cbor_put_uint(w, g->i);
-    hm_cbor_put_uint(w, g->r);
-    hm_cbor_put_uint(w, g->f);
-    hm_cbor_put_uint(w, g->c);
-    hm_cbor_put_uint(w, g->rn);
-    hm_cbor_put_uint(w, rec->confidence);
-    hm_cbor_put_uint(w, rec->provenance);
-    hm_cbor_put_uint(w, rec->priority);
-    hm_cbor_put_uint(w, g->w);
-    hm_cbor_put_uint(w, rec->state);
-    hm_cbor_put_uint(w, rec->layer);
+    {
+        /* elements 6..18 of §7.1, all unsigned: one call site is smaller than 13 */
+        const uint32_t scores[] = {g->flags, g->h, g->i, g->r, g->f, g->c, g->rn,
+                                   rec->confidence, rec->provenance, rec->priority, g->w,
+                                   rec->state, rec->layer};
+        for (size_t k = 0; k < sizeof scores / sizeof scores[0]; k++)
+            hm_cbor_put_uint(w, scores[k]);
+    }
     hm_cbor_put_bstr(w, digest, HM_HASH_SIZE);
     hm_cbor_put_bstr(w, prev_hash, HM_HASH_SIZE); /* before hash[] is written: may alias */
     if (w->err) {
