@@ -33,7 +33,10 @@ Defaults and why:
 * ``multi_valued_attributes`` — attributes that may legitimately hold several values
   (every other attribute is single-valued for the contradiction detector).
 * ``gate_mode = "fixed"`` — the Q16.16 gate of the protocol; ``"float"`` is the
-  reference. ``embed_dim = 256`` — width of the built-in embedder's vectors.
+  reference. ``embedder = "hash"`` — the built-in hashed n-gram embedder (no model);
+  ``"minilm"`` is all-MiniLM-L6-v2 (384-d, numpy, optional packages: see
+  :mod:`hirmem.memory.minilm`). A store keeps the embedder it was built with.
+  ``embed_dim = 256`` — width of the hash embedder's vectors (MiniLM's is always 384).
 * ``sweep_interval_s = 3600`` — how often the decay scheduler sweeps.
 """
 
@@ -47,8 +50,9 @@ from pathlib import Path
 from typing import Any
 
 from hirmem.errors import HirmemError
+from hirmem.memory.embed import EMBEDDERS
 
-__all__ = ["DECAY_LAWS", "GATE_MODES", "MemoryConfig"]
+__all__ = ["DECAY_LAWS", "EMBEDDERS", "GATE_MODES", "MemoryConfig"]
 
 DECAY_LAWS = ("linear", "exponential", "none")
 GATE_MODES = ("fixed", "float")
@@ -72,6 +76,7 @@ class MemoryConfig:
     working_capacity: int = 1024
     multi_valued_attributes: tuple[str, ...] = ("tag", "alias", "knows", "member", "label")
     gate_mode: str = "fixed"
+    embedder: str = "hash"
     embed_dim: int = 256
     sweep_interval_s: float = 3600.0
     default_priority: float = 0.5
@@ -105,6 +110,8 @@ class MemoryConfig:
             raise HirmemError(f"decay_law must be one of {DECAY_LAWS}, got {self.decay_law!r}")
         if self.gate_mode not in GATE_MODES:
             raise HirmemError(f"gate_mode must be one of {GATE_MODES}, got {self.gate_mode!r}")
+        if self.embedder not in EMBEDDERS:
+            raise HirmemError(f"embedder must be one of {EMBEDDERS}, got {self.embedder!r}")
         if self.working_capacity < 1 or self.embed_dim < 8:
             raise HirmemError("working_capacity must be ≥ 1 and embed_dim ≥ 8")
 

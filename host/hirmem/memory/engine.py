@@ -40,7 +40,7 @@ from hirmem.identity import fold
 from hirmem.memory import contradiction, dynamics
 from hirmem.memory.audit import AuditLog, Verification
 from hirmem.memory.config import MemoryConfig
-from hirmem.memory.embed import Embedder, HashEmbedder
+from hirmem.memory.embed import Embedder, embed_batch, make_embedder
 from hirmem.memory.model import Layer, Memory, State, layer_for
 from hirmem.memory.recall import RecallFilter, RecallHit, RecallIndex
 from hirmem.memory.states import check_transition
@@ -116,9 +116,12 @@ class MemoryEngine:
     ) -> None:
         self.config = config or MemoryConfig()
         self.clock = clock
+        # the embedder first: a missing optional model fails before the store is opened
+        self.embedder: Embedder = embedder or make_embedder(
+            self.config.embedder, self.config.embed_dim
+        )
         self.store = Store(path)
         self.audit = AuditLog(self.store)
-        self.embedder: Embedder = embedder or HashEmbedder(self.config.embed_dim)
         known = self.store.meta("embedder")
         if known is None:
             self.store.set_meta("embedder", self.embedder.name)
@@ -427,7 +430,7 @@ class MemoryEngine:
         touch: bool = True,
     ) -> list[list[RecallHit]]:
         now = self.clock()
-        q = np.stack([self.embedder.embed(text) for text in queries]).astype(np.float32)
+        q = embed_batch(self.embedder, queries)
         results = self.index.search(q, k, flt or RecallFilter(), now)
         if touch:
             with self.store.transaction():
