@@ -26,8 +26,10 @@ the argument set-up of the call.
 Each image checks every result against a known answer and exits non-zero on the first
 mismatch, so broken code is never measured. Stack high-water marks come from the
 image (stack painted before each operation, scanned after; bytes below the caller's
-stack pointer). The FE310 RAM budget adds the working-memory ring, the deepest stack,
-the frame buffers and the reassembly buffer and checks them against 16 KB.
+stack pointer). The FE310 lines add the working-memory ring, the deepest stack, the
+frame buffers and the reassembly buffer of the default configuration against 16 KB;
+the whole agent as the HiFive1 image configures and runs it (static RAM plus the
+measured stack high-water mark) is tools/bench_boards.py's figure.
 ``--regions`` lists every measured region with its copy calls and stack.
 
 Exit status: 0 every goal met, 1 a goal missed, 2 a build, run or self-check failed.
@@ -477,7 +479,11 @@ def ram_budget(run: BenchRun) -> tuple[list[str], bool]:
         ("message body buffer (HM_MAX_FRAME)", run.sizes.get("msg_body")),
         ("fragment reassembly (sizeof hm_reasm)", run.sizes.get("reasm")),
     ]
-    lines = [f"FE310 RAM budget ({FE310_RAM:,} bytes)", "-" * 60]
+    lines = [
+        f"FE310 RAM budget ({FE310_RAM:,} bytes): the core's buffers, default sizes",
+        "(the whole agent on the HiFive1 board: tools/bench_boards.py)",
+        "-" * 60,
+    ]
     total = 0
     for label, value in items:
         lines.append(f"{label:<50}{fmt(value):>10}")
