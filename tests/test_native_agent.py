@@ -34,6 +34,7 @@ from hirmem.messages import (
     HelloAck,
     KnowledgePush,
     KnowledgeResult,
+    Log,
     Message,
     PackOffer,
     PackResult,
@@ -698,3 +699,163 @@ def test_many_captures_window_and_exactly_once(dev: Device) -> None:
         host.advance(1000)
         refs += [m.ref for _, m in host.take(CaptureResult) if isinstance(m, CaptureResult)]
     assert sorted(refs) == list(range(2, 12)) and len(refs) == 10
+
+
+# ---- resume after a warm reset (hm_agent.h "Resume") -----------------------------------
+
+
+def warm_reset(dev: Device, boot: int = 8) -> Host:
+    """A warm reset: hm_agent_init again on the kept struct with resume = 1."""
+    answer = dev.request("resume", boot)
+    assert answer[0] == "ok", answer
+    out = bytes.fromhex(answer[1][1:])
+    assert out[:1] == b"\x00"
+    host = Host(dev)
+    host.feed(out)
+    assert host.hello is not None and host.hello.boot == boot  # the new boot counter
+    return host
+
+
+def ids(pack: Pack) -> list[bytes]:
+    return [r.id for r in pack.items if isinstance(r, Record)]
+
+
+def ring_state(dev: Device) -> dict[str, int]:
+    names = ("ring_boot", "ring_seq", "used", "pinned", "packer_boot", "pending")
+    return dict(zip(names, (int(x) for x in dev.request("ring")), strict=True))
+
+
+def test_resume_releases_a_pack_the_host_stored(dev: Device) -> None:
+    """The host stored the pack, its PACK_RESULT was lost to the reset: the HELLO_ACK head
+    releases the records and the pack is never offered again."""
+    host = connect(dev, offer_n=2)
+    fill(host, 2)
+    _, first = collect_pack(host)
+    assert ids(first) == [record_id(DEVICE_ID, 7, n) for n in (1, 2)]
+    host = warm_reset(dev)  # no PACK_RESULT reached the device
+    st = dev.status()
+    assert (st["resumes"], st["resume_failed"], st["ring_used"], st["pinned"]) == (1, 0, 2, 2)
+    host.handshake(pack_seq=first.seq, pack_hash=first.hash)
+    st = dev.status()
+    assert (st["ring_used"], st["records_released"], st["pinned"]) == (0, 2, 0)
+    host.advance(3000)
+    assert host.take(PackOffer) == []
+    # the ring was empty after the head: numbering goes on under the new boot
+    assert ring_state(dev)["ring_boot"] == 8 and ring_state(dev)["packer_boot"] == 8
+    fill(host, 2)
+    host.advance(2000)
+    [(_, offer)] = host.take(PackOffer)
+    assert isinstance(offer, PackOffer)
+    pack = verify_pack(offer.pack, MEMORY_KEYS, ChainHead(first.seq, first.hash), PackKind.MEMORY)
+    assert pack.pack.seq == (8 << 32) | 1 and pack.pack.prev == first.hash
+    assert ids(pack.pack) == [record_id(DEVICE_ID, 8, n) for n in (1, 2)]
+    assert not any(isinstance(e.message, Log) for e in host.unsequenced)  # nothing to report
+
+
+@pytest.mark.parametrize("mid_transfer", [False, True])
+def test_resume_offers_an_unstored_pack_again_exactly_once(dev: Device, mid_transfer: bool) -> None:
+    """The pack was in flight (whole, or cut between its fragments) and the host did not
+    store it: after the reset the records are packed again and offered once."""
+    host = connect(dev, host_frame=128, offer_n=3)
+    fill(host, 3)
+    if mid_transfer:
+        before = len(host.wire_bodies)
+        host.feed(dev.out("advance", 2))  # the first window of fragments leaves, no more
+        bodies = host.wire_bodies[before:]
+        assert any(isinstance(decode_message(b).message, Fragment) for b in bodies)
+        assert host.take(PackOffer) == []
+        st = dev.status()
+        assert (st["packs_sent"], st["pinned"]) == (1, 3)
+        old_seq = (7 << 32) | 1
+    else:
+        _, first = collect_pack(host)
+        old_seq = first.seq
+    host = warm_reset(dev)
+    host.handshake()  # the host holds nothing of it: genesis head
+    st = dev.status()
+    # abandoned at the head (records_returned), already packed again (pinned)
+    assert (st["resumes"], st["ring_used"], st["records_returned"]) == (1, 3, 3)
+    host.advance(2000)
+    [(_, offer)] = host.take(PackOffer)
+    assert isinstance(offer, PackOffer)
+    again = verify_pack(offer.pack, MEMORY_KEYS, None, PackKind.MEMORY).pack
+    assert again.seq == old_seq + 1 and again.prev == GENESIS  # the old seq is burnt
+    assert ids(again) == [record_id(DEVICE_ID, 7, n) for n in (1, 2, 3)]  # their ids kept
+    host.send(PackResult(again.pack_id, 0, 0))
+    host.advance(3000)
+    assert host.take(PackOffer) == []  # exactly once
+    st = dev.status()
+    assert (st["ring_used"], st["records_released"], st["packs_acked"]) == (0, 3, 1)
+
+
+def test_resume_of_corrupted_memory_starts_empty_and_says_so(dev: Device) -> None:
+    host = connect(dev)
+    fill(host, 2)
+    assert dev.request("scribble", 0, b"\xff" * 176) == ["ok"]  # slot 0 is garbage now
+    host = warm_reset(dev)
+    st = dev.status()
+    assert (st["resumes"], st["resume_failed"], st["ring_used"], st["captures"]) == (0, 1, 0, 0)
+    assert ring_state(dev)["ring_boot"] == 8
+    assert not any(isinstance(e.message, Log) for e in host.unsequenced)  # after the handshake
+    host.handshake()
+    logs = [e.message for e in host.unsequenced if isinstance(e.message, Log)]
+    assert logs == [Log(2, "resume failed: memory lost")]
+    host.send(capture(host, 9))
+    [(_, res)] = host.take(CaptureResult)
+    assert isinstance(res, CaptureResult) and res.record_id == record_id(DEVICE_ID, 8, 1)
+
+
+@pytest.mark.parametrize(
+    "offset, data",
+    [
+        (0, b"\xff" * 4),  # a slot's context bytes: not structure, resumed as is
+        (140, (9).to_bytes(4, "little")),  # slot 0's seq becomes 9 > ring seq 2
+        (165, b"\x02"),  # slot 0's state becomes CONSOLIDATED
+        (176 + 164, b"\x07"),  # slot 1's block count
+    ],
+)
+def test_resume_checks_the_ring_structure(dev: Device, offset: int, data: bytes) -> None:
+    agent, ring, *_ = (int(x) for x in dev.request("sizes"))
+    assert ring > offset and agent > ring
+    host = connect(dev)
+    fill(host, 2)
+    assert dev.request("scribble", offset, data) == ["ok"]
+    warm_reset(dev)
+    st = dev.status()
+    structural = offset >= 140
+    assert (st["resumes"], st["resume_failed"]) == ((0, 1) if structural else (1, 0))
+    assert st["ring_used"] == (0 if structural else 2)
+
+
+def test_record_ids_continue_across_a_resume(dev: Device) -> None:
+    host = connect(dev)
+    fill(host, 2)
+    host = warm_reset(dev, boot=12)
+    host.handshake()
+    host.send(capture(host, 3))
+    [(_, res)] = host.take(CaptureResult)
+    assert isinstance(res, CaptureResult)
+    # the ring still held records: its numbering (boot 7) goes on, not boot 12's
+    assert res.record_id == record_id(DEVICE_ID, 7, 3)
+    assert ring_state(dev) == {
+        "ring_boot": 7, "ring_seq": 3, "used": 3, "pinned": 0, "packer_boot": 7, "pending": 0,
+    }  # fmt: skip
+    st = dev.status()
+    assert (st["captures"], st["candidates"]) == (3, 3)  # the ring's counters were kept
+
+
+def test_resume_undoes_a_build_the_reset_interrupted(dev: Device) -> None:
+    host = connect(dev, offer_n=5)
+    fill(host, 2)
+    assert dev.request("halfbuild") == ["ok"]
+    assert ring_state(dev)["pinned"] == 1 and ring_state(dev)["pending"] == 0
+    host = warm_reset(dev)
+    assert dev.status()["resumes"] == 1
+    assert ring_state(dev)["pinned"] == 0  # never offered: packable again
+    host.handshake()
+    host.send(capture(host, 3))
+    host.send(capture(host, 4))
+    host.send(capture(host, 5))
+    host.take(CaptureResult)
+    _, pack = collect_pack(host)
+    assert ids(pack) == [record_id(DEVICE_ID, 7, n) for n in range(1, 6)]

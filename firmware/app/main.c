@@ -21,7 +21,15 @@
  *  boots with the saved boot + 1 and the saved knowledge head (so a rollback stays
  *  refused); a cold boot starts from the slot's boot_base with no knowledge head.
  *  The agent saves each accepted knowledge head there (hm_agent_io.knowledge_saved)
- *  before the host hears of it. Once per session the app logs
+ *  before the host hears of it. The agent itself lives in .noinit too: after a warm
+ *  reset it is initialised with resume = 1 and keeps its working memory and pending
+ *  packs (hm_agent.h "Resume"; if the kept memory is broken it starts empty and says
+ *  so in a LOG line); a cold boot initialises it with resume = 0. At the first session
+ *  after a resume the app logs what it kept (records held, of them pinned to packs
+ *  awaiting their result):
+ *         "resume kept=<n> pinned=<n>"
+ *  Once per session
+ *  the app logs
  *         "boot=<n> reset=warm|cold warm_boots=<n>"
  *  before the first stack line.
  */
@@ -40,7 +48,9 @@
 #endif
 #define STACK_REPORT_MS 500u
 
-static hm_agent agent;
+/* In .noinit (board_noinit.h): a warm reset keeps it, and the agent resumes its ring
+ * and packer from it (hm_agent.h "Resume"); a cold boot starts it fresh. */
+__attribute__((section(".noinit"), aligned(8))) static hm_agent agent;
 static sensor sens;
 
 static void io_write(void *ctx, const uint8_t *bytes, size_t n) {
@@ -96,7 +106,8 @@ int main(void) {
     uint8_t rxbuf[64];
     uint32_t last_sensor, last_stack_check, reported_sessions = 0;
     size_t reported_free = (size_t)-1;
-    int sensor_on, warm = 0;
+    int sensor_on, warm = 0, resumed;
+    uint32_t kept, kept_pinned;
     const uint8_t *khash = NULL;
 
     board_init();
@@ -118,7 +129,14 @@ int main(void) {
     cfg.io.write = io_write;
     cfg.io.now_ms = io_now;
     cfg.io.knowledge_saved = io_knowledge_saved;
+    /* a valid warm-reset record (same device, same slot) says the agent's RAM is the
+     * one this image left: resume it; the agent still checks it before trusting it */
+    cfg.resume = (uint8_t)(warm != 0);
     if (hm_agent_init(&agent, &cfg) != HM_AGENT_OK) board_exit(BOARD_EXIT_CONFIG);
+    /* what the resume kept, reported once the first session is open */
+    resumed = agent.counters.resumes != 0;
+    kept = agent.ring.counters.used;
+    kept_pinned = agent.ring.counters.pinned;
 
     sensor_on = (slot->flags & HM_SLOT_SENSOR) && slot->sensor_period_ms;
     if (sensor_on) {
@@ -135,6 +153,13 @@ int main(void) {
         if (n) hm_agent_input(&agent, rxbuf, n);
         hm_agent_poll(&agent);
         now = board_now_ms();
+        if (resumed && agent.session) {
+            char line[48];
+            size_t k = put_field(line, 0, "resume kept=", kept);
+            k = put_field(line, k, " pinned=", kept_pinned);
+            (void)hm_agent_log(&agent, 1, (const uint8_t *)line, k);
+            resumed = 0;
+        }
         if (sensor_on && agent.session && now - last_sensor >= slot->sensor_period_ms) {
             sensor_reading r;
             last_sensor = now;

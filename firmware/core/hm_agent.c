@@ -1,5 +1,6 @@
 #include "hm_agent.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #include "hm_cbor.h"
@@ -208,13 +209,10 @@ static size_t offer_head(uint8_t hdr[HM_AGENT_BIG_HEAD], uint32_t seq, uint32_t 
     return w.len;
 }
 
+/* Gated, unpinned records: every pinned record is gated (I5, I8 of hm_ring.h). */
 static unsigned packable(const hm_agent *a) {
-    unsigned i, n = 0;
-    for (i = 0; i < a->ring.capacity; i++) {
-        const hm_ring_record *r = hm_ring_peek(&a->ring, (int)i);
-        if (r && r->state != HM_STATE_VOLATILE && r->pack == 0) n++;
-    }
-    return n;
+    const hm_ring_counters *rc = &a->ring.counters;
+    return rc->used - rc->volatiles - rc->pinned;
 }
 
 static void offer_pack(hm_agent *a) {
@@ -533,6 +531,13 @@ static void on_hello_ack(hm_agent *a, const hm_msg_hello_ack *h, uint32_t seq, u
     a->wall_offset = (int64_t)h->time_ms - (int64_t)a->now;
     a->wall_known = 1;
     hm_pack_set_head(&a->packer, &a->ring, h->pack_seq, h->pack_hash.ptr);
+    if (a->ring.boot != a->boot && a->ring.counters.used == 0) {
+        /* resumed, and the host holds all of it: number under this boot from now on
+         * (set_head left no pending pack) */
+        (void)hm_ring_init_sized(&a->ring, a->device_id, a->boot, a->ring.capacity,
+                                 (unsigned)a->ring.block_size * HM_RING_BLOCKS);
+        a->packer.boot = a->boot;
+    }
     a->next_seq = a->snd_una = a->snd_nxt = 2;
     a->expected = 2;
     a->timer_on = 0;
@@ -541,6 +546,10 @@ static void on_hello_ack(hm_agent *a, const hm_msg_hello_ack *h, uint32_t seq, u
     a->last_offer = a->last_status = a->now;
     a->hold_until = 0;
     owe_ack(a);
+    if (a->counters.resume_failed && a->counters.sessions == 1) {
+        static const char lost[] = "resume failed: memory lost";
+        (void)hm_agent_log(a, 2, (const uint8_t *)lost, sizeof lost - 1);
+    }
 }
 
 static void on_body(hm_agent *a, const uint8_t *body, size_t len) {
@@ -680,20 +689,30 @@ hm_agent_err hm_agent_init(hm_agent *a, const hm_agent_config *c) {
     uint32_t mm = c->max_message ? c->max_message : HM_MAX_MESSAGE;
     unsigned cap = c->ring_capacity ? c->ring_capacity : HM_RING_CAPACITY;
     unsigned arena = c->arena_size ? c->arena_size : HM_ARENA_SIZE;
+    int kept;
 
     if (!c->device_id || !c->seed || !c->io.write || !c->io.now_ms || mf < HM_FRAME_FLOOR ||
         mf > HM_MAX_FRAME || win < 1 || win > HM_WINDOW || mm > HM_MAX_MESSAGE ||
         (c->knowledge_seq && !c->knowledge_hash))
         return HM_AGENT_E_ARG;
-    memset(a, 0, sizeof *a);
-    if (copy_text(a->board, c->board) || copy_text(a->firmware, c->firmware) ||
-        hm_ring_init_sized(&a->ring, c->device_id, c->boot, cap, arena) != HM_RING_OK)
+    hm_public_key(pub, c->seed);
+    hm_hash_sha256(digest, pub, sizeof pub); /* the kid: digest[0 .. 8) */
+    /* Resume: ring and packer stay if they are whole (see "Resume" in hm_agent.h). */
+    kept = c->resume && hm_ring_validate(&a->ring, c->device_id, cap, arena) == 0 &&
+           hm_pack_resume(&a->packer, &a->ring, c->seed, digest) == 0;
+    memset(a, 0, offsetof(hm_agent, ring));
+    a->counters.resumes = (uint32_t)kept;
+    if (!kept) {
+        if (hm_ring_init_sized(&a->ring, c->device_id, c->boot, cap, arena) != HM_RING_OK)
+            return HM_AGENT_E_ARG;
+        hm_pack_init(&a->packer, c->device_id, c->boot, c->seed, digest);
+        a->counters.resume_failed = c->resume != 0;
+    }
+    if (copy_text(a->board, c->board) || copy_text(a->firmware, c->firmware))
         return HM_AGENT_E_ARG;
     a->io = c->io;
     a->host_key = c->host_key;
     memcpy(a->device_id, c->device_id, HM_ID_SIZE);
-    hm_public_key(pub, c->seed);
-    hm_hash_sha256(digest, pub, sizeof pub);
     memcpy(a->device_kid, digest, HM_KID_SIZE);
     a->boot = c->boot;
     a->capabilities = c->capabilities & HM_CAP_ALL;
@@ -705,7 +724,6 @@ hm_agent_err hm_agent_init(hm_agent *a, const hm_agent_config *c) {
     a->offer_threshold = c->offer_threshold;
     a->offer_period_ms = c->offer_period_ms;
     a->status_period_ms = c->status_period_ms;
-    hm_pack_init(&a->packer, c->device_id, c->boot, c->seed, a->device_kid);
     hm_knowledge_init(&a->knowledge, c->host_key);
     if (c->knowledge_seq) hm_knowledge_set_head(&a->knowledge, c->knowledge_seq, c->knowledge_hash);
     (void)hm_frame_rx_init(&a->rx, mf);

@@ -57,6 +57,33 @@
  * the packer already abandoned are recognised and ignored). A deferred result holds
  * the next offer back for HM_AGENT_DEFER_MS.
  *
+ * Resume (a warm reset: watchdog, reset pin, QEMU system_reset). A caller that keeps
+ * the hm_agent struct's memory across the reset (e.g. in a .noinit section, see
+ * boards/include/board_noinit.h) sets config.resume. hm_agent_init then checks the
+ * kept ring (hm_ring_validate: I1, I2, I5–I8 of hm_ring.h, bounded loops) and packer
+ * (hm_pack_resume: undo a build the reset interrupted, then P1 and P4 of hm_pack.h)
+ * against this config (device id, ring capacity, arena size), before it touches them:
+ *  - valid: ring and packer are kept as they are (records, their ids, gate results,
+ *    pins, pending packs, pack numbering, host head, their counters); everything
+ *    else (session, queue, receiver, reassembly, knowledge store from the config's
+ *    head, agent counters, clock) starts fresh; counters.resumes = 1. The HELLO
+ *    carries the new boot counter, but the ring keeps the boot of its ids and goes on
+ *    with its seq, so new captures continue the same id sequence. At the HELLO_ACK
+ *    hm_pack_set_head does the rest: pending packs at or below the host head are
+ *    released (the host stored them; a lost PACK_RESULT changes nothing), those above
+ *    are abandoned and their records packed again. A pack the host stored is never
+ *    offered again, one it did not store is offered again: nothing lost, nothing
+ *    twice. If the ring is empty after that head (the host holds all of it), the
+ *    ring and packer renumber under the new boot (ids boot.1, packs boot << 32 | 1).
+ *  - broken (any check fails, e.g. a reset inside a ring operation, or RAM that is
+ *    not this agent's): ring and packer start empty under the new boot,
+ *    counters.resume_failed = 1, and at the first HELLO_ACK a LOG (level warn)
+ *    "resume failed: memory lost" is sent. Never silent.
+ * Not checked: record bytes and gate results (content, not structure), the recency
+ * order of the volatile list, P2 (the pack bytes are gone), counters that are only
+ * statistics (P5). A ring whose seq is exhausted stays so across resumes until it
+ * is empty at a handshake (then it renumbers).
+ *
  * INVARIANTS (tests/native/t_agent.c checks A1–A4 after every request; A5 is
  * checked on the wire by tests/test_native_agent.py):
  *  A1 Sequence state: snd_una <= snd_nxt <= next_seq, snd_nxt - snd_una <= window;
@@ -165,6 +192,8 @@ typedef struct {
     uint32_t status_period_ms;     /* unsolicited STATUS every T ms in session; 0: never */
     uint64_t knowledge_seq;        /* persisted knowledge head (0: none) */
     const uint8_t *knowledge_hash; /* its hash (32 bytes), NULL with seq 0 */
+    uint8_t resume;                /* nonzero: the hm_agent struct's memory was kept
+                                    * across a warm reset; resume its ring and packer */
     hm_agent_io io;
 } hm_agent_config;
 
@@ -195,6 +224,8 @@ typedef struct {
     uint32_t results_unmatched; /* PACK_RESULTs with no offer outstanding */
     uint32_t knowledge;     /* KNOWLEDGE_PUSHes processed */
     uint32_t logs;          /* LOG messages sent */
+    uint32_t resumes;       /* 1: this init resumed the kept ring and packer */
+    uint32_t resume_failed; /* 1: resume asked, the kept memory was broken: started empty */
 } hm_agent_counters;
 
 enum { HM_OUT_SMALL = 0, HM_OUT_WHOLE = 1, HM_OUT_FRAGS = 2 };
@@ -258,16 +289,18 @@ typedef struct {
     uint8_t wire[HM_FRAME_WIRE_BOUND(HM_MAX_FRAME)];
     uint8_t scratch[HM_MAX_FRAME];
 
-    /* the memory it drives */
+    hm_knowledge knowledge;
+    hm_agent_counters counters;
+
+    /* the memory it drives, last: everything before `ring` starts fresh at every init,
+     * ring and packer may be resumed (see Resume above) */
     hm_ring ring;
     hm_packer packer;
-    hm_knowledge knowledge;
-
-    hm_agent_counters counters;
 } hm_agent;
 
-/* Start the agent: ring, packer and knowledge store fresh, no session; writes 00 and
- * the first HELLO. HM_AGENT_E_ARG (nothing written) for a value out of range. */
+/* Start the agent: ring and packer fresh, or resumed (config.resume, see Resume
+ * above), knowledge store fresh, no session; writes 00 and the first HELLO.
+ * HM_AGENT_E_ARG (nothing written) for a value out of range. */
 hm_agent_err hm_agent_init(hm_agent *a, const hm_agent_config *config);
 
 /* Bytes received from the line, in any chunking. */

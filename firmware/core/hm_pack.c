@@ -142,6 +142,36 @@ hm_pack_err hm_pack_result(hm_packer *p, hm_ring *ring, uint64_t seq, unsigned s
     return HM_PACK_OK;
 }
 
+int hm_pack_resume(hm_packer *p, hm_ring *ring, const uint8_t seed[HM_SEED_SIZE],
+                   const uint8_t kid[HM_KID_SIZE]) {
+    uint32_t i, k, n = p->npending, count[HM_PACK_PENDING] = {0};
+    uint64_t below = p->host_seq;
+    if (n > HM_PACK_PENDING || p->boot != ring->boot ||
+        memcmp(p->device_id, ring->device_id, HM_ID_SIZE) != 0)
+        return -1;
+    if (n < HM_PACK_PENDING) { /* an interrupted build: pinned, never counted or offered */
+        (void)hm_ring_unpin_pack(ring, p->pending[n].tag);
+        memset(&p->pending[n], 0, sizeof p->pending[n]);
+    }
+    for (k = 0; k < ring->capacity; k++) { /* P4: each pin is a pending pack's */
+        const hm_ring_record *rec = &ring->rec[k];
+        if (rec->seq == 0 || rec->pack == 0) continue;
+        for (i = 0; i < n && p->pending[i].tag != rec->pack; i++) {
+        }
+        if (i == n) return -1;
+        count[i]++;
+    }
+    for (i = 0; i < n; i++) { /* P1; a repeated tag leaves the second pack no records */
+        const hm_pack_pending *e = &p->pending[i];
+        if (count[i] == 0 || count[i] != e->records || e->seq <= below || e->seq > p->last_seq)
+            return -1;
+        below = e->seq;
+    }
+    memcpy(p->seed, seed, HM_SEED_SIZE);
+    memcpy(p->kid, kid, HM_KID_SIZE);
+    return 0;
+}
+
 static uint32_t new_tag(hm_packer *p) {
     for (;;) {
         uint32_t tag = ++p->next_tag, i;
@@ -263,8 +293,8 @@ hm_pack_err hm_pack_build(hm_packer *p, hm_ring *ring, uint64_t created_ms, uint
 
     e->seq = seq;
     hm_hash_sha256(e->hash, out, total);
-    p->npending++;
     p->last_seq = seq;
+    p->npending++; /* the commit: a reset before it leaves an interrupted build (resume) */
     p->counters.built++;
     p->counters.records_sent += n;
     *len = total;

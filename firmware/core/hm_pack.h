@@ -236,6 +236,17 @@ void hm_pack_init(hm_packer *p, const uint8_t device_id[HM_ID_SIZE], uint32_t bo
 /* Zero the whole state, seed included (the writes are not optimised away). */
 void hm_pack_wipe(hm_packer *p);
 
+/* Resume (hm_agent.h): take over a packer kept across a warm reset, driving `ring`,
+ * which hm_ring_validate has accepted. First a build the reset interrupted is undone:
+ * hm_pack_build pins its records to pending[npending].tag before it signs and commits
+ * the pack (npending++), so those records are unpinned (the pack was never counted or
+ * offered; its seq may be burnt). Then P1 and P4 are checked (P2 cannot be: the
+ * pack bytes are gone), and the packer's device id and boot must be the ring's. 0: the packer keeps its pending packs, sequence and host head, and takes
+ * seed and kid anew; -1: broken (the caller starts fresh; the ring may have been
+ * unpinned). P5 (counters) is not checked. */
+int hm_pack_resume(hm_packer *p, hm_ring *ring, const uint8_t seed[HM_SEED_SIZE],
+                   const uint8_t kid[HM_KID_SIZE]);
+
 /* Apply a HELLO_ACK's pack_seq / pack_hash (see the chain-head rules above). */
 void hm_pack_set_head(hm_packer *p, hm_ring *ring, uint64_t pack_seq,
                       const uint8_t pack_hash[HM_HASH_SIZE]);

@@ -355,3 +355,66 @@ int hm_ring_next(const hm_ring *ring, uint32_t after_seq, unsigned select) {
     }
     return best;
 }
+
+/* Resume: 1 if the list from `i` holds exactly n slots, each once (a repeat would be
+ * a cycle: it never reaches NIL within n steps), all free ones (vol 0) or all live
+ * VOLATILE ones linked back through prev (vol 1); *last gets its last slot. */
+static int walk(const hm_ring *ring, uint8_t i, unsigned n, int vol, uint8_t *last) {
+    uint8_t prev = NIL;
+    for (; i != NIL; prev = i, i = ring->rec[i].next) {
+        const hm_ring_record *r = &ring->rec[i];
+        if (i >= ring->capacity || n-- == 0 ||
+            (vol ? r->seq == 0 || r->state != HM_STATE_VOLATILE || r->prev != prev : r->seq != 0))
+            return 0;
+    }
+    *last = prev;
+    return n == 0;
+}
+
+int hm_ring_validate(const hm_ring *ring, const uint8_t device_id[HM_ID_SIZE],
+                     unsigned capacity, unsigned arena_size) {
+    const hm_ring_counters *c = &ring->counters;
+    uint32_t used = 0, vol = 0, nlive = 0, nvol = 0, npin = 0, bytes = 0;
+    unsigned k, j, bs = arena_size / HM_RING_BLOCKS;
+    uint8_t last;
+
+    if (capacity < 1u || capacity > HM_RING_CAPACITY ||
+        arena_size < HM_MAX_PAYLOAD + HM_MAX_SOURCE || arena_size > HM_ARENA_SIZE ||
+        ring->capacity != capacity || ring->block_size != bs ||
+        memcmp(ring->device_id, device_id, HM_ID_SIZE) != 0)
+        return -1;
+    for (k = 0; k < capacity; k++) { /* I1, I5, I6, I7 of each live slot */
+        const hm_ring_record *r = &ring->rec[k];
+        unsigned st = r->state;
+        uint32_t m;
+        if (r->seq == 0) continue;
+        if (r->seq > ring->seq || r->payload_len > HM_MAX_PAYLOAD ||
+            r->source_len > HM_MAX_SOURCE ||
+            r->nblocks != (r->payload_len + r->source_len + bs - 1u) / bs ||
+            r->block + r->nblocks > HM_RING_BLOCKS || ((m = rec_mask(r)) & used) != 0 ||
+            (st != HM_STATE_VOLATILE && st != HM_STATE_CANDIDATE &&
+             st != HM_STATE_QUARANTINED) ||
+            r->layer != (st == HM_STATE_VOLATILE ? HM_LAYER_WORKING : HM_LAYER_EPISODIC))
+            return -1;
+        for (j = 0; j < k; j++)
+            if (ring->rec[j].seq == r->seq) return -1;
+        if (st == HM_STATE_VOLATILE) {
+            if (r->pack || r->chained) return -1;
+            vol |= m;
+            nvol++;
+        }
+        npin += r->pack != 0;
+        used |= m;
+        nlive++;
+        bytes += r->nblocks;
+    }
+    /* I1 the free list, I2 the volatile list; I6 and I8 */
+    if (!walk(ring, ring->free_head, capacity - nlive, 0, &last) ||
+        !walk(ring, ring->mru, nvol, 1, &last) || ring->lru != last ||
+        ring->used_blocks != used || ring->vol_blocks != vol || c->used != nlive ||
+        c->volatiles != nvol || c->pinned != npin ||
+        c->arena_used != bytes * bs ||
+        c->captures != ring->seq + c->refusals)
+        return -1;
+    return 0;
+}

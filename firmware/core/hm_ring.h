@@ -250,4 +250,17 @@ unsigned hm_ring_release_pack(hm_ring *ring, uint32_t pack);
  * order: start with after_seq = 0, continue with the seq of the record returned. */
 int hm_ring_next(const hm_ring *ring, uint32_t after_seq, unsigned select);
 
+/* Resume (hm_agent.h): 0 if `ring`, memory kept across a warm reset, is a ring of
+ * device_id with `capacity` slots and an arena of `arena_size` bytes (the values
+ * hm_ring_init_sized was given) that holds I1, I2, I5, I6, I7 and the counters of I8
+ * (captures = seq + refusals; used, volatiles, pinned, arena_used); -1 otherwise, with
+ * the ring untouched. Bounded: one pass over the slots (plus O(capacity^2) compares for
+ * distinct seqs), the free list and the volatile list each walked at most capacity
+ * steps, so any content of the memory ends. Recomputes the gate of every gated record
+ * (its flags, scores, verdict and state must be the gate's on its own fields, I7). Not
+ * checked: recency order (any order of the volatile list is a valid one), hash and
+ * prev_hash (rewritten before a record is offered again), boot and seq beyond I1. */
+int hm_ring_validate(const hm_ring *ring, const uint8_t device_id[HM_ID_SIZE],
+                     unsigned capacity, unsigned arena_size);
+
 #endif

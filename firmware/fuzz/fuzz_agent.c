@@ -2,12 +2,14 @@
  *
  * The input is a script. Header: a config block (see read_config) and a mode byte
  * (bit 0: perform a valid handshake right after init, so most scripts start inside a
- * session). Then operations, one opcode byte each (op % OPS):
+ * session; bit 1: RESET is a warm reset, hm_agent_init with resume = 1 on the same
+ * struct, so the kept ring and packer are checked and resumed or refused). Then operations, one opcode byte each (op % OPS):
  *   RAW      u16 n, u8 chunking, n bytes: hm_agent_input in pseudo-random chunks
  *   ADVANCE  u16 ms, u8 step: the virtual clock moves by ms, hm_agent_poll every step
  *   JUMP     u32: the clock jumps (wraps at 2^32), one poll
  *   CAPTURE  the device's own capture, every argument from the input
- *   RESET    re-init (a device reset) with a new config from the input
+ *   RESET    re-init (a device reset) with a new config from the input (resumed: see
+ *            mode bit 1)
  *   BODY     u16 n, n bytes: a message body wrapped in a valid frame (CRC right)
  *   HANDSHAKE a valid HELLO_ACK built from the last HELLO the agent sent
  *   MESSAGE  a host message built field by field (CAPTURE, PACK_RESULT,
@@ -389,7 +391,7 @@ static void setup(void) {
  * offer_threshold u8, offer_period u16, status_period u16, flags u8 (1: no host key,
  * 2: a persisted knowledge head), boot u8. Mostly valid; out-of-range values give
  * HM_AGENT_E_ARG and no agent until the next good RESET. */
-static void do_init(fuzz_in *in) {
+static void do_init(fuzz_in *in, int resume) {
     unsigned caps = fuzz_u8(in), mf = fuzz_u16(in), win = fuzz_u8(in);
     uint32_t mm = fuzz_u16(in);
     unsigned ring = fuzz_u8(in), thr = fuzz_u8(in);
@@ -416,6 +418,7 @@ static void do_init(fuzz_in *in) {
     }
     cfg.io.write = io_write;
     cfg.io.now_ms = io_now;
+    cfg.resume = (uint8_t)resume;
     memset(&host, 0, sizeof host);
     (void)hm_reasm_init(&host.reasm, HM_MAX_MESSAGE);
     track_reset();
@@ -427,6 +430,8 @@ static void do_init(fuzz_in *in) {
         return;
     }
     FUZZ_CHECK(host.writes > 0 && host.have_hello); /* 00 and the first HELLO */
+    /* a resume either kept the memory or said it did not; never both, never neither */
+    FUZZ_CHECK(agent.counters.resumes + agent.counters.resume_failed == (resume ? 1u : 0u));
     host.sessions = agent.counters.sessions;
 }
 
@@ -613,7 +618,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fuzz_in in = {data, size, 0};
     if (!ready) setup();
     vclock = fuzz_u32(&in);
-    do_init(&in);
+    do_init(&in, 0);
     unsigned mode = fuzz_u8(&in);
     if (have_agent) {
         check_agent();
@@ -648,7 +653,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             hm_agent_poll(&agent);
             break;
         case OP_CAPTURE: op_capture(&in); break;
-        case OP_RESET: do_init(&in); break;
+        case OP_RESET: do_init(&in, (mode & 2) != 0); break; /* a warm reset */
         case OP_BODY: {
             size_t n = fuzz_u16(&in) % 600, got;
             unsigned chunking = fuzz_u8(&in) % 24;

@@ -20,9 +20,22 @@
  *                       wall_ms
  *   sizes               sizeof hm_agent, hm_ring, hm_packer, hm_knowledge, hm_reasm,
  *                       hm_frame_rx, the queue
+ *   resume boot         a warm reset: hm_agent_init again on the same struct with the
+ *                       last init's configuration, this boot counter and resume = 1:
+ *                       "ok" x<out>, or "bad_arg"
+ *   scribble offset x<bytes>
+ *                       overwrite the agent's ring at byte `offset` (a corrupted RAM):
+ *                       "ok", or "bad_arg" beyond the ring
+ *   halfbuild           what a reset inside hm_pack_build leaves: the first packable
+ *                       record pinned to the tag of pending[npending], npending not
+ *                       yet counted: "ok", or "none"
+ *   ring                the ring's boot and seq, records held and pinned, and the
+ *                       packer's boot and pending packs
  *
- * After every request the invariants A1–A4 of hm_agent.h are checked; a broken one
- * ends the program with exit status 1.
+ * After every request the invariants A1–A4 of hm_agent.h are checked, and the ring and
+ * packer must pass the resume checks (hm_ring_validate, hm_pack_resume on copies):
+ * valid state at rest is never refused. A broken one ends the program with exit
+ * status 1.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +50,11 @@ static int have_agent;
 static uint64_t saved_seq, saved_calls; /* the knowledge_saved callback's last call */
 static uint8_t saved_hash[32];
 static uint32_t vclock = 1000; /* not 0: the agent must not assume a zero start */
+static hm_agent_config last_config; /* of the last successful init */
+static uint8_t last_device_id[HM_ID_SIZE], last_seed[HM_SEED_SIZE];
+static hm_ring ring_copy;
+static hm_packer packer_copy;
+static int scribbled; /* the ring was overwritten: no at-rest check until an init */
 static uint8_t outbuf[1u << 20];
 static size_t outlen;
 
@@ -97,6 +115,32 @@ static void check_agent(void) {
     /* A4 */
     if (a->session && (a->timer_on != 0) != (a->snd_una != a->snd_nxt))
         broken("timer", a->timer_on);
+    /* the memory at rest passes the resume checks */
+    if (scribbled) return;
+    ring_copy = a->ring;
+    packer_copy = a->packer;
+    if (hm_ring_validate(&ring_copy, last_device_id,
+                         last_config.ring_capacity ? last_config.ring_capacity
+                                                   : HM_RING_CAPACITY,
+                         HM_ARENA_SIZE) != 0)
+        broken("ring refused by hm_ring_validate", a->ring.seq);
+    if (hm_pack_resume(&packer_copy, &ring_copy, last_seed, a->device_kid) != 0)
+        broken("packer refused by hm_pack_resume", a->packer.npending);
+    if (memcmp(&ring_copy, &a->ring, sizeof ring_copy) != 0)
+        broken("hm_pack_resume changed a ring at rest", 0);
+}
+
+static void run_init(hm_agent_config *c) {
+    outlen = 0;
+    scribbled = 0;
+    if (hm_agent_init(&agent, c) != HM_AGENT_OK) {
+        have_agent = 0;
+        hexio_word("bad_arg");
+        return;
+    }
+    have_agent = 1;
+    hexio_word("ok");
+    flush_out();
 }
 
 static void cmd_init(hexio_req *r) {
@@ -130,15 +174,35 @@ static void cmd_init(hexio_req *r) {
     c.io.now_ms = io_now;
     c.io.knowledge_saved = io_saved;
     saved_seq = saved_calls = 0;
-    outlen = 0;
-    if (hm_agent_init(&agent, &c) != HM_AGENT_OK) {
-        have_agent = 0;
+    memcpy(last_device_id, c.device_id, HM_ID_SIZE);
+    memcpy(last_seed, c.seed, HM_SEED_SIZE);
+    last_config = c;
+    last_config.device_id = last_device_id;
+    last_config.seed = last_seed;
+    run_init(&c);
+}
+
+/* A warm reset: the same configuration, a new boot counter, resume = 1. */
+static void cmd_resume(hexio_req *r) {
+    hm_agent_config c = last_config;
+    if (r->argc != 1 || !c.device_id) {
         hexio_word("bad_arg");
         return;
     }
-    have_agent = 1;
+    c.boot = (uint32_t)r->num[0];
+    c.resume = 1;
+    run_init(&c);
+}
+
+static void cmd_scribble(hexio_req *r) {
+    if (r->argc != 2 || !r->is_bytes[1] || r->num[0] > sizeof agent.ring ||
+        r->len[1] > sizeof agent.ring - r->num[0]) {
+        hexio_word("bad_arg");
+        return;
+    }
+    memcpy((uint8_t *)&agent.ring + r->num[0], r->bytes[1], r->len[1]);
+    scribbled = 1;
     hexio_word("ok");
-    flush_out();
 }
 
 #define PAIR(name, value) (hexio_word(name), hexio_num((uint64_t)(value)))
@@ -188,6 +252,8 @@ static void cmd_status(void) {
     PAIR("records_returned", agent.packer.counters.records_returned);
     PAIR("pinned", agent.ring.counters.pinned);
     PAIR("packs_refused", agent.packer.counters.refused);
+    PAIR("resumes", c->resumes);
+    PAIR("resume_failed", c->resume_failed);
 }
 
 int main(void) {
@@ -203,6 +269,8 @@ int main(void) {
             hexio_num(sizeof(hm_reasm));
             hexio_num(sizeof(hm_frame_rx));
             hexio_num(sizeof agent.out);
+        } else if (strcmp(r.cmd, "resume") == 0) {
+            cmd_resume(&r);
         } else if (!have_agent) {
             hexio_word("no_agent");
         } else if (strcmp(r.cmd, "input") == 0 && r.argc == 1 && r.is_bytes[0]) {
@@ -227,6 +295,27 @@ int main(void) {
             int rc = hm_agent_log(&agent, (unsigned)r.num[0], r.bytes[1], r.len[1]);
             hexio_num(rc == 0 ? 0u : 1u);
             flush_out();
+        } else if (strcmp(r.cmd, "scribble") == 0) {
+            cmd_scribble(&r);
+        } else if (strcmp(r.cmd, "halfbuild") == 0) {
+            int idx = hm_ring_next(&agent.ring, 0, HM_RING_SEL_PACKABLE);
+            hm_pack_pending *e = &agent.packer.pending[agent.packer.npending];
+            if (idx < 0 || agent.packer.npending >= HM_PACK_PENDING) {
+                hexio_word("none");
+            } else {
+                e->tag = 0x7FFFFFF0u; /* distinct from the counted tags of a test */
+                e->records = 1;
+                (void)hm_ring_pin(&agent.ring, idx, e->tag);
+                scribbled = 1; /* not a state at rest */
+                hexio_word("ok");
+            }
+        } else if (strcmp(r.cmd, "ring") == 0) {
+            hexio_num(agent.ring.boot);
+            hexio_num(agent.ring.seq);
+            hexio_num(agent.ring.counters.used);
+            hexio_num(agent.ring.counters.pinned);
+            hexio_num(agent.packer.boot);
+            hexio_num(agent.packer.npending);
         } else if (strcmp(r.cmd, "status") == 0) {
             cmd_status();
         } else if (strcmp(r.cmd, "state") == 0) {
