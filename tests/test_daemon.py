@@ -107,12 +107,7 @@ def gapless(records: list[Record]) -> dict[tuple[bytes, int], int]:
 
 
 def all_records(store: Store) -> list[Record]:
-    out: list[Record] = []
-    cursor = 0
-    while batch := store.records(cursor, 1000):
-        cursor = batch[-1][0]
-        out.extend(r for _, r, _ in batch)
-    return out
+    return [r for r, _ in store.iter_records()]
 
 
 def knowledge(n: int) -> list[KnowledgeItem]:

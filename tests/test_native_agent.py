@@ -11,7 +11,6 @@ hm_agent.h after every request.
 from __future__ import annotations
 
 import hashlib
-import subprocess
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -53,7 +52,7 @@ from hirmem.packs import (
     verify_pack,
 )
 from hirmem.records import GENESIS, Record, normalise, record_id
-from native_harness import BUILD, Arg, build, encode_arg
+from session_peer import Agent
 
 T0 = 1_780_000_000_000
 ONE = 0x10000
@@ -69,73 +68,8 @@ CONTEXT = hashlib.sha256(b"event frame").digest()
 ALL_CAPS = 0x1F
 
 
-class Device:
-    """build/host/t_agent, one request line at a time."""
-
-    def __init__(self) -> None:
-        build()
-        self.proc = subprocess.Popen(
-            [str(BUILD / "t_agent")],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-
-    def request(self, cmd: str, *args: Arg) -> list[str]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(" ".join([cmd, *(encode_arg(a) for a in args)]) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        if not line:
-            self.proc.wait(timeout=10)
-            assert self.proc.stderr is not None
-            err = self.proc.stderr.read()
-            raise AssertionError(f"t_agent died ({self.proc.returncode}): {err}")
-        return line.split()
-
-    def out(self, cmd: str, *args: Arg) -> bytes:
-        """A request whose last answer field is the bytes the agent wrote."""
-        return bytes.fromhex(self.request(cmd, *args)[-1][1:])
-
-    def init(
-        self,
-        *,
-        boot: int = 7,
-        caps: int = ALL_CAPS,
-        max_frame: int = 512,
-        window: int = 4,
-        max_message: int = 4096,
-        offer_n: int = 0,
-        offer_t: int = 0,
-        status_t: int = 0,
-        ring: int = 0,
-        host_key: bool = True,
-    ) -> bytes:
-        keys: list[Arg] = (
-            [HOST_KEY.public.raw, HOST_KEY.kid, HOST_ID] if host_key else [b"", b"", b""]
-        )
-        answer = self.request(
-            "init", DEVICE_ID, boot, caps, max_frame, window, max_message,
-            offer_n, offer_t, status_t, DEVICE_SEED, *keys, ring,
-        )  # fmt: skip
-        assert answer[0] == "ok", answer
-        return bytes.fromhex(answer[1][1:])
-
-    def status(self) -> dict[str, int]:
-        fields = self.request("status")
-        return {fields[i]: int(fields[i + 1]) for i in range(0, len(fields), 2)}
-
-    def state(self) -> list[int]:
-        return [int(x) for x in self.request("state")]
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=30)
-        assert self.proc.stderr is not None
-        err = self.proc.stderr.read()
-        assert self.proc.returncode == 0 and "runtime error" not in err, err
+# t_agent driven one request line at a time: the same driver the session tests use
+Device = Agent
 
 
 @dataclass

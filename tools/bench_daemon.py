@@ -145,13 +145,10 @@ def run(workdir: Path, seconds: float, warmup: float, sensor_ms: int, faults: fl
     with Store(db) as store:
         received = {p.pack_id: p.received for p in store.packs()}
         latencies = []
-        cursor = 0
-        while batch := store.records(cursor, 5000):
-            cursor = batch[-1][0]
-            for _, rec, pack_id in batch:
-                at = received[pack_id]
-                if wall0 <= at <= wall1:
-                    latencies.append(at - rec.timestamp)
+        for rec, pack_id in store.iter_records(5000):
+            at = received[pack_id]
+            if wall0 <= at <= wall1:
+                latencies.append(at - rec.timestamp)
     return Figures(count1 - count0, t1 - t0, cpu1 - cpu0, latencies)
 
 

@@ -287,15 +287,12 @@ def _intake(args: argparse.Namespace) -> int:
                 f"{p.nrecords} records, received {when}Z"
             )
         if args.records:
-            cursor = 0
-            while batch := store.records(cursor, 1000):
-                cursor = batch[-1][0]
-                for _, rec, _ in batch:
-                    if device is None or rec.id[:ID_SIZE] == device:
-                        print(
-                            f"  record {rec.id.hex()} {rec.source} ts {rec.timestamp} "
-                            f"rn {rec.rn / 65536:.3f} state {rec.state}"
-                        )
+            for rec, _ in store.iter_records():
+                if device is None or rec.id[:ID_SIZE] == device:
+                    print(
+                        f"  record {rec.id.hex()} {rec.source} ts {rec.timestamp} "
+                        f"rn {rec.rn / 65536:.3f} state {rec.state}"
+                    )
         for r in store.refusals(device):
             print(
                 f"refused {r.sha256.hex()[:16]} device {r.device_id.hex()} "

@@ -253,21 +253,12 @@ def _wait_stored(daemon: Daemon, finals: dict[bytes, tuple[int, int, int, int]])
         time.sleep(0.2)
 
 
-def _all_records(store: Store) -> list[Record]:
-    out: list[Record] = []
-    cursor = 0
-    while batch := store.records(cursor, 1000):
-        cursor = batch[-1][0]
-        out.extend(r for _, r, _ in batch)
-    return out
-
-
 def _summary(
     db: Path, boards: list[Board], finals: dict[bytes, tuple[int, int, int, int]], rogue: bytes
 ) -> list[tuple[str, bool]]:
     checks = []
     with Store(db) as store:
-        records = _all_records(store)
+        records = [r for r, _ in store.iter_records()]
         _say(
             "\nsummary: captured, refused, in ring and released (captured - refused - in ring)"
             "\nfrom each board's last STATUS; stored and the rest from the store at the end"

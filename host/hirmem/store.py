@@ -530,6 +530,14 @@ class Store:
             ).fetchall()
         return [(r[0], Record(*r[1:21]), r[21]) for r in rows]
 
+    def iter_records(self, batch: int = 1000) -> Iterator[tuple[Record, bytes]]:
+        """Every stored record in arrival order, with its pack id, read in batches."""
+        cursor = 0
+        while rows := self.records(cursor, batch):
+            cursor = rows[-1][0]
+            for _, rec, pack_id in rows:
+                yield rec, pack_id
+
     def record_conflicts(self) -> list[tuple[bytes, bytes, int, bytes]]:
         """(record id, pack_id, index in the pack, hash) of records whose id was taken."""
         with self._lock:
