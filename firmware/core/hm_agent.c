@@ -17,6 +17,11 @@ static uint64_t tick(hm_agent *a) {
     return a->now;
 }
 
+/* 1 once `ms` have passed since `from` (the low 32 bits of now when it started). */
+static int passed(const hm_agent *a, uint32_t from, uint32_t ms) {
+    return (uint32_t)a->now - from >= ms;
+}
+
 uint64_t hm_agent_wall_ms(const hm_agent *a) {
     return a->wall_known ? (uint64_t)((int64_t)a->now + a->wall_offset) : 0;
 }
@@ -129,7 +134,7 @@ static void tx_seq(hm_agent *a, uint32_t s) {
 
 static void timer_start(hm_agent *a) {
     a->timer_on = 1;
-    a->timer_at = a->now + a->rto;
+    a->timer_from = (uint32_t)a->now;
 }
 
 /* Send what the window allows. */
@@ -144,8 +149,10 @@ static void pump(hm_agent *a) {
 
 static int queue_full(const hm_agent *a) { return a->out_n >= HM_AGENT_QUEUE; }
 
-/* Drop the session (SPEC §6.6) and start the handshake again. */
-static void start_hello(hm_agent *a) {
+/* Drop the session (SPEC §6.6; lost: 1 if one ended, counted) and start the
+ * handshake again. One function for init and every session end. */
+static void start_hello(hm_agent *a, uint32_t lost) {
+    a->counters.sessions_lost += lost;
     a->session = 0;
     a->out_n = 0;
     a->out_head = 0;
@@ -161,10 +168,6 @@ static void start_hello(hm_agent *a) {
     timer_start(a);
 }
 
-static void lose_session(hm_agent *a) {
-    a->counters.sessions_lost++;
-    start_hello(a);
-}
 
 /* Queue a small sequenced message (encoded now, with the next seq and current ack). */
 static int queue_small(hm_agent *a, hm_msg *m) {
@@ -172,7 +175,7 @@ static int queue_small(hm_agent *a, hm_msg *m) {
     size_t len;
     if (!a->session || queue_full(a)) return -1;
     if (a->next_seq == U32_MAX) { /* SPEC §6.1: a new session before seq 2^32 */
-        lose_session(a);
+        start_hello(a, 1);
         return -1;
     }
     e = entry(a, a->out_n);
@@ -241,7 +244,7 @@ static void offer_pack(hm_agent *a) {
     }
     if ((uint64_t)a->next_seq + nfrag > U32_MAX) {
         /* cannot number it: the packer's pending pack is abandoned at the next head */
-        lose_session(a);
+        start_hello(a, 1);
         return;
     }
     a->big_off = (uint16_t)(HM_AGENT_BIG_HEAD - hl);
@@ -256,7 +259,7 @@ static void offer_pack(hm_agent *a) {
     a->next_seq += (uint32_t)nfrag;
     a->offered[a->offered_n++] = pseq;
     a->counters.offers++;
-    a->last_offer = a->now;
+    a->last_offer = (uint32_t)a->now;
     pump(a);
 }
 
@@ -264,7 +267,7 @@ static void offer_pack(hm_agent *a) {
 
 void hm_agent_status(hm_agent *a, hm_msg_status *st) {
     const hm_ring_counters *rc = &a->ring.counters;
-    st->uptime_ms = a->now - a->boot_time;
+    st->uptime_ms = a->now; /* now starts at 0 at init */
     st->ring_used = rc->used;
     st->ring_capacity = a->ring.capacity;
     st->captures = (uint64_t)rc->captures + a->counters.invalid;
@@ -285,11 +288,21 @@ static int queue_status(hm_agent *a) {
     memset(&m, 0, sizeof m);
     m.type = HM_MSG_STATUS;
     hm_agent_status(a, &m.u.status);
-    a->last_status = a->now;
+    a->last_status = (uint32_t)a->now;
     return queue_small(a, &m);
 }
 
 /* ---- captures ----------------------------------------------------------------- */
+
+/* The seven scores h, i, r, f, c, rn, w: consecutive uint32_t in both structs. */
+#define SCORES_SIZE (7 * sizeof(uint32_t))
+typedef char hm_agent_scores_check[offsetof(hm_gate_result, w) - offsetof(hm_gate_result, h) ==
+                                               6 * sizeof(uint32_t) &&
+                                           offsetof(hm_msg_capture_result, w) -
+                                                   offsetof(hm_msg_capture_result, h) ==
+                                               6 * sizeof(uint32_t)
+                                       ? 1
+                                       : -1];
 
 static unsigned do_capture(hm_agent *a, const uint8_t *payload, size_t plen,
                            const uint8_t *source, size_t slen, uint64_t ts,
@@ -324,13 +337,7 @@ static unsigned do_capture(hm_agent *a, const uint8_t *payload, size_t plen,
     cr->status = HM_CAPTURE_STORED;
     cr->record_id.len = HM_RECORD_ID_SIZE;
     cr->flags = g.flags;
-    cr->h = g.h;
-    cr->i = g.i;
-    cr->r = g.r;
-    cr->f = g.f;
-    cr->c = g.c;
-    cr->rn = g.rn;
-    cr->w = g.w;
+    memcpy((uint8_t *)cr + offsetof(hm_msg_capture_result, h), &g.h, SCORES_SIZE); /* h .. w */
     cr->verdict = g.verdict;
     cr->hard = g.hard;
     cr->state = g.state;
@@ -364,31 +371,33 @@ unsigned hm_agent_capture(hm_agent *a, const uint8_t *payload, size_t payload_le
 
 /* ---- receiving ---------------------------------------------------------------- */
 
-/* 1 if the device accepts this type from the host (SPEC §5.1). */
+/* What the device needs to accept each H->D type (SPEC §5.1): 0 always, a
+ * capability, or NEVER (no capability has that bit: D->H types, unknown types).
+ * The types that need a capability are exactly those whose delivery queues an
+ * answer. */
+#define NEVER 0x80u
+static const uint8_t accept_needs[15] = {
+    NEVER, NEVER /* HELLO */, 0 /* HELLO_ACK */, HM_CAP_CAPTURE, NEVER, NEVER,
+    0 /* PACK_RESULT */, HM_CAP_KNOWLEDGE, NEVER, HM_CAP_STATUS, NEVER, NEVER,
+    0 /* ERROR */, 0 /* ACK */, HM_CAP_FRAGMENTS};
+typedef char hm_agent_never_check[(HM_CAP_ALL & NEVER) == 0 ? 1 : -1];
+
+/* 1 if the device accepts this type (1..14) from the host. */
 static int accepts(const hm_agent *a, unsigned type) {
-    switch (type) {
-    case HM_MSG_HELLO_ACK:
-    case HM_MSG_PACK_RESULT:
-    case HM_MSG_ERROR:
-    case HM_MSG_ACK:
-        return 1;
-    case HM_MSG_CAPTURE:
-        return (a->capabilities & HM_CAP_CAPTURE) != 0;
-    case HM_MSG_KNOWLEDGE_PUSH:
-        return (a->capabilities & HM_CAP_KNOWLEDGE) != 0;
-    case HM_MSG_FRAGMENT:
-        return (a->capabilities & HM_CAP_FRAGMENTS) != 0;
-    case HM_MSG_STATUS_REQUEST:
-        return (a->capabilities & HM_CAP_STATUS) != 0;
-    default:
-        return 0;
-    }
+    return (accept_needs[type] & ~a->capabilities) == 0;
 }
 
-/* 1 if delivering this type queues an answer. */
-static int needs_reply(unsigned type) {
-    return type == HM_MSG_CAPTURE || type == HM_MSG_KNOWLEDGE_PUSH ||
-           type == HM_MSG_STATUS_REQUEST || type == HM_MSG_FRAGMENT;
+/* 1 if delivering this (accepted) type queues an answer. */
+static int needs_reply(unsigned type) { return accept_needs[type] != 0; }
+
+/* hm_msg_decode, and §4.3 step 4 (a type the device does not accept) before the
+ * field checks. */
+static hm_error_code decode(const hm_agent *a, const uint8_t *body, size_t len, int inner,
+                            hm_msg *m) {
+    hm_error_code err = hm_msg_decode(body, len, inner, m);
+    if (err != HM_E_UNKNOWN_VERSION && m->type && !accepts(a, m->type))
+        err = HM_E_UNKNOWN_TYPE;
+    return err;
 }
 
 static void process_ack(hm_agent *a, uint32_t ack) {
@@ -410,7 +419,7 @@ static void process_ack(hm_agent *a, uint32_t ack) {
 static void owe_ack(hm_agent *a) {
     if (!a->ack_due) {
         a->ack_due = 1;
-        a->ack_at = a->now + HM_AGENT_ACK_DELAY_MS;
+        a->ack_from = (uint32_t)a->now;
     }
 }
 
@@ -425,7 +434,10 @@ static void on_pack_result(hm_agent *a, const hm_msg_pack_result *r) {
     a->offered_n--;
     /* HM_PACK_E_UNKNOWN: a pack the packer abandoned; nothing to do */
     (void)hm_pack_result(&a->packer, &a->ring, pseq, r->status, r->reason);
-    if (r->status == HM_PACK_DEFERRED) a->hold_until = a->now + HM_AGENT_DEFER_MS;
+    if (r->status == HM_PACK_DEFERRED) {
+        a->hold_from = (uint32_t)a->now;
+        a->hold_ms = HM_AGENT_DEFER_MS;
+    }
 }
 
 static void on_knowledge(hm_agent *a, const hm_msg_pack *push, uint8_t *writable) {
@@ -471,17 +483,14 @@ static void on_fragment(hm_agent *a, const hm_msg_fragment *f) {
     hm_error_code err = hm_reasm_add(&a->reasm, f, &inner_len);
     if (err != HM_OK) {
         send_error(a, err, f->msg_id,
-                   err == HM_E_TOO_LARGE ? "message larger than max_message"
-                                         : "fragment does not continue the reassembly");
+                   err == HM_E_TOO_LARGE ? "above max_message"
+                                         : "fragment does not continue");
         return;
     }
     if (inner_len == 0) return;
-    err = hm_msg_decode(a->reasm.buf, inner_len, 1, &m);
-    if (err == HM_OK && (!accepts(a, m.type) || hm_msg_unsequenced(m.type) ||
-                         m.type == HM_MSG_HELLO_ACK)) {
+    err = decode(a, a->reasm.buf, inner_len, 1, &m);
+    if (err == HM_OK && (hm_msg_unsequenced(m.type) || m.type == HM_MSG_HELLO_ACK)) {
         /* a reassembled ACK, ERROR or HELLO_ACK makes no sense: unknown type here */
-        err = HM_E_UNKNOWN_TYPE;
-    } else if (err != HM_OK && err != HM_E_UNKNOWN_VERSION && m.type && !accepts(a, m.type)) {
         err = HM_E_UNKNOWN_TYPE;
     }
     if (err != HM_OK) {
@@ -519,7 +528,7 @@ static void deliver(hm_agent *a, const hm_msg *m, uint32_t seq, const uint8_t *b
 static void on_hello_ack(hm_agent *a, const hm_msg_hello_ack *h, uint32_t seq, uint32_t ack) {
     if (seq != 1 || ack != 1 || h->max_frame < HM_FRAME_FLOOR ||
         h->max_frame > a->max_frame_offer || h->window == 0 || h->window > a->window_offer) {
-        send_error(a, HM_E_MALFORMED, seq, "HELLO_ACK out of the offered bounds");
+        send_error(a, HM_E_MALFORMED, seq, "HELLO_ACK out of bounds");
         return;
     }
     a->session = 1;
@@ -543,8 +552,8 @@ static void on_hello_ack(hm_agent *a, const hm_msg_hello_ack *h, uint32_t seq, u
     a->timer_on = 0;
     a->rto = HM_AGENT_RTO_MS;
     a->ntimeouts = 0;
-    a->last_offer = a->last_status = a->now;
-    a->hold_until = 0;
+    a->last_offer = a->last_status = (uint32_t)a->now;
+    a->hold_ms = 0;
     owe_ack(a);
     if (a->counters.resume_failed && a->counters.sessions == 1) {
         static const char lost[] = "resume failed: memory lost";
@@ -554,10 +563,7 @@ static void on_hello_ack(hm_agent *a, const hm_msg_hello_ack *h, uint32_t seq, u
 
 static void on_body(hm_agent *a, const uint8_t *body, size_t len) {
     hm_msg m;
-    hm_error_code err = hm_msg_decode(body, len, 0, &m);
-    if (err == HM_OK && !accepts(a, m.type)) err = HM_E_UNKNOWN_TYPE;
-    else if (err != HM_OK && err != HM_E_UNKNOWN_VERSION && m.type && !accepts(a, m.type))
-        err = HM_E_UNKNOWN_TYPE; /* §4.3 step 4 comes before the field checks */
+    hm_error_code err = decode(a, body, len, 0, &m);
 
     if (!a->session) {
         if (err == HM_OK && m.type == HM_MSG_HELLO_ACK) {
@@ -574,16 +580,16 @@ static void on_body(hm_agent *a, const uint8_t *body, size_t len) {
     if (err != HM_OK) {
         if (m.type != HM_MSG_ERROR || err == HM_E_UNKNOWN_TYPE)
             send_error(a, err, m.seq,
-                       err == HM_E_UNKNOWN_VERSION ? "unsupported version; this device speaks 1"
-                       : err == HM_E_UNKNOWN_TYPE  ? "message type not accepted by this device"
-                                                   : "malformed message");
+                       err == HM_E_UNKNOWN_VERSION ? "version 1 only"
+                       : err == HM_E_UNKNOWN_TYPE  ? "type not accepted"
+                                                   : "malformed");
         return;
     }
     process_ack(a, m.ack);
     if (hm_msg_unsequenced(m.type)) {
         if (m.type == HM_MSG_ERROR) {
             a->counters.errors_rcvd++;
-            if (m.u.error.code == HM_E_NO_SESSION) lose_session(a);
+            if (m.u.error.code == HM_E_NO_SESSION) start_hello(a, 1);
         }
         pump(a);
         return;
@@ -597,7 +603,7 @@ static void on_body(hm_agent *a, const uint8_t *body, size_t len) {
     }
     if (needs_reply(m.type) && queue_full(a)) {
         a->counters.busy++;
-        send_error(a, HM_E_BUSY, m.seq, "outgoing queue full; resend later");
+        send_error(a, HM_E_BUSY, m.seq, "queue full");
         return;
     }
     a->expected++;
@@ -622,10 +628,10 @@ void hm_agent_input(hm_agent *a, const uint8_t *bytes, size_t n) {
 
 void hm_agent_poll(hm_agent *a) {
     tick(a);
-    if (a->timer_on && a->now >= a->timer_at) {
+    if (a->timer_on && passed(a, a->timer_from, a->rto)) {
         a->counters.timeouts++;
         if (a->session && ++a->ntimeouts >= HM_AGENT_MAX_TIMEOUTS) {
-            lose_session(a); /* HELLO again, from the first RTO */
+            start_hello(a, 1); /* HELLO again, from the first RTO */
             return;
         }
         a->rto = a->rto * 2 > HM_AGENT_RTO_MAX_MS ? HM_AGENT_RTO_MAX_MS : a->rto * 2;
@@ -637,17 +643,18 @@ void hm_agent_poll(hm_agent *a) {
         timer_start(a);
     }
     if (!a->session) return;
-    if (a->status_period_ms && a->now - a->last_status >= a->status_period_ms &&
+    if (a->status_period_ms && passed(a, a->last_status, a->status_period_ms) &&
         !queue_full(a))
         (void)queue_status(a);
-    if (a->session && a->now >= a->hold_until) { /* queue_status may have ended it */
+    if (a->session && passed(a, a->hold_from, a->hold_ms)) { /* queue_status may have ended it */
         unsigned n = (a->offer_threshold || a->offer_period_ms) ? packable(a) : 0;
+        a->hold_ms = 0; /* the hold is over: it cannot come back when the clock wraps */
         if (n && ((a->offer_threshold && n >= a->offer_threshold) ||
-                  (a->offer_period_ms && a->now - a->last_offer >= a->offer_period_ms)))
+                  (a->offer_period_ms && passed(a, a->last_offer, a->offer_period_ms))))
             offer_pack(a);
     }
     pump(a);
-    if (a->session && a->ack_due && a->now >= a->ack_at) send_ack(a);
+    if (a->session && a->ack_due && passed(a, a->ack_from, HM_AGENT_ACK_DELAY_MS)) send_ack(a);
 }
 
 /* ---- LOG ---------------------------------------------------------------------- */
@@ -732,8 +739,8 @@ hm_agent_err hm_agent_init(hm_agent *a, const hm_agent_config *c) {
     if (!hello_body(a)) return HM_AGENT_E_ARG; /* HELLO must fit 128 bytes */
 
     a->last_raw = a->io.now_ms(a->io.ctx);
-    a->now = a->boot_time = 0;
+    a->now = 0;
     a->io.write(a->io.ctx, &zero, 1); /* SPEC §2.6: terminate any partial frame */
-    start_hello(a);
+    start_hello(a, 0);
     return HM_AGENT_OK;
 }

@@ -40,18 +40,18 @@ void hm_cbor_w_init(hm_cbor_w *w, uint8_t *buf, size_t cap) {
     w->err = HM_CBOR_OK;
 }
 
+size_t hm_cbor_head_size(uint64_t v) {
+    return v < 24 ? 1u : v <= 0xFFu ? 2u : v <= 0xFFFFu ? 3u : v <= 0xFFFFFFFFu ? 5u : 9u;
+}
+
 /* One head with the shortest argument, then n content bytes; all or nothing. */
 static void put(hm_cbor_w *w, unsigned major, uint64_t v, const uint8_t *p, size_t n) {
     uint8_t h[9];
-    size_t hl = 1, s = 0;
-    unsigned info = (unsigned)v;
+    size_t hl = hm_cbor_head_size(v), s = hl - 1; /* s: argument bytes, 0 1 2 4 8 */
+    /* additional information: v itself, or 24 25 26 27 for 1 2 4 8 bytes */
+    unsigned info = s == 0 ? (unsigned)v : 24u + (s > 1) + (s > 2) + (s > 4);
     if (w->err) return;
-    if (v >= 24) {
-        s = v <= 0xFF ? 1 : v <= 0xFFFF ? 2 : v <= 0xFFFFFFFFu ? 4 : 8;
-        info = s == 1 ? 24u : s == 2 ? 25u : s == 4 ? 26u : 27u;
-        for (size_t i = 0; i < s; i++) h[1 + i] = (uint8_t)(v >> (8 * (s - 1 - i)));
-        hl += s;
-    }
+    for (size_t i = s; i > 0; i--, v >>= 8) h[i] = (uint8_t)v; /* big-endian, constant shifts */
     h[0] = (uint8_t)(major << 5 | info);
     if (hl > w->cap - w->len || n > w->cap - w->len - hl) {
         w->err = HM_CBOR_E_OVERFLOW;
@@ -105,7 +105,7 @@ static hm_cbor_err head(hm_cbor_r *r, unsigned *major, uint64_t *arg) {
         if (mt == 7) return fail(r, s == 1 ? HM_CBOR_E_SIMPLE : HM_CBOR_E_FLOAT);
         v = 0;
         for (size_t i = 0; i < s; i++) v = v << 8 | r->p[r->pos++];
-        if (v < (s == 1 ? 24u : (uint64_t)1 << (4 * s))) return fail(r, HM_CBOR_E_NON_MINIMAL);
+        if (hm_cbor_head_size(v) != 1 + s) return fail(r, HM_CBOR_E_NON_MINIMAL);
     }
     if (mt == 7 && (v < 20 || v > 22)) return fail(r, HM_CBOR_E_SIMPLE);
     *major = mt;

@@ -80,6 +80,8 @@ void hm_cbor_put_map(hm_cbor_w *w, uint64_t pairs);              /* head only */
 void hm_cbor_put_tag(hm_cbor_w *w, uint64_t tag);                /* head only */
 void hm_cbor_put_bool(hm_cbor_w *w, int v);
 void hm_cbor_put_null(hm_cbor_w *w);
+/* Bytes of a head with argument v in its shortest form (1, 2, 3, 5 or 9). */
+size_t hm_cbor_head_size(uint64_t v);
 
 /* ---- reader ---------------------------------------------------------------- */
 

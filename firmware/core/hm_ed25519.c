@@ -239,10 +239,12 @@ static void fe_pow22523(fe h, const fe z) {
  * encoding of y >= p stands for y - p. */
 static void fe_frombytes(fe h, const uint8_t s[32]) {
     for (unsigned i = 0; i < 10; i++) {
+        /* pos % 8 + width <= 32 for every limb (the largest: 6 + 26): four bytes from
+         * byte pos / 8 <= 28 hold it, so 32-bit words do */
         unsigned pos = limb_pos(i), width = limb_pos(i + 1) - pos, byte = pos / 8;
-        uint64_t v = 0;
-        for (unsigned k = 0; k < 5 && byte + k < 32; k++) v |= (uint64_t)s[byte + k] << (8 * k);
-        h[i] = (int32_t)((v >> (pos % 8)) & (((uint64_t)1 << width) - 1));
+        uint32_t v = 0;
+        for (unsigned k = 0; k < 4; k++) v |= (uint32_t)s[byte + k] << (8 * k);
+        h[i] = (int32_t)((v >> (pos % 8)) & ((1u << width) - 1));
     }
 }
 
@@ -276,12 +278,19 @@ static void fe_tobytes(uint8_t s[32], const fe f) {
         h[i + 1] += c;
     }
     h[9] &= (1 << 25) - 1; /* drops q 2^255: h + 19 q - 2^255 q = h - q p */
-    uint64_t acc = 0;
+    /* bit by bit (255 of them), so that no 64-bit shift is needed (a libgcc call on
+     * rv32); the loops depend on positions only */
+    uint32_t acc = 0;
     unsigned bits = 0, k = 0;
     for (unsigned i = 0; i < 10; i++) {
-        acc |= (uint64_t)(uint32_t)h[i] << bits;
-        bits += 26 - (i & 1);
-        for (; bits >= 8; bits -= 8, acc >>= 8) s[k++] = (uint8_t)acc;
+        for (unsigned b = 0; b < 26 - (i & 1); b++) {
+            acc |= ((uint32_t)h[i] >> b & 1u) << bits;
+            if (++bits == 8) {
+                s[k++] = (uint8_t)acc;
+                acc = 0;
+                bits = 0;
+            }
+        }
     }
     s[31] = (uint8_t)acc;
 }

@@ -33,9 +33,9 @@
  *    of small order is accepted whenever the equation holds, and a signature that
  *    only the cofactored equation ([8][S]B = [8]R + [8][k]A) accepts is refused.
  *
- * Cost on a Cortex-M3 (Thumb-2, gcc 12 -Os, counted with qemu-arm): public_key 1.6 M
- * instructions, sign 3.3 M, verify 1.7 M (256-byte message); about 5.7 KB of code
- * and constants (no precomputed tables). Stack, deepest path: 2.4 KB public_key,
+ * Cost on a Cortex-M3 (Thumb-2, gcc 12 -Os, counted in QEMU by tools/bench_core.py):
+ * public_key 1.84 M instructions, sign 3.93 M, verify 2.04 M (127-byte message); about
+ * 5.7 KB of code and constants (no precomputed tables). Stack, deepest path: 2.4 KB public_key,
  * 2.5 KB sign (the table (1..8)B lives on the stack), 3.0 KB verify (two 4-entry
  * tables of odd multiples and two 256-digit NAFs). No heap, no globals.
  */

@@ -45,12 +45,12 @@ hm_error_code hm_frag_encode(const uint8_t *inner, size_t len, size_t max_frame,
                              size_t cap, size_t *out_len);
 
 typedef struct {
-    uint8_t buf[HM_MAX_MESSAGE];
     uint32_t limit;  /* max_message announced to the peer, <= HM_MAX_MESSAGE */
     uint32_t msg_id; /* of the reassembly in progress */
     uint32_t total;
     uint32_t have;   /* bytes received so far */
     uint8_t busy;    /* a reassembly is in progress */
+    uint8_t buf[HM_MAX_MESSAGE]; /* last: the fields above are short offsets */
 } hm_reasm;
 
 /* Start idle with limit <= HM_MAX_MESSAGE; returns 0, or -1 if limit is larger. */

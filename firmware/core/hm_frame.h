@@ -72,7 +72,6 @@ size_t hm_frame_encode(const uint8_t *body, size_t len, size_t max_frame, uint8_
                        size_t cap);
 
 typedef struct {
-    uint8_t buf[HM_MAX_FRAME]; /* decoded bytes of the current frame (body || CRC) */
     size_t max_frame;          /* 128 .. HM_MAX_FRAME */
     size_t enc;                /* encoded bytes of the current frame so far */
     size_t dec;                /* decoded bytes so far (only the first HM_MAX_FRAME kept) */
@@ -83,6 +82,8 @@ typedef struct {
     uint32_t frames;           /* good frames */
     uint32_t empty;            /* empty frames skipped */
     uint32_t too_short, too_long, bad_cobs, bad_crc;
+    /* last: the fields above are short offsets from the struct (smaller code) */
+    uint8_t buf[HM_MAX_FRAME]; /* decoded bytes of the current frame (body || CRC) */
 } hm_frame_rx;
 
 /* Start a receiver with max_frame in 128 .. HM_MAX_FRAME; returns 0, or -1 (and does

@@ -31,10 +31,7 @@ const char *hm_pack_reason_name(unsigned reason) {
     return reason < sizeof names / sizeof names[0] ? names[reason] : "?";
 }
 
-/* Bytes of a CBOR head with argument v. */
-static size_t head_size(uint64_t v) {
-    return v < 24 ? 1u : v <= 0xFFu ? 2u : v <= 0xFFFFu ? 3u : v <= 0xFFFFFFFFu ? 5u : 9u;
-}
+#define head_size hm_cbor_head_size
 
 /* A byte string head alone (its content follows elsewhere): the unsigned-integer
  * head of the same argument with major type 2. Returns its size. */
@@ -47,8 +44,10 @@ static size_t put_bstr_head(uint8_t *dst, size_t cap, uint64_t n) {
     return w.len;
 }
 
+/* Last byte first, shifting by a constant: a variable 64-bit shift is a libgcc call
+ * on rv32. */
 static void put_be64(uint8_t *p, uint64_t v) {
-    for (unsigned i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (56 - 8 * i));
+    for (unsigned i = 8; i-- > 0; v >>= 8) p[i] = (uint8_t)v;
 }
 
 static void protected_header(uint8_t out[PROTECTED_SIZE], const uint8_t kid[HM_KID_SIZE]) {
@@ -334,7 +333,7 @@ static hm_pack_reason check_protected(const uint8_t *prot, size_t n, const uint8
     if (hm_cbor_check(prot, n) != HM_CBOR_OK) return HM_REASON_MALFORMED;
     hm_cbor_r_init(&r, prot, n);
     if (hm_cbor_get_map(&r, &pairs) != HM_CBOR_OK) return HM_REASON_MALFORMED;
-    for (uint64_t i = 0; i < pairs; i++) {
+    for (size_t i = 0; i < (size_t)pairs; i++) { /* pairs <= n / 2: fits */
         int key_type = hm_cbor_peek(&r), neg, label = -1;
         if (key_type == 0) {
             (void)hm_cbor_get_uint(&r, UINT64_MAX, &v);
@@ -467,7 +466,8 @@ hm_pack_status hm_knowledge_accept(hm_knowledge *k, uint8_t *pack, size_t len,
         hm_cbor_get_uint(&r, UINT64_MAX, &v) || hm_cbor_get_array(&r, &count))
         return refuse(k, HM_REASON_MALFORMED, reason);
     items = r;
-    for (uint64_t i = 0; i < count; i++)
+    /* count <= the bytes left (hm_cbor_get_array): it fits a size_t */
+    for (size_t i = 0; i < (size_t)count; i++)
         if (!read_item(&r, NULL, &fits)) return refuse(k, HM_REASON_MALFORMED, reason);
     if (hm_cbor_end(&r)) return refuse(k, HM_REASON_MALFORMED, reason);
     memcpy(k->last_pack_id, want_pid, HM_PACK_ID_SIZE);
@@ -492,7 +492,7 @@ hm_pack_status hm_knowledge_accept(hm_knowledge *k, uint8_t *pack, size_t len,
         *reason = HM_REASON_STORAGE;
         return HM_PACK_DEFERRED;
     }
-    for (uint64_t i = 0; i < count; i++) (void)read_item(&items, &k->items[i], &fits);
+    for (size_t i = 0; i < (size_t)count; i++) (void)read_item(&items, &k->items[i], &fits);
     if (count < HM_KNOWLEDGE_CAPACITY)
         memset(&k->items[count], 0, (HM_KNOWLEDGE_CAPACITY - (size_t)count) * sizeof k->items[0]);
     k->count = (uint32_t)count;

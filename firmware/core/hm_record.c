@@ -5,10 +5,7 @@
 
 #include "hm_crypto.h"
 
-/* Bytes of a CBOR head with argument v (shortest form). */
-static size_t head_size(uint64_t v) {
-    return v < 24 ? 1u : v <= 0xFFu ? 2u : v <= 0xFFFFu ? 3u : v <= 0xFFFFFFFFu ? 5u : 9u;
-}
+#define head_size hm_cbor_head_size
 
 size_t hm_record_size(const hm_ring_record *rec) {
     const hm_gate_result *g = &rec->gate;

@@ -113,12 +113,16 @@ static void copy_context(uint8_t *dst, const uint8_t *src) {
     memcpy(dst, src, HM_HASH_SIZE);
 }
 
+/* 1 if capacity or arena_size is outside what hm_ring_init_sized takes. */
+static int bad_size(unsigned capacity, unsigned arena_size) {
+    return capacity < 1u || capacity > HM_RING_CAPACITY ||
+           arena_size < HM_MAX_PAYLOAD + HM_MAX_SOURCE || arena_size > HM_ARENA_SIZE;
+}
+
 hm_ring_status hm_ring_init_sized(hm_ring *ring, const uint8_t device_id[HM_ID_SIZE],
                                   uint32_t boot, unsigned capacity, unsigned arena_size) {
     unsigned k;
-    if (capacity < 1u || capacity > HM_RING_CAPACITY ||
-        arena_size < HM_MAX_PAYLOAD + HM_MAX_SOURCE || arena_size > HM_ARENA_SIZE)
-        return HM_RING_BAD_ARG;
+    if (bad_size(capacity, arena_size)) return HM_RING_BAD_ARG;
     memset(ring, 0, sizeof *ring);
     memcpy(ring->device_id, device_id, HM_ID_SIZE);
     ring->boot = boot;
@@ -378,9 +382,7 @@ int hm_ring_validate(const hm_ring *ring, const uint8_t device_id[HM_ID_SIZE],
     unsigned k, j, bs = arena_size / HM_RING_BLOCKS;
     uint8_t last;
 
-    if (capacity < 1u || capacity > HM_RING_CAPACITY ||
-        arena_size < HM_MAX_PAYLOAD + HM_MAX_SOURCE || arena_size > HM_ARENA_SIZE ||
-        ring->capacity != capacity || ring->block_size != bs ||
+    if (bad_size(capacity, arena_size) || ring->capacity != capacity || ring->block_size != bs ||
         memcmp(ring->device_id, device_id, HM_ID_SIZE) != 0)
         return -1;
     for (k = 0; k < capacity; k++) { /* I1, I5, I6, I7 of each live slot */

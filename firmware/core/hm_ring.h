@@ -256,8 +256,9 @@ int hm_ring_next(const hm_ring *ring, uint32_t after_seq, unsigned select);
  * (captures = seq + refusals; used, volatiles, pinned, arena_used); -1 otherwise, with
  * the ring untouched. Bounded: one pass over the slots (plus O(capacity^2) compares for
  * distinct seqs), the free list and the volatile list each walked at most capacity
- * steps, so any content of the memory ends. Recomputes the gate of every gated record
- * (its flags, scores, verdict and state must be the gate's on its own fields, I7). Not
+ * steps, so any content of the memory ends. Of I7 it checks the structure (state and
+ * layer agree; a volatile record is neither pinned nor chained), not the content:
+ * scores are not recomputed (record bytes and gate results are data). Not
  * checked: recency order (any order of the volatile list is a valid one), hash and
  * prev_hash (rewritten before a record is offered again), boot and seq beyond I1. */
 int hm_ring_validate(const hm_ring *ring, const uint8_t device_id[HM_ID_SIZE],

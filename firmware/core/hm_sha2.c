@@ -200,8 +200,9 @@ static uint64_t sigma64(uint64_t x, const uint8_t r[4]) {
             lo = tmp;
             n -= 32;
         }
-        uint64_t rot = (uint64_t)(hi >> n | lo << (32 - n)) << 32 | (lo >> n | hi << (32 - n));
-        acc ^= i == 2 && r[3] ? x >> n : rot;
+        /* x >> n instead (n < 32 there): no bits of lo wrap into the top half */
+        uint32_t top = hi >> n | (i == 2 && r[3] ? 0 : lo << (32 - n));
+        acc ^= (uint64_t)top << 32 | (lo >> n | hi << (32 - n));
     }
     return acc;
 }
