@@ -25,7 +25,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -33,21 +33,16 @@ from urllib.parse import urlparse
 
 import serial
 
-from hirmem.errors import FrameError
-from hirmem.fragments import Reassembler, split
-from hirmem.frames import FrameDecoder, encode_frame
+from codec_receiver import CodecReceiver
+from hirmem.fragments import split
+from hirmem.frames import encode_frame
 from hirmem.link import Link
 from hirmem.messages import (
     Ack,
-    Envelope,
-    Error,
-    Fragment,
-    Hello,
     HelloAck,
     Log,
     Message,
     Status,
-    decode_message,
     encode_message,
 )
 from hirmem.provision import SlotSettings, provision_image
@@ -68,22 +63,12 @@ E = TypeVar("E")
 
 
 @dataclass
-class BoardHost:
+class BoardHost(CodecReceiver):
     port: Any  # a pyserial port (serial_for_url)
     host_id: bytes
     max_frame: int = 512
     window: int = 4
-    decoder: FrameDecoder = field(default_factory=lambda: FrameDecoder(512))
-    reasm: Reassembler = field(default_factory=lambda: Reassembler(65536 + 64))
     next_seq: int = 1
-    expected: int = 1
-    delivered: list[tuple[int, Message]] = field(default_factory=list)
-    unsequenced: list[Envelope] = field(default_factory=list)
-    frame_errors: list[FrameError] = field(default_factory=list)
-    hello: Hello | None = None
-    owed: bool = False
-    wire_in: int = 0  # bytes received
-    last_ack: int = 0  # highest ack the device sent
     disconnected: bool = False  # QEMU closed the socket (the board exited)
 
     @classmethod
@@ -96,30 +81,7 @@ class BoardHost:
     # ---- receiving ---------------------------------------------------------------
 
     def feed(self, data: bytes) -> None:
-        self.wire_in += len(data)
-        for item in self.decoder.feed(data):
-            if isinstance(item, FrameError):
-                self.frame_errors.append(item)
-                continue
-            env = decode_message(item)
-            if not isinstance(env.message, Hello):
-                self.last_ack = max(self.last_ack, env.ack)
-            if isinstance(env.message, Ack | Error | Log) or env.seq == 0:
-                self.unsequenced.append(env)
-            elif isinstance(env.message, Hello):
-                self.hello = env.message
-            elif env.seq == self.expected:
-                self.owed = True
-                self.expected += 1
-                if isinstance(env.message, Fragment):
-                    inner = self.reasm.add(env.message)
-                    if inner is not None:
-                        msg = decode_message(inner, inner=True).message
-                        self.delivered.append((env.message.msg_id, msg))
-                else:
-                    self.delivered.append((env.seq, env.message))
-            else:  # duplicate or out of order: re-acknowledge
-                self.owed = True
+        self.receive(data)
 
     def pump(self, seconds: float = 0.0) -> None:
         """Read for ``seconds`` (at least one read), acknowledging as a host does."""

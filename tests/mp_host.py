@@ -17,22 +17,18 @@ import subprocess
 import time
 import tty
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hirmem.errors import FrameError
+from codec_receiver import CodecReceiver
 from hirmem.fragments import Reassembler, split
-from hirmem.frames import FrameDecoder, encode_frame
+from hirmem.frames import encode_frame
 from hirmem.messages import (
     Ack,
     Envelope,
-    Error,
-    Fragment,
-    Hello,
     HelloAck,
     Message,
-    decode_message,
     encode_message,
 )
 from hirmem.records import GENESIS
@@ -100,51 +96,23 @@ class MpDevice:
 
 
 @dataclass
-class MpHost:
+class MpHost(CodecReceiver):
     dev: MpDevice
     host_id: bytes
     max_frame: int = 512
     window: int = 4
-    decoder: FrameDecoder = field(default_factory=lambda: FrameDecoder(512))
-    reasm: Reassembler = field(default_factory=lambda: Reassembler(65536 + 64))
     next_seq: int = 1
-    expected: int = 1
-    delivered: list[tuple[int, Message]] = field(default_factory=list)
-    unsequenced: list[Envelope] = field(default_factory=list)
-    frame_errors: list[FrameError] = field(default_factory=list)
-    duplicates: int = 0
-    hello: Hello | None = None
-    hellos: int = 0
     deaf_ack: int | None = None  # set: every ack we send stays at this (see deafen)
-    log: list[tuple[float, bytes, Envelope]] = field(default_factory=list)  # every frame
+
+    @property
+    def log(self) -> list[tuple[float, bytes, Envelope]]:
+        """Every good frame received, with its arrival time."""
+        return self.frames
 
     def feed(self, data: bytes) -> None:
-        owed = False
-        for item in self.decoder.feed(data):
-            if isinstance(item, FrameError):
-                self.frame_errors.append(item)
-                continue
-            env = decode_message(item)
-            self.log.append((time.monotonic(), bytes(item), env))
-            if isinstance(env.message, Ack | Error) or env.seq == 0:
-                self.unsequenced.append(env)
-            elif isinstance(env.message, Hello):
-                self.hello = env.message
-                self.hellos += 1
-            elif env.seq == self.expected:
-                owed = True
-                self.expected += 1
-                if isinstance(env.message, Fragment):
-                    inner = self.reasm.add(env.message)
-                    if inner is not None:
-                        msg = decode_message(inner, inner=True).message
-                        self.delivered.append((env.message.msg_id, msg))
-                else:
-                    self.delivered.append((env.seq, env.message))
-            else:
-                self.duplicates += 1
-                owed = True
-        if owed and self.expected > 1 and self.deaf_ack is None:
+        self.owed = False
+        self.receive(data)
+        if self.owed and self.expected > 1 and self.deaf_ack is None:
             self.ack()
 
     def deafen(self) -> None:

@@ -12,21 +12,20 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
 
+from codec_receiver import CodecReceiver
 from hirmem import identity
-from hirmem.errors import FrameError
-from hirmem.fragments import Reassembler, split
-from hirmem.frames import FrameDecoder, encode_frame
+from hirmem.fragments import split
+from hirmem.frames import encode_frame
 from hirmem.gate import evaluate
 from hirmem.keys import SigningKey
 from hirmem.messages import (
     Ack,
     Capture,
     CaptureResult,
-    Envelope,
     Error,
     Fragment,
     Hello,
@@ -73,54 +72,16 @@ Device = Agent
 
 
 @dataclass
-class Host:
+class Host(CodecReceiver):
     """A minimal host session: sequencing, acks, reassembly, all with the host codec."""
 
     dev: Device
     max_frame: int = 512
     window: int = 4
-    decoder: FrameDecoder = field(default_factory=lambda: FrameDecoder(512))
-    reasm: Reassembler = field(default_factory=lambda: Reassembler(65536 + 64))
     next_seq: int = 1
-    expected: int = 1
-    delivered: list[tuple[int, Message]] = field(default_factory=list)
-    unsequenced: list[Envelope] = field(default_factory=list)
-    wire_bodies: list[bytes] = field(default_factory=list)
-    frame_errors: list[FrameError] = field(default_factory=list)
-    acks_seen: list[int] = field(default_factory=list)
-    duplicates: int = 0
-    out_of_order: int = 0
-    hello: Hello | None = None
-    owed: bool = False  # a sequenced message arrived: the host owes an acknowledgement
 
     def feed(self, data: bytes) -> None:
-        for item in self.decoder.feed(data):
-            if isinstance(item, FrameError):
-                self.frame_errors.append(item)
-                continue
-            self.wire_bodies.append(item)
-            env = decode_message(item)
-            self.acks_seen.append(env.ack)
-            if isinstance(env.message, Ack | Error) or env.seq == 0:
-                self.unsequenced.append(env)
-            elif isinstance(env.message, Hello):
-                self.hello = env.message
-            elif env.seq == self.expected:
-                self.owed = True
-                self.expected += 1
-                if isinstance(env.message, Fragment):
-                    inner = self.reasm.add(env.message)
-                    if inner is not None:
-                        msg = decode_message(inner, inner=True).message
-                        self.delivered.append((env.message.msg_id, msg))
-                else:
-                    self.delivered.append((env.seq, env.message))
-            elif env.seq < self.expected:
-                self.duplicates += 1
-                self.owed = True
-            else:
-                self.out_of_order += 1
-                self.owed = True
+        self.receive(data)
 
     def frame(self, message: Message, seq: int | None = None) -> bytes:
         """Encode a sequenced message with the next seq (or a given one) and frame it."""

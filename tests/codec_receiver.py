@@ -1,0 +1,79 @@
+"""The receiving half of the tests' minimal synchronous hosts, on the host codec alone.
+
+The native agent tests (``Host`` in test_native_agent.py), the QEMU board tests
+(``BoardHost`` in board_host.py) and the MicroPython tests (``MpHost`` in mp_host.py)
+each play a small host over their own line. What they do with received bytes is the
+same and lives here: frames through :class:`FrameDecoder`, bodies through
+:func:`decode_message`, sequenced messages delivered in order (FRAGMENTs reassembled
+first), duplicates and messages from the future re-acknowledged, unsequenced ones kept
+apart. The real host session (hirmem.session) is not used on purpose: these tests
+check the devices against an independent, minimal reading of SPEC §6.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from hirmem.errors import FrameError
+from hirmem.fragments import Reassembler
+from hirmem.frames import FrameDecoder
+from hirmem.messages import Ack, Envelope, Error, Fragment, Hello, Message, decode_message
+
+
+@dataclass(kw_only=True)
+class CodecReceiver:
+    decoder: FrameDecoder = field(default_factory=lambda: FrameDecoder(512))
+    reasm: Reassembler = field(default_factory=lambda: Reassembler(65536 + 64))
+    expected: int = 1  # next device seq to deliver
+    delivered: list[tuple[int, Message]] = field(default_factory=list)  # (seq or msg_id, message)
+    unsequenced: list[Envelope] = field(default_factory=list)  # ACK, LOG, ERROR
+    frame_errors: list[FrameError] = field(default_factory=list)
+    frames: list[tuple[float, bytes, Envelope]] = field(default_factory=list)  # good frames
+    hello: Hello | None = None
+    hellos: int = 0
+    owed: bool = False  # a sequenced message arrived: an acknowledgement is owed
+    duplicates: int = 0  # below expected
+    out_of_order: int = 0  # above expected
+    last_ack: int = 0  # highest ack the device sent (HELLO's excluded)
+    wire_in: int = 0  # bytes received
+
+    def receive(self, data: bytes) -> None:
+        self.wire_in += len(data)
+        for item in self.decoder.feed(data):
+            if isinstance(item, FrameError):
+                self.frame_errors.append(item)
+                continue
+            env = decode_message(item)
+            self.frames.append((time.monotonic(), bytes(item), env))
+            if not isinstance(env.message, Hello):
+                self.last_ack = max(self.last_ack, env.ack)
+            if isinstance(env.message, Ack | Error) or env.seq == 0:
+                self.unsequenced.append(env)
+            elif isinstance(env.message, Hello):
+                self.hello = env.message
+                self.hellos += 1
+            elif env.seq == self.expected:
+                self.owed = True
+                self.expected += 1
+                if isinstance(env.message, Fragment):
+                    inner = self.reasm.add(env.message)
+                    if inner is not None:
+                        msg = decode_message(inner, inner=True).message
+                        self.delivered.append((env.message.msg_id, msg))
+                else:
+                    self.delivered.append((env.seq, env.message))
+            else:  # a duplicate or one from the future: re-acknowledge
+                self.owed = True
+                if env.seq < self.expected:
+                    self.duplicates += 1
+                else:
+                    self.out_of_order += 1
+
+    @property
+    def wire_bodies(self) -> list[bytes]:
+        return [body for _, body, _ in self.frames]
+
+    @property
+    def acks_seen(self) -> list[int]:
+        return [env.ack for _, _, env in self.frames]
