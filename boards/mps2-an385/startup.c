@@ -1,4 +1,5 @@
-/* mps2-an385 startup: vector table, reset, faults, semihosting (Cortex-M3). */
+/* mps2-an385 startup (Cortex-M3): vector table and reset; the fault handler and
+ * semihosting are in boards/common/cortex_m.c. */
 #include <stdint.h>
 
 #include "board.h"
@@ -29,15 +30,4 @@ void board_reset(void) {
     board_copy_data_zero_bss();
     board_paint_stack();
     board_exit(main());
-}
-
-void board_fault(void) {
-    board_exit(BOARD_EXIT_FAULT);
-}
-
-uintptr_t board_semihost(uintptr_t op, const void *arg) {
-    register uintptr_t r0 __asm__("r0") = op;
-    register const void *r1 __asm__("r1") = arg;
-    __asm__ volatile("bkpt 0xab" : "+r"(r0) : "r"(r1) : "memory");
-    return r0;
 }

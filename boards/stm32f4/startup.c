@@ -1,4 +1,5 @@
-/* stm32f4 startup: vector table, reset (FPU on), faults, semihosting (Cortex-M4F). */
+/* stm32f4 startup (Cortex-M4F): vector table and reset (FPU on); the fault handler
+ * and semihosting are in boards/common/cortex_m.c. */
 #include <stdint.h>
 
 #include "board.h"
@@ -34,15 +35,4 @@ void board_reset(void) {
     board_copy_data_zero_bss();
     board_paint_stack();
     board_exit(main());
-}
-
-void board_fault(void) {
-    board_exit(BOARD_EXIT_FAULT);
-}
-
-uintptr_t board_semihost(uintptr_t op, const void *arg) {
-    register uintptr_t r0 __asm__("r0") = op;
-    register const void *r1 __asm__("r1") = arg;
-    __asm__ volatile("bkpt 0xab" : "+r"(r0) : "r"(r1) : "memory");
-    return r0;
 }
