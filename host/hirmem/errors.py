@@ -35,9 +35,18 @@ class MessageError(HirmemError):
 
 
 class PackError(HirmemError):
-    """A signed pack was refused; ``reason`` is the wire refusal code."""
+    """A signed pack was refused; ``reason`` is the wire refusal code.
 
-    def __init__(self, reason: int, detail: str) -> None:
+    ``pack_id`` and ``seq`` are the pack's when the refusal came after its payload was
+    read (SPEC §8.4 step 9 on: wrong-signer … bad-record), as PACK_RESULT must carry
+    them (§5.7); otherwise 16 zero bytes and 0.
+    """
+
+    def __init__(
+        self, reason: int, detail: str, pack_id: bytes = bytes(16), seq: int = 0
+    ) -> None:
         super().__init__(detail)
         self.reason = reason
         self.detail = detail
+        self.pack_id = pack_id
+        self.seq = seq

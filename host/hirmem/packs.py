@@ -174,8 +174,11 @@ def sign_pack(
     )
 
 
-def _refuse(reason: Reason, detail: str) -> PackError:
-    return PackError(int(reason), f"{reason.name.lower()}: {detail}")
+def _refuse(reason: Reason, detail: str, pack: Pack | None = None) -> PackError:
+    """The refusal; after step 9 it names the pack it refuses (``pack``)."""
+    if pack is None:
+        return PackError(int(reason), f"{reason.name.lower()}: {detail}")
+    return PackError(int(reason), f"{reason.name.lower()}: {detail}", pack.pack_id, pack.seq)
 
 
 def verify_pack(
@@ -242,31 +245,37 @@ def verify_pack(
         raise _refuse(
             Reason.WRONG_SIGNER,
             f"key {kid.hex()} belongs to {trusted.signer.hex()}, pack names {pack.signer.hex()}",
+            pack,
         )
     if head is not None:
         if pack.seq < head.seq:
-            raise _refuse(Reason.ROLLBACK, f"seq {pack.seq} is older than the held seq {head.seq}")
+            raise _refuse(
+                Reason.ROLLBACK, f"seq {pack.seq} is older than the held seq {head.seq}", pack
+            )
         if pack.seq == head.seq:
             if pack.hash == head.hash:
                 return Verified(pack, duplicate=True)
-            raise _refuse(Reason.REPLAY, f"seq {pack.seq} was already used by another pack")
+            raise _refuse(Reason.REPLAY, f"seq {pack.seq} was already used by another pack", pack)
     if require_chain:
         want = GENESIS if head is None else head.hash
         if pack.prev != want:
             raise _refuse(
                 Reason.BROKEN_CHAIN,
                 f"prev {pack.prev.hex()[:16]}… does not match the chain head {want.hex()[:16]}…",
+                pack,
             )
     if kind == PackKind.MEMORY:
         link = pack.prev
         for record in pack.items:
             assert isinstance(record, Record)
             if record.id[:ID_SIZE] != pack.signer:
-                raise _refuse(Reason.BAD_RECORD, f"record {record.id.hex()} is not the signer's")
+                raise _refuse(
+                    Reason.BAD_RECORD, f"record {record.id.hex()} is not the signer's", pack
+                )
             try:
                 record.check(link)
             except HirmemError as exc:
-                raise _refuse(Reason.BAD_RECORD, str(exc)) from None
+                raise _refuse(Reason.BAD_RECORD, str(exc), pack) from None
             link = record.hash
     return Verified(pack, duplicate=False)
 

@@ -209,36 +209,6 @@ class PackIntake(Protocol):
     def offer(self, device: DeviceInfo, pack: bytes) -> PackDisposition: ...
 
 
-def late_pack_id(pack: bytes) -> tuple[bytes, int]:
-    """(pack_id, seq) read from a pack's payload, or zeros if it cannot be read.
-
-    For refusals after §8.4 step 9 (wrong-signer … bad-record) the PACK_RESULT carries
-    the pack's id; verify_pack raises without it, so it is read here again.
-    """
-    try:
-        outer = cbor.decode(pack)
-        if isinstance(outer, Tag) and outer.number == COSE_SIGN1_TAG:
-            body = outer.value
-            if isinstance(body, list) and len(body) == 4 and type(body[2]) is bytes:
-                payload = cbor.decode(body[2])
-                if (
-                    isinstance(payload, list)
-                    and len(payload) == 7
-                    and type(payload[1]) is bytes
-                    and len(payload[1]) == 16
-                    and type(payload[3]) is int
-                ):
-                    return payload[1], payload[3]
-    except CborError:
-        pass
-    return ZERO_PACK_ID, 0
-
-
-_LATE_REASONS = frozenset(
-    {Reason.WRONG_SIGNER, Reason.ROLLBACK, Reason.REPLAY, Reason.BROKEN_CHAIN, Reason.BAD_RECORD}
-)
-
-
 class MemoryIntake:
     """An intake that verifies with :func:`hirmem.packs.verify_pack` and keeps heads in memory.
 
@@ -267,9 +237,7 @@ class MemoryIntake:
         try:
             verified = verify_pack(pack, self.keys, head, PackKind.MEMORY, require_chain=True)
         except PackError as exc:
-            reason = Reason(exc.reason)
-            pid, seq = late_pack_id(pack) if reason in _LATE_REASONS else (ZERO_PACK_ID, 0)
-            return PackDisposition.refused(reason, exc.detail, pid, seq)
+            return PackDisposition.refused(Reason(exc.reason), exc.detail, exc.pack_id, exc.seq)
         if verified.duplicate:
             return PackDisposition.duplicate(verified.pack)
         self.heads[device.device_id] = ChainHead(verified.pack.seq, verified.pack.hash)

@@ -50,7 +50,6 @@ from hirmem.packs import (
     verify_pack,
 )
 from hirmem.records import Record
-from hirmem.session import late_pack_id
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: registry, intake, refusals, knowledge, counters
@@ -409,9 +408,16 @@ class Store:
             try:
                 verified = verify_pack(data, keys, head, PackKind.MEMORY, require_chain=True)
             except PackError as exc:
-                reason = Reason(exc.reason)
-                pid, seq = _late_id(data, reason)
-                return self._refuse(db, line_device, data, digest, reason, exc.detail, pid, seq)
+                return self._refuse(
+                    db,
+                    line_device,
+                    data,
+                    digest,
+                    Reason(exc.reason),
+                    exc.detail,
+                    exc.pack_id,
+                    exc.seq,
+                )
             pack = verified.pack
             if verified.duplicate:  # the head itself, already stored (found above normally)
                 return Intake("duplicate", Reason.NONE, pack.pack_id, pack.seq, "the chain head")
@@ -741,15 +747,3 @@ def _device_row(row: Sequence[object]) -> DeviceRow:
         last_seen=opt(row[8]),
         head=head,
     )
-
-
-_LATE_REASONS = frozenset(
-    {Reason.WRONG_SIGNER, Reason.ROLLBACK, Reason.REPLAY, Reason.BROKEN_CHAIN, Reason.BAD_RECORD}
-)
-
-
-def _late_id(data: bytes, reason: Reason) -> tuple[bytes, int]:
-    """(pack_id, seq) for refusals after §8.4 step 9, which carry the pack's id."""
-    if reason not in _LATE_REASONS:
-        return ZERO_PACK_ID, 0
-    return late_pack_id(data)
