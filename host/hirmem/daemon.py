@@ -34,7 +34,7 @@ from hirmem.config import DaemonConfig, DeviceConfig
 from hirmem.intake import StoreIntake
 from hirmem.keys import SigningKey
 from hirmem.link import Link
-from hirmem.messages import PackStatus
+from hirmem.messages import PackStatus, Status
 from hirmem.packs import KnowledgeItem, Pack, PackKind, sign_pack
 from hirmem.records import GENESIS
 from hirmem.session import (
@@ -61,22 +61,7 @@ from hirmem.transport import SerialTransport, TransportClosed, TransportError
 log = logging.getLogger("hirmem.daemon")
 
 # STATUS fields the device reports (SPEC §5.10), kept as device.<name> counters.
-DEVICE_FIELDS = (
-    "uptime_ms",
-    "ring_used",
-    "ring_capacity",
-    "captures",
-    "evictions",
-    "refusals",
-    "quarantined",
-    "candidates",
-    "packs_sent",
-    "packs_acked",
-    "frames_good",
-    "frames_bad",
-    "retransmits",
-    "knowledge_seq",
-)
+DEVICE_FIELDS = tuple(f.name for f in fields(Status))
 
 
 def flatten_counters(counters: Counters) -> dict[str, int]:

@@ -33,13 +33,13 @@ from pathlib import Path
 from hirmem.config import build_config
 from hirmem.daemon import Daemon, StructuredFormatter, sign_knowledge
 from hirmem.errors import HirmemError
-from hirmem.gate import Verdict
+from hirmem.gate import verdict_of
 from hirmem.identity import triple_id
 from hirmem.keys import SigningKey
 from hirmem.packs import KnowledgeItem, Pack, Reason
 from hirmem.provision import HostTrust, SlotSettings, provision_image, write_key_file
 from hirmem.qemu import QemuBoard
-from hirmem.records import Record, State
+from hirmem.records import State
 from hirmem.rogue import RogueDevice
 from hirmem.store import Store, now_ms
 
@@ -272,7 +272,7 @@ def _summary(
             mine = [r for r in records if r.id[:8] == b.device_id]
             seqs = sorted(int.from_bytes(r.id[12:], "big") for r in mine)
             gapless = seqs == list(range(1, len(seqs) + 1))
-            verdicts = Counter(Verdict(_verdict(r)).name for r in mine)
+            verdicts = Counter(verdict_of(r.rn).name for r in mine)
             quarantined = sum(r.state == State.QUARANTINED for r in mine)
             cap, ref, ring, released = finals.get(b.device_id, (0, 0, 0, 0))
             _say(
@@ -307,12 +307,6 @@ def _summary(
         )
         checks.append(("no pack of a board refused", all(r.device_id == rogue for r in refusals)))
     return checks
-
-
-def _verdict(r: Record) -> int:
-    if r.rn >= 0xC000:
-        return int(Verdict.GREEN)
-    return int(Verdict.YELLOW) if r.rn >= 0x8000 else int(Verdict.RED)
 
 
 def _memory(db: Path, workdir: Path) -> None:

@@ -249,6 +249,11 @@ def _axes(flags: int) -> tuple[int, int, int, int]:
     return hard, h, i, r
 
 
+def verdict_of(rn: int) -> Verdict:
+    """The verdict of a Q16.16 ``Rn`` (a record carries Rn, not its verdict)."""
+    return _verdict(rn, GREEN_THRESHOLD, YELLOW_THRESHOLD)
+
+
 def _verdict(rn: float, green: float, yellow: float) -> Verdict:
     if rn >= green:
         return Verdict.GREEN

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from hirmem import fragments
 from hirmem.errors import FrameError, HirmemError, MessageError, PackError
 from hirmem.frames import FrameDecoder, encode_frame
-from hirmem.gate import Check, Verdict
+from hirmem.gate import Check, verdict_of
 from hirmem.keys import SigningKey
 from hirmem.messages import Ack, Fragment, PackOffer, decode_message, encode_message
 from hirmem.packs import ChainHead, PackKind, TrustedKey, sign_pack, verify_pack
@@ -170,7 +170,7 @@ def run(
         print(
             f"{n:>2} {source or '-':6} {payload.decode():28} {rec.h / Q_ONE:5.2f} "
             f"{rec.i / Q_ONE:5.2f} {rec.r / Q_ONE:5.2f} {rec.rn / Q_ONE:6.4f} "
-            f"{rec.w / Q_ONE:6.4f} {Verdict(_verdict(rec)).name:8} {State(rec.state).name}"
+            f"{rec.w / Q_ONE:6.4f} {verdict_of(rec.rn).name:8} {State(rec.state).name}"
         )
 
     # 2. sign the pack and offer it over the noisy line
@@ -241,9 +241,3 @@ def run(
         f"identical: {'yes' if ok else 'NO'}"
     )
     return 0 if ok else 1
-
-
-def _verdict(rec: Record) -> int:
-    if rec.rn >= 0xC000:
-        return int(Verdict.GREEN)
-    return int(Verdict.YELLOW if rec.rn >= 0x8000 else Verdict.RED)
