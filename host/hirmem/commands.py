@@ -223,7 +223,7 @@ def status_rows(store: Store) -> list[dict[str, object]]:
                 "last_seen_s": None
                 if d.last_seen is None
                 else round((now - d.last_seen) / 1000, 1),
-                "packs": len(store.packs(d.device_id)),
+                "packs": store.count_packs(d.device_id),
                 "records": store.count_records(d.device_id),
                 "refused": refused,
                 "frames_good": c.get("frames_good", 0),

@@ -108,7 +108,6 @@ class DeviceWorker:
         self.last_status_request = 0.0
         self.knowledge_pending: tuple[int, int] | None = None  # (token, seq)
         self.knowledge_given_up: set[int] = set()
-        self._lock = threading.Lock()
         self._thread = threading.Thread(
             target=self._run, name=f"device {config.label}", daemon=True
         )

@@ -553,14 +553,17 @@ class Store:
         return [(bytes(a), bytes(b), int(c), bytes(d)) for a, b, c, d in rows]
 
     def count_records(self, device_id: bytes | None = None) -> int:
+        return self._count("records", device_id)
+
+    def count_packs(self, device_id: bytes | None = None) -> int:
+        return self._count("packs", device_id)
+
+    def _count(self, table: str, device_id: bytes | None) -> int:
+        sql = f"SELECT count(*) FROM {table}"  # table: one of ours, never user input
         with self._lock:
             if device_id is None:
-                return int(self._db.execute("SELECT count(*) FROM records").fetchone()[0])
-            return int(
-                self._db.execute(
-                    "SELECT count(*) FROM records WHERE device_id = ?", (device_id,)
-                ).fetchone()[0]
-            )
+                return int(self._db.execute(sql).fetchone()[0])
+            return int(self._db.execute(sql + " WHERE device_id = ?", (device_id,)).fetchone()[0])
 
     def refusals(self, device_id: bytes | None = None) -> list[Refusal]:
         sql = (
