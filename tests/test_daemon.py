@@ -339,11 +339,14 @@ def test_bad_packs_are_refused_with_their_reason_and_recorded(tmp_path: Path) ->
             (PackStatus.DUPLICATE, Reason.NONE),  # an old pack again: same answer, no copy
         ]
         assert answers[4].pack_id == replay.pack_id and answers[5].pack_id == rollback.pack_id
+        refused = ("bad-signature", "unknown-key", "replay", "rollback")
+        # counters are saved every 0.1 s: wait for a save after the last answer (duplicate)
         wait_until(
-            lambda: daemon.store.counters(dev_id).get("packs_accepted") == 2, 5, "counters saved"
+            lambda: daemon.store.counters(dev_id).get("packs_duplicate") == 1, 5, "counters saved"
         )
         counters = daemon.store.counters(dev_id)
-        for name in ("bad-signature", "unknown-key", "replay", "rollback"):
+        assert counters["packs_accepted"] == 2 and counters["packs_duplicate"] == 1
+        for name in refused:
             assert counters[f"packs_refused.{name}"] == 1, name
     finally:
         daemon.stop()
