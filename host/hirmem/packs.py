@@ -195,43 +195,7 @@ def verify_pack(
     the previous one); a device checking knowledge packs sets it false, since it
     may have missed versions, and relies on the sequence alone.
     """
-    if len(data) > MAX_PACK:
-        raise _refuse(Reason.TOO_LARGE, f"{len(data)} bytes, limit {MAX_PACK}")
-    try:
-        outer = cbor.decode(data)
-    except CborError as exc:
-        raise _refuse(Reason.MALFORMED, f"not deterministic CBOR: {exc}") from None
-    if not isinstance(outer, Tag) or outer.number != COSE_SIGN1_TAG:
-        raise _refuse(Reason.MALFORMED, "not a tagged COSE_Sign1 (tag 18)")
-    body = outer.value
-    if (
-        not isinstance(body, list)
-        or len(body) != 4
-        or type(body[0]) is not bytes
-        or not isinstance(body[1], dict)
-        or type(body[2]) is not bytes
-        or type(body[3]) is not bytes
-    ):
-        raise _refuse(Reason.MALFORMED, "COSE_Sign1 is [protected: bstr, {}, payload: bstr, sig]")
-    protected_raw, unprotected, payload_raw, signature = body
-    if unprotected:
-        # unsigned: anything here could be added in transit and would change the pack hash
-        raise _refuse(Reason.MALFORMED, "the unprotected header must be empty")
-    try:
-        protected = cbor.decode(protected_raw)
-    except CborError as exc:
-        raise _refuse(Reason.MALFORMED, f"protected header: {exc}") from None
-    if not isinstance(protected, dict):
-        raise _refuse(Reason.MALFORMED, "protected header is not a map")
-    alg = protected.get(HDR_ALG)
-    if type(alg) is not int or alg != ALG_EDDSA:
-        raise _refuse(Reason.UNSUPPORTED_ALG, f"alg {alg!r}, only EdDSA (-8) is accepted")
-    kid = protected.get(HDR_KID)
-    if set(protected) != {HDR_ALG, HDR_KID} or type(kid) is not bytes or len(kid) != KID_SIZE:
-        raise _refuse(
-            Reason.MALFORMED,
-            f"the protected header is exactly {{1: -8, 4: kid of {KID_SIZE} bytes}}",
-        )
+    protected_raw, payload_raw, signature, kid = _envelope(data)
     trusted = keys.get(kid)
     if trusted is None or trusted.kind != kind:
         raise _refuse(Reason.UNKNOWN_KEY, f"no trusted {kind.name.lower()} key with id {kid.hex()}")
@@ -278,6 +242,59 @@ def verify_pack(
                 raise _refuse(Reason.BAD_RECORD, str(exc), pack) from None
             link = record.hash
     return Verified(pack, duplicate=False)
+
+
+def _envelope(data: bytes) -> tuple[bytes, bytes, bytes, bytes]:
+    """Steps 1-6 of §8.4: (protected, payload, signature, kid) of a well-formed COSE_Sign1."""
+    if len(data) > MAX_PACK:
+        raise _refuse(Reason.TOO_LARGE, f"{len(data)} bytes, limit {MAX_PACK}")
+    try:
+        outer = cbor.decode(data)
+    except CborError as exc:
+        raise _refuse(Reason.MALFORMED, f"not deterministic CBOR: {exc}") from None
+    if not isinstance(outer, Tag) or outer.number != COSE_SIGN1_TAG:
+        raise _refuse(Reason.MALFORMED, "not a tagged COSE_Sign1 (tag 18)")
+    body = outer.value
+    if (
+        not isinstance(body, list)
+        or len(body) != 4
+        or type(body[0]) is not bytes
+        or not isinstance(body[1], dict)
+        or type(body[2]) is not bytes
+        or type(body[3]) is not bytes
+    ):
+        raise _refuse(Reason.MALFORMED, "COSE_Sign1 is [protected: bstr, {}, payload: bstr, sig]")
+    protected_raw, unprotected, payload_raw, signature = body
+    if unprotected:
+        # unsigned: anything here could be added in transit and would change the pack hash
+        raise _refuse(Reason.MALFORMED, "the unprotected header must be empty")
+    try:
+        protected = cbor.decode(protected_raw)
+    except CborError as exc:
+        raise _refuse(Reason.MALFORMED, f"protected header: {exc}") from None
+    if not isinstance(protected, dict):
+        raise _refuse(Reason.MALFORMED, "protected header is not a map")
+    alg = protected.get(HDR_ALG)
+    if type(alg) is not int or alg != ALG_EDDSA:
+        raise _refuse(Reason.UNSUPPORTED_ALG, f"alg {alg!r}, only EdDSA (-8) is accepted")
+    kid = protected.get(HDR_KID)
+    if set(protected) != {HDR_ALG, HDR_KID} or type(kid) is not bytes or len(kid) != KID_SIZE:
+        raise _refuse(
+            Reason.MALFORMED,
+            f"the protected header is exactly {{1: -8, 4: kid of {KID_SIZE} bytes}}",
+        )
+    return protected_raw, payload_raw, signature, kid
+
+
+def read_unverified(data: bytes, kind: PackKind) -> Pack:
+    """A pack's fields read without checking its key, signature or chain.
+
+    For bookkeeping before verification happens elsewhere (the host session notes the
+    id and seq of a knowledge pack it pushes; the device verifies it): trust nothing
+    in the result. Raises :class:`PackError` for a pack that is not well formed.
+    """
+    _, payload_raw, _, kid = _envelope(data)
+    return _parse_payload(payload_raw, kind, kid, data)
 
 
 def _parse_payload(raw: bytes, kind: PackKind, kid: bytes, encoded: bytes) -> Pack:

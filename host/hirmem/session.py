@@ -37,9 +37,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
-from hirmem import cbor
-from hirmem.cbor import Tag
-from hirmem.errors import CborError, FrameError, HirmemError, MessageError, PackError
+from hirmem.errors import FrameError, HirmemError, MessageError, PackError
 from hirmem.fragments import Reassembler, split
 from hirmem.frames import CRC_SIZE, MIN_MAX_FRAME, FrameDecoder, encode_frame
 from hirmem.keys import ID_SIZE
@@ -70,12 +68,12 @@ from hirmem.messages import (
 )
 from hirmem.messages import Error as ErrorMsg
 from hirmem.packs import (
-    COSE_SIGN1_TAG,
     ChainHead,
     Pack,
     PackKind,
     Reason,
     TrustedKey,
+    read_unverified,
     verify_pack,
 )
 from hirmem.records import GENESIS
@@ -670,7 +668,11 @@ class Session:
         take knowledge, trusts another host key, cannot reassemble it, refused the
         message, or a newer push superseded it).
         """
-        pack_id, seq, kid = self._knowledge_envelope(pack)
+        try:
+            known = read_unverified(pack, PackKind.KNOWLEDGE)
+        except PackError as exc:
+            raise SessionError(f"not a knowledge pack: {exc}") from None
+        pack_id, seq, kid = known.pack_id, known.seq, known.kid
         message = KnowledgePush(pack)
         self._check_encodable(message)
         job = _Request(self._token(), "knowledge", message, pack_id=pack_id, seq=seq, kid=kid)
@@ -1091,32 +1093,6 @@ class Session:
         self._events.append(
             KnowledgeDone(job.token, job.pack_id, job.seq, status, reason, held, detail)
         )
-
-    def _knowledge_envelope(self, pack: bytes) -> tuple[bytes, int, bytes]:
-        """(pack_id, seq, kid) of a knowledge pack, read without verifying it."""
-        try:
-            outer = cbor.decode(pack)
-            if not isinstance(outer, Tag) or outer.number != COSE_SIGN1_TAG:
-                raise SessionError("not a COSE_Sign1 pack (tag 18)")
-            body = outer.value
-            if not isinstance(body, list) or len(body) != 4:
-                raise SessionError("COSE_Sign1 is [protected, unprotected, payload, signature]")
-            protected = cbor.decode(body[0]) if type(body[0]) is bytes else None
-            payload = cbor.decode(body[2]) if type(body[2]) is bytes else None
-        except CborError as exc:
-            raise SessionError(f"knowledge pack is not deterministic CBOR: {exc}") from None
-        kid = protected.get(4) if isinstance(protected, dict) else None
-        if (
-            type(kid) is not bytes
-            or not isinstance(payload, list)
-            or len(payload) != 7
-            or payload[0] != int(PackKind.KNOWLEDGE)
-            or type(payload[1]) is not bytes
-            or len(payload[1]) != 16
-            or type(payload[3]) is not int
-        ):
-            raise SessionError("not a knowledge pack (payload kind 2 with pack_id, seq; a kid)")
-        return payload[1], payload[3], kid
 
     def _service(self, now: int) -> None:
         self._pump(now)
