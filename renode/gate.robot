@@ -1,6 +1,6 @@
 *** Settings ***
 Documentation     Host-injected captures come back with the HIR gate's verdict and
-...               scores, as hirmem.gate computes them for the same record.
+...               scores, as hirmem.protocol.gate computes them for the same record.
 Resource          keywords/${BACKEND}.resource
 Suite Setup       Start Backend
 Suite Teardown    Stop Backend

@@ -1,7 +1,7 @@
 """Host sides for board tests over a board's UART socket (QEMU).
 
-- :class:`LinkHost`: the real host session (hirmem.session.Session driven by
-  hirmem.link.Link over hirmem.transport.SerialTransport, its loop in a thread) with
+- :class:`LinkHost`: the real host session (hirmem.link.session.Session driven by
+  hirmem.link.line.Link over hirmem.link.transport.SerialTransport, its loop in a thread) with
   a pack intake; events are collected and waited for. What the daemon runs.
 - :class:`LineTap`: a TCP relay between the host and QEMU's serial socket that
   records both directions (the benchmark's wire bytes) and can put bytes on the
@@ -34,20 +34,9 @@ from urllib.parse import urlparse
 import serial
 
 from codec_receiver import CodecReceiver
-from hirmem.fragments import split
-from hirmem.frames import encode_frame
-from hirmem.link import Link
-from hirmem.messages import (
-    Ack,
-    HelloAck,
-    Log,
-    Message,
-    Status,
-    encode_message,
-)
-from hirmem.provision import SlotSettings, provision_image
-from hirmem.records import GENESIS
-from hirmem.session import (
+from hirmem.emulation.provision import SlotSettings, provision_image
+from hirmem.link.line import Link
+from hirmem.link.session import (
     Event,
     KnowledgeDone,
     PackIntake,
@@ -56,7 +45,18 @@ from hirmem.session import (
     SessionConfig,
     StatusReport,
 )
-from hirmem.transport import SerialTransport, TransportClosed
+from hirmem.link.transport import SerialTransport, TransportClosed
+from hirmem.protocol.fragments import split
+from hirmem.protocol.frames import encode_frame
+from hirmem.protocol.messages import (
+    Ack,
+    HelloAck,
+    Log,
+    Message,
+    Status,
+    encode_message,
+)
+from hirmem.protocol.records import GENESIS
 
 M = TypeVar("M", bound=Message)
 E = TypeVar("E")
@@ -314,7 +314,7 @@ class LinkHost:
     def call(self, action: Callable[[Session], E]) -> E:
         """``action(session)`` under the loop's lock. Events the action itself raises
         (a request failed at once) are collected here: Link.call drops the events it
-        takes after the action (hirmem/link.py: ``_flush``'s result is discarded)."""
+        takes after the action (hirmem/link/line.py: ``_flush``'s result is discarded)."""
         raised: list[Event] = []
 
         def act(session: Session) -> E:

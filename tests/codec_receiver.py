@@ -6,7 +6,7 @@ each play a small host over their own line. What they do with received bytes is 
 same and lives here: frames through :class:`FrameDecoder`, bodies through
 :func:`decode_message`, sequenced messages delivered in order (FRAGMENTs reassembled
 first), duplicates and messages from the future re-acknowledged, unsequenced ones kept
-apart. The real host session (hirmem.session) is not used on purpose: these tests
+apart. The real host session (hirmem.link.session) is not used on purpose: these tests
 check the devices against an independent, minimal reading of SPEC §6.
 """
 
@@ -15,10 +15,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from hirmem.errors import FrameError
-from hirmem.fragments import Reassembler
-from hirmem.frames import FrameDecoder
-from hirmem.messages import Ack, Envelope, Error, Fragment, Hello, Message, decode_message
+from hirmem.protocol.errors import FrameError
+from hirmem.protocol.fragments import Reassembler
+from hirmem.protocol.frames import FrameDecoder
+from hirmem.protocol.messages import Ack, Envelope, Error, Fragment, Hello, Message, decode_message
 
 
 @dataclass(kw_only=True)

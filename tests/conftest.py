@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
-from hirmem.keys import derive_test_key
+from hirmem.protocol.keys import derive_test_key
 
 # The test command is a gate: the same examples on every run, no wall-clock deadline on
 # shared machines. HIRMEM_EXPLORE=1 draws fresh examples (and keeps failures in

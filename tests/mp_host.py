@@ -2,7 +2,7 @@
 
 Modelled on the Host of tests/test_native_agent.py, but on a real byte stream: the
 MicroPython agent runs in a `micropython` process on the slave side of os.openpty(),
-this host reads and writes the master side with the host codec (hirmem.frames,
+this host reads and writes the master side with the host codec (hirmem.protocol.frames,
 messages, fragments). It sequences, acknowledges and reassembles like a host and
 keeps what arrived for the test to check.
 """
@@ -22,16 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from codec_receiver import CodecReceiver
-from hirmem.fragments import Reassembler, split
-from hirmem.frames import encode_frame
-from hirmem.messages import (
+from hirmem.protocol.fragments import Reassembler, split
+from hirmem.protocol.frames import encode_frame
+from hirmem.protocol.messages import (
     Ack,
     Envelope,
     HelloAck,
     Message,
     encode_message,
 )
-from hirmem.records import GENESIS
+from hirmem.protocol.records import GENESIS
 from mp_run import MICROPYTHON, MP_DIR, mp_env
 
 AGENT = MP_DIR / "checks" / "agent_unix.py"
@@ -42,7 +42,7 @@ class MpDevice:
 
     Default: the agent opens the slave path, the test reads and writes the master fd.
     ``on_master``: the agent gets the master fd (inherited), and ``port`` is the slave
-    path for a host that opens the line itself (pyserial: hirmem.transport, the daemon);
+    path for a host that opens the line itself (pyserial: hirmem.link.transport, the daemon);
     the test keeps the slave open so the line never hangs up between host opens.
     """
 
@@ -203,7 +203,7 @@ BOOT = 7
 
 def device_config(**over: Any) -> dict[str, Any]:
     """agent_unix.py configuration: the test device trusting the test host key."""
-    from hirmem.keys import SigningKey
+    from hirmem.protocol.keys import SigningKey
 
     config: dict[str, Any] = {
         "device_id": DEVICE_ID.hex(), "seed": DEVICE_SEED.hex(),

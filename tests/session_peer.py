@@ -1,7 +1,7 @@
 """The real C device agent (build/host/t_agent) as the peer of a host Session.
 
 :class:`Agent` drives t_agent one request line at a time (see tests/native/t_agent.c);
-:class:`Bench` shuttles bytes between it and a :class:`hirmem.session.Session` on one
+:class:`Bench` shuttles bytes between it and a :class:`hirmem.link.session.Session` on one
 shared virtual clock: each step advances the agent's clock and the session's by the
 same amount. :class:`Tap` sits on each direction of the line and can drop, damage,
 duplicate or inject frames, so faults are real bytes on a real wire.
@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from typing import TypeVar, cast
 
 from conftest import DEVICE_ID, DEVICE_KEY, HOST_ID, HOST_KEY
-from hirmem.errors import FrameError, MessageError
-from hirmem.frames import decode_frame
-from hirmem.messages import Message, decode_message
-from hirmem.packs import PackKind, TrustedKey
-from hirmem.session import Event, MemoryIntake, Session, SessionConfig
+from hirmem.link.session import Event, MemoryIntake, Session, SessionConfig
+from hirmem.protocol.errors import FrameError, MessageError
+from hirmem.protocol.frames import decode_frame
+from hirmem.protocol.messages import Message, decode_message
+from hirmem.protocol.packs import PackKind, TrustedKey
 from native_harness import BUILD, Arg, build, encode_arg
 
 ALL_CAPS = 0x1F

@@ -1,11 +1,11 @@
 """Every board in QEMU under faults, driven by the real host session.
 
-The host side is hirmem.session.Session run by hirmem.link.Link over a
+The host side is hirmem.link.session.Session run by hirmem.link.line.Link over a
 SerialTransport on QEMU's serial socket (tests/board_host.LinkHost), with a pack
-intake that verifies every device pack (hirmem.session.MemoryIntake). Oracles are
+intake that verifies every device pack (hirmem.link.session.MemoryIntake). Oracles are
 the host codec (FrameDecoder counts damage the way SPEC §2.4 defines it),
-hirmem.records.record_id, and hirmem.packs.verify_pack (inside the intake, with the
-chain required).
+hirmem.protocol.records.record_id, and hirmem.protocol.packs.verify_pack (inside the
+intake, with the chain required).
 
 What the firmware really does with its ring (hm_agent.c, hm_ring.h): a capture is
 stored VOLATILE and gated at once, in the same call, so the agent's ring never holds
@@ -30,25 +30,9 @@ from pathlib import Path
 import pytest
 
 from board_host import BOARDS, BoardHost, LineTap, LinkHost, provisioned
-from hirmem import identity
-from hirmem.errors import FrameError, PackError
-from hirmem.frames import FrameDecoder, encode_frame
-from hirmem.keys import derive_test_key
-from hirmem.messages import Capture, KnowledgePush, KnowledgeResult, PackStatus, encode_message
-from hirmem.packs import (
-    ChainHead,
-    KnowledgeItem,
-    Pack,
-    PackKind,
-    Reason,
-    TrustedKey,
-    sign_pack,
-    verify_pack,
-)
-from hirmem.provision import HostTrust, SlotSettings
-from hirmem.qemu import QemuBoard
-from hirmem.records import GENESIS, Record, record_id
-from hirmem.session import (
+from hirmem.emulation.provision import HostTrust, SlotSettings
+from hirmem.emulation.qemu import QemuBoard
+from hirmem.link.session import (
     CaptureDone,
     DeviceInfo,
     DeviceReset,
@@ -60,6 +44,28 @@ from hirmem.session import (
     SessionLost,
     SessionOpened,
 )
+from hirmem.protocol import identity
+from hirmem.protocol.errors import FrameError, PackError
+from hirmem.protocol.frames import FrameDecoder, encode_frame
+from hirmem.protocol.keys import derive_test_key
+from hirmem.protocol.messages import (
+    Capture,
+    KnowledgePush,
+    KnowledgeResult,
+    PackStatus,
+    encode_message,
+)
+from hirmem.protocol.packs import (
+    ChainHead,
+    KnowledgeItem,
+    Pack,
+    PackKind,
+    Reason,
+    TrustedKey,
+    sign_pack,
+    verify_pack,
+)
+from hirmem.protocol.records import GENESIS, Record, record_id
 
 T0 = 1_780_000_000_000
 ONE = 0x10000

@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 
 from board_host import ARCH_PREFIX, BOARDS, ROOT, build_boards, image
-from hirmem import cli
-from hirmem.keys import derive_test_key
-from hirmem.provision import (
+from hirmem.cli import entry as cli
+from hirmem.emulation.provision import (
     SLOT_SIZE,
     HostTrust,
     ProvisionError,
@@ -29,10 +28,10 @@ from hirmem.provision import (
     locate_slot,
     pack_slot,
     provision_image,
-    read_key_file,
     read_slot,
     template_slot,
 )
+from hirmem.protocol.keys import KeyFileError, derive_test_key, read_key_file
 
 DEVICE_ID = bytes.fromhex("0102030405060708")
 HOST_ID = bytes.fromhex("a1a2a3a4a5a6a7a8")
@@ -174,10 +173,10 @@ def test_device_key_file(tmp_path: Path) -> None:
         "kid": ident.public.kid.hex(),
     }
     assert loaded.seed().hex() not in Path(f"{key}.pub.json").read_text()
-    with pytest.raises(ProvisionError, match="already exists"):
+    with pytest.raises(KeyFileError, match="already exists"):
         create_device_key(key)
     os.chmod(key, 0o644)
-    with pytest.raises(ProvisionError, match="chmod 600") as err:
+    with pytest.raises(KeyFileError, match="chmod 600") as err:
         read_key_file(key)
     assert loaded.seed().hex() not in str(err.value)
 

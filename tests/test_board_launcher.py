@@ -1,4 +1,4 @@
-"""tools/qemu_launch.py: the thin command line over hirmem.qemu."""
+"""tools/qemu_launch.py: the thin command line over hirmem.emulation.qemu."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 from board_host import ROOT, image
-from hirmem.provision import EXIT_UNPROVISIONED
-from hirmem.qemu import BOARDS, QemuBoard, QemuError
+from hirmem.emulation.provision import EXIT_UNPROVISIONED
+from hirmem.emulation.qemu import BOARDS, QemuBoard, QemuError
 
 
 def test_launch_cli_prints_url_and_returns_the_exit_code() -> None:

@@ -1,9 +1,9 @@
 """Every board image in QEMU, its UART on a socket, against the host codec.
 
-Each test boots a freshly provisioned image (hirmem.provision, test keys) with
-hirmem.qemu.QemuBoard and plays the host with tests/board_host.BoardHost. The
-oracles are independent of the firmware: hirmem.gate.evaluate on the normalised
-record, hirmem.records.record_id, hirmem.packs.verify_pack with the device's
+Each test boots a freshly provisioned image (hirmem.emulation.provision, test keys) with
+hirmem.emulation.qemu.QemuBoard and plays the host with tests/board_host.BoardHost. The
+oracles are independent of the firmware: hirmem.protocol.gate.evaluate on the normalised
+record, hirmem.protocol.records.record_id, hirmem.protocol.packs.verify_pack with the device's
 public key, and a Python model of the synthetic sensor's PRNG.
 """
 
@@ -21,10 +21,12 @@ from pathlib import Path
 import pytest
 
 from board_host import BOARDS, BoardHost, image, provisioned
-from hirmem import identity
-from hirmem.gate import evaluate
-from hirmem.keys import derive_test_key
-from hirmem.messages import (
+from hirmem.emulation.provision import EXIT_UNPROVISIONED, HostTrust, SlotSettings
+from hirmem.emulation.qemu import QemuBoard, QemuError
+from hirmem.protocol import identity
+from hirmem.protocol.gate import evaluate
+from hirmem.protocol.keys import derive_test_key
+from hirmem.protocol.messages import (
     Capture,
     CaptureResult,
     KnowledgePush,
@@ -34,10 +36,8 @@ from hirmem.messages import (
     Status,
     StatusRequest,
 )
-from hirmem.packs import KnowledgeItem, Pack, PackKind, TrustedKey, sign_pack, verify_pack
-from hirmem.provision import EXIT_UNPROVISIONED, HostTrust, SlotSettings
-from hirmem.qemu import QemuBoard, QemuError
-from hirmem.records import GENESIS, Record, normalise, record_id
+from hirmem.protocol.packs import KnowledgeItem, Pack, PackKind, TrustedKey, sign_pack, verify_pack
+from hirmem.protocol.records import GENESIS, Record, normalise, record_id
 
 T0 = 1_780_000_000_000
 ONE = 0x10000

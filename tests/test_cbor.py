@@ -1,7 +1,7 @@
-"""hirmem.cbor against cbor2 as an independent oracle, and every refusal it promises.
+"""hirmem.protocol.cbor against cbor2 as an independent oracle, and every refusal it promises.
 
 The oracle side is cbor2 (a separate C implementation) plus a tiny head encoder written
-here from RFC 8949 §3; nothing on the expected side calls hirmem.cbor.
+here from RFC 8949 §3; nothing on the expected side calls hirmem.protocol.cbor.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from hirmem.cbor import MAX_DEPTH, Tag, decode, encode
-from hirmem.errors import CborError
+from hirmem.protocol.cbor import MAX_DEPTH, Tag, decode, encode
+from hirmem.protocol.errors import CborError
 
 U64 = 1 << 64
 

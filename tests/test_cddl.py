@@ -32,10 +32,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import CDDL, DEVICE_KEY, load_vectors, vector_params
-from hirmem import cbor
-from hirmem.errors import MessageError, PackError
-from hirmem.keys import PublicKey
-from hirmem.messages import (
+from hirmem.protocol import cbor
+from hirmem.protocol.errors import MessageError, PackError
+from hirmem.protocol.keys import PublicKey
+from hirmem.protocol.messages import (
     _BSTR_MAX,
     _BSTR_SIZES,
     _INT_LIMITS,
@@ -62,7 +62,7 @@ from hirmem.messages import (
     encode_message,
     from_json,
 )
-from hirmem.packs import (
+from hirmem.protocol.packs import (
     PackKind,
     TrustedKey,
     protected_header,

@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from hirmem.cli import main
-from hirmem.keys import derive_test_key
-from hirmem.packs import PackKind, Reason, TrustedKey, verify_pack
-from hirmem.provision import read_key_file
-from hirmem.store import Store
+from hirmem.cli.entry import main
+from hirmem.daemon.store import Store
+from hirmem.protocol.keys import derive_test_key, read_key_file
+from hirmem.protocol.packs import PackKind, Reason, TrustedKey, verify_pack
 from test_store import DEV_A, KEY_A, Device
 
 HOST_ID = "a1a2a3a4a5a6a7a8"

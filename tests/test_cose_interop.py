@@ -1,9 +1,9 @@
 """hirmem packs are plain COSE_Sign1: pycose verifies hirmem's packs and hirmem pycose's.
 
 pycose is an independent COSE implementation (RFC 9052). Packs signed by
-:func:`hirmem.packs.sign_pack` must verify there, and packs pycose builds and signs with
+:func:`hirmem.protocol.packs.sign_pack` must verify there, and packs pycose builds and signs with
 the same protected header (``{1: -8, 4: kid}``, EdDSA) must verify with
-:func:`hirmem.packs.verify_pack` — and be refused for the same reasons as hirmem's own.
+:func:`hirmem.protocol.packs.verify_pack` — and be refused for the same reasons as hirmem's own.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from conftest import (
     OTHER_KEY,
     load_vectors,
 )
-from hirmem import cbor, identity
-from hirmem.errors import PackError
-from hirmem.keys import SigningKey
-from hirmem.packs import (
+from hirmem.protocol import cbor, identity
+from hirmem.protocol.errors import PackError
+from hirmem.protocol.keys import SigningKey
+from hirmem.protocol.packs import (
     KnowledgeItem,
     PackKind,
     Reason,
@@ -41,7 +41,7 @@ from hirmem.packs import (
     sign_pack,
     verify_pack,
 )
-from hirmem.records import GENESIS, Record
+from hirmem.protocol.records import GENESIS, Record
 
 T0 = 1_780_000_000_000  # the generator's creation time
 MEMORY_SEQ = (7 << 32) | 1  # boot 7, first pack: the generator's first device pack

@@ -25,19 +25,19 @@ from pathlib import Path
 import pytest
 
 from board_host import provisioned
-from hirmem.commands import status_rows
-from hirmem.config import ConfigError, build_config, load_config
-from hirmem.daemon import Daemon, render_metrics, sign_knowledge
-from hirmem.faultproxy import BYTE_KINDS, Direction, FaultKind, FaultPlan, FaultProxy
-from hirmem.identity import triple_id
-from hirmem.keys import derive_test_key
-from hirmem.messages import PackStatus
-from hirmem.packs import KnowledgeItem, Reason
-from hirmem.provision import HostTrust, SlotSettings, write_key_file
-from hirmem.qemu import QemuBoard
-from hirmem.records import Record
-from hirmem.rogue import RogueDevice
-from hirmem.store import Store, now_ms
+from hirmem.cli.commands import status_rows
+from hirmem.daemon.config import ConfigError, build_config, load_config
+from hirmem.daemon.service import Daemon, render_metrics, sign_knowledge
+from hirmem.daemon.store import Store, now_ms
+from hirmem.emulation.faultproxy import BYTE_KINDS, Direction, FaultKind, FaultPlan, FaultProxy
+from hirmem.emulation.provision import HostTrust, SlotSettings
+from hirmem.emulation.qemu import QemuBoard
+from hirmem.emulation.rogue import RogueDevice
+from hirmem.protocol.identity import triple_id
+from hirmem.protocol.keys import derive_test_key, write_key_file
+from hirmem.protocol.messages import PackStatus
+from hirmem.protocol.packs import KnowledgeItem, Reason
+from hirmem.protocol.records import Record
 from test_store import Device
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,6 +1,6 @@
-"""The fault-injection proxy (hirmem.faultproxy) against local TCP upstreams.
+"""The fault-injection proxy (hirmem.emulation.faultproxy) against local TCP upstreams.
 
-The oracle for what the faults do is hirmem.frames: frames built with
+The oracle for what the faults do is hirmem.protocol.frames: frames built with
 encode_frame go through the proxy, FrameDecoder reads what comes out, and the
 proxy's own counters and event log must explain every difference (each dropped
 frame missing, each duplicated one twice, each reordered one after its
@@ -27,8 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from hirmem.errors import FrameError
-from hirmem.faultproxy import (
+from hirmem.emulation.faultproxy import (
     BYTE_KINDS,
     Direction,
     FaultEngine,
@@ -39,7 +38,8 @@ from hirmem.faultproxy import (
     FaultProxyError,
     parse_address,
 )
-from hirmem.frames import FrameDecoder, encode_frame
+from hirmem.protocol.errors import FrameError
+from hirmem.protocol.frames import FrameDecoder, encode_frame
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = ROOT / "tools" / "fault_proxy.py"

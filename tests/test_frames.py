@@ -1,4 +1,4 @@
-"""COBS, CRC-32 and the streaming frame decoder (hirmem.frames)."""
+"""COBS, CRC-32 and the streaming frame decoder (hirmem.protocol.frames)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hirmem.errors import FrameError, HirmemError
-from hirmem.frames import (
+from hirmem.protocol.errors import FrameError, HirmemError
+from hirmem.protocol.frames import (
     BAD_COBS,
     BAD_CRC,
     DEFAULT_MAX_FRAME,

@@ -13,12 +13,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 
 import fuzz_codec
-from hirmem import cbor
-from hirmem.errors import CborError, FrameError, MessageError
-from hirmem.frames import FrameDecoder, decode_frame, encode_frame
-from hirmem.messages import Envelope, MsgType, decode_message
-from hirmem.packs import PackKind, Verified, sign_pack
-from hirmem.records import GENESIS
+from hirmem.protocol import cbor
+from hirmem.protocol.errors import CborError, FrameError, MessageError
+from hirmem.protocol.frames import FrameDecoder, decode_frame, encode_frame
+from hirmem.protocol.messages import Envelope, MsgType, decode_message
+from hirmem.protocol.packs import PackKind, Verified, sign_pack
+from hirmem.protocol.records import GENESIS
 
 TOTAL = re.compile(r"^total inputs=(\d+) violations=(\d+) elapsed=([\d.]+)s$", re.MULTILINE)
 

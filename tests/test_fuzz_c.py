@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 
 from conftest import HOST_ID, HOST_KEY, load_vectors
-from hirmem.errors import PackError
-from hirmem.packs import PackKind, TrustedKey, verify_pack
+from hirmem.protocol.errors import PackError
+from hirmem.protocol.packs import PackKind, TrustedKey, verify_pack
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))

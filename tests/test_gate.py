@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hirmem.errors import HirmemError
-from hirmem.fixedpoint import (
+from hirmem.protocol.errors import HirmemError
+from hirmem.protocol.fixedpoint import (
     ONE,
     Q_MAX,
     from_q,
@@ -21,7 +21,7 @@ from hirmem.fixedpoint import (
     q_sqrt_mul,
     to_q,
 )
-from hirmem.gate import (
+from hirmem.protocol.gate import (
     FLAGS_MASK,
     GREEN_THRESHOLD,
     HARD_MASK,

@@ -1,4 +1,4 @@
-"""Tests for hirmem.identity against Go semantics (reference ids and independent models)."""
+"""hirmem.protocol.identity against Go semantics (reference ids and independent models)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hirmem.identity import EDGE_CASES, fnv1a64, fold, triple_id
+from hirmem.protocol.identity import EDGE_CASES, fnv1a64, fold, triple_id
 
 # --- independent, deliberately naive models of the Go behaviour ------------------------------
 

@@ -13,9 +13,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hirmem.errors import HirmemError
-from hirmem.fixedpoint import ONE
-from hirmem.identity import fold
 from hirmem.memory import cli, review
 from hirmem.memory.config import MemoryConfig
 from hirmem.memory.embed import HashEmbedder
@@ -24,7 +21,10 @@ from hirmem.memory.intake import intake_records
 from hirmem.memory.model import Layer, Memory, State
 from hirmem.memory.recall import RecallFilter, RecallHit
 from hirmem.memory.states import IllegalTransition
-from hirmem.records import GENESIS, Record
+from hirmem.protocol.errors import HirmemError
+from hirmem.protocol.fixedpoint import ONE
+from hirmem.protocol.identity import fold
+from hirmem.protocol.records import GENESIS, Record
 
 T0 = 1_780_000_000.0
 DAY = 86400.0

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hirmem.daemon.store import Store
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.follow import CURSOR_KEY, follow_intake
-from hirmem.packs import PackKind, sign_pack
-from hirmem.records import GENESIS, Record, State, record_id
-from hirmem.store import Store
+from hirmem.protocol.packs import PackKind, sign_pack
+from hirmem.protocol.records import GENESIS, Record, State, record_id
 from test_store import CONTEXT, DEV_A, KEY_A, T0, Device
 
 

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hirmem.fixedpoint import ONE
-from hirmem.gate import FLAGS_MASK, TOLERANCE, Check
 from hirmem.memory.config import MemoryConfig
 from hirmem.memory.engine import MemoryEngine, gate_scores
 from hirmem.memory.model import Layer, State
+from hirmem.protocol.fixedpoint import ONE
+from hirmem.protocol.gate import FLAGS_MASK, TOLERANCE, Check
 
 VECTORS = Path(__file__).resolve().parent.parent / "protocol" / "vectors" / "gate.json"
 CASES: list[dict[str, Any]] = json.loads(VECTORS.read_text())["cases"]

@@ -17,14 +17,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hirmem.errors import HirmemError
-from hirmem.gate import FLAGS_MASK
 from hirmem.memory import review
 from hirmem.memory.audit import ACTIONS, DETAIL_KEYS, AuditLog
 from hirmem.memory.config import MemoryConfig
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.model import State
 from hirmem.memory.recall import RecallFilter, RecallHit
+from hirmem.protocol.errors import HirmemError
+from hirmem.protocol.gate import FLAGS_MASK
 
 T0 = 1_780_000_000.0
 DAY = 86400.0

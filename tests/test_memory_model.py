@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from hirmem.errors import HirmemError
 from hirmem.memory.config import MemoryConfig
 from hirmem.memory.model import Layer, Memory, State, layer_for
 from hirmem.memory.states import LEGAL, IllegalTransition, check_transition, is_legal
-from hirmem.records import record_hash
+from hirmem.protocol.errors import HirmemError
+from hirmem.protocol.records import record_hash
 
 SCHEMA_FIELDS = [
     "id",

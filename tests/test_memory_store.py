@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from hirmem.errors import HirmemError
 from hirmem.memory import review
 from hirmem.memory.audit import AuditLog
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.model import State
 from hirmem.memory.store import MIGRATIONS, SCHEMA_VERSION, Store, _statements
+from hirmem.protocol.errors import HirmemError
 
 T0 = 1_780_000_000.0
 

@@ -2,8 +2,8 @@
 
 The agent (firmware/micropython, board glue PtyLink) runs in `micropython` on the
 slave side of a pty; tests/mp_host.py plays the host with the host codec. Checks:
-handshake, captures and verdicts (against hirmem.gate.evaluate), a device pack
-offloaded in fragments and verified with hirmem.packs.verify_pack, a knowledge pack
+handshake, captures and verdicts (against hirmem.protocol.gate.evaluate), a device pack
+offloaded in fragments and verified with hirmem.protocol.packs.verify_pack, a knowledge pack
 accepted, a rollback refused, a corrupted frame counted and recovered.
 """
 
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from hirmem import identity
-from hirmem.gate import evaluate
-from hirmem.keys import SigningKey
-from hirmem.messages import (
+from hirmem.protocol import identity
+from hirmem.protocol.gate import evaluate
+from hirmem.protocol.keys import SigningKey
+from hirmem.protocol.messages import (
     Ack,
     Capture,
     CaptureResult,
@@ -31,8 +31,8 @@ from hirmem.messages import (
     Status,
     StatusRequest,
 )
-from hirmem.packs import KnowledgeItem, PackKind, TrustedKey, sign_pack, verify_pack
-from hirmem.records import GENESIS, Record, normalise, record_id
+from hirmem.protocol.packs import KnowledgeItem, PackKind, TrustedKey, sign_pack, verify_pack
+from hirmem.protocol.records import GENESIS, Record, normalise, record_id
 from mp_host import MpDevice, MpHost
 from mp_run import MICROPYTHON
 

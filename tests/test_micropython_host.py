@@ -1,12 +1,12 @@
 """The MicroPython device served by the real host: Session + Link + StoreIntake, and the Daemon.
 
 The agent runs in `micropython` on the master side of a pty; the host opens the
-slave path with hirmem.transport.SerialTransport (pyserial), exactly as it opens a
-board's /dev/ttyACM0. Packs go through hirmem.intake.StoreIntake into a real SQLite
+slave path with hirmem.link.transport.SerialTransport (pyserial), exactly as it opens a
+board's /dev/ttyACM0. Packs go through hirmem.daemon.intake.StoreIntake into a real SQLite
 store: every record stored exactly once, the chain verifying again
 (store.check_integrity), knowledge pushed with Session.push_knowledge and answered.
 A lost PACK_RESULT is recovered through ERROR no-session and the HELLO_ACK's chain
-head, without storing anything twice. The last test runs hirmem.daemon.Daemon itself
+head, without storing anything twice. The last test runs hirmem.daemon.service.Daemon itself
 against the device's pty path.
 """
 
@@ -21,16 +21,10 @@ from typing import Any
 
 import pytest
 
-from hirmem.errors import HirmemError
-from hirmem.frames import decode_frame
-from hirmem.gate import evaluate
-from hirmem.intake import StoreIntake
-from hirmem.keys import SigningKey
-from hirmem.link import Link
-from hirmem.messages import PackResult, PackStatus, decode_message
-from hirmem.packs import KnowledgeItem, PackKind, sign_pack
-from hirmem.records import GENESIS, normalise, record_id
-from hirmem.session import (
+from hirmem.daemon.intake import StoreIntake
+from hirmem.daemon.store import Store
+from hirmem.link.line import Link
+from hirmem.link.session import (
     CaptureDone,
     Event,
     KnowledgeDone,
@@ -41,8 +35,14 @@ from hirmem.session import (
     SessionOpened,
     StatusReport,
 )
-from hirmem.store import Store
-from hirmem.transport import SerialTransport
+from hirmem.link.transport import SerialTransport
+from hirmem.protocol.errors import HirmemError
+from hirmem.protocol.frames import decode_frame
+from hirmem.protocol.gate import evaluate
+from hirmem.protocol.keys import SigningKey
+from hirmem.protocol.messages import PackResult, PackStatus, decode_message
+from hirmem.protocol.packs import KnowledgeItem, PackKind, sign_pack
+from hirmem.protocol.records import GENESIS, normalise, record_id
 from mp_host import BOOT, CONTEXT, DEVICE_ID, DEVICE_SEED, HOST_ID, HOST_SEED, ONE, MpDevice
 from mp_host import device_config as base_config
 from mp_run import MICROPYTHON
@@ -54,7 +54,7 @@ HOST_KEY = SigningKey(HOST_SEED)
 
 
 def knowledge(seq: int, created: int) -> bytes:
-    from hirmem import identity
+    from hirmem.protocol import identity
 
     items = [
         KnowledgeItem(bytes.fromhex(identity.triple_id("pump", "serves", f"zone {seq}")),
@@ -157,7 +157,7 @@ def served(tmp_path: Path, store: Store) -> Iterator[tuple[Rig, MpDevice]]:
 
 
 def capture_and_check(rig: Rig, n0: int, count: int) -> None:
-    """count CAPTURE requests; each result checked against hirmem.gate on the record."""
+    """count CAPTURE requests; each result checked against hirmem.protocol.gate on the record."""
     tokens: list[int] = []
     for n in range(n0, n0 + count):
         message = (f"temp{n}", f'{{"t":{n}}}'.encode(), CONTEXT, 0x0FFF, ONE, 0xE666, 0x8000)
@@ -265,10 +265,10 @@ def test_lost_pack_result_recovered_without_a_double(
 
 
 def test_daemon_serves_the_micropython_device(tmp_path: Path) -> None:
-    """hirmem.daemon.Daemon itself on the device's pty path: the device's own sensor
+    """hirmem.daemon.service.Daemon itself on the device's pty path: the device's own sensor
     readings reach the store exactly once, the newest knowledge version is pushed."""
-    from hirmem.config import build_config
-    from hirmem.daemon import Daemon, sign_knowledge
+    from hirmem.daemon.config import build_config
+    from hirmem.daemon.service import Daemon, sign_knowledge
 
     dev = MpDevice(base_config(offer_threshold=2, sensor_period_ms=150, sensor_count=6),
                    tmp_path, on_master=True)  # fmt: skip
@@ -281,7 +281,7 @@ def test_daemon_serves_the_micropython_device(tmp_path: Path) -> None:
         )  # fmt: skip
         daemon = Daemon(config)
         daemon.store.register_device(DEVICE_ID, DEVICE_KEY.public.raw, "unix-pty")
-        from hirmem import identity
+        from hirmem.protocol import identity
 
         items = [KnowledgeItem(bytes.fromhex(identity.triple_id("pump", "serves", "zone 1")),
                                "pump", "serves", "zone 1", ONE)]  # fmt: skip

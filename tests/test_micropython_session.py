@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
-from hirmem import identity
-from hirmem.frames import encode_frame
-from hirmem.keys import SigningKey
-from hirmem.messages import (
+from hirmem.protocol import identity
+from hirmem.protocol.frames import encode_frame
+from hirmem.protocol.keys import SigningKey
+from hirmem.protocol.messages import (
     Capture,
     CaptureResult,
     Error,
@@ -41,8 +41,15 @@ from hirmem.messages import (
     decode_message,
     encode_message,
 )
-from hirmem.packs import KnowledgeItem, PackKind, Reason, TrustedKey, sign_pack, verify_pack
-from hirmem.records import GENESIS, Record, record_id
+from hirmem.protocol.packs import (
+    KnowledgeItem,
+    PackKind,
+    Reason,
+    TrustedKey,
+    sign_pack,
+    verify_pack,
+)
+from hirmem.protocol.records import GENESIS, Record, record_id
 from mp_host import (
     BOOT,
     CONTEXT,

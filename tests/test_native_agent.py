@@ -1,9 +1,9 @@
 """The C device agent (firmware/core/hm_agent) against a host peer built on the host codec.
 
 build/host/t_agent runs one agent with a virtual clock; this test plays the host with
-the real host codec (hirmem.frames, hirmem.messages, hirmem.fragments, hirmem.packs):
+the real host codec (hirmem.protocol: frames, messages, fragments, packs):
 it decodes every byte the agent writes, sequences and reassembles like a host, and
-checks the results against independent oracles (hirmem.gate.evaluate after normalise,
+checks the results against independent oracles (hirmem.protocol.gate.evaluate after normalise,
 verify_pack with the device key). The program checks the agent invariants A1-A4 of
 hm_agent.h after every request.
 """
@@ -17,12 +17,12 @@ from dataclasses import dataclass
 import pytest
 
 from codec_receiver import CodecReceiver
-from hirmem import identity
-from hirmem.fragments import split
-from hirmem.frames import encode_frame
-from hirmem.gate import evaluate
-from hirmem.keys import SigningKey
-from hirmem.messages import (
+from hirmem.protocol import identity
+from hirmem.protocol.fragments import split
+from hirmem.protocol.frames import encode_frame
+from hirmem.protocol.gate import evaluate
+from hirmem.protocol.keys import SigningKey
+from hirmem.protocol.messages import (
     Ack,
     Capture,
     CaptureResult,
@@ -41,7 +41,7 @@ from hirmem.messages import (
     decode_message,
     encode_message,
 )
-from hirmem.packs import (
+from hirmem.protocol.packs import (
     ChainHead,
     KnowledgeItem,
     Pack,
@@ -50,14 +50,14 @@ from hirmem.packs import (
     sign_pack,
     verify_pack,
 )
-from hirmem.records import GENESIS, Record, normalise, record_id
+from hirmem.protocol.records import GENESIS, Record, normalise, record_id
 from session_peer import Agent
 
 T0 = 1_780_000_000_000
 ONE = 0x10000
 DEVICE_ID = bytes.fromhex("0102030405060708")
 HOST_ID = bytes.fromhex("a1a2a3a4a5a6a7a8")
-# hirmem.keys.derive_test_key semantics, computed here: seed = SHA-256("hirmem test key: <label>")
+# hirmem.protocol.keys.derive_test_key, computed here: seed = SHA-256("hirmem test key: <label>")
 DEVICE_SEED = hashlib.sha256(b"hirmem test key: device 0102030405060708").digest()
 HOST_SEED = hashlib.sha256(b"hirmem test key: host a1a2a3a4a5a6a7a8").digest()
 DEVICE_KEY = SigningKey(DEVICE_SEED)

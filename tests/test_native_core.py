@@ -2,8 +2,8 @@
 hm_gate, hm_ring).
 
 Fixed point and gate are checked against protocol/vectors (fixed_point.json,
-gate.json) and, differentially, against the host's reference (``hirmem.fixedpoint``,
-``hirmem.gate``, ``hirmem.records.normalise``; ``math.isqrt`` behind isqrt_round).
+gate.json) and, differentially, against the host's reference (``hirmem.protocol.fixedpoint``,
+``hirmem.protocol.gate``, ``hirmem.protocol.records.normalise``; ``math.isqrt`` behind isqrt_round).
 The ring is checked by scenarios a device owner would notice (which record a full
 ring evicts, when it refuses, what the ids and counters say) and by random operation
 sequences run against a small Python model of the same rules (:class:`RingModel`),
@@ -26,10 +26,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import load_vectors
-from hirmem.errors import HirmemError
-from hirmem.fixedpoint import ONE, isqrt_round, q_mul, q_sqrt, q_sqrt_mul
-from hirmem.gate import FLAGS_MASK, GateResult, evaluate
-from hirmem.records import normalise
+from hirmem.protocol.errors import HirmemError
+from hirmem.protocol.fixedpoint import ONE, isqrt_round, q_mul, q_sqrt, q_sqrt_mul
+from hirmem.protocol.gate import FLAGS_MASK, GateResult, evaluate
+from hirmem.protocol.records import normalise
 from native_harness import Arg, run
 
 Request = tuple[str, Sequence[Arg]]

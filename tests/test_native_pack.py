@@ -4,7 +4,7 @@ Checked against protocol/vectors (records.json, packs.json) rebuilt from the inp
 tools/gen_vectors.py used, and differentially against the host reference:
 
 - packs the C packer builds for random capture sequences are accepted by
-  ``hirmem.packs.verify_pack`` with the host's chain head, and carry exactly the
+  ``hirmem.protocol.packs.verify_pack`` with the host's chain head, and carry exactly the
   records ``Record.capture`` computes from the same captures;
 - knowledge packs the host signs, intact and mutated, get the same status and reason
   from the C verifier as from ``verify_pack(kind=KNOWLEDGE, require_chain=False)``;
@@ -28,10 +28,10 @@ from typing import Any
 import pytest
 
 from conftest import DEVICE_ID, DEVICE_KEY, HOST_ID, HOST_KEY, OTHER_ID, OTHER_KEY, load_vectors
-from hirmem import cbor, identity
-from hirmem.errors import PackError
-from hirmem.keys import PublicKey, SigningKey
-from hirmem.packs import (
+from hirmem.protocol import cbor, identity
+from hirmem.protocol.errors import PackError
+from hirmem.protocol.keys import PublicKey, SigningKey
+from hirmem.protocol.packs import (
     ChainHead,
     KnowledgeItem,
     Pack,
@@ -44,7 +44,7 @@ from hirmem.packs import (
     sign_pack,
     verify_pack,
 )
-from hirmem.records import GENESIS, Record, record_id
+from hirmem.protocol.records import GENESIS, Record, record_id
 from native_harness import Arg, run
 
 Request = tuple[str, Sequence[Arg]]

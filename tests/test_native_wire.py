@@ -2,7 +2,7 @@
 
 Driven through tests/native/t_wire.c: every case of protocol/vectors/frames.json and
 messages.json reproduced bit for bit, then a seeded differential fuzz (20,000 inputs)
-in which the C decoders and the host reference (hirmem.frames, .cbor, .messages,
+in which the C decoders and the host reference (hirmem.protocol.frames, .cbor, .messages,
 .fragments) must agree on accept/refuse, on the error kind or ERROR code, and on the
 decoded content and its re-encoding.
 
@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 
 from conftest import vector_params
-from hirmem import cbor
-from hirmem.cbor import Tag
-from hirmem.errors import CborError, FrameError, MessageError
-from hirmem.fragments import Reassembler, split
-from hirmem.frames import (
+from hirmem.protocol import cbor
+from hirmem.protocol.cbor import Tag
+from hirmem.protocol.errors import CborError, FrameError, MessageError
+from hirmem.protocol.fragments import Reassembler, split
+from hirmem.protocol.frames import (
     BAD_COBS,
     BAD_CRC,
     TOO_LONG,
@@ -35,7 +35,7 @@ from hirmem.frames import (
     cobs_encode,
     encode_frame,
 )
-from hirmem.messages import (
+from hirmem.protocol.messages import (
     BSTR,
     BSTR0_8,
     BSTR0_16,
@@ -63,7 +63,7 @@ from hirmem.messages import (
     encode_message,
     from_json,
 )
-from hirmem.messages import Q as Q16
+from hirmem.protocol.messages import Q as Q16
 from native_harness import Arg, run
 
 Answer = list[Arg | str]
@@ -87,7 +87,7 @@ def one(cmd: str, *args: Arg) -> Answer:
 
 
 def spec_cbor_ok(data: bytes) -> bool:
-    """hirmem.cbor accepts data; an accepted item re-encodes to the same bytes (SPEC §3)."""
+    """protocol.cbor accepts data; an accepted item re-encodes to the same bytes (SPEC §3)."""
     try:
         item = cbor.decode(data)
     except CborError:
@@ -105,7 +105,7 @@ def field_values(message: Message) -> list[Arg]:
 
 
 def expect_decode(body: bytes, inner: bool) -> Answer:
-    """What msg_decode answers, from hirmem.messages.decode_message."""
+    """What msg_decode answers, from hirmem.protocol.messages.decode_message."""
     if not spec_cbor_ok(body):
         return ["err", 3, 0, 0]
     item = cbor.decode(body)

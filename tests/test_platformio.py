@@ -8,7 +8,7 @@ Elsewhere every proxy points at a closed local port. Either way the core folder 
 afterwards hold only what the set-up made and the symbolic links to the repository's
 own packages (no download cache, no registry package).
 
-Each PlatformIO ELF is provisioned with hirmem.provision and booted in QEMU next to
+Each PlatformIO ELF is provisioned with hirmem.emulation.provision and booted in QEMU next to
 the make-built image provisioned the same way: both must send the same HELLO (board,
 firmware, device id, boot counter, keys, and the offer that the per-board core
 configuration decides), complete the handshake and answer a status request; the
@@ -30,10 +30,10 @@ from pathlib import Path
 import pytest
 
 from board_host import ARCH_PREFIX, BOARDS, ROOT, BoardHost, image
-from hirmem.keys import derive_test_key
-from hirmem.messages import Hello, Status, StatusRequest
-from hirmem.provision import HostTrust, SlotSettings, provision_image
-from hirmem.qemu import QemuBoard
+from hirmem.emulation.provision import HostTrust, SlotSettings, provision_image
+from hirmem.emulation.qemu import QemuBoard
+from hirmem.protocol.keys import derive_test_key
+from hirmem.protocol.messages import Hello, Status, StatusRequest
 
 COMPILERS = ("arm-none-eabi-gcc", "riscv64-unknown-elf-gcc")
 pytestmark = pytest.mark.skipif(

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hirmem import cbor, messages
-from hirmem.cbor import Tag
-from hirmem.errors import FrameError, HirmemError, MessageError, PackError
-from hirmem.frames import FrameDecoder, decode_frame, encode_frame
-from hirmem.keys import derive_test_key
-from hirmem.messages import (
+from hirmem.protocol import cbor, messages
+from hirmem.protocol.cbor import Tag
+from hirmem.protocol.errors import FrameError, HirmemError, MessageError, PackError
+from hirmem.protocol.frames import FrameDecoder, decode_frame, encode_frame
+from hirmem.protocol.keys import derive_test_key
+from hirmem.protocol.messages import (
     CLASSES,
     MAX_TEXT,
     Q_ONE,
@@ -31,7 +31,7 @@ from hirmem.messages import (
     decode_message,
     encode_message,
 )
-from hirmem.packs import (
+from hirmem.protocol.packs import (
     ChainHead,
     KnowledgeItem,
     Pack,
@@ -43,7 +43,7 @@ from hirmem.packs import (
     sign_pack,
     verify_pack,
 )
-from hirmem.records import GENESIS, MAX_PAYLOAD, Record, record_id
+from hirmem.protocol.records import GENESIS, MAX_PAYLOAD, Record, record_id
 
 PROPS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FEW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -81,8 +81,8 @@ def test_frame_sequences_round_trip(bodies: list[bytes]) -> None:
 
 TEXT_240 = st.sampled_from(["", "x" * MAX_TEXT, "é" * (MAX_TEXT // 2), "€" * (MAX_TEXT // 3)])
 
-# The field kinds are bounded in hirmem.messages (mirroring protocol/hirmem.cddl); the tables
-# are read here so the round trips follow the contract as it evolves.
+# The field kinds are bounded in hirmem.protocol.messages (mirroring protocol/hirmem.cddl); the
+# tables are read here so the round trips follow the contract as it evolves.
 INT_LIMITS: dict[str, int] = messages._INT_LIMITS
 INT_MIN: dict[str, int] = getattr(messages, "_INT_MIN", {})
 BSTR_SIZES: dict[str, tuple[int, ...]] = messages._BSTR_SIZES

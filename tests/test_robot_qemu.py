@@ -1,7 +1,7 @@
 """The Robot Framework suites of renode/ pass on QEMU for every board.
 
 The suites (renode/*.robot) use only project keywords; with --variable BACKEND:qemu
-they take them from renode/keywords/qemu.resource (HirmemQemu.py on hirmem.qemu and
+they take them from renode/keywords/qemu.resource (HirmemQemu.py on hirmem.emulation.qemu and
 the host codec), the same suites that renode-test runs on Renode. One robot process
 per board, run side by side; every suite's every test must pass, and the number of
 tests run must be the number the suites hold (an empty or skipped run fails).

@@ -18,7 +18,7 @@ import pytest
 import rdflib
 from prov.model import ProvActivity, ProvDocument, ProvRecord
 
-from hirmem.identity import triple_id
+from hirmem.protocol.identity import triple_id
 from hirmem.semantic.assertions import Ledger
 from hirmem.semantic.decisions import Cause, Decider, DenyChoices, Recorder
 from hirmem.semantic.errors import ProvError

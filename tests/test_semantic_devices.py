@@ -2,7 +2,7 @@
 every assertion traces, through PROV, to the record, the pack, the device and its key.
 
 The store is real: a device registered with its public key, packs signed with
-:func:`hirmem.packs.sign_pack` over records built with :meth:`Record.capture`, taken
+:func:`hirmem.protocol.packs.sign_pack` over records built with :meth:`Record.capture`, taken
 (verified and stored) with :meth:`Store.take_pack`.
 """
 
@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 import rdflib
 
-from hirmem.keys import derive_test_key
-from hirmem.packs import PackKind, sign_pack
-from hirmem.records import GENESIS, Record, record_id
+from hirmem.daemon.store import Store
+from hirmem.protocol.keys import derive_test_key
+from hirmem.protocol.packs import PackKind, sign_pack
+from hirmem.protocol.records import GENESIS, Record, record_id
 from hirmem.semantic import cli
 from hirmem.semantic.devices import DeviceFeed, record_ref
 from hirmem.semantic.prov import Log
 from hirmem.semantic.substrate import Substrate
 from hirmem.semantic.values import origin
-from hirmem.store import Store
 
 DEV = bytes.fromhex("5e5e5e5e5e5e5e01")
 KEY = derive_test_key("semantic device 5e5e5e5e5e5e5e01")

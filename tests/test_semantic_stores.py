@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from prov.model import ProvDocument
 
-from hirmem.identity import triple_id
+from hirmem.protocol.identity import triple_id
 from hirmem.semantic.decisions import DenyChoices
 from hirmem.semantic.errors import NotBuilt, SemanticError, UnknownDriver
 from hirmem.semantic.reason import (

@@ -1,4 +1,4 @@
-"""Seeded random faults on the line between hirmem.session and the C device agent.
+"""Seeded random faults on the line between hirmem.link.session and the C device agent.
 
 Each example loses, damages and repeats frames in both directions with a seeded
 generator, then heals the line. Whatever happened, every record the device stored
@@ -14,9 +14,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import DEVICE_ID, HOST_ID
-from hirmem.messages import PackStatus
-from hirmem.records import Record, record_id
-from hirmem.session import CaptureDone, KnowledgeDone, RequestFailed, SessionConfig, SessionOpened
+from hirmem.link.session import (
+    CaptureDone,
+    KnowledgeDone,
+    RequestFailed,
+    SessionConfig,
+    SessionOpened,
+)
+from hirmem.protocol.messages import PackStatus
+from hirmem.protocol.records import Record, record_id
 from session_peer import Agent, Bench, Fault
 from test_session_native import knowledge_pack
 

@@ -1,8 +1,8 @@
-"""hirmem.session.Session against the real C device agent (build/host/t_agent).
+"""hirmem.link.session.Session against the real C device agent (build/host/t_agent).
 
 Every test runs the host session and hm_agent on one virtual clock, joined by a line
 that can lose, damage, repeat or inject frames (tests/session_peer.py). Oracles are
-independent of the session: hirmem.gate.evaluate on the normalised record, the
+independent of the session: hirmem.protocol.gate.evaluate on the normalised record, the
 device's own counters, and verify_pack inside the intake.
 """
 
@@ -14,20 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from conftest import DEVICE_ID, HOST_ID, HOST_KEY
-from hirmem import identity
-from hirmem.frames import decode_frame, encode_frame
-from hirmem.gate import evaluate
-from hirmem.messages import (
-    CaptureResult,
-    Fragment,
-    KnowledgePush,
-    PackOffer,
-    PackResult,
-    PackStatus,
-)
-from hirmem.packs import ChainHead, KnowledgeItem, Pack, PackKind, Reason, sign_pack
-from hirmem.records import GENESIS, Record, normalise, record_id
-from hirmem.session import (
+from hirmem.link.session import (
     CaptureDone,
     DeviceInfo,
     DeviceReset,
@@ -45,6 +32,19 @@ from hirmem.session import (
     SessionOpened,
     StatusReport,
 )
+from hirmem.protocol import identity
+from hirmem.protocol.frames import decode_frame, encode_frame
+from hirmem.protocol.gate import evaluate
+from hirmem.protocol.messages import (
+    CaptureResult,
+    Fragment,
+    KnowledgePush,
+    PackOffer,
+    PackResult,
+    PackStatus,
+)
+from hirmem.protocol.packs import ChainHead, KnowledgeItem, Pack, PackKind, Reason, sign_pack
+from hirmem.protocol.records import GENESIS, Record, normalise, record_id
 from session_peer import MEMORY_KEYS, T0, Agent, Bench, message_of
 
 ONE = 0x10000

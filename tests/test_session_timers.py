@@ -1,4 +1,4 @@
-"""hirmem.session.Session alone, on a virtual clock: the exact timing and bytes of §6.
+"""hirmem.link.session.Session alone, on a virtual clock: the exact timing and bytes of §6.
 
 The device side here is a few frames built with the host codec, to pin down what the
 C agent cannot show directly: when the host retransmits, when it acknowledges, what
@@ -8,9 +8,17 @@ it answers to a HELLO it cannot accept, and what it sends before the handshake.
 from __future__ import annotations
 
 from conftest import DEVICE_ID, DEVICE_KEY, HOST_ID, HOST_KEY
-from hirmem.errors import FrameError
-from hirmem.frames import FrameDecoder, encode_frame
-from hirmem.messages import (
+from hirmem.link.session import (
+    MemoryIntake,
+    RequestFailed,
+    Session,
+    SessionConfig,
+    SessionLost,
+    SessionOpened,
+)
+from hirmem.protocol.errors import FrameError
+from hirmem.protocol.frames import FrameDecoder, encode_frame
+from hirmem.protocol.messages import (
     Ack,
     CaptureResult,
     Envelope,
@@ -20,14 +28,6 @@ from hirmem.messages import (
     Message,
     decode_message,
     encode_message,
-)
-from hirmem.session import (
-    MemoryIntake,
-    RequestFailed,
-    Session,
-    SessionConfig,
-    SessionLost,
-    SessionOpened,
 )
 from session_peer import MEMORY_KEYS, T0
 

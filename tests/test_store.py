@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from hirmem.identity import triple_id
-from hirmem.intake import StoreIntake
-from hirmem.keys import SigningKey, derive_test_key
-from hirmem.messages import PackStatus
-from hirmem.packs import ChainHead, KnowledgeItem, Pack, PackKind, Reason, sign_pack
-from hirmem.records import GENESIS, Record, record_id
-from hirmem.session import DeviceInfo
-from hirmem.store import MIGRATIONS, Store, StoreError
+from hirmem.daemon.intake import StoreIntake
+from hirmem.daemon.store import MIGRATIONS, Store, StoreError
+from hirmem.link.session import DeviceInfo
+from hirmem.protocol.identity import triple_id
+from hirmem.protocol.keys import SigningKey, derive_test_key
+from hirmem.protocol.messages import PackStatus
+from hirmem.protocol.packs import ChainHead, KnowledgeItem, Pack, PackKind, Reason, sign_pack
+from hirmem.protocol.records import GENESIS, Record, record_id
 
 ROOT = Path(__file__).resolve().parent.parent
 T0 = 1_780_000_000_000
@@ -299,7 +299,7 @@ CHILD = textwrap.dedent(
     import sys
     sys.path.insert(0, {tests!r})
     from test_store import DEV_A, KEY_A, Device
-    from hirmem.store import Store
+    from hirmem.daemon.store import Store
     store = Store({db!r})
     dev = Device(DEV_A, KEY_A)
     print("ready", flush=True)

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from conftest import DEVICE_KEY, load_vectors
-from hirmem import cbor
-from hirmem.errors import MessageError, PackError
-from hirmem.keys import SigningKey
-from hirmem.messages import ErrorCode, decode_message
-from hirmem.packs import PackKind, Reason, TrustedKey, sig_structure, verify_pack
+from hirmem.protocol import cbor
+from hirmem.protocol.errors import MessageError, PackError
+from hirmem.protocol.keys import SigningKey
+from hirmem.protocol.messages import ErrorCode, decode_message
+from hirmem.protocol.packs import PackKind, Reason, TrustedKey, sig_structure, verify_pack
 
 DEVICE_ID = bytes.fromhex("0102030405060708")
 KEYS = {DEVICE_KEY.kid: TrustedKey(DEVICE_KEY.public, DEVICE_ID, PackKind.MEMORY)}
@@ -82,7 +82,7 @@ def test_a_device_record_is_episodic_in_the_state_its_gate_gives(index: int, val
 
 
 def test_enum_members_encode_as_their_integers_and_booleans_do_not() -> None:
-    from hirmem.messages import Error, encode_message
+    from hirmem.protocol.messages import Error, encode_message
 
     body = encode_message(Error(ErrorCode.MALFORMED, 5, "bad"), 0, 3)
     assert body == encode_message(Error(int(ErrorCode.MALFORMED), 5, "bad"), 0, 3)

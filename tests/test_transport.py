@@ -1,4 +1,4 @@
-"""hirmem.transport and hirmem.link on real lines: a pty pair and a local TCP socket.
+"""hirmem.link.transport and hirmem.link.line on real lines: a pty pair and a local TCP socket.
 
 The byte tests check the transport alone. The link tests run a Session over the
 transport in a thread with the real monotonic clock, and put the C device agent
@@ -19,10 +19,8 @@ from contextlib import contextmanager
 import pytest
 
 from conftest import DEVICE_ID, HOST_ID
-from hirmem.gate import evaluate
-from hirmem.link import Link
-from hirmem.records import normalise, record_id
-from hirmem.session import (
+from hirmem.link.line import Link
+from hirmem.link.session import (
     CaptureDone,
     Event,
     MemoryIntake,
@@ -31,7 +29,9 @@ from hirmem.session import (
     SessionConfig,
     SessionOpened,
 )
-from hirmem.transport import SerialTransport, TransportClosed, TransportError, open_transport
+from hirmem.link.transport import SerialTransport, TransportClosed, TransportError, open_transport
+from hirmem.protocol.gate import evaluate
+from hirmem.protocol.records import normalise, record_id
 from session_peer import MEMORY_KEYS, Agent
 
 ONE = 0x10000

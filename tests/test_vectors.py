@@ -19,11 +19,18 @@ from typing import Any
 import pytest
 
 from conftest import VECTORS, load_vectors, vector_params
-from hirmem import cbor, fixedpoint, fragments, gate, identity
-from hirmem.errors import FrameError, MessageError, PackError
-from hirmem.frames import FrameDecoder, cobs_decode, cobs_encode, crc32, decode_frame, encode_frame
-from hirmem.keys import PublicKey, SigningKey, key_id
-from hirmem.messages import (
+from hirmem.protocol import cbor, fixedpoint, fragments, gate, identity
+from hirmem.protocol.errors import FrameError, MessageError, PackError
+from hirmem.protocol.frames import (
+    FrameDecoder,
+    cobs_decode,
+    cobs_encode,
+    crc32,
+    decode_frame,
+    encode_frame,
+)
+from hirmem.protocol.keys import PublicKey, SigningKey, key_id
+from hirmem.protocol.messages import (
     Ack,
     Capture,
     Envelope,
@@ -38,8 +45,8 @@ from hirmem.messages import (
     from_json,
     to_json,
 )
-from hirmem.packs import ChainHead, PackKind, Reason, TrustedKey, verify_pack
-from hirmem.records import GENESIS, Record, record_hash
+from hirmem.protocol.packs import ChainHead, PackKind, Reason, TrustedKey, verify_pack
+from hirmem.protocol.records import GENESIS, Record, record_hash
 
 Case = dict[str, Any]
 Split = Callable[[bytes], list[bytes]]

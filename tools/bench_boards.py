@@ -48,29 +48,29 @@ from board_host import (  # noqa: E402
     build_boards,
     provisioned,
 )
-from hirmem import cbor, identity  # noqa: E402
-from hirmem.errors import FrameError, MessageError  # noqa: E402
-from hirmem.fragments import Reassembler  # noqa: E402
-from hirmem.frames import FrameDecoder  # noqa: E402
-from hirmem.keys import derive_test_key  # noqa: E402
-from hirmem.messages import (  # noqa: E402
-    Ack,
-    Fragment,
-    PackOffer,
-    PackResult,
-    decode_message,
-)
-from hirmem.packs import KnowledgeItem, PackKind, TrustedKey, sign_pack  # noqa: E402
-from hirmem.provision import HostTrust, SlotSettings  # noqa: E402
-from hirmem.qemu import QemuBoard  # noqa: E402
-from hirmem.records import GENESIS, Record  # noqa: E402
-from hirmem.session import (  # noqa: E402
+from hirmem.emulation.provision import HostTrust, SlotSettings  # noqa: E402
+from hirmem.emulation.qemu import QemuBoard  # noqa: E402
+from hirmem.link.session import (  # noqa: E402
     CaptureDone,
     LogLine,
     MemoryIntake,
     PackReceived,
     SessionOpened,
 )
+from hirmem.protocol import cbor, identity  # noqa: E402
+from hirmem.protocol.errors import FrameError, MessageError  # noqa: E402
+from hirmem.protocol.fragments import Reassembler  # noqa: E402
+from hirmem.protocol.frames import FrameDecoder  # noqa: E402
+from hirmem.protocol.keys import derive_test_key  # noqa: E402
+from hirmem.protocol.messages import (  # noqa: E402
+    Ack,
+    Fragment,
+    PackOffer,
+    PackResult,
+    decode_message,
+)
+from hirmem.protocol.packs import KnowledgeItem, PackKind, TrustedKey, sign_pack  # noqa: E402
+from hirmem.protocol.records import GENESIS, Record  # noqa: E402
 
 DEVICE_ID = bytes.fromhex("0102030405060708")
 HOST_ID = bytes.fromhex("a1a2a3a4a5a6a7a8")

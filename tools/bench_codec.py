@@ -23,12 +23,12 @@ sys.path.insert(0, str(ROOT / "host"))
 
 import cbor2  # noqa: E402
 
-from hirmem import identity  # noqa: E402
-from hirmem.frames import decode_frame, encode_frame  # noqa: E402
-from hirmem.keys import SigningKey  # noqa: E402
-from hirmem.messages import Capture, decode_message, encode_message  # noqa: E402
-from hirmem.packs import PackKind, TrustedKey, sign_pack, verify_pack  # noqa: E402
-from hirmem.records import GENESIS, Record, record_id  # noqa: E402
+from hirmem.protocol import identity  # noqa: E402
+from hirmem.protocol.frames import decode_frame, encode_frame  # noqa: E402
+from hirmem.protocol.keys import SigningKey  # noqa: E402
+from hirmem.protocol.messages import Capture, decode_message, encode_message  # noqa: E402
+from hirmem.protocol.packs import PackKind, TrustedKey, sign_pack, verify_pack  # noqa: E402
+from hirmem.protocol.records import GENESIS, Record, record_id  # noqa: E402
 
 
 def rate(fn: Callable[[], object], seconds: float) -> float:

@@ -36,13 +36,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "host"))
 
-from hirmem.config import build_config  # noqa: E402
-from hirmem.daemon import Daemon  # noqa: E402
-from hirmem.faultproxy import FaultPlan, FaultProxy  # noqa: E402
-from hirmem.keys import SigningKey  # noqa: E402
-from hirmem.provision import SlotSettings, provision_image  # noqa: E402
-from hirmem.qemu import QemuBoard  # noqa: E402
-from hirmem.store import Store  # noqa: E402
+from hirmem.daemon.config import build_config  # noqa: E402
+from hirmem.daemon.service import Daemon  # noqa: E402
+from hirmem.daemon.store import Store  # noqa: E402
+from hirmem.emulation.faultproxy import FaultPlan, FaultProxy  # noqa: E402
+from hirmem.emulation.provision import SlotSettings, provision_image  # noqa: E402
+from hirmem.emulation.qemu import QemuBoard  # noqa: E402
+from hirmem.protocol.keys import SigningKey  # noqa: E402
 
 HOST_ID = bytes.fromhex("b0b1b2b3b4b5b6b7")
 DEVICES = [  # (board, device id)

@@ -36,14 +36,14 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from hirmem.gate import FLAGS_MASK
 from hirmem.memory.config import MemoryConfig
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.intake import intake_records
 from hirmem.memory.model import Layer
 from hirmem.memory.recall import RecallFilter, RecallIndex
 from hirmem.memory.store import COLUMNS
-from hirmem.records import GENESIS, Record
+from hirmem.protocol.gate import FLAGS_MASK
+from hirmem.protocol.records import GENESIS, Record
 
 F32 = npt.NDArray[np.float32]
 K = 10

@@ -7,7 +7,7 @@ Prints ``listening on 127.0.0.1:PORT`` (point the daemon at socket://127.0.0.1:P
 runs until SIGINT or SIGTERM, then prints the fault counters as JSON on stdout.
 ``--events FILE`` writes every applied fault as one JSON object per line.
 The same seed and rates give the same faults for the same byte streams; see
-hirmem.faultproxy for what timing can still change.
+hirmem.emulation.faultproxy for what timing can still change.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from types import FrameType
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "host"))
 
-from hirmem.faultproxy import (  # noqa: E402
+from hirmem.emulation.faultproxy import (  # noqa: E402
     DEFAULT_MAX_SEGMENT,
     FaultPlan,
     FaultProxy,

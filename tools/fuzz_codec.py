@@ -38,17 +38,17 @@ from typing import TextIO
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "host"))
 
-from hirmem import messages as wire_messages  # noqa: E402
-from hirmem import packs as wire_packs  # noqa: E402
-from hirmem.errors import FrameError, HirmemError, MessageError, PackError  # noqa: E402
-from hirmem.frames import (  # noqa: E402
+from hirmem.protocol import messages as wire_messages  # noqa: E402
+from hirmem.protocol import packs as wire_packs  # noqa: E402
+from hirmem.protocol.errors import FrameError, HirmemError, MessageError, PackError  # noqa: E402
+from hirmem.protocol.frames import (  # noqa: E402
     FrameDecoder,
     decode_frame,
     encode_frame,
     max_wire_size,
 )
-from hirmem.keys import derive_test_key  # noqa: E402
-from hirmem.messages import (  # noqa: E402
+from hirmem.protocol.keys import derive_test_key  # noqa: E402
+from hirmem.protocol.messages import (  # noqa: E402
     Ack,
     Capture,
     CaptureResult,
@@ -69,7 +69,7 @@ from hirmem.messages import (  # noqa: E402
     decode_message,
     encode_message,
 )
-from hirmem.packs import (  # noqa: E402
+from hirmem.protocol.packs import (  # noqa: E402
     ChainHead,
     KnowledgeItem,
     Pack,
@@ -79,7 +79,7 @@ from hirmem.packs import (  # noqa: E402
     sign_pack,
     verify_pack,
 )
-from hirmem.records import GENESIS, Record, record_id  # noqa: E402
+from hirmem.protocol.records import GENESIS, Record, record_id  # noqa: E402
 
 MAX_RANDOM = 700
 MAX_FRAME = 512

@@ -42,7 +42,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "host"))
 
-from hirmem import cbor  # noqa: E402
+from hirmem.protocol import cbor  # noqa: E402
 
 VECTORS = ROOT / "protocol" / "vectors"
 OUT = ROOT / "build" / "fuzz" / "corpus"

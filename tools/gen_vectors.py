@@ -22,11 +22,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "host"))
 sys.path.insert(0, str(ROOT / "tools"))
 
-from hirmem import cbor, fixedpoint, fragments, gate, identity  # noqa: E402
-from hirmem.errors import FrameError, MessageError, PackError  # noqa: E402
-from hirmem.frames import FrameDecoder, cobs_encode, crc32, decode_frame, encode_frame  # noqa: E402
-from hirmem.keys import derive_test_key  # noqa: E402
-from hirmem.messages import (  # noqa: E402
+from hirmem.protocol import cbor, fixedpoint, fragments, gate, identity  # noqa: E402
+from hirmem.protocol.errors import FrameError, MessageError, PackError  # noqa: E402
+from hirmem.protocol.frames import FrameDecoder, cobs_encode, crc32, decode_frame, encode_frame  # noqa: E402
+from hirmem.protocol.keys import derive_test_key  # noqa: E402
+from hirmem.protocol.messages import (  # noqa: E402
     Ack,
     Capture,
     CaptureResult,
@@ -46,7 +46,7 @@ from hirmem.messages import (  # noqa: E402
     encode_message,
     to_json,
 )
-from hirmem.packs import (  # noqa: E402
+from hirmem.protocol.packs import (  # noqa: E402
     ChainHead,
     KnowledgeItem,
     Pack,
@@ -56,7 +56,7 @@ from hirmem.packs import (  # noqa: E402
     sign_pack,
     verify_pack,
 )
-from hirmem.records import GENESIS, Record, record_id  # noqa: E402
+from hirmem.protocol.records import GENESIS, Record, record_id  # noqa: E402
 from rfc8032_cases import RFC8032_CASES  # noqa: E402
 
 VECTORS = ROOT / "protocol" / "vectors"
@@ -510,7 +510,7 @@ def ed25519() -> Vector:
         )
     pack = sign_pack(DEVICE_KEY, PackKind.MEMORY, DEVICE_ID, 1, GENESIS, T0, record_chain())
     protected, _, payload, _sig = cbor.decode(pack.encoded).value
-    from hirmem.packs import sig_structure
+    from hirmem.protocol.packs import sig_structure
 
     for name, sized in (
         ("pack-sized: a device pack's Sig_structure", sig_structure(protected, payload)),
@@ -547,7 +547,7 @@ def ed25519() -> Vector:
             msg,
         ),
     ):
-        from hirmem.keys import PublicKey
+        from hirmem.protocol.keys import PublicKey
 
         cases.append(
             {
@@ -728,7 +728,7 @@ def packs() -> Vector:
 
 
 def _with_protected(pack: Pack, protected: bytes) -> bytes:
-    from hirmem.packs import sig_structure
+    from hirmem.protocol.packs import sig_structure
 
     _, unprot, payload, _ = cbor.decode(pack.encoded).value
     sig = DEVICE_KEY.sign(sig_structure(protected, payload))
@@ -736,7 +736,7 @@ def _with_protected(pack: Pack, protected: bytes) -> bytes:
 
 
 def _resign_with_bad_record(pack: Pack) -> bytes:
-    from hirmem.packs import protected_header, sig_structure
+    from hirmem.protocol.packs import protected_header, sig_structure
 
     _, unprot, payload_raw, _ = cbor.decode(pack.encoded).value
     payload = cbor.decode(payload_raw)

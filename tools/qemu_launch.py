@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Boot a board image in QEMU with its UART on a local socket (hirmem.qemu).
+"""Boot a board image in QEMU with its UART on a local socket (hirmem.emulation.qemu).
 
     .venv/bin/python tools/qemu_launch.py hifive1 build/.../hirmem-0102030405060708.elf
     .venv/bin/python tools/qemu_launch.py --list
@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from hirmem.qemu import BOARDS, QemuBoard, QemuError
+from hirmem.emulation.qemu import BOARDS, QemuBoard, QemuError
 
 
 def main(argv: list[str] | None = None) -> int:

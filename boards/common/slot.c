@@ -1,5 +1,5 @@
 /* The key slot template every built image carries: unprovisioned (flags 0, crc 0).
- * host/hirmem/provision.py patches it in a copy of the ELF and BIN; see
+ * host/hirmem/emulation/provision.py patches it in a copy of the ELF and BIN; see
  * include/hm_slot.h. The application reads it only through the extern declaration,
  * so the compiler cannot fold the template's values into the code. */
 #include "hm_slot.h"

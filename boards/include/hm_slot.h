@@ -2,7 +2,7 @@
  *
  * One const hm_slot named `hm_key_slot` lives in its own section (.hm_slot) in
  * flash, so a host tool can find it through the ELF symbol table and patch it in a
- * built ELF and BIN (host/hirmem/provision.py) without rebuilding. Built images
+ * built ELF and BIN (host/hirmem/emulation/provision.py) without rebuilding. Built images
  * carry the unprovisioned template (flags 0): the application refuses to start the
  * agent and exits with BOARD_EXIT_UNPROVISIONED (3).
  *

@@ -354,7 +354,7 @@ static void bench_frame(void) {
     check(crc == 0x2140B3E0u, "crc32.256", -1);
 
     REGION("frame.encode", -1, n = hm_frame_encode(work, 256, HM_MAX_FRAME, wire, sizeof wire));
-    /* length and CRC-32 of the frame the host's hirmem.frames.encode_frame gives */
+    /* length and CRC-32 of the frame the host's hirmem.protocol.frames.encode_frame gives */
     check(n == 262 && hm_crc32(0, wire, n) == 0xDFF5F192u, "frame.encode", -1);
 
     check(hm_frame_rx_init(&rx, HM_MAX_FRAME) == 0, "frame rx init", -1);

@@ -24,7 +24,7 @@
  *    nesting. hm_cbor_check() validates a whole input generically (depth, map order,
  *    UTF-8, trailing bytes) without recursion: its explicit stack is
  *    HM_CBOR_MAX_DEPTH small entries.
- *  - hm_cbor_check() refuses exactly the inputs the host reference (host/hirmem/cbor.py
+ *  - hm_cbor_check() refuses exactly the inputs the host reference (host/hirmem/protocol/cbor.py
  *    decode) refuses; tests/test_native_wire.py checks this differentially.
  */
 #ifndef HM_CBOR_H

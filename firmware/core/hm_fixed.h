@@ -1,7 +1,7 @@
 /* hm_fixed — unsigned Q16.16 arithmetic, bit for bit as protocol/SPEC.md §9.1.
  *
  * A Q16.16 value is a uint32_t v standing for v / 65536: HM_Q_ONE (0x10000) is 1.0,
- * one ulp is 2^-16. The host reference is host/hirmem/fixedpoint.py; the vectors are
+ * one ulp is 2^-16. The host reference is host/hirmem/protocol/fixedpoint.py; the vectors are
  * protocol/vectors/fixed_point.json. No floating point, no libc, no state.
  *
  * Invariants (what every function here guarantees):

@@ -2,7 +2,7 @@
  *
  * Sender: the inner body (a message encoded with seq 0, ack 0, never a FRAGMENT) is
  * cut into chunks of hm_frag_chunk_size(max_frame) = max_frame - 35 bytes (the last
- * one shorter), the host's rule (hirmem/fragments.py): 4 bytes of CRC plus 31, the
+ * one shorter), the host's rule (hirmem/protocol/fragments.py): 4 bytes of CRC plus 31, the
  * largest FRAGMENT envelope, so every fragment fits max_frame whatever its seq, ack
  * and offset. Fragment i has seq first_seq + i, msg_id first_seq, offset
  * i * chunk_size and total = the inner length. Fragments are produced one at a time

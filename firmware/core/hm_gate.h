@@ -1,6 +1,6 @@
 /* hm_gate — capture normalisation and the HIR admission gate (SPEC §9.2–§9.5).
  *
- * Bit for bit the host's host/hirmem/records.py normalise() and gate.py evaluate();
+ * Bit for bit the host's host/hirmem/protocol/records.py normalise() and gate.py evaluate();
  * the vectors are protocol/vectors/gate.json. All arithmetic is unsigned Q16.16
  * (hm_fixed.h). Stateless: no globals, no heap.
  *

@@ -5,7 +5,7 @@
  * after decoding they point into the body that was decoded (no copies), so the body
  * must outlive the struct; text is UTF-8 bytes, not NUL-terminated.
  *
- * Bounds are those of the host reference (host/hirmem/messages.py) and the CDDL:
+ * Bounds are those of the host reference (host/hirmem/protocol/messages.py) and the CDDL:
  * u16/u32/uint by their C type; q16 <= 0x10000; capture status <= 2, verdict <= 2,
  * hard <= 15, state <= 4, pack status <= 3, reason <= 11, log level <= 3,
  * error code 1..8; device_id/host_id/kids 8 bytes (host_kid 0 or 8), record_id 16 or 0,

@@ -6,7 +6,7 @@
  *   payload = [kind, pack_id, signer, seq, prev, created, items]
  *   signature over Sig_structure = ["Signature1", protected, h'', payload]
  *   pack hash = SHA-256 of the whole encoded COSE_Sign1 (tag byte d2 included)
- * Bit for bit host/hirmem/packs.py (sign_pack, verify_pack); vectors in
+ * Bit for bit host/hirmem/protocol/packs.py (sign_pack, verify_pack); vectors in
  * protocol/vectors/packs.json. Crypto goes only through hm_crypto.h (one-shot hash,
  * sign and verify), so both directions lay out their buffer so that the
  * Sig_structure is one contiguous run of bytes without a second copy of the payload.
@@ -90,7 +90,7 @@
  *
  * hm_knowledge_accept runs SPEC §8.4 for kind 2 with require_chain false, in order,
  * with the host key the board provisioned (hm_host_key), and gives the same status
- * and reason as host/hirmem/packs.py verify_pack(kind=KNOWLEDGE, require_chain=False)
+ * and reason as host/hirmem/protocol/packs.py verify_pack(kind=KNOWLEDGE, require_chain=False)
  * with the held head (seq, hash) as chain head (none while seq is 0). One deliberate
  * difference: step 6 refuses (malformed) every protected-header key other than 1 and
  * 4, as SPEC §8.4 and the CDDL say; the host reference ignores extra text and byte
@@ -230,7 +230,7 @@ typedef struct {
 
 /* A packer with nothing signed and the genesis head (seq 0, 32 zero bytes) until a
  * HELLO_ACK says otherwise. seed is the 32-byte Ed25519 private key, kid the 8-byte
- * key id of its public key (SHA-256(public)[0..8), host/hirmem/keys.py). */
+ * key id of its public key (SHA-256(public)[0..8), host/hirmem/protocol/keys.py). */
 void hm_pack_init(hm_packer *p, const uint8_t device_id[HM_ID_SIZE], uint32_t boot,
                   const uint8_t seed[HM_SEED_SIZE], const uint8_t kid[HM_KID_SIZE]);
 

@@ -6,7 +6,7 @@
  *    confidence, provenance, priority, w, state, layer, hash, prev_hash]
  * Record hash: SHA-256 over the deterministic CBOR of
  *   [id, payload, source, timestamp, context, prev_hash]            (header 0x86)
- * Bit for bit host/hirmem/records.py (Record.to_wire, record_hash); the vectors are
+ * Bit for bit host/hirmem/protocol/records.py (Record.to_wire, record_hash); the vectors are
  * protocol/vectors/records.json.
  *
  * How the hash costs no RAM. The hash input and the wire record share their first

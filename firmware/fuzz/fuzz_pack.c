@@ -1,7 +1,7 @@
 /* libFuzzer target: knowledge pack verification on a device (hm_pack: hm_knowledge).
  *
  * The trusted host key is the fixed test key of protocol/vectors/packs.json: seed =
- * SHA-256("hirmem test key: host a1a2a3a4a5a6a7a8") (hirmem.keys.derive_test_key),
+ * SHA-256("hirmem test key: host a1a2a3a4a5a6a7a8") (hirmem.protocol.keys.derive_test_key),
  * host id a1a2a3a4a5a6a7a8. Anyone can recompute it; it is for tests only.
  *
  * A. The input is a pushed pack (the seeds are the packs of packs.json). It is

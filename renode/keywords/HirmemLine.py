@@ -2,13 +2,13 @@
 
 Whatever runs the board (QEMU through HirmemQemu.py, Renode through
 renode.resource), its UART is a raw TCP socket (`socket://127.0.0.1:PORT`). These
-keywords play the host with the real host codec (hirmem.frames, hirmem.messages):
+keywords play the host with the real host codec (hirmem.protocol.frames, hirmem.protocol.messages):
 every byte read is decoded, sequenced messages are delivered in order and
 acknowledged (the device retransmits after 250 ms otherwise), and the expected
-results come from independent oracles: hirmem.gate.evaluate for verdicts, the
+results come from independent oracles: hirmem.protocol.gate.evaluate for verdicts, the
 provisioned settings for the HELLO.
 
-Images are provisioned with test keys (hirmem.keys.derive_test_key: public labels,
+Images are provisioned with test keys (hirmem.protocol.keys.derive_test_key: public labels,
 for tests only).
 """
 
@@ -23,11 +23,12 @@ from typing import Any
 
 import serial
 
-from hirmem.errors import FrameError
-from hirmem.frames import FrameDecoder, encode_frame
-from hirmem.gate import Verdict, evaluate
-from hirmem.keys import derive_test_key
-from hirmem.messages import (
+from hirmem.emulation.provision import HostTrust, SlotSettings, provision_image
+from hirmem.protocol.errors import FrameError
+from hirmem.protocol.frames import FrameDecoder, encode_frame
+from hirmem.protocol.gate import Verdict, evaluate
+from hirmem.protocol.keys import derive_test_key
+from hirmem.protocol.messages import (
     Ack,
     Capability,
     Capture,
@@ -42,8 +43,7 @@ from hirmem.messages import (
     decode_message,
     encode_message,
 )
-from hirmem.provision import HostTrust, SlotSettings, provision_image
-from hirmem.records import normalise, record_id
+from hirmem.protocol.records import normalise, record_id
 
 ROOT = Path(__file__).resolve().parents[2]
 DEVICE_ID = bytes.fromhex("524f424f54000001")  # "ROBOT\0\0\1"
@@ -228,7 +228,7 @@ class HirmemLine:
 
     def expect_verdict(self, verdict: str, timeout: float = 5) -> None:
         """The result of the oldest unanswered capture: the gate's result as
-        hirmem.gate.evaluate computes it, with the given verdict (GREEN, YELLOW, RED)."""
+        hirmem.protocol.gate.evaluate computes it, with the given verdict (GREEN, YELLOW, RED)."""
         got: CaptureResult = self._take(CaptureResult, float(timeout))
         ref, cap = self.sent_captures.pop(0)
         self.captures += 1

@@ -1,4 +1,4 @@
-"""Robot Framework keywords that run a hirmem board in QEMU (hirmem.qemu).
+"""Robot Framework keywords that run a hirmem board in QEMU (hirmem.emulation.qemu).
 
 The QEMU side of keywords/qemu.resource: Start Board boots a provisioned image with
 its UART on a local socket (QEMU holds the guest until the host connects, so no
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from HirmemLine import HirmemLine
 
-from hirmem.qemu import QemuBoard
+from hirmem.emulation.qemu import QemuBoard
 
 
 class HirmemQemu(HirmemLine):

@@ -15,6 +15,10 @@ Implements the memory model of ``shared/specs/memory-layer-stack.txt`` on SQLite
 * :mod:`~hirmem.memory.engine` — the seven stages, tied together
 * :mod:`~hirmem.memory.intake` — records from device packs, re-checked on the host
 * :mod:`~hirmem.memory.cli` — ``hirmem memory …``
+* :mod:`~hirmem.memory.follow` — the daemon's intake followed from a cursor
+
+May import: :mod:`hirmem.protocol`, and of the daemon only :mod:`hirmem.daemon.reader`
+(the store, read-only). Not :mod:`hirmem.semantic`, the link or the emulation.
 """
 
 from __future__ import annotations

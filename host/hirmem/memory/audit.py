@@ -24,9 +24,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from hirmem import cbor
-from hirmem.errors import HirmemError
 from hirmem.memory.store import Store
+from hirmem.protocol import cbor
+from hirmem.protocol.errors import HirmemError
 
 __all__ = ["ACTIONS", "DETAIL_KEYS", "GENESIS", "AuditLog", "AuditRecord", "Verification"]
 

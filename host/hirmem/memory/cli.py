@@ -22,12 +22,12 @@ import argparse
 import sys
 from typing import Any
 
-from hirmem.errors import HirmemError
 from hirmem.memory import review
 from hirmem.memory.config import MemoryConfig
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.model import Layer, Memory, State
 from hirmem.memory.recall import DEFAULT_STATES, RecallFilter
+from hirmem.protocol.errors import HirmemError
 
 __all__ = ["add_parser", "run"]
 
@@ -164,10 +164,10 @@ def _run(engine: MemoryEngine, args: argparse.Namespace) -> int:
                 print(f"    #{rec.seq} {rec.action:<13} {rec.actor:<16} {rec.detail}")
         return 0
     if cmd == "follow":
+        from hirmem.daemon.reader import open_intake
         from hirmem.memory.follow import follow_intake
-        from hirmem.store import Store
 
-        with Store(args.intake) as intake:
+        with open_intake(args.intake) as intake:
             fr = follow_intake(engine, intake)
         print(
             f"{fr.packs} packs: {fr.admitted} admitted, {fr.quarantined} quarantined, "

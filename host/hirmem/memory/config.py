@@ -49,8 +49,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hirmem.errors import HirmemError
 from hirmem.memory.embed import EMBEDDERS
+from hirmem.protocol.errors import HirmemError
 
 __all__ = ["DECAY_LAWS", "EMBEDDERS", "GATE_MODES", "MemoryConfig"]
 

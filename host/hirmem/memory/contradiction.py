@@ -4,7 +4,7 @@ Three kinds of conflict are found:
 
 * **value** — two live memories (candidate or consolidated) about the same subject and
   the same *single-valued* attribute that state different values (compared after
-  :func:`hirmem.identity.fold`). Attributes listed in
+  :func:`hirmem.protocol.identity.fold`). Attributes listed in
   ``MemoryConfig.multi_valued_attributes`` may hold several values and never conflict
   by value.
 * **negation** — one memory asserts (subject, attribute, value) and another explicitly
@@ -23,10 +23,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from hirmem.identity import fold
 from hirmem.memory.config import MemoryConfig
 from hirmem.memory.model import Memory, State
 from hirmem.memory.store import Store
+from hirmem.protocol.identity import fold
 
 __all__ = ["Conflict", "find_conflicts", "is_corrupted", "structured"]
 

@@ -44,7 +44,7 @@ F64 = npt.NDArray[np.float64]
 
 
 def write_gate(q: float, p: float, h: float, i: float, r: float) -> float:
-    """W = Q·P·H·I·R (float reference; the fixed mode comes from :mod:`hirmem.gate`)."""
+    """W = Q·P·H·I·R (float reference; the fixed mode comes from :mod:`hirmem.protocol.gate`)."""
     return q * p * h * i * r
 
 

@@ -1,7 +1,7 @@
 """Text embedders for recall similarity.
 
 The default, :class:`HashEmbedder`, needs no model and no network: it folds the text
-(:func:`hirmem.identity.fold`), takes character 3-, 4- and 5-grams with word-boundary
+(:func:`hirmem.protocol.identity.fold`), takes character 3-, 4- and 5-grams with word-boundary
 markers, hashes each with CRC-32 into one of ``dim`` buckets with a ±1 sign from
 another hash bit, and L2-normalises the counts. Same text, same vector, on every
 machine. Cosine similarity of two such vectors measures shared character n-grams.
@@ -27,8 +27,8 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from hirmem.errors import HirmemError
-from hirmem.identity import fold
+from hirmem.protocol.errors import HirmemError
+from hirmem.protocol.identity import fold
 
 __all__ = ["EMBEDDERS", "BatchEmbedder", "Embedder", "HashEmbedder", "embed_batch", "make_embedder"]
 

@@ -4,10 +4,10 @@
    (bounded; overflow evicts the least recently accessed volatile object, audited).
    Id, timestamp, source, context hash assigned; no gate yet.
 2. **normalise** — ACTION_FLAGS bits 2 and 3 from the record itself
-   (:func:`hirmem.records.normalise`); a missing source or bad schema lowers H, the
+   (:func:`hirmem.protocol.records.normalise`); a missing source or bad schema lowers H, the
    object is kept.
-3. **HIR gate** — :func:`hirmem.gate.evaluate` (fixed, Q16.16, the protocol) or
-   :func:`hirmem.gate.evaluate_float` (the reference), per ``config.gate_mode``. Scores
+3. **HIR gate** — :func:`hirmem.protocol.gate.evaluate` (fixed, Q16.16, the protocol) or
+   :func:`hirmem.protocol.gate.evaluate_float` (the reference), per ``config.gate_mode``. Scores
    are stored in the object. Hard fail → quarantine directly.
 4. **weighting** — W = Q·P·H·I·R; W is the initial strength M. W = 0 → quarantine.
 5. **consolidation** — Rn ≥ green consolidates, ≥ yellow holds the candidate for
@@ -33,10 +33,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from hirmem.errors import HirmemError
-from hirmem.fixedpoint import ONE, to_q
-from hirmem.gate import FLAGS_MASK, Hard, Verdict, evaluate, evaluate_float
-from hirmem.identity import fold
 from hirmem.memory import contradiction, dynamics
 from hirmem.memory.audit import AuditLog, Verification
 from hirmem.memory.config import MemoryConfig
@@ -45,7 +41,11 @@ from hirmem.memory.model import Layer, Memory, State, layer_for
 from hirmem.memory.recall import RecallFilter, RecallHit, RecallIndex
 from hirmem.memory.states import check_transition
 from hirmem.memory.store import Store
-from hirmem.records import normalise
+from hirmem.protocol.errors import HirmemError
+from hirmem.protocol.fixedpoint import ONE, to_q
+from hirmem.protocol.gate import FLAGS_MASK, Hard, Verdict, evaluate, evaluate_float
+from hirmem.protocol.identity import fold
+from hirmem.protocol.records import normalise
 
 __all__ = ["GateScores", "MemoryEngine", "SweepReport"]
 

@@ -1,6 +1,6 @@
 """The memory engine follows the daemon's intake: device packs become memories.
 
-:func:`follow_intake` reads the packs the daemon stored (:meth:`Store.packs_since`,
+:func:`follow_intake` reads the packs the daemon stored (:meth:`IntakeReader.packs_since`,
 each verified again with its device key) after the cursor kept in the engine's
 ``meta`` table, and admits their records through :func:`intake_records` (the device's
 gate scores kept and re-checked on the host). The cursor advances in the same
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hirmem.daemon.reader import IntakeReader
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.intake import intake_records
-from hirmem.records import Record
-from hirmem.store import Store
+from hirmem.protocol.records import Record
 
 CURSOR_KEY = "intake_cursor"
 
@@ -29,7 +29,7 @@ class FollowReport:
     mismatched: int = 0
 
 
-def follow_intake(engine: MemoryEngine, store: Store, *, limit: int = 100) -> FollowReport:
+def follow_intake(engine: MemoryEngine, store: IntakeReader, *, limit: int = 100) -> FollowReport:
     """Admit every pack stored since the last call (at most ``limit`` per round trip)."""
     report = FollowReport()
     cursor = int(engine.store.meta(CURSOR_KEY, "0") or 0)

@@ -1,6 +1,6 @@
 """Records from device packs into the memory engine, re-checked on the host.
 
-The daemon verifies a pack's signature and chain (:func:`hirmem.packs.verify_pack`) and
+The daemon verifies a pack's signature and chain (:func:`hirmem.protocol.packs.verify_pack`) and
 hands its records here with the signer's device id and key id. Each record:
 
 * keeps the device's gate scores (``device_scores``: h, i, r, f, c, rn, w as Q16.16)
@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hirmem.fixedpoint import ONE
-from hirmem.gate import evaluate
-from hirmem.identity import fold
 from hirmem.memory import contradiction
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.model import Memory
-from hirmem.records import Layer, Record, normalise, record_hash
+from hirmem.protocol.fixedpoint import ONE
+from hirmem.protocol.gate import evaluate
+from hirmem.protocol.identity import fold
+from hirmem.protocol.records import Layer, Record, normalise, record_hash
 
 __all__ = ["IntakeReport", "check_record", "intake_records"]
 

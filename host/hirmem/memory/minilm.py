@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from hirmem.errors import HirmemError
+from hirmem.protocol.errors import HirmemError
 
 if TYPE_CHECKING:  # the optional packages are imported when a model loads
     from tokenizers import Tokenizer

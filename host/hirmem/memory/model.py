@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from hirmem.records import Layer, State, record_hash
+from hirmem.protocol.records import Layer, State, record_hash
 
 __all__ = ["CONTENT_FIELDS", "Layer", "Memory", "State", "layer_for"]
 
@@ -79,7 +79,7 @@ class Memory:
     priority: float = 0.5
     w: float = 0.0
     verdict: int = -1  # gate verdict (0 GREEN, 1 YELLOW, 2 RED); -1 before the gate
-    hard: int = 0  # gate hard-fail bits (hirmem.gate.Hard)
+    hard: int = 0  # gate hard-fail bits (hirmem.protocol.gate.Hard)
     trust: float = 0.0  # H·I·R at admission
     links: tuple[str, ...] = ()
     access_count: int = 0

@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hirmem.errors import HirmemError
 from hirmem.memory.model import Memory, State
+from hirmem.protocol.errors import HirmemError
 
 if TYPE_CHECKING:
     from hirmem.memory.engine import MemoryEngine

@@ -22,8 +22,8 @@ it is audited); no other state can be removed.
 
 from __future__ import annotations
 
-from hirmem.errors import HirmemError
 from hirmem.memory.model import State
+from hirmem.protocol.errors import HirmemError
 
 __all__ = ["LEGAL", "IllegalTransition", "check_transition", "is_legal"]
 

@@ -26,8 +26,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from hirmem.errors import HirmemError
 from hirmem.memory.model import Layer, Memory, State
+from hirmem.protocol.errors import HirmemError
 
 __all__ = ["COLUMNS", "MIGRATIONS", "SCHEMA_VERSION", "Store"]
 

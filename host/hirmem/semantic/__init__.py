@@ -15,11 +15,14 @@ Modules, one job each:
   — subject-scoped retrieval; :mod:`~hirmem.semantic.substrate` — all of it kept together;
   :mod:`~hirmem.semantic.devices` — device records in; :mod:`~hirmem.semantic.cli`.
 
-Identity is :func:`hirmem.identity.triple_id` (the reference implementation's fold and
+Identity is :func:`hirmem.protocol.identity.triple_id` (the reference implementation's fold and
 FNV-1a). The library holds no tenant and no credential and opens no listener (§1, §8): a
 served surface resolves the organization from the validated principal before opening a
 store, stamps the filing identity itself, and isolates tenants by separate substrates
 (separate files), so a cross-tenant read cannot be spelled.
+
+May import: :mod:`hirmem.protocol`, and of the daemon only :mod:`hirmem.daemon.reader`
+(the store, read-only). Not :mod:`hirmem.memory`, the link or the emulation.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Invariants:
 
-- One edge per identity (:func:`hirmem.identity.triple_id`). The same assertion arriving
+- One edge per identity (:func:`hirmem.protocol.identity.triple_id`). The same assertion arriving
   again raises ``count``, keeps the better confidence and records every source; the very
   same source arriving again (the same chunk, span and extractor: a re-ingest) changes
   nothing.
@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from hirmem.identity import triple_id
+from hirmem.protocol.identity import triple_id
 from hirmem.semantic.errors import LedgerError, ProvError
 from hirmem.semantic.values import OPEN, Claim, Triple, confidence
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hirmem.errors import HirmemError
+from hirmem.protocol.errors import HirmemError
 from hirmem.semantic.extract import RuleExtractor
 from hirmem.semantic.ingest import TreeIngester
 from hirmem.semantic.parse import ByMediaType, Chain, CollapseSpaces, StripControl
@@ -95,10 +95,10 @@ def _run(args: argparse.Namespace) -> int:
             _print_trace(sub, args.id, args.format)
             return 0
         if cmd == "devices":
+            from hirmem.daemon.reader import open_intake
             from hirmem.semantic.devices import DeviceFeed
-            from hirmem.store import Store
 
-            with Store(args.store) as store:
+            with open_intake(args.store) as store:
                 cursor, result = DeviceFeed(store, sub).pull(args.after)
             print(f"fed {len(result.docs)} records, {len(result.triples)} assertions; "
                   f"cursor {cursor}")  # fmt: skip

@@ -205,7 +205,7 @@ class Decider:
             if unknown:
                 raise SemanticError(
                     f"decision by {agent} cites ids nobody minted: {unknown}; cite assertion "
-                    "ids (hirmem.identity.triple_id), entity ids or decision ids"
+                    "ids (hirmem.protocol.identity.triple_id), entity ids or decision ids"
                 )
         allowed, rule, reason = True, "allow", "no policy refused"
         for policy in self.policies:

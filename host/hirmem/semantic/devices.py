@@ -1,10 +1,11 @@
 """Episodic candidates from devices, through the pipeline, into the substrate.
 
-The daemon's intake (:meth:`hirmem.store.Store.records`) holds verified records with the pack
-that carried them; the registry holds each device's key. Each record becomes one document
-(its payload as text; ``Meta.origin`` = the record as reference, the payload's size, the
-capture time, its SHA-256 and media type; ``Meta.device`` = record, pack, device and key),
-then chunks, then assertions with spans, each valid from the capture time.
+The daemon's intake (:meth:`hirmem.daemon.reader.IntakeReader.records`) holds verified
+records with the pack that carried them; the registry holds each device's key. Each record
+becomes one document (its payload as text; ``Meta.origin`` = the record as reference, the
+payload's size, the capture time, its SHA-256 and media type; ``Meta.device`` = record,
+pack, device and key), then chunks, then assertions with spans, each valid from the
+capture time.
 
 Provenance, so every assertion traces to the record, the pack, the device and its key:
 
@@ -21,14 +22,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 
-from hirmem.records import Record
+from hirmem.daemon.reader import IntakeReader
+from hirmem.protocol.records import Record
 from hirmem.semantic.errors import IngestError
 from hirmem.semantic.extract import FieldExtractor
 from hirmem.semantic.split import SentenceSplitter
 from hirmem.semantic.stages import Pipeline, Result, StageRun
 from hirmem.semantic.substrate import Substrate
 from hirmem.semantic.values import Doc, Origin, doc_id, with_origin
-from hirmem.store import Store
 
 __all__ = ["DeviceFeed", "record_doc", "record_ref"]
 
@@ -75,9 +76,9 @@ def record_doc(c: Carried) -> Doc:
 
 
 class DeviceFeed:
-    """Pull records from a :class:`Store` into a :class:`Substrate`, from a cursor on."""
+    """Pull records from the daemon's store into a :class:`Substrate`, from a cursor on."""
 
-    def __init__(self, store: Store, substrate: Substrate, chunk_bytes: int = 512) -> None:
+    def __init__(self, store: IntakeReader, substrate: Substrate, chunk_bytes: int = 512) -> None:
         self.store = store
         self.substrate = substrate
         self.splitter = SentenceSplitter(chunk_bytes)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hirmem.errors import HirmemError
+from hirmem.protocol.errors import HirmemError
 
 
 class SemanticError(HirmemError):

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from hirmem.identity import fold
+from hirmem.protocol.identity import fold
 from hirmem.semantic.errors import SemanticError, SpanError
 from hirmem.semantic.values import Chunk, Span, Triple
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from hirmem.identity import fold, triple_id
+from hirmem.protocol.identity import fold, triple_id
 from hirmem.semantic.assertions import Edge
 
 __all__ = ["Derivation", "Reasoner", "Rule", "inverse", "subclass", "subproperty",

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from hirmem.identity import fold
+from hirmem.protocol.identity import fold
 from hirmem.semantic.stores.base import VectorStore
 from hirmem.semantic.values import Triple
 

@@ -23,7 +23,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from hirmem.identity import fold
+from hirmem.protocol.identity import fold
 from hirmem.semantic.assertions import Edge, Ledger, SQLiteLedger, Tombstone, now_ms
 from hirmem.semantic.decisions import Cause, Decider, Decision, Policy, Recorder, SQLiteRecorder
 from hirmem.semantic.errors import LedgerError, ProvError

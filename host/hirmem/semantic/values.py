@@ -12,7 +12,7 @@ Invariants:
   constructor refuses a span that does not resolve to the evidence it names.
 - A :class:`Claim` is a *caller-supplied* assertion: it has no chunk and no span, names who
   supplied it, and is a different type, so the two can never be confused.
-- Identity is computed: ``Triple.id`` / ``Claim.id`` is :func:`hirmem.identity.triple_id`.
+- Identity is computed: ``Triple.id`` / ``Claim.id`` is :func:`hirmem.protocol.identity.triple_id`.
 - An absent score (``None``) is full confidence, never zero.
 - Temporal bounds ``valid_from`` / ``valid_until`` are milliseconds since the Unix epoch;
   0 is an open bound (the zero value, as in the reference implementation).
@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hirmem.identity import fnv1a64, triple_id
+from hirmem.protocol.identity import fnv1a64, triple_id
 from hirmem.semantic.errors import SemanticError, SpanError
 
 __all__ = [
@@ -237,7 +237,7 @@ class Triple:
 
     @property
     def id(self) -> str:
-        """The computed identity (hirmem.identity.triple_id), minted once."""
+        """The computed identity (hirmem.protocol.identity.triple_id), minted once."""
         return self._id
 
     @property
@@ -276,7 +276,7 @@ class Claim:
 
     @property
     def id(self) -> str:
-        """The computed identity (hirmem.identity.triple_id), minted once."""
+        """The computed identity (hirmem.protocol.identity.triple_id), minted once."""
         return self._id
 
     @property

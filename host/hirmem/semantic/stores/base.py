@@ -5,7 +5,7 @@ Invariants:
 - A vector query admits a metadata filter: ``near(vec, k, filter)`` returns only entries
   whose metadata matches every ``key: value`` of the filter (a list-valued metadata field
   matches when it contains the value). Scores are cosine similarities.
-- Triple terms are matched by their fold (:func:`hirmem.identity.fold`), so two spellings
+- Triple terms are matched by their fold (:func:`hirmem.protocol.identity.fold`), so two spellings
   that fold alike are one term; ``None`` is a wildcard. ``assert_triple`` returns the triple's id.
 - Every store can delete what it holds (``delete``), because erasure must remove the record
   from every place it was written.

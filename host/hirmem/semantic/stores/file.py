@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from hirmem.identity import triple_id
+from hirmem.protocol.identity import triple_id
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.stores.base import Vec, as_unit
 from hirmem.semantic.stores.memory import MemoryDocs, MemoryGraph, MemoryTriples, MemoryVectors

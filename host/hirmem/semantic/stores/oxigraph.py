@@ -26,7 +26,7 @@ from typing import Any
 
 import pyoxigraph as ox
 
-from hirmem.identity import fold, triple_id
+from hirmem.protocol.identity import fold, triple_id
 
 __all__ = ["ASSERTION", "SPELLING", "TERM", "OxigraphTriples", "term_iri"]
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from hirmem.identity import fold, triple_id
+from hirmem.protocol.identity import fold, triple_id
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.stores.base import Match, Vec, as_unit, filter_keys, top_k
 from hirmem.semantic.values import Chunk, Doc

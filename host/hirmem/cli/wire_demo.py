@@ -18,14 +18,14 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from hirmem import fragments
-from hirmem.errors import FrameError, HirmemError, MessageError, PackError
-from hirmem.frames import FrameDecoder, encode_frame
-from hirmem.gate import Check, verdict_of
-from hirmem.keys import SigningKey
-from hirmem.messages import Ack, Fragment, PackOffer, decode_message, encode_message
-from hirmem.packs import ChainHead, PackKind, TrustedKey, sign_pack, verify_pack
-from hirmem.records import GENESIS, Record, State, record_id
+from hirmem.protocol import fragments
+from hirmem.protocol.errors import FrameError, HirmemError, MessageError, PackError
+from hirmem.protocol.frames import FrameDecoder, encode_frame
+from hirmem.protocol.gate import Check, verdict_of
+from hirmem.protocol.keys import SigningKey
+from hirmem.protocol.messages import Ack, Fragment, PackOffer, decode_message, encode_message
+from hirmem.protocol.packs import ChainHead, PackKind, TrustedKey, sign_pack, verify_pack
+from hirmem.protocol.records import GENESIS, Record, State, record_id
 
 ALL_PASS = 0x0FFF
 Q_ONE = 0x10000

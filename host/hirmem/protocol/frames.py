@@ -7,7 +7,7 @@ bounds the decoded size (body plus CRC), the buffer a receiver must hold:
 
 :class:`FrameDecoder` takes arbitrary chunks of a byte stream and resynchronises
 on the next 0x00 after any damage; every damaged frame comes back as a
-:class:`~hirmem.errors.FrameError` in the output (in stream order) and is
+:class:`~hirmem.protocol.errors.FrameError` in the output (in stream order) and is
 counted, so nothing is dropped silently.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import binascii
 from dataclasses import dataclass, field
 
-from hirmem.errors import FrameError
+from hirmem.protocol.errors import FrameError
 
 DEFAULT_MAX_FRAME = 512
 MIN_MAX_FRAME = 128

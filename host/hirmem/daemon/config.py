@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from hirmem.errors import HirmemError
-from hirmem.keys import ID_SIZE
+from hirmem.protocol.errors import HirmemError
+from hirmem.protocol.keys import ID_SIZE
 
 # URL schemes pyserial's serial_for_url understands.
 SERIAL_SCHEMES = frozenset({"socket", "rfc2217", "loop", "spy", "alt", "hwgrep", "cp2110"})
@@ -155,11 +155,11 @@ def build_config(data: dict[str, Any], base: Path, cli_devices: list[str]) -> Da
     host_key: Path | None = None
     if "key" in host:
         host_key = base / str(host["key"])
-        from hirmem.provision import ProvisionError, read_key_file
+        from hirmem.protocol.keys import KeyFileError, read_key_file
 
         try:
             read_key_file(host_key)
-        except ProvisionError as exc:
+        except KeyFileError as exc:
             problems.append(f"host.key: {exc}")
 
     max_frame = int(_number(host, "max_frame", 512, 128, 4096, problems))

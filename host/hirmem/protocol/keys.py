@@ -2,12 +2,19 @@
 
 A key id (kid) is the first 8 bytes of SHA-256 over the 32-byte raw public key.
 It travels in a pack's protected header and in the handshake.
+
+Key files hold one Ed25519 seed as ``hirmem-ed25519-seed-v1 <64 hex digits>``; they
+are created with mode 0600 and refused when group or others can read them. Nothing
+here prints, logs or puts a seed into an exception message or a ``repr``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from dataclasses import dataclass
+from pathlib import Path
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -16,10 +23,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 )
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from hirmem.errors import HirmemError
+from hirmem.protocol.errors import HirmemError
 
 KID_SIZE = 8
 ID_SIZE = 8  # device ids and host ids
+KEY_FILE_TAG = "hirmem-ed25519-seed-v1"
 
 
 def key_id(public_raw: bytes) -> bytes:
@@ -90,3 +98,40 @@ def derive_test_key(label: str) -> SigningKey:
     made this way must never be provisioned on a device or a host.
     """
     return SigningKey(hashlib.sha256(f"hirmem test key: {label}".encode()).digest())
+
+
+class KeyFileError(HirmemError):
+    """A key file could not be written or read as a hirmem seed file."""
+
+
+def write_key_file(path: Path, key: SigningKey) -> None:
+    """Write ``key``'s seed to a new file readable by its owner only (mode 0600)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise KeyFileError(f"{path}: already exists; refusing to overwrite a key") from None
+    with os.fdopen(fd, "w", encoding="ascii") as f:
+        os.fchmod(f.fileno(), 0o600)  # whatever the umask said
+        f.write(f"{KEY_FILE_TAG} {key.seed().hex()}\n")
+
+
+def read_key_file(path: Path) -> SigningKey:
+    """Read a key file written by :func:`write_key_file`."""
+    try:
+        mode = path.stat().st_mode
+        text = path.read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KeyFileError(f"{path}: cannot read the key file ({type(exc).__name__})") from None
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise KeyFileError(
+            f"{path}: group or others can access this key file (mode {mode & 0o777:o}); "
+            "chmod 600 it"
+        )
+    parts = text.split()
+    if len(parts) != 2 or parts[0] != KEY_FILE_TAG or len(parts[1]) != 64:
+        raise KeyFileError(f"{path}: not a {KEY_FILE_TAG} key file")
+    try:
+        seed = bytes.fromhex(parts[1])
+    except ValueError:
+        raise KeyFileError(f"{path}: the seed is not hexadecimal") from None
+    return SigningKey(seed)

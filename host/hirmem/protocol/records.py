@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
-from hirmem import cbor
-from hirmem.errors import HirmemError
-from hirmem.gate import Check, evaluate
+from hirmem.protocol import cbor
+from hirmem.protocol.errors import HirmemError
+from hirmem.protocol.gate import Check, evaluate
 
 RECORD_ID_SIZE = 16  # device id (8) + boot counter (u32 BE) + capture sequence (u32 BE)
 HASH_SIZE = 32

@@ -7,9 +7,8 @@ unprovisioned template; :func:`provision_image` finds the slot through the ELF32
 symbol table (parsed here with :mod:`struct`), checks that the image holds the
 template it expects, and writes a provisioned copy of the ELF and of the BIN.
 
-Key files hold one Ed25519 seed as ``hirmem-ed25519-seed-v1 <64 hex digits>``; they
-are created with mode 0600 and refused when group or others can read them. Nothing
-here prints, logs or puts a seed into an exception message or a ``repr``.
+Device key files are written and read by :mod:`hirmem.protocol.keys`. Nothing here
+prints, logs or puts a seed into an exception message or a ``repr``.
 """
 
 from __future__ import annotations
@@ -19,13 +18,12 @@ import binascii
 import contextlib
 import json
 import os
-import stat
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hirmem.errors import HirmemError
-from hirmem.keys import ID_SIZE, PublicKey, SigningKey
+from hirmem.protocol.errors import HirmemError
+from hirmem.protocol.keys import ID_SIZE, PublicKey, SigningKey, read_key_file, write_key_file
 
 SLOT_SYMBOL = "hm_key_slot"
 SLOT_MAGIC = b"HMSLOT\x00\x01"
@@ -37,8 +35,6 @@ FLAG_PROVISIONED = 0x0001
 FLAG_HOST_KEY = 0x0002
 FLAG_SENSOR = 0x0004
 
-KEY_FILE_TAG = "hirmem-ed25519-seed-v1"
-
 # Exit code of an image whose slot is not provisioned (boards/include/board.h).
 EXIT_UNPROVISIONED = 3
 
@@ -47,42 +43,6 @@ assert SLOT_SIZE == 160
 
 class ProvisionError(HirmemError):
     """A key file or an image could not be used for provisioning."""
-
-
-# ---- key files -------------------------------------------------------------------
-
-
-def write_key_file(path: Path, key: SigningKey) -> None:
-    """Write ``key``'s seed to a new file readable by its owner only (mode 0600)."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        raise ProvisionError(f"{path}: already exists; refusing to overwrite a key") from None
-    with os.fdopen(fd, "w", encoding="ascii") as f:
-        os.fchmod(f.fileno(), 0o600)  # whatever the umask said
-        f.write(f"{KEY_FILE_TAG} {key.seed().hex()}\n")
-
-
-def read_key_file(path: Path) -> SigningKey:
-    """Read a key file written by :func:`write_key_file`."""
-    try:
-        mode = path.stat().st_mode
-        text = path.read_text(encoding="ascii")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProvisionError(f"{path}: cannot read the key file ({type(exc).__name__})") from None
-    if mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise ProvisionError(
-            f"{path}: group or others can access this key file (mode {mode & 0o777:o}); "
-            "chmod 600 it"
-        )
-    parts = text.split()
-    if len(parts) != 2 or parts[0] != KEY_FILE_TAG or len(parts[1]) != 64:
-        raise ProvisionError(f"{path}: not a {KEY_FILE_TAG} key file")
-    try:
-        seed = bytes.fromhex(parts[1])
-    except ValueError:
-        raise ProvisionError(f"{path}: the seed is not hexadecimal") from None
-    return SigningKey(seed)
 
 
 @dataclass(frozen=True)

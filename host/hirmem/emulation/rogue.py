@@ -17,10 +17,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from hirmem.errors import FrameError
-from hirmem.frames import FrameDecoder, encode_frame
-from hirmem.keys import SigningKey
-from hirmem.messages import (
+from hirmem.protocol.errors import FrameError
+from hirmem.protocol.frames import FrameDecoder, encode_frame
+from hirmem.protocol.keys import SigningKey
+from hirmem.protocol.messages import (
     Ack,
     Hello,
     HelloAck,
@@ -30,8 +30,8 @@ from hirmem.messages import (
     decode_message,
     encode_message,
 )
-from hirmem.packs import Pack, PackKind, sign_pack
-from hirmem.records import GENESIS, Record, record_id
+from hirmem.protocol.packs import Pack, PackKind, sign_pack
+from hirmem.protocol.records import GENESIS, Record, record_id
 
 MAX_FRAME = 512
 

@@ -34,7 +34,7 @@ FNV64_OFFSET: Final = 0xCBF29CE484222325
 FNV64_PRIME: Final = 0x100000001B3
 _MASK64: Final = 0xFFFFFFFFFFFFFFFF
 
-_ERROR_HANDLER: Final = "hirmem.identity.go_utf8"
+_ERROR_HANDLER: Final = "hirmem.protocol.identity.go_utf8"
 
 
 def _go_replace(exc: UnicodeError) -> tuple[str, int]:

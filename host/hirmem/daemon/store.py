@@ -38,10 +38,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from hirmem import cbor
-from hirmem.errors import HirmemError, PackError
-from hirmem.keys import ID_SIZE, PublicKey, key_id
-from hirmem.packs import (
+from hirmem.protocol import cbor
+from hirmem.protocol.errors import HirmemError, PackError
+from hirmem.protocol.keys import ID_SIZE, PublicKey, key_id
+from hirmem.protocol.packs import (
     ChainHead,
     Pack,
     PackKind,
@@ -49,7 +49,7 @@ from hirmem.packs import (
     TrustedKey,
     verify_pack,
 )
-from hirmem.records import Record
+from hirmem.protocol.records import Record
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: registry, intake, refusals, knowledge, counters
@@ -353,7 +353,7 @@ class Store:
         return [_device_row(r) for r in rows]
 
     def trusted_keys(self) -> dict[bytes, TrustedKey]:
-        """Every registered device key, by kid, for :func:`hirmem.packs.verify_pack`."""
+        """Every registered device key, by kid, for :func:`hirmem.protocol.packs.verify_pack`."""
         return {
             d.kid: TrustedKey(PublicKey(d.public_key), d.device_id, PackKind.MEMORY)
             for d in self.devices()

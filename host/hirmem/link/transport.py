@@ -1,6 +1,6 @@
 """One byte-stream interface for every line a device sits on.
 
-:class:`Transport` is what :mod:`hirmem.link` drives: open, read with a timeout, write,
+:class:`Transport` is what :mod:`hirmem.link.line` drives: open, read with a timeout, write,
 close. :class:`SerialTransport` implements it over pyserial's ``serial_for_url``, which
 covers a serial port (``/dev/ttyACM0``, ``COM3``), a pty path (``/dev/pts/5``), a TCP
 socket (``socket://host:port``, e.g. QEMU's ``-serial tcp:…`` or a fault proxy) and RFC
@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import serial
 
-from hirmem.errors import HirmemError
+from hirmem.protocol.errors import HirmemError
 
 DEFAULT_BAUDRATE = 115_200
 _READ_CHUNK = 4096

@@ -30,18 +30,18 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from hirmem.config import build_config
-from hirmem.daemon import Daemon, StructuredFormatter, sign_knowledge
-from hirmem.errors import HirmemError
-from hirmem.gate import verdict_of
-from hirmem.identity import triple_id
-from hirmem.keys import SigningKey
-from hirmem.packs import KnowledgeItem, Pack, Reason
-from hirmem.provision import HostTrust, SlotSettings, provision_image, write_key_file
-from hirmem.qemu import QemuBoard
-from hirmem.records import State
-from hirmem.rogue import RogueDevice
-from hirmem.store import Store, now_ms
+from hirmem.daemon.config import build_config
+from hirmem.daemon.service import Daemon, StructuredFormatter, sign_knowledge
+from hirmem.daemon.store import Store, now_ms
+from hirmem.emulation.provision import HostTrust, SlotSettings, provision_image
+from hirmem.emulation.qemu import QemuBoard
+from hirmem.emulation.rogue import RogueDevice
+from hirmem.protocol.errors import HirmemError
+from hirmem.protocol.gate import verdict_of
+from hirmem.protocol.identity import triple_id
+from hirmem.protocol.keys import SigningKey, write_key_file
+from hirmem.protocol.packs import KnowledgeItem, Pack, Reason
+from hirmem.protocol.records import State
 
 ROOT = Path(__file__).resolve().parents[2]
 BOARDS = {  # board -> (device id, what it is)

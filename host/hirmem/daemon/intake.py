@@ -1,6 +1,6 @@
 """The daemon's pack intake: a session's PACK_OFFERs into the durable store.
 
-:class:`StoreIntake` is the :class:`hirmem.session.PackIntake` the daemon gives each
+:class:`StoreIntake` is the :class:`hirmem.link.session.PackIntake` the daemon gives each
 session: ``offer`` verifies and commits in one transaction (:meth:`Store.take_pack`)
 before the session sends its PACK_RESULT, and ``chain_head`` answers HELLO_ACK from
 the same database, so a restarted daemon continues every device's chain.
@@ -8,10 +8,10 @@ the same database, so a restarted daemon continues every device's chain.
 
 from __future__ import annotations
 
-from hirmem.messages import PackStatus
-from hirmem.packs import ChainHead, Reason
-from hirmem.session import DeviceInfo, PackDisposition
-from hirmem.store import Store
+from hirmem.daemon.store import Store
+from hirmem.link.session import DeviceInfo, PackDisposition
+from hirmem.protocol.messages import PackStatus
+from hirmem.protocol.packs import ChainHead, Reason
 
 _STATUS = {
     "accepted": PackStatus.ACCEPTED,

@@ -24,7 +24,7 @@ direction) and, with ``record_events``, logged as a :class:`FaultEvent`.
 0x00 byte and never creates one, and a garbage burst is one self-delimited junk
 frame. Then each emitted frame stays one frame at the receiver, and every
 emitted frame carrying a byte fault, and every garbage burst, is exactly one
-damaged frame for :class:`hirmem.frames.FrameDecoder` (up to a 2^-32 CRC
+damaged frame for :class:`hirmem.protocol.frames.FrameDecoder` (up to a 2^-32 CRC
 collision; a frame whose bytes are *all* dropped becomes an empty frame instead).
 Without it noise may hit delimiters, so frames merge and split as on a real line.
 
@@ -68,7 +68,7 @@ from dataclasses import asdict, dataclass, field, fields
 from types import TracebackType
 from typing import Any
 
-from hirmem.errors import HirmemError
+from hirmem.protocol.errors import HirmemError
 
 log = logging.getLogger("hirmem.faultproxy")
 

@@ -1,10 +1,10 @@
 """``hirmem daemon``: every configured device served at once, packs into the store exactly once.
 
-One :class:`DeviceWorker` thread per device line runs a :class:`~hirmem.link.Link`
-(the sans-IO :class:`~hirmem.session.Session` over a pyserial transport) and reopens
+One :class:`DeviceWorker` thread per device line runs a :class:`~hirmem.link.line.Link`
+(the sans-IO :class:`~hirmem.link.session.Session` over a pyserial transport) and reopens
 the line with exponential backoff when it drops, the device is unplugged or resets.
 The session keeps its state across reconnects, so requests wait for the next
-session. Device packs go through :class:`~hirmem.intake.StoreIntake`: verified and
+session. Device packs go through :class:`~hirmem.daemon.intake.StoreIntake`: verified and
 committed before the PACK_RESULT leaves.
 
 A housekeeping thread, once per ``save_every``: saves each worker's counters and
@@ -30,14 +30,11 @@ from dataclasses import fields
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from hirmem.config import DaemonConfig, DeviceConfig
-from hirmem.intake import StoreIntake
-from hirmem.keys import SigningKey
-from hirmem.link import Link
-from hirmem.messages import PackStatus, Status
-from hirmem.packs import KnowledgeItem, Pack, PackKind, sign_pack
-from hirmem.records import GENESIS
-from hirmem.session import (
+from hirmem.daemon.config import DaemonConfig, DeviceConfig
+from hirmem.daemon.intake import StoreIntake
+from hirmem.daemon.store import Store
+from hirmem.link.line import Link
+from hirmem.link.session import (
     Counters,
     DeviceReset,
     ErrorReceived,
@@ -54,9 +51,12 @@ from hirmem.session import (
     SessionOpened,
     StatusReport,
 )
-from hirmem.session import Event as SessionEvent
-from hirmem.store import Store
-from hirmem.transport import SerialTransport, TransportClosed, TransportError
+from hirmem.link.session import Event as SessionEvent
+from hirmem.link.transport import SerialTransport, TransportClosed, TransportError
+from hirmem.protocol.keys import SigningKey
+from hirmem.protocol.messages import PackStatus, Status
+from hirmem.protocol.packs import KnowledgeItem, Pack, PackKind, sign_pack
+from hirmem.protocol.records import GENESIS
 
 log = logging.getLogger("hirmem.daemon")
 

@@ -21,16 +21,16 @@ bit   sub-check                   axis   hard
 11    no_domination               R      yes
 ====  ==========================  =====  ======
 
-All arithmetic is unsigned Q16.16 (:mod:`hirmem.fixedpoint`) so that the C firmware
+All arithmetic is unsigned Q16.16 (:mod:`hirmem.protocol.fixedpoint`) so that the C firmware
 and MicroPython compute the same bits:
 
 * Axis score: ``0x4000`` per passed sub-check of that axis (0, 0.25, ..., 1.0).
 * Hard fails: no_domination clear (MEM-INV-2) or consent_enforced clear forces R to 0;
   no_invariant_violation clear forces I to 0; H == 0 is flagged too (MEM-INV-1).
 * ``F = sqrt(H*I)``, ``C = sqrt(R*I)``, ``Rn = sqrt(F*C)``, each via
-  :func:`~hirmem.fixedpoint.q_sqrt_mul` (one rounding per square root).
+  :func:`~hirmem.protocol.fixedpoint.q_sqrt_mul` (one rounding per square root).
 * Verdict: GREEN if ``Rn >= 0xC000`` (0.75), YELLOW if ``Rn >= 0x8000`` (0.5), else RED.
-* Write gate ``W = (((Q*P)*H)*I)*R`` with :func:`~hirmem.fixedpoint.q_mul`, left to
+* Write gate ``W = (((Q*P)*H)*I)*R`` with :func:`~hirmem.protocol.fixedpoint.q_mul`, left to
   right, where Q is the record's confidence and P the provenance confidence.
 * Disposition: CANDIDATE when the verdict is GREEN or YELLOW and there is no hard
   fail, QUARANTINED otherwise.
@@ -45,8 +45,8 @@ import math
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 
-from hirmem.errors import HirmemError
-from hirmem.fixedpoint import ONE, q_mul, q_sqrt_mul
+from hirmem.protocol.errors import HirmemError
+from hirmem.protocol.fixedpoint import ONE, q_mul, q_sqrt_mul
 
 __all__ = [
     "AXIS_STEP",

@@ -14,14 +14,13 @@ import sys
 import time
 from pathlib import Path
 
-from hirmem.config import ConfigError, load_config
-from hirmem.daemon import Daemon, setup_logging, sign_knowledge
-from hirmem.errors import HirmemError
-from hirmem.identity import triple_id
-from hirmem.keys import ID_SIZE, SigningKey
-from hirmem.packs import KnowledgeItem, Reason
-from hirmem.provision import read_key_file, write_key_file
-from hirmem.store import Store, StoreError, now_ms
+from hirmem.daemon.config import ConfigError, load_config
+from hirmem.daemon.service import Daemon, setup_logging, sign_knowledge
+from hirmem.daemon.store import Store, StoreError, now_ms
+from hirmem.protocol.errors import HirmemError
+from hirmem.protocol.identity import triple_id
+from hirmem.protocol.keys import ID_SIZE, SigningKey, read_key_file, write_key_file
+from hirmem.protocol.packs import KnowledgeItem, Reason
 
 DEFAULT_DB = Path("hirmem.db")
 
@@ -38,7 +37,7 @@ def _hex(text: str, size: int, what: str) -> bytes:
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     d = sub.add_parser("daemon", help="serve devices: sessions, pack intake, knowledge push")
-    d.add_argument("--config", type=Path, help="TOML configuration (see hirmem.config)")
+    d.add_argument("--config", type=Path, help="TOML configuration (see hirmem.daemon.config)")
     d.add_argument(
         "--device",
         action="append",

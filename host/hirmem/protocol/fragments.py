@@ -8,9 +8,9 @@ position of the chunk in the inner body, ``total`` its length.
 
 from __future__ import annotations
 
-from hirmem.errors import MessageError
-from hirmem.frames import CRC_SIZE
-from hirmem.messages import U32, ErrorCode, Fragment, encode_message
+from hirmem.protocol.errors import MessageError
+from hirmem.protocol.frames import CRC_SIZE
+from hirmem.protocol.messages import U32, ErrorCode, Fragment, encode_message
 
 # The largest FRAGMENT envelope around an empty chunk: every integer at its widest
 # (5 bytes) plus a 3-byte head for the chunk's length (chunks stay below 65536 bytes).

@@ -12,7 +12,7 @@ COSE_Sign1, tag included) of the signer's previous pack, 32 zero bytes for the
 first one; ``created`` is milliseconds since the Unix epoch.
 
 :func:`verify_pack` checks in the order of ``protocol/SPEC.md`` §8.4 and raises a
-:class:`~hirmem.errors.PackError` whose ``reason`` is the wire refusal code.
+:class:`~hirmem.protocol.errors.PackError` whose ``reason`` is the wire refusal code.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
-from hirmem import cbor
-from hirmem.cbor import Tag
-from hirmem.errors import CborError, HirmemError, PackError
-from hirmem.keys import ID_SIZE, KID_SIZE, PublicKey, SigningKey
-from hirmem.records import GENESIS, HASH_SIZE, Record
+from hirmem.protocol import cbor
+from hirmem.protocol.cbor import Tag
+from hirmem.protocol.errors import CborError, HirmemError, PackError
+from hirmem.protocol.keys import ID_SIZE, KID_SIZE, PublicKey, SigningKey
+from hirmem.protocol.records import GENESIS, HASH_SIZE, Record
 
 COSE_SIGN1_TAG = 18
 ALG_EDDSA = -8

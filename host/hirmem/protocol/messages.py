@@ -16,11 +16,11 @@ from dataclasses import dataclass, fields
 from enum import IntEnum
 from typing import Any, ClassVar
 
-from hirmem import cbor
-from hirmem.errors import CborError, MessageError
-from hirmem.gate import Hard, Verdict
-from hirmem.packs import Reason
-from hirmem.records import State
+from hirmem.protocol import cbor
+from hirmem.protocol.errors import CborError, MessageError
+from hirmem.protocol.gate import Hard, Verdict
+from hirmem.protocol.packs import Reason
+from hirmem.protocol.records import State
 
 VERSION = 1
 U32 = (1 << 32) - 1

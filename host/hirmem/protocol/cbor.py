@@ -3,7 +3,7 @@
 The encoder emits the preferred (shortest) head for every item, definite lengths
 only, and map keys sorted by the bytewise order of their encodings. The decoder
 accepts exactly what the encoder can produce and refuses everything else with a
-:class:`~hirmem.errors.CborError` that says what was wrong and where:
+:class:`~hirmem.protocol.errors.CborError` that says what was wrong and where:
 indefinite lengths, non-minimal heads, unsorted or repeated map keys, floats,
 undefined and other simple values, invalid UTF-8, nesting deeper than
 ``MAX_DEPTH``, lengths beyond the input, and trailing bytes. Because of that,
@@ -20,7 +20,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from hirmem.errors import CborError
+from hirmem.protocol.errors import CborError
 
 MAX_DEPTH = 16
 

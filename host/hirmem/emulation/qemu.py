@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from hirmem.errors import HirmemError
+from hirmem.protocol.errors import HirmemError
 
 HOST = "127.0.0.1"
 READY_TEXT = "waiting for connection"

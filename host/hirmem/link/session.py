@@ -5,7 +5,7 @@ socket or clock: the caller hands it the bytes read from the line with
 :meth:`Session.feed`, runs its timers with :meth:`Session.poll`, and writes what
 :meth:`Session.take_output` returns. Every call carries ``now_ms``, a monotonic
 millisecond clock, so a test can drive it with a virtual clock and get the same
-bytes every time. :mod:`hirmem.link` runs it over a :mod:`hirmem.transport`.
+bytes every time. :mod:`hirmem.link.line` runs it over a :mod:`hirmem.link.transport`.
 
 What it does, in the host's role:
 
@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
-from hirmem.errors import FrameError, HirmemError, MessageError, PackError
-from hirmem.fragments import Reassembler, split
-from hirmem.frames import CRC_SIZE, MIN_MAX_FRAME, FrameDecoder, encode_frame
-from hirmem.keys import ID_SIZE
-from hirmem.messages import (
+from hirmem.protocol.errors import FrameError, HirmemError, MessageError, PackError
+from hirmem.protocol.fragments import Reassembler, split
+from hirmem.protocol.frames import CRC_SIZE, MIN_MAX_FRAME, FrameDecoder, encode_frame
+from hirmem.protocol.keys import ID_SIZE
+from hirmem.protocol.messages import (
     U32,
     Ack,
     Capability,
@@ -66,8 +66,8 @@ from hirmem.messages import (
     encode_message,
     peek_header,
 )
-from hirmem.messages import Error as ErrorMsg
-from hirmem.packs import (
+from hirmem.protocol.messages import Error as ErrorMsg
+from hirmem.protocol.packs import (
     ChainHead,
     Pack,
     PackKind,
@@ -76,7 +76,7 @@ from hirmem.packs import (
     read_unverified,
     verify_pack,
 )
-from hirmem.records import GENESIS
+from hirmem.protocol.records import GENESIS
 
 RTO_MS = 250
 RTO_MAX_MS = 4000
@@ -208,7 +208,7 @@ class PackIntake(Protocol):
 
 
 class MemoryIntake:
-    """An intake that verifies with :func:`hirmem.packs.verify_pack` and keeps heads in memory.
+    """An intake that verifies with :func:`~hirmem.protocol.packs.verify_pack`, heads in memory.
 
     For tests and tools: ``accepted`` lists every pack taken, in order, ``answers``
     every disposition given. Chain heads are per device id (the device on the line).

@@ -1,4 +1,4 @@
-"""Drive a :class:`~hirmem.session.Session` over a :class:`~hirmem.transport.Transport`.
+"""Drive a :class:`~hirmem.link.session.Session` over a :class:`~hirmem.link.transport.Transport`.
 
 :class:`Link` is the blocking loop around the sans-IO session: read what the line
 has (waiting no longer than the session's next timer), feed it with a monotonic
@@ -17,8 +17,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import TypeVar
 
-from hirmem.session import Event, Session
-from hirmem.transport import Transport, TransportClosed
+from hirmem.link.session import Event, Session
+from hirmem.link.transport import Transport, TransportClosed
 
 T = TypeVar("T")
 

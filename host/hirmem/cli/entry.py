@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hirmem import commands, identity
-from hirmem import provision as provision_module
-from hirmem.errors import HirmemError
+from hirmem.cli import commands
+from hirmem.emulation import provision as provision_module
 from hirmem.memory import cli as memory_cli
+from hirmem.protocol import identity
+from hirmem.protocol.errors import HirmemError
 from hirmem.semantic import cli as semantic_cli
 
 
@@ -45,11 +46,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "demo" and args.simulated:
-            from hirmem import wire_demo
+            from hirmem.cli import wire_demo
 
             return wire_demo.run(args.seed, args.flip, args.drop, args.garbage, args.max_frame)
         if args.command == "demo":
-            from hirmem import demo as demo_module
+            from hirmem.cli import demo as demo_module
 
             return demo_module.run(args.seconds, args.sensor_ms)
         if args.command == "provision":

@@ -1,0 +1,47 @@
+"""The one door into the daemon's store for the memory engine and the semantic substrate.
+
+They read what the daemon took in — the device registry, accepted packs (each verified
+again with its device's key on the way out) and records, in arrival order from a cursor —
+and never write to it. They import this module and nothing else of :mod:`hirmem.daemon`,
+so the store's schema, its write paths and the service can change behind it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Protocol
+
+from hirmem.daemon.store import DeviceRow, Store, StoredPack
+from hirmem.protocol.packs import Pack
+from hirmem.protocol.records import Record
+
+__all__ = ["DeviceRow", "IntakeReader", "StoredPack", "open_intake"]
+
+
+class IntakeReader(Protocol):
+    """What a reader may ask of the daemon's store (:class:`~hirmem.daemon.store.Store`)."""
+
+    def devices(self) -> list[DeviceRow]:
+        """The registered devices, ordered by id."""
+        ...
+
+    def packs(self, device_id: bytes | None = None) -> list[StoredPack]:
+        """The accepted packs' envelopes, of one device or all."""
+        ...
+
+    def packs_since(self, after: int = 0, limit: int = 100) -> list[tuple[int, Pack]]:
+        """Accepted packs in arrival order, (cursor, pack) with cursor > ``after``."""
+        ...
+
+    def records(self, after: int = 0, limit: int = 1000) -> list[tuple[int, Record, bytes]]:
+        """Stored records in arrival order: (cursor, record, pack_id), cursor > ``after``."""
+        ...
+
+
+@contextmanager
+def open_intake(path: str | Path) -> Iterator[IntakeReader]:
+    """Open the daemon's store at ``path`` for reading; closed when the block ends."""
+    with Store(path) as store:
+        yield store
