@@ -253,6 +253,30 @@ class Ledger:
         self._store(edge)
         return edge
 
+    def reinstate(self, tid: str) -> Edge:
+        """Undo a retraction that a newer reading made void (a source reverted to the
+        version that asserted it); the span history is kept."""
+        edge = self._need(tid)
+        if edge.retracted_at:
+            edge = replace(edge, retracted_at=0, retraction="")
+            self._store(edge)
+        return edge
+
+    def forget_reading(self, doc_id: str) -> list[str]:
+        """Drop every extracted source read from ``doc_id`` (the document is being read
+        again with another chunking, so its old chunk ids name other text now). Returns the
+        ids of edges left with no source at all; they stay until the caller decides."""
+        bare = []
+        for edge in list(self._edges.values()):
+            keep = tuple(s for s in edge.sources
+                         if not (s.kind == "extracted" and s.doc_id == doc_id))  # fmt: skip
+            if len(keep) == len(edge.sources):
+                continue
+            self._store(replace(edge, sources=keep, count=len(keep)))
+            if not keep:
+                bare.append(edge.id)
+        return bare
+
     def erase(self, tid: str, reason: str) -> Tombstone:
         """Remove the record and leave a tombstone (a legal deletion, a revoked source)."""
         self._need(tid)
