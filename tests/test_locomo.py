@@ -141,9 +141,10 @@ def test_bootstrap_interval_holds_the_mean() -> None:
 
 
 def test_the_harness_end_to_end(data: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert locomo.main([str(data), "-k", "3"]) == 0
+    assert locomo.main([str(data), "-k", "3", "--embedder", "hash"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("LoCoMo: 1 conversations, 5 questions (4 answerable, 1 adversarial)")
+    assert "embedder: hashed terms" in out
     rows = {line.split()[0]: line for line in out.splitlines()[2:5]}
     assert set(rows) == {"bm25", "flat", "scoped"}
     results = locomo.run(locomo.load(data), [locomo.Bm25Arm(), locomo.SubstrateArm(True)], 3,

@@ -9,14 +9,20 @@ The file has the layout of LoCoMo's ``locomo10.json``: a list of conversations, 
 and ``qa`` (``question``, ``answer`` or ``adversarial_answer``, ``evidence`` dia ids,
 ``category`` 1-5).
 
-Every conversation gets its own memory: each turn is one document, ``"<speaker>: <text>"``
-(a shared photo adds its caption), read by the substrate's own pipeline. Arms:
+Every conversation gets its own memory, in a container of its own: each turn is one
+document (its words; a shared photo adds its caption) whose subject is its speaker, read by
+the substrate's own pipeline and kept as passages (tier 0). Arms:
 
-- ``flat``: :meth:`Substrate.ask` with ``scoped=False``;
+- ``flat``: :meth:`Substrate.recall` (hybrid: BM25 and vectors, fused by reciprocal rank)
+  with ``scoped=False``;
 - ``scoped``: the same memory and question with ``scoped=True`` (hip-0526 §7: recall
-  filtered to the subject the question names). The two arms differ in that one thing.
-- ``bm25``: a plain BM25 over the same turn texts (SQLite FTS5), as the retrieval baseline
-  for evidence recall.
+  filtered to the subject the question names, by the names a passage holds and its
+  speaker). The two arms differ in that one thing.
+- ``bm25``: a plain BM25 over the turns as ``"<speaker>: <text>"`` (SQLite FTS5), as the
+  retrieval baseline for evidence recall.
+
+The vectors come from all-MiniLM-L6-v2 where it is installed (``--embedder minilm``, the
+default then), else from the substrate's hashed embedder (``--embedder hash``).
 
 One deterministic extractive reader (:func:`read`) answers from what an arm retrieved, with
 one abstention threshold for every arm that scores by similarity. No model is called.
@@ -39,15 +45,17 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "host"))
 sys.path.insert(0, str(ROOT / "tools"))
 
 from hirmem.semantic.extract import RuleExtractor  # noqa: E402
-from hirmem.semantic.ingest import MemoryIngester  # noqa: E402
-from hirmem.semantic.stages import Pipeline  # noqa: E402
+from hirmem.semantic.passages import PassageEmbedder  # noqa: E402
+from hirmem.semantic.stages import Pipeline, Result, StageRun  # noqa: E402
 from hirmem.semantic.substrate import Substrate  # noqa: E402
+from hirmem.semantic.values import Doc, Origin, doc_id, with_origin  # noqa: E402
 from locomo_score import ABSTAIN, score  # noqa: E402
 
 __all__ = ["ABSTAIN", "load", "main", "read", "run"]
@@ -148,30 +156,46 @@ class Arm:
         raise NotImplementedError
 
 
-class SubstrateArm(Arm):
-    """The semantic substrate: turns through its pipeline, questions through ``ask``."""
+CONTAINER = "conversation"
 
-    def __init__(self, scoped: bool) -> None:
+
+def turn_doc(turn: Turn) -> Doc:
+    """A turn as a document: its words, its speaker as subject, in the conversation."""
+    ref = f"locomo://turn/{turn.dia_id}"
+    data = turn.text.encode("utf-8")
+    when = int(turn.when.timestamp() * 1000) if turn.when is not None else 0
+    org = Origin.of_bytes(ref, data, "text/plain", when)
+    meta = with_origin({"container": CONTAINER, "subject": turn.speaker}, org)
+    return Doc(doc_id(ref, 0, org.sha256), ref, turn.text, meta)
+
+
+class SubstrateArm(Arm):
+    """The semantic substrate: turns through its pipeline, questions through ``recall``."""
+
+    def __init__(self, scoped: bool, embedder: PassageEmbedder | None = None) -> None:
         self.scoped = scoped
+        self.embedder = embedder
         self.name = "scoped" if scoped else "flat"
 
     def build(self, turns: Sequence[Turn]) -> None:
-        self.sub = Substrate.in_memory()
-        ingester = MemoryIngester({t.dia_id: t.document() for t in turns})
-        pipeline = Pipeline(ingester, extractor=RuleExtractor())
+        self.sub = Substrate.in_memory(passage_embedder=self.embedder)
+        pipeline = Pipeline(None, extractor=RuleExtractor())
         self.by_doc: dict[str, Turn] = {}
         for t in turns:
-            result = self.sub.ingest(pipeline, t.dia_id)
-            for d in result.docs:
-                self.by_doc[d.id] = t
+            doc = turn_doc(t)
+            now = self.sub.clock()
+            result = Result(runs=[StageRun("ingest", "locomo", now, now, (doc.source,),
+                                           (doc.id,))])  # fmt: skip
+            self.sub.absorb(pipeline.process([doc], result))
+            self.by_doc[doc.id] = t
 
     def retrieve(self, question: str, k: int) -> list[Evidence]:
-        ans = self.sub.ask(question, k, scoped=self.scoped)
+        _, hits = self.sub.recall(question, {CONTAINER}, k, scoped=self.scoped)
         seen: dict[str, Evidence] = {}
-        for h in ans.hits:
+        for h in hits:
             turn = self.by_doc.get(h.doc)
             if turn is not None and turn.dia_id not in seen:
-                seen[turn.dia_id] = Evidence(turn, h.score)
+                seen[turn.dia_id] = Evidence(turn, h.similarity)
         return list(seen.values())
 
 
@@ -405,14 +429,42 @@ def main(argv: list[str] | None = None) -> int:
                     help="the reader answers 'No information available' below this "
                          "similarity (one threshold for every arm)")  # fmt: skip
     ap.add_argument("--conversations", type=int, default=0, help="only the first N")
+    ap.add_argument("--embedder", choices=("minilm", "hash"), default=None,
+                    help="vectors for the passages (default: minilm where installed)")
     args = ap.parse_args(argv)
     conversations = load(args.data)
     if args.conversations:
         conversations = conversations[: args.conversations]
-    arms: list[Arm] = [Bm25Arm(), SubstrateArm(scoped=False), SubstrateArm(scoped=True)]
+    embedder, name = pick_embedder(args.embedder)
+    arms: list[Arm] = [Bm25Arm(), SubstrateArm(False, embedder), SubstrateArm(True, embedder)]
     results = run(conversations, arms, args.k, args.abstain)
     print(report(results, conversations, args.k, args.abstain))
+    print(f"embedder: {name}")
     return 0
+
+
+def pick_embedder(choice: str | None) -> tuple[PassageEmbedder | None, str]:
+    """MiniLM when asked for or (no choice) installed; else the substrate's hashed one."""
+    if choice in (None, "minilm"):
+        from hirmem.memory.minilm import MiniLMEmbedder, MiniLMUnavailable
+
+        try:
+            return _Sized(MiniLMEmbedder(), 384), "all-MiniLM-L6-v2 (384-d)"
+        except MiniLMUnavailable:
+            if choice == "minilm":
+                raise
+    return None, "hashed terms (the substrate's fallback)"
+
+
+class _Sized:
+    """An embedder with its dimension, as the passage index wants it."""
+
+    def __init__(self, inner: object, dim: int) -> None:
+        self.inner = inner
+        self.dim = dim
+
+    def embed(self, text: str) -> Any:
+        return self.inner.embed(text)  # type: ignore[attr-defined]
 
 
 if __name__ == "__main__":

@@ -28,6 +28,12 @@ Invariants:
   dropped before the new ones are kept. Every span served resolves to its text.
 - Reads are as-of: :meth:`Substrate.ask` serves what was believed at ``as_of`` (ledger time)
   and valid at ``at`` (world time), both defaulting to now.
+- Tier 0: every absorbed document's text is kept as passages
+  (:class:`~hirmem.semantic.passages.PassageIndex`), whether or not an assertion was read
+  from it, in the container its ``meta["container"]`` names (``default`` otherwise) and
+  naming the subject its ``meta["subject"]`` names (a conversation turn's speaker). A
+  superseded or erased document's passages go with it. :meth:`Substrate.recall` reads them
+  through the fence: only the containers the reader may read, nothing for none.
 - The library holds no tenant and no credential (§8): isolation is by opening a separate
   substrate (a separate file) per tenant, which a served surface resolves from the principal.
 """
@@ -35,13 +41,14 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 
 from hirmem.protocol.identity import fold
 from hirmem.semantic.assertions import Edge, Ledger, SQLiteLedger, Tombstone, now_ms
 from hirmem.semantic.decisions import Cause, Decider, Decision, Policy, Recorder, SQLiteRecorder
 from hirmem.semantic.errors import LedgerError, ProvError, SemanticError
+from hirmem.semantic.passages import PassageEmbedder, PassageHit, PassageIndex
 from hirmem.semantic.prov import Activity, Entity, Log, SQLiteLog
 from hirmem.semantic.reason import Chaining, Reasoner
 from hirmem.semantic.retrieve import Answer, Embedder, Retriever
@@ -53,6 +60,7 @@ from hirmem.semantic.values import Chunk, Claim, Doc, Triple, lineage, origin
 __all__ = ["ForgedAssertion", "Substrate"]
 
 REASONER = "software:reasoner"
+DEFAULT_CONTAINER = "default"  # the container of a document that names none
 SUPERSEDED = "superseded"  # the reason every supersession retraction starts with
 
 
@@ -79,30 +87,44 @@ class Substrate:
         embedder: Embedder | None = None,
         clock: Callable[[], int] = now_ms,
         decisions: Recorder | None = None,
+        passages: PassageIndex | None = None,
+        passage_embedder: PassageEmbedder | None = None,
     ) -> None:
         self.docs, self.triples, self.vectors, self.graph = docs, triples, vectors, graph
         self.ledger, self.prov, self.clock = ledger, prov, clock
         self.retriever = Retriever(vectors, embedder)
+        self.passages = passages if passages is not None else PassageIndex(
+            passage_embedder if passage_embedder is not None else self.retriever.embedder)
         self.decisions = Recorder(prov) if decisions is None else decisions
         if self.decisions.prov is not prov:
             raise ProvError("the decision recorder must write into the substrate's PROV log")
         self.decisions.resolve = self._cite
 
     @classmethod
-    def in_memory(cls, clock: Callable[[], int] = now_ms) -> Substrate:
+    def in_memory(
+        cls, clock: Callable[[], int] = now_ms, passage_embedder: PassageEmbedder | None = None
+    ) -> Substrate:
         return cls(docs=open_store("doc", "memory:"), triples=open_store("triple", "memory:"),
                    vectors=open_store("vector", "memory:"), graph=open_store("graph", "memory:"),
-                   ledger=Ledger(clock), prov=Log(), clock=clock)  # fmt: skip
+                   ledger=Ledger(clock), prov=Log(), clock=clock,
+                   passage_embedder=passage_embedder)  # fmt: skip
 
     @classmethod
-    def open(cls, path: str | Path, clock: Callable[[], int] = now_ms) -> Substrate:
-        """Every store, the ledger and the log in one SQLite file."""
+    def open(
+        cls,
+        path: str | Path,
+        clock: Callable[[], int] = now_ms,
+        passage_embedder: PassageEmbedder | None = None,
+    ) -> Substrate:
+        """Every store, the ledger, the log and the passages in one SQLite file."""
         dsn = f"sqlite:{path}"
         log = SQLiteLog(path)
+        embedder = Embedder()
         return cls(docs=open_store("doc", dsn), triples=open_store("triple", dsn),
                    vectors=open_store("vector", dsn), graph=open_store("graph", dsn),
                    ledger=SQLiteLedger(path, clock), prov=log, clock=clock,
-                   decisions=SQLiteRecorder(path, log))  # fmt: skip
+                   decisions=SQLiteRecorder(path, log), embedder=embedder,
+                   passages=PassageIndex(passage_embedder or embedder, str(path)))  # fmt: skip
 
     def save(self) -> None:
         for part in (self.ledger, self.prov):
@@ -113,7 +135,7 @@ class Substrate:
     def close(self) -> None:
         self.save()
         for part in (self.docs, self.triples, self.vectors, self.graph, self.ledger,
-                     self.decisions, self.prov):  # fmt: skip
+                     self.decisions, self.prov, self.passages):  # fmt: skip
             close = getattr(part, "close", None)
             if close is not None:
                 close()
@@ -183,6 +205,8 @@ class Substrate:
             self.ledger.add(t)
         self.triples.assert_many((t.subject, t.predicate, t.object) for t in result.triples)
         self.retriever.index(result.triples)
+        for doc in result.docs:
+            self._keep_passages(doc)
         for tid in bare:
             edge = self.ledger.get(tid)
             if edge is not None and not edge.sources:
@@ -261,12 +285,22 @@ class Substrate:
         if isinstance(before, str) and before and self.docs.get(before) is not None:
             self.graph.edge(before, doc.id, "superseded_by")  # history; state is `current`
             self._unindex(before)
+            self.passages.remove(before)
             why = f"{SUPERSEDED}: doc:{before} was replaced by doc:{doc.id}"
             for e in self.ledger.edges():
                 if any(s.kind == "extracted" and s.doc_id == before for s in e.sources) and not (
                     self._supported(e, exclude_doc=before)
                 ):
                     self._withdraw(e.id, why)
+
+    def _keep_passages(self, doc: Doc) -> None:
+        """Tier 0: the document's text, verbatim, in its container."""
+        container = str(doc.meta.get("container") or DEFAULT_CONTAINER)
+        subject = str(doc.meta.get("subject") or "")
+        raw = doc.meta.get("origin")
+        said = origin(doc).mtime if isinstance(raw, Mapping) else 0
+        self.passages.add(doc.id, doc.text, container, subject=subject, said_at=said,
+                          valid_from=int(doc.meta.get("valid_from") or 0))  # fmt: skip
 
     def _unindex(self, doc_id: str) -> None:
         zero = [0.0] * self.retriever.embedder.dim
@@ -452,6 +486,7 @@ class Substrate:
             self.vectors.delete(m.id)
         self.docs.delete(doc_id)
         self.graph.delete(doc_id)
+        self.passages.remove(doc_id)
         stones.append(self.ledger.bury(f"doc:{doc_id}", reason))
         return stones
 
@@ -461,6 +496,22 @@ class Substrate:
         return [e.id for e in self.ledger.by_agent(agent)]
 
     # ---- reading --------------------------------------------------------------------------
+
+    def recall(
+        self,
+        question: str,
+        readable: Collection[str],
+        k: int = 10,
+        scoped: bool = True,
+        *,
+        at: int | None = None,
+    ) -> tuple[str | None, list[PassageHit]]:
+        """Hybrid recall over the passages the reader may read (``readable`` containers;
+        none gives nothing), valid at ``at`` (default now); scoped to the subject the
+        question names when ``scoped``. Returns the subject scoped to and the hits."""
+        at = self.clock() if at is None else at
+        subject = self.passages.subject_named(question, readable) if scoped else None
+        return subject, self.passages.search(question, k, readable, subject=subject, at=at)
 
     def subjects(self) -> list[str]:
         """Subjects the memory has heard of (retracted ones too: asking about them is
