@@ -18,6 +18,7 @@ from conftest import ROOT
 sys.path.insert(0, str(ROOT / "tools"))
 
 import locomo
+from hirmem.semantic.reader import Reader
 from locomo_score import multi_f1, normalise, score, token_f1
 
 
@@ -115,15 +116,20 @@ def test_load_reads_the_locomo_layout(data: Path) -> None:
 def test_a_relative_time_is_resolved_against_the_session(data: Path) -> None:
     [conv] = locomo.load(data)
     found = [locomo.Evidence(conv.turns[1], 1.0)]
-    assert locomo.read("When did Tomas go kayaking?", found, 0.2) == "2 March 2024"
+    reader = Reader(0.5)
+    assert locomo.read(reader, "When did Tomas go kayaking?", found, "tomas") == "2 March 2024"
 
 
-def test_the_reader_abstains_on_nothing_and_on_weak_evidence(data: Path) -> None:
+def test_the_reader_abstains_on_nothing_and_on_evidence_that_misses_the_question(
+    data: Path,
+) -> None:
     [conv] = locomo.load(data)
-    assert locomo.read("Who?", [], 0.2) == locomo.ABSTAIN
-    weak = [locomo.Evidence(conv.turns[0], 0.1)]
-    assert locomo.read("What is the weather?", weak, 0.2) == locomo.ABSTAIN
-    assert locomo.read("What is the weather?", weak, None) != locomo.ABSTAIN
+    reader = Reader(0.5)
+    assert locomo.read(reader, "Who?", [], None) == locomo.ABSTAIN
+    greeting = [locomo.Evidence(conv.turns[0], 0.9)]
+    assert locomo.read(reader, "What is the weather in Oslo?", greeting, None) == locomo.ABSTAIN
+    beagle = [locomo.Evidence(conv.turns[5], 0.1)]
+    assert "Pixel" in locomo.read(reader, "What is the beagle called?", beagle, None)
 
 
 def test_bm25_finds_the_turn_that_holds_a_rare_word(data: Path) -> None:

@@ -43,7 +43,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -53,10 +53,12 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from hirmem.semantic.extract import RuleExtractor  # noqa: E402
 from hirmem.semantic.passages import PassageEmbedder  # noqa: E402
+from hirmem.semantic.reader import ABSTAIN, Reader  # noqa: E402
+from hirmem.semantic.reader import Evidence as ReaderEvidence  # noqa: E402
 from hirmem.semantic.stages import Pipeline, Result, StageRun  # noqa: E402
 from hirmem.semantic.substrate import Substrate  # noqa: E402
 from hirmem.semantic.values import Doc, Origin, doc_id, with_origin  # noqa: E402
-from locomo_score import ABSTAIN, score  # noqa: E402
+from locomo_score import score  # noqa: E402
 
 __all__ = ["ABSTAIN", "load", "main", "read", "run"]
 
@@ -147,7 +149,7 @@ class Evidence:
 
 class Arm:
     name = ""
-    reads = True  # whether its scores are similarities the reader's threshold applies to
+    subject: str | None = None  # the subject the latest retrieval was scoped to
 
     def build(self, turns: Sequence[Turn]) -> None:
         raise NotImplementedError
@@ -163,8 +165,7 @@ def turn_doc(turn: Turn) -> Doc:
     """A turn as a document: its words, its speaker as subject, in the conversation."""
     ref = f"locomo://turn/{turn.dia_id}"
     data = turn.text.encode("utf-8")
-    when = int(turn.when.timestamp() * 1000) if turn.when is not None else 0
-    org = Origin.of_bytes(ref, data, "text/plain", when)
+    org = Origin.of_bytes(ref, data, "text/plain", _ms(turn.when))
     meta = with_origin({"container": CONTAINER, "subject": turn.speaker}, org)
     return Doc(doc_id(ref, 0, org.sha256), ref, turn.text, meta)
 
@@ -190,7 +191,7 @@ class SubstrateArm(Arm):
             self.by_doc[doc.id] = t
 
     def retrieve(self, question: str, k: int) -> list[Evidence]:
-        _, hits = self.sub.recall(question, {CONTAINER}, k, scoped=self.scoped)
+        self.subject, hits = self.sub.recall(question, {CONTAINER}, k, scoped=self.scoped)
         seen: dict[str, Evidence] = {}
         for h in hits:
             turn = self.by_doc.get(h.doc)
@@ -206,7 +207,6 @@ class Bm25Arm(Arm):
     """Plain BM25 over the turn documents (SQLite FTS5, Porter tokenizer)."""
 
     name = "bm25"
-    reads = False  # BM25 scores are not on the similarity scale of the threshold
 
     def build(self, turns: Sequence[Turn]) -> None:
         self.db = sqlite3.connect(":memory:")
@@ -230,84 +230,15 @@ class Bm25Arm(Arm):
 
 # ---- the deterministic reader ---------------------------------------------------------------
 
-_WORD = re.compile("[\\w'\u2019-]+")
-_SENT = re.compile(r"[^.!?]+[.!?]*")
-_STOP = frozenset(
-    re.findall(
-        r"\w+",
-        """a an the and or but of to in on at for with from by is are was were be been
-    being do does did has have had i you he she it we they me him her us them my your his its
-    our their what which who whom whose when where why how that this these those there here so
-    as if than then too very just also not no yes""",
-    )
-)
-_YEAR = re.compile(r"\b(19|20)\d{2}\b")
-_MONTHS = tuple(datetime(2000, m, 1).strftime("%B").lower() for m in range(1, 13))
+
+def read(reader: Reader, question: str, found: Sequence[Evidence], subject: str | None) -> str:
+    """The substrate's extractive reader over what an arm retrieved, best first."""
+    evidence = [ReaderEvidence(e.turn.text, _ms(e.turn.when), e.turn.dia_id) for e in found]
+    return reader.read(question, evidence, subject).text
 
 
-def _day(d: datetime) -> str:
-    return f"{d.day} {d.strftime('%B')} {d.year}"
-
-
-_RELATIVE: tuple[tuple[str, Callable[[datetime], str]], ...] = (
-    ("yesterday", lambda d: _day(d - timedelta(days=1))),
-    ("today", _day),
-    ("last night", lambda d: _day(d - timedelta(days=1))),
-    ("last week", lambda d: f"the week before {_day(d)}"),
-    ("last weekend", lambda d: f"the weekend before {_day(d)}"),
-    ("last month", lambda d: (d.replace(day=1) - timedelta(days=1)).strftime("%B %Y")),
-    ("last year", lambda d: str(d.year - 1)),
-    ("next month", lambda d: (d.replace(day=28) + timedelta(days=4)).strftime("%B %Y")),
-    ("this month", lambda d: d.strftime("%B %Y")),
-    ("this year", lambda d: str(d.year)),
-)
-
-
-def _content(text: str) -> set[str]:
-    return {w.lower() for w in _WORD.findall(text)} - _STOP
-
-
-def _best_sentence(question: str, text: str) -> str:
-    """The sentence of ``text`` that shares the most content words with the question."""
-    want = _content(question)
-    sentences: list[str] = [s.strip() for s in _SENT.findall(text) if s.strip()] or [text]
-    return max(sentences, key=lambda s: (len(_content(s) & want), -len(s)))
-
-
-def _when(sentence: str, turn: Turn) -> str:
-    """A time for a 'when' question: stated in the sentence, or relative to the session."""
-    low = sentence.lower()
-    for month in _MONTHS:
-        m = re.search(rf"\b(\d{{1,2}} )?{month}( \d{{4}})?\b", low)
-        if m:
-            return str(m.group(0))
-    if (y := _YEAR.search(sentence)) is not None:
-        return y.group(0)
-    if turn.when is not None:
-        for phrase, resolve in _RELATIVE:
-            if phrase in low:
-                return resolve(turn.when)
-        return _day(turn.when)
-    return sentence
-
-
-def read(question: str, found: Sequence[Evidence], threshold: float | None) -> str:
-    """An extractive answer from the best evidence, or the abstention.
-
-    Abstains when nothing was retrieved or (``threshold`` set) when the best evidence scores
-    below it. Otherwise the sentence of the best turn closest to the question; for a 'when'
-    question the time it states or implies; for any other, that sentence without the words
-    the question already holds (an answer is what the question does not know).
-    """
-    if not found or (threshold is not None and found[0].score < threshold):
-        return ABSTAIN
-    best = found[0].turn
-    sentence = _best_sentence(question, best.text)
-    if question.strip().lower().startswith(("when", "what year", "which year", "how long ago")):
-        return _when(sentence, best)
-    asked = _content(question) | {w.lower() for w in _WORD.findall(best.speaker)}
-    left = [w for w in _WORD.findall(sentence) if w.lower() not in asked]
-    return " ".join(left) if left else sentence
+def _ms(when: datetime | None) -> int:
+    return int(when.replace(tzinfo=UTC).timestamp() * 1000) if when is not None else 0
 
 
 # ---- scoring --------------------------------------------------------------------------------
@@ -325,7 +256,6 @@ class Outcome:
 @dataclass
 class ArmResult:
     name: str
-    reads: bool
     outcomes: list[Outcome] = field(default_factory=list)
 
 
@@ -338,16 +268,17 @@ def evidence_recall(found: Iterable[Evidence], evidence: Sequence[str]) -> float
 
 
 def run(
-    conversations: Sequence[Conversation], arms: Sequence[Arm], k: int, threshold: float
+    conversations: Sequence[Conversation], arms: Sequence[Arm], k: int, support: float
 ) -> list[ArmResult]:
-    results = [ArmResult(a.name, a.reads) for a in arms]
+    reader = Reader(support)
+    results = [ArmResult(a.name) for a in arms]
     for conv in conversations:
         for arm, res in zip(arms, results, strict=True):
             arm.build(conv.turns)
             for q in conv.questions:
                 t0 = time.perf_counter()
                 found = arm.retrieve(q.text, k)
-                reply = read(q.text, found, threshold if arm.reads else None)
+                reply = read(reader, q.text, found, arm.subject)
                 spent = time.perf_counter() - t0
                 res.outcomes.append(Outcome(conv.sample_id, q.category,
                                             score(q.category, reply, q.answer),
@@ -393,7 +324,8 @@ def report(results: Sequence[ArmResult], conversations: Sequence[Conversation], 
     n5 = sum(q.category == 5 for c in conversations for q in c.questions)
     lines = [
         f"LoCoMo: {len(conversations)} conversations, {nq} questions ({nq - n5} answerable, "
-        f"{n5} adversarial); top k = {k}; the reader abstains below {threshold:.2f} similarity",
+        f"{n5} adversarial); top k = {k}; the reader abstains when the evidence holds less "
+        f"than {threshold:.2f} of what a question asks",
         f"{'arm':<8} {'answerable F1 [95% CI]':<24} {'adversarial F1 [95% CI]':<24} "
         f"{'evidence r, 1-4 [95% CI]':<24} "
         + " ".join(f"{'c' + str(c):>5}" for c in CATEGORIES) + "  ms/question",
@@ -411,10 +343,8 @@ def report(results: Sequence[ArmResult], conversations: Sequence[Conversation], 
         per_cat = [_mean([o.f1 for o in r.outcomes if o.category == c]) for c in CATEGORIES]
         ms = 1000 * _mean([o.seconds for o in r.outcomes])
         f1s = (f"{_ci(bootstrap(r.outcomes, answerable)):<24} "
-               f"{_ci(bootstrap(r.outcomes, adversarial)):<24} ") if r.reads else (
-               f"{'(retrieval only)':<24} {'':<24} ")  # fmt: skip
-        cats = " ".join(f"{x:5.3f}" for x in per_cat) if r.reads else " ".join(
-            f"{'-':>5}" for _ in CATEGORIES)  # fmt: skip
+               f"{_ci(bootstrap(r.outcomes, adversarial)):<24} ")  # fmt: skip
+        cats = " ".join(f"{x:5.3f}" for x in per_cat)
         lines.append(f"{r.name:<8} {f1s}{_ci(bootstrap(r.outcomes, recall)):<24} {cats}  "
                      f"{ms:8.2f}")  # fmt: skip
     lines.append("categories: " + ", ".join(f"c{c} {n}" for c, n in CATEGORY_NAMES.items()))
@@ -425,9 +355,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("data", type=Path, help="a file in the layout of LoCoMo's locomo10.json")
     ap.add_argument("-k", type=int, default=10, help="evidence retrieved per question")
-    ap.add_argument("--abstain", type=float, default=0.2,
-                    help="the reader answers 'No information available' below this "
-                         "similarity (one threshold for every arm)")  # fmt: skip
+    ap.add_argument("--abstain", type=float, default=0.5,
+                    help="the reader answers 'No information available' when the best "
+                         "evidence holds less than this share of what the question asks "
+                         "(one threshold for every arm)")  # fmt: skip
     ap.add_argument("--conversations", type=int, default=0, help="only the first N")
     ap.add_argument("--embedder", choices=("minilm", "hash"), default=None,
                     help="vectors for the passages (default: minilm where installed)")
