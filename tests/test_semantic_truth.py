@@ -8,10 +8,14 @@ through a rule, a reasoner stopping silently, and a span closed long ago served 
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
+from hirmem.protocol.identity import fold
+from hirmem.semantic.assertions import Ledger, SQLiteLedger
 from hirmem.semantic.extract import RuleExtractor
 from hirmem.semantic.ingest import MemoryIngester
 from hirmem.semantic.reason import Reasoner, Rule, transitive
@@ -225,3 +229,28 @@ def test_reads_honour_valid_time_and_belief_time() -> None:
     assert sub.ask("Where does Bob live?", at=recorded - 20_000).hits == ()
     before = sub.ask("Where does Bob live?", at=recorded - 20_000, as_of=recorded)
     assert [h.triple for h in before.hits] == [bob.id]
+
+
+def test_the_subject_index_agrees_with_the_edges_through_adds_erasures_and_reopen(
+    tmp_path: Path,
+) -> None:
+    rng = random.Random(5)
+    path = tmp_path / "ledger.db"
+    ledger: Ledger = SQLiteLedger(path, Clock())
+    names = ["Alice", "alice ", "Bob", "Carol", "Dora"]
+    for step in range(2000):
+        held = list(ledger)
+        op = rng.random()
+        if op < 0.6 or not held:
+            s = rng.choice(names)
+            ledger.add(Claim(s, "knows", rng.choice(names) + str(rng.randint(0, 30)), "t"))
+        elif op < 0.8:
+            ledger.erase(rng.choice(held).id, "gone")
+        else:
+            ledger.retract(rng.choice(held).id, "withdrawn")
+        if step % 500 == 499:
+            assert isinstance(ledger, SQLiteLedger)
+            ledger.close()
+            ledger = SQLiteLedger(path, Clock())
+        want = sorted({fold(e.subject) for e in ledger.edges(include_retracted=True)})
+        assert ledger.subjects() == want

@@ -44,7 +44,6 @@ import hashlib
 from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 
-from hirmem.protocol.identity import fold
 from hirmem.semantic.assertions import Edge, Ledger, SQLiteLedger, Tombstone, now_ms
 from hirmem.semantic.decisions import Cause, Decider, Decision, Policy, Recorder, SQLiteRecorder
 from hirmem.semantic.errors import LedgerError, ProvError, SemanticError
@@ -516,7 +515,7 @@ class Substrate:
     def subjects(self) -> list[str]:
         """Subjects the memory has heard of (retracted ones too: asking about them is
         scoped to them, and finds nothing believed)."""
-        return sorted({fold(e.subject) for e in self.ledger.edges(include_retracted=True)})
+        return self.ledger.subjects()
 
     def ask(
         self,
