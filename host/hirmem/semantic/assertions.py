@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from hirmem.protocol.identity import triple_id
+from hirmem.protocol.identity import fold, triple_id
 from hirmem.semantic.errors import LedgerError, ProvError
 from hirmem.semantic.values import OPEN, Claim, Triple, confidence
 
@@ -158,6 +158,7 @@ class Ledger:
         self._clock = clock
         self._edges: dict[str, Edge] = {}
         self._tombstones: dict[str, Tombstone] = {}
+        self._subjects: dict[str, int] = {}  # folded subject -> how many edges name it
 
     def __len__(self) -> int:
         return len(self._edges)
@@ -253,6 +254,30 @@ class Ledger:
         self._store(edge)
         return edge
 
+    def reinstate(self, tid: str) -> Edge:
+        """Undo a retraction that a newer reading made void (a source reverted to the
+        version that asserted it); the span history is kept."""
+        edge = self._need(tid)
+        if edge.retracted_at:
+            edge = replace(edge, retracted_at=0, retraction="")
+            self._store(edge)
+        return edge
+
+    def forget_reading(self, doc_id: str) -> list[str]:
+        """Drop every extracted source read from ``doc_id`` (the document is being read
+        again with another chunking, so its old chunk ids name other text now). Returns the
+        ids of edges left with no source at all; they stay until the caller decides."""
+        bare = []
+        for edge in list(self._edges.values()):
+            keep = tuple(s for s in edge.sources
+                         if not (s.kind == "extracted" and s.doc_id == doc_id))  # fmt: skip
+            if len(keep) == len(edge.sources):
+                continue
+            self._store(replace(edge, sources=keep, count=len(keep)))
+            if not keep:
+                bare.append(edge.id)
+        return bare
+
     def erase(self, tid: str, reason: str) -> Tombstone:
         """Remove the record and leave a tombstone (a legal deletion, a revoked source)."""
         self._need(tid)
@@ -261,6 +286,9 @@ class Ledger:
         return stone
 
     def _store(self, edge: Edge) -> None:
+        if edge.id not in self._edges:
+            key = fold(edge.subject)
+            self._subjects[key] = self._subjects.get(key, 0) + 1
         self._edges[edge.id] = edge
 
     def bury(self, id: str, reason: str) -> Tombstone:
@@ -270,8 +298,18 @@ class Ledger:
         return stone
 
     def _drop(self, stone: Tombstone) -> None:
-        self._edges.pop(stone.id, None)
+        gone = self._edges.pop(stone.id, None)
+        if gone is not None:
+            key = fold(gone.subject)
+            self._subjects[key] -= 1
+            if not self._subjects[key]:
+                del self._subjects[key]
         self._tombstones[stone.id] = stone
+
+    def subjects(self) -> list[str]:
+        """The folded subjects of every edge held (retracted ones too), kept as edges come
+        and go rather than gathered from every edge on each read."""
+        return sorted(self._subjects)
 
     def _need(self, tid: str) -> Edge:
         edge = self._edges.get(tid)
@@ -348,6 +386,8 @@ class SQLiteLedger(Ledger):
         for (body,) in self._db.execute("SELECT body FROM ledger"):
             e = Edge.from_json(json.loads(body))
             self._edges[e.id] = e
+            key = fold(e.subject)
+            self._subjects[key] = self._subjects.get(key, 0) + 1
         for id, at, reason in self._db.execute("SELECT id, erased_at, reason FROM tombstones"):
             self._tombstones[id] = Tombstone(id, at, reason)
         self._dirty: dict[str, Edge | None] = {}

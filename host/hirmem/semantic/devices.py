@@ -66,13 +66,14 @@ def record_doc(c: Carried) -> Doc:
         media = "application/json"
     except ValueError:
         media = "text/plain"
-    meta = with_origin({}, Origin.of_bytes(ref, rec.payload, media, rec.timestamp))
+    org = Origin.of_bytes(ref, rec.payload, media, rec.timestamp)
+    meta = with_origin({}, org)
     meta["device"] = {
         "record": rec.id.hex(), "pack": c.pack_id.hex(), "device": c.device.hex(),
         "kid": c.kid.hex(), "record_hash": rec.hash.hex(), "source": rec.source,
         "timestamp": rec.timestamp,
     }  # fmt: skip
-    return Doc(doc_id(ref), ref, text, meta)
+    return Doc(doc_id(ref, 0, org.sha256), ref, text, meta)
 
 
 class DeviceFeed:

@@ -81,7 +81,7 @@ def _decode(data: bytes, ref: str, charset: str = "utf-8") -> str:
 def _doc(ref: str, data: bytes, media_type: str, mtime: int, charset: str = "utf-8") -> Doc:
     text = _decode(data, ref, charset)
     org = Origin.of_bytes(ref, data, media_type, mtime)
-    return Doc(doc_id(ref), ref, text, with_origin({}, org))
+    return Doc(doc_id(ref, 0, org.sha256), ref, text, with_origin({}, org))
 
 
 # ---- files ------------------------------------------------------------------------------------
@@ -312,7 +312,7 @@ class HTTPIngester:
                 mtime = 0
         text = _decode(data, final, charset)
         org = Origin.of_bytes(final, data, media, mtime)
-        return [Doc(doc_id(ref), ref, text, with_origin({}, org))]
+        return [Doc(doc_id(ref, 0, org.sha256), ref, text, with_origin({}, org))]
 
 
 # ---- memory -----------------------------------------------------------------------------------

@@ -5,19 +5,25 @@ build the usual ones: transitive, symmetric, inverse, subclass and subproperty.
 
 Invariants: every derived fact names the rule that produced it and the ids of the facts it
 was derived from (a derivation without antecedents cannot be produced); terms are compared
-folded; a fact already believed is not derived again; at most ``max_depth`` rounds run.
+folded; a fact already believed is not derived again; at most ``max_depth`` rounds run, and
+a run that stops there with facts still derivable says so (:attr:`Reasoner.last`).
+
+Confidence: a derived fact is no surer than its weakest premise, scaled by how far the rule
+itself is trusted: ``score = min(premise confidences) * rule.weight``. A chain of
+derivations therefore never gains confidence, and a rule of weight 1 passes the weakest
+premise's confidence on unchanged.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hirmem.protocol.identity import fold, triple_id
 from hirmem.semantic.assertions import Edge
 
-__all__ = ["Derivation", "Reasoner", "Rule", "inverse", "subclass", "subproperty",
-           "symmetric", "transitive"]  # fmt: skip
+__all__ = ["Chaining", "Derivation", "Reasoner", "Rule", "inverse", "subclass",
+           "subproperty", "symmetric", "transitive"]  # fmt: skip
 
 Pattern = tuple[str, str, str]
 Fact = tuple[str, str, str]
@@ -28,12 +34,15 @@ class Rule:
     name: str
     body: tuple[Pattern, ...]
     head: Pattern
+    weight: float = 1.0  # how far the rule itself is trusted, in (0, 1]
 
     def __post_init__(self) -> None:
         bound = {t for pat in self.body for t in pat if t.startswith("?")}
         free = [t for t in self.head if t.startswith("?") and t not in bound]
         if not self.body or free:
             raise ValueError(f"rule {self.name}: the head uses unbound variables {free}")
+        if not 0.0 < self.weight <= 1.0:
+            raise ValueError(f"rule {self.name}: a weight is in (0, 1], got {self.weight}")
 
 
 def transitive(p: str) -> Rule:
@@ -65,34 +74,63 @@ class Derivation:
     rule: str
     antecedents: tuple[str, ...]
     depth: int
+    score: float = 1.0  # min(premise confidences) * rule weight
+
+
+@dataclass(frozen=True, slots=True)
+class Chaining:
+    """What one run did: its derivations, the rounds it ran, and whether it reached a
+    fixpoint (``complete``) or stopped at the depth bound with facts still derivable."""
+
+    derivations: list[Derivation] = field(default_factory=list)
+    rounds: int = 0
+    complete: bool = True
+    max_depth: int = 0
 
 
 class Reasoner:
     def __init__(self, rules: Iterable[Rule], max_depth: int = 8) -> None:
-        self.rules = [Rule(r.name, tuple(_fold_pat(p) for p in r.body), _fold_pat(r.head))
-                      for r in rules]  # fmt: skip
+        self.rules = [Rule(r.name, tuple(_fold_pat(p) for p in r.body), _fold_pat(r.head),
+                           r.weight) for r in rules]  # fmt: skip
         self.max_depth = max_depth
+        self.last = Chaining(max_depth=max_depth)  # the report of the latest run
 
     def run(self, edges: Iterable[Edge]) -> list[Derivation]:
-        facts: dict[Fact, str] = {}
+        """Derive to a fixpoint or ``max_depth`` rounds; :attr:`last` reports which."""
+        facts: dict[Fact, tuple[str, float]] = {}
         for e in edges:
-            facts[(fold(e.subject), fold(e.predicate), fold(e.object))] = e.id
+            facts[(fold(e.subject), fold(e.predicate), fold(e.object))] = (e.id, e.score)
         out: list[Derivation] = []
-        for depth in range(1, self.max_depth + 1):
-            new: dict[Fact, Derivation] = {}
-            for rule in self.rules:
-                for binding, used in _join(rule.body, facts):
-                    head = tuple(binding.get(t, t) for t in rule.head)
-                    fact: Fact = (head[0], head[1], head[2])
-                    if fact in facts or fact in new:
-                        continue
-                    new[fact] = Derivation(fact, triple_id(*fact), rule.name, used, depth)
+        rounds = 0
+        complete = True
+        for depth in range(1, self.max_depth + 2):
+            new = self._round(facts, depth)
             if not new:
                 break
+            if depth > self.max_depth:  # one more round only to learn whether it was done
+                complete = False
+                break
+            rounds = depth
             for fact, d in new.items():
-                facts[fact] = d.id
+                facts[fact] = (d.id, d.score)
                 out.append(d)
+        self.last = Chaining(out, rounds, complete, self.max_depth)
         return out
+
+    def _round(self, facts: dict[Fact, tuple[str, float]], depth: int) -> dict[Fact, Derivation]:
+        ids = {fact: fid for fact, (fid, _) in facts.items()}
+        score = {fid: s for fid, s in facts.values()}
+        new: dict[Fact, Derivation] = {}
+        for rule in self.rules:
+            for binding, used in _join(rule.body, ids):
+                head = tuple(binding.get(t, t) for t in rule.head)
+                fact: Fact = (head[0], head[1], head[2])
+                conf = min(score[u] for u in used) * rule.weight
+                held = new.get(fact)
+                if fact in facts or (held is not None and held.score >= conf):
+                    continue  # keep the best-supported derivation of a fact in one round
+                new[fact] = Derivation(fact, triple_id(*fact), rule.name, used, depth, conf)
+        return new
 
 
 def _fold_pat(p: Pattern) -> Pattern:

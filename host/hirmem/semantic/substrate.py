@@ -12,7 +12,28 @@ Invariants:
 - A caller-supplied :class:`Claim` is recorded as a ``claim`` entity attributed to whoever
   supplied it, never as an ``assertion`` derived from a chunk.
 - Retraction keeps the record and drops it from current answers; erasure removes it from
-  the ledger, the triple store and the vector index and leaves a tombstone.
+  the ledger, the triple store and the vector index and leaves a tombstone. Both propagate
+  to what the reasoner derived: a conclusion left with no believed support is retracted
+  (or erased, when a premise was erased) in turn, and so on down the chain.
+- :meth:`Substrate.absorb` verifies before it writes: every assertion must be read from a
+  chunk of this result (or one already stored) whose text is the chunk it carries, at a span
+  that resolves to its evidence there, and must be among what the extract run of its
+  extractor over that chunk generated. A forged or unproduced assertion refuses the whole
+  result, and nothing of it is kept.
+- Versions: a document id changes with content (:func:`~hirmem.semantic.values.doc_id`).
+  Reading a source place again with other content supersedes the earlier version: its
+  assertions that nothing else supports are retracted (kept as history; their spans still
+  resolve against the stored earlier text) and its spans leave the vector index. The same
+  content read with another chunking replaces the old reading: its sources and vectors are
+  dropped before the new ones are kept. Every span served resolves to its text.
+- Reads are as-of: :meth:`Substrate.ask` serves what was believed at ``as_of`` (ledger time)
+  and valid at ``at`` (world time), both defaulting to now.
+- Tier 0: every absorbed document's text is kept as passages
+  (:class:`~hirmem.semantic.passages.PassageIndex`), whether or not an assertion was read
+  from it, in the container its ``meta["container"]`` names (``default`` otherwise) and
+  naming the subject its ``meta["subject"]`` names (a conversation turn's speaker). A
+  superseded or erased document's passages go with it. :meth:`Substrate.recall` reads them
+  through the fence: only the containers the reader may read, nothing for none.
 - The library holds no tenant and no credential (§8): isolation is by opening a separate
   substrate (a separate file) per tenant, which a served surface resolves from the principal.
 """
@@ -20,24 +41,31 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 
-from hirmem.protocol.identity import fold
 from hirmem.semantic.assertions import Edge, Ledger, SQLiteLedger, Tombstone, now_ms
 from hirmem.semantic.decisions import Cause, Decider, Decision, Policy, Recorder, SQLiteRecorder
-from hirmem.semantic.errors import LedgerError, ProvError
+from hirmem.semantic.errors import LedgerError, ProvError, SemanticError
+from hirmem.semantic.passages import PassageEmbedder, PassageHit, PassageIndex
 from hirmem.semantic.prov import Activity, Entity, Log, SQLiteLog
-from hirmem.semantic.reason import Reasoner
+from hirmem.semantic.reason import Chaining, Reasoner
 from hirmem.semantic.retrieve import Answer, Embedder, Retriever
 from hirmem.semantic.stages import Pipeline, Result, StageRun
 from hirmem.semantic.stores import open_store
 from hirmem.semantic.stores.base import DocStore, GraphStore, TripleStore, VectorStore
-from hirmem.semantic.values import Chunk, Claim, origin
+from hirmem.semantic.values import Chunk, Claim, Doc, Triple, lineage, origin
 
-__all__ = ["Substrate"]
+__all__ = ["ForgedAssertion", "Substrate"]
 
 REASONER = "software:reasoner"
+DEFAULT_CONTAINER = "default"  # the container of a document that names none
+SUPERSEDED = "superseded"  # the reason every supersession retraction starts with
+
+
+class ForgedAssertion(SemanticError):
+    """An assertion offered to :meth:`Substrate.absorb` that no extraction of a stored or
+    offered chunk produced, or whose evidence is not the text at its span."""
 
 
 def _act_id(kind: str, *parts: object) -> str:
@@ -58,30 +86,44 @@ class Substrate:
         embedder: Embedder | None = None,
         clock: Callable[[], int] = now_ms,
         decisions: Recorder | None = None,
+        passages: PassageIndex | None = None,
+        passage_embedder: PassageEmbedder | None = None,
     ) -> None:
         self.docs, self.triples, self.vectors, self.graph = docs, triples, vectors, graph
         self.ledger, self.prov, self.clock = ledger, prov, clock
         self.retriever = Retriever(vectors, embedder)
+        self.passages = passages if passages is not None else PassageIndex(
+            passage_embedder if passage_embedder is not None else self.retriever.embedder)
         self.decisions = Recorder(prov) if decisions is None else decisions
         if self.decisions.prov is not prov:
             raise ProvError("the decision recorder must write into the substrate's PROV log")
         self.decisions.resolve = self._cite
 
     @classmethod
-    def in_memory(cls, clock: Callable[[], int] = now_ms) -> Substrate:
+    def in_memory(
+        cls, clock: Callable[[], int] = now_ms, passage_embedder: PassageEmbedder | None = None
+    ) -> Substrate:
         return cls(docs=open_store("doc", "memory:"), triples=open_store("triple", "memory:"),
                    vectors=open_store("vector", "memory:"), graph=open_store("graph", "memory:"),
-                   ledger=Ledger(clock), prov=Log(), clock=clock)  # fmt: skip
+                   ledger=Ledger(clock), prov=Log(), clock=clock,
+                   passage_embedder=passage_embedder)  # fmt: skip
 
     @classmethod
-    def open(cls, path: str | Path, clock: Callable[[], int] = now_ms) -> Substrate:
-        """Every store, the ledger and the log in one SQLite file."""
+    def open(
+        cls,
+        path: str | Path,
+        clock: Callable[[], int] = now_ms,
+        passage_embedder: PassageEmbedder | None = None,
+    ) -> Substrate:
+        """Every store, the ledger, the log and the passages in one SQLite file."""
         dsn = f"sqlite:{path}"
         log = SQLiteLog(path)
+        embedder = Embedder()
         return cls(docs=open_store("doc", dsn), triples=open_store("triple", dsn),
                    vectors=open_store("vector", dsn), graph=open_store("graph", dsn),
                    ledger=SQLiteLedger(path, clock), prov=log, clock=clock,
-                   decisions=SQLiteRecorder(path, log))  # fmt: skip
+                   decisions=SQLiteRecorder(path, log), embedder=embedder,
+                   passages=PassageIndex(passage_embedder or embedder, str(path)))  # fmt: skip
 
     def save(self) -> None:
         for part in (self.ledger, self.prov):
@@ -92,7 +134,7 @@ class Substrate:
     def close(self) -> None:
         self.save()
         for part in (self.docs, self.triples, self.vectors, self.graph, self.ledger,
-                     self.decisions, self.prov):  # fmt: skip
+                     self.decisions, self.prov, self.passages):  # fmt: skip
             close = getattr(part, "close", None)
             if close is not None:
                 close()
@@ -106,7 +148,12 @@ class Substrate:
 
     def absorb(self, result: Result, upstream: Mapping[str, str] | None = None) -> None:
         """Keep a pipeline's result. ``upstream`` maps a doc id to the entity it was read
-        from when that is not a source reference (a device record)."""
+        from when that is not a source reference (a device record). Raises
+        :class:`ForgedAssertion` (keeping nothing) when an assertion is not what an
+        extraction of its chunk produced."""
+        self._verify(result)
+        bare = [tid for doc in result.docs
+                for tid in self._reread(doc, [c for c in result.chunks if c.doc_id == doc.id])]
         log = self.prov
         doc_ante: dict[str, str] = {}
         for run in result.runs:
@@ -157,6 +204,159 @@ class Substrate:
             self.ledger.add(t)
         self.triples.assert_many((t.subject, t.predicate, t.object) for t in result.triples)
         self.retriever.index(result.triples)
+        for doc in result.docs:
+            self._keep_passages(doc)
+        for tid in bare:
+            edge = self.ledger.get(tid)
+            if edge is not None and not edge.sources:
+                self._withdraw(tid, "no longer read from its document after it was re-read")
+        for doc in result.docs:
+            self._settle_version(doc)
+
+    # ---- verification and versions --------------------------------------------------------
+
+    def _verify(self, result: Result) -> None:
+        """Refuse the whole result if any assertion is not what its extraction produced."""
+        docs = {d.id: d for d in result.docs}
+        for d in result.docs:
+            held = self.docs.get(d.id)
+            if held is not None and held.text != d.text:
+                raise ForgedAssertion(f"document {d.id} is already held with other text; a "
+                                      "document id names one content")  # fmt: skip
+        for c in result.chunks:
+            doc = docs.get(c.doc_id)
+            raw = b"" if doc is None else doc.text.encode("utf-8")[c.start : c.end]
+            if doc is None or raw != c.text.encode("utf-8"):
+                raise ForgedAssertion(f"chunk {c.id} is not bytes [{c.start}, {c.end}) of a "
+                                      "document offered with it")  # fmt: skip
+        offered = {c.id: c for c in result.chunks}
+        # by chunk, not by extractor name: a composite extractor (fields falling back to the
+        # sentence rules, a model falling back to rules) runs as one stage
+        produced: dict[str, set[str]] = {}
+        for run in result.runs:
+            if run.kind == "extract" and run.used:
+                produced.setdefault(run.used[0], set()).update(run.generated)
+        for t in result.triples:
+            if not isinstance(t, Triple):
+                raise ForgedAssertion(f"absorb takes extracted Triples, got {type(t).__name__}; "
+                                      "a caller-supplied statement is a Claim")  # fmt: skip
+            cid = t.from_chunk.id
+            chunk = offered.get(cid) or self.docs.chunk(cid)
+            what = f"assertion ({t.subject}, {t.predicate}, {t.object}) citing chunk {cid}"
+            if chunk is None:
+                raise ForgedAssertion(f"{what}: no such chunk was offered or is stored")
+            if chunk != t.from_chunk:
+                raise ForgedAssertion(f"{what}: it carries other text than that chunk holds")
+            if t.span.resolve(chunk) != t.evidence:
+                raise ForgedAssertion(f"{what}: its span does not read its evidence")
+            if t.id not in produced.get(cid, set()):
+                raise ForgedAssertion(f"{what}: no extract run over that chunk generated it")
+
+    def _reread(self, doc: Doc, chunks: list[Chunk]) -> list[str]:
+        """Before a document already held is kept again: when its chunking changed, the old
+        reading (its sources and spans) goes, since its chunk ids now name other text.
+        Returns the assertions left with no source, for the caller to settle once the new
+        reading is in."""
+        if self.docs.get(doc.id) is None:
+            return []
+        if self.docs.chunks(doc.id) == chunks:
+            return []  # the same reading again: the ledger sees the same sources
+        self._unindex(doc.id)
+        return self.ledger.forget_reading(doc.id)
+
+    def _settle_version(self, doc: Doc) -> None:
+        """Record ``doc`` as the current version of its source place; supersede the one it
+        replaces, and reinstate what a reverted-to version reads again. Reading a new
+        source place scans nothing."""
+        key = f"lineage:{lineage(doc)}"
+        before = (self.graph.props(key) or {}).get("current")
+        if before == doc.id:
+            return
+        seen = doc.id in self.graph.out(key, "version")
+        self.graph.node(key, {"current": doc.id})
+        self.graph.edge(key, doc.id, "version")
+        if seen:  # a reverted-to version: what only supersession withdrew is believed again
+            for e in self.ledger.edges(include_retracted=True):
+                if e.retraction.startswith(SUPERSEDED) and any(
+                    s.kind == "extracted" and s.doc_id == doc.id for s in e.sources
+                ):
+                    self.ledger.reinstate(e.id)
+        if isinstance(before, str) and before and self.docs.get(before) is not None:
+            self.graph.edge(before, doc.id, "superseded_by")  # history; state is `current`
+            self._unindex(before)
+            self.passages.remove(before)
+            why = f"{SUPERSEDED}: doc:{before} was replaced by doc:{doc.id}"
+            for e in self.ledger.edges():
+                if any(s.kind == "extracted" and s.doc_id == before for s in e.sources) and not (
+                    self._supported(e, exclude_doc=before)
+                ):
+                    self._withdraw(e.id, why)
+
+    def _keep_passages(self, doc: Doc) -> None:
+        """Tier 0: the document's text, verbatim, in its container."""
+        container = str(doc.meta.get("container") or DEFAULT_CONTAINER)
+        subject = str(doc.meta.get("subject") or "")
+        raw = doc.meta.get("origin")
+        said = origin(doc).mtime if isinstance(raw, Mapping) else 0
+        self.passages.add(doc.id, doc.text, container, subject=subject, said_at=said,
+                          valid_from=int(doc.meta.get("valid_from") or 0))  # fmt: skip
+
+    def _unindex(self, doc_id: str) -> None:
+        zero = [0.0] * self.retriever.embedder.dim
+        for m in self.vectors.near(zero, 1 << 30, {"doc": doc_id}):
+            self.vectors.delete(m.id)
+
+    def _supported(self, edge: Edge, exclude_doc: str = "", without: str = "") -> bool:
+        """Whether something still stands behind ``edge``: a source from another current
+        document, a supplier, or a derivation whose premises are all believed (and none of
+        them ``without``)."""
+        for s in edge.sources:
+            if s.kind == "extracted" and s.doc_id != exclude_doc:
+                if self.docs.get(s.doc_id) is not None and not self._superseded(s.doc_id):
+                    return True
+            elif s.kind == "supplied":
+                return True
+            elif s.kind == "derived" and without not in s.antecedents:
+                premises = [self.ledger.get(a) for a in s.antecedents]
+                if all(p is not None and not p.retracted_at for p in premises):
+                    return True
+        return False
+
+    def _superseded(self, doc_id: str) -> bool:
+        """A stored document that is no longer the current version of its source place."""
+        doc = self.docs.get(doc_id)
+        if doc is None:
+            return True
+        current = (self.graph.props(f"lineage:{lineage(doc)}") or {}).get("current")
+        return current is not None and current != doc_id
+
+    # ---- truth maintenance ----------------------------------------------------------------
+
+    def _withdraw(self, tid: str, reason: str) -> None:
+        """Retract ``tid`` and, in turn, every conclusion it alone supported."""
+        edge = self.ledger.get(tid)
+        if edge is not None and not edge.retracted_at:
+            self.ledger.retract(tid, reason)
+        self._propagate(tid, erased=False, reason=reason)
+
+    def _propagate(self, premise: str, *, erased: bool, reason: str) -> None:
+        work = [premise]
+        while work:
+            gone = work.pop()
+            for e in self.ledger.edges(include_retracted=erased):
+                cites = any(s.kind == "derived" and gone in s.antecedents for s in e.sources)
+                if not cites or self._supported(e, without=gone):
+                    continue
+                why = f"premise {gone} was {'erased' if erased else 'retracted'}: {reason}"
+                if erased:
+                    self.ledger.erase(e.id, why)
+                    self.triples.delete(e.subject, e.predicate, e.object)
+                    self.retriever.forget(e.id)
+                elif e.retracted_at:
+                    continue
+                else:
+                    self.ledger.retract(e.id, why)
+                work.append(e.id)
 
     def _source_of(self, d: str, result: Result, ref: str) -> str:
         """The source entity of a document: the reference its origin records (a file of a
@@ -177,9 +377,11 @@ class Substrate:
         return ante
 
     def _activity(self, run: StageRun, agent: str, used: list[str]) -> Activity:
+        # the end is part of the id: two runs that start in the same millisecond and end
+        # apart are two activities, not one recorded twice differently
         return self.prov.activity(_act_id(run.kind, run.agent, run.used, run.generated,
-                                          run.start), run.kind, agent, run.start, run.end,
-                                  used)  # fmt: skip
+                                          run.start, run.end), run.kind, agent, run.start,
+                                  run.end, used)  # fmt: skip
 
     def claim(self, c: Claim) -> Edge:
         """A caller-supplied assertion: a claim entity attributed to its supplier."""
@@ -192,12 +394,14 @@ class Substrate:
 
     def reason(self, reasoner: Reasoner) -> list[Edge]:
         """Run forward chaining over current beliefs; each derived fact names its rule and
-        antecedents in the ledger and in the PROV log."""
+        antecedents in the ledger and in the PROV log, with the confidence of its weakest
+        premise times the rule's weight. :attr:`reasoning` reports whether the run reached
+        a fixpoint or stopped at the reasoner's depth bound."""
         self.prov.agent(REASONER, "software")
         out = []
         for d in reasoner.run(self.ledger.edges()):
             s, p, o = d.fact
-            edge = self.ledger.derive(s, p, o, d.rule, d.antecedents)
+            edge = self.ledger.derive(s, p, o, d.rule, d.antecedents, d.score)
             used = [f"assertion:{a}" for a in d.antecedents]
             for a in d.antecedents:
                 self._ensure_assertion(a)
@@ -207,7 +411,10 @@ class Substrate:
             self.prov.entity(f"assertion:{d.id}", "assertion", act.id, used)
             self.triples.assert_triple(s, p, o)
             out.append(edge)
+        self.reasoning = reasoner.last
         return out
+
+    reasoning: Chaining = Chaining()  # the report of the latest reason() run
 
     # ---- deciding (§6) ------------------------------------------------------------------------
 
@@ -245,15 +452,20 @@ class Substrate:
         return self.ledger.close_span(tid, until)
 
     def retract(self, tid: str, reason: str) -> Edge:
-        return self.ledger.retract(tid, reason)
+        """Withdraw an assertion, and what was derived from it and nothing else."""
+        edge = self.ledger.retract(tid, reason)
+        self._propagate(tid, erased=False, reason=reason)
+        return edge
 
     def erase(self, tid: str, reason: str) -> Tombstone:
+        """Erase an assertion, and what was derived from it and nothing else."""
         edge = self.ledger.get(tid)
         if edge is None:
             raise LedgerError(f"no assertion with id {tid} to erase")
         stone = self.ledger.erase(tid, reason)
         self.triples.delete(edge.subject, edge.predicate, edge.object)
         self.retriever.forget(tid)
+        self._propagate(tid, erased=True, reason=reason)
         return stone
 
     def erase_source(self, doc_id: str, reason: str) -> list[Tombstone]:
@@ -273,6 +485,7 @@ class Substrate:
             self.vectors.delete(m.id)
         self.docs.delete(doc_id)
         self.graph.delete(doc_id)
+        self.passages.remove(doc_id)
         stones.append(self.ledger.bury(f"doc:{doc_id}", reason))
         return stones
 
@@ -283,19 +496,54 @@ class Substrate:
 
     # ---- reading --------------------------------------------------------------------------
 
+    def recall(
+        self,
+        question: str,
+        readable: Collection[str],
+        k: int = 10,
+        scoped: bool = True,
+        *,
+        at: int | None = None,
+    ) -> tuple[str | None, list[PassageHit]]:
+        """Hybrid recall over the passages the reader may read (``readable`` containers;
+        none gives nothing), valid at ``at`` (default now); scoped to the subject the
+        question names when ``scoped``. Returns the subject scoped to and the hits."""
+        at = self.clock() if at is None else at
+        subject = self.passages.subject_named(question, readable) if scoped else None
+        return subject, self.passages.search(question, k, readable, subject=subject, at=at)
+
     def subjects(self) -> list[str]:
         """Subjects the memory has heard of (retracted ones too: asking about them is
         scoped to them, and finds nothing believed)."""
-        return sorted({fold(e.subject) for e in self.ledger.edges(include_retracted=True)})
+        return self.ledger.subjects()
 
-    def ask(self, question: str, k: int = 5, scoped: bool = True) -> Answer:
-        ans = self.retriever.ask(question, self.subjects(), k * 2, scoped)
-        live = tuple(h for h in ans.hits if self._believed(h.triple))
-        return Answer(ans.question, ans.subject, live[:k])
+    def ask(
+        self,
+        question: str,
+        k: int = 5,
+        scoped: bool = True,
+        *,
+        at: int | None = None,
+        as_of: int | None = None,
+    ) -> Answer:
+        """The best evidence for ``question``: assertions believed at ``as_of`` (ledger
+        time) and valid at ``at`` (world time); both default to now, so a span closed in
+        the past is history, not an answer."""
+        now = self.clock()
+        at = now if at is None else at
+        as_of = now if as_of is None else as_of
+        want = k
+        while True:
+            ans = self.retriever.ask(question, self.subjects(), want * 2, scoped)
+            live = tuple(h for h in ans.hits if self._believed(h.triple, at, as_of))
+            if len(live) >= k or len(ans.hits) < want * 2:
+                return Answer(ans.question, ans.subject, live[:k])
+            want *= 4  # many hits were not current: look further down the ranking
 
-    def _believed(self, tid: str) -> bool:
-        e = self.ledger.get(tid)
-        return e is not None and not e.retracted_at
+    def _believed(self, tid: str, at: int, as_of: int) -> bool:
+        held = self.ledger.get(tid)
+        e = None if held is None else held.as_of(as_of)
+        return e is not None and e.valid_at(at)
 
     def trace(self, tid: str) -> list[Activity]:
         return self.prov.trace(self._entity_id(tid))

@@ -39,6 +39,7 @@ __all__ = [
     "Triple",
     "confidence",
     "doc_id",
+    "lineage",
     "origin",
     "with_origin",
 ]
@@ -101,9 +102,22 @@ def origin(doc: Doc) -> Origin:
         raise SemanticError(f"document {doc.id} has a malformed origin: {exc}") from None
 
 
-def doc_id(ref: str, offset: int = 0) -> str:
-    """A stable document id: the same reference and offset name the same document."""
-    return f"{fnv1a64(f'{ref}#{offset}'.encode()):016x}"
+def doc_id(ref: str, offset: int = 0, digest: str = "") -> str:
+    """A document id that changes with content: the same reference, offset and content
+    (``digest``, the hex SHA-256 of the bytes read) name the same document; an edited
+    source is a new document, a new version of the same :func:`lineage`."""
+    key = f"{ref}#{offset}#{digest}" if digest else f"{ref}#{offset}"
+    return f"{fnv1a64(key.encode()):016x}"
+
+
+def lineage(doc: Doc) -> str:
+    """The versions of one source place share this key (its reference and offset); a
+    document that records no origin is a lineage of its own."""
+    raw = doc.meta.get("origin")
+    if not isinstance(raw, Mapping):
+        return doc.id
+    org = origin(doc)
+    return doc_id(org.ref, org.offset)
 
 
 @dataclass(frozen=True, slots=True)

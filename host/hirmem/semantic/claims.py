@@ -1,0 +1,376 @@
+"""Tier 2: claims — typed statements about a subject, shaped by ontology templates.
+
+A claim is (subject, predicate, value) with the times and the sources that state it. Its
+shape comes from the :class:`Template` of its predicate: single-valued or accumulating,
+the kind of value and how it is canonicalised, which values are legal. Adding a domain is
+adding templates (:class:`Ontology`), never editing this module.
+
+Invariants:
+
+- Written only when honest: the predicate has a template; the subject, an entity value and
+  every figure or year of the value appear in the quote the claim cites; the value is
+  legal once canonicalised. A denial is never written as its positive. Each refusal is kept
+  (:meth:`ClaimStore.refusals`) with its reason; the sentence itself stays a passage.
+- Canonical values: "21.8" and "21.80" are one number; "$410k a year" and "410000/yr" one
+  amount; "8 May 2023" and "2023-05-08" one date. One claim row per canonical
+  (subject, predicate, value); each statement of it is an attestation (container, source,
+  quote, valid from, invalid at, when said).
+- Never true for zero time: an end at or before its beginning is refused and the
+  attestation kept open (an unknown end means still true, which is what the source said).
+- Supersession is computed at read time from what the reader may read: for a
+  single-valued predicate the value at ``at`` is the one whose latest readable statement
+  valid at ``at`` is the newest; the others are history. So a container the reader cannot
+  read never retires, revives or dates a claim the reader sees.
+- The fence: every read takes the readable containers and applies them in SQL to the
+  attestations before anything is ordered, counted or limited. No containers, no claims.
+- Counts are SQL over claim rows, never a count of retrieved evidence.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+
+from hirmem.protocol.identity import fnv1a64, fold
+from hirmem.semantic.errors import SemanticError
+
+__all__ = [
+    "Attestation",
+    "ClaimRefused",
+    "ClaimRow",
+    "ClaimStore",
+    "Ontology",
+    "Statement",
+    "Template",
+    "canonical",
+]
+
+KINDS = ("text", "entity", "number", "money", "date")
+
+
+class ClaimRefused(SemanticError):
+    """A statement that may not be written as a claim; ``reason`` says why."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+
+
+# ---- canonical values -------------------------------------------------------------------------
+
+_MULT = {"k": Decimal(1000), "m": Decimal(1_000_000), "bn": Decimal(1_000_000_000),
+         "b": Decimal(1_000_000_000)}  # fmt: skip
+_CURRENCY = {"$": "USD", "usd": "USD", "€": "EUR", "eur": "EUR", "£": "GBP", "gbp": "GBP"}
+_PERIOD = {"year": "year", "yr": "year", "annually": "year", "annual": "year", "pa": "year",
+           "month": "month", "mo": "month", "monthly": "month", "week": "week",
+           "weekly": "week", "day": "day", "daily": "day"}  # fmt: skip
+_NUMBER = re.compile(r"(?P<n>-?\d[\d,]*(?:\.\d+)?)\s*(?P<m>k|m|bn|b)?\b", re.IGNORECASE)
+
+
+def _decimal(text: str) -> str:
+    m = _NUMBER.search(text)
+    if m is None:
+        raise ClaimRefused("not a number", repr(text))
+    try:
+        n = Decimal(m.group("n").replace(",", ""))
+    except InvalidOperation:
+        raise ClaimRefused("not a number", repr(text)) from None
+    if m.group("m"):
+        n *= _MULT[m.group("m").lower()]
+    out = format(n.normalize(), "f")
+    return out.rstrip("0").rstrip(".") if "." in out else out
+
+
+def _money(text: str) -> str:
+    low = text.lower()
+    currency = next((c for s, c in _CURRENCY.items() if s in low), "")
+    period = next((p for w, p in _PERIOD.items() if re.search(rf"\b{w}\b|/{w}\b", low)), "")
+    out = _decimal(text)
+    return " ".join(x for x in (out, currency, f"per {period}" if period else "") if x)
+
+
+def _date(text: str) -> str:
+    t = " ".join(text.replace(",", " ").split())
+    for fmt in ("%Y-%m-%d", "%d %B %Y", "%B %d %Y", "%d %b %Y", "%b %d %Y", "%Y"):
+        try:
+            d = datetime.strptime(t, fmt)
+        except ValueError:
+            continue
+        return str(d.year) if fmt == "%Y" else d.date().isoformat()
+    raise ClaimRefused("not a date", repr(text))
+
+
+def canonical(kind: str, value: str) -> str:
+    """The one spelling of ``value`` for a value of ``kind``."""
+    if kind == "number":
+        return _decimal(value)
+    if kind == "money":
+        return _money(value)
+    if kind == "date":
+        return _date(value)
+    if kind in ("text", "entity"):
+        return " ".join(fold(value).split())
+    raise SemanticError(f"no value kind {kind!r}; the kinds are {', '.join(KINDS)}")
+
+
+# ---- templates --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    """The shape of one predicate."""
+
+    predicate: str
+    single_valued: bool
+    kind: str = "text"
+    legal: frozenset[str] | None = None  # canonical values allowed; None: any
+    normalise: Callable[[str], str] | None = None  # before canonicalisation (synonyms)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise SemanticError(f"template {self.predicate}: no value kind {self.kind!r}")
+
+    def value(self, raw: str) -> str:
+        v = canonical(self.kind, self.normalise(raw) if self.normalise else raw)
+        if self.legal is not None and v not in self.legal:
+            raise ClaimRefused("illegal value", f"{raw!r} is not one of {sorted(self.legal)} "
+                                                f"for {self.predicate}")  # fmt: skip
+        return v
+
+
+class Ontology:
+    def __init__(self, templates: Iterable[Template] = ()) -> None:
+        self._by: dict[str, Template] = {}
+        for t in templates:
+            self.add(t)
+
+    def add(self, t: Template) -> None:
+        if t.predicate in self._by and self._by[t.predicate] != t:
+            raise SemanticError(f"predicate {t.predicate} already has another template")
+        self._by[t.predicate] = t
+
+    def get(self, predicate: str) -> Template:
+        t = self._by.get(predicate)
+        if t is None:
+            raise ClaimRefused("no template", f"predicate {predicate!r} is in no template")
+        return t
+
+    def __contains__(self, predicate: str) -> bool:
+        return predicate in self._by
+
+
+# ---- rows -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One source stating a claim, as an extractor hands it in."""
+
+    subject: str
+    predicate: str
+    value: str
+    quote: str  # the text it was read from
+    source: str  # the document (or record) it was read from
+    container: str
+    valid_from: int = 0  # ms; 0: as of when it was said
+    invalid_at: int = 0  # ms; 0: open
+    said_at: int = 0
+    negated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Attestation:
+    container: str
+    source: str
+    quote: str
+    valid_from: int
+    invalid_at: int
+    said_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRow:
+    id: str
+    subject: str
+    predicate: str
+    value: str
+    attestations: tuple[Attestation, ...] = field(default=())
+
+    @property
+    def since(self) -> int:
+        """The newest statement's valid-from among the attestations read."""
+        return max((a.valid_from for a in self.attestations), default=0)
+
+
+_WORDS = re.compile(r"[^\W_]+", re.UNICODE)
+_FIGURES = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def _names(text: str) -> str:
+    return f" {' '.join(_WORDS.findall(fold(text)))} "
+
+
+def _appears(part: str, quote: str) -> bool:
+    words = " ".join(_WORDS.findall(fold(part)))
+    return bool(words) and f" {words} " in _names(quote)
+
+
+class ClaimStore:
+    """Claims and their attestations in SQLite (``path``, or in memory)."""
+
+    def __init__(
+        self, ontology: Ontology, path: str = ":memory:", clock: Callable[[], int] | None = None
+    ) -> None:
+        self.ontology = ontology
+        self.clock = clock if clock is not None else (lambda: time.time_ns() // 1_000_000)
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db.executescript(
+            """
+            CREATE TABLE IF NOT EXISTS claims (
+                id TEXT PRIMARY KEY, subject TEXT NOT NULL, predicate TEXT NOT NULL,
+                value TEXT NOT NULL);
+            CREATE INDEX IF NOT EXISTS claims_sp ON claims(subject, predicate);
+            CREATE INDEX IF NOT EXISTS claims_pv ON claims(predicate, value);
+            CREATE TABLE IF NOT EXISTS claim_attestations (
+                claim TEXT NOT NULL, container TEXT NOT NULL, source TEXT NOT NULL,
+                quote TEXT NOT NULL, valid_from INTEGER NOT NULL, invalid_at INTEGER NOT NULL,
+                said_at INTEGER NOT NULL, recorded_at INTEGER NOT NULL,
+                PRIMARY KEY (claim, container, source, quote));
+            CREATE INDEX IF NOT EXISTS attestations_container
+                ON claim_attestations(container, claim);
+            CREATE TABLE IF NOT EXISTS claim_refusals (
+                at INTEGER NOT NULL, container TEXT NOT NULL, source TEXT NOT NULL,
+                reason TEXT NOT NULL, detail TEXT NOT NULL);
+            """
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # ---- writing --------------------------------------------------------------------------
+
+    def write(self, s: Statement) -> ClaimRow | None:
+        """Write ``s`` as a claim (or one more attestation of it); None when refused, the
+        refusal kept with its reason."""
+        try:
+            row = self._check(s)
+        except ClaimRefused as exc:
+            with self._lock:
+                self._db.execute("INSERT INTO claim_refusals VALUES (?, ?, ?, ?, ?)",
+                                 (self.clock(), s.container, s.source, exc.reason,
+                                  str(exc)))  # fmt: skip
+            return None
+        start = s.valid_from or s.said_at
+        end = s.invalid_at if s.invalid_at > start else 0  # never true for zero time
+        with self._lock:
+            self._db.execute("BEGIN")
+            self._db.execute("INSERT OR IGNORE INTO claims VALUES (?, ?, ?, ?)",
+                             (row.id, row.subject, row.predicate, row.value))  # fmt: skip
+            self._db.execute(
+                "INSERT OR IGNORE INTO claim_attestations VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (row.id, s.container, s.source, s.quote, start, end, s.said_at, self.clock()),
+            )
+            self._db.execute("COMMIT")
+        return row
+
+    def _check(self, s: Statement) -> ClaimRow:
+        if not s.container:
+            raise ClaimRefused("no container", "a claim without a container has no fence")
+        if s.negated:
+            raise ClaimRefused("denial", f"{s.subject} {s.predicate} {s.value!r} was denied; "
+                                         "a denial is not stored as its positive")  # fmt: skip
+        t = self.ontology.get(s.predicate)
+        if not _appears(s.subject, s.quote):
+            raise ClaimRefused("subject not in source",
+                               f"{s.subject!r} does not appear in {s.quote[:80]!r}")  # fmt: skip
+        if t.kind == "entity" and not _appears(s.value, s.quote):
+            raise ClaimRefused("entity not in source",
+                               f"{s.value!r} does not appear in {s.quote[:80]!r}")  # fmt: skip
+        missing = [f for f in _FIGURES.findall(s.value) if f not in s.quote]
+        if missing:
+            raise ClaimRefused("figure not in source",
+                               f"{missing} of {s.value!r} do not appear in the quote")  # fmt: skip
+        value = t.value(s.value)
+        subject = " ".join(fold(s.subject).split())
+        key = "\x00".join((subject, s.predicate, value))
+        cid = f"{fnv1a64(key.encode()):016x}"
+        return ClaimRow(cid, subject, s.predicate, value)
+
+    # ---- reading ----------------------------------------------------------------------------
+
+    def refusals(self) -> list[tuple[str, str]]:
+        """(reason, detail) of every statement refused, oldest first."""
+        with self._lock:
+            rows = self._db.execute("SELECT reason, detail FROM claim_refusals ORDER BY rowid")
+            return [(r, d) for r, d in rows]
+
+    def _rows(self, where: str, args: list[object], readable: Collection[str],
+              at: int | None) -> list[ClaimRow]:  # fmt: skip
+        if not readable:
+            return []
+        marks = ",".join("?" * len(readable))
+        sql = ("SELECT c.id, c.subject, c.predicate, c.value, a.container, a.source, a.quote, "
+               "a.valid_from, a.invalid_at, a.said_at FROM claims c JOIN claim_attestations a "
+               f"ON a.claim = c.id WHERE a.container IN ({marks}) AND {where}")  # fmt: skip
+        params: list[object] = [*sorted(readable), *args]
+        if at is not None:
+            sql += " AND a.valid_from <= ? AND (a.invalid_at = 0 OR ? < a.invalid_at)"
+            params += [at, at]
+        sql += " ORDER BY c.id, a.valid_from, a.said_at"
+        with self._lock:
+            got = self._db.execute(sql, params).fetchall()
+        rows: dict[str, ClaimRow] = {}
+        for cid, subj, pred, value, *att in got:
+            held = rows.get(cid) or ClaimRow(cid, subj, pred, value)
+            rows[cid] = ClaimRow(cid, subj, pred, value, (*held.attestations, Attestation(*att)))
+        return list(rows.values())
+
+    def current(self, subject: str, predicate: str, readable: Collection[str],
+                at: int | None = None) -> list[ClaimRow]:  # fmt: skip
+        """What is true of ``subject``'s ``predicate`` at ``at`` (default now) by what the
+        reader may read: one row for a single-valued predicate (the newest statement
+        wins), every live row for an accumulating one."""
+        at = self.clock() if at is None else at
+        t = self.ontology.get(predicate)
+        live = self._rows("c.subject = ? AND c.predicate = ?",
+                          [" ".join(fold(subject).split()), predicate], readable, at)  # fmt: skip
+        live.sort(key=lambda r: (r.since, r.id), reverse=True)
+        return live[:1] if t.single_valued else live
+
+    def history(
+        self, subject: str, predicate: str, readable: Collection[str]
+    ) -> list[ClaimRow]:
+        """Every value the reader may read, oldest statement first."""
+        rows = self._rows("c.subject = ? AND c.predicate = ?",
+                          [" ".join(fold(subject).split()), predicate], readable, None)  # fmt: skip
+        return sorted(rows, key=lambda r: (min(a.valid_from for a in r.attestations), r.id))
+
+    def count(self, predicate: str, readable: Collection[str], value: str | None = None,
+              at: int | None = None) -> int:  # fmt: skip
+        """How many subjects hold ``predicate`` (= ``value``) at ``at``: SQL over the claim
+        rows the reader may read, with supersession applied, not a count of evidence."""
+        t = self.ontology.get(predicate)
+        want = t.value(value) if value is not None else None
+        rows = self._rows("c.predicate = ?", [predicate], readable,
+                          self.clock() if at is None else at)  # fmt: skip
+        by_subject: dict[str, list[ClaimRow]] = {}
+        for r in rows:
+            by_subject.setdefault(r.subject, []).append(r)
+        n = 0
+        for held in by_subject.values():
+            if t.single_valued:
+                held = [max(held, key=lambda r: (r.since, r.id))]
+            n += any(want is None or r.value == want for r in held)
+        return n
+
+    def sources(self, claim: ClaimRow) -> list[tuple[str, str, str]]:
+        """(container, source, quote) of each readable statement of ``claim``: who told us."""
+        return [(a.container, a.source, a.quote) for a in claim.attestations]

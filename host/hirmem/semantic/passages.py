@@ -1,0 +1,503 @@
+"""Tier 0: every admitted text kept verbatim as passages, found two ways, behind one fence.
+
+Invariants:
+
+- Every text handed in is kept, whether or not anything was extracted from it: a short text
+  is one passage; a long one is cut on sentence boundaries near :data:`TARGET` characters,
+  each passage after the first repeating the last sentence(s) of the one before (up to
+  :data:`OVERLAP` characters), so a fact spanning a cut is whole in at least one passage.
+- A text carrying prompt-injection markers (:func:`injection_marker`) is not indexed: it is
+  recorded in ``passage_quarantine`` with the marker found, never returned as evidence.
+- Every passage row carries its ``container`` (where it was said). Every query takes the
+  reader's readable containers and applies them in the SQL ``WHERE`` of both legs, before
+  any ``ORDER BY`` or ``LIMIT`` and before any vector is scored: a row outside the fence
+  never enters a candidate set, never moves a rank. No readable containers, no rows.
+- Valid time: ``valid_from``/``valid_until`` (ms, 0 open) are honoured on read at ``at``.
+- Recall is hybrid: a lexical leg (SQLite FTS5, BM25, Porter stemming) and a vector leg
+  (cosine over float32 vectors stored once per passage), fused by reciprocal rank
+  (:data:`RRF_K`). A question asking for a figure adds a lexical leg over passages with a
+  digit; one asking for the latest adds a leg ordered by time (the cue word dropped).
+- Subject scoping filters to passages that *name* the subject: the passage's own subject
+  (for a conversation turn, its speaker) and every name written in it (runs of capitalised
+  words, parenthetical and "aka" aliases) are its entities. A question is scoped to the
+  longest known entity it names.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sqlite3
+import threading
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from hirmem.protocol.identity import fold
+from hirmem.semantic.errors import SemanticError
+
+__all__ = [
+    "OVERLAP",
+    "RRF_K",
+    "TARGET",
+    "PassageEmbedder",
+    "PassageHit",
+    "PassageIndex",
+    "entities_in",
+    "injection_marker",
+    "passages_of",
+]
+
+TARGET = 900  # characters a long text is cut near
+OVERLAP = 150  # at most this many characters of whole sentences repeat across a cut
+RRF_K = 60  # reciprocal rank fusion constant
+CANDIDATES = 100  # per leg, before fusion
+SUBJECT_WEIGHT = 1.0  # BM25 weight of a passage's subject (a speaker) against its words
+
+F32 = npt.NDArray[np.float32]
+
+
+class PassageEmbedder(Protocol):
+    """What the vector leg needs: a fixed dimension and a vector per text."""
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed(self, text: str) -> F32: ...
+
+
+# ---- cutting ----------------------------------------------------------------------------------
+
+_SENTENCE = re.compile(r"[^.!?\n]*(?:[.!?]+[\"')\]]*|\n+|$)\s*")
+
+
+def passages_of(text: str, target: int = TARGET, overlap: int = OVERLAP) -> list[str]:
+    """``text`` whole when short; else pieces cut on sentence ends near ``target``
+    characters, each repeating up to ``overlap`` characters of whole trailing sentences."""
+    if len(text) <= target:
+        return [text] if text.strip() else []
+    sentences: list[str] = []
+    for s in (s for s in _SENTENCE.findall(text) if s):
+        while len(s) > target:  # a run-on sentence is cut at the last space before the target
+            cut = s.rfind(" ", 0, target) + 1 or target
+            sentences.append(s[:cut])
+            s = s[cut:]
+        sentences.append(s)
+    out: list[str] = []
+    current: list[str] = []
+    fresh = 0  # sentences in ``current`` that no earlier passage holds
+    for s in sentences:
+        if fresh and sum(map(len, current)) + len(s) > target:
+            out.append("".join(current))
+            carry: list[str] = []
+            for prev in reversed(current):
+                if sum(map(len, carry)) + len(prev) > overlap:
+                    break
+                carry.insert(0, prev)
+            current, fresh = carry, 0
+        current.append(s)
+        fresh += 1
+    if fresh:
+        out.append("".join(current))
+    return [p for p in out if p.strip()]
+
+
+# ---- what a passage names ---------------------------------------------------------------------
+
+_NAME = re.compile(r"\b[A-Z][\w'\u2019-]*(?:\s+(?:of|de|van|von|da|del)?\s*[A-Z][\w'\u2019-]*)*")
+_ALIAS = re.compile(r"(?P<a>[A-Z][\w-]*(?:\s+[A-Z][\w-]*)*)\s*(?:\((?P<b>[^)]{1,60})\)|"
+                    r"\s+aka\s+(?P<c>[A-Z][\w-]*(?:\s+[A-Z][\w-]*)*)|"
+                    r"\s+/\s+(?P<d>[A-Za-z][\w-]*(?:\s+[\w-]+)*))")  # fmt: skip
+_NOT_NAMES = frozenset(
+    re.findall(
+        r"[\w']+",
+        """i i'm i've i'll i'd a an the this that these those it its my your our their his her
+        we you he she they what when where who why how yes no hey hi hello oh wow thanks thank
+        and but or so if then also just well sure okay ok great good nice""",
+    )
+)
+
+
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;\n][\"')\]]*\s+)$")
+
+
+def entities_in(text: str) -> tuple[set[str], set[str]]:
+    """The names ``text`` writes (folded), with the aliases it equates: (strong, weak). A
+    capital that only starts a sentence is weak evidence of a name ("Pottery is fun"), so
+    a name standing first in a sentence is weak; it counts once the name is known from a
+    strong mention elsewhere."""
+    strong: set[str] = set()
+    weak: set[str] = set()
+    for m in _NAME.finditer(text):
+        words = m.group(0).split()
+        first = bool(_SENTENCE_START.search(text[: m.start()]))
+        while words and fold(words[0]) in _NOT_NAMES:
+            words, first = words[1:], False
+        if not words:
+            continue
+        if first and len(words) == 1:
+            weak.add(fold(words[0]))
+        else:
+            strong.add(fold(" ".join(words)))
+            if first:  # "Maya Lind said": "maya lind" is a name; "maya" alone may be one
+                weak.add(fold(words[0]))
+    for m in _ALIAS.finditer(text):
+        for g in ("a", "b", "c", "d"):
+            if m.group(g):
+                strong.add(fold(m.group(g).strip()))
+    return strong, weak - strong
+
+
+# ---- refusals ---------------------------------------------------------------------------------
+
+_INJECTION = re.compile(
+    r"ignore (?:all |any )?(?:the )?(?:previous|prior|above) instructions|"
+    r"disregard (?:all |any )?(?:the )?(?:previous|prior|above)|"
+    r"you are now (?:in )?(?:admin|developer|dan) mode|"
+    r"<\s*/?\s*(?:system|assistant)\s*>|\[\s*/?\s*inst\s*\]|"
+    r"(?:^|\n)\s*(?:system|assistant)\s*:\s",
+    re.IGNORECASE,
+)
+
+
+def injection_marker(text: str) -> str | None:
+    """The prompt-injection marker ``text`` carries, if any."""
+    m = _INJECTION.search(text)
+    return None if m is None else m.group(0).strip()
+
+
+# ---- the index --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PassageHit:
+    id: int
+    doc: str
+    container: str
+    text: str
+    subject: str
+    said_at: int
+    score: float  # the fused reciprocal-rank score
+    similarity: float  # cosine of passage and question (the vector leg's measure)
+
+
+_FIGURE = re.compile(r"\bhow (?:many|much|long|old|often|far)\b|\bwhat (?:number|amount|price)",
+                     re.IGNORECASE)  # fmt: skip
+_LATEST = re.compile(r"\b(?:latest|most recent(?:ly)?|recently|last time|newest|current(?:ly)?)\b",
+                     re.IGNORECASE)  # fmt: skip
+_TERM = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+class PassageIndex:
+    """Passages in SQLite (``path``, or in memory), found by BM25 and by cosine, fused."""
+
+    def __init__(self, embedder: PassageEmbedder, path: str = ":memory:") -> None:
+        self.embedder = embedder
+        self._lock = threading.RLock()
+        self._cache: dict[tuple[str, ...], tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
+                                                 npt.NDArray[np.int64], F32]] = {}  # fmt: skip
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db.executescript(
+            """
+            CREATE TABLE IF NOT EXISTS passages (
+                id INTEGER PRIMARY KEY, doc TEXT NOT NULL, container TEXT NOT NULL,
+                subject TEXT NOT NULL, text TEXT NOT NULL, said_at INTEGER NOT NULL,
+                valid_from INTEGER NOT NULL, valid_until INTEGER NOT NULL,
+                has_digit INTEGER NOT NULL, vec BLOB NOT NULL);
+            CREATE INDEX IF NOT EXISTS passages_doc ON passages(doc);
+            CREATE INDEX IF NOT EXISTS passages_container ON passages(container);
+            CREATE TABLE IF NOT EXISTS passage_containers (
+                id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
+            CREATE TABLE IF NOT EXISTS passage_mentions (
+                entity TEXT NOT NULL, passage INTEGER NOT NULL, strong INTEGER NOT NULL,
+                PRIMARY KEY (entity, passage)) WITHOUT ROWID;
+            CREATE TABLE IF NOT EXISTS passage_quarantine (
+                doc TEXT PRIMARY KEY, container TEXT NOT NULL,
+                marker TEXT NOT NULL, text TEXT NOT NULL);
+            """
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # ---- writing --------------------------------------------------------------------------
+
+    def add(
+        self,
+        doc: str,
+        text: str,
+        container: str,
+        *,
+        subject: str = "",
+        said_at: int = 0,
+        valid_from: int = 0,
+        valid_until: int = 0,
+    ) -> list[int]:
+        """Keep ``text`` (of document ``doc``) as passages; their row ids. A text with an
+        injection marker is quarantined instead and gives none."""
+        if not container:
+            raise SemanticError(f"passage of {doc}: a row without a container has no fence")
+        marker = injection_marker(text)
+        with self._lock:
+            self._cache.clear()
+            self._db.execute("BEGIN")
+            try:
+                self._drop(doc)
+                if marker is not None:
+                    held = (doc, container, marker, text)
+                    self._db.execute("INSERT OR REPLACE INTO passage_quarantine "
+                                     "VALUES (?, ?, ?, ?)", held)  # fmt: skip
+                    self._db.execute("COMMIT")
+                    return []
+                ids = []
+                terms = self._terms_table(container, create=True)
+                names = {fold(subject)} if subject else set()
+                for piece in passages_of(text):
+                    vec = np.asarray(self.embedder.embed(piece), dtype=np.float32)
+                    cur = self._db.execute(
+                        "INSERT INTO passages (doc, container, subject, text, said_at, "
+                        "valid_from, valid_until, has_digit, vec) VALUES (?,?,?,?,?,?,?,?,?)",
+                        (doc, container, fold(subject), piece, said_at, valid_from,
+                         valid_until, int(any(c.isdigit() for c in piece)), vec.tobytes()),
+                    )  # fmt: skip
+                    pid = int(cur.lastrowid or 0)
+                    self._db.execute(f"INSERT INTO {terms}(rowid, text, subject) "
+                                     "VALUES (?, ?, ?)", (pid, piece, fold(subject)))  # fmt: skip
+                    strong, weak = entities_in(piece)
+                    self._db.executemany(
+                        "INSERT OR IGNORE INTO passage_mentions VALUES (?, ?, ?)",
+                        [(e, pid, 1) for e in names | strong]
+                        + [(e, pid, 0) for e in weak - names - strong],
+                    )
+                    ids.append(pid)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return ids
+
+    def remove(self, doc: str) -> int:
+        """Forget every passage of ``doc`` (a superseded or erased document)."""
+        with self._lock:
+            self._cache.clear()
+            self._db.execute("BEGIN")
+            n = self._drop(doc)
+            self._db.execute("COMMIT")
+        return n
+
+    def _drop(self, doc: str) -> int:
+        rows = self._db.execute("SELECT id, text, subject, container FROM passages WHERE doc = ?",
+                                (doc,)).fetchall()  # fmt: skip
+        for pid, text, subject, container in rows:
+            terms = self._terms_table(container, create=False)
+            self._db.execute(f"INSERT INTO {terms}({terms}, rowid, text, subject) "
+                             "VALUES ('delete', ?, ?, ?)", (pid, text, subject))  # fmt: skip
+            self._db.execute("DELETE FROM passage_mentions WHERE passage = ?", (pid,))
+        self._db.execute("DELETE FROM passages WHERE doc = ?", (doc,))
+        self._db.execute("DELETE FROM passage_quarantine WHERE doc = ?", (doc,))
+        return len(rows)
+
+    def quarantined(self) -> list[tuple[str, str]]:
+        """(doc, marker) of every text kept out of the index."""
+        with self._lock:
+            rows = self._db.execute("SELECT doc, marker FROM passage_quarantine").fetchall()
+        return [(d, m) for d, m in rows]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT count(*) FROM passages").fetchone()[0])
+
+    # ---- reading --------------------------------------------------------------------------
+
+    def entities(self, readable: Collection[str]) -> list[str]:
+        """The entities named in passages the reader may read."""
+        if not readable:
+            return []
+        fence, args = _fence(readable)
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT DISTINCT m.entity FROM passage_mentions m "
+                f"JOIN passages p ON p.id = m.passage "
+                f"WHERE m.strong = 1 AND {fence}", args).fetchall()  # fmt: skip
+        return [r[0] for r in rows]
+
+    def subject_named(self, question: str, readable: Collection[str]) -> str | None:
+        """The entity (of the readable passages) the question names as whole words: one that
+        is some passage's subject (a speaker) before any other, then the longest."""
+        words = f" {' '.join(_TERM.findall(fold(question)))} "
+        subjects = set(self.subjects(readable))
+        named = [e for e in self.entities(readable)
+                 if (ew := " ".join(_TERM.findall(e))) and f" {ew} " in words]  # fmt: skip
+        if not named:
+            return None
+        return max(named, key=lambda e: (e in subjects, len(e), e))
+
+    def subjects(self, readable: Collection[str]) -> list[str]:
+        """The subjects of the readable passages."""
+        if not readable:
+            return []
+        fence, args = _fence(readable)
+        with self._lock:
+            rows = self._db.execute(f"SELECT DISTINCT p.subject FROM passages p WHERE {fence} "
+                                    "AND p.subject != ''", args).fetchall()  # fmt: skip
+        return [r[0] for r in rows]
+
+    def search(
+        self,
+        question: str,
+        k: int,
+        readable: Collection[str],
+        *,
+        subject: str | None = None,
+        at: int | None = None,
+        candidates: int = CANDIDATES,
+    ) -> list[PassageHit]:
+        """The ``k`` best passages for ``question`` among those the reader may read, valid
+        at ``at`` (when given), naming ``subject`` (when given): fused lexical and vector
+        ranks."""
+        if not readable or k <= 0:
+            return []
+        where, args = _fence(readable)
+        if at is not None:
+            where += (" AND (p.valid_from = 0 OR p.valid_from <= ?)"
+                      " AND (p.valid_until = 0 OR ? < p.valid_until)")
+            args += [at, at]
+        if subject is not None:
+            where += " AND p.id IN (SELECT passage FROM passage_mentions WHERE entity = ?)"
+            args.append(fold(subject))
+        qvec = np.asarray(self.embedder.embed(question), dtype=np.float32)
+        terms = [t for t in _TERM.findall(question.lower()) if len(t) > 1]
+        if subject is not None:  # the filter carries the subject; its name would match itself
+            named = set(_TERM.findall(fold(subject)))
+            terms = [t for t in terms if t not in named] or terms
+        legs: list[list[int]] = []
+        with self._lock:
+            legs.append(self._lexical(terms, readable, where, args, candidates))
+            vec_leg, sims = self._vector(qvec, readable, at, subject, candidates)
+            legs.append(vec_leg)
+            if _FIGURE.search(question):
+                legs.append(self._lexical(terms, readable, where + " AND p.has_digit = 1", args,
+                                          candidates))  # fmt: skip
+            if _LATEST.search(question):
+                cue = {t.lower() for t in _TERM.findall(" ".join(_LATEST.findall(question)))}
+                legs.append(self._lexical([t for t in terms if t not in cue], readable, where, args,
+                                          candidates, by_time=True))  # fmt: skip
+            fused: dict[int, float] = {}
+            for leg in legs:
+                for rank, pid in enumerate(leg):
+                    fused[pid] = fused.get(pid, 0.0) + 1.0 / (RRF_K + rank + 1)
+            best = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+            return [self._hit(pid, score, sims.get(pid), qvec) for pid, score in best]
+
+    def _terms_table(self, container: str, *, create: bool) -> str | None:
+        """The container's own full-text index. Each container keeps its own, so the term
+        statistics BM25 ranks by (how rare a word is, how long passages are) come from that
+        container alone: rows a reader cannot read never weigh on a rank."""
+        row = self._db.execute("SELECT id FROM passage_containers WHERE name = ?",
+                               (container,)).fetchone()  # fmt: skip
+        if row is None:
+            if not create:
+                return None
+            cur = self._db.execute("INSERT INTO passage_containers(name) VALUES (?)", (container,))
+            row = (cur.lastrowid,)
+        name = f"passage_terms_{int(row[0])}"
+        if create:
+            self._db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING fts5(text, "
+                             "subject, content='passages', content_rowid='id', "
+                             "tokenize='porter unicode61')")  # fmt: skip
+        return name
+
+    def _lexical(self, terms: Sequence[str], readable: Collection[str], where: str,
+                 args: list[object], limit: int, by_time: bool = False) -> list[int]:  # fmt: skip
+        """BM25 over each readable container's own index, merged by score (or by time)."""
+        if not terms:
+            return []
+        query = " OR ".join(f'"{t}"' for t in sorted(set(terms)))
+        found: list[tuple[int, float, int]] = []
+        for container in sorted(readable):
+            table = self._terms_table(container, create=False)
+            if table is None:
+                continue
+            rank = f"bm25({table}, 1.0, {SUBJECT_WEIGHT})"
+            order = f"p.said_at DESC, {rank}" if by_time else rank
+            found += self._db.execute(
+                f"SELECT -p.said_at, {rank}, p.id FROM {table} JOIN passages p "
+                f"ON p.id = {table}.rowid WHERE {table} MATCH ? AND {where} "
+                f"ORDER BY {order} LIMIT ?",
+                [query, *args, limit],
+            ).fetchall()  # fmt: skip
+        found.sort(key=(lambda r: (r[0], r[1], r[2])) if by_time else (lambda r: (r[1], r[2])))
+        return [r[2] for r in found[:limit]]
+
+    def _vector(self, qvec: F32, readable: Collection[str], at: int | None,
+                subject: str | None, limit: int) -> tuple[list[int], dict[int, float]]:  # fmt: skip
+        """Cosine over the fenced rows only: the matrix holds nothing else, and the time and
+        subject filters mask it before any score is ranked."""
+        ids, vf, vu, mat = self._fenced(readable)
+        if not len(ids):
+            return [], {}
+        keep = np.ones(len(ids), dtype=bool)
+        if at is not None:
+            keep &= ((vf == 0) | (vf <= at)) & ((vu == 0) | (at < vu))
+        if subject is not None:
+            named = [r[0] for r in self._db.execute(
+                "SELECT passage FROM passage_mentions WHERE entity = ?", (fold(subject),)
+            )]  # fmt: skip
+            keep &= np.isin(ids, np.asarray(named, dtype=np.int64))
+        rows = np.flatnonzero(keep)
+        if not len(rows):
+            return [], {}
+        sims = _cosines(mat[rows], qvec)
+        top = np.argsort(-sims, kind="stable")[:limit]
+        return ([int(ids[rows[i]]) for i in top],
+                {int(ids[rows[i]]): float(sims[i]) for i in top})  # fmt: skip
+
+    def _fenced(self, readable: Collection[str]) -> tuple[
+        npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], F32
+    ]:
+        """The rows of the readable containers, as arrays; kept until the next write."""
+        key = tuple(sorted(readable))
+        held = self._cache.get(key)
+        if held is not None:
+            return held
+        where, args = _fence(readable)
+        rows = self._db.execute(f"SELECT p.id, p.valid_from, p.valid_until, p.vec FROM passages p "
+                                f"WHERE {where} ORDER BY p.id", args).fetchall()  # fmt: skip
+        n = len(rows)
+        dim = self.embedder.dim
+        out = (np.fromiter((r[0] for r in rows), dtype=np.int64, count=n),
+               np.fromiter((r[1] for r in rows), dtype=np.int64, count=n),
+               np.fromiter((r[2] for r in rows), dtype=np.int64, count=n),
+               np.frombuffer(b"".join(r[3] for r in rows),
+                             dtype=np.float32).reshape(n, dim))  # fmt: skip
+        if len(self._cache) >= 8:
+            self._cache.clear()
+        self._cache[key] = out
+        return out
+
+    def _hit(self, pid: int, score: float, sim: float | None, qvec: F32) -> PassageHit:
+        doc, container, text, subject, said_at, vec = self._db.execute(
+            "SELECT doc, container, text, subject, said_at, vec FROM passages WHERE id = ?",
+            (pid,)).fetchone()  # fmt: skip
+        if sim is None:
+            sim = float(_cosines(np.frombuffer(vec, dtype=np.float32)[None, :], qvec)[0])
+        return PassageHit(pid, doc, container, text, subject, said_at, score, sim)
+
+
+def _fence(readable: Collection[str]) -> tuple[str, list[object]]:
+    """The container predicate every query starts from."""
+    marks = ",".join("?" * len(readable))
+    return f"p.container IN ({marks})", list(sorted(readable))
+
+
+def _cosines(mat: npt.NDArray[np.float32], q: F32) -> npt.NDArray[np.float32]:
+    qn = float(np.linalg.norm(q))
+    norms = np.linalg.norm(mat, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sims = (mat @ q) / (norms * (qn if qn > 0 else math.inf))
+    out: npt.NDArray[np.float32] = np.nan_to_num(sims.astype(np.float32), nan=0.0)
+    return out

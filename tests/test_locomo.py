@@ -1,0 +1,162 @@
+"""The LoCoMo harness (tools/locomo.py) and its port of the official scorer.
+
+The scorer cases are worked out by hand from the scorer's rules; the conversation is a
+small hand-written one in the layout of LoCoMo's locomo10.json (the dataset's own text is
+never copied into the project), run end to end through the harness.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "tools"))
+
+import locomo
+from hirmem.semantic.reader import Reader
+from locomo_score import multi_f1, normalise, score, token_f1
+
+
+def test_normalisation_follows_the_scorer() -> None:
+    # commas, case, punctuation, a/an/the/and, white space, in that order
+    assert normalise("The cat, and the Hat!") == "cat hat"
+    assert normalise("  An  apple-pie  ") == "applepie"
+    assert normalise("a,b") == "ab"  # the comma goes before the article rule sees 'a'
+
+
+@pytest.mark.parametrize(
+    ("category", "reply", "answer", "want"),
+    [
+        (4, "running dogs", "the dog runs", 1.0),  # Porter stems: run, dog
+        (2, "7 May 2023", "8 May 2023", 2 / 3),
+        (2, "2022", 2022, 1.0),  # numeric answers are compared as text
+        (4, "", "Paris", 0.0),
+        (4, "Paris France", "Paris", 2 * (1 / 2) * 1 / (1 / 2 + 1)),
+        (1, "Paris, London", "London, Berlin", 0.5),  # best match per reference part
+        (1, "London", "London, Berlin", 0.5),
+        (3, "psychology", "psychology; counseling certification", 1.0),  # cut at ';'
+        (5, "No information available.", "anything", 1.0),
+        (5, "That was not mentioned", "anything", 1.0),
+        (5, "Paris", "Paris", 0.0),
+    ],
+)
+def test_score_by_category(category: int, reply: str, answer: object, want: float) -> None:
+    assert score(category, reply, answer) == pytest.approx(want)
+
+
+def test_unknown_category_is_refused() -> None:
+    with pytest.raises(ValueError, match="categories 1 to 5"):
+        score(6, "x", "y")
+
+
+def test_multi_f1_is_an_average_over_reference_parts() -> None:
+    assert multi_f1("a cat, a dog", "cat, dog, bird") == pytest.approx(2 / 3)
+    assert token_f1("dog", "cat") == 0.0
+
+
+CONVERSATION = {
+    "sample_id": "fixture-1",
+    "conversation": {
+        "speaker_a": "Ines",
+        "speaker_b": "Tomas",
+        "session_1_date_time": "10:00 am on 3 March, 2024",
+        "session_1": [
+            {"speaker": "Ines", "dia_id": "D1:1", "text": "Morning Tomas! How was the weekend?"},
+            {"speaker": "Tomas", "dia_id": "D1:2",
+             "text": "Great. I went kayaking on the fjord yesterday with my cousin."},
+            {"speaker": "Ines", "dia_id": "D1:3",
+             "text": "Lovely. I started learning Portuguese last month."},
+            {"speaker": "Tomas", "dia_id": "D1:4", "text": "Here is my new bike.",
+             "blip_caption": "a red bicycle leaning on a fence"},
+        ],
+        "session_2_date_time": "6:30 pm on 20 April, 2024",
+        "session_2": [
+            {"speaker": "Ines", "dia_id": "D2:1",
+             "text": "My Portuguese teacher is called Beatriz."},
+            {"speaker": "Tomas", "dia_id": "D2:2", "text": "I adopted a beagle named Pixel."},
+        ],
+    },
+    "qa": [
+        {"question": "When did Tomas go kayaking?", "answer": "2 March 2024",
+         "evidence": ["D1:2"], "category": 2},
+        {"question": "What language is Ines learning?", "answer": "Portuguese",
+         "evidence": ["D1:3", "D2:1"], "category": 4},
+        {"question": "What is the name of the beagle Tomas adopted?", "answer": "Pixel",
+         "evidence": ["D2:2"], "category": 4},
+        {"question": "What colour is the bicycle?", "answer": "red",
+         "evidence": ["D1:4"], "category": 4},
+        {"question": "What did Ines say about her violin recital?", "evidence": [],
+         "adversarial_answer": "it went well", "category": 5},
+    ],
+    "event_summary": {}, "observation": {}, "session_summary": {},
+}  # fmt: skip
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps([CONVERSATION]), encoding="utf-8")
+    return path
+
+
+def test_load_reads_the_locomo_layout(data: Path) -> None:
+    [conv] = locomo.load(data)
+    assert conv.sample_id == "fixture-1"
+    assert [t.dia_id for t in conv.turns] == ["D1:1", "D1:2", "D1:3", "D1:4", "D2:1", "D2:2"]
+    assert "red bicycle" in conv.turns[3].text  # a shared photo's caption is part of the turn
+    assert conv.turns[4].when is not None and conv.turns[4].when.month == 4
+    assert conv.questions[4].answer == "it went well" and conv.questions[4].category == 5
+
+
+def test_a_relative_time_is_resolved_against_the_session(data: Path) -> None:
+    [conv] = locomo.load(data)
+    found = [locomo.Evidence(conv.turns[1], 1.0)]
+    reader = Reader(0.5)
+    assert locomo.read(reader, "When did Tomas go kayaking?", found, "tomas") == "2 March 2024"
+
+
+def test_the_reader_abstains_on_nothing_and_on_evidence_that_misses_the_question(
+    data: Path,
+) -> None:
+    [conv] = locomo.load(data)
+    reader = Reader(0.5)
+    assert locomo.read(reader, "Who?", [], None) == locomo.ABSTAIN
+    greeting = [locomo.Evidence(conv.turns[0], 0.9)]
+    assert locomo.read(reader, "What is the weather in Oslo?", greeting, None) == locomo.ABSTAIN
+    beagle = [locomo.Evidence(conv.turns[5], 0.1)]
+    assert "Pixel" in locomo.read(reader, "What is the beagle called?", beagle, None)
+
+
+def test_bm25_finds_the_turn_that_holds_a_rare_word(data: Path) -> None:
+    [conv] = locomo.load(data)
+    arm = locomo.Bm25Arm()
+    arm.build(conv.turns)
+    assert arm.retrieve("beagle", 3)[0].turn.dia_id == "D2:2"
+    assert arm.retrieve("?!", 3) == []
+
+
+def test_bootstrap_interval_holds_the_mean() -> None:
+    outcomes = [locomo.Outcome(f"c{i % 3}", 4, float(i % 2), None, 0.0) for i in range(30)]
+    mean, lo, hi = locomo.bootstrap(outcomes, lambda o: o.f1)
+    assert lo <= mean <= hi and mean == pytest.approx(0.5)
+
+
+def test_the_harness_end_to_end(data: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert locomo.main([str(data), "-k", "3", "--embedder", "hash"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("LoCoMo: 1 conversations, 5 questions (4 answerable, 1 adversarial)")
+    assert "embedder: hashed terms" in out
+    rows = {line.split()[0]: line for line in out.splitlines()[2:5]}
+    assert set(rows) == {"bm25", "flat", "scoped"}
+    results = locomo.run(locomo.load(data), [locomo.Bm25Arm(), locomo.SubstrateArm(True)], 3,
+                         0.2)  # fmt: skip
+    bm25, scoped = results
+    # BM25 finds every evidence turn of the rare-word questions in its top 3
+    assert [o.recall for o in bm25.outcomes][2:4] == [1.0, 1.0]
+    assert all(0.0 <= o.f1 <= 1.0 for o in scoped.outcomes)
+    assert len(scoped.outcomes) == 5
