@@ -304,6 +304,18 @@ class ClaimStore:
         cid = f"{fnv1a64(key.encode()):016x}"
         return ClaimRow(cid, subject, s.predicate, value)
 
+    def withdraw(self, source: str) -> int:
+        """Forget every statement read from ``source`` (a superseded or erased document);
+        a claim no statement is left behind goes with them."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            n = self._db.execute("DELETE FROM claim_attestations WHERE source = ?",
+                                 (source,)).rowcount  # fmt: skip
+            self._db.execute("DELETE FROM claims WHERE id NOT IN "
+                             "(SELECT claim FROM claim_attestations)")  # fmt: skip
+            self._db.execute("COMMIT")
+        return n
+
     # ---- reading ----------------------------------------------------------------------------
 
     def refusals(self) -> list[tuple[str, str]]:

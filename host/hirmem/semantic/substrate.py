@@ -45,10 +45,13 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 
 from hirmem.semantic.assertions import Edge, Ledger, SQLiteLedger, Tombstone, now_ms
+from hirmem.semantic.claims import ClaimStore, Statement
 from hirmem.semantic.decisions import Cause, Decider, Decision, Policy, Recorder, SQLiteRecorder
 from hirmem.semantic.errors import LedgerError, ProvError, SemanticError
 from hirmem.semantic.passages import PassageEmbedder, PassageHit, PassageIndex
+from hirmem.semantic.planner import DEFAULT_ONTOLOGY, EXTRACTED, Planner
 from hirmem.semantic.prov import Activity, Entity, Log, SQLiteLog
+from hirmem.semantic.reader import ABSTAIN, Evidence, Reader
 from hirmem.semantic.reason import Chaining, Reasoner
 from hirmem.semantic.retrieve import Answer, Embedder, Retriever
 from hirmem.semantic.stages import Pipeline, Result, StageRun
@@ -88,12 +91,16 @@ class Substrate:
         decisions: Recorder | None = None,
         passages: PassageIndex | None = None,
         passage_embedder: PassageEmbedder | None = None,
+        claims: ClaimStore | None = None,
     ) -> None:
         self.docs, self.triples, self.vectors, self.graph = docs, triples, vectors, graph
         self.ledger, self.prov, self.clock = ledger, prov, clock
         self.retriever = Retriever(vectors, embedder)
         self.passages = passages if passages is not None else PassageIndex(
             passage_embedder if passage_embedder is not None else self.retriever.embedder)
+        self.claims = claims if claims is not None else ClaimStore(DEFAULT_ONTOLOGY, clock=clock)
+        self.planner = Planner(self.claims)
+        self.reader = Reader()
         self.decisions = Recorder(prov) if decisions is None else decisions
         if self.decisions.prov is not prov:
             raise ProvError("the decision recorder must write into the substrate's PROV log")
@@ -123,7 +130,8 @@ class Substrate:
                    vectors=open_store("vector", dsn), graph=open_store("graph", dsn),
                    ledger=SQLiteLedger(path, clock), prov=log, clock=clock,
                    decisions=SQLiteRecorder(path, log), embedder=embedder,
-                   passages=PassageIndex(passage_embedder or embedder, str(path)))  # fmt: skip
+                   passages=PassageIndex(passage_embedder or embedder, str(path)),
+                   claims=ClaimStore(DEFAULT_ONTOLOGY, str(path), clock))  # fmt: skip
 
     def save(self) -> None:
         for part in (self.ledger, self.prov):
@@ -134,7 +142,7 @@ class Substrate:
     def close(self) -> None:
         self.save()
         for part in (self.docs, self.triples, self.vectors, self.graph, self.ledger,
-                     self.decisions, self.prov, self.passages):  # fmt: skip
+                     self.decisions, self.prov, self.passages, self.claims):  # fmt: skip
             close = getattr(part, "close", None)
             if close is not None:
                 close()
@@ -204,8 +212,11 @@ class Substrate:
             self.ledger.add(t)
         self.triples.assert_many((t.subject, t.predicate, t.object) for t in result.triples)
         self.retriever.index(result.triples)
+        docs = {d.id: d for d in result.docs}
         for doc in result.docs:
             self._keep_passages(doc)
+        for t in result.triples:
+            self._claim(t, docs.get(t.from_chunk.doc_id) or self.docs.get(t.from_chunk.doc_id))
         for tid in bare:
             edge = self.ledger.get(tid)
             if edge is not None and not edge.sources:
@@ -285,12 +296,25 @@ class Substrate:
             self.graph.edge(before, doc.id, "superseded_by")  # history; state is `current`
             self._unindex(before)
             self.passages.remove(before)
+            self.claims.withdraw(before)
             why = f"{SUPERSEDED}: doc:{before} was replaced by doc:{doc.id}"
             for e in self.ledger.edges():
                 if any(s.kind == "extracted" and s.doc_id == before for s in e.sources) and not (
                     self._supported(e, exclude_doc=before)
                 ):
                     self._withdraw(e.id, why)
+
+    def _claim(self, t: Triple, doc: Doc | None) -> None:
+        """Tier 2: an assertion whose predicate a template knows is also a claim (refused
+        there, with its reason, when its quote does not bear it out)."""
+        predicate = EXTRACTED.get(t.predicate)
+        if predicate is None or doc is None:
+            return
+        raw = doc.meta.get("origin")
+        said = origin(doc).mtime if isinstance(raw, Mapping) else 0
+        container = str(doc.meta.get("container") or DEFAULT_CONTAINER)
+        self.claims.write(Statement(t.subject, predicate, t.object, t.evidence, doc.id,
+                                    container, t.valid_from, t.valid_until, said))  # fmt: skip
 
     def _keep_passages(self, doc: Doc) -> None:
         """Tier 0: the document's text, verbatim, in its container."""
@@ -486,6 +510,7 @@ class Substrate:
         self.docs.delete(doc_id)
         self.graph.delete(doc_id)
         self.passages.remove(doc_id)
+        self.claims.withdraw(doc_id)
         stones.append(self.ledger.bury(f"doc:{doc_id}", reason))
         return stones
 
@@ -511,6 +536,19 @@ class Substrate:
         at = self.clock() if at is None else at
         subject = self.passages.subject_named(question, readable) if scoped else None
         return subject, self.passages.search(question, k, readable, subject=subject, at=at)
+
+    def answer(self, question: str, readable: Collection[str], k: int = 10) -> tuple[str, str]:
+        """(how, answer): a typed question from the claims (``planned``), else the reader
+        over hybrid recall (``recalled``), else ``abstained`` with the abstention."""
+        if not readable:
+            return "abstained", ABSTAIN  # no containers, nothing: the fence working
+        planned = self.planner.answer(question, readable)
+        if planned is not None and planned.answer:
+            return "planned", planned.answer
+        subject, hits = self.recall(question, readable, k)
+        reply = self.reader.read(question, [Evidence(h.text, h.said_at, h.doc) for h in hits],
+                                 subject)  # fmt: skip
+        return ("abstained" if reply.abstained else "recalled"), reply.text
 
     def subjects(self) -> list[str]:
         """Subjects the memory has heard of (retracted ones too: asking about them is
