@@ -85,10 +85,9 @@ def test_the_record_guard_and_the_engine_agree_on_every_flag_word() -> None:
     engine = MemoryEngine(":memory:")
     link = GENESIS
     records = []
-    n = 0
     for flags in range(0x1000):
         q, p = rng.choice([(0x10000, 0xE666), (0, 0xE666), (0x8000, 0), (0x10000, 0x10000)])
-        n += 1
+        n = flags + 1
         rec = Record.capture(record_id(DEV, 2, n), b"x", "s", T0 + n, CONTEXT, flags, q, p,
                              0x8000, link)  # fmt: skip
         if rng.random() < 0.05:  # a device that lies about its scores
