@@ -265,3 +265,41 @@ def test_a_stream_with_one_change_and_one_conflict() -> None:
     assert len({frozenset((r.memory_id, r.detail["conflict"])) for r in contradictions}) == 1
     assert all(e.require(m.id).state is not State.QUARANTINED for m in readings)
     assert not any(e.require(m.id).flagged for m in readings)
+
+
+def test_a_stewards_repeated_review_path_becomes_a_procedure() -> None:
+    from hirmem.memory import review
+
+    clock = Clock()
+    e = MemoryEngine(":memory:", clock=clock)
+    for k in range(3):
+        clock.t = T0 + DAY * k
+        m = e.admit(f"odd frame {k}", "uart", flags=0x0D4F)  # RED: quarantined, R > 0
+        assert m.state is State.QUARANTINED and not m.permanent
+        review.decide(e, m.id, "ana", "retire", "line noise")
+    [p] = e.store.select("kind = 'procedure'")
+    assert p.layer is Layer.PROCEDURAL and p.state is State.CONSOLIDATED
+    assert p.value == (
+        "steps quarantined for gate red: rn below yellow → steward retire → archived; "
+        "3 of 3 succeeded (100%)"
+    )
+    assert {e.require(x).source for x in p.links} == {"steward:ana"}
+
+
+def test_action_records_from_a_device_become_a_procedure() -> None:
+    from hirmem.memory.intake import intake_records
+    from hirmem.protocol.records import GENESIS, Record, record_id
+
+    dev = bytes.fromhex("0102030405060708")
+    e = MemoryEngine(":memory:", clock=Clock())
+    link, recs = GENESIS, []
+    for n in range(1, 4):
+        rec = Record.capture(record_id(dev, 1, n), action(["purge line"], "ok").encode(),
+                             "agent/repair", int(T0 * 1000) + n, bytes(32), 0x0FFF, 0x10000,
+                             0x10000, 0x8000, link)  # fmt: skip
+        recs.append(rec)
+        link = rec.hash
+    intake_records(e, recs, dev, b"kid", GENESIS)
+    [p] = e.store.select("kind = 'procedure'")
+    assert p.device == dev.hex() and p.layer is Layer.PROCEDURAL
+    assert p.value.endswith("3 of 3 succeeded (100%)")

@@ -30,8 +30,9 @@ it — one rehearsal in the strength equation — and updates the statement; it 
 copied. Episodes stay
 episodic and decay on their own timescale (``MemoryConfig.episodic_tau_s``).
 
-Bounds: a distillate takes episodes for at most ``distill_window_s`` from its first one
-and at most ``distill_max_episodes``; the next episode opens a new window, whose memory
+Bounds: a distillate takes at most ``distill_max_episodes`` episodes and, except for an
+action chain (a routine is learnt over weeks), only for ``distill_window_s`` from its
+first one; the next episode opens a new window, whose memory
 links to the closed one.
 """
 
@@ -207,7 +208,8 @@ def _open_distillate(engine: MemoryEngine, m: Memory) -> Distillate:
     if r is not None:
         d = _row(r)
         full = d.stats.n >= cfg.distill_max_episodes
-        late = m.timestamp - d.stats.first_ms > cfg.distill_window_s * 1000
+        # a routine is learnt over weeks: only the count bounds an action chain's window
+        late = form != "action" and m.timestamp - d.stats.first_ms > cfg.distill_window_s * 1000
         if not (full or late):
             return d
         engine.store.db.execute("UPDATE distillates SET open = 0 WHERE rowid = ?", (d.rowid,))

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from hirmem.memory import contradiction, distill, dynamics, revision
+from hirmem.memory import contradiction, distill, dynamics, paths, revision
 from hirmem.memory.audit import AuditLog, Verification
 from hirmem.memory.config import MemoryConfig
 from hirmem.memory.embed import Embedder, embed_batch, make_embedder
@@ -239,6 +239,9 @@ class MemoryEngine:
             if new in (State.QUARANTINED, State.ARCHIVED):
                 # what it contradicted may stand alone now
                 revision.settle_flags(self, [x for x in m.links if x != m.id])
+            if actor.startswith("steward:") and m.state is State.QUARANTINED:
+                step = "steward promote" if new is State.CANDIDATE else "steward retire"
+                paths.record_path(self, m, step, new, actor)
             return out
 
     def apply_strength(
@@ -705,6 +708,8 @@ class MemoryEngine:
             )  # fmt: skip
             if prior.state in (State.CANDIDATE, State.CONSOLIDATED):
                 self.transition(prior, State.ARCHIVED, f"superseded by {new.id}", actor=actor)
+            if actor.startswith("steward:"):
+                paths.record_path(self, prior, "steward repair", State.CANDIDATE, actor)
             return self.process(new.id)
 
     # -- inspection ---------------------------------------------------------------------
