@@ -303,3 +303,36 @@ def test_action_records_from_a_device_become_a_procedure() -> None:
     [p] = e.store.select("kind = 'procedure'")
     assert p.device == dev.hex() and p.layer is Layer.PROCEDURAL
     assert p.value.endswith("3 of 3 succeeded (100%)")
+
+
+def _cli(db: str, *argv: str) -> int:
+    import argparse
+
+    from hirmem.memory import cli
+
+    parser = argparse.ArgumentParser(prog="hirmem")
+    cli.add_parser(parser.add_subparsers(dest="command", required=True))
+    return cli.run(parser.parse_args(["memory", "--db", db, *argv]))
+
+
+def test_cli_learns_a_procedure_and_shows_patterns_with_their_episodes(
+    tmp_path: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path) + "/cli.sqlite"
+    chain = json.dumps({"action": ["stop pump", "flush filter"], "result": "pressure ok",
+                        "outcome": "success"})  # fmt: skip
+    for _ in range(3):
+        assert _cli(db, "admit", chain, "--source", "ops", "--kind", "action") == 0
+    for v in ("20.5", "21.0", "21.5"):
+        assert _cli(db, "admit", json.dumps({"t": float(v)}), "--source", "sensor/temp0") == 0
+    assert _cli(db, "admit", '{"action": "x"}', "--kind", "action") == 2
+    assert "outcome" in capsys.readouterr().err
+    assert _cli(db, "patterns", "--episodes") == 0
+    out = capsys.readouterr().out
+    assert "procedural" in out and "3 episodes  procedure: stop pump → flush filter" in out
+    assert "3 of 3 succeeded (100%)" in out
+    assert "20.5\N{EN DASH}21.5, mean 21.0" in out and "sensor temp0 t readings" in out
+    assert out.count("episodic") == 6  # each pattern's episodes listed under it
+    pid = next(line.split()[0] for line in out.splitlines() if "readings" in line)
+    assert _cli(db, "show", pid) == 0
+    assert "episodes: 3 (wasDerivedFrom)" in capsys.readouterr().out
