@@ -174,12 +174,12 @@ def _run(engine: MemoryEngine, args: argparse.Namespace) -> int:
                 print("    " + _line(engine.require(eid)))
         return 0
     if cmd == "patterns":
-        for d in distill.patterns(engine):
-            p = engine.require(d.memory_id)
-            episodes = distill.episodes_of(engine, d.memory_id)
+        for pattern in distill.patterns(engine):
+            p = engine.require(pattern.memory_id)
+            episodes = distill.episodes_of(engine, pattern.memory_id)
             print(
                 f"{p.id}  {p.state.name.lower():<12} {p.layer.name.lower():<10} "
-                f"M={p.strength:.3f} {d.form:<7} {len(episodes):>4} episodes  "
+                f"M={p.strength:.3f} {pattern.form:<7} {len(episodes):>4} episodes  "
                 f"{p.payload.decode('utf-8', errors='replace')}: {p.value}"
             )
             if args.episodes:
