@@ -12,8 +12,10 @@
    present once), the store's integrity (every pack and record verified again),
    and the refused packs with their reasons.
 5. The memory engine admits what the devices sent (consolidated, held,
-   quarantined) and answers a recall with its scores; the semantic substrate turns
-   the records into assertions and prints the PROV trace of one answer.
+   quarantined), distils each board's sensor readings into one semantic memory
+   (range, mean, trend, count, with its episodes) and answers a recall for the sensor
+   with that distilled memory first; the semantic substrate turns the records into
+   assertions and prints the PROV trace of one answer.
 
 Everything is written under ``build/demo/`` (keys with mode 0600). The exit status
 is 0 only when every check held.
@@ -43,7 +45,7 @@ from hirmem.protocol.keys import SigningKey, write_key_file
 from hirmem.protocol.packs import KnowledgeItem, Pack, Reason
 from hirmem.protocol.records import State
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]  # host/hirmem/cli/demo.py → the checkout
 BOARDS = {  # board -> (device id, what it is)
     "mps2-an385": (bytes.fromhex("de00000000000001"), "Cortex-M3"),
     "hifive1": (bytes.fromhex("de00000000000002"), "rv32imac, 16 KB RAM"),
@@ -204,7 +206,7 @@ def run(seconds: float = 15.0, sensor_ms: int = 50, workdir: Path | None = None)
         finally:
             daemon.stop()
     checks += _summary(db, boards, finals, rogue_id)
-    _memory(db, workdir)
+    checks += _memory(db, workdir, boards)
     _semantic(db, workdir)
     _say("\nchecks:")
     for name, ok in checks:
@@ -309,7 +311,8 @@ def _summary(
     return checks
 
 
-def _memory(db: Path, workdir: Path) -> None:
+def _memory(db: Path, workdir: Path, boards: list[Board]) -> list[tuple[str, bool]]:
+    from hirmem.memory import distill
     from hirmem.memory.engine import MemoryEngine
     from hirmem.memory.follow import follow_intake
 
@@ -324,14 +327,36 @@ def _memory(db: Path, workdir: Path) -> None:
         )
         for group, counts in stats.items():
             _say(f"  {group}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+        ours = {b.device_id.hex() for b in boards}
+        sensors = [d for d in distill.patterns(engine) if d.form == "reading" and d.device in ours]
+        _say("  distilled from the boards' readings (semantic, each resting on its episodes):")
+        for d in sensors:
+            p = engine.require(d.memory_id)
+            dev = f"{d.device[:2]}\N{HORIZONTAL ELLIPSIS}{d.device[-2:]}"
+            _say(
+                f"    {d.subject} on {dev}: {p.value}  "
+                f"[{len(distill.episodes_of(engine, p.id))} episodes, M {p.strength:.2f}]"
+            )
         query = "sensor temp0 reading"
         hits = engine.recall(query, k=3)
         _say(f"  recall {query!r}: score = Sim x M x Rec x Trust")
         for h in hits:
+            kind = engine.require(h.id).kind
             _say(
                 f"    {h.id}  {h.score:.4f} = {h.sim:.3f} x {h.strength:.3f} x "
-                f"{h.recency:.3f} x {h.trust:.3f}"
+                f"{h.recency:.3f} x {h.trust:.3f}  ({kind})"
             )
+        first = engine.require(hits[0].id) if hits else None
+        return [
+            (
+                "each board's sensor readings distilled into one semantic memory",
+                {d.device for d in sensors} == ours,
+            ),
+            (
+                "a recall for the sensor returns its distilled memory first",
+                first is not None and first.kind == "pattern",
+            ),
+        ]
     finally:
         engine.close()
 
