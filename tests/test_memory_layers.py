@@ -203,7 +203,8 @@ def test_a_later_observation_supersedes_without_penalty() -> None:
     # a late observation from before the change is history at once
     late = e.admit(fact("door 4", "state", "open"), "cam2", timestamp=a.timestamp + 60_000)
     assert revision.validity(e, e.require(late.id)).valid_to == b.timestamp
-    assert revision.supersessions(e) == 2
+    assert revision.validity(e, e.require(a.id)).valid_to == b.timestamp  # one run of "open"
+    assert revision.supersessions(e) == 1  # one change of state, however it was learnt
 
 
 def test_numbers_compare_as_numbers() -> None:
@@ -336,3 +337,58 @@ def test_cli_learns_a_procedure_and_shows_patterns_with_their_episodes(
     pid = next(line.split()[0] for line in out.splitlines() if "readings" in line)
     assert _cli(db, "show", pid) == 0
     assert "episodes: 3 (wasDerivedFrom)" in capsys.readouterr().out
+
+
+def test_a_disputed_claim_feeds_its_pattern_only_once_settled() -> None:
+    clock = Clock()
+    e = MemoryEngine(":memory:", MemoryConfig(contradiction_x=0.1), clock=clock)
+    for k in range(2):
+        clock.t = T0 + k
+        e.admit(fact("gate 9", "state", "closed"), "cam")
+    clock.t = T0 + 100
+    a = e.admit(fact("gate 9", "state", "open"), "cam")
+    b = e.admit(fact("gate 9", "state", "closed"), "cam2")  # same instant: disputed
+    [d] = distill.patterns(e)
+    # "open" came first and changed the state; the disputing "closed" was held back
+    assert (d.stats.n, d.stats.value, revision.supersessions(e)) == (3, "open", 1)
+    assert e.require(a.id).flagged and e.require(b.id).flagged
+    e.transition(e.require(a.id), State.QUARANTINED, "steward: camera 1 misaligned")
+    assert revision.supersessions(e) == 0  # the quarantined claim made nothing history
+    [d] = distill.patterns(e)
+    # rebuilt without the quarantined "open": three closed observations, no change
+    assert (d.stats.n, d.stats.value, d.stats.changes) == (3, "closed", 0)
+    p = e.require(d.memory_id)
+    assert b.id in p.links and a.id not in p.links and not e.require(b.id).flagged
+    assert p.value.startswith("closed (held 100 s, 3 of 3 observations, 0 changes")
+    assert revision.validity(e, e.require(b.id)).valid_to is None
+
+
+def test_a_negation_is_not_agreement() -> None:
+    clock = Clock()
+    e = MemoryEngine(":memory:", clock=clock)
+    e.admit(fact("lamp", "colour", "red"), "s")
+    clock.t += 60
+    e.admit(fact("lamp", "colour", "red"), "s")
+    clock.t += 60
+    e.admit(json.dumps({"subject": "lamp", "attribute": "colour", "value": "red",
+                        "negated": True}), "s")  # fmt: skip
+    [d] = distill.patterns(e)
+    assert (d.stats.value, d.stats.changes) == ("not red", 1)
+
+
+def test_a_pattern_whose_episodes_are_all_quarantined_is_quarantined() -> None:
+    clock = Clock()
+    e = MemoryEngine(":memory:", clock=clock)
+    eps = []
+    for n, v in enumerate([30.0, 31.0, 90.0]):
+        clock.t = T0 + n
+        eps.append(e.admit(reading(v, n), "sensor/temp9"))
+    [pid] = patterns(e)
+    e.transition(e.require(eps[2].id), State.QUARANTINED, "steward: stuck sensor")
+    p = e.require(pid)
+    assert p.value.startswith("30.0\N{EN DASH}31.0, mean 30.5") and eps[2].id not in p.links
+    for m in eps[:2]:
+        e.transition(e.require(m.id), State.QUARANTINED, "steward: wrong probe")
+    p = e.require(pid)
+    assert p.state is State.QUARANTINED
+    assert e.recall("sensor temp9 t readings", k=5, touch=False) == []

@@ -30,6 +30,9 @@ it — one rehearsal in the strength equation — and updates the statement; it 
 copied. Episodes stay
 episodic and decay on their own timescale (``MemoryConfig.episodic_tau_s``).
 
+An episode quarantined later (a contradiction it lost, a corrupted hash, a steward) is
+withdrawn: the pattern is rebuilt from the episodes still live (:func:`withdraw`).
+
 Bounds: a distillate takes at most ``distill_max_episodes`` episodes and, except for an
 action chain (a routine is learnt over weeks), only for ``distill_window_s`` from its
 first one; the next episode opens a new window, whose memory
@@ -54,7 +57,7 @@ if TYPE_CHECKING:  # the engine imports this module
     from hirmem.memory.engine import MemoryEngine
 
 __all__ = ["SCHEMA", "Distillate", "Stats", "distillate_of", "episodes_of", "on_episode",
-           "patterns"]  # fmt: skip
+           "patterns", "withdraw"]  # fmt: skip
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS distillates (
@@ -242,13 +245,14 @@ def _absorb(d: Distillate, m: Memory, engine: MemoryEngine) -> bool:
         s.sum_tt += t * t
         s.sum_tv += t * v
     elif d.form == "state":
+        said = f"not {m.value}" if m.negated else m.value
         if s.n == 0:
-            s.value, s.since_ms, s.held_n = m.value, m.timestamp, 1
-        elif same_value(s.value, m.value, engine.config):
+            s.value, s.since_ms, s.held_n = said, m.timestamp, 1
+        elif same_value(s.value, said, engine.config):
             s.held_n += 1
         elif m.timestamp >= s.since_ms:  # a change of state: the pattern starts over
             agrees = False
-            s.value, s.since_ms, s.held_n = m.value, m.timestamp, 1
+            s.value, s.since_ms, s.held_n = said, m.timestamp, 1
             s.changes += 1
         else:
             agrees = False  # an older, different value: history, the current one holds
@@ -379,10 +383,14 @@ def episodes_of_row(engine: MemoryEngine, rowid: int) -> list[str]:
 def on_episode(engine: MemoryEngine, m: Memory) -> Memory | None:
     """Distil a freshly admitted live episode; returns the derived memory it now
     supports (created or reinforced), or None while the pattern is not yet one."""
-    if m.state not in (State.CANDIDATE, State.CONSOLIDATED):
-        return None
+    if m.state not in (State.CANDIDATE, State.CONSOLIDATED) or m.flagged:
+        return None  # a disputed claim waits until its contradiction is settled
     if not is_episode(m.kind, m.subject, m.attribute) or m.kind not in FORMS:
         return None
+    if engine.store.db.execute(
+        "SELECT 1 FROM distill_links WHERE episode_id = ?", (m.id,)
+    ).fetchone():
+        return None  # already distilled
     d = _open_distillate(engine, m)
     agrees = _absorb(d, m, engine)
     engine.store.db.execute(
@@ -412,3 +420,46 @@ def on_episode(engine: MemoryEngine, m: Memory) -> Memory | None:
     p = engine._save(p.replace(audit_seq=seq))
     return engine.apply_strength(p, u=1.0 if agrees else 0.0, d=owed,
                                  reason="distilled episode")  # fmt: skip
+
+
+def withdraw(engine: MemoryEngine, m: Memory) -> Memory | None:
+    """Episode ``m`` was quarantined: rebuild its pattern from the episodes still live,
+    so nothing quarantined stays in what the pattern states (a pattern left with no
+    live episode is quarantined too). Returns the pattern, or None if ``m`` fed none."""
+    row = engine.store.db.execute(
+        "SELECT distillate FROM distill_links WHERE episode_id = ?", (m.id,)
+    ).fetchone()
+    if row is None:
+        return None
+    r = engine.store.db.execute(_SELECT + " WHERE rowid = ?", (int(row[0]),)).fetchone()
+    old = _row(r)
+    live = [
+        e for e in (engine.get(x) for x in episodes_of_row(engine, old.rowid))
+        if e is not None and e.state in (State.CANDIDATE, State.CONSOLIDATED)
+    ]  # fmt: skip
+    live.sort(key=lambda e: (e.timestamp, e.id))
+    first = live[0].timestamp if live else old.stats.first_ms
+    d = Distillate(old.rowid, old.memory_id, old.form, old.device, old.subject,
+                   old.attribute, old.value_key, old.open,
+                   Stats(first_ms=first, last_ms=first, since_ms=first,
+                         prev=old.stats.prev))  # fmt: skip
+    for e in live:
+        _absorb(d, e, engine)
+    _save_stats(engine, d)
+    p = engine.get(d.memory_id) if d.memory_id else None
+    if p is None or p.state not in (State.CANDIDATE, State.CONSOLIDATED):
+        return p
+    now = engine.clock()
+    seq = engine.audit.append(
+        "derive", p.id,
+        {"activity": "distill", "form": d.form, "wasDerivedFrom": m.id, "agrees": 0,
+         "reason": "withdrawn: the episode was quarantined"},
+        ts=now,
+    )  # fmt: skip
+    if not live:
+        return engine.transition(p.replace(audit_seq=seq), State.QUARANTINED,
+                                 "every episode it rested on was quarantined")  # fmt: skip
+    links = ([d.stats.prev] if d.stats.prev else []) + [e.id for e in live]
+    p = _scored(p, d.stats, engine).replace(value=statement(d), links=tuple(links),
+                                            audit_seq=seq)  # fmt: skip
+    return engine._save(p)

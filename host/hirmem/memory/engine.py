@@ -236,6 +236,9 @@ class MemoryEngine:
                 quarantine_reason=reason if new is State.QUARANTINED else m.quarantine_reason,
             )
             out = self._save(out)
+            if new is State.QUARANTINED:
+                revision.revoke(self, out)  # a quarantined claim makes nothing history
+                distill.withdraw(self, out)  # nor feeds a pattern
             if new in (State.QUARANTINED, State.ARCHIVED):
                 # what it contradicted may stand alone now
                 revision.settle_flags(self, [x for x in m.links if x != m.id])

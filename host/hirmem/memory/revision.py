@@ -6,9 +6,12 @@ observation of the same (subject, attribute) says otherwise. Then the older one 
 end of validity (``valid_to`` = the newer one's capture time, ``superseded_by`` = its id)
 in the ``validity`` table, an audited ``supersede`` record, and nothing else: it stays
 in its state as history, its strength untouched. An observation that arrives late (older
-than one already held) is history at once when a later one disagrees with it.
+than one already held) is history at once when a later one disagrees with it. If the
+newer claim is later quarantined, the supersession is revoked (:func:`revoke`, audited).
 
-Agreeing observations continue one validity (no supersession); observations within
+Agreeing observations continue one validity: each row says which later observation
+continued it (``change = 0``), and the end of a run is the end of its last member;
+only a change (``change = 1``) is a supersession. observations within
 ``simultaneity_s`` of each other that disagree are a contradiction
 (:mod:`.contradiction`), never a supersession, and a claim so disputed (flagged) ends
 nothing's validity. Readings are a series and are never
@@ -16,7 +19,8 @@ revised (their pattern is distilled, :mod:`.distill`).
 
 Contradiction flags clear: :func:`settle_flags` unflags (audited) a flagged memory
 once nothing live contradicts it any more — its opponent was quarantined, archived or
-superseded — so a flagged winner is not stuck as a candidate.
+superseded — so a flagged winner is not stuck as a candidate; only then does it
+revise older observations and feed its pattern (a disputed claim does neither).
 """
 
 from __future__ import annotations
@@ -25,24 +29,27 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from hirmem.memory import distill
 from hirmem.memory.contradiction import find_conflicts, same_value, single_valued
 from hirmem.memory.model import Memory, State
 
 if TYPE_CHECKING:  # the engine imports this module
     from hirmem.memory.engine import MemoryEngine
 
-__all__ = ["SCHEMA", "Validity", "ensure_schema", "revise", "settle_flags", "supersessions",
-           "validity"]  # fmt: skip
+__all__ = ["SCHEMA", "Validity", "ensure_schema", "revise", "revoke", "settle_flags",
+           "supersessions", "validity"]  # fmt: skip
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS validity (
     memory_id TEXT PRIMARY KEY,
     valid_to INTEGER NOT NULL,
-    superseded_by TEXT NOT NULL
+    superseded_by TEXT NOT NULL,
+    change INTEGER NOT NULL
 )
 """
 
 _LIVE = (int(State.CANDIDATE), int(State.CONSOLIDATED))
+_BASE = "subject = ? AND attribute = ? AND kind = 'fact' AND state IN (?, ?) AND id != ?"
 
 
 @dataclass(frozen=True)
@@ -57,8 +64,14 @@ def ensure_schema(engine: MemoryEngine) -> None:
 
 
 def validity(engine: MemoryEngine, m: Memory) -> Validity:
+    """When ``m`` stopped holding: the end of its run of agreeing observations."""
     row = engine.store.db.execute(
-        "SELECT valid_to, superseded_by FROM validity WHERE memory_id = ?", (m.id,)
+        "WITH RECURSIVE run(id, valid_to, by, change) AS ("
+        " SELECT memory_id, valid_to, superseded_by, change FROM validity WHERE memory_id = ?"
+        " UNION ALL SELECT v.memory_id, v.valid_to, v.superseded_by, v.change"
+        " FROM validity v JOIN run ON v.memory_id = run.by WHERE run.change = 0)"
+        " SELECT valid_to, by FROM run WHERE change = 1 LIMIT 1",
+        (m.id,),
     ).fetchone()
     if row is None:
         return Validity(m.timestamp, None, "")
@@ -66,7 +79,10 @@ def validity(engine: MemoryEngine, m: Memory) -> Validity:
 
 
 def supersessions(engine: MemoryEngine) -> int:
-    return int(engine.store.db.execute("SELECT count(*) FROM validity").fetchone()[0])
+    """How many observations a later, different one has made history."""
+    return int(
+        engine.store.db.execute("SELECT count(*) FROM validity WHERE change = 1").fetchone()[0]
+    )
 
 
 def _revisable(m: Memory, engine: MemoryEngine) -> bool:
@@ -82,13 +98,16 @@ def _agree(a: Memory, b: Memory, engine: MemoryEngine) -> bool:
     return a.negated == b.negated and same_value(a.value, b.value, engine.config)
 
 
-def _end(engine: MemoryEngine, older: Memory, newer: Memory) -> None:
+def _end(engine: MemoryEngine, older: Memory, newer: Memory, change: bool) -> None:
+    """``older`` holds until ``newer``: continued by it (agreeing) or superseded (not)."""
     engine.store.db.execute(
-        "INSERT INTO validity (memory_id, valid_to, superseded_by) VALUES (?, ?, ?) "
+        "INSERT INTO validity (memory_id, valid_to, superseded_by, change) VALUES (?, ?, ?, ?) "
         "ON CONFLICT(memory_id) DO UPDATE SET valid_to = excluded.valid_to, "
-        "superseded_by = excluded.superseded_by",
-        (older.id, newer.timestamp, newer.id),
+        "superseded_by = excluded.superseded_by, change = excluded.change",
+        (older.id, newer.timestamp, newer.id, int(change)),
     )
+    if not change:
+        return
     seq = engine.audit.append(
         "supersede", older.id,
         {"superseded_by": newer.id, "valid_to": newer.timestamp, "value": older.value,
@@ -99,33 +118,55 @@ def _end(engine: MemoryEngine, older: Memory, newer: Memory) -> None:
 
 
 def revise(engine: MemoryEngine, m: Memory) -> list[str]:
-    """Supersede what ``m`` makes history (and make ``m`` history if a later observation
-    already disagrees with it). Returns the ids that got an end of validity."""
+    """Place ``m`` in time among the observations of its attribute: the one current
+    before it is continued (agreeing) or superseded (not) by it, and ``m`` itself is
+    continued or superseded at once by a later one already held (a late arrival).
+    Returns the ids that got an end of validity."""
     if not _revisable(m, engine) or m.flagged:
         return []  # a disputed claim (in an open contradiction) ends nothing's validity
     window = int(engine.config.simultaneity_s * 1000)
-    base = "subject = ? AND attribute = ? AND kind = 'fact' AND state IN (?, ?) AND id != ?"
     key = (m.subject, m.attribute, *_LIVE, m.id)
     ended: list[str] = []
-    # the observation current just before m: the latest earlier one still valid at m
-    for prior in engine.store.select(
-        base + " AND timestamp < ?", (*key, m.timestamp - window), "ORDER BY timestamp DESC"
-    ):
-        v = validity(engine, prior)
-        if v.valid_to is not None and v.valid_to <= m.timestamp:
-            continue  # already history before m
-        if not _agree(prior, m, engine):
-            _end(engine, prior, m)
+    row = engine.store.db.execute(
+        "SELECT id FROM memories LEFT JOIN validity ON validity.memory_id = memories.id "
+        f"WHERE {_BASE} AND timestamp < ? AND (valid_to IS NULL OR valid_to > ?) "
+        "ORDER BY timestamp DESC LIMIT 1",
+        (*key, m.timestamp - window, m.timestamp),
+    ).fetchone()
+    prior = engine.get(str(row[0])) if row is not None else None
+    if prior is not None:
+        change = not _agree(prior, m, engine)
+        _end(engine, prior, m, change)
+        if change:
             ended.append(prior.id)
-        break
-    # a later observation already held: m (arriving late) ends where it begins
     later = engine.store.select(
-        base + " AND timestamp > ?", (*key, m.timestamp + window), "ORDER BY timestamp LIMIT 1"
+        _BASE + " AND timestamp > ?", (*key, m.timestamp + window), "ORDER BY timestamp LIMIT 1"
     )
-    if later and not _agree(m, later[0], engine):
-        _end(engine, m, later[0])
-        ended.append(m.id)
+    if later:
+        change = not _agree(m, later[0], engine)
+        _end(engine, m, later[0], change)
+        if change:
+            ended.append(m.id)
     return ended
+
+
+def revoke(engine: MemoryEngine, m: Memory) -> int:
+    """``m`` was quarantined: what it continued or superseded holds again (audited)."""
+    rows = engine.store.db.execute(
+        "SELECT memory_id, change FROM validity WHERE superseded_by = ?", (m.id,)
+    ).fetchall()
+    for older, change in rows:
+        engine.store.db.execute("DELETE FROM validity WHERE memory_id = ?", (older,))
+        if change:
+            seq = engine.audit.append(
+                "supersede", str(older),
+                {"superseded_by": m.id, "reason": "revoked: the newer claim was quarantined"},
+                ts=engine.clock(),
+            )  # fmt: skip
+            engine.store.db.execute(
+                "UPDATE memories SET audit_seq = ? WHERE id = ?", (seq, str(older))
+            )
+    return len(rows)
 
 
 def settle_flags(engine: MemoryEngine, ids: Iterable[str]) -> list[str]:
@@ -141,6 +182,9 @@ def settle_flags(engine: MemoryEngine, ids: Iterable[str]) -> list[str]:
             "unflag", m.id, {"reason": "no live memory contradicts it any more"},
             ts=engine.clock(),
         )  # fmt: skip
-        engine._save(m.replace(flagged=False, audit_seq=seq))
+        m = engine._save(m.replace(flagged=False, audit_seq=seq))
         cleared.append(m.id)
+        # no longer disputed: it now revises and feeds its pattern like any observation
+        revise(engine, m)
+        distill.on_episode(engine, m)
     return cleared
