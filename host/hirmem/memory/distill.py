@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from hirmem.memory.contradiction import same_value, single_valued
@@ -165,7 +165,8 @@ _SELECT = (
 
 
 def _json(stats: Stats) -> str:
-    return json.dumps(asdict(stats))  # ±Infinity (an empty range) round-trips in Python
+    # vars(), not asdict(): no deep copy on every episode; ±Infinity round-trips in Python
+    return json.dumps(vars(stats))
 
 
 def distillate_of(engine: MemoryEngine, memory_id: str) -> Distillate | None:
@@ -417,8 +418,8 @@ def on_episode(engine: MemoryEngine, m: Memory) -> Memory | None:
         {"activity": "distill", "form": d.form, "wasDerivedFrom": m.id, "agrees": int(agrees)},
         ts=now,
     )  # fmt: skip
-    p = engine._save(p.replace(audit_seq=seq))
-    return engine.apply_strength(p, u=1.0 if agrees else 0.0, d=owed,
+    # one write: apply_strength saves the updated pattern with its new strength
+    return engine.apply_strength(p.replace(audit_seq=seq), u=1.0 if agrees else 0.0, d=owed,
                                  reason="distilled episode")  # fmt: skip
 
 
