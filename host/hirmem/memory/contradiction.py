@@ -21,13 +21,12 @@ contradict.
 
 A memory's structured triple comes from the capture API, or from a JSON payload object
 with ``subject``, ``attribute`` and ``value`` keys (and optionally ``negated``), which
-is how device records carry one. Versions of one memory (a repair and what it
-supersedes) never conflict with each other.
+is how device records carry one (read by :func:`hirmem.memory.observe.describe`).
+Versions of one memory (a repair and what it supersedes) never conflict with each other.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from hirmem.memory.config import MemoryConfig
@@ -37,8 +36,7 @@ from hirmem.memory.store import Store
 from hirmem.protocol.identity import fold
 
 __all__ = [
-    "Conflict", "find_conflicts", "is_corrupted", "same_value", "simultaneous",
-    "single_valued", "structured",
+    "Conflict", "find_conflicts", "is_corrupted", "same_value", "single_valued",
 ]  # fmt: skip
 
 _LIVE = (int(State.CANDIDATE), int(State.CONSOLIDATED))
@@ -48,21 +46,6 @@ _LIVE = (int(State.CANDIDATE), int(State.CONSOLIDATED))
 class Conflict:
     kind: str  # "value" or "negation"
     other: Memory
-
-
-def structured(payload: bytes) -> tuple[str, str, str, bool] | None:
-    """(subject, attribute, value, negated) from a JSON object payload, if it has one."""
-    try:
-        data = json.loads(payload.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        return None
-    if not isinstance(data, dict):
-        return None
-    parts = [data.get(k) for k in ("subject", "attribute", "value")]
-    if not all(isinstance(p, (str, int, float)) and not isinstance(p, bool) for p in parts):
-        return None
-    negated = data.get("negated", False)
-    return str(parts[0]), str(parts[1]), str(parts[2]), negated is True
 
 
 def _key(text: str) -> str:
@@ -76,11 +59,6 @@ def same_value(a: str, b: str, cfg: MemoryConfig) -> bool:
         tol = max(cfg.value_abs_tolerance, cfg.value_rel_tolerance * max(abs(x), abs(y)))
         return abs(x - y) <= tol
     return _key(a) == _key(b)
-
-
-def simultaneous(a: Memory, b: Memory, cfg: MemoryConfig) -> bool:
-    """Whether two observations hold at the same time (capture times within the window)."""
-    return abs(a.timestamp - b.timestamp) <= cfg.simultaneity_s * 1000
 
 
 def single_valued(attribute: str, cfg: MemoryConfig) -> bool:
