@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
@@ -392,3 +393,57 @@ def test_a_pattern_whose_episodes_are_all_quarantined_is_quarantined() -> None:
     p = e.require(pid)
     assert p.state is State.QUARANTINED
     assert e.recall("sensor temp9 t readings", k=5, touch=False) == []
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(2, 600), st.sampled_from(["on", "off", "1.0", "1.00"]),
+                       st.booleans()), min_size=1, max_size=14),
+    st.randoms(use_true_random=False),
+)  # fmt: skip
+def test_revision_matches_an_oracle_whatever_the_arrival_order(
+    steps: list[tuple[int, str, bool]], rnd: object
+) -> None:
+    """Observations of one attribute (gaps beyond the simultaneity window, sometimes a
+    second, agreeing observation at the same instant) admitted in a random order: the
+    supersessions are the changes of value in time order, and each observation's end of
+    validity is the time of the next different value (oracle: a sorted walk)."""
+    import random
+
+    assert isinstance(rnd, random.Random)
+    obs: list[tuple[int, str]] = []
+    t = 0
+    for gap, value, twin in steps:
+        t += gap * 1000
+        obs.append((t, value))
+        if twin:
+            obs.append((t, value))
+    order = list(range(len(obs)))
+    rnd.shuffle(order)
+    e = MemoryEngine(":memory:", clock=Clock())
+    ids: dict[int, str] = {}
+    for j in order:
+        ts, value = obs[j]
+        ids[j] = e.admit(fact("relay", "state", value), f"s{j}",
+                         timestamp=int(T0 * 1000) + ts).id  # fmt: skip
+
+    def norm(v: str) -> str:
+        return "1" if v.startswith("1") else v
+
+    changes = sum(norm(a[1]) != norm(b[1]) for a, b in itertools.pairwise(obs))
+    assert revision.supersessions(e) == changes
+    for j, (ts, value) in enumerate(obs):
+        nxt = next((u for u, v in obs if u > ts and norm(v) != norm(value)), None)
+        got = revision.validity(e, e.require(ids[j])).valid_to
+        assert got == (None if nxt is None else int(T0 * 1000) + nxt)
+    assert not any(m.flagged for m in e.store.select())
+
+
+def test_five_successive_temperature_facts_are_a_series_not_a_conflict() -> None:
+    clock = Clock()
+    e = MemoryEngine(":memory:", clock=clock)
+    for k, v in enumerate(["21.5", "21.7", "22.0", "21.9", "21.6"]):
+        clock.t = T0 + 60 * k
+        e.admit(fact("temp0", "t", v), "sensor")
+    assert e.store.count("state = 3") == 0 and e.store.count("flagged = 1") == 0
+    assert revision.supersessions(e) == 4

@@ -79,10 +79,12 @@ def validity(engine: MemoryEngine, m: Memory) -> Validity:
 
 
 def supersessions(engine: MemoryEngine) -> int:
-    """How many observations a later, different one has made history."""
-    return int(
-        engine.store.db.execute("SELECT count(*) FROM validity WHERE change = 1").fetchone()[0]
-    )
+    """How many changes of value made older observations history (one per newer
+    observation that brought a change, however many simultaneous ones it ended)."""
+    row = engine.store.db.execute(
+        "SELECT count(DISTINCT superseded_by) FROM validity WHERE change = 1"
+    ).fetchone()
+    return int(row[0])
 
 
 def _revisable(m: Memory, engine: MemoryEngine) -> bool:
@@ -127,14 +129,18 @@ def revise(engine: MemoryEngine, m: Memory) -> list[str]:
     window = int(engine.config.simultaneity_s * 1000)
     key = (m.subject, m.attribute, *_LIVE, m.id)
     ended: list[str] = []
-    row = engine.store.db.execute(
-        "SELECT id FROM memories LEFT JOIN validity ON validity.memory_id = memories.id "
-        f"WHERE {_BASE} AND timestamp < ? AND (valid_to IS NULL OR valid_to > ?) "
-        "ORDER BY timestamp DESC LIMIT 1",
+    # what held just before m: the latest earlier observation still valid at m, with
+    # any agreeing one made at the same time (a bounded look-back)
+    rows = engine.store.db.execute(
+        "SELECT id, timestamp FROM memories LEFT JOIN validity "
+        f"ON validity.memory_id = memories.id WHERE {_BASE} AND timestamp < ? "
+        "AND (valid_to IS NULL OR valid_to > ?) ORDER BY timestamp DESC, id LIMIT 16",
         (*key, m.timestamp - window, m.timestamp),
-    ).fetchone()
-    prior = engine.get(str(row[0])) if row is not None else None
-    if prior is not None:
+    ).fetchall()
+    for mid, ts in rows:
+        if ts < rows[0][1] - window:
+            break
+        prior = engine.require(str(mid))
         change = not _agree(prior, m, engine)
         _end(engine, prior, m, change)
         if change:
