@@ -447,3 +447,21 @@ def test_five_successive_temperature_facts_are_a_series_not_a_conflict() -> None
         e.admit(fact("temp0", "t", v), "sensor")
     assert e.store.count("state = 3") == 0 and e.store.count("flagged = 1") == 0
     assert revision.supersessions(e) == 4
+
+
+def test_an_episode_a_steward_promotes_feeds_its_pattern_again() -> None:
+    from hirmem.memory import review
+
+    clock = Clock()
+    e = MemoryEngine(":memory:", clock=clock)
+    eps = []
+    for n, v in enumerate([30.0, 31.0, 90.0]):
+        clock.t = T0 + n
+        eps.append(e.admit(reading(v, n), "sensor/temp9"))
+    [pid] = patterns(e)
+    e.transition(e.require(eps[2].id), State.QUARANTINED, "spike")
+    assert "3 readings" not in e.require(pid).value
+    review.decide(e, eps[2].id, "ana", "promote", "the spike was a real fire drill")
+    p = e.require(pid)
+    assert p.value.startswith("30.0\N{EN DASH}90.0, mean 50.3") and "3 readings" in p.value
+    assert eps[2].id in p.links

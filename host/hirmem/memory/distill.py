@@ -31,7 +31,8 @@ copied. Episodes stay
 episodic and decay on their own timescale (``MemoryConfig.episodic_tau_s``).
 
 An episode quarantined later (a contradiction it lost, a corrupted hash, a steward) is
-withdrawn: the pattern is rebuilt from the episodes still live (:func:`withdraw`).
+withdrawn: the pattern is rebuilt from the episodes still live (:func:`reconsider`), and
+rebuilt again if a steward promotes the episode.
 
 Bounds: a distillate takes at most ``distill_max_episodes`` episodes and, except for an
 action chain (a routine is learnt over weeks), only for ``distill_window_s`` from its
@@ -57,7 +58,7 @@ if TYPE_CHECKING:  # the engine imports this module
     from hirmem.memory.engine import MemoryEngine
 
 __all__ = ["SCHEMA", "Distillate", "Stats", "distillate_of", "episodes_of", "on_episode",
-           "patterns", "withdraw"]  # fmt: skip
+           "patterns", "reconsider"]  # fmt: skip
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS distillates (
@@ -423,10 +424,19 @@ def on_episode(engine: MemoryEngine, m: Memory) -> Memory | None:
                                  reason="distilled episode")  # fmt: skip
 
 
-def withdraw(engine: MemoryEngine, m: Memory) -> Memory | None:
-    """Episode ``m`` was quarantined: rebuild its pattern from the episodes still live,
-    so nothing quarantined stays in what the pattern states (a pattern left with no
-    live episode is quarantined too). Returns the pattern, or None if ``m`` fed none."""
+def reconsider(engine: MemoryEngine, m: Memory) -> Memory | None:
+    """Episode ``m`` entered or left quarantine: rebuild the pattern it fed from the
+    episodes live now, so nothing quarantined stays in what the pattern states (a
+    pattern left with no live episode is quarantined too); an episode a steward
+    promoted that never fed one is distilled now. Returns the pattern, if any."""
+    if not engine.store.db.execute(
+        "SELECT 1 FROM distill_links WHERE episode_id = ?", (m.id,)
+    ).fetchone():
+        return on_episode(engine, m)
+    return _rebuild(engine, m)
+
+
+def _rebuild(engine: MemoryEngine, m: Memory) -> Memory | None:
     row = engine.store.db.execute(
         "SELECT distillate FROM distill_links WHERE episode_id = ?", (m.id,)
     ).fetchone()
@@ -454,7 +464,7 @@ def withdraw(engine: MemoryEngine, m: Memory) -> Memory | None:
     seq = engine.audit.append(
         "derive", p.id,
         {"activity": "distill", "form": d.form, "wasDerivedFrom": m.id, "agrees": 0,
-         "reason": "withdrawn: the episode was quarantined"},
+         "reason": f"rebuilt: the episode is {m.state.name.lower()}"},
         ts=now,
     )  # fmt: skip
     if not live:

@@ -238,7 +238,8 @@ class MemoryEngine:
             out = self._save(out)
             if new is State.QUARANTINED:
                 revision.revoke(self, out)  # a quarantined claim makes nothing history
-                distill.withdraw(self, out)  # nor feeds a pattern
+            if State.QUARANTINED in (m.state, new):
+                distill.reconsider(self, out)  # nor feeds a pattern, until promoted
             if new in (State.QUARANTINED, State.ARCHIVED):
                 # what it contradicted may stand alone now
                 revision.settle_flags(self, [x for x in m.links if x != m.id])
