@@ -465,3 +465,18 @@ def test_an_episode_a_steward_promotes_feeds_its_pattern_again() -> None:
     p = e.require(pid)
     assert p.value.startswith("30.0\N{EN DASH}90.0, mean 50.3") and "3 readings" in p.value
     assert eps[2].id in p.links
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    ({"distill_min_episodes": 0}, "distill_min_episodes"),
+    ({"distill_min_episodes": 600}, "distill_max_episodes"),
+    ({"procedure_min_rate": 1.5}, "procedure_min_rate"),
+    ({"episodic_tau_s": 0}, "episodic_tau_s"),
+    ({"simultaneity_s": -1}, "simultaneity_s"),
+    ({"value_abs_tolerance": float("nan")}, "value_abs_tolerance"),
+])  # fmt: skip
+def test_layer_parameters_are_checked(change: dict[str, float], why: str) -> None:
+    from hirmem.protocol.errors import HirmemError
+
+    with pytest.raises(HirmemError, match=why):
+        MemoryConfig.from_dict(change)
