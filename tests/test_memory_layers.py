@@ -480,3 +480,14 @@ def test_layer_parameters_are_checked(change: dict[str, float], why: str) -> Non
 
     with pytest.raises(HirmemError, match=why):
         MemoryConfig.from_dict(change)
+
+
+def test_revising_twice_writes_nothing_new() -> None:
+    clock = Clock()
+    e = MemoryEngine(":memory:", clock=clock)
+    e.admit(fact("fan", "speed", "low"), "s")
+    clock.t += 600
+    b = e.admit(fact("fan", "speed", "high"), "s")
+    head = e.audit.head_seq
+    revision.revise(e, e.require(b.id))
+    assert e.audit.head_seq == head and revision.supersessions(e) == 1

@@ -101,7 +101,13 @@ def _agree(a: Memory, b: Memory, engine: MemoryEngine) -> bool:
 
 
 def _end(engine: MemoryEngine, older: Memory, newer: Memory, change: bool) -> None:
-    """``older`` holds until ``newer``: continued by it (agreeing) or superseded (not)."""
+    """``older`` holds until ``newer``: continued by it (agreeing) or superseded (not).
+    Idempotent: revising the same pair again writes nothing."""
+    held = engine.store.db.execute(
+        "SELECT superseded_by, change FROM validity WHERE memory_id = ?", (older.id,)
+    ).fetchone()
+    if held is not None and (str(held[0]), int(held[1])) == (newer.id, int(change)):
+        return
     engine.store.db.execute(
         "INSERT INTO validity (memory_id, valid_to, superseded_by, change) VALUES (?, ?, ?, ?) "
         "ON CONFLICT(memory_id) DO UPDATE SET valid_to = excluded.valid_to, "
