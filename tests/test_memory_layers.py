@@ -490,3 +490,20 @@ def test_revising_twice_writes_nothing_new() -> None:
     head = e.audit.head_seq
     revision.revise(e, e.require(late.id))  # again: it is already history
     assert e.audit.head_seq == head and revision.supersessions(e) == 1
+
+
+def test_a_stewards_repair_path_becomes_a_procedure_with_its_success_rate() -> None:
+    clock = Clock()
+    e = MemoryEngine(":memory:", clock=clock)
+    for k in range(4):
+        clock.t = T0 + DAY * k
+        m = e.admit(fact(f"meter {k}", "unit", "kWh"), "scada", confidence=0.5)
+        e.transition(m, State.QUARANTINED, "wrong unit")
+        if k == 1:  # a stronger simultaneous claim will defeat this repair
+            e.admit(fact(f"meter {k}", "unit", "Wh"), "billing")
+        out = e.repair(m.id, fact(f"meter {k}", "unit", "MWh"), reason="unit fixed",
+                       actor="steward:ana", value="MWh")  # fmt: skip
+        assert (out.state is State.QUARANTINED) == (k == 1)
+    [p] = e.store.select("kind = 'procedure'")
+    assert p.value.startswith("steps quarantined for wrong unit → steward repair")
+    assert p.value.endswith("3 of 4 succeeded (75%)")

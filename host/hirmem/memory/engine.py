@@ -712,9 +712,11 @@ class MemoryEngine:
             )  # fmt: skip
             if prior.state in (State.CANDIDATE, State.CONSOLIDATED):
                 self.transition(prior, State.ARCHIVED, f"superseded by {new.id}", actor=actor)
-            if actor.startswith("steward:"):
-                paths.record_path(self, prior, "steward repair", State.CANDIDATE, actor)
-            return self.process(new.id)
+            out = self.process(new.id)
+            if actor.startswith("steward:"):  # the repair path succeeded if it holds
+                paths.record_path(self, prior, "steward repair", out.state, actor,
+                                  ok=out.state is not State.QUARANTINED)  # fmt: skip
+            return out
 
     # -- inspection ---------------------------------------------------------------------
     def verify_audit(self) -> Verification:

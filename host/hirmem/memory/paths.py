@@ -4,7 +4,8 @@ Every decision a steward carries out on a quarantined memory (promote, retire) a
 repair a steward writes is an action taken with a result observed: it is admitted as an
 ``action`` episode (source ``steward:<name>``) whose steps are *why the memory was
 quarantined* → *what the steward did*, result the state it reached, outcome
-``success`` (the decision was carried out). :mod:`.distill` turns a path that succeeded
+``success`` when the decision was carried out, and for a repair when its new version
+was not quarantined again. :mod:`.distill` turns a path that succeeded
 ``procedure_min_successes`` times into a procedure in the procedural layer — how this
 kind of quarantine is resolved — with its success rate.
 """
@@ -30,13 +31,16 @@ def _why(m: Memory) -> str:
     return "quarantined for " + reason.split(" (", 1)[0][:120]
 
 
-def record_path(engine: MemoryEngine, m: Memory, step: str, result: State, actor: str) -> None:
-    """Admit the path ``<where it started> → <step>`` as an action episode."""
+def record_path(
+    engine: MemoryEngine, m: Memory, step: str, result: State, actor: str, ok: bool = True
+) -> None:
+    """Admit the path ``<where it started> → <step>`` as an action episode; ``ok`` is its
+    outcome (a repair whose new version was quarantined again did not succeed)."""
     payload = json.dumps(
         {
             "action": [_why(m), step],
             "result": result.name.lower(),
-            "outcome": "success",
+            "outcome": "success" if ok else "failure",
             "memory": m.id,
         }
     )
