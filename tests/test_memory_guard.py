@@ -101,3 +101,35 @@ def test_the_record_guard_and_the_engine_agree_on_every_flag_word() -> None:
         if (engine.require(r.id.hex()).state is State.QUARANTINED) != bool(withheld(r))
     ]
     assert disagree == []
+
+
+def test_what_the_host_quarantines_stays_out_of_the_graph_too(tmp_path: Path) -> None:
+    """A record only the host can judge — it lost a contradiction to a stronger one at
+    the same instant — is quarantined by the engine, and the engine's verdict, handed
+    to the feed, keeps it out of the graph and the answers."""
+    store = Store(tmp_path / "hirmem.db")
+    store.register_device(DEV, KEY.public.raw, "guarded")
+
+    def claim(n: int, value: str, q: int, link: bytes) -> Record:
+        body = json.dumps({"subject": "valve 7", "attribute": "position", "value": value})
+        return Record.capture(record_id(DEV, 1, n), body.encode(), "plc", T0, CONTEXT,
+                              0x0FFF, q, 0xE666, 0x8000, link)  # fmt: skip
+
+    strong = claim(1, "shut", 0x10000, GENESIS)
+    weak = claim(2, "wide open", 0x1000, strong.hash)
+    pack = sign_pack(KEY, PackKind.MEMORY, DEV, (1 << 32) | 1, GENESIS, T0 + 10, [strong, weak])
+    assert store.take_pack(DEV, pack.encoded).status == "accepted"
+    assert withheld(weak) == ""  # nothing on the record itself says so
+    engine = MemoryEngine(tmp_path / "memory.db")
+    follow_intake(engine, store)
+    assert engine.require(weak.id.hex()).state is State.QUARANTINED
+    assert engine.withheld(weak.id) and not engine.withheld(strong.id)
+    sub = Substrate.in_memory()
+    feed = DeviceFeed(store, sub, verdict=engine.withheld)
+    _, result = feed.pull()
+    assert len(result.docs) == 1 and all("wide open" not in t.object for t in result.triples)
+    assert sum(feed.withheld.values()) == 1
+    ans = sub.ask("what is the position of valve 7?")
+    assert all("wide open" not in h.evidence for h in ans.hits)
+    engine.close()
+    store.close()

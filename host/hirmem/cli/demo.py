@@ -362,16 +362,20 @@ def _memory(db: Path, workdir: Path, boards: list[Board]) -> list[tuple[str, boo
 
 
 def _semantic(db: Path, workdir: Path) -> None:
+    from hirmem.memory.engine import MemoryEngine
     from hirmem.semantic.devices import DeviceFeed
     from hirmem.semantic.substrate import Substrate
 
     sub = Substrate.open(workdir / "semantic.db")
+    engine = MemoryEngine(workdir / "memory.db")  # its verdicts guard the graph too
     try:
         with Store(db) as store:
-            _, result = DeviceFeed(store, sub).pull(0)
+            feed = DeviceFeed(store, sub, verdict=engine.withheld)
+            _, result = feed.pull(0)
         _say(
             f"\nsemantic substrate: {len(result.docs)} device records became documents, "
-            f"{len(result.triples)} assertions"
+            f"{len(result.triples)} assertions; {sum(feed.withheld.values())} withheld "
+            "(quarantined or Trust = 0: never in the graph)"
         )
         if not result.triples:
             return
@@ -385,3 +389,4 @@ def _semantic(db: Path, workdir: Path) -> None:
             _say(f"    {ent.kind:<10} {ent.id}  wasGeneratedBy {gen}")
     finally:
         sub.close()
+        engine.close()

@@ -196,6 +196,18 @@ class MemoryEngine:
         """Explicit id lookup: returns any memory, whatever its trust or state."""
         return self.store.get(memory_id)
 
+    def withheld(self, record_id: bytes) -> str:
+        """Why a device record must reach no answer in another layer ("" when it may):
+        the engine quarantined it or trusts it at 0. A record not yet followed is not
+        judged here (follow the intake first). The verdict other layers are handed
+        (:class:`hirmem.semantic.devices.Verdict`), so they need not import the engine."""
+        m = self.store.get(record_id.hex())
+        if m is None:
+            return ""
+        if m.state is State.QUARANTINED:
+            return f"quarantined by the memory engine: {m.quarantine_reason}"
+        return "Trust = 0 in the memory engine" if m.trust == 0 else ""
+
     def require(self, memory_id: str) -> Memory:
         m = self.store.get(memory_id)
         if m is None:

@@ -21,7 +21,12 @@ by the device, or hard-failed, RED, W = 0 or Trust = 0 by the gate recomputed on
 record (:func:`hirmem.protocol.records.withheld`, the reasons the memory engine
 quarantines it for) — never becomes a document, a triple or an answer. The gate is
 evaluated on the record itself because this layer may not import the memory engine;
-it is the same rule the engine applies. Each record withheld is counted by reason
+it is the same rule the engine applies. What only the host can judge (a record the
+engine quarantined for a contradiction it lost, a corrupted arrival, a steward) comes
+through ``verdict``: a callable from record id to the reason the memory engine keeps
+that record out ("" when it does not), which whoever composes the two layers passes in
+(``hirmem demo`` passes :meth:`hirmem.memory.engine.MemoryEngine.withheld`) — this
+layer never imports the engine. Each record withheld is counted by reason
 (:attr:`DeviceFeed.withheld`) and its reference kept (the last 1000).
 """
 
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from hirmem.daemon.reader import IntakeReader
@@ -40,7 +46,10 @@ from hirmem.semantic.stages import Pipeline, Result, StageRun
 from hirmem.semantic.substrate import Substrate
 from hirmem.semantic.values import Doc, Origin, doc_id, with_origin
 
-__all__ = ["DeviceFeed", "record_doc", "record_ref"]
+__all__ = ["DeviceFeed", "Verdict", "record_doc", "record_ref"]
+
+Verdict = Callable[[bytes], str]
+"""Record id → why the memory engine keeps it out of every answer ("" when it does not)."""
 
 HOST_AGENT = "software:hirmem-host"
 INGEST_AGENT = "ingest/device-records"
@@ -87,8 +96,15 @@ def record_doc(c: Carried) -> Doc:
 class DeviceFeed:
     """Pull records from the daemon's store into a :class:`Substrate`, from a cursor on."""
 
-    def __init__(self, store: IntakeReader, substrate: Substrate, chunk_bytes: int = 512) -> None:
+    def __init__(
+        self,
+        store: IntakeReader,
+        substrate: Substrate,
+        chunk_bytes: int = 512,
+        verdict: Verdict | None = None,
+    ) -> None:
         self.store = store
+        self.verdict = verdict
         self.substrate = substrate
         self.splitter = SentenceSplitter(chunk_bytes)
         self.skipped: list[tuple[str, str]] = []
@@ -113,7 +129,7 @@ class DeviceFeed:
         cursor, carried = self._carried(after, limit)
         total = Result()
         for c in carried:
-            why = withheld(c.record)
+            why = withheld(c.record) or (self.verdict(c.record.id) if self.verdict else "")
             if why:
                 self.withheld[why] += 1
                 self.withheld_refs.append((record_ref(c.device, c.record.id), why))
