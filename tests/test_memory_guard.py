@@ -13,6 +13,8 @@ import json
 import random
 from pathlib import Path
 
+import pytest
+
 from hirmem.daemon.store import Store
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.follow import follow_intake
@@ -133,3 +135,21 @@ def test_what_the_host_quarantines_stays_out_of_the_graph_too(tmp_path: Path) ->
     assert all("wide open" not in h.evidence for h in ans.hits)
     engine.close()
     store.close()
+
+
+def test_the_semantic_cli_takes_the_memory_engines_verdicts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hirmem.cli.entry import main
+
+    store = Store(tmp_path / "hirmem.db")
+    store.register_device(DEV, KEY.public.raw, "guarded")
+    _pack_with_a_domination_record(store)
+    store.close()
+    intake, mem, sem = (str(tmp_path / n) for n in ("hirmem.db", "memory.db", "sem.db"))
+    assert main(["memory", "--db", mem, "follow", "--intake", intake]) == 0
+    assert main(["semantic", "devices", "--store", intake, "--db", sem, "--memory", mem]) == 0
+    assert "fed 1 records" in capsys.readouterr().out
+    assert main(["semantic", "devices", "--store", intake, "--db", sem,
+                 "--memory", str(tmp_path / "none.db")]) == 2  # fmt: skip
+    assert "no memory store" in capsys.readouterr().err
