@@ -507,3 +507,19 @@ def test_a_stewards_repair_path_becomes_a_procedure_with_its_success_rate() -> N
     [p] = e.store.select("kind = 'procedure'")
     assert p.value.startswith("steps quarantined for wrong unit → steward repair")
     assert p.value.endswith("3 of 4 succeeded (75%)")
+
+
+@pytest.mark.parametrize(("payload", "kind", "why"), [
+    ('{"action": "x"}', "action", "outcome"),
+    ("restart the pump", "action", "JSON object"),
+    ('{"note": "warm"}', "reading", "numeric field"),
+    ("x", "memo", "kind must be one of"),
+])  # fmt: skip
+def test_a_payload_that_is_not_its_kind_is_refused(payload: str, kind: str, why: str) -> None:
+    from hirmem.protocol.errors import HirmemError
+
+    e = MemoryEngine(":memory:", clock=Clock())
+    with pytest.raises(HirmemError, match=why):
+        e.admit(payload, "ops", kind=kind)
+    # read with the default kind, half an action is a plain statement
+    assert e.admit('{"action": "x"}', "ops").kind == "fact"

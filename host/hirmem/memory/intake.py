@@ -25,8 +25,7 @@ import numpy as np
 
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.model import Memory
-from hirmem.memory.observe import Described, describe
-from hirmem.protocol.errors import HirmemError
+from hirmem.memory.observe import describe
 from hirmem.protocol.fixedpoint import ONE
 from hirmem.protocol.gate import evaluate
 from hirmem.protocol.records import Layer, Record, normalise, record_hash
@@ -81,10 +80,7 @@ def intake_records(
                 report.duplicates.append(mid)
                 continue
             now = engine.clock()
-            try:  # a fact, a reading or an action
-                seen = describe(rec.payload, rec.source)
-            except HirmemError:  # half an action: kept as a plain statement
-                seen = Described("fact", "", "", "")
+            seen = describe(rec.payload, rec.source)  # a fact, a reading or an action
             m = Memory(
                 id=mid,
                 payload=rec.payload,

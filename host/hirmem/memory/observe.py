@@ -77,32 +77,39 @@ def _scalar(v: object) -> bool:
 
 
 def describe(payload: bytes, source: str, kind: str = "fact") -> Described:
-    """Read the form of a memory from its payload (see the module table)."""
+    """Read the form of a memory from its payload (see the module table). The default
+    kind reads whatever the payload is; an explicit ``action`` or ``reading`` must be
+    one, or the error says what the payload lacks."""
     if kind not in KINDS:
         raise HirmemError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
     if kind in ("procedure", "pattern"):
         return Described(kind, "", "", "")
-    data = _json_object(payload)
     if kind == "event":
         text = payload.decode("utf-8", errors="replace")
         return Described("event", fold(source or "event"), "event", fold(text))
-    if data is None:
-        return Described(kind, "", "", "")
+    data = _json_object(payload)
+    seen = _read(data, source) if data is not None else None
+    if kind == "action" and (seen is None or seen.kind != "action"):
+        raise HirmemError(
+            'an action needs a JSON object payload with "action" (a step or a list of '
+            'steps) and an "outcome" string (success or failure), and may name a "result"'
+        )
+    if kind == "reading" and (seen is None or seen.kind != "reading"):
+        raise HirmemError("a reading needs a JSON object payload with a numeric field")
+    return seen or Described("fact", "", "", "")
+
+
+def _read(data: dict[str, object], source: str) -> Described | None:
     parts = [data.get(k) for k in ("subject", "attribute", "value")]
     if all(_scalar(p) for p in parts):
         s, a, v = (str(p) for p in parts)
         return Described("fact", fold(s), fold(a), v, data.get("negated") is True)
-    action = data.get("action")
-    if isinstance(action, str) or (
-        isinstance(action, list) and action and all(isinstance(x, str) for x in action)
-    ):
-        steps = [action] if isinstance(action, str) else list(action)
-        outcome = data.get("outcome")
-        if not isinstance(outcome, str) or not outcome.strip():
-            raise HirmemError(
-                "an action payload needs an \"outcome\" string (success or failure) "
-                "beside its \"action\""
-            )
+    action, outcome = data.get("action"), data.get("outcome")
+    steps = [action] if isinstance(action, str) else action
+    if (
+        isinstance(steps, list) and steps and all(isinstance(x, str) for x in steps)
+        and isinstance(outcome, str) and outcome.strip()
+    ):  # fmt: skip
         return Described("action", " → ".join(fold(x) for x in steps), "outcome", fold(outcome))
     for key, field_value in data.items():
         if key in COUNTER_FIELDS or isinstance(field_value, bool):
@@ -114,7 +121,7 @@ def describe(payload: bytes, source: str, kind: str = "fact") -> Described:
         return Described(
             "reading", fold(subject or "reading"), fold(key), repr(float(field_value))
         )
-    return Described(kind, "", "", "")
+    return None
 
 
 def is_episode(kind: str, subject: str, attribute: str) -> bool:
