@@ -523,3 +523,13 @@ def test_a_payload_that_is_not_its_kind_is_refused(payload: str, kind: str, why:
         e.admit(payload, "ops", kind=kind)
     # read with the default kind, half an action is a plain statement
     assert e.admit('{"action": "x"}', "ops").kind == "fact"
+
+
+def test_a_multi_valued_attribute_distils_one_pattern_per_value() -> None:
+    clock = Clock()
+    e = MemoryEngine(":memory:", clock=clock)
+    for k, who in enumerate(["Bob", "bob", "Carol", "BOB", "carol"]):
+        clock.t = T0 + k
+        e.admit(fact("alice", "knows", who), "hr")
+    found = sorted((d.value_key, d.stats.n) for d in distill.patterns(e))
+    assert found == [("bob", 3), ("carol", 2)]

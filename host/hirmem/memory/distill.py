@@ -53,6 +53,7 @@ from hirmem.memory.model import Memory, State
 from hirmem.memory.observe import OUTCOMES_OK, is_episode, number
 from hirmem.protocol.fixedpoint import to_q
 from hirmem.protocol.gate import verdict_of
+from hirmem.protocol.identity import fold
 
 if TYPE_CHECKING:  # the engine imports this module
     from hirmem.memory.engine import MemoryEngine
@@ -197,7 +198,7 @@ def _key(engine: MemoryEngine, m: Memory) -> tuple[str, str, str, str, str]:
     form = FORMS[m.kind]
     value_key = ""
     if form == "event" or (form == "state" and not single_valued(m.attribute, engine.config)):
-        value_key = m.value
+        value_key = fold(m.value)
     return form, m.device, m.subject, m.attribute, value_key
 
 
