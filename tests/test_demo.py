@@ -27,7 +27,9 @@ def test_the_demo_runs_and_every_check_holds(tmp_path: Path) -> None:
     )
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
-    assert out.count("[ok]") == 7 and "FAILED" not in out
+    # issue 13 added two checks: distilled sensor memories, and recall returns them first
+    assert out.count("[ok]") == 9 and "FAILED" not in out
+    assert "readings over" in out and "(pattern)" in out
     for board in ("mps2-an385", "hifive1", "stm32f4"):
         assert f"{board}: every released record stored once" in out
     assert "rogue: bad_signature" in out and "rogue: rollback" in out

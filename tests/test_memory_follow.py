@@ -23,8 +23,11 @@ def test_packs_from_the_intake_become_memories_once(tmp_path: Path) -> None:
     report = follow_intake(engine, store)
     assert (report.packs, report.admitted, report.duplicates, report.mismatched) == (2, 5, 0, 0)
     ids = {r.id.hex() for p in packs for r in p.items if isinstance(r, Record)}
-    held = {m.id: m for m in engine.store.select()}
+    # issue 13: the five readings of temp0 are episodes, distilled into one pattern
+    held = {m.id: m for m in engine.store.select("kind != 'pattern'")}
     assert set(held) == ids
+    [pattern] = engine.store.select("kind = 'pattern'")
+    assert set(pattern.links) == ids
     assert all(m.device == DEV_A.hex() for m in held.values())
     # nothing new: nothing admitted, and a restart resumes from the stored cursor
     assert follow_intake(engine, store).packs == 0
@@ -33,7 +36,8 @@ def test_packs_from_the_intake_become_memories_once(tmp_path: Path) -> None:
     assert engine.store.meta(CURSOR_KEY) is not None
     third = dev.pack(1)
     assert store.take_pack(DEV_A, third.encoded).status == "accepted"
-    assert (follow_intake(engine, store).packs, engine.store.count()) == (1, 6)
+    assert (follow_intake(engine, store).packs, engine.store.count("kind != 'pattern'")) == (1, 6)
+    assert engine.store.count("kind = 'pattern'") == 1  # reinforced, not copied
 
 
 def test_a_hard_fail_from_a_device_is_quarantined_on_the_host(tmp_path: Path) -> None:

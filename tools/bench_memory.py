@@ -14,7 +14,11 @@ Prints:
 * recall over 100,000 and N memories, single query and batches of 64, with strength,
   recency, trust and the state filter folded in, and with an extra metadata filter,
   each against a bare ``E @ q`` + argpartition baseline timed in the same run;
-* memory used per stored memory (index arrays in RAM, SQLite bytes on disk).
+* memory used per stored memory (index arrays in RAM, SQLite bytes on disk);
+* distillation throughput — device readings of 8 sensors admitted in packs of 32 and
+  distilled into one pattern per sensor, against the same records carrying no reading
+  (plain statements, nothing to distil) in the same run (``--distil-only`` prints
+  this figure alone).
 
 The N memories for the sweep and recall are synthetic rows bulk-inserted into the
 store (random unit embeddings, a mix of states, sources and ages): admitting a million
@@ -120,6 +124,50 @@ def bench_admission(path: Path, count: int, now: float) -> None:
     engine.close()
 
 
+def _sensor_packs(count: int, readings: bool) -> list[tuple[bytes, list[Record]]]:
+    device = bytes.fromhex("0102030405060709")
+    rng = np.random.default_rng(5)
+    prev, link = GENESIS, GENESIS
+    packs = []
+    for p in range(count // 32):
+        recs = []
+        for j in range(32):
+            seq = p * 32 + j + 1
+            value = round(float(rng.normal(21, 0.5)), 2)
+            body = {"t": value, "n": seq} if readings else {"note": f"t was {value}"}
+            rid = device + (1).to_bytes(4, "big") + seq.to_bytes(4, "big")
+            rec = Record.capture(rid, json.dumps(body).encode(), f"sensor/temp{seq % 8}",
+                                 1_780_000_000_000 + 50 * seq, bytes(32), FLAGS_MASK, 0x10000,
+                                 0xE666, 0x8000, link)  # fmt: skip
+            recs.append(rec)
+            link = rec.hash
+        packs.append((prev, recs))
+        prev = link
+    return packs
+
+
+def bench_distillation(tmp: Path, count: int, now: float) -> None:
+    from hirmem.memory import distill
+
+    rates = {}
+    for label, readings in (("plain", False), ("readings", True)):
+        engine = MemoryEngine(tmp / f"distil-{label}.sqlite", clock=lambda: now)
+        packs = _sensor_packs(count, readings)
+        device = packs[0][1][0].id[:8]
+        t = time.perf_counter()
+        for pack_prev, recs in packs:
+            intake_records(engine, recs, device, b"kid-0002", pack_prev)
+        rates[label] = (32 * len(packs)) / (time.perf_counter() - t)
+        found = distill.patterns(engine)
+        if readings:
+            print(f"distillation: {rates['readings']:,.0f} readings/s through intake into "
+                  f"{len(found)} patterns ({sum(d.stats.n for d in found):,} episodes); the "
+                  f"same records as plain statements: {rates['plain']:,.0f} records/s, so "
+                  f"distilling costs {1e6 / rates['readings'] - 1e6 / rates['plain']:,.0f} µs "
+                  "per reading")  # fmt: skip
+        engine.close()
+
+
 def bulk_rows(n: int, dim: int, now: float, seed: int) -> list[tuple[object, ...]]:
     rng = np.random.default_rng(seed)
     emb = rng.standard_normal((n, dim), dtype=np.float32)
@@ -217,10 +265,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=1_000_000, help="memories for sweep and recall")
     ap.add_argument("--admit", type=int, default=3000, help="records for the admission figure")
     ap.add_argument("--dir", help="where to put the SQLite files (default: a temp dir)")
+    ap.add_argument("--distil-only", action="store_true", help="only the distillation figure")
     args = ap.parse_args(argv)
     now = 1_780_000_000.0
     cfg = MemoryConfig()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        bench_distillation(Path(tmp), args.admit, now)
+        if args.distil_only:
+            return 0
         bench_admission(Path(tmp) / "admit.sqlite", args.admit, now)
 
         path = Path(tmp) / "bulk.sqlite"

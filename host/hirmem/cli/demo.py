@@ -12,8 +12,10 @@
    present once), the store's integrity (every pack and record verified again),
    and the refused packs with their reasons.
 5. The memory engine admits what the devices sent (consolidated, held,
-   quarantined) and answers a recall with its scores; the semantic substrate turns
-   the records into assertions and prints the PROV trace of one answer.
+   quarantined), distils each board's sensor readings into one semantic memory
+   (range, mean, trend, count, with its episodes) and answers a recall for the sensor
+   with that distilled memory first; the semantic substrate turns the records into
+   assertions and prints the PROV trace of one answer.
 
 Everything is written under ``build/demo/`` (keys with mode 0600). The exit status
 is 0 only when every check held.
@@ -204,7 +206,7 @@ def run(seconds: float = 15.0, sensor_ms: int = 50, workdir: Path | None = None)
         finally:
             daemon.stop()
     checks += _summary(db, boards, finals, rogue_id)
-    _memory(db, workdir)
+    checks += _memory(db, workdir, boards)
     _semantic(db, workdir)
     _say("\nchecks:")
     for name, ok in checks:
@@ -309,7 +311,8 @@ def _summary(
     return checks
 
 
-def _memory(db: Path, workdir: Path) -> None:
+def _memory(db: Path, workdir: Path, boards: list[Board]) -> list[tuple[str, bool]]:
+    from hirmem.memory import distill
     from hirmem.memory.engine import MemoryEngine
     from hirmem.memory.follow import follow_intake
 
@@ -324,29 +327,55 @@ def _memory(db: Path, workdir: Path) -> None:
         )
         for group, counts in stats.items():
             _say(f"  {group}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+        ours = {b.device_id.hex() for b in boards}
+        sensors = [d for d in distill.patterns(engine) if d.form == "reading" and d.device in ours]
+        _say("  distilled from the boards' readings (semantic, each resting on its episodes):")
+        for d in sensors:
+            p = engine.require(d.memory_id)
+            dev = f"{d.device[:2]}\N{HORIZONTAL ELLIPSIS}{d.device[-2:]}"
+            _say(
+                f"    {d.subject} on {dev}: {p.value}  "
+                f"[{len(distill.episodes_of(engine, p.id))} episodes, M {p.strength:.2f}]"
+            )
         query = "sensor temp0 reading"
         hits = engine.recall(query, k=3)
         _say(f"  recall {query!r}: score = Sim x M x Rec x Trust")
         for h in hits:
+            kind = engine.require(h.id).kind
             _say(
                 f"    {h.id}  {h.score:.4f} = {h.sim:.3f} x {h.strength:.3f} x "
-                f"{h.recency:.3f} x {h.trust:.3f}"
+                f"{h.recency:.3f} x {h.trust:.3f}  ({kind})"
             )
+        first = engine.require(hits[0].id) if hits else None
+        return [
+            (
+                "each board's sensor readings distilled into one semantic memory",
+                {d.device for d in sensors} == ours,
+            ),
+            (
+                "a recall for the sensor returns its distilled memory first",
+                first is not None and first.kind == "pattern",
+            ),
+        ]
     finally:
         engine.close()
 
 
 def _semantic(db: Path, workdir: Path) -> None:
+    from hirmem.memory.engine import MemoryEngine
     from hirmem.semantic.devices import DeviceFeed
     from hirmem.semantic.substrate import Substrate
 
     sub = Substrate.open(workdir / "semantic.db")
+    engine = MemoryEngine(workdir / "memory.db")  # its verdicts guard the graph too
     try:
         with Store(db) as store:
-            _, result = DeviceFeed(store, sub).pull(0)
+            feed = DeviceFeed(store, sub, verdict=engine.withheld)
+            _, result = feed.pull(0)
         _say(
             f"\nsemantic substrate: {len(result.docs)} device records became documents, "
-            f"{len(result.triples)} assertions"
+            f"{len(result.triples)} assertions; {sum(feed.withheld.values())} withheld "
+            "(quarantined or Trust = 0: never in the graph)"
         )
         if not result.triples:
             return
@@ -360,3 +389,4 @@ def _semantic(db: Path, workdir: Path) -> None:
             _say(f"    {ent.kind:<10} {ent.id}  wasGeneratedBy {gen}")
     finally:
         sub.close()
+        engine.close()

@@ -63,11 +63,27 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "memory":
             return memory_cli.run(args)
         if args.command == "semantic":
+            if args.semantic_command == "devices" and args.memory is not None:
+                return _devices_with_memory(args)
             return semantic_cli.run(args)
         return commands.run(args)
     except HirmemError as exc:
         print(f"hirmem: {exc}", file=sys.stderr)
         return 2
+
+
+def _devices_with_memory(args: argparse.Namespace) -> int:
+    """``hirmem semantic devices --memory DB``: the memory engine's verdicts guard the feed
+    (composed here: the semantic layer does not import the engine)."""
+    from hirmem.memory.engine import MemoryEngine
+
+    if not args.memory.exists():
+        raise HirmemError(f"no memory store at {args.memory} (run hirmem memory follow first)")
+    engine = MemoryEngine(args.memory)
+    try:
+        return semantic_cli.run(args, verdict=engine.withheld)
+    finally:
+        engine.close()
 
 
 if __name__ == "__main__":

@@ -9,6 +9,10 @@ Implements the memory model of ``shared/specs/memory-layer-stack.txt`` on SQLite
 * :mod:`~hirmem.memory.audit` — the append-only SHA-256 audit chain (provenance layer)
 * :mod:`~hirmem.memory.dynamics` — write gate, strength equation, decay, the sweep
 * :mod:`~hirmem.memory.contradiction` — conflict and corruption detection
+* :mod:`~hirmem.memory.observe` — what an episode observes (reading, fact, event, action)
+* :mod:`~hirmem.memory.distill` — episodes distilled into patterns and procedures
+* :mod:`~hirmem.memory.revision` — revision by time: supersession, validity, flags that clear
+* :mod:`~hirmem.memory.paths` — a steward's review or repair path as an action episode
 * :mod:`~hirmem.memory.review` — quarantine review by a human steward
 * :mod:`~hirmem.memory.embed` — the deterministic built-in embedder
 * :mod:`~hirmem.memory.recall` — Sim · M · Rec · Trust ranking over an in-memory index

@@ -36,6 +36,7 @@ ACTIONS = frozenset(
     {
         "capture", "admit", "transition", "strength", "contradiction", "corruption",
         "repair", "review", "evict", "intake-mismatch", "sweep",
+        "derive", "supersede", "unflag",
     }
 )  # fmt: skip
 
@@ -45,6 +46,8 @@ DETAIL_KEYS = frozenset(
         "w", "trust", "strength", "old_strength", "x", "decision", "version", "prior",
         "conflict", "device", "kid", "gate_mode", "hash", "count", "layer", "now",
         "device_scores", "host_scores",
+        "activity", "form", "wasDerivedFrom", "agrees", "statement", "superseded_by",
+        "valid_to", "value", "new_value",
     }
 )  # fmt: skip
 

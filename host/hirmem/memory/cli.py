@@ -8,7 +8,8 @@ Wire it in with ``add_parser(subparsers)`` and dispatch ``run(args)``::
     hirmem memory --db mem.sqlite history ID       # versions and audit records
     hirmem memory --db mem.sqlite verify           # walk the audit chain
     hirmem memory --db mem.sqlite check            # find corrupted hashes (quarantines them)
-    hirmem memory --db mem.sqlite admit TEXT --source S [--flags 0x0fff]
+    hirmem memory --db mem.sqlite admit TEXT --source S [--flags 0x0fff] [--kind action]
+    hirmem memory --db mem.sqlite patterns [--episodes]  # distilled memories, episodes
     hirmem memory --db mem.sqlite recall TEXT [-k 5] [--state consolidated]
     hirmem memory --db mem.sqlite sweep
     hirmem memory --db mem.sqlite review list
@@ -22,10 +23,11 @@ import argparse
 import sys
 from typing import Any
 
-from hirmem.memory import review
+from hirmem.memory import distill, review
 from hirmem.memory.config import MemoryConfig
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.model import Layer, Memory, State
+from hirmem.memory.observe import KINDS
 from hirmem.memory.recall import DEFAULT_STATES, RecallFilter
 from hirmem.protocol.errors import HirmemError
 
@@ -61,6 +63,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     admit.add_argument("--subject", default="")
     admit.add_argument("--attribute", default="")
     admit.add_argument("--value", default="")
+    admit.add_argument(
+        "--kind", default="fact", choices=[k for k in KINDS if k != "pattern"],
+        help="fact (default), event, reading, action (JSON {action, result, outcome}: "
+        "repeated successes become a procedure) or procedure (a stated routine)",
+    )  # fmt: skip
+    pat = sub.add_parser("patterns", help="distilled memories (patterns, learnt procedures)")
+    pat.add_argument("--episodes", action="store_true", help="list the episodes of each")
     rc = sub.add_parser("recall", help="top-k by Sim·M·Rec·Trust")
     rc.add_argument("query")
     rc.add_argument("-k", type=int, default=5)
@@ -103,6 +112,8 @@ def _filter(args: argparse.Namespace, default_states: frozenset[State]) -> Recal
 
 def _line(m: Memory) -> str:
     text = m.payload.decode("utf-8", errors="replace")
+    if m.kind in ("pattern", "procedure") and m.value:
+        text = f"{text}: {m.value}"
     text = text if len(text) <= 40 else text[:39] + "…"
     return (
         f"{m.id}  {m.state.name.lower():<12} {m.layer.name.lower():<10} M={m.strength:.3f} "
@@ -156,6 +167,24 @@ def _run(engine: MemoryEngine, args: argparse.Namespace) -> int:
         return 0
     if cmd == "show":
         _show(engine.require(args.id))
+        episodes = distill.episodes_of(engine, args.id)
+        if episodes:
+            print(f"{'episodes':>18}: {len(episodes)} (wasDerivedFrom)")
+            for eid in episodes:
+                print("    " + _line(engine.require(eid)))
+        return 0
+    if cmd == "patterns":
+        for pattern in distill.patterns(engine):
+            p = engine.require(pattern.memory_id)
+            episodes = distill.episodes_of(engine, pattern.memory_id)
+            print(
+                f"{p.id}  {p.state.name.lower():<12} {p.layer.name.lower():<10} "
+                f"M={p.strength:.3f} {pattern.form:<7} {len(episodes):>4} episodes  "
+                f"{p.payload.decode('utf-8', errors='replace')}: {p.value}"
+            )
+            if args.episodes:
+                for eid in episodes:
+                    print("    " + _line(engine.require(eid)))
         return 0
     if cmd == "history":
         for version in engine.history(args.id):
@@ -192,6 +221,7 @@ def _run(engine: MemoryEngine, args: argparse.Namespace) -> int:
             subject=args.subject,
             attribute=args.attribute,
             value=args.value,
+            kind=args.kind,
         )
         print(_line(m))
         if m.quarantine_reason:

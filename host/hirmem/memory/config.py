@@ -38,6 +38,32 @@ Defaults and why:
   :mod:`hirmem.memory.minilm`). A store keeps the embedder it was built with.
   ``embed_dim = 256`` — width of the hash embedder's vectors (MiniLM's is always 384).
 * ``sweep_interval_s = 3600`` — how often the decay scheduler sweeps.
+
+Per-layer lifetimes (the spec's timescales). Decay runs per layer with its own τ; with
+the linear law a memory at strength 1.0 archives after 19 idle τ:
+
+* working (seconds → minutes): ``working_ttl_s = 300`` — a volatile object not gated
+  within five minutes is evicted from the ring (audited) at the next sweep.
+* episodic (hours → days): ``episodic_tau_s = 21600`` (6 h) — an idle episode
+  archives after about 4.75 days; what it taught lives on in its distilled pattern.
+* semantic (days → weeks): ``decay_tau_s = 86400`` (1 day) — 19 idle days.
+* procedural (weeks → permanent): ``procedural_tau_s = 2592000`` (30 days) — an
+  idle procedure archives after about 19 months, and every use restarts the clock.
+
+Revision and distillation:
+
+* ``simultaneity_s = 1.0`` — two observations of one single-valued attribute whose
+  capture times are this close hold at the same time: if they disagree they
+  contradict. A later one (beyond this) supersedes the earlier one instead.
+* ``value_abs_tolerance = 1e-6``, ``value_rel_tolerance = 1e-9`` — two values that
+  both read as numbers are equal when ``|a - b| ≤ max(abs, rel · max(|a|, |b|))``
+  (so ``"21.8"`` equals ``"21.80"``); other values compare folded.
+* ``distill_min_episodes = 2`` — one observation is an episode, two about the same
+  thing are a pattern. ``distill_window_s = 86400`` and ``distill_max_episodes = 512``
+  bound one distilled memory (its ``links`` name every episode): past either, the next
+  episode opens a new window (a new pattern memory linked to the closed one).
+* ``procedure_min_successes = 3``, ``procedure_min_rate = 0.6`` — an action chain
+  becomes a procedure once it succeeded this often at this success rate.
 """
 
 from __future__ import annotations
@@ -51,6 +77,7 @@ from typing import Any
 
 from hirmem.memory.embed import EMBEDDERS
 from hirmem.protocol.errors import HirmemError
+from hirmem.protocol.records import Layer
 
 __all__ = ["DECAY_LAWS", "EMBEDDERS", "GATE_MODES", "MemoryConfig"]
 
@@ -80,6 +107,17 @@ class MemoryConfig:
     embed_dim: int = 256
     sweep_interval_s: float = 3600.0
     default_priority: float = 0.5
+    working_ttl_s: float = 300.0
+    episodic_tau_s: float = 21600.0
+    procedural_tau_s: float = 2592000.0
+    simultaneity_s: float = 1.0
+    value_abs_tolerance: float = 1e-6
+    value_rel_tolerance: float = 1e-9
+    distill_min_episodes: int = 2
+    distill_window_s: float = 86400.0
+    distill_max_episodes: int = 512
+    procedure_min_successes: int = 3
+    procedure_min_rate: float = 0.6
 
     def __post_init__(self) -> None:
         for name in (
@@ -90,11 +128,17 @@ class MemoryConfig:
             "archive_strength",
             "audit_strength_delta",
             "default_priority",
+            "simultaneity_s",
+            "value_abs_tolerance",
+            "value_rel_tolerance",
         ):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise HirmemError(f"memory config {name} must be a finite number ≥ 0, got {value}")
-        for name in ("decay_tau_s", "recency_tau_s", "sweep_interval_s"):
+        for name in (
+            "decay_tau_s", "recency_tau_s", "sweep_interval_s", "working_ttl_s",
+            "episodic_tau_s", "procedural_tau_s", "distill_window_s",
+        ):  # fmt: skip
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise HirmemError(f"memory config {name} must be > 0 seconds, got {value}")
@@ -114,6 +158,23 @@ class MemoryConfig:
             raise HirmemError(f"embedder must be one of {EMBEDDERS}, got {self.embedder!r}")
         if self.working_capacity < 1 or self.embed_dim < 8:
             raise HirmemError("working_capacity must be ≥ 1 and embed_dim ≥ 8")
+        if not 1 <= self.distill_min_episodes <= self.distill_max_episodes:
+            raise HirmemError(
+                "memory config needs 1 ≤ distill_min_episodes ≤ distill_max_episodes, got "
+                f"{self.distill_min_episodes}, {self.distill_max_episodes}"
+            )
+        if self.procedure_min_successes < 1 or not 0 <= self.procedure_min_rate <= 1:
+            raise HirmemError(
+                "memory config needs procedure_min_successes ≥ 1 and 0 ≤ procedure_min_rate ≤ 1"
+            )
+
+    def tau_for(self, layer: int) -> float:
+        """Decay τ of a layer: episodic, procedural, or semantic (everything else)."""
+        if layer == Layer.EPISODIC:
+            return self.episodic_tau_s
+        if layer == Layer.PROCEDURAL:
+            return self.procedural_tau_s
+        return self.decay_tau_s
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MemoryConfig:

@@ -64,30 +64,36 @@ def rn_disposition(rn: float, cfg: MemoryConfig) -> State:
     return State.QUARANTINED
 
 
-def cumulative_decay(idle: float, cfg: MemoryConfig) -> float:
-    """g(idle): total decay after ``idle`` seconds without access."""
+def cumulative_decay(idle: float, cfg: MemoryConfig, tau: float | None = None) -> float:
+    """g(idle): total decay after ``idle`` seconds without access (τ: the layer's, see
+    :meth:`MemoryConfig.tau_for`; ``decay_tau_s`` when not given)."""
+    t = cfg.decay_tau_s if tau is None else tau
     if idle <= 0 or cfg.decay_law == "none":
         return 0.0
     if cfg.decay_law == "linear":
-        return idle / cfg.decay_tau_s
-    return -math.expm1(-idle / cfg.decay_tau_s)
+        return idle / t
+    return -math.expm1(-idle / t)
 
 
-def decay_between(last_access: float, done: float, now: float, cfg: MemoryConfig) -> float:
+def decay_between(
+    last_access: float, done: float, now: float, cfg: MemoryConfig, tau: float | None = None
+) -> float:
     """Decay accrued from ``max(done, last_access)`` to ``now`` (0 if nothing new)."""
     start = max(done, last_access)
     if now <= start:
         return 0.0
-    return cumulative_decay(now - last_access, cfg) - cumulative_decay(start - last_access, cfg)
+    return cumulative_decay(now - last_access, cfg, tau) - cumulative_decay(
+        start - last_access, cfg, tau
+    )
 
 
-def _g(idle: F64, cfg: MemoryConfig) -> F64:
+def _g(idle: F64, cfg: MemoryConfig, tau: F64 | float) -> F64:
     idle = np.maximum(idle, 0.0)
     if cfg.decay_law == "none":
         return np.zeros_like(idle)
     if cfg.decay_law == "linear":
-        return idle / cfg.decay_tau_s
-    return -np.expm1(-idle / cfg.decay_tau_s)
+        return idle / tau
+    return -np.expm1(-idle / tau)
 
 
 @dataclass(frozen=True)
@@ -108,10 +114,13 @@ def sweep_arrays(
     last_access: F64,
     decayed_at: F64,
     cfg: MemoryConfig,
+    tau: F64 | None = None,
 ) -> SweepResult:
-    """The strength equation over whole columns (X = 0: pressure is applied on detection)."""
+    """The strength equation over whole columns (X = 0: pressure is applied on detection);
+    ``tau`` is each row's decay τ (its layer's), ``decay_tau_s`` for all when not given."""
+    t: F64 | float = cfg.decay_tau_s if tau is None else tau
     start = np.maximum(decayed_at, last_access)
-    d = np.where(now > start, _g(now - last_access, cfg) - _g(start - last_access, cfg), 0.0)
+    d = np.where(now > start, _g(now - last_access, cfg, t) - _g(start - last_access, cfg, t), 0.0)
     new = np.maximum(0.0, strength + cfg.alpha * (pending_u * priority * rn) - cfg.beta * d)
     new_done = np.maximum(decayed_at, now)
     changed = (new != strength) | (new_done != decayed_at) | (pending_u != 0)

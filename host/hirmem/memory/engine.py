@@ -33,11 +33,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from hirmem.memory import contradiction, dynamics
+from hirmem.memory import contradiction, distill, dynamics, paths, revision
 from hirmem.memory.audit import AuditLog, Verification
 from hirmem.memory.config import MemoryConfig
 from hirmem.memory.embed import Embedder, embed_batch, make_embedder
 from hirmem.memory.model import Layer, Memory, State, layer_for
+from hirmem.memory.observe import describe, is_episode
 from hirmem.memory.recall import RecallFilter, RecallHit, RecallIndex
 from hirmem.memory.states import check_transition
 from hirmem.memory.store import Store
@@ -50,6 +51,11 @@ from hirmem.protocol.records import normalise
 __all__ = ["GateScores", "MemoryEngine", "SweepReport"]
 
 HOST_ID = b"hirmhost"  # 8-byte prefix of host-assigned memory ids
+# observe.is_episode in SQL, for the sweep's columns
+_EPISODE_SQL = (
+    "(kind IN ('reading', 'action', 'event') OR (kind = 'fact' AND subject != '' "
+    "AND attribute != ''))"
+)
 
 
 @dataclass(frozen=True)
@@ -133,6 +139,7 @@ class MemoryEngine:
         self.index = RecallIndex(self.embedder.dim, self.config.recency_tau_s, self.clock())
         self._load_index()
         self.store.rollback_hooks.append(self._reload_index)
+        self._ensure_layer_tables()
         last = self.store.meta("last_sweep")
         self.scheduler = dynamics.DecayScheduler(
             self.sweep,
@@ -143,6 +150,12 @@ class MemoryEngine:
 
     def close(self) -> None:
         self.store.close()
+
+    def _ensure_layer_tables(self) -> None:
+        """The tables of distillation and revision (owned by those modules)."""
+        with self.store.transaction():
+            distill.ensure_schema(self)
+            revision.ensure_schema(self)
 
     # -- helpers ------------------------------------------------------------------------
     def _reload_index(self) -> None:
@@ -183,6 +196,18 @@ class MemoryEngine:
         """Explicit id lookup: returns any memory, whatever its trust or state."""
         return self.store.get(memory_id)
 
+    def withheld(self, record_id: bytes) -> str:
+        """Why a device record must reach no answer in another layer ("" when it may):
+        the engine quarantined it or trusts it at 0. A record not yet followed is not
+        judged here (follow the intake first). The verdict other layers are handed
+        (:class:`hirmem.semantic.devices.Verdict`), so they need not import the engine."""
+        m = self.store.get(record_id.hex())
+        if m is None:
+            return ""
+        if m.state is State.QUARANTINED:
+            return f"quarantined by the memory engine: {m.quarantine_reason}"
+        return "Trust = 0 in the memory engine" if m.trust == 0 else ""
+
     def require(self, memory_id: str) -> Memory:
         m = self.store.get(memory_id)
         if m is None:
@@ -201,7 +226,7 @@ class MemoryEngine:
                 f"memory {m.id} is in permanent quarantine (R = 0, MEM-INV-2); it cannot "
                 f"leave quarantine (asked: {new.name.lower()})"
             )
-        layer = layer_for(new, m.kind, m.layer)
+        layer = layer_for(new, m.kind, m.layer, is_episode(m.kind, m.subject, m.attribute))
         with self.store.transaction():
             seq = self.audit.append(
                 "transition",
@@ -222,7 +247,18 @@ class MemoryEngine:
                 audit_seq=seq,
                 quarantine_reason=reason if new is State.QUARANTINED else m.quarantine_reason,
             )
-            return self._save(out)
+            out = self._save(out)
+            if new is State.QUARANTINED:
+                revision.revoke(self, out)  # a quarantined claim makes nothing history
+            if State.QUARANTINED in (m.state, new):
+                distill.reconsider(self, out)  # nor feeds a pattern, until promoted
+            if new in (State.QUARANTINED, State.ARCHIVED):
+                # what it contradicted may stand alone now
+                revision.settle_flags(self, [x for x in m.links if x != m.id])
+            if actor.startswith("steward:") and m.state is State.QUARANTINED:
+                step = "steward promote" if new is State.CANDIDATE else "steward retire"
+                paths.record_path(self, m, step, new, actor)
+            return out
 
     def apply_strength(
         self, m: Memory, *, u: float = 0.0, d: float = 0.0, x: float = 0.0, reason: str
@@ -274,13 +310,12 @@ class MemoryEngine:
         for name, v in (("confidence", confidence), ("provenance", provenance)):
             if not 0.0 <= v <= 1.0:
                 raise HirmemError(f"{name} must be in 0..1, got {v}")
-        if kind not in ("fact", "event", "procedure"):
-            raise HirmemError(f"kind must be fact, event or procedure, got {kind!r}")
+        described = describe(data, source, kind)  # refuses an unknown kind
         ts = int(now * 1000) if timestamp is None else timestamp
         if not (subject or attribute):
-            parsed = contradiction.structured(data)
-            if parsed is not None:
-                subject, attribute, value, negated = parsed
+            kind = described.kind
+            subject, attribute = described.subject, described.attribute
+            value, negated = described.value, described.negated
         with self.store.transaction():
             rid = self._next_host_id()
             if context is None:
@@ -401,7 +436,16 @@ class MemoryEngine:
                 out = self.transition(scored, target, reason or "Rn ≥ yellow: held")
             if out.state is not State.QUARANTINED:
                 out = self._resolve_conflicts(out)
-            return out
+            return self._revise_and_distil(out)
+
+    def _revise_and_distil(self, m: Memory) -> Memory:
+        """After admission: revision by time (:mod:`.revision`), then distillation of a
+        live episode into its pattern or procedure (:mod:`.distill`)."""
+        if m.state not in (State.CANDIDATE, State.CONSOLIDATED):
+            return m
+        revision.revise(self, m)
+        distill.on_episode(self, m)
+        return self.require(m.id)
 
     def admit(self, payload: bytes | str, source: str = "", **kw: Any) -> Memory:
         """Stages 1-5 in one call (capture then process)."""
@@ -442,7 +486,8 @@ class MemoryEngine:
     def _touch(self, memory_id: str, now: float) -> None:
         """A rehearsal: settle pending strength (U so far, decay to now), then count it."""
         m = self.require(memory_id)
-        d = dynamics.decay_between(m.last_access, m.decayed_at, now, self.config)
+        tau = self.config.tau_for(m.layer)
+        d = dynamics.decay_between(m.last_access, m.decayed_at, now, self.config, tau)
         u = m.access_count - m.access_seen
         new = dynamics.strength_step(m.strength, u, m.priority, m.rn, d, 0.0, self.config)
         self._save(
@@ -462,10 +507,11 @@ class MemoryEngine:
         sweep at the same instant finds nothing to do and writes nothing."""
         t = self.clock() if now is None else now
         cfg = self.config
+        self._expire_working(t)
         rows = self.store.db.execute(
             "SELECT rowid, strength, access_count - access_seen, priority, rn, last_access, "
-            "decayed_at, state, h, flagged, kind = 'procedure' FROM memories "
-            "WHERE state IN (1, 2)"
+            "decayed_at, state, h, flagged, kind = 'procedure', layer, "
+            f"{_EPISODE_SQL} FROM memories WHERE state IN (1, 2)"
         ).fetchall()
         if not rows:
             return SweepReport(t, 0, 0, 0, 0)
@@ -473,7 +519,14 @@ class MemoryEngine:
         del rows
         rowid = a[:, 0].astype(np.int64)
         old = a[:, 1]
-        res = dynamics.sweep_arrays(t, old, a[:, 2], a[:, 3], a[:, 4], a[:, 5], a[:, 6], cfg)
+        tau = np.array([cfg.tau_for(int(x)) for x in (Layer.EPISODIC, Layer.SEMANTIC,
+                                                      Layer.PROCEDURAL)])  # fmt: skip
+        lay = a[:, 11]
+        tau_rows = np.where(lay == Layer.EPISODIC, tau[0],
+                            np.where(lay == Layer.PROCEDURAL, tau[2], tau[1]))  # fmt: skip
+        res = dynamics.sweep_arrays(
+            t, old, a[:, 2], a[:, 3], a[:, 4], a[:, 5], a[:, 6], cfg, tau_rows
+        )
         state = a[:, 7].astype(np.int8)
         archive = res.strength < cfg.archive_strength
         promote = (
@@ -489,8 +542,10 @@ class MemoryEngine:
         new_state[promote] = int(State.CONSOLIDATED)
         new_layer = self.index_layers(rowid)
         new_layer[promote] = np.where(
-            a[promote, 10] > 0, int(Layer.PROCEDURAL), int(Layer.SEMANTIC)
-        ).astype(np.int8)
+            a[promote, 10] > 0,
+            int(Layer.PROCEDURAL),
+            np.where(a[promote, 12] > 0, int(Layer.EPISODIC), int(Layer.SEMANTIC)),
+        ).astype(np.int8)  # an episode stays episodic: its pattern is what is semantic
         idx = np.flatnonzero(res.changed)
         special = np.flatnonzero(archive | promote | big)
         with self.store.transaction():
@@ -539,6 +594,21 @@ class MemoryEngine:
         self.index.update_columns(rowid[upd], res.strength[upd], new_state[upd], new_layer[upd])
         return SweepReport(t, len(a), len(idx), int(archive.sum()), int(promote.sum()))
 
+    def _expire_working(self, now: float) -> int:
+        """Working memory lives seconds to minutes: evict (audited) every volatile object
+        not gated within ``working_ttl_s``."""
+        stale = self.store.db.execute(
+            "SELECT id FROM memories WHERE state = 0 AND created < ? ORDER BY rowid",
+            (now - self.config.working_ttl_s,),
+        ).fetchall()
+        if not stale:
+            return 0
+        with self.store.transaction():
+            for (mid,) in stale:
+                self.store.delete_volatile(mid)
+                self.audit.append("evict", mid, {"reason": "working memory lifetime"}, ts=now)
+        return len(stale)
+
     def _ids_of(self, rowids: list[int]) -> dict[int, str]:
         out: dict[int, str] = {}
         for k in range(0, len(rowids), 500):
@@ -560,35 +630,37 @@ class MemoryEngine:
         if not conflicts:
             return m
         group = [m, *(c.other for c in conflicts)]
-        top = max(x.trust for x in group)
-        # The less trusted side is downgraded; when all are equally trusted, all are.
-        losers = {x.id for x in group if x.trust < top} or {x.id for x in group}
+        # Trust of a claim is its whole write gate W = Q·P·H·I·R. The side with the lower
+        # W is downgraded (all sides when they tie), and the pressure it gets is X
+        # scaled by the W of the strongest claim against it: weak claims cannot
+        # quarantine a strong memory, however many of them there are.
+        top = max(x.w for x in group)
+        losers = {x.id for x in group if x.w < top} or {x.id for x in group}
         cfg = self.config
-        ids = {x.id for x in group}
         kinds = ",".join(sorted({c.kind for c in conflicts}))
         out = m
         for x in group:
-            others = tuple(sorted(ids - {x.id}))
+            against = [c.other for c in conflicts] if x.id == m.id else [m]
+            others = tuple(sorted(o.id for o in against))
             lose = x.id in losers
+            pressure = cfg.contradiction_x * max(o.w for o in against) if lose else 0.0
             seq = self.audit.append(
                 "contradiction",
                 x.id,
-                {
-                    "conflict": ",".join(others),
-                    "reason": kinds,
-                    "x": cfg.contradiction_x if lose else 0.0,
-                },
+                {"conflict": ",".join(others), "reason": kinds, "x": pressure},
                 ts=self.clock(),
             )
+            x = self.require(x.id)  # fresh: an earlier step may have changed it
             links = tuple(dict.fromkeys((*x.links, *others)))
             y = self._save(x.replace(flagged=True, links=links, audit_seq=seq))
             if lose:
-                y = self.apply_strength(y, x=cfg.contradiction_x, reason="contradiction")
+                y = self.apply_strength(y, x=pressure, reason="contradiction")
                 if y.strength < cfg.quarantine_strength:
                     y = self.transition(y, State.QUARANTINED, "contradiction")
             if y.id == m.id:
                 out = y
-        return out
+        revision.settle_flags(self, [x.id for x in group])
+        return self.require(out.id)
 
     def check_integrity(self) -> list[str]:
         """Stage 7 for corruption: every memory whose hash does not match its content is
@@ -652,7 +724,11 @@ class MemoryEngine:
             )  # fmt: skip
             if prior.state in (State.CANDIDATE, State.CONSOLIDATED):
                 self.transition(prior, State.ARCHIVED, f"superseded by {new.id}", actor=actor)
-            return self.process(new.id)
+            out = self.process(new.id)
+            if actor.startswith("steward:"):  # the repair path succeeded if it holds
+                paths.record_path(self, prior, "steward repair", out.state, actor,
+                                  ok=out.state is not State.QUARANTINED)  # fmt: skip
+            return out
 
     # -- inspection ---------------------------------------------------------------------
     def verify_audit(self) -> Verification:

@@ -23,12 +23,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hirmem.memory import contradiction
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.model import Memory
+from hirmem.memory.observe import describe
 from hirmem.protocol.fixedpoint import ONE
 from hirmem.protocol.gate import evaluate
-from hirmem.protocol.identity import fold
 from hirmem.protocol.records import Layer, Record, normalise, record_hash
 
 __all__ = ["IntakeReport", "check_record", "intake_records"]
@@ -81,8 +80,7 @@ def intake_records(
                 report.duplicates.append(mid)
                 continue
             now = engine.clock()
-            parsed = contradiction.structured(rec.payload)
-            subject, attribute, value, negated = parsed or ("", "", "", False)
+            seen = describe(rec.payload, rec.source)  # a fact, a reading or an action
             m = Memory(
                 id=mid,
                 payload=rec.payload,
@@ -97,10 +95,11 @@ def intake_records(
                 decayed_at=now,
                 hash=rec.hash,
                 prev_hash=rec.prev_hash,
-                subject=fold(subject),
-                attribute=fold(attribute),
-                value=value,
-                negated=negated,
+                subject=seen.subject,
+                attribute=seen.attribute,
+                value=seen.value,
+                negated=seen.negated,
+                kind=seen.kind,
                 device=device_id.hex(),
                 kid=kid.hex(),
                 device_scores=(rec.h, rec.i, rec.r, rec.f, rec.c, rec.rn, rec.w),

@@ -40,21 +40,28 @@ CONTENT_FIELDS = ("id", "payload", "source", "timestamp", "context", "prev_hash"
 """Fields covered by :attr:`Memory.hash` (the rest is mutable engine state or scores)."""
 
 
-def layer_for(state: State, kind: str, current: Layer) -> Layer:
+def layer_for(state: State, kind: str, current: Layer, episode: bool = False) -> Layer:
     """The layer a memory lives in once it reaches ``state``.
 
     volatile → working; candidate → episodic; consolidated → semantic, or procedural
-    for workflows/routines/repair paths (``kind == "procedure"``). Quarantined and
+    for workflows/routines/repair paths (``kind == "procedure"``). An *episode*
+    (a memory that observes one thing: :func:`hirmem.memory.observe.is_episode`) stays
+    episodic when it consolidates: what becomes semantic is the pattern distilled from
+    it (``kind == "pattern"``, semantic from its candidacy on). Quarantined and
     archived memories keep the layer they were in (quarantine and archive are states,
     not layers), except that a record leaving the working ring is at least episodic
     (protocol §7.1: a gated record, quarantined or not, is an episodic record).
     """
     if state is State.VOLATILE:
         return Layer.WORKING
+    if kind == "pattern" and state in (State.CANDIDATE, State.CONSOLIDATED):
+        return Layer.SEMANTIC
     if state is State.CANDIDATE:
         return Layer.EPISODIC
     if state is State.CONSOLIDATED:
-        return Layer.PROCEDURAL if kind == "procedure" else Layer.SEMANTIC
+        if kind == "procedure":
+            return Layer.PROCEDURAL
+        return Layer.EPISODIC if episode else Layer.SEMANTIC
     return Layer.EPISODIC if current is Layer.WORKING else current
 
 
@@ -97,7 +104,7 @@ class Memory:
     attribute: str = ""
     value: str = ""
     negated: bool = False
-    kind: str = "fact"  # "fact", "event" or "procedure" (procedure consolidates to procedural)
+    kind: str = "fact"  # see hirmem.memory.observe.KINDS (procedure → procedural layer)
     # Provenance.
     device: str = ""  # device id (hex) for records from packs; "" for host captures
     kid: str = ""  # signer key id (hex) of the pack

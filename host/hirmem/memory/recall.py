@@ -5,8 +5,9 @@
 * ``M`` — strength; ``Rec = e^(-(now - last_access)/τ)``; ``Trust = H·I·R`` at admission.
 * Filters (layer, state, source, device, subject) select the rows that may rank; by
   default only candidate and consolidated memories may. A memory whose score is 0 —
-  in particular every memory with Trust = 0 (MEM-INV-6) — never surfaces; only an
-  explicit id lookup (:meth:`MemoryEngine.get`) returns it.
+  in particular every memory with Trust = 0 (MEM-INV-6) — never surfaces, and neither
+  does a quarantined one, whatever the filter asks (one guard across the system:
+  issue 13); only an explicit id lookup (:meth:`MemoryEngine.get`) returns them.
 
 Speed: the index keeps the embeddings in one contiguous float32 matrix and the factors
 as columns. Because ``Rec`` factors as ``e^((last_access - t0)/τ) · e^((t0 - now)/τ)``
@@ -268,7 +269,7 @@ class RecallIndex:
     def _compute_mask(self, flt: RecallFilter) -> npt.NDArray[np.bool_]:
         """Lookup tables over the code columns (no sorting, one gather per column)."""
         n = self.n
-        ok = np.ones(n, dtype=bool)
+        ok: npt.NDArray[np.bool_] = self.state[:n] != int(State.QUARANTINED)  # id only
 
         def allow(col: npt.NDArray[np.generic], codes: list[int], size: int) -> None:
             table = np.zeros(max(size, 1), dtype=bool)

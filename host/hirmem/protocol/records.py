@@ -241,6 +241,44 @@ _UINT_FIELDS = (
 )
 
 
+def withheld(rec: Record) -> str:
+    """Why ``rec`` may reach no recall, graph or answer — "" when it may.
+
+    The one guard across the system (MEM-INV-6, issue 13), evaluated on the record
+    itself so every layer can apply it without the memory engine: a record the device
+    quarantined, whose hash or normalised flags do not match its content, or whose
+    gate — recomputed here from its flags, Q and P, not taken from the device —
+    hard-fails, is RED, has W = 0 or Trust = H·I·R = 0, or whose carried scores differ
+    from the recomputation. These are the reasons the memory engine quarantines a device
+    record on intake, so what the engine keeps out of recall the semantic substrate
+    keeps out of its graph.
+    """
+    if rec.state == State.QUARANTINED:
+        return "quarantined by the device"
+    if record_hash(rec.id, rec.payload, rec.source, rec.timestamp, rec.context,
+                   rec.prev_hash) != rec.hash:  # fmt: skip
+        return "hash does not match the record content"
+    if normalise(rec.flags, rec.payload, rec.source, rec.timestamp, rec.context) != rec.flags:
+        return "flags are not normalised (schema_valid / source_present)"
+    try:
+        g = evaluate(rec.flags, rec.confidence, rec.provenance)
+    except HirmemError as exc:
+        return f"gate inputs refused: {exc}"
+    if g.hard:
+        return "hard fail: " + ", ".join(
+            h.name.lower() for h in type(g.hard) if h & g.hard and h.name is not None
+        )
+    if int(g.disposition) == int(State.QUARANTINED):
+        return "gate RED: Rn below yellow"
+    if g.w == 0:
+        return "write gate W = 0"
+    if g.h == 0 or g.i == 0 or g.r == 0:
+        return "Trust = H·I·R = 0"
+    if (rec.h, rec.i, rec.r, rec.f, rec.c, rec.rn, rec.w) != (g.h, g.i, g.r, g.f, g.c, g.rn, g.w):
+        return "device gate scores differ from the recomputed gate"
+    return ""
+
+
 _UINT_LIMITS = {
     "flags": 0x0FFF, "state": max(State), "layer": max(Layer),
     **{name: 0x10000 for name in ("h", "i", "r", "f", "c", "rn", "confidence", "provenance",

@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hirmem.protocol.errors import HirmemError
 from hirmem.semantic.extract import RuleExtractor
@@ -19,6 +19,9 @@ from hirmem.semantic.parse import ByMediaType, Chain, CollapseSpaces, StripContr
 from hirmem.semantic.split import SentenceSplitter
 from hirmem.semantic.stages import Pipeline
 from hirmem.semantic.substrate import Substrate
+
+if TYPE_CHECKING:  # the device feed (and the daemon's reader) load only when used
+    from hirmem.semantic.devices import Verdict
 
 __all__ = ["add_parser", "run"]
 
@@ -49,18 +52,22 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     dev.add_argument("--store", required=True, type=Path, help="the host daemon's database")
     dev.add_argument("--db", default=DEFAULT_DB)
     dev.add_argument("--after", type=int, default=0, help="record cursor to start after")
+    dev.add_argument("--memory", type=Path,
+                     help="the memory engine's store: what it quarantined stays out")  # fmt: skip
     return p
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, verdict: Verdict | None = None) -> int:
+    """``verdict`` (the memory engine's, wired in by ``hirmem`` for ``devices --memory``)
+    keeps what the engine quarantined out of the graph."""
     try:
-        return _run(args)
+        return _run(args, verdict)
     except HirmemError as exc:
         print(f"hirmem semantic: {exc}", file=sys.stderr)
         return 2
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, verdict: Verdict | None) -> int:
     cmd = args.semantic_command
     sub = Substrate.open(args.db)
     try:
@@ -99,9 +106,10 @@ def _run(args: argparse.Namespace) -> int:
             from hirmem.semantic.devices import DeviceFeed
 
             with open_intake(args.store) as store:
-                cursor, result = DeviceFeed(store, sub).pull(args.after)
+                feed = DeviceFeed(store, sub, verdict=verdict)
+                cursor, result = feed.pull(args.after)
             print(f"fed {len(result.docs)} records, {len(result.triples)} assertions; "
-                  f"cursor {cursor}")  # fmt: skip
+                  f"cursor {cursor}; withheld {sum(feed.withheld.values())}")  # fmt: skip
             return 0
     finally:
         sub.close()

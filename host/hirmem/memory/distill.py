@@ -1,0 +1,477 @@
+"""Distillation: episodes about one thing become one semantic memory that states the pattern.
+
+Grouping is by **key**, not by embedding cluster: (device, subject, attribute) as read by
+:mod:`.observe` — for multi-valued attributes and events the value is part of the key,
+for action chains the steps are the subject. Why a key and not similarity: the key
+is exact, explainable and cheap (one indexed lookup per episode); an embedding cluster
+would merge ``temp0`` and ``temp1`` (their texts differ by one character) and split one
+sensor whose readings drift, and it would make the pattern depend on the embedder.
+
+One **distillate** row per key and window accumulates running statistics; once it rests
+on ``distill_min_episodes`` episodes a memory is created for it:
+
+* **reading** (numeric series) → ``kind="pattern"``, semantic: range, mean, trend
+  (least-squares slope per second) and count over the window;
+* **state** (a single-valued fact) → pattern: the stable value, since when it held and
+  how long, the number of observations and changes of state;
+* **event** → pattern: the count and the rate;
+* **action** (action taken → result observed, with outcome) → ``kind="procedure"``,
+  procedural, once it succeeded ``procedure_min_successes`` times at a success rate of
+  at least ``procedure_min_rate``: its steps and success rate.
+
+The derived memory carries ``links`` to every episode it rests on (also kept in the
+``distill_links`` table, episode → pattern), is derived in PROV terms — the audit
+records one ``derive`` (``activity``: ``distill``, ``wasDerivedFrom``: the episode,
+``agrees``) for every episode, at creation and for each later one — and
+has its own gate scores: the means of its episodes' H, I, R and W, with F, C, Rn
+derived from them as the gate does. A new episode that agrees (a reading within three
+standard deviations of the mean, the same state, an event, a success) *reinforces*
+it — one rehearsal in the strength equation — and updates the statement; it is never
+copied. Episodes stay
+episodic and decay on their own timescale (``MemoryConfig.episodic_tau_s``).
+
+An episode quarantined later (a contradiction it lost, a corrupted hash, a steward) is
+withdrawn: the pattern is rebuilt from the episodes still live (:func:`reconsider`), and
+rebuilt again if a steward promotes the episode.
+
+Bounds: a distillate takes at most ``distill_max_episodes`` episodes and, except for an
+action chain (a routine is learnt over weeks), only for ``distill_window_s`` from its
+first one; the next episode opens a new window, whose memory
+links to the closed one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from hirmem.memory.contradiction import same_value, single_valued
+from hirmem.memory.dynamics import decay_between
+from hirmem.memory.model import Memory, State
+from hirmem.memory.observe import OUTCOMES_OK, is_episode, number
+from hirmem.protocol.fixedpoint import to_q
+from hirmem.protocol.gate import verdict_of
+from hirmem.protocol.identity import fold
+
+if TYPE_CHECKING:  # the engine imports this module
+    from hirmem.memory.engine import MemoryEngine
+
+__all__ = ["SCHEMA", "Distillate", "Stats", "distillate_of", "episodes_of", "on_episode",
+           "patterns", "reconsider"]  # fmt: skip
+
+SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS distillates (
+        rowid INTEGER PRIMARY KEY,
+        memory_id TEXT NOT NULL,
+        form TEXT NOT NULL,
+        device TEXT NOT NULL, subject TEXT NOT NULL, attribute TEXT NOT NULL,
+        value_key TEXT NOT NULL,
+        open INTEGER NOT NULL,
+        stats TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS distillates_key "
+    "ON distillates(device, subject, attribute, value_key, open)",
+    "CREATE INDEX IF NOT EXISTS distillates_memory ON distillates(memory_id)",
+    """CREATE TABLE IF NOT EXISTS distill_links (
+        episode_id TEXT PRIMARY KEY,
+        distillate INTEGER NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS distill_links_of ON distill_links(distillate)",
+)
+
+FORMS = {"reading": "reading", "fact": "state", "event": "event", "action": "action"}
+
+
+@dataclass
+class Stats:
+    """Running statistics of one distillate (kept as JSON in its row)."""
+
+    n: int = 0
+    first_ms: int = 0
+    last_ms: int = 0
+    sum_h: float = 0.0
+    sum_i: float = 0.0
+    sum_r: float = 0.0
+    sum_w: float = 0.0
+    # readings (t in seconds from first_ms)
+    sum_v: float = 0.0
+    sum_vv: float = 0.0
+    min_v: float = math.inf
+    max_v: float = -math.inf
+    sum_t: float = 0.0
+    sum_tt: float = 0.0
+    sum_tv: float = 0.0
+    # states
+    value: str = ""
+    since_ms: int = 0
+    held_n: int = 0
+    changes: int = 0
+    # actions
+    successes: int = 0
+    failures: int = 0
+    result: str = ""
+    prev: str = ""  # memory id of the closed window this one continues
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def mean(self) -> float:
+        return self.sum_v / self.n if self.n else 0.0
+
+    @property
+    def sd(self) -> float:
+        if self.n < 2:
+            return 0.0
+        return math.sqrt(max(0.0, self.sum_vv / self.n - self.mean**2))
+
+    @property
+    def slope(self) -> float:
+        """Least-squares trend of the readings, per second (0 with fewer than 2 times)."""
+        den = self.n * self.sum_tt - self.sum_t**2
+        return (self.n * self.sum_tv - self.sum_t * self.sum_v) / den if den > 0 else 0.0
+
+    @property
+    def span_s(self) -> float:
+        return (self.last_ms - self.first_ms) / 1000.0
+
+
+@dataclass(frozen=True)
+class Distillate:
+    rowid: int
+    memory_id: str
+    form: str
+    device: str
+    subject: str
+    attribute: str
+    value_key: str
+    open: bool
+    stats: Stats
+
+
+def ensure_schema(engine: MemoryEngine) -> None:
+    for statement in SCHEMA:
+        engine.store.db.execute(statement)
+
+
+def _row(r: tuple[object, ...]) -> Distillate:
+    stats = Stats(**json.loads(str(r[8])))
+    return Distillate(int(str(r[0])), str(r[1]), str(r[2]), str(r[3]), str(r[4]), str(r[5]),
+                      str(r[6]), bool(r[7]), stats)  # fmt: skip
+
+
+_SELECT = (
+    "SELECT rowid, memory_id, form, device, subject, attribute, value_key, open, stats "
+    "FROM distillates"
+)
+
+
+def _json(stats: Stats) -> str:
+    # vars(), not asdict(): no deep copy on every episode; ±Infinity round-trips in Python
+    return json.dumps(vars(stats))
+
+
+def distillate_of(engine: MemoryEngine, memory_id: str) -> Distillate | None:
+    """The distillate behind a pattern or learnt procedure memory."""
+    r = engine.store.db.execute(_SELECT + " WHERE memory_id = ?", (memory_id,)).fetchone()
+    return None if r is None else _row(r)
+
+
+def episodes_of(engine: MemoryEngine, memory_id: str) -> list[str]:
+    """Every episode a derived memory rests on, in the order they came."""
+    d = distillate_of(engine, memory_id)
+    if d is None:
+        return []
+    rows = engine.store.db.execute(
+        "SELECT episode_id FROM distill_links WHERE distillate = ? ORDER BY rowid", (d.rowid,)
+    )
+    return [str(x[0]) for x in rows]
+
+
+def patterns(engine: MemoryEngine) -> list[Distillate]:
+    """Every distillate that has become a memory, oldest first."""
+    rows = engine.store.db.execute(_SELECT + " WHERE memory_id != '' ORDER BY rowid")
+    return [_row(r) for r in rows]
+
+
+def _key(engine: MemoryEngine, m: Memory) -> tuple[str, str, str, str, str]:
+    form = FORMS[m.kind]
+    value_key = ""
+    if form == "event" or (form == "state" and not single_valued(m.attribute, engine.config)):
+        value_key = fold(m.value)
+    return form, m.device, m.subject, m.attribute, value_key
+
+
+def _open_distillate(engine: MemoryEngine, m: Memory) -> Distillate:
+    form, device, subject, attribute, value_key = _key(engine, m)
+    cfg = engine.config
+    r = engine.store.db.execute(
+        _SELECT + " WHERE device = ? AND subject = ? AND attribute = ? AND value_key = ? "
+        "AND form = ? AND open = 1",
+        (device, subject, attribute, value_key, form),
+    ).fetchone()
+    prev = ""
+    if r is not None:
+        d = _row(r)
+        full = d.stats.n >= cfg.distill_max_episodes
+        # a routine is learnt over weeks: only the count bounds an action chain's window
+        late = form != "action" and m.timestamp - d.stats.first_ms > cfg.distill_window_s * 1000
+        if not (full or late):
+            return d
+        engine.store.db.execute("UPDATE distillates SET open = 0 WHERE rowid = ?", (d.rowid,))
+        prev = d.memory_id
+    stats = Stats(first_ms=m.timestamp, last_ms=m.timestamp, since_ms=m.timestamp, prev=prev)
+    cur = engine.store.db.execute(
+        "INSERT INTO distillates (memory_id, form, device, subject, attribute, value_key, "
+        "open, stats) VALUES ('', ?, ?, ?, ?, ?, 1, ?)",
+        (form, device, subject, attribute, value_key, _json(stats)),
+    )
+    return Distillate(int(cur.lastrowid or 0), "", form, device, subject, attribute,
+                      value_key, True, stats)  # fmt: skip
+
+
+def _absorb(d: Distillate, m: Memory, engine: MemoryEngine) -> bool:
+    """Add episode ``m`` to the statistics; whether it agrees with the pattern so far."""
+    s = d.stats
+    agrees = True
+    if d.form == "reading":
+        v = number(m.value)
+        if v is None:
+            return False
+        if s.n >= 2:
+            agrees = abs(v - s.mean) <= max(3 * s.sd, engine.config.value_abs_tolerance)
+        t = (m.timestamp - s.first_ms) / 1000.0
+        s.sum_v += v
+        s.sum_vv += v * v
+        s.min_v, s.max_v = min(s.min_v, v), max(s.max_v, v)
+        s.sum_t += t
+        s.sum_tt += t * t
+        s.sum_tv += t * v
+    elif d.form == "state":
+        said = f"not {m.value}" if m.negated else m.value
+        if s.n == 0:
+            s.value, s.since_ms, s.held_n = said, m.timestamp, 1
+        elif same_value(s.value, said, engine.config):
+            s.held_n += 1
+        elif m.timestamp >= s.since_ms:  # a change of state: the pattern starts over
+            agrees = False
+            s.value, s.since_ms, s.held_n = said, m.timestamp, 1
+            s.changes += 1
+        else:
+            agrees = False  # an older, different value: history, the current one holds
+    elif d.form == "action":
+        ok = m.value in OUTCOMES_OK
+        s.successes += ok
+        s.failures += not ok
+        agrees = ok
+        s.result = _result_of(m) or s.result
+    s.n += 1
+    s.first_ms = min(s.first_ms, m.timestamp)
+    s.last_ms = max(s.last_ms, m.timestamp)
+    s.sum_h += m.h
+    s.sum_i += m.i
+    s.sum_r += m.r
+    s.sum_w += m.w
+    return agrees
+
+
+def _result_of(m: Memory) -> str:
+    try:
+        data = json.loads(m.payload.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return ""
+    result = data.get("result") if isinstance(data, dict) else None
+    return result if isinstance(result, str) else ""
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.3g}" if abs(x) < 0.01 and x != 0 else f"{x:.1f}"
+
+
+def statement(d: Distillate) -> str:
+    """The pattern in words (what the CLI and the demo print)."""
+    s = d.stats
+    over = f"over {s.span_s:.0f} s"
+    if d.form == "reading":
+        return (
+            f"{_fmt(s.min_v)}\N{EN DASH}{_fmt(s.max_v)}, mean {_fmt(s.mean)}, trend "
+            f"{s.slope:+.3g}/s, {s.n} readings {over}"
+        )
+    if d.form == "state":
+        held = (s.last_ms - s.since_ms) / 1000.0
+        return (
+            f"{s.value} (held {held:.0f} s, {s.held_n} of {s.n} observations, "
+            f"{s.changes} change{'s' if s.changes != 1 else ''} {over})"
+        )
+    if d.form == "event":
+        rate = s.n / s.span_s if s.span_s > 0 else 0.0
+        return f"{s.n} events {over} ({rate:.3g}/s)"
+    rate = s.successes / s.n if s.n else 0.0
+    then = f" → {s.result}" if s.result else ""
+    return f"steps {d.subject}{then}; {s.successes} of {s.n} succeeded ({rate:.0%})"
+
+
+def _payload(d: Distillate) -> str:
+    where = f" on device {d.device}" if d.device else ""
+    if d.form == "reading":
+        return f"sensor {d.subject} {d.attribute} readings{where}"
+    if d.form == "state":
+        return f"{d.subject} {d.attribute}{where}"
+    if d.form == "event":
+        return f"events {d.value_key} from {d.subject}{where}"
+    return f"procedure: {d.subject}{where}"
+
+
+def _ready(d: Distillate, engine: MemoryEngine) -> bool:
+    cfg = engine.config
+    s = d.stats
+    if d.form == "action":
+        return s.successes >= cfg.procedure_min_successes and (
+            s.successes / s.n >= cfg.procedure_min_rate
+        )
+    return s.n >= cfg.distill_min_episodes
+
+
+def _scored(m: Memory, s: Stats, engine: MemoryEngine) -> Memory:
+    """Gate scores of a derived memory: the means of its episodes'."""
+    h, i, r, w = (x / s.n for x in (s.sum_h, s.sum_i, s.sum_r, s.sum_w))
+    f, c = math.sqrt(h * i), math.sqrt(r * i)
+    rn = math.sqrt(f * c)
+    return m.replace(h=h, i=i, r=r, f=f, c=c, rn=rn, w=w, trust=h * i * r,
+                     verdict=int(verdict_of(to_q(rn))), gate_mode="derived")  # fmt: skip
+
+
+def _save_stats(engine: MemoryEngine, d: Distillate, memory_id: str | None = None) -> None:
+    engine.store.db.execute(
+        "UPDATE distillates SET stats = ?, memory_id = ? WHERE rowid = ?",
+        (_json(d.stats), d.memory_id if memory_id is None else memory_id, d.rowid),
+    )
+
+
+def _create(engine: MemoryEngine, d: Distillate) -> Memory:
+    episodes = episodes_of_row(engine, d.rowid)
+    links = ([d.stats.prev] if d.stats.prev else []) + episodes
+    kind = "procedure" if d.form == "action" else "pattern"
+    m = engine.capture(
+        _payload(d), "distill", kind=kind, subject=d.subject, attribute=d.attribute,
+        value=statement(d), links=links,
+    )  # fmt: skip
+    _save_stats(engine, d, m.id)
+    now = engine.clock()
+    m = _scored(m, d.stats, engine).replace(
+        device=d.device, strength=d.stats.sum_w / d.stats.n, last_access=now, decayed_at=now
+    )
+    seq = 0
+    for source in links:  # one PROV wasDerivedFrom per record (audit details are scalars)
+        seq = engine.audit.append(
+            "derive", m.id,
+            {"activity": "distill", "form": d.form, "wasDerivedFrom": source, "agrees": 1,
+             "rn": m.rn, "w": m.w},
+            ts=now,
+        )  # fmt: skip
+    m = engine._save(m.replace(audit_seq=seq))
+    m = engine.transition(m, State.CANDIDATE, f"distilled from {len(episodes)} episodes")
+    if m.rn >= engine.config.green and m.h > 0:
+        m = engine.transition(m, State.CONSOLIDATED, "distilled pattern: Rn ≥ green")
+    return m
+
+
+def episodes_of_row(engine: MemoryEngine, rowid: int) -> list[str]:
+    rows = engine.store.db.execute(
+        "SELECT episode_id FROM distill_links WHERE distillate = ? ORDER BY rowid", (rowid,)
+    )
+    return [str(x[0]) for x in rows]
+
+
+def on_episode(engine: MemoryEngine, m: Memory) -> Memory | None:
+    """Distil a freshly admitted live episode; returns the derived memory it now
+    supports (created or reinforced), or None while the pattern is not yet one."""
+    if m.state not in (State.CANDIDATE, State.CONSOLIDATED) or m.flagged:
+        return None  # a disputed claim waits until its contradiction is settled
+    if not is_episode(m.kind, m.subject, m.attribute) or m.kind not in FORMS:
+        return None
+    if engine.store.db.execute(
+        "SELECT 1 FROM distill_links WHERE episode_id = ?", (m.id,)
+    ).fetchone():
+        return None  # already distilled
+    d = _open_distillate(engine, m)
+    agrees = _absorb(d, m, engine)
+    engine.store.db.execute(
+        "INSERT OR IGNORE INTO distill_links (episode_id, distillate) VALUES (?, ?)",
+        (m.id, d.rowid),
+    )
+    if not d.memory_id:
+        _save_stats(engine, d)
+        return _create(engine, d) if _ready(d, engine) else None
+    _save_stats(engine, d)
+    p = engine.get(d.memory_id)
+    if p is None or p.state not in (State.CANDIDATE, State.CONSOLIDATED):
+        return p  # a quarantined or archived pattern takes no new support
+    now = engine.clock()
+    cfg = engine.config
+    # settle the decay owed so far, then count the episode as a rehearsal if it agrees
+    owed = decay_between(p.last_access, p.decayed_at, now, cfg, cfg.tau_for(p.layer))
+    p = _scored(p, d.stats, engine).replace(
+        value=statement(d), links=(*p.links, m.id), decayed_at=max(p.decayed_at, now),
+        last_access=now if agrees else p.last_access,
+    )  # fmt: skip
+    seq = engine.audit.append(
+        "derive", p.id,
+        {"activity": "distill", "form": d.form, "wasDerivedFrom": m.id, "agrees": int(agrees)},
+        ts=now,
+    )  # fmt: skip
+    # one write: apply_strength saves the updated pattern with its new strength
+    return engine.apply_strength(p.replace(audit_seq=seq), u=1.0 if agrees else 0.0, d=owed,
+                                 reason="distilled episode")  # fmt: skip
+
+
+def reconsider(engine: MemoryEngine, m: Memory) -> Memory | None:
+    """Episode ``m`` entered or left quarantine: rebuild the pattern it fed from the
+    episodes live now, so nothing quarantined stays in what the pattern states (a
+    pattern left with no live episode is quarantined too); an episode a steward
+    promoted that never fed one is distilled now. Returns the pattern, if any."""
+    if not engine.store.db.execute(
+        "SELECT 1 FROM distill_links WHERE episode_id = ?", (m.id,)
+    ).fetchone():
+        return on_episode(engine, m)
+    return _rebuild(engine, m)
+
+
+def _rebuild(engine: MemoryEngine, m: Memory) -> Memory | None:
+    row = engine.store.db.execute(
+        "SELECT distillate FROM distill_links WHERE episode_id = ?", (m.id,)
+    ).fetchone()
+    if row is None:
+        return None
+    r = engine.store.db.execute(_SELECT + " WHERE rowid = ?", (int(row[0]),)).fetchone()
+    old = _row(r)
+    live = [
+        e for e in (engine.get(x) for x in episodes_of_row(engine, old.rowid))
+        if e is not None and e.state in (State.CANDIDATE, State.CONSOLIDATED)
+    ]  # fmt: skip
+    live.sort(key=lambda e: (e.timestamp, e.id))
+    first = live[0].timestamp if live else old.stats.first_ms
+    d = Distillate(old.rowid, old.memory_id, old.form, old.device, old.subject,
+                   old.attribute, old.value_key, old.open,
+                   Stats(first_ms=first, last_ms=first, since_ms=first,
+                         prev=old.stats.prev))  # fmt: skip
+    for e in live:
+        _absorb(d, e, engine)
+    _save_stats(engine, d)
+    p = engine.get(d.memory_id) if d.memory_id else None
+    if p is None or p.state not in (State.CANDIDATE, State.CONSOLIDATED):
+        return p
+    now = engine.clock()
+    seq = engine.audit.append(
+        "derive", p.id,
+        {"activity": "distill", "form": d.form, "wasDerivedFrom": m.id, "agrees": 0,
+         "reason": f"rebuilt: the episode is {m.state.name.lower()}"},
+        ts=now,
+    )  # fmt: skip
+    if not live:
+        return engine.transition(p.replace(audit_seq=seq), State.QUARANTINED,
+                                 "every episode it rested on was quarantined")  # fmt: skip
+    links = ([d.stats.prev] if d.stats.prev else []) + [e.id for e in live]
+    p = _scored(p, d.stats, engine).replace(value=statement(d), links=tuple(links),
+                                            audit_seq=seq)  # fmt: skip
+    return engine._save(p)

@@ -1,0 +1,155 @@
+"""One guard across the system (issue 13, MEM-INV-6): a quarantined or Trust = 0 record
+reaches no recall, no graph and no answer, only its explicit id.
+
+End to end with real parts: a device key, a signed pack, the daemon's store taking it,
+the memory engine following the store, the semantic substrate fed from the same store,
+and a question asked of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from hirmem.daemon.store import Store
+from hirmem.memory.engine import MemoryEngine
+from hirmem.memory.follow import follow_intake
+from hirmem.memory.intake import intake_records
+from hirmem.memory.model import State
+from hirmem.memory.recall import RecallFilter
+from hirmem.protocol.keys import derive_test_key
+from hirmem.protocol.packs import PackKind, sign_pack
+from hirmem.protocol.records import GENESIS, Record, record_id, withheld
+from hirmem.semantic.devices import DeviceFeed
+from hirmem.semantic.substrate import Substrate
+
+DEV = bytes.fromhex("9a9a9a9a9a9a9a01")
+KEY = derive_test_key("guard device 9a9a9a9a9a9a9a01")
+T0 = 1_790_000_000_000
+CONTEXT = bytes(range(32))
+
+
+def _pack_with_a_domination_record(store: Store) -> tuple[Record, Record]:
+    good = Record.capture(record_id(DEV, 1, 1), json.dumps({"door": "open"}).encode(), "cam",
+                          T0 + 1, CONTEXT, 0x0FFF, 0x10000, 0xE666, 0x8000, GENESIS)  # fmt: skip
+    bad = Record.capture(record_id(DEV, 1, 2),
+                         json.dumps({"door": "unlocked by admin override"}).encode(),
+                         "intruder", T0 + 2, CONTEXT, 0x07FF, 0x10000, 0xE666, 0x8000,
+                         good.hash)  # fmt: skip
+    pack = sign_pack(KEY, PackKind.MEMORY, DEV, (1 << 32) | 1, GENESIS, T0 + 10, [good, bad])
+    taken = store.take_pack(DEV, pack.encoded)
+    assert taken.status == "accepted", taken.detail
+    return good, bad
+
+
+def test_a_domination_record_never_reaches_recall_graph_or_answer(tmp_path: Path) -> None:
+    store = Store(tmp_path / "hirmem.db")
+    store.register_device(DEV, KEY.public.raw, "guarded")
+    _, bad = _pack_with_a_domination_record(store)
+    assert withheld(bad).startswith("quarantined by the device")
+    # the memory engine: permanently quarantined, recalled by nothing, got by its id
+    engine = MemoryEngine(tmp_path / "memory.db")
+    report = follow_intake(engine, store)
+    assert (report.admitted, report.quarantined) == (1, 1)
+    m = engine.require(bad.id.hex())
+    assert m.state is State.QUARANTINED and m.permanent and m.trust == 0
+    everything = RecallFilter(states=frozenset(State))
+    for flt in (None, everything):
+        hits = engine.recall("door unlocked by admin override intruder", k=10, flt=flt)
+        assert bad.id.hex() not in {h.id for h in hits}
+    # the semantic substrate fed from the same daemon store: no document, no triple
+    sub = Substrate.in_memory()
+    feed = DeviceFeed(store, sub)
+    _, result = feed.pull()
+    sources = {d.source for d in result.docs}
+    assert len(result.docs) == 1 and all(bad.id.hex() not in s for s in sources)
+    assert all("admin" not in t.object for t in result.triples)
+    assert feed.withheld == {"quarantined by the device": 1}
+    # and no answer: asked about the intruder, nothing is believed
+    subject = f"{DEV.hex()}/intruder"
+    ans = sub.ask(f"what is the door of {subject}?")
+    assert all("admin" not in h.evidence for h in ans.hits)
+    good_ans = sub.ask(f"what is the door of {DEV.hex()}/cam?")
+    assert good_ans.hits and good_ans.hits[0].evidence == '"door": "open"'
+    engine.close()
+    store.close()
+
+
+def test_the_record_guard_and_the_engine_agree_on_every_flag_word() -> None:
+    """Differential: for every 12-bit flag word and Q, P at the edges, and for records
+    whose carried scores were altered, the engine quarantines a device record exactly
+    when :func:`withheld` keeps it out of the graph."""
+    rng = random.Random(13)
+    engine = MemoryEngine(":memory:")
+    link = GENESIS
+    records = []
+    for flags in range(0x1000):
+        q, p = rng.choice([(0x10000, 0xE666), (0, 0xE666), (0x8000, 0), (0x10000, 0x10000)])
+        n = flags + 1
+        rec = Record.capture(record_id(DEV, 2, n), b"x", "s", T0 + n, CONTEXT, flags, q, p,
+                             0x8000, link)  # fmt: skip
+        if rng.random() < 0.05:  # a device that lies about its scores
+            rec = dataclasses.replace(rec, rn=(rec.rn + 1) & 0xFFFF)
+        records.append(rec)
+        link = rec.hash
+    intake_records(engine, records, DEV, b"kid", GENESIS)
+    disagree = [
+        (hex(r.flags), withheld(r))
+        for r in records
+        if (engine.require(r.id.hex()).state is State.QUARANTINED) != bool(withheld(r))
+    ]
+    assert disagree == []
+
+
+def test_what_the_host_quarantines_stays_out_of_the_graph_too(tmp_path: Path) -> None:
+    """A record only the host can judge — it lost a contradiction to a stronger one at
+    the same instant — is quarantined by the engine, and the engine's verdict, handed
+    to the feed, keeps it out of the graph and the answers."""
+    store = Store(tmp_path / "hirmem.db")
+    store.register_device(DEV, KEY.public.raw, "guarded")
+
+    def claim(n: int, value: str, q: int, link: bytes) -> Record:
+        body = json.dumps({"subject": "valve 7", "attribute": "position", "value": value})
+        return Record.capture(record_id(DEV, 1, n), body.encode(), "plc", T0, CONTEXT,
+                              0x0FFF, q, 0xE666, 0x8000, link)  # fmt: skip
+
+    strong = claim(1, "shut", 0x10000, GENESIS)
+    weak = claim(2, "wide open", 0x1000, strong.hash)
+    pack = sign_pack(KEY, PackKind.MEMORY, DEV, (1 << 32) | 1, GENESIS, T0 + 10, [strong, weak])
+    assert store.take_pack(DEV, pack.encoded).status == "accepted"
+    assert withheld(weak) == ""  # nothing on the record itself says so
+    engine = MemoryEngine(tmp_path / "memory.db")
+    follow_intake(engine, store)
+    assert engine.require(weak.id.hex()).state is State.QUARANTINED
+    assert engine.withheld(weak.id) and not engine.withheld(strong.id)
+    sub = Substrate.in_memory()
+    feed = DeviceFeed(store, sub, verdict=engine.withheld)
+    _, result = feed.pull()
+    assert len(result.docs) == 1 and all("wide open" not in t.object for t in result.triples)
+    assert sum(feed.withheld.values()) == 1
+    ans = sub.ask("what is the position of valve 7?")
+    assert all("wide open" not in h.evidence for h in ans.hits)
+    engine.close()
+    store.close()
+
+
+def test_the_semantic_cli_takes_the_memory_engines_verdicts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hirmem.cli.entry import main
+
+    store = Store(tmp_path / "hirmem.db")
+    store.register_device(DEV, KEY.public.raw, "guarded")
+    _pack_with_a_domination_record(store)
+    store.close()
+    intake, mem, sem = (str(tmp_path / n) for n in ("hirmem.db", "memory.db", "sem.db"))
+    assert main(["memory", "--db", mem, "follow", "--intake", intake]) == 0
+    assert main(["semantic", "devices", "--store", intake, "--db", sem, "--memory", mem]) == 0
+    assert "fed 1 records" in capsys.readouterr().out
+    assert main(["semantic", "devices", "--store", intake, "--db", sem,
+                 "--memory", str(tmp_path / "none.db")]) == 2  # fmt: skip
+    assert "no memory store" in capsys.readouterr().err
