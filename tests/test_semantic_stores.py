@@ -498,3 +498,52 @@ def test_graph_out_lists_each_neighbour_once(name: str, tmp_path: Path) -> None:
     if name != "memory":
         g = _reopen("graph", name, tmp_path, g)
         assert g.out("a") == ["b", "c"]
+
+
+@pytest.mark.parametrize("where", ["memory", "sqlite"])
+def test_an_erased_assertion_stays_erased_until_its_tombstone_is_lifted(
+    where: str, tmp_path: Path
+) -> None:
+    from hirmem.semantic.errors import Erased
+    from hirmem.semantic.extract import RuleExtractor
+    from hirmem.semantic.ingest import MemoryIngester
+    from hirmem.semantic.stages import Pipeline
+
+    db = tmp_path / "s.db"
+    sub = Substrate.in_memory() if where == "memory" else Substrate.open(db)
+    text = "Alice knows Bob. Eve lives in Oslo."
+    pipe = Pipeline(MemoryIngester({"a": text}), extractor=RuleExtractor())
+    sub.ingest(pipe, "mem://a")
+    eve = triple_id("Eve", "lives_in", "Oslo")
+    knows = triple_id("Alice", "knows", "Bob")
+    stone = sub.erase(eve, "legal deletion request #7")
+    # the source read again, a caller, a rule: none brings it back, and none is silent
+    again = sub.ingest(pipe, "mem://a")
+    assert [t.id for t in again.triples] == [knows]
+    assert [r.reason.split(" (")[0] for r in again.rejected] == [f"erased at {stone.erased_at}"]
+    assert sub.ledger.get(eve) is None and sub.ledger.tombstone(eve) == stone
+    assert sub.triples.match("eve") == [] and sub.vectors.near([1.0] * 1024, 9,
+                                                               {"triple": eve}) == []
+    with pytest.raises(Erased, match="lift the tombstone"):
+        sub.claim(Claim("Eve", "lives_in", "Oslo", supplied_by="op"))
+    refused = [d for d in sub.decisions.by("software:extract/rules-1") if not d.allowed]
+    assert len(refused) == 1 and "legal deletion request #7" in refused[0].reason
+    sub.erase(knows, "wrong")
+    sub.claim(Claim("Bob", "knows", "Alice", supplied_by="op"))
+    assert sub.reason(Reasoner([symmetric("knows")])) == []  # (Alice knows Bob) stays erased
+    assert any(d.rule.startswith("tombstone:") for d in sub.decisions.by("software:reasoner"))
+    # lifting is explicit, needs a reason, and is kept
+    with pytest.raises(SemanticError, match="needs a reason"):
+        sub.lift(eve, " ", by="alice")
+    lift = sub.lift(eve, "the request was withdrawn", by="alice")
+    assert lift.stone == stone and sub.ledger.tombstone(eve) is None
+    assert [t.id for t in sub.ingest(pipe, "mem://a").triples] == [eve]
+    assert sub.ledger.get(eve) is not None and sub.triples.match("eve")
+    assert [d.choice for d in sub.decisions.by("person:alice")] == [f"lift tombstone {eve}"]
+    if where == "sqlite":
+        sub.close()
+        sub = Substrate.open(db)
+    assert sub.ledger.lifted() == [lift] and sub.ledger.tombstone(eve) is None
+    assert sub.ledger.get(eve) is not None and sub.ledger.tombstone(knows) is not None
+    with pytest.raises(SemanticError, match="no tombstone"):
+        sub.ledger.lift(eve, "again")

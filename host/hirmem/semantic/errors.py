@@ -49,3 +49,7 @@ class StoreError(SemanticError):
 class Refused(SemanticError):
     """A stage refused one input (a file, a document) and said why; the pipeline records
     the refusal and goes on with the others."""
+
+
+class Erased(LedgerError):
+    """The assertion was erased: its tombstone stands until it is lifted, with a reason."""

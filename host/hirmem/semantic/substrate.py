@@ -12,7 +12,9 @@ Invariants:
 - A caller-supplied :class:`Claim` is recorded as a ``claim`` entity attributed to whoever
   supplied it, never as an ``assertion`` derived from a chunk.
 - Retraction keeps the record and drops it from current answers; erasure removes it from
-  the ledger, the triple store and the vector index and leaves a tombstone.
+  the ledger, the triple store and the vector index and leaves a tombstone. A tombstone
+  stands: re-reading the source, a claim or a rule does not bring the assertion back (each
+  refusal is recorded); :meth:`Substrate.lift` does, recorded as a decision.
 - The library holds no tenant and no credential (§8): isolation is by opening a separate
   substrate (a separate file) per tenant, which a served surface resolves from the principal.
 """
@@ -24,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from hirmem.protocol.identity import fold
-from hirmem.semantic.assertions import Edge, Ledger, SQLiteLedger, Tombstone, now_ms
+from hirmem.semantic.assertions import Edge, Ledger, Lifted, SQLiteLedger, Tombstone, now_ms
 from hirmem.semantic.decisions import (
     Cause,
     Decider,
@@ -38,7 +40,7 @@ from hirmem.semantic.errors import LedgerError, ProvError
 from hirmem.semantic.prov import Activity, Entity, Log, SQLiteLog
 from hirmem.semantic.reason import Reasoner
 from hirmem.semantic.retrieve import Answer, Embedder, Retriever
-from hirmem.semantic.stages import Pipeline, Result, StageRun
+from hirmem.semantic.stages import Pipeline, Rejection, Result, StageRun
 from hirmem.semantic.stores import open_store
 from hirmem.semantic.stores.base import DocStore, GraphStore, TripleStore, VectorStore
 from hirmem.semantic.values import Chunk, Claim, origin
@@ -116,6 +118,7 @@ class Substrate:
         """Keep a pipeline's result. ``upstream`` maps a doc id to the entity it was read
         from when that is not a source reference (a device record)."""
         log = self.prov
+        erased = self._erased(result)
         self._refusals(result)
         # Each stage that made a document's text (ingest, then parse, then normalize)
         # generates its own version of it, derived from the one before: PROV allows one
@@ -165,8 +168,9 @@ class Substrate:
                 agent = f"software:{run.agent}"
                 act = self._activity(run, agent, [f"chunk:{run.used[0]}"])
                 for tid in run.generated:
-                    self._generated(f"assertion:{tid}", "assertion", act.id,
-                                    [f"chunk:{run.used[0]}"])  # fmt: skip
+                    if tid not in erased:
+                        self._generated(f"assertion:{tid}", "assertion", act.id,
+                                        [f"chunk:{run.used[0]}"])  # fmt: skip
         by_doc: dict[str, list[Chunk]] = {}
         for chunk in result.chunks:
             by_doc.setdefault(chunk.doc_id, []).append(chunk)
@@ -187,6 +191,22 @@ class Substrate:
         from another chunk, or derived by another rule)."""
         held = self.prov.generation(id)
         self.prov.entity(id, kind, act if held in ("", act) else "", ante)
+
+    def _erased(self, result: Result) -> set[str]:
+        """Take out of ``result`` the assertions whose tombstone stands (an erasure is not
+        undone by reading its source again); each is added to ``result.rejected``."""
+        erased = {t.id for t in result.triples if self.ledger.tombstone(t.id) is not None}
+        for t in result.triples:
+            if t.id in erased:
+                stone = self.ledger.tombstone(t.id)
+                assert stone is not None
+                result.rejected.append(Rejection(
+                    "extract", t.extractor or "extract", f"assertion {t.id} from {t.from_chunk.id}",
+                    f"erased at {stone.erased_at} ({stone.reason}); lift the tombstone to take "
+                    "it back in"))  # fmt: skip
+        if erased:
+            result.triples = [t for t in result.triples if t.id not in erased]
+        return erased
 
     def _refusals(self, result: Result) -> None:
         """Each input a stage refused (a file skipped, a document refused), recorded as a
@@ -236,6 +256,14 @@ class Substrate:
         out = []
         for d in reasoner.run(self.ledger.edges()):
             s, p, o = d.fact
+            stone = self.ledger.tombstone(d.id)
+            if stone is not None:  # an erased conclusion is not derived back
+                at, choice, rule = self.clock(), f"derive {d.id}", f"tombstone:{d.rule}"
+                self.decisions.record(Decision(
+                    decision_id(REASONER, choice, d.antecedents, rule, at, False), REASONER,
+                    choice, d.antecedents, rule, at, False,
+                    f"erased at {stone.erased_at} ({stone.reason})"))  # fmt: skip
+                continue
             edge = self.ledger.derive(s, p, o, d.rule, d.antecedents)
             used = [f"assertion:{a}" for a in d.antecedents]
             for a in d.antecedents:
@@ -294,6 +322,16 @@ class Substrate:
         self.triples.delete(edge.subject, edge.predicate, edge.object)
         self.retriever.forget(tid)
         return stone
+
+    def lift(self, tid: str, reason: str, by: str) -> Lifted:
+        """Lift the tombstone of an erased assertion, so it may be asserted again: the
+        ledger keeps the lift, and it is recorded as a decision of ``by`` (a person)."""
+        lift = self.ledger.lift(tid, reason)
+        agent, choice, at = f"person:{by}", f"lift tombstone {tid}", self.clock()
+        self.prov.agent(agent, "person")
+        self.decisions.record(Decision(decision_id(agent, choice, (), "lift", at, True), agent,
+                                       choice, (), "lift", at, True, reason))  # fmt: skip
+        return lift
 
     def erase_source(self, doc_id: str, reason: str) -> list[Tombstone]:
         """Erase a document (a revoked source, a legal deletion): its text and chunks, the
