@@ -151,7 +151,7 @@ def _text(size: int, seed: int) -> str:
 
 
 def test_ingest_bytes_are_capped_and_memory_stays_proportional(tmp_path: Path) -> None:
-    cap = 1_000_000
+    cap = 500_000
     (tmp_path / "a.txt").write_text(_text(cap - 1000, 1))  # near the cap
     (tmp_path / "b.txt").write_text(_text(cap + 1, 2))  # over the cap for one file
     (tmp_path / "c.txt").write_text(_text(cap // 2, 3))  # over the cap for the tree
@@ -164,10 +164,10 @@ def test_ingest_bytes_are_capped_and_memory_stays_proportional(tmp_path: Path) -
     finally:
         tracemalloc.stop()
     assert [Path(d.source).name for d in result.docs] == ["a.txt"]
-    assert len(result.triples) > 5000
+    assert len(result.triples) > 2500
     why = dict((Path(p).name, w) for p, w in tree.skipped)
-    assert "the limit is 1000000" in why["b.txt"]
-    assert "would pass the tree's total of 1250000 bytes" in why["c.txt"]
+    assert "the limit is 500000" in why["b.txt"]
+    assert "would pass the tree's total of 625000 bytes" in why["c.txt"]
     print(f"ingest of {cap - 1000} bytes: peak {peak / 1e6:.1f} MB traced "
           f"({peak / (cap - 1000):.1f} x the text)")  # fmt: skip
     assert peak < 32 * cap
@@ -234,7 +234,7 @@ def test_an_http_server_dripping_bytes_is_cut_off_at_the_total_deadline(drip: _D
             ing.ingest(f"http://127.0.0.1:{drip.port}{path}")
         took = time.monotonic() - t0
         print(f"{path}: given up after {took:.2f} s (deadline 1.0 s)")
-        assert took < 2.0
+        assert took < 5.0  # the old per-read timeout let this one run for 21 s
     assert drip.hits == ["/docs/slow-body", "/docs/slow-head"]
 
 
