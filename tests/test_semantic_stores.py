@@ -547,3 +547,26 @@ def test_an_erased_assertion_stays_erased_until_its_tombstone_is_lifted(
     assert sub.ledger.get(eve) is not None and sub.ledger.tombstone(knows) is not None
     with pytest.raises(SemanticError, match="no tombstone"):
         sub.ledger.lift(eve, "again")
+
+
+def test_a_sqlite_vector_file_from_before_the_filter_rule_is_reindexed(tmp_path: Path) -> None:
+    """A file whose filter index holds bare values (``1``, ``"a"``: the old layout, where 1
+    and 1.0 differed) is rebuilt from the metadata when opened."""
+    import sqlite3
+
+    db = tmp_path / "v.db"
+    vs = open_store("vector", f"sqlite:{db}")
+    vs.put("i", [1.0, 0.0], {"k": 1, "tags": ["a", True]})
+    vs.put("f", [0.0, 1.0], {"k": 1.0})
+    vs.close()
+    con = sqlite3.connect(db)
+    con.execute("DELETE FROM vector_meta")
+    con.executemany("INSERT INTO vector_meta VALUES (?, ?, ?)",
+                    [("i", "k", "1"), ("i", "tags", '"a"'), ("i", "tags", "true"),
+                     ("f", "k", "1.0")])  # fmt: skip
+    con.commit()
+    con.close()
+    vs = open_store("vector", f"sqlite:{db}")
+    assert {m.id for m in vs.near([1.0, 1.0], 5, {"k": 1})} == {"i", "f"}
+    assert [m.id for m in vs.near([1.0, 1.0], 5, {"tags": True})] == ["i"]
+    assert [m.id for m in vs.near([1.0, 1.0], 5, {"tags": {"in": ["a", "z"]}})] == ["i"]
