@@ -4,18 +4,25 @@ reads them; every refusal recorded; one generating activity per PROV entity."""
 from __future__ import annotations
 
 import http.server
+import ipaddress
 import json
 import os
 import random
 import sqlite3
+import ssl
 import threading
 import time
 import tracemalloc
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from prov.model import ProvDocument
 
 from hirmem.semantic.errors import IngestError, OutOfBounds, ProvError
@@ -176,11 +183,35 @@ def test_ingest_bytes_are_capped_and_memory_stays_proportional(tmp_path: Path) -
 # ---- time: a total deadline, however slowly the server drips -------------------------------
 
 
-class _Drip:
-    """A real local HTTP server: ``/slow-body`` sends its headers, then one byte of its
-    body every ``every`` seconds; ``/slow-head`` drips its status line and headers."""
+def _tls(tmp: Path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """A self-signed certificate for 127.0.0.1: the server's context and a client's."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.now(UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - timedelta(days=1)).not_valid_after(now + timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))  # fmt: skip
+    pem = tmp / "cert.pem"
+    pem.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    keyfile = tmp / "key.pem"
+    keyfile.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                          serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption()))  # fmt: skip
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(pem, keyfile)
+    return server, ssl.create_default_context(cafile=str(pem))
 
-    def __init__(self, every: float) -> None:
+
+class _Drip:
+    """A real local HTTP(S) server: ``/slow-body`` sends its headers, then one byte of its
+    body every ``every`` seconds; ``/slow-head`` drips its status line and headers;
+    ``/redirect`` sends the client on to ``/slow-body``; ``/fast`` answers at once."""
+
+    def __init__(self, every: float, tls: ssl.SSLContext | None = None) -> None:
         self.hits: list[str] = []
         outer = self
 
@@ -188,6 +219,16 @@ class _Drip:
             def do_GET(self) -> None:
                 outer.hits.append(self.path)
                 try:
+                    if self.path in ("/docs/redirect", "/docs/fast"):
+                        slow = self.path == "/docs/redirect"
+                        body = b"" if slow else b"Alice works at Acme."
+                        self.send_response(302 if slow else 200)
+                        if slow:
+                            self.send_header("Location", "/docs/slow-body")
+                        self.send_header("Content-Length", str(len(body)))
+                        self.end_headers()
+                        self.wfile.write(body)
+                        return
                     if self.path.startswith("/docs/slow-head"):
                         for b in b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok":
                             self.wfile.write(bytes([b]))
@@ -210,6 +251,8 @@ class _Drip:
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
+        if tls is not None:
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
         self.port = self.httpd.server_address[1]
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
@@ -225,17 +268,28 @@ def drip() -> Iterator[_Drip]:
     server.close()
 
 
-def test_an_http_server_dripping_bytes_is_cut_off_at_the_total_deadline(drip: _Drip) -> None:
-    bounds = Bounds(frozenset({"http"}), frozenset({f"127.0.0.1:{drip.port}"}), ("/docs",))
-    ing = HTTPIngester(bounds, timeout=1.0)  # each byte arrives well inside 1 s
-    for path in ("/docs/slow-body", "/docs/slow-head"):
-        t0 = time.monotonic()
-        with pytest.raises(IngestError, match=r"total deadline of 1\.0 s"):
-            ing.ingest(f"http://127.0.0.1:{drip.port}{path}")
-        took = time.monotonic() - t0
-        print(f"{path}: given up after {took:.2f} s (deadline 1.0 s)")
-        assert took < 5.0  # the old per-read timeout let this one run for 21 s
-    assert drip.hits == ["/docs/slow-body", "/docs/slow-head"]
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_a_server_dripping_bytes_is_cut_off_at_the_total_deadline(
+    scheme: str, tmp_path: Path
+) -> None:
+    server_tls, client_tls = _tls(tmp_path)
+    drip = _Drip(every=0.2, tls=server_tls if scheme == "https" else None)
+    try:
+        bounds = Bounds(frozenset({scheme}), frozenset({f"127.0.0.1:{drip.port}"}), ("/docs",))
+        ing = HTTPIngester(bounds, timeout=1.0, context=client_tls)  # a byte every 0.2 s
+        base = f"{scheme}://127.0.0.1:{drip.port}"
+        assert ing.ingest(f"{base}/docs/fast")[0].text == "Alice works at Acme."
+        for path in ("/docs/slow-body", "/docs/slow-head", "/docs/redirect"):
+            t0 = time.monotonic()
+            with pytest.raises(IngestError, match=r"total deadline of 1\.0 s"):
+                ing.ingest(base + path)
+            took = time.monotonic() - t0
+            print(f"{scheme} {path}: given up after {took:.2f} s (deadline 1.0 s)")
+            assert took < 5.0  # the old per-read timeout let the body run for 21 s
+        assert drip.hits == ["/docs/fast", "/docs/slow-body", "/docs/slow-head",
+                             "/docs/redirect", "/docs/slow-body"]  # fmt: skip
+    finally:
+        drip.close()
 
 
 # ---- paths: read as a server reads them --------------------------------------------------------

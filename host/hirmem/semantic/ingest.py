@@ -35,6 +35,7 @@ import mimetypes
 import os
 import posixpath
 import socket
+import ssl
 import stat
 import time
 import urllib.error
@@ -465,13 +466,14 @@ class _HTTPHandler(urllib.request.HTTPHandler):
 
 
 class _HTTPSHandler(urllib.request.HTTPSHandler):
-    def __init__(self, deadline: float) -> None:
-        super().__init__()
+    def __init__(self, deadline: float, context: ssl.SSLContext | None) -> None:
+        super().__init__(context=context)
         self.deadline = deadline
+        self.tls = context
 
     def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
         return self.do_open(functools.partial(_DeadlineHTTPS, deadline=self.deadline), req,
-                            context=getattr(self, "_context", None))  # fmt: skip
+                            context=self.tls)  # fmt: skip
 
 
 class HTTPIngester:
@@ -486,6 +488,7 @@ class HTTPIngester:
         timeout: float = 10.0,
         max_bytes: int = MAX_BYTES,
         proxies: Mapping[str, str] | None = None,
+        context: ssl.SSLContext | None = None,
     ) -> None:
         bad = bounds.schemes - {"http", "https"}
         if bad:
@@ -494,11 +497,12 @@ class HTTPIngester:
         self.timeout = timeout
         self.max_bytes = max_bytes
         self.proxies = dict(proxies or {})
+        self.context = context  # TLS settings (a private CA); None: the system's defaults
 
     def _opener(self, deadline: float) -> urllib.request.OpenerDirector:
         return urllib.request.build_opener(
             urllib.request.ProxyHandler(self.proxies), _BoundedRedirects(self.bounds),
-            _HTTPHandler(deadline), _HTTPSHandler(deadline),
+            _HTTPHandler(deadline), _HTTPSHandler(deadline, self.context),
         )  # fmt: skip
 
     def ingest(self, ref: str) -> list[Doc]:
