@@ -528,6 +528,7 @@ def test_an_erased_assertion_stays_erased_until_its_tombstone_is_lifted(
         sub.claim(Claim("Eve", "lives_in", "Oslo", supplied_by="op"))
     refused = [d for d in sub.decisions.by("software:extract/rules-1") if not d.allowed]
     assert len(refused) == 1 and "legal deletion request #7" in refused[0].reason
+    assert refused[0].rule == "tombstone"
     sub.erase(knows, "wrong")
     sub.claim(Claim("Bob", "knows", "Alice", supplied_by="op"))
     assert sub.reason(Reasoner([symmetric("knows")])) == []  # (Alice knows Bob) stays erased

@@ -87,6 +87,7 @@ class Rejection:
     agent: str
     ref: str
     reason: str
+    rule: str = ""  # the rule that refused it, when not the stage's bounds (a tombstone)
 
 
 @dataclass

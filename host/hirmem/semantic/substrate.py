@@ -203,7 +203,7 @@ class Substrate:
                 result.rejected.append(Rejection(
                     "extract", t.extractor or "extract", f"assertion {t.id} from {t.from_chunk.id}",
                     f"erased at {stone.erased_at} ({stone.reason}); lift the tombstone to take "
-                    "it back in"))  # fmt: skip
+                    "it back in", "tombstone"))  # fmt: skip
         if erased:
             result.triples = [t for t in result.triples if t.id not in erased]
         return erased
@@ -213,7 +213,8 @@ class Substrate:
         refused decision of the stage's agent, with the stage as its rule and the reason."""
         for r in result.rejected:
             at = self.clock()
-            agent, choice, rule = f"software:{r.agent}", f"admit {r.ref}", f"bounds:{r.kind}"
+            agent, choice = f"software:{r.agent}", f"admit {r.ref}"
+            rule = r.rule or f"bounds:{r.kind}"
             self.decisions.record(Decision(decision_id(agent, choice, (), rule, at, False),
                                            agent, choice, (), rule, at, False, r.reason))
 
