@@ -11,7 +11,7 @@ from prov.model import ProvDocument
 
 from hirmem.protocol.identity import triple_id
 from hirmem.semantic.decisions import DenyChoices
-from hirmem.semantic.errors import NotBuilt, SemanticError, UnknownDriver
+from hirmem.semantic.errors import NotBuilt, SemanticError, StoreError, UnknownDriver
 from hirmem.semantic.reason import (
     Reasoner,
     Rule,
@@ -348,3 +348,226 @@ def test_decisions_and_refusals_survive_a_reopen_and_chain_through_prov(tmp_path
     third = Substrate.open(db)
     assert len(third.decisions) == 3 and third.cause(later.id)[-1] == ok
     third.close()
+
+
+# ---- issue 16: one filter rule for every driver, blank terms, U+0000, neighbours once --------
+
+FILTER_POOL: list[Any] = [True, False, 0, 1, 1.0, -0.0, 2, 2.5, -1, 2**53 + 1, float(2**53), "1",
+                          "a", "b", "ab", "", None, float("nan"), {"x": 1}]  # fmt: skip
+
+
+def _term_equal(have: Any, want: Any) -> bool:
+    """The oracle of equality, written apart from the drivers: JSON's rule."""
+    if isinstance(have, bool) or isinstance(want, bool):
+        return isinstance(have, bool) and isinstance(want, bool) and have == want
+    if isinstance(have, int | float) and isinstance(want, int | float):
+        return bool(have == want)  # Python compares int with float exactly; NaN equals nothing
+    if isinstance(have, str) and isinstance(want, str):
+        return have == want
+    return have is None and want is None
+
+
+def _in_range(have: Any, cond: dict[str, Any]) -> bool:
+    bounds = list(cond.values())
+    if isinstance(bounds[0], str):
+        if not isinstance(have, str):
+            return False
+    elif isinstance(have, bool) or not isinstance(have, int | float) or have != have:
+        return False
+    ops = {"gt": lambda a, b: a > b, "ge": lambda a, b: a >= b, "lt": lambda a, b: a < b,
+           "le": lambda a, b: a <= b}  # fmt: skip
+    return all(ops[op](have, bound) for op, bound in cond.items())
+
+
+def _oracle(meta: dict[str, Any], flt: dict[str, Any]) -> bool:
+    for key, cond in flt.items():
+        if key not in meta:
+            return False
+        held = meta[key]
+        values = held if isinstance(held, list) else [held]
+        if isinstance(cond, dict) and "in" in cond:
+            ok = any(_term_equal(v, w) for v in values for w in cond["in"])
+        elif isinstance(cond, dict):
+            ok = any(_in_range(v, cond) for v in values)
+        else:
+            ok = any(_term_equal(v, cond) for v in values)
+        if not ok:
+            return False
+    return True
+
+
+def _random_filter(rng: np.random.Generator) -> dict[str, Any]:
+    scalars = [v for v in FILTER_POOL if not isinstance(v, dict) and v == v]
+    flt: dict[str, Any] = {}
+    for key in rng.choice(["k", "j"], size=int(rng.integers(1, 3)), replace=False):
+        shape = int(rng.integers(0, 3))
+        if shape == 0:
+            flt[str(key)] = scalars[int(rng.integers(len(scalars)))]
+        elif shape == 1:
+            flt[str(key)] = {"in": [scalars[int(i)] for i in rng.integers(len(scalars), size=3)]}
+        else:
+            kind = [-1, 0, 1, 2, 2.5, 2**53] if rng.random() < 0.6 else ["", "a", "ab", "b"]
+            lo, hi = sorted(rng.choice(len(kind), size=2))
+            flt[str(key)] = {str(rng.choice(["gt", "ge"])): kind[int(lo)],
+                             str(rng.choice(["lt", "le"])): kind[int(hi)]}  # fmt: skip
+    return flt
+
+
+@pytest.mark.parametrize("name", VECTOR_DRIVERS)
+def test_filter_equality_and_operators_mean_one_thing_in_every_driver(
+    name: str, tmp_path: Path
+) -> None:
+    vs = open_store("vector", _dsn(name, tmp_path, "vector"))
+    # the same hand-made cases for every driver: True, 1 and 1.0 are not all one value
+    cases = {"t": True, "i": 1, "f": 1.0, "s": "1", "n": None, "big": 2**53 + 1,
+             "bigf": float(2**53), "l": [2, True, "x"]}  # fmt: skip
+    for i, (id, v) in enumerate(cases.items()):
+        vs.put(id, [1.0, float(i + 1)], {"k": v})
+
+    def ids(flt: dict[str, Any]) -> set[str]:
+        return {m.id for m in vs.near([1.0, 0.0], 100, flt)}
+
+    assert ids({"k": True}) == {"t", "l"}
+    assert ids({"k": 1}) == ids({"k": 1.0}) == {"i", "f"}
+    assert ids({"k": "1"}) == {"s"} and ids({"k": None}) == {"n"}
+    assert ids({"k": 2**53 + 1}) == {"big"} and ids({"k": float(2**53)}) == {"bigf"}
+    assert ids({"k": {"in": [True, "1", 2]}}) == {"t", "s", "l"}
+    assert ids({"k": {"ge": 1, "lt": 2}}) == {"i", "f"}  # a range never admits True
+    assert ids({"k": {"gt": 1}}) == {"big", "bigf", "l"}
+    assert ids({"k": {"ge": "0", "le": "1"}}) == {"s"}
+    # what a filter cannot mean is refused, with the key and the way to say it
+    for bad, why in (({"k": [1, 2]}, "'in'"), ({"k": {"x": 1}}, "not known"),
+                     ({"k": float("nan")}, "NaN"), ({"k": {"gt": 1, "lt": "z"}}, "all numbers"),
+                     ({"k": {"in": 3}}, "list"), ({"k": {"a": 1}}, "operators")):  # fmt: skip
+        with pytest.raises(StoreError, match=why):
+            vs.near([1.0, 0.0], 5, bad)
+    # a differential run against the oracle above, over random metadata and filters
+    rng = np.random.default_rng(16)
+    held: dict[str, dict[str, Any]] = {}
+    for i in range(400):
+        meta: dict[str, Any] = {}
+        for key in ("k", "j"):
+            r = rng.random()
+            if r < 0.7:
+                meta[key] = FILTER_POOL[int(rng.integers(len(FILTER_POOL)))]
+            elif r < 0.85:
+                meta[key] = [FILTER_POOL[int(j)] for j in rng.integers(len(FILTER_POOL) - 1,
+                                                                       size=2)]  # fmt: skip
+        held[f"r{i}"] = meta
+        vs.put(f"r{i}", rng.standard_normal(2) + 3.0, meta)
+    if name not in ("memory", "usearch"):  # what a reopened store answers is the same
+        vs = _reopen("vector", name, tmp_path, vs)
+    for _ in range(300):
+        flt = _random_filter(rng)
+        want = {i for i, m in held.items() if _oracle(m, flt)}
+        got = {m.id for m in vs.near([1.0, 1.0], 1000, flt)} - set(cases)
+        assert got == want, flt
+
+
+@pytest.mark.parametrize("name", TRIPLE_DRIVERS)
+def test_triple_terms_may_hold_nul_and_may_not_be_blank(name: str, tmp_path: Path) -> None:
+    ts = open_store("triple", _dsn(name, tmp_path, "triple"))
+    ts.assert_triple("Alice\x00Smith", "knows", "Bob")
+    ts.assert_many([("a", "b\x00", "\x00"), ("Carol", "knows", "Dan")])
+    assert sorted(ts.match()) == [("Alice\x00Smith", "knows", "Bob"), ("Carol", "knows", "Dan"),
+                                  ("a", "b\x00", "\x00")]  # fmt: skip
+    assert ts.match("alice\x00smith") == [("Alice\x00Smith", "knows", "Bob")]
+    assert ts.match(None, None, "\x00") == [("a", "b\x00", "\x00")]
+    for blank in ("", "  ", "\t\u3000"):
+        with pytest.raises(StoreError, match="blank"):
+            ts.assert_triple(blank, "knows", "Bob")
+        with pytest.raises(StoreError, match="blank"):
+            ts.assert_many([("Eve", "knows", "Bob"), ("Eve", blank, "Bob")])
+        with pytest.raises(StoreError, match="blank"):
+            ts.match(None, blank, None)
+    assert len(ts) == 3 and ts.match("eve") == []  # a refused batch wrote nothing
+    if name not in ("memory", "oxigraph"):
+        ts = _reopen("triple", name, tmp_path, ts)
+        assert len(ts) == 3 and ts.match("a") == [("a", "b\x00", "\x00")]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_graph_out_lists_each_neighbour_once(name: str, tmp_path: Path) -> None:
+    g = open_store("graph", _dsn(name, tmp_path, "graph"))
+    g.edge("a", "b", "cites")
+    g.edge("a", "c", "cites")
+    g.edge("a", "b", "has_chunk")
+    g.edge("a", "b", "cites")
+    assert g.out("a") == ["b", "c"]
+    assert g.out("a", "has_chunk") == ["b"] and g.out("a", "cites") == ["b", "c"]
+    if name != "memory":
+        g = _reopen("graph", name, tmp_path, g)
+        assert g.out("a") == ["b", "c"]
+
+
+@pytest.mark.parametrize("where", ["memory", "sqlite"])
+def test_an_erased_assertion_stays_erased_until_its_tombstone_is_lifted(
+    where: str, tmp_path: Path
+) -> None:
+    from hirmem.semantic.errors import Erased
+    from hirmem.semantic.extract import RuleExtractor
+    from hirmem.semantic.ingest import MemoryIngester
+    from hirmem.semantic.stages import Pipeline
+
+    db = tmp_path / "s.db"
+    sub = Substrate.in_memory() if where == "memory" else Substrate.open(db)
+    text = "Alice knows Bob. Eve lives in Oslo."
+    pipe = Pipeline(MemoryIngester({"a": text}), extractor=RuleExtractor())
+    sub.ingest(pipe, "mem://a")
+    eve = triple_id("Eve", "lives_in", "Oslo")
+    knows = triple_id("Alice", "knows", "Bob")
+    stone = sub.erase(eve, "legal deletion request #7")
+    # the source read again, a caller, a rule: none brings it back, and none is silent
+    again = sub.ingest(pipe, "mem://a")
+    assert [t.id for t in again.triples] == [knows]
+    assert [r.reason.split(" (")[0] for r in again.rejected] == [f"erased at {stone.erased_at}"]
+    assert sub.ledger.get(eve) is None and sub.ledger.tombstone(eve) == stone
+    assert sub.triples.match("eve") == [] and sub.vectors.near([1.0] * 1024, 9,
+                                                               {"triple": eve}) == []
+    with pytest.raises(Erased, match="lift the tombstone"):
+        sub.claim(Claim("Eve", "lives_in", "Oslo", supplied_by="op"))
+    refused = [d for d in sub.decisions.by("software:extract/rules-1") if not d.allowed]
+    assert len(refused) == 1 and "legal deletion request #7" in refused[0].reason
+    assert refused[0].rule == "tombstone"
+    sub.erase(knows, "wrong")
+    sub.claim(Claim("Bob", "knows", "Alice", supplied_by="op"))
+    assert sub.reason(Reasoner([symmetric("knows")])) == []  # (Alice knows Bob) stays erased
+    assert any(d.rule.startswith("tombstone:") for d in sub.decisions.by("software:reasoner"))
+    # lifting is explicit, needs a reason, and is kept
+    with pytest.raises(SemanticError, match="needs a reason"):
+        sub.lift(eve, " ", by="alice")
+    lift = sub.lift(eve, "the request was withdrawn", by="alice")
+    assert lift.stone == stone and sub.ledger.tombstone(eve) is None
+    assert [t.id for t in sub.ingest(pipe, "mem://a").triples] == [eve]
+    assert sub.ledger.get(eve) is not None and sub.triples.match("eve")
+    assert [d.choice for d in sub.decisions.by("person:alice")] == [f"lift tombstone {eve}"]
+    if where == "sqlite":
+        sub.close()
+        sub = Substrate.open(db)
+    assert sub.ledger.lifted() == [lift] and sub.ledger.tombstone(eve) is None
+    assert sub.ledger.get(eve) is not None and sub.ledger.tombstone(knows) is not None
+    with pytest.raises(SemanticError, match="no tombstone"):
+        sub.ledger.lift(eve, "again")
+
+
+def test_a_sqlite_vector_file_from_before_the_filter_rule_is_reindexed(tmp_path: Path) -> None:
+    """A file whose filter index holds bare values (``1``, ``"a"``: the old layout, where 1
+    and 1.0 differed) is rebuilt from the metadata when opened."""
+    import sqlite3
+
+    db = tmp_path / "v.db"
+    vs = open_store("vector", f"sqlite:{db}")
+    vs.put("i", [1.0, 0.0], {"k": 1, "tags": ["a", True]})
+    vs.put("f", [0.0, 1.0], {"k": 1.0})
+    vs.close()
+    con = sqlite3.connect(db)
+    con.execute("DELETE FROM vector_meta")
+    con.executemany("INSERT INTO vector_meta VALUES (?, ?, ?)",
+                    [("i", "k", "1"), ("i", "tags", '"a"'), ("i", "tags", "true"),
+                     ("f", "k", "1.0")])  # fmt: skip
+    con.commit()
+    con.close()
+    vs = open_store("vector", f"sqlite:{db}")
+    assert {m.id for m in vs.near([1.0, 1.0], 5, {"k": 1})} == {"i", "f"}
+    assert [m.id for m in vs.near([1.0, 1.0], 5, {"tags": True})] == ["i"]
+    assert [m.id for m in vs.near([1.0, 1.0], 5, {"tags": {"in": ["a", "z"]}})] == ["i"]

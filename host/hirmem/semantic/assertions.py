@@ -20,6 +20,10 @@ Invariants:
   repetition never reopens a closed span either.
 - :meth:`Ledger.retract` keeps the record and marks it withdrawn; :meth:`Ledger.erase`
   removes the record and leaves a :class:`Tombstone` (id, when, why — not the content).
+- A tombstone stands: the erased assertion arriving again (a re-read source, a caller, a
+  rule) is refused (:class:`~hirmem.semantic.errors.Erased`), so an erasure is never
+  undone silently. Only :meth:`Ledger.lift` takes a tombstone away, and it leaves a
+  :class:`Lifted` record (the tombstone, when it was lifted and why) that is kept.
 """
 
 from __future__ import annotations
@@ -33,10 +37,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hirmem.protocol.identity import fold, triple_id
-from hirmem.semantic.errors import LedgerError, ProvError
+from hirmem.semantic.errors import Erased, LedgerError, ProvError
 from hirmem.semantic.values import OPEN, Claim, Triple, confidence
 
-__all__ = ["Edge", "Ledger", "SQLiteLedger", "Source", "Tombstone", "now_ms"]
+__all__ = ["Edge", "Ledger", "Lifted", "SQLiteLedger", "Source", "Tombstone", "now_ms"]
 
 SourceKind = Literal["extracted", "supplied", "derived"]
 
@@ -144,6 +148,15 @@ class Tombstone:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class Lifted:
+    """The audit of a tombstone taken away: which, when and why it was lifted."""
+
+    stone: Tombstone
+    lifted_at: int
+    reason: str
+
+
 def _source_of(a: Triple | Claim) -> Source:
     if isinstance(a, Triple):
         return Source("extracted", a.from_chunk.id, a.from_chunk.doc_id, a.span.start,
@@ -159,6 +172,7 @@ class Ledger:
         self._edges: dict[str, Edge] = {}
         self._tombstones: dict[str, Tombstone] = {}
         self._subjects: dict[str, int] = {}  # folded subject -> how many edges name it
+        self._lifted: list[Lifted] = []
 
     def __len__(self) -> int:
         return len(self._edges)
@@ -205,6 +219,11 @@ class Ledger:
     def _arrive(
         self, tid: str, s: str, p: str, o: str, src: Source, vf: int, vu: int
     ) -> Edge:
+        stone = self._tombstones.get(tid)
+        if stone is not None:
+            raise Erased(f"assertion ({s}, {p}, {o}) {tid} was erased at {stone.erased_at} "
+                         f"({stone.reason}); it is not taken back in silently: lift the "
+                         "tombstone first (Ledger.lift), with a reason")  # fmt: skip
         held = self._edges.get(tid)
         if held is not None and src in held.sources:
             return held  # the same source read again (a re-ingest) is not a new arrival
@@ -284,6 +303,27 @@ class Ledger:
         stone = Tombstone(tid, self._clock(), reason)
         self._drop(stone)
         return stone
+
+    def lift(self, tid: str, reason: str) -> Lifted:
+        """Take the tombstone of ``tid`` away, so the assertion may arrive again; the lift is
+        kept (:meth:`lifted`)."""
+        stone = self._tombstones.get(tid)
+        if stone is None:
+            raise LedgerError(f"no tombstone for {tid} to lift")
+        if not reason.strip():
+            raise LedgerError(f"lifting the tombstone of {tid} needs a reason")
+        lift = Lifted(stone, self._clock(), reason)
+        del self._tombstones[tid]
+        self._lifted.append(lift)
+        self._record_lift(lift)
+        return lift
+
+    def lifted(self) -> list[Lifted]:
+        """Every tombstone lifted, oldest first."""
+        return list(self._lifted)
+
+    def _record_lift(self, lift: Lifted) -> None:
+        """Write-through hook (the SQLite ledger keeps a row)."""
 
     def _store(self, edge: Edge) -> None:
         if edge.id not in self._edges:
@@ -382,6 +422,9 @@ class SQLiteLedger(Ledger):
             "CREATE TABLE IF NOT EXISTS ledger (id TEXT PRIMARY KEY, body TEXT NOT NULL);"
             "CREATE TABLE IF NOT EXISTS tombstones (id TEXT PRIMARY KEY, erased_at INTEGER "
             "NOT NULL, reason TEXT NOT NULL);"
+            "CREATE TABLE IF NOT EXISTS lifted (seq INTEGER PRIMARY KEY, id TEXT NOT NULL, "
+            "erased_at INTEGER NOT NULL, erasure TEXT NOT NULL, lifted_at INTEGER NOT NULL, "
+            "reason TEXT NOT NULL);"
         )
         for (body,) in self._db.execute("SELECT body FROM ledger"):
             e = Edge.from_json(json.loads(body))
@@ -390,7 +433,15 @@ class SQLiteLedger(Ledger):
             self._subjects[key] = self._subjects.get(key, 0) + 1
         for id, at, reason in self._db.execute("SELECT id, erased_at, reason FROM tombstones"):
             self._tombstones[id] = Tombstone(id, at, reason)
+        for id, at, erasure, lifted_at, why in self._db.execute(
+            "SELECT id, erased_at, erasure, lifted_at, reason FROM lifted ORDER BY seq"
+        ):
+            self._lifted.append(Lifted(Tombstone(id, at, erasure), lifted_at, why))
         self._dirty: dict[str, Edge | None] = {}
+        self._lifts: list[Lifted] = []
+
+    def _record_lift(self, lift: Lifted) -> None:
+        self._lifts.append(lift)
 
     def _store(self, edge: Edge) -> None:
         super()._store(edge)
@@ -402,20 +453,28 @@ class SQLiteLedger(Ledger):
 
     def flush(self) -> None:
         """Write what changed since the last flush, in one transaction."""
-        if not self._dirty:
+        if not self._dirty and not self._lifts:
             return
         self._db.execute("BEGIN")
+        for lift in self._lifts:  # before the edges: a lifted id may have arrived again
+            st = lift.stone
+            self._db.execute("DELETE FROM tombstones WHERE id = ?", (st.id,))
+            self._db.execute("INSERT INTO lifted (id, erased_at, erasure, lifted_at, reason) "
+                             "VALUES (?, ?, ?, ?, ?)",
+                             (st.id, st.erased_at, st.reason, lift.lifted_at, lift.reason))
         for tid, edge in self._dirty.items():
             if edge is None:
-                stone = self._tombstones[tid]
+                stone = self._tombstones.get(tid)
                 self._db.execute("DELETE FROM ledger WHERE id = ?", (tid,))
-                self._db.execute("INSERT OR REPLACE INTO tombstones VALUES (?, ?, ?)",
-                                 (tid, stone.erased_at, stone.reason))  # fmt: skip
+                if stone is not None:  # else erased, then lifted, within this flush
+                    self._db.execute("INSERT OR REPLACE INTO tombstones VALUES (?, ?, ?)",
+                                     (tid, stone.erased_at, stone.reason))  # fmt: skip
             else:
                 self._db.execute("INSERT OR REPLACE INTO ledger VALUES (?, ?)",
                                  (tid, json.dumps(edge.to_json())))  # fmt: skip
         self._db.execute("COMMIT")
         self._dirty = {}
+        self._lifts = []
 
     def close(self) -> None:
         self.flush()

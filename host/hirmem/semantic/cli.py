@@ -79,8 +79,8 @@ def _run(args: argparse.Namespace, verdict: Verdict | None) -> int:
             result = sub.ingest(pipeline, str(root))
             print(f"ingested {len(result.docs)} documents, {len(result.chunks)} chunks, "
                   f"{len(result.triples)} assertions into {args.db}")  # fmt: skip
-            for path, why in tree.skipped:
-                print(f"skipped {path}: {why}")
+            for r in result.rejected:  # files skipped, documents and assertions refused
+                print(f"skipped {r.ref}: {r.reason}")
             return 0
         if cmd == "ask":
             ans = sub.ask(args.question, args.k, scoped=not args.flat)

@@ -40,3 +40,16 @@ class ProvError(SemanticError):
 
 class LedgerError(SemanticError):
     """An operation on the assertion ledger names no such assertion or is not allowed."""
+
+
+class StoreError(SemanticError):
+    """A store refused what it was given: a blank term, a filter it cannot mean."""
+
+
+class Refused(SemanticError):
+    """A stage refused one input (a file, a document) and said why; the pipeline records
+    the refusal and goes on with the others."""
+
+
+class Erased(LedgerError):
+    """The assertion was erased: its tombstone stands until it is lifted, with a reason."""

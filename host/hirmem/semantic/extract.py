@@ -12,20 +12,35 @@ Invariants:
   enough?) are two separate settings; either may be off while the other is on. What they
   reject is kept in ``rejected`` with the reason.
 - What a model returns is data. It is parsed as JSON into strings and numbers and nothing in
-  it is ever executed or acted on; a document that carries instructions stays text.
+  it is ever executed or acted on; a document that carries instructions stays text. A model's
+  assertion whose subject or object does not occur (folded) in the evidence it cites is
+  rejected: a model may not name what it did not read.
+- The rule path asserts only what a sentence states: nothing from a question, a hedge
+  ("maybe", "might", "I think"), a condition ("if", "whether") or a denial ("nobody said",
+  "not", "never") — a denial is never stored as its positive — and nothing whose subject
+  is a pronoun (it names nobody until resolved). Each is rejected with its reason. A
+  ``Speaker: words`` turn is still recorded as ``(Speaker, said, words)``: that the speaker
+  asked or doubted something is a fact; what was asked or doubted is not asserted.
+- A stated time bounds the valid interval: "since 2015" / "from 2015" opens it, "until
+  2019" closes it, each at the first instant (UTC) of the period named; an end at or before
+  the start is rejected and the assertion kept open at that end.
+- Rejections are bounded: every one is counted in ``refusals`` by kind; the first
+  ``MAX_KEPT`` are kept in ``rejected`` with their reasons.
 """
 
 from __future__ import annotations
 
+import calendar
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from hirmem.protocol.identity import fold
 from hirmem.semantic.errors import SemanticError, SpanError
-from hirmem.semantic.values import Chunk, Span, Triple
+from hirmem.semantic.values import OPEN, Chunk, Span, Triple
 
 __all__ = [
     "DEFAULT_PREDICATES",
@@ -76,11 +91,15 @@ class Rejection:
     candidate: str
 
 
+MAX_KEPT = 10_000
+
+
 @dataclass
 class _Gate:
     schema: Schema | None = None
     floor: float | None = None
     rejected: list[Rejection] = field(default_factory=list)
+    refusals: Counter[str] = field(default_factory=Counter)
 
     def admit(self, t: Triple) -> bool:
         if self.schema is not None:
@@ -94,7 +113,9 @@ class _Gate:
         return True
 
     def _reject(self, chunk: Chunk, reason: str, what: object) -> None:
-        self.rejected.append(Rejection(chunk.id, reason, repr(what)[:300]))
+        self.refusals[reason.split(":", 1)[0]] += 1
+        if len(self.rejected) < MAX_KEPT:
+            self.rejected.append(Rejection(chunk.id, reason, repr(what)[:300]))
 
 
 # ---- rules ------------------------------------------------------------------------------------
@@ -119,6 +140,74 @@ DEFAULT_PREDICATES = frozenset({p for p, _, _ in _RULES} | {"said"})
 
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 _TURN = re.compile(rf"^(?P<s>{_NP}):[ \t]+(?P<o>\S[^\n]*)$", re.MULTILINE)
+
+# What keeps a sentence from stating its rule's assertion. Cues are looked for in the clause
+# that holds the match, up to its end: the clause begins after a ";", a ":" or a "but".
+_CLAUSE = re.compile(r";|:\s|\bbut\b", re.IGNORECASE)
+_ASKING = (
+    "who whom whose what which where when why how is are was were am do does did can could "
+    "will would shall should has have had"
+)
+_QUESTION_WORDS = frozenset(_ASKING.split(" "))
+_DENIAL = re.compile(
+    r"\b(?:not|never|no|nobody|no\s+one|noone|none|nothing|neither|nor|false|untrue|"
+    r"den(?:y|ies|ied|ying)|refut\w*)\b|n['\u2019]t\b",
+    re.IGNORECASE,
+)
+_HEDGE = re.compile(
+    r"\b(?:maybe|perhaps|possibly|probably|presumably|likely|unlikely|apparently|allegedly|"
+    r"reportedly|supposedly|seemingly|rumou?r(?:s|ed)?|think|thinks|thought|believe[sd]?|"
+    r"guess(?:es|ed)?|suppose[sd]?|suspect(?:s|ed)?|doubt(?:s|ed)?|wonder(?:s|ed)?|"
+    r"seems?|seemed|appears?|unsure|uncertain|not\s+sure)\b",
+    re.IGNORECASE,
+)
+_MODAL = re.compile(r"\b(?:may|might|could|would|should|must)\b")  # lower case: "May" is a name
+_CONDITION = re.compile(r"\b(?:if|whether|unless|suppose|supposing|assuming)\b", re.IGNORECASE)
+_REFERRING = (
+    "i me my you your he him his she her hers it its we us our they them their this that "
+    "these those someone somebody anyone anybody everyone everybody nobody noone one who "
+    "which there here"
+)
+PRONOUNS = frozenset(_REFERRING.split(" "))
+
+_MONTHS = {m.lower(): i for i, m in enumerate(calendar.month_name) if m}
+_MONTHS.update({m.lower(): i for i, m in enumerate(calendar.month_abbr) if m})
+_MON = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_DATE = (rf"(?:\d{{4}}-\d{{2}}(?:-\d{{2}})?|(?:\d{{1,2}}\s+)?(?:{_MON})\.?\s+\d{{4}}"
+         rf"|(?:{_MON})\.?\s+\d{{1,2}},?\s+\d{{4}}|[12]\d{{3}})")  # fmt: skip
+_ENDS = re.compile(rf"\b(?:until|till|til|up\s+to|through|to|and)\s+(?P<d>{_DATE})\b",
+                   re.IGNORECASE)  # fmt: skip
+_STARTS = re.compile(rf"\b(?:since|from|between|starting(?:\s+in)?|beginning(?:\s+in)?|"
+                     rf"as\s+of)\s+(?P<d>{_DATE})\b", re.IGNORECASE)  # fmt: skip
+_TIME_CUE = re.compile(r"\s+\b(?:until|till|til|up\s+to|through|since|from|between|"
+                       r"starting|beginning|as\s+of)\b", re.IGNORECASE)  # fmt: skip
+_WINDOW_END = re.compile(r";|,\s+(?!\d)|\b(?:and|but|while|whereas)\b(?!\s+[12]\d{3}\b)"
+                         rf"(?!\s+(?:\d{{1,2}}\s+)?(?:{_MON})\b)", re.IGNORECASE)  # fmt: skip
+
+
+def instant(date: str) -> int:
+    """The first instant (ms since the epoch, UTC) of the period a date names: a year, a
+    month or a day (``2019``, ``March 2019``, ``12 March 2019``, ``March 12, 2019``,
+    ``2019-03``, ``2019-03-12``)."""
+    words = re.findall(r"[A-Za-z]+|\d+", date)
+    year = next(int(w) for w in words if w.isdigit() and len(w) == 4)
+    month, day = 1, 1
+    names = [w for w in words if w.isalpha()]
+    numbers = [int(w) for w in words if w.isdigit() and len(w) != 4]
+    if names:
+        month = _MONTHS[names[0].lower()]
+        day = numbers[0] if numbers else 1
+    elif numbers:
+        month = numbers[0]
+        day = numbers[1] if len(numbers) > 1 else 1
+    if not 1 <= month <= 12 or not 1 <= day <= calendar.monthrange(year, month)[1]:
+        raise ValueError(f"no such date: {date!r}")
+    return calendar.timegm((year, month, day, 0, 0, 0)) * 1000
+
+
+def _first_word(text: str) -> str:
+    m = re.match(r"[^\W\d_]+", text.strip())
+    return m.group(0).lower() if m else ""
 
 
 class RuleExtractor(_Gate):
@@ -156,11 +245,73 @@ class RuleExtractor(_Gate):
             lead = len(sentence) - len(sentence.lstrip())
             for pred, rx, score in self.rules:
                 for hit in rx.finditer(stripped):
-                    t = self._triple(chunk, hit.group("s"), pred, hit.group("o"), stripped,
+                    why = self._unstated(stripped, hit)
+                    if why is not None:
+                        self._reject(chunk, why, stripped)
+                        continue
+                    o = hit.group("o")
+                    cue = _TIME_CUE.search(o)
+                    if cue is not None:  # "likes jazz until 2019": the object is "jazz"
+                        o = o[: cue.start()]
+                    t = self._triple(chunk, hit.group("s"), pred, o, stripped,
                                      m.start() + lead, score)  # fmt: skip
+                    if t is not None and pred != "born_in":
+                        t = self._bounded(t, stripped[hit.start("o") :])
                     if t is not None:
                         out.append(t)
         return out
+
+    @staticmethod
+    def _unstated(sentence: str, hit: re.Match[str]) -> str | None:
+        """Why the sentence does not state what ``hit`` matched (None: it does)."""
+        body = re.sub(rf"^{_NP}:\s+", "", sentence)  # a turn's speaker is not its words
+        if sentence.rstrip("\"')] ").endswith("?") or (
+            _first_word(body) in _QUESTION_WORDS and not sentence.rstrip().endswith((".", "!"))
+        ):
+            return "question: a question asserts nothing"
+        starts = [c.end() for c in _CLAUSE.finditer(sentence, 0, hit.start())]
+        clause = sentence[starts[-1] if starts else 0 : hit.end()]
+        subject = hit.group("s")
+        if (found := _DENIAL.search(clause)) is not None:
+            return f"denial: {found.group(0)!r}; a denial is never stored as its positive"
+        if (found := _CONDITION.search(clause)) is not None:
+            return f"hedged: conditional {found.group(0)!r}"
+        if (found := _HEDGE.search(clause) or _MODAL.search(clause)) is not None:
+            return f"hedged: {found.group(0)!r}"
+        if _first_word(subject) in PRONOUNS:
+            return f"pronoun: subject {subject!r} names nobody until it is resolved"
+        return None
+
+    def _bounded(self, t: Triple, tail: str) -> Triple:
+        """``t`` with the interval its clause states (``tail`` runs from the object on)."""
+        cut = _WINDOW_END.search(tail, len(t.object))
+        window = tail[: cut.start()] if cut is not None else tail
+        start = end = OPEN
+        begun = _STARTS.search(window)
+        ended = _ENDS.search(window, begun.end() if begun is not None else 0)
+        for m, which in ((begun, "start"), (ended, "end")):
+            if m is None:
+                continue
+            try:
+                at = instant(m.group("d"))
+            except ValueError as exc:
+                self._reject(t.from_chunk, f"interval: {exc}; kept open", t)
+                continue
+            if at <= 0:  # 0 is the open bound, and a bound is ms after the epoch
+                self._reject(t.from_chunk, f"interval: the stated {which} {m.group('d')!r} is "
+                                           "not after 1970-01-01, which a bound cannot hold; "
+                                           "kept open", t)  # fmt: skip
+            elif which == "start":
+                start = at
+            else:
+                end = at
+        if end != OPEN and start != OPEN and end <= start:
+            self._reject(t.from_chunk, f"interval: the stated end {end} is at or before the "
+                                       f"start {start}; kept open", t)  # fmt: skip
+            end = OPEN
+        if (start, end) == (OPEN, OPEN):
+            return t
+        return replace(t, valid_from=start, valid_until=end)
 
     def _triple(
         self, chunk: Chunk, s: str, p: str, o: str, evidence: str, char_at: int, score: float
@@ -300,8 +451,9 @@ class ModelExtractor(_Gate):
                                 "model)", item)  # fmt: skip
             return None
         parts = [item.get(k) for k in ("subject", "predicate", "object", "evidence")]
-        if not all(isinstance(x, str) and x for x in parts):
-            self._reject(chunk, "subject, predicate, object and evidence must be strings", item)
+        if not all(isinstance(x, str) and fold(x) for x in parts):
+            self._reject(chunk, "subject, predicate, object and evidence must be strings that "
+                                "are not blank", item)  # fmt: skip
             return None
         score = item.get("score")
         if score is not None and (
@@ -314,6 +466,13 @@ class ModelExtractor(_Gate):
             span = Span.locate(chunk, ev)
         except SpanError as exc:
             self._reject(chunk, str(exc), item)
+            return None
+        missing = [f"{k} {v!r}" for k, v in (("subject", s), ("object", o))
+                   if fold(v) not in fold(ev)]  # fmt: skip
+        if missing:
+            self._reject(chunk, f"evidence: {' and '.join(missing)} not in its evidence "
+                                f"{ev[:80]!r}; a model may not name what it did not read",
+                         item)  # fmt: skip
             return None
         return Triple(s, p, o, chunk, None if score is None else float(score), span=span,
                       evidence=ev, extractor=self.name)

@@ -11,8 +11,16 @@ Invariants:
   host and path prefix. A redirect is checked against the same bounds before it is followed,
   and one that leaves them fails the ingest (:class:`OutOfBounds`); the response is never
   read.
+- A URL path is checked as a server might read it: percent-decoded (until it no longer
+  changes), with ``\\`` taken as a separator and ``;parameters`` dropped from each segment,
+  so ``/docs/..;/secret`` and ``/docs/..%5csecret`` are outside ``/docs``.
 - A driver that cannot read what it names fails (:class:`IngestError`); it never returns an
   empty document set instead.
+- Reading is bounded in time, memory and kind: only regular files are read (a named pipe,
+  a socket or a device is skipped with the reason, and never opened for a blocking read);
+  a file is read up to ``max_bytes``; a tree up to ``max_total_bytes`` in all (the files
+  past it are skipped with the reason); an HTTP fetch — connecting, every redirect, the
+  headers and the body — ends at one total ``timeout``, however slowly a server drips.
 - Every document records its origin (:func:`hirmem.semantic.values.with_origin`).
 - The HTTP driver ignores proxy settings from the environment unless given ``proxies``.
 """
@@ -20,9 +28,16 @@ Invariants:
 from __future__ import annotations
 
 import email.utils
+import functools
+import http.client
+import io
 import mimetypes
 import os
 import posixpath
+import socket
+import ssl
+import stat
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -33,7 +48,7 @@ from typing import IO, Any
 
 from hirmem.semantic.errors import IngestError, NotBuilt, OutOfBounds, UnknownDriver
 from hirmem.semantic.stages import Ingester
-from hirmem.semantic.values import Doc, Origin, doc_id, with_origin
+from hirmem.semantic.values import Doc, Origin, doc_id, origin, with_origin
 
 __all__ = [
     "KNOWN_SCHEMES",
@@ -61,7 +76,8 @@ KNOWN_SCHEMES: Mapping[str, str] = {
 
 TEXT_SUFFIXES = frozenset({".txt", ".md", ".markdown", ".rst", ".html", ".htm", ".json",
                            ".csv", ".log", ".xml"})  # fmt: skip
-MAX_BYTES = 16 * 1024 * 1024
+MAX_BYTES = 16 * 1024 * 1024  # one file or response
+MAX_TOTAL_BYTES = 64 * 1024 * 1024  # one tree
 
 
 def _media_type(name: str) -> str:
@@ -115,15 +131,59 @@ class _Rooted:
             raise OutOfBounds(f"{ref}: resolves to {real}, outside the root {self.root}")
         return real
 
-    def _read(self, path: Path) -> Doc:
+    def _read(self, path: Path, limit: int | None = None) -> Doc:
+        """A regular file of at most ``limit`` (else ``max_bytes``) bytes. It is opened
+        without blocking and checked on the open descriptor, so a named pipe (or a file
+        swapped for one) is refused rather than waited on."""
+        cap = self.max_bytes if limit is None else min(limit, self.max_bytes)
         try:
-            st = path.stat()
-            if st.st_size > self.max_bytes:
-                raise IngestError(f"{path}: {st.st_size} bytes, the limit is {self.max_bytes}")
-            data = path.read_bytes()
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         except OSError as exc:
             raise IngestError(f"{path}: cannot read: {exc}") from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise IngestError(f"{path}: not a regular file ({_kind(st.st_mode)}); only "
+                                  "regular files are read")  # fmt: skip
+            if st.st_size > self.max_bytes:
+                raise IngestError(f"{path}: {st.st_size} bytes, the limit is {self.max_bytes}")
+            if st.st_size > cap:
+                raise IngestError(f"{path}: {st.st_size} bytes, more than the {cap} left of "
+                                  "the total")  # fmt: skip
+            with os.fdopen(fd, "rb", closefd=False) as f:
+                data = _read_upto(f, cap + 1, st.st_size + 1)
+        except OSError as exc:
+            raise IngestError(f"{path}: cannot read: {exc}") from None
+        finally:
+            os.close(fd)
+        if len(data) > cap:  # it grew while being read
+            raise IngestError(f"{path}: more than {cap} bytes, the limit")
         return _doc(str(path), data, _media_type(path.name), st.st_mtime_ns // 1_000_000)
+
+
+def _read_upto(f: IO[bytes], limit: int, expect: int = 1 << 16) -> bytes:
+    """At most ``limit`` bytes of ``f``, in pieces, so no buffer of ``limit`` bytes is made
+    up front for a short stream (``read(n)`` allocates ``n``)."""
+    parts: list[bytes] = []
+    got = 0
+    piece = max(1, min(expect, limit))
+    while got < limit:
+        b = f.read(min(piece, limit - got))
+        if not b:
+            break
+        parts.append(b)
+        got += len(b)
+        piece = 1 << 16
+    return b"".join(parts)
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISDIR, "a directory")):  # fmt: skip
+        if test(mode):
+            return name
+    return f"mode {stat.filemode(mode)}"
 
 
 class FileIngester(_Rooted):
@@ -141,8 +201,10 @@ class FileIngester(_Rooted):
 class TreeIngester(_Rooted):
     """Every text file of a directory tree under ``root``, in sorted path order.
 
-    Files whose suffix is not in ``suffixes`` are left out, as are files that are not UTF-8
-    (listed in :attr:`skipped` with the reason). A tree with no document fails.
+    Files whose suffix is not in ``suffixes`` are left out. Files that are not UTF-8, not
+    regular (a named pipe, a socket, a device: whatever their suffix), larger than
+    ``max_bytes`` or past ``max_total_bytes`` for the whole tree are listed in
+    :attr:`skipped` with the reason. A tree with no document fails.
     """
 
     name = "ingest/tree"
@@ -152,27 +214,52 @@ class TreeIngester(_Rooted):
         root: str | Path,
         suffixes: Iterable[str] = TEXT_SUFFIXES,
         max_bytes: int = MAX_BYTES,
+        max_total_bytes: int = MAX_TOTAL_BYTES,
     ) -> None:
         super().__init__(root, max_bytes)
         self.suffixes = frozenset(suffixes)
+        self.max_total_bytes = max_total_bytes
         self.skipped: list[tuple[str, str]] = []
 
     def ingest(self, ref: str) -> list[Doc]:
         top = self._resolve(ref)
-        if top.is_file():
-            return [self._read(top)]
+        if not top.is_dir():
+            return [self._read(top, self.max_total_bytes)]
         docs: list[Doc] = []
+        total = 0
         for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
             dirnames.sort()
             for fname in sorted(filenames):
                 path = Path(dirpath) / fname
+                try:
+                    mode = path.lstat().st_mode
+                except OSError as exc:
+                    self.skipped.append((str(path), f"cannot read: {exc}"))
+                    continue
+                if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+                    self.skipped.append((str(path), f"not a regular file ({_kind(mode)}); "
+                                                    "only regular files are read"))  # fmt: skip
+                    continue
                 if path.suffix.lower() not in self.suffixes:
                     continue
+                left = self.max_total_bytes - total
                 try:
                     real = self._resolve(str(path))  # a symlink may point out of the root
-                    docs.append(self._read(real))
+                    size = real.stat().st_size
+                    if left < size <= self.max_bytes:
+                        raise IngestError(
+                            f"{real}: {size} bytes would pass the tree's total "
+                            f"of {self.max_total_bytes} bytes ({total} read)"
+                        )
+                    doc = self._read(real, left)
                 except (OutOfBounds, IngestError) as exc:
                     self.skipped.append((str(path), str(exc)))
+                    continue
+                except OSError as exc:
+                    self.skipped.append((str(path), f"cannot read: {exc}"))
+                    continue
+                total += origin(doc).size
+                docs.append(doc)
         if not docs:
             raise IngestError(
                 f"{ref}: no readable document under {top} (suffixes {sorted(self.suffixes)}; "
@@ -208,15 +295,40 @@ class Bounds:
         named = {host} if port is None else {f"{host}:{port}"}
         if not named & self.hosts:
             raise OutOfBounds(f"{url}: host {host!r} (port {port}) is not in {sorted(self.hosts)}")
-        raw = urllib.parse.unquote(parts.path) or "/"
-        path = posixpath.normpath(raw)
-        if raw.endswith("/") and path != "/":
-            path += "/"
-        for prefix in self.paths:
-            base = prefix.rstrip("/")
-            if not base or path == base or path.startswith(base + "/"):
-                return
-        raise OutOfBounds(f"{url}: path {path!r} is not under {list(self.paths)}")
+        for path in _server_readings(url, parts.path):
+            if not any(_under(path, prefix) for prefix in self.paths):
+                raise OutOfBounds(f"{url}: path {path!r} is not under {list(self.paths)}")
+
+
+def _under(path: str, prefix: str) -> bool:
+    base = prefix.rstrip("/")
+    return not base or path == base or path.startswith(base + "/")
+
+
+def _normal(raw: str) -> str:
+    path = posixpath.normpath(raw or "/")
+    if path.startswith("//"):  # POSIX keeps a leading "//"; a URL path means "/"
+        path = "/" + path.lstrip("/")
+    return path + "/" if raw.endswith("/") and path != "/" else path
+
+
+def _server_readings(url: str, raw: str) -> list[str]:
+    """The normalised paths a server might read ``raw`` as: percent-decoded until it no longer
+    changes, then as written, with ``\\`` as a separator, and with every segment's
+    ``;parameters`` dropped. A path that is in bounds must be in bounds in every reading."""
+    path = raw
+    for _ in range(4):
+        decoded = urllib.parse.unquote(path)
+        if decoded == path:
+            break
+        path = decoded
+    else:
+        raise OutOfBounds(f"{url}: the path is still percent-encoded after four decodings")
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path):
+        raise OutOfBounds(f"{url}: the decoded path holds control characters")
+    slashed = path.replace("\\", "/")
+    no_params = "/".join(seg.split(";", 1)[0] for seg in slashed.split("/"))
+    return list(dict.fromkeys(_normal(p) for p in (path, slashed, no_params)))
 
 
 class _BoundedRedirects(urllib.request.HTTPRedirectHandler):
@@ -260,8 +372,113 @@ class _BoundedRedirects(urllib.request.HTTPRedirectHandler):
     http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
 
 
+def _left(deadline: float) -> float:
+    """Seconds left before ``deadline`` (monotonic); past it, the fetch is over."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("the total deadline passed")
+    return left
+
+
+class _DeadlineReader(io.RawIOBase):
+    """Reads of a socket, each allowed only the time left before the deadline."""
+
+    def __init__(self, owner: _DeadlineSocket) -> None:
+        super().__init__()
+        self.owner = owner
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf: Any) -> int:
+        sock = self.owner.sock
+        sock.settimeout(_left(self.owner.deadline))
+        return sock.recv_into(buf)
+
+    def close(self) -> None:
+        if not self.closed:
+            super().close()
+            self.owner.reader_closed()
+
+
+class _DeadlineSocket:
+    """A connection's socket whose every read ends by one deadline, so a server dripping a
+    byte at a time cannot keep a fetch alive past it. The socket closes when the connection
+    and every reader made from it are closed (as ``socket.makefile`` does)."""
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        self.sock = sock
+        self.deadline = deadline
+        self._readers = 0
+        self._closing = False
+
+    def makefile(self, mode: str = "rb", *args: Any, **kwargs: Any) -> io.BufferedReader:
+        self._readers += 1
+        return io.BufferedReader(_DeadlineReader(self))
+
+    def sendall(self, data: Any) -> None:
+        self.sock.settimeout(_left(self.deadline))
+        self.sock.sendall(data)
+
+    def reader_closed(self) -> None:
+        self._readers -= 1
+        if self._closing and self._readers <= 0:
+            self.sock.close()
+
+    def close(self) -> None:
+        self._closing = True
+        if self._readers <= 0:
+            self.sock.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sock, name)
+
+
+class _DeadlineHTTP(http.client.HTTPConnection):
+    def __init__(self, host: str, *, deadline: float, **kwargs: Any) -> None:
+        super().__init__(host, **kwargs)
+        self.deadline = deadline
+
+    def connect(self) -> None:
+        self.timeout = _left(self.deadline)
+        super().connect()
+        self.sock = _DeadlineSocket(self.sock, self.deadline)
+
+
+class _DeadlineHTTPS(http.client.HTTPSConnection):
+    def __init__(self, host: str, *, deadline: float, **kwargs: Any) -> None:
+        super().__init__(host, **kwargs)
+        self.deadline = deadline
+
+    def connect(self) -> None:
+        self.timeout = _left(self.deadline)
+        super().connect()  # TCP and the TLS handshake, each step within the time left
+        self.sock = _DeadlineSocket(self.sock, self.deadline)
+
+
+class _HTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, deadline: float) -> None:
+        super().__init__()
+        self.deadline = deadline
+
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(functools.partial(_DeadlineHTTP, deadline=self.deadline), req)
+
+
+class _HTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, deadline: float, context: ssl.SSLContext | None) -> None:
+        super().__init__(context=context)
+        self.deadline = deadline
+        self.tls = context
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(functools.partial(_DeadlineHTTPS, deadline=self.deadline), req,
+                            context=self.tls)  # fmt: skip
+
+
 class HTTPIngester:
-    """GET one URL inside ``bounds``; redirects are followed only inside the bounds."""
+    """GET one URL inside ``bounds``; redirects are followed only inside the bounds. The whole
+    fetch — connection, redirects, headers, body — ends at ``timeout`` seconds in total."""
 
     name = "ingest/http"
 
@@ -271,6 +488,7 @@ class HTTPIngester:
         timeout: float = 10.0,
         max_bytes: int = MAX_BYTES,
         proxies: Mapping[str, str] | None = None,
+        context: ssl.SSLContext | None = None,
     ) -> None:
         bad = bounds.schemes - {"http", "https"}
         if bad:
@@ -278,26 +496,37 @@ class HTTPIngester:
         self.bounds = bounds
         self.timeout = timeout
         self.max_bytes = max_bytes
-        self._opener = urllib.request.build_opener(
-            urllib.request.ProxyHandler(dict(proxies or {})), _BoundedRedirects(bounds)
-        )
+        self.proxies = dict(proxies or {})
+        self.context = context  # TLS settings (a private CA); None: the system's defaults
+
+    def _opener(self, deadline: float) -> urllib.request.OpenerDirector:
+        return urllib.request.build_opener(
+            urllib.request.ProxyHandler(self.proxies), _BoundedRedirects(self.bounds),
+            _HTTPHandler(deadline), _HTTPSHandler(deadline, self.context),
+        )  # fmt: skip
 
     def ingest(self, ref: str) -> list[Doc]:
         self.bounds.check(ref)
         req = urllib.request.Request(ref, headers={"User-Agent": "hirmem-semantic/1"})
+        late = f"{ref}: not fetched within the total deadline of {self.timeout} s"
+        deadline = time.monotonic() + self.timeout
         try:
-            with self._opener.open(req, timeout=self.timeout) as resp:
+            with self._opener(deadline).open(req, timeout=self.timeout) as resp:
                 final = resp.geturl()
                 self.bounds.check(final)
-                data = resp.read(self.max_bytes + 1)
+                data = _read_upto(resp, self.max_bytes + 1)
                 headers = resp.headers
         except urllib.error.HTTPError as exc:
             raise IngestError(f"{ref}: HTTP {exc.code} {exc.reason}") from None
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, OutOfBounds):
                 raise exc.reason from None
+            if isinstance(exc.reason, TimeoutError):
+                raise IngestError(late) from None
             raise IngestError(f"{ref}: cannot fetch: {exc.reason}") from None
-        except OSError as exc:
+        except TimeoutError:
+            raise IngestError(late) from None
+        except (OSError, http.client.HTTPException) as exc:
             raise IngestError(f"{ref}: cannot fetch: {exc}") from None
         if len(data) > self.max_bytes:
             raise IngestError(f"{ref}: larger than {self.max_bytes} bytes")
@@ -327,9 +556,11 @@ class MemoryIngester:
         self,
         items: Mapping[str, str | bytes | IO[bytes]],
         media_type: str = "text/plain",
+        max_bytes: int = MAX_BYTES,
     ) -> None:
         self.items = dict(items)
         self.media_type = media_type
+        self.max_bytes = max_bytes
 
     def ingest(self, ref: str) -> list[Doc]:
         key = ref[len("mem://") :] if ref.startswith("mem://") else ref
@@ -341,7 +572,9 @@ class MemoryIngester:
         elif isinstance(item, bytes):
             data = item
         else:
-            data = item.read()
+            data = item.read(self.max_bytes + 1)
+        if len(data) > self.max_bytes:
+            raise IngestError(f"{ref}: more than {self.max_bytes} bytes, the limit")
         return [_doc(f"mem://{key}", data, self.media_type, 0)]
 
 

@@ -3,6 +3,9 @@
 Invariants: a parser reads ``Doc.text`` and nothing else (it never opens a file or a URL),
 and it never mutates the caller's document — it returns a new one carrying a copy of the
 metadata. A normalizer is one ``str -> str`` transform; :class:`Chain` composes them.
+A parser is bounded in depth: a document nested deeper than it will follow is refused
+(:class:`~hirmem.semantic.errors.Refused`, with the depth), which the pipeline records
+before going on with the other documents.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
+from hirmem.semantic.errors import Refused
 from hirmem.semantic.stages import Normalizer, Parser
 from hirmem.semantic.values import Doc, origin
 
@@ -114,15 +118,51 @@ class HTMLParser:
         return doc.replace(text=text, meta=meta)
 
 
+MAX_DEPTH = 100
+
+
+def nesting(text: str, limit: int) -> int:
+    """How deep the arrays and objects of a JSON text nest, counted up to ``limit + 1``
+    (one pass, outside strings; nothing is parsed, so nothing recurses)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    return deepest
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
 class JSONParser:
     """A JSON document as ``path: value`` lines; top-level scalar fields into
-    ``meta["fields"]``. Text that is not JSON is left as it is and marked."""
+    ``meta["fields"]``. Text that is not JSON is left as it is and marked. A document nested
+    deeper than ``max_depth`` is refused (:class:`Refused`)."""
 
     name = "parse/json"
+
+    def __init__(self, max_depth: int = MAX_DEPTH) -> None:
+        self.max_depth = max_depth
 
     def parse(self, doc: Doc) -> Doc:
         meta = dict(doc.meta)
         meta["parser"] = self.name
+        if nesting(doc.text, self.max_depth) > self.max_depth:
+            raise Refused(f"{doc.source}: JSON nested deeper than {self.max_depth} levels; "
+                          "refused rather than parsed")  # fmt: skip
         try:
             value = json.loads(doc.text)
         except ValueError as exc:

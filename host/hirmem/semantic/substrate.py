@@ -14,7 +14,9 @@ Invariants:
 - Retraction keeps the record and drops it from current answers; erasure removes it from
   the ledger, the triple store and the vector index and leaves a tombstone. Both propagate
   to what the reasoner derived: a conclusion left with no believed support is retracted
-  (or erased, when a premise was erased) in turn, and so on down the chain.
+  (or erased, when a premise was erased) in turn, and so on down the chain. A tombstone
+  stands: re-reading the source, a claim or a rule does not bring the assertion back (each
+  refusal is recorded); :meth:`Substrate.lift` does, recorded as a decision.
 - :meth:`Substrate.absorb` verifies before it writes: every assertion must be read from a
   chunk of this result (or one already stored) whose text is the chunk it carries, at a span
   that resolves to its evidence there, and must be among what the extract run of its
@@ -44,9 +46,17 @@ import hashlib
 from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 
-from hirmem.semantic.assertions import Edge, Ledger, SQLiteLedger, Tombstone, now_ms
+from hirmem.semantic.assertions import Edge, Ledger, Lifted, SQLiteLedger, Tombstone, now_ms
 from hirmem.semantic.claims import ClaimStore, Statement
-from hirmem.semantic.decisions import Cause, Decider, Decision, Policy, Recorder, SQLiteRecorder
+from hirmem.semantic.decisions import (
+    Cause,
+    Decider,
+    Decision,
+    Policy,
+    Recorder,
+    SQLiteRecorder,
+    decision_id,
+)
 from hirmem.semantic.errors import LedgerError, ProvError, SemanticError
 from hirmem.semantic.passages import PassageEmbedder, PassageHit, PassageIndex
 from hirmem.semantic.planner import DEFAULT_ONTOLOGY, EXTRACTED, Planner
@@ -54,7 +64,7 @@ from hirmem.semantic.prov import Activity, Entity, Log, SQLiteLog
 from hirmem.semantic.reader import ABSTAIN, Evidence, Reader
 from hirmem.semantic.reason import Chaining, Reasoner
 from hirmem.semantic.retrieve import Answer, Embedder, Retriever
-from hirmem.semantic.stages import Pipeline, Result, StageRun
+from hirmem.semantic.stages import Pipeline, Rejection, Result, StageRun
 from hirmem.semantic.stores import open_store
 from hirmem.semantic.stores.base import DocStore, GraphStore, TripleStore, VectorStore
 from hirmem.semantic.values import Chunk, Claim, Doc, Triple, lineage, origin
@@ -163,7 +173,13 @@ class Substrate:
         bare = [tid for doc in result.docs
                 for tid in self._reread(doc, [c for c in result.chunks if c.doc_id == doc.id])]
         log = self.prov
-        doc_ante: dict[str, str] = {}
+        erased = self._erased(result)
+        self._refusals(result)
+        # Each stage that made a document's text (ingest, then parse, then normalize)
+        # generates its own version of it, derived from the one before: PROV allows one
+        # generating activity per entity. The last version is doc:<id>, what its chunks are
+        # derived from; the earlier ones are doc:<id>~<stage>.
+        made: dict[str, list[tuple[StageRun, str]]] = {}  # doc id -> (run, activity id)
         for run in result.runs:
             agent = f"software:{run.agent}"
             log.agent(agent, "software")
@@ -172,21 +188,30 @@ class Substrate:
                 log.entity(f"source:{ref}", "source")
                 act = self._activity(run, agent, [f"source:{ref}"])
                 for d in run.generated:
-                    ante = (upstream or {}).get(d) or self._source_of(d, result, ref)
-                    doc_ante[d] = ante
-                    log.entity(f"doc:{d}", "doc", act.id, [ante])
+                    made.setdefault(d, []).append((run, act.id))
             elif run.kind in ("parse", "normalize"):
-                d = run.used[0]
-                ante = doc_ante.get(d) or self._ensure_doc(d, upstream)
-                act = self._activity(run, agent, [f"doc:{d}"])
-                log.entity(f"doc:{d}", "doc", act.id, [ante])
-            elif run.kind == "split":
+                made.setdefault(run.used[0], []).append((run, ""))
+        for d, steps in made.items():
+            prev = (upstream or {}).get(d) or ""
+            for i, (run, act_id) in enumerate(steps):
+                if run.kind == "ingest":
+                    prev = prev or self._source_of(d, result, run.used[0])
+                elif not prev:
+                    prev = self._ensure_doc(d, upstream)
+                if not act_id:
+                    act_id = self._activity(run, f"software:{run.agent}", [prev]).id
+                version = f"doc:{d}" if i == len(steps) - 1 else f"doc:{d}~{run.kind}"
+                self._generated(version, "doc", act_id, [prev])
+                prev = version
+        for run in result.runs:
+            agent = f"software:{run.agent}"
+            if run.kind == "split":
                 d = run.used[0]
                 if f"doc:{d}" not in log.entities:
                     self._ensure_doc(d, upstream)
                 act = self._activity(run, agent, [f"doc:{d}"])
                 for c in run.generated:
-                    log.entity(f"chunk:{c}", "chunk", act.id, [f"doc:{d}"])
+                    self._generated(f"chunk:{c}", "chunk", act.id, [f"doc:{d}"])
         for doc in result.docs:
             if f"doc:{doc.id}" not in log.entities:
                 self._ensure_doc(doc.id, upstream)
@@ -198,7 +223,9 @@ class Substrate:
                 agent = f"software:{run.agent}"
                 act = self._activity(run, agent, [f"chunk:{run.used[0]}"])
                 for tid in run.generated:
-                    log.entity(f"assertion:{tid}", "assertion", act.id, [f"chunk:{run.used[0]}"])
+                    if tid not in erased:
+                        self._generated(f"assertion:{tid}", "assertion", act.id,
+                                        [f"chunk:{run.used[0]}"])  # fmt: skip
         by_doc: dict[str, list[Chunk]] = {}
         for chunk in result.chunks:
             by_doc.setdefault(chunk.doc_id, []).append(chunk)
@@ -382,6 +409,39 @@ class Substrate:
                     self.ledger.retract(e.id, why)
                 work.append(e.id)
 
+    def _generated(self, id: str, kind: str, act: str, ante: list[str]) -> None:
+        """Record ``id`` as generated by ``act``; one generated before keeps its generation
+        and gains the derivation (the same document read again, the same assertion read
+        from another chunk, or derived by another rule)."""
+        held = self.prov.generation(id)
+        self.prov.entity(id, kind, act if held in ("", act) else "", ante)
+
+    def _erased(self, result: Result) -> set[str]:
+        """Take out of ``result`` the assertions whose tombstone stands (an erasure is not
+        undone by reading its source again); each is added to ``result.rejected``."""
+        erased = {t.id for t in result.triples if self.ledger.tombstone(t.id) is not None}
+        for t in result.triples:
+            if t.id in erased:
+                stone = self.ledger.tombstone(t.id)
+                assert stone is not None
+                result.rejected.append(Rejection(
+                    "extract", t.extractor or "extract", f"assertion {t.id} from {t.from_chunk.id}",
+                    f"erased at {stone.erased_at} ({stone.reason}); lift the tombstone to take "
+                    "it back in", "tombstone"))  # fmt: skip
+        if erased:
+            result.triples = [t for t in result.triples if t.id not in erased]
+        return erased
+
+    def _refusals(self, result: Result) -> None:
+        """Each input a stage refused (a file skipped, a document refused), recorded as a
+        refused decision of the stage's agent, with the stage as its rule and the reason."""
+        for r in result.rejected:
+            at = self.clock()
+            agent, choice = f"software:{r.agent}", f"admit {r.ref}"
+            rule = r.rule or f"bounds:{r.kind}"
+            self.decisions.record(Decision(decision_id(agent, choice, (), rule, at, False),
+                                           agent, choice, (), rule, at, False, r.reason))
+
     def _source_of(self, d: str, result: Result, ref: str) -> str:
         """The source entity of a document: the reference its origin records (a file of a
         tree, the final URL after redirects), else the reference the ingester was given."""
@@ -425,6 +485,14 @@ class Substrate:
         out = []
         for d in reasoner.run(self.ledger.edges()):
             s, p, o = d.fact
+            stone = self.ledger.tombstone(d.id)
+            if stone is not None:  # an erased conclusion is not derived back
+                at, choice, rule = self.clock(), f"derive {d.id}", f"tombstone:{d.rule}"
+                self.decisions.record(Decision(
+                    decision_id(REASONER, choice, d.antecedents, rule, at, False), REASONER,
+                    choice, d.antecedents, rule, at, False,
+                    f"erased at {stone.erased_at} ({stone.reason})"))  # fmt: skip
+                continue
             edge = self.ledger.derive(s, p, o, d.rule, d.antecedents, d.score)
             used = [f"assertion:{a}" for a in d.antecedents]
             for a in d.antecedents:
@@ -432,7 +500,7 @@ class Substrate:
             t = self.clock()
             act = self.prov.activity(_act_id("rule", d.rule, d.antecedents, d.id),
                                      f"rule:{d.rule}", REASONER, t, t, used)  # fmt: skip
-            self.prov.entity(f"assertion:{d.id}", "assertion", act.id, used)
+            self._generated(f"assertion:{d.id}", "assertion", act.id, used)
             self.triples.assert_triple(s, p, o)
             out.append(edge)
         self.reasoning = reasoner.last
@@ -491,6 +559,16 @@ class Substrate:
         self.retriever.forget(tid)
         self._propagate(tid, erased=True, reason=reason)
         return stone
+
+    def lift(self, tid: str, reason: str, by: str) -> Lifted:
+        """Lift the tombstone of an erased assertion, so it may be asserted again: the
+        ledger keeps the lift, and it is recorded as a decision of ``by`` (a person)."""
+        lift = self.ledger.lift(tid, reason)
+        agent, choice, at = f"person:{by}", f"lift tombstone {tid}", self.clock()
+        self.prov.agent(agent, "person")
+        self.decisions.record(Decision(decision_id(agent, choice, (), "lift", at, True), agent,
+                                       choice, (), "lift", at, True, reason))  # fmt: skip
+        return lift
 
     def erase_source(self, doc_id: str, reason: str) -> list[Tombstone]:
         """Erase a document (a revoked source, a legal deletion): its text and chunks, the

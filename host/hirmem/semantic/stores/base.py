@@ -3,10 +3,14 @@
 Invariants:
 
 - A vector query admits a metadata filter: ``near(vec, k, filter)`` returns only entries
-  whose metadata matches every ``key: value`` of the filter (a list-valued metadata field
-  matches when it contains the value). Scores are cosine similarities.
+  whose metadata satisfies every condition of the filter — equality, ``in`` and ranges, with
+  one meaning of equality for every driver (:mod:`hirmem.semantic.stores.filters`).
+  Scores are cosine similarities.
 - Triple terms are matched by their fold (:func:`hirmem.protocol.identity.fold`), so two spellings
   that fold alike are one term; ``None`` is a wildcard. ``assert_triple`` returns the triple's id.
+  A blank term (one that folds to nothing) is refused, in writes and in patterns.
+- ``GraphStore.out`` lists each neighbour once (in the order first linked), whatever the
+  number of labels linking to it.
 - Every store can delete what it holds (``delete``), because erasure must remove the record
   from every place it was written.
 """
@@ -20,11 +24,13 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from hirmem.semantic.errors import SemanticError
+from hirmem.protocol.identity import fold
+from hirmem.semantic.errors import SemanticError, StoreError
+from hirmem.semantic.stores import filters
 from hirmem.semantic.values import Chunk, Doc
 
 __all__ = ["DocStore", "GraphStore", "Match", "TripleStore", "VectorStore", "as_unit",
-           "meta_matches"]  # fmt: skip
+           "check_terms", "meta_matches"]  # fmt: skip
 
 Vec = Sequence[float] | npt.NDArray[np.floating[Any]]
 
@@ -84,25 +90,18 @@ def as_unit(vec: Vec, dim: int | None = None) -> npt.NDArray[np.float32]:
 
 
 def meta_matches(meta: Mapping[str, Any], filter: Mapping[str, Any]) -> bool:
-    for key, want in filter.items():
-        have = meta.get(key)
-        if isinstance(have, list | tuple):
-            if want not in have:
-                return False
-        elif have != want:
-            return False
-    return True
+    """Whether ``meta`` passes ``filter`` (the rule of :mod:`.filters`)."""
+    return filters.matches(meta, filters.parse(filter))
 
 
-def filter_keys(meta: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    """The (key, value) pairs a filter can match on: scalars, and each member of a list."""
-    out: list[tuple[str, Any]] = []
-    for key, value in meta.items():
-        if isinstance(value, list | tuple):
-            out.extend((key, v) for v in value if isinstance(v, str | int | float | bool))
-        elif isinstance(value, str | int | float | bool) or value is None:
-            out.append((key, value))
-    return out
+def check_terms(*terms: str | None) -> None:
+    """Refuse a blank term (one that folds to nothing): it names nothing, and as a pattern
+    it would match nothing (``None`` is the wildcard)."""
+    for t in terms:
+        if t is not None and (not isinstance(t, str) or not fold(t)):
+            raise StoreError(f"term {t!r} is blank or not a string: a triple's subject, "
+                             "predicate and object must each name something (None is the "
+                             "wildcard of a match)")  # fmt: skip
 
 
 def top_positions(sims: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.intp]:

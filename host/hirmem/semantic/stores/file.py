@@ -28,7 +28,7 @@ import numpy as np
 
 from hirmem.protocol.identity import triple_id
 from hirmem.semantic.errors import SemanticError
-from hirmem.semantic.stores.base import Vec, as_unit
+from hirmem.semantic.stores.base import Vec, as_unit, check_terms
 from hirmem.semantic.stores.memory import MemoryDocs, MemoryGraph, MemoryTriples, MemoryVectors
 from hirmem.semantic.values import Chunk, Doc
 
@@ -103,6 +103,7 @@ class FileTriples(MemoryTriples):
             MemoryTriples.assert_triple(self, op[0], op[1], op[2])
 
     def assert_triple(self, s: str, p: str, o: str) -> str:
+        check_terms(s, p, o)  # before the journal: a refused write leaves no line
         tid = triple_id(s, p, o)
         if tid not in self._t:
             self.journal.append([[s, p, o]])
@@ -112,6 +113,7 @@ class FileTriples(MemoryTriples):
     def assert_many(self, triples: Iterable[tuple[str, str, str]]) -> int:
         new: dict[str, tuple[str, str, str]] = {}
         for s, p, o in triples:
+            check_terms(s, p, o)
             tid = triple_id(s, p, o)
             if tid not in self._t and tid not in new:
                 new[tid] = (s, p, o)

@@ -9,7 +9,8 @@ import numpy as np
 import numpy.typing as npt
 
 from hirmem.protocol.identity import fold, triple_id
-from hirmem.semantic.stores.base import Match, Vec, as_unit, filter_keys, top_k, top_positions
+from hirmem.semantic.stores import filters
+from hirmem.semantic.stores.base import Match, Vec, as_unit, check_terms, top_k, top_positions
 from hirmem.semantic.values import Chunk, Doc
 
 __all__ = ["MemoryDocs", "MemoryGraph", "MemoryTriples", "MemoryVectors"]
@@ -26,6 +27,7 @@ class MemoryTriples:
         return len(self._t)
 
     def assert_triple(self, s: str, p: str, o: str) -> str:
+        check_terms(s, p, o)
         tid = triple_id(s, p, o)
         if tid not in self._t:
             self._t[tid] = (s, p, o)
@@ -34,14 +36,18 @@ class MemoryTriples:
         return tid
 
     def assert_many(self, triples: Iterable[tuple[str, str, str]]) -> int:
+        batch = list(triples)
+        for s, p, o in batch:  # all or nothing: check the batch before writing any of it
+            check_terms(s, p, o)
         n = len(self._t)
-        for s, p, o in triples:
+        for s, p, o in batch:
             self.assert_triple(s, p, o)
         return len(self._t) - n
 
     def match(
         self, s: str | None = None, p: str | None = None, o: str | None = None
     ) -> list[tuple[str, str, str]]:
+        check_terms(s, p, o)
         sets = []
         for idx, term in zip(self._by, (s, p, o), strict=True):
             if term is not None:
@@ -81,8 +87,8 @@ class MemoryVectors:
         self._ids: list[str] = []
         self._meta: list[dict[str, Any] | None] = []
         self._row: dict[str, int] = {}
-        self._inv: dict[tuple[str, Any], set[int]] = {}
-        self._arrays: dict[tuple[str, Any], npt.NDArray[np.intp]] = {}  # cleared on writes
+        self._inv: filters.TermIndex[int] = filters.TermIndex()
+        self._arrays: dict[tuple[filters.Cond, ...], npt.NDArray[np.intp]] = {}  # per filter
 
     def __len__(self) -> int:
         return len(self._row)
@@ -114,14 +120,12 @@ class MemoryVectors:
         self._dead[row] = False
         held = dict(meta)
         self._meta[row] = held
-        for key in filter_keys(held):
-            self._inv.setdefault(key, set()).add(row)
+        self._inv.add(row, held)
 
     def _unindex(self, row: int) -> None:
         old = self._meta[row]
         if old is not None:
-            for key in filter_keys(old):
-                self._inv.get(key, set()).discard(row)
+            self._inv.remove(row, old)
 
     def delete(self, id: str) -> bool:
         row = self._row.pop(id, None)
@@ -136,27 +140,20 @@ class MemoryVectors:
 
     def rows(self, filter: Mapping[str, Any] | None) -> npt.NDArray[np.intp] | None:
         """Row numbers matching ``filter`` (None: every row)."""
-        if not filter:
+        conds = filters.parse(filter)
+        if not conds:
             return None
-        arrays = []
-        for key in filter.items():
-            arr = self._arrays.get(key)
-            if arr is None:
-                hit = self._inv.get(key, set())
-                arr = np.fromiter(sorted(hit), dtype=np.intp, count=len(hit))
-                self._arrays[key] = arr
-            arrays.append(arr)
-        arrays.sort(key=len)
-        out = arrays[0]
-        for arr in arrays[1:]:
-            out = np.intersect1d(out, arr, assume_unique=True)
-        return out
+        arr = self._arrays.get(conds)
+        if arr is None:
+            hit = sorted(self._inv.select(conds))
+            arr = self._arrays[conds] = np.fromiter(hit, dtype=np.intp, count=len(hit))
+        return arr
 
     def near(self, vec: Vec, k: int, filter: Mapping[str, Any] | None = None) -> list[Match]:
+        rows = self.rows(filter)  # a filter it cannot mean is refused even when empty
         if self.dim is None or not self._row:
             return []
         q = as_unit(vec, self.dim)
-        rows = self.rows(filter)
         if rows is None:
             sims = self._mat[: self._n] @ q
             sims[self._dead[: self._n]] = -np.inf
@@ -181,7 +178,8 @@ class MemoryGraph:
         self._out.setdefault(src, {})[(dst, label)] = None
 
     def out(self, id: str, label: str | None = None) -> list[str]:
-        return [d for d, lab in self._out.get(id, {}) if label is None or lab == label]
+        found = (d for d, lab in self._out.get(id, {}) if label is None or lab == label)
+        return list(dict.fromkeys(found))  # each neighbour once, however many labels
 
     def props(self, id: str) -> dict[str, Any] | None:
         p = self._props.get(id)

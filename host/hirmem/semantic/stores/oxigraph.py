@@ -12,13 +12,17 @@ Layout (what a SPARQL query sees):
   alike are one node, as in every other driver.
 - The named graph ``urn:hirmem:spelling`` maps each assertion (``urn:hirmem:assertion:<id>``,
   the §2.3 id) to the spelling it was first asserted with, so :meth:`match` returns the
-  terms as written, like the memory driver.
+  terms as written, like the memory driver. The spelling is the three terms joined by
+  U+0000, or, when a term itself holds a U+0000, a JSON array of them (JSON text holds no
+  raw U+0000, so the two forms cannot be confused and any term may be spelled).
+- A blank term is refused, as by every driver (:func:`~.base.check_terms`).
 
 ``match`` is a pattern lookup on the store's own indexes (no SPARQL parsing per call).
 """
 
 from __future__ import annotations
 
+import json
 import urllib.parse
 from collections.abc import Iterable
 from pathlib import Path
@@ -27,6 +31,7 @@ from typing import Any
 import pyoxigraph as ox
 
 from hirmem.protocol.identity import fold, triple_id
+from hirmem.semantic.stores.base import check_terms
 
 __all__ = ["ASSERTION", "SPELLING", "TERM", "OxigraphTriples", "term_iri"]
 
@@ -58,6 +63,15 @@ def _value(term: Any) -> Any:
     return None if term is None else term.value
 
 
+def _spelled(text: str) -> tuple[str, str, str]:
+    """The three terms of a spelling literal: joined by U+0000, or a JSON array."""
+    if _SEP not in text:
+        s, p, o = json.loads(text)
+        return str(s), str(p), str(o)
+    s, p, o = text.split(_SEP)
+    return s, p, o
+
+
 class OxigraphTriples:
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = None if path is None else str(path)
@@ -73,11 +87,14 @@ class OxigraphTriples:
 
     @staticmethod
     def _quads(s: str, p: str, o: str, tid: str) -> tuple[ox.Quad, ox.Quad]:
-        spelled = ox.Literal(_SEP.join((s, p, o)))
+        terms = (s, p, o)
+        plain = not any(_SEP in t for t in terms)
+        spelled = ox.Literal(_SEP.join(terms) if plain else json.dumps(terms, ensure_ascii=False))
         return (ox.Quad(_node(s), _node(p), _node(o), ox.DefaultGraph()),
                 ox.Quad(ox.NamedNode(ASSERTION + tid), _SPELLED, spelled, _GRAPH))  # fmt: skip
 
     def assert_triple(self, s: str, p: str, o: str) -> str:
+        check_terms(s, p, o)
         tid = triple_id(s, p, o)
         fact, spelling = self._quads(s, p, o, tid)
         if fact not in self.store:
@@ -88,6 +105,7 @@ class OxigraphTriples:
         quads: list[ox.Quad] = []
         seen: set[str] = set()
         for s, p, o in triples:
+            check_terms(s, p, o)
             tid = triple_id(s, p, o)
             if tid in seen:
                 continue
@@ -102,13 +120,13 @@ class OxigraphTriples:
         for q in self.store.quads_for_pattern(ox.NamedNode(ASSERTION + tid), _SPELLED, None,
                                               _GRAPH):  # fmt: skip
             assert isinstance(q.object, ox.Literal)
-            s, p, o = q.object.value.split(_SEP)
-            return s, p, o
+            return _spelled(q.object.value)
         raise KeyError(tid)  # an assertion without its spelling: the store was edited by hand
 
     def match(
         self, s: str | None = None, p: str | None = None, o: str | None = None
     ) -> list[tuple[str, str, str]]:
+        check_terms(s, p, o)
         ps, pp, po = (None if t is None else _node(t) for t in (s, p, o))
         out = []
         n = len(TERM)

@@ -20,7 +20,8 @@ import numpy.typing as npt
 
 from hirmem.protocol.identity import fold, triple_id
 from hirmem.semantic.errors import SemanticError
-from hirmem.semantic.stores.base import Match, Vec, as_unit, filter_keys, top_k
+from hirmem.semantic.stores import filters
+from hirmem.semantic.stores.base import Match, Vec, as_unit, check_terms, top_k
 from hirmem.semantic.values import Chunk, Doc
 
 __all__ = ["SQLiteDocs", "SQLiteGraph", "SQLiteTriples", "SQLiteVectors", "connect"]
@@ -70,13 +71,17 @@ class SQLiteTriples(_SQLite):
         return (triple_id(fs, fp, fo), s, p, o, fs, fp, fo)
 
     def assert_triple(self, s: str, p: str, o: str) -> str:
+        check_terms(s, p, o)
         row = self._row(s, p, o)
         with self._lock:
             self._db.execute("INSERT OR IGNORE INTO triples VALUES (?,?,?,?,?,?,?)", row)
         return row[0]
 
     def assert_many(self, triples: Iterable[tuple[str, str, str]]) -> int:
-        rows = [self._row(s, p, o) for s, p, o in triples]
+        batch = list(triples)
+        for s, p, o in batch:
+            check_terms(s, p, o)
+        rows = [self._row(s, p, o) for s, p, o in batch]
         with self._lock:
             self._db.execute("BEGIN")
             try:
@@ -92,6 +97,7 @@ class SQLiteTriples(_SQLite):
     def match(
         self, s: str | None = None, p: str | None = None, o: str | None = None
     ) -> list[tuple[str, str, str]]:
+        check_terms(s, p, o)
         where, args = [], []
         for col, term in (("fs", s), ("fp", p), ("fo", o)):
             if term is not None:
@@ -109,11 +115,16 @@ class SQLiteTriples(_SQLite):
         return cur.rowcount > 0
 
 
-def _key(value: Any) -> str:
-    return json.dumps(value, sort_keys=True)
+def _terms(id: str, meta: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    return [(id, k, filters.term_json(t)) for k, t in filters.meta_terms(meta)]
 
 
 class SQLiteVectors(_SQLite):
+    """``vector_meta`` is the filter's index: one row per metadata term, as :mod:`.filters`
+    defines terms (``value`` is the term as JSON, ``["n", 1]``). It is derived from
+    ``vectors.meta`` and rebuilt from it when a file written by an earlier version holds
+    bare values there (``1``, ``"s1"``), which compared ``1`` and ``1.0`` as different."""
+
     SCHEMA = """
     CREATE TABLE IF NOT EXISTS vectors (id TEXT PRIMARY KEY, vec BLOB NOT NULL, meta TEXT NOT NULL);
     CREATE TABLE IF NOT EXISTS vector_meta (id TEXT NOT NULL, key TEXT NOT NULL,
@@ -124,11 +135,24 @@ class SQLiteVectors(_SQLite):
     def __init__(self, path: str | Path = ":memory:") -> None:
         super().__init__(path)
         self._cache: tuple[list[str], dict[str, int], npt.NDArray[np.float32]] | None = None
-        self._rows: dict[str, tuple[list[str], npt.NDArray[np.intp]]] = {}  # per filter
+        self._rows: dict[tuple[filters.Cond, ...], tuple[list[str], npt.NDArray[np.intp]]] = {}
         self.dim: int | None = None
         row = self._db.execute("SELECT vec FROM vectors LIMIT 1").fetchone()
         if row is not None:
             self.dim = len(row[0]) // 4
+            held = self._db.execute("SELECT value FROM vector_meta LIMIT 1").fetchone()
+            if held is not None and not held[0].startswith("["):
+                self._reindex()
+
+    def _reindex(self) -> None:
+        """Rebuild the filter index from the metadata."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            rows = self._db.execute("SELECT id, meta FROM vectors").fetchall()
+            self._db.execute("DELETE FROM vector_meta")
+            self._db.executemany("INSERT OR IGNORE INTO vector_meta VALUES (?,?,?)",
+                                 [t for id, meta in rows for t in _terms(id, json.loads(meta))])
+            self._db.execute("COMMIT")  # fmt: skip
 
     def __len__(self) -> int:
         with self._lock:
@@ -144,7 +168,7 @@ class SQLiteVectors(_SQLite):
             v = as_unit(vec, self.dim)
             self.dim = int(v.shape[0])
             rows.append((id, v.tobytes(), json.dumps(dict(meta), sort_keys=True)))
-            metas.extend((id, k, _key(val)) for k, val in filter_keys(meta))
+            metas.extend(_terms(id, meta))
         with self._lock:
             self._db.execute("BEGIN")
             try:
@@ -176,23 +200,41 @@ class SQLiteVectors(_SQLite):
             self._cache = (ids, {i: n for n, i in enumerate(ids)}, mat.reshape(len(ids), dim))
         return self._cache
 
+    def _select(self, cond: filters.Cond) -> set[str]:
+        """Ids whose metadata satisfies one condition: equality and ``in`` by the index,
+        a range by testing each distinct term of the key (the rule of :mod:`.filters`)."""
+        if cond.equal is not None:
+            wanted = [filters.term_json(t) for t in cond.equal]
+            out: set[str] = set()
+            for at in range(0, len(wanted), 500):  # bounded statement size
+                part = wanted[at : at + 500]
+                sql = ("SELECT id FROM vector_meta WHERE key = ? AND value IN "
+                       f"({','.join('?' * len(part))})")  # fmt: skip
+                out.update(r[0] for r in self._db.execute(sql, [cond.key, *part]))
+            return out
+        terms = self._db.execute("SELECT DISTINCT value FROM vector_meta WHERE key = ?",
+                                 (cond.key,)).fetchall()  # fmt: skip
+        admitted = [t for (t,) in terms if cond.admits(filters.term_from_json(t))]
+        return self._select(filters.Cond(cond.key, equal=frozenset(
+            filters.term_from_json(t) for t in admitted))) if admitted else set()  # fmt: skip
+
     def near(self, vec: Vec, k: int, filter: Mapping[str, Any] | None = None) -> list[Match]:
+        conds = filters.parse(filter)
         with self._lock:
             if self.dim is None:
                 return []
             q = as_unit(vec, self.dim)
             ids, pos, mat = self._loaded()
-            if filter:
-                args = [x for k, v in sorted(filter.items()) for x in (k, _key(v))]
-                cache_key = json.dumps(args)
-                held = self._rows.get(cache_key)
+            if conds:
+                held = self._rows.get(conds)
                 if held is None:
-                    parts = " INTERSECT ".join(
-                        "SELECT id FROM vector_meta WHERE key = ? AND value = ?" for _ in filter
-                    )
-                    hit = [r[0] for r in self._db.execute(parts, args).fetchall()]
+                    found: set[str] | None = None
+                    for cond in conds:
+                        got = self._select(cond)
+                        found = got if found is None else found & got
+                    hit = sorted(found or (), key=pos.__getitem__)
                     rows = np.fromiter((pos[i] for i in hit), dtype=np.intp, count=len(hit))
-                    held = self._rows[cache_key] = (hit, rows)
+                    held = self._rows[conds] = (hit, rows)
                 hit, rows = held
                 best = top_k(hit, mat[rows] @ q, k)
             else:
@@ -232,8 +274,9 @@ class SQLiteGraph(_SQLite):
         if label is not None:
             sql += " AND label = ?"
             args = (id, label)
+        sql += " GROUP BY dst ORDER BY min(seq)"  # each neighbour once, in first-linked order
         with self._lock:
-            return [r[0] for r in self._db.execute(sql + " ORDER BY seq", args).fetchall()]
+            return [r[0] for r in self._db.execute(sql, args).fetchall()]
 
     def props(self, id: str) -> dict[str, Any] | None:
         with self._lock:

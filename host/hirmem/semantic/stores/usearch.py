@@ -29,11 +29,13 @@ import numpy as np
 import numpy.typing as npt
 from usearch.index import Index
 
-from hirmem.semantic.stores.base import Match, Vec, as_unit, filter_keys, top_positions
+from hirmem.semantic.stores import filters
+from hirmem.semantic.stores.base import Match, Vec, as_unit, top_positions
 
 __all__ = ["UsearchVectors"]
 
 U64 = np.uint64
+_Subset = tuple[npt.NDArray[np.uint64], npt.NDArray[np.float32]]  # keys, vectors
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -54,8 +56,8 @@ class UsearchVectors:
         self._key: dict[str, int] = {}
         self._id: dict[int, str] = {}
         self._meta: dict[int, dict[str, Any]] = {}
-        self._inv: dict[tuple[str, Any], set[int]] = {}
-        self._subsets: dict[str, tuple[npt.NDArray[np.uint64], npt.NDArray[np.float32]]] = {}
+        self._inv: filters.TermIndex[int] = filters.TermIndex()
+        self._subsets: dict[tuple[filters.Cond, ...], _Subset] = {}
         self._next = 1
         if self.path is not None and self.path.exists():
             self._load(self.path)
@@ -79,16 +81,14 @@ class UsearchVectors:
 
     def _remember(self, id: str, key: int, meta: dict[str, Any]) -> None:
         self._key[id], self._id[key], self._meta[key] = key, id, meta
-        for fk in filter_keys(meta):
-            self._inv.setdefault(fk, set()).add(key)
+        self._inv.add(key, meta)
 
     def _forget(self, id: str) -> int | None:
         key = self._key.pop(id, None)
         if key is None:
             return None
         del self._id[key]
-        for fk in filter_keys(self._meta.pop(key)):
-            self._inv.get(fk, set()).discard(key)
+        self._inv.remove(key, self._meta.pop(key))
         return key
 
     def put(self, id: str, vec: Vec, meta: Mapping[str, Any]) -> None:
@@ -124,29 +124,26 @@ class UsearchVectors:
         self._subsets.clear()
         return True
 
-    def _subset(
-        self, filter: Mapping[str, Any]
-    ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.float32]]:
-        cache = json.dumps(sorted(filter.items(), key=lambda kv: kv[0]), default=str)
-        held = self._subsets.get(cache)
+    def _subset(self, conds: tuple[filters.Cond, ...]) -> _Subset:
+        held = self._subsets.get(conds)
         if held is None:
-            sets = sorted((self._inv.get(fk, set()) for fk in filter.items()), key=len)
-            hit = set(sets[0]).intersection(*sets[1:]) if sets else set()
+            hit = self._inv.select(conds)
             keys = np.fromiter(sorted(hit), dtype=U64, count=len(hit))
             assert self.index is not None and self.dim is not None
             got = self.index.get(keys) if len(keys) else None
             vecs = [v for v in got if v is not None] if isinstance(got, tuple) else []
             mat = (np.stack(vecs).astype(np.float32, copy=False) if vecs
                    else np.zeros((0, self.dim), dtype=np.float32))  # fmt: skip
-            held = self._subsets[cache] = (keys, mat)
+            held = self._subsets[conds] = (keys, mat)
         return held
 
     def near(self, vec: Vec, k: int, filter: Mapping[str, Any] | None = None) -> list[Match]:
+        conds = filters.parse(filter)
         if self.index is None or not self._key or k <= 0:
             return []
         q = as_unit(vec, self.dim)
-        if filter:
-            keys, mat = self._subset(filter)
+        if conds:
+            keys, mat = self._subset(conds)
             sims = mat @ q
             best = [(int(keys[i]), float(sims[i])) for i in top_positions(sims, k)]
         else:
