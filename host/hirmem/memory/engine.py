@@ -151,10 +151,11 @@ class MemoryEngine:
         self._load_index()
 
     def _load_index(self) -> None:
-        rows = self.store.db.execute(
-            "SELECT rowid, id, strength, last_access, trust, state, layer, source, device, "
-            "subject, embedding FROM memories WHERE state != 0 ORDER BY rowid"
-        ).fetchall()
+        with self.store.writing() as db:
+            rows = db.execute(
+                "SELECT rowid, id, strength, last_access, trust, state, layer, source, device, "
+                "subject, embedding FROM memories WHERE state != 0 ORDER BY rowid"
+            ).fetchall()
         if not rows:
             return
         cols = list(zip(*rows, strict=True))
@@ -230,15 +231,16 @@ class MemoryEngine:
         """One step of the strength equation for ``m``; audited when the change is large."""
         new = dynamics.strength_step(m.strength, u, m.priority, m.rn, d, x, self.config)
         out = m.replace(strength=new)
-        if abs(new - m.strength) >= self.config.audit_strength_delta:
-            seq = self.audit.append(
-                "strength",
-                m.id,
-                {"old_strength": m.strength, "strength": new, "x": x, "reason": reason},
-                ts=self.clock(),
-            )
-            out = out.replace(audit_seq=seq)
-        return self._save(out)
+        with self.store.transaction():
+            if abs(new - m.strength) >= self.config.audit_strength_delta:
+                seq = self.audit.append(
+                    "strength",
+                    m.id,
+                    {"old_strength": m.strength, "strength": new, "x": x, "reason": reason},
+                    ts=self.clock(),
+                )
+                out = out.replace(audit_seq=seq)
+            return self._save(out)
 
     # -- stage 1: capture ---------------------------------------------------------------
     def _next_host_id(self) -> bytes:
@@ -322,20 +324,21 @@ class MemoryEngine:
 
     def insert_volatile(self, m: Memory, now: float, actor: str = "system") -> Memory:
         """Store a captured object in the working ring (stage 1), audited."""
-        self.store.insert(m)
-        seq = self.audit.append(
-            "capture", m.id, {"hash": m.hash, "device": m.device or None}, actor=actor, ts=now
-        )
-        m = m.replace(audit_seq=seq)
-        self.store.update(m)
-        self._evict_overflow(now, keep=m.id)
-        return m
+        with self.store.transaction():
+            self.store.insert(m)
+            seq = self.audit.append(
+                "capture", m.id, {"hash": m.hash, "device": m.device or None}, actor=actor, ts=now
+            )
+            m = m.replace(audit_seq=seq)
+            self.store.update(m)
+            self._evict_overflow(now, keep=m.id)
+            return m
 
     def _evict_overflow(self, now: float, keep: str) -> None:
         over = self.store.count("state = 0") - self.config.working_capacity
         if over <= 0:
             return
-        for (mid,) in self.store.db.execute(
+        for (mid,) in self.store.db.execute(  # the writer's own connection: under its lock
             "SELECT id FROM memories WHERE state = 0 AND id != ? "
             "ORDER BY last_access, rowid LIMIT ?",
             (keep, over),
@@ -350,6 +353,10 @@ class MemoryEngine:
         ``device_check`` non-empty means intake found the device's record inconsistent
         (it names what): the memory is quarantined for review whatever the gate says.
         """
+        with self.store.transaction():  # read, decide and write as one step of the writer
+            return self._process(memory_id, device_check, mode)
+
+    def _process(self, memory_id: str, device_check: str, mode: str | None) -> Memory:
         m = self.require(memory_id)
         if m.state is not State.VOLATILE:
             raise HirmemError(f"memory {m.id} was already gated ({m.state.name.lower()})")
@@ -429,11 +436,12 @@ class MemoryEngine:
         *,
         touch: bool = True,
     ) -> list[list[RecallHit]]:
-        now = self.clock()
         q = embed_batch(self.embedder, queries)
-        results = self.index.search(q, k, flt or RecallFilter(), now)
-        if touch:
-            with self.store.transaction():
+        # The index is the writer's: a search never sees it half-updated by a sweep.
+        with self.store.transaction() if touch else self.store.writing():
+            now = self.clock()
+            results = self.index.search(q, k, flt or RecallFilter(), now)
+            if touch:
                 for hits in results:
                     for hit in hits:
                         self._touch(hit.id, now)
@@ -460,6 +468,10 @@ class MemoryEngine:
         """Apply the strength equation to every live memory up to ``now``; archive those
         below ``archive_strength``, promote reinforced candidates. Idempotent: a second
         sweep at the same instant finds nothing to do and writes nothing."""
+        with self.store.transaction():  # one step of the writer, the read included
+            return self._sweep(now)
+
+    def _sweep(self, now: float | None) -> SweepReport:
         t = self.clock() if now is None else now
         cfg = self.config
         rows = self.store.db.execute(
@@ -541,13 +553,14 @@ class MemoryEngine:
 
     def _ids_of(self, rowids: list[int]) -> dict[int, str]:
         out: dict[int, str] = {}
-        for k in range(0, len(rowids), 500):
-            chunk = rowids[k : k + 500]
-            marks = ",".join("?" * len(chunk))
-            for r, mid in self.store.db.execute(
-                f"SELECT rowid, id FROM memories WHERE rowid IN ({marks})", chunk
-            ):
-                out[int(r)] = str(mid)
+        with self.store.reading() as db:
+            for k in range(0, len(rowids), 500):
+                chunk = rowids[k : k + 500]
+                marks = ",".join("?" * len(chunk))
+                for r, mid in db.execute(
+                    f"SELECT rowid, id FROM memories WHERE rowid IN ({marks})", chunk
+                ):
+                    out[int(r)] = str(mid)
         return out
 
     def index_layers(self, rowids: npt.NDArray[np.int64]) -> npt.NDArray[np.int8]:
@@ -593,6 +606,10 @@ class MemoryEngine:
     def check_integrity(self) -> list[str]:
         """Stage 7 for corruption: every memory whose hash does not match its content is
         pressured (X), flagged and quarantined (archived ones are only flagged)."""
+        with self.store.writing():
+            return self._check_integrity()
+
+    def _check_integrity(self) -> list[str]:
         bad: list[str] = []
         for m in self.store.select():
             if not contradiction.is_corrupted(m):
@@ -622,10 +639,10 @@ class MemoryEngine:
         """Write a corrected version of ``memory_id``: a new memory whose prev_hash is the
         prior's hash and whose ``supersedes`` names it. The prior is preserved (a live
         prior is archived, read-only; a quarantined one stays quarantined)."""
-        prior = self.require(memory_id)
-        if prior.state is State.VOLATILE:
-            raise HirmemError(f"memory {memory_id} is volatile: gate it before repairing it")
         with self.store.transaction():
+            prior = self.require(memory_id)
+            if prior.state is State.VOLATILE:
+                raise HirmemError(f"memory {memory_id} is volatile: gate it before repairing it")
             new = self.capture(
                 payload,
                 prior.source,
@@ -657,10 +674,11 @@ class MemoryEngine:
     # -- inspection ---------------------------------------------------------------------
     def verify_audit(self) -> Verification:
         """Walk the chain; also catch a truncated tail (a memory citing a missing seq)."""
-        result = self.audit.verify()
-        if not result.ok:
-            return result
-        row = self.store.db.execute("SELECT max(audit_seq) FROM memories").fetchone()
+        with self.store.reading() as db:  # one snapshot for the chain and the rows
+            result = self.audit.verify()
+            if not result.ok:
+                return result
+            row = db.execute("SELECT max(audit_seq) FROM memories").fetchone()
         cited = int(row[0] or 0)
         if cited > result.count:
             return Verification(

@@ -37,6 +37,10 @@ def follow_intake(engine: MemoryEngine, store: IntakeReader, *, limit: int = 100
         for rowid, pack in batch:
             records = [r for r in pack.items if isinstance(r, Record)]
             with engine.store.transaction():
+                # another follower may have taken this pack since the cursor was read
+                if int(engine.store.meta(CURSOR_KEY, "0") or 0) >= rowid:
+                    cursor = rowid
+                    continue
                 got = intake_records(engine, records, pack.signer, pack.kid, pack.prev)
                 engine.store.set_meta(CURSOR_KEY, str(rowid))
             cursor = rowid

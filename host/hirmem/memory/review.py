@@ -57,6 +57,13 @@ def decide(
         raise HirmemError("a review needs a reason: say why the steward decided this")
     if decision not in DECISIONS:
         raise HirmemError(f"decision must be one of {DECISIONS}, got {decision!r}")
+    with engine.store.transaction():  # read, check and decide as one step of the writer
+        return _decide(engine, memory_id, steward, decision, reason)
+
+
+def _decide(
+    engine: MemoryEngine, memory_id: str, steward: str, decision: str, reason: str
+) -> Decision:
     m = engine.require(memory_id)
     if m.state is not State.QUARANTINED:
         raise HirmemError(
@@ -73,7 +80,7 @@ def decide(
         seq = engine.audit.append(
             "review", memory_id, {"decision": decision, "reason": reason}, actor=actor, ts=now
         )
-        cur = engine.store.db.execute(
+        cur = engine.store.db.execute(  # the writer's connection: inside its transaction
             "INSERT INTO reviews(memory_id, steward, decision, reason, ts, audit_seq) "
             "VALUES (?, ?, ?, ?, ?, ?)",
             (memory_id, steward, decision, reason, now, seq),
@@ -95,4 +102,5 @@ def decisions(engine: MemoryEngine, memory_id: str | None = None) -> list[Decisi
     if memory_id is not None:
         sql += " WHERE memory_id = ?"
         params = (memory_id,)
-    return [Decision(*row) for row in engine.store.db.execute(sql + " ORDER BY seq", params)]
+    with engine.store.reading() as db:
+        return [Decision(*row) for row in db.execute(sql + " ORDER BY seq", params)]

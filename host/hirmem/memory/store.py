@@ -15,12 +15,24 @@ The database itself refuses what the invariants forbid, whatever code talks to i
 
 Schema versions live in ``PRAGMA user_version``; :data:`MIGRATIONS` brings any older
 file up to date on open.
+
+**One writer.** The write connection belongs to the store's writer: a re-entrant lock
+that a thread holds for a whole transaction (:meth:`Store.transaction`) or a single write
+(:meth:`Store.writing`). Admissions, follow, sweeps, repairs and reviews all run under it,
+so no two threads ever interleave statements, transaction depth or cached chain heads.
+Readers never share the writer's transaction state: a thread that does not hold the
+writer reads through its own read-only connection (:meth:`Store.reading`), which in WAL
+mode sees the last committed snapshot and never waits for the writer. A ``":memory:"``
+store has no second connection to give (a private in-memory database is visible to one
+connection only), so there reads go through the writer: they take the lock and wait for
+the running transaction to end, which also keeps them out of its uncommitted state.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -142,16 +154,44 @@ def from_row(row: Sequence[Any]) -> tuple[int, Memory]:
     return int(row[0]), Memory(**values)
 
 
+class Writer:
+    """The store's single writer: a re-entrant lock that knows which thread holds it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self.owner: int | None = None
+        self._holds = 0
+
+    def held(self) -> bool:
+        return self.owner == threading.get_ident()
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+        self.owner = threading.get_ident()
+        self._holds += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self._holds -= 1
+        if self._holds == 0:
+            self.owner = None
+        self._lock.release()
+
+
 class Store:
     """One SQLite file (or ``":memory:"``) holding a memory engine's state."""
 
     def __init__(self, path: str | Path = ":memory:") -> None:
         self.path = str(path)
+        self.in_memory = self.path == ":memory:" or self.path.startswith("file::memory:")
+        # The write connection: only for the thread that holds ``self.writer``.
         self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute("PRAGMA foreign_keys=ON")
+        self.writer = Writer()
         self._depth = 0
+        self._readers: dict[int, sqlite3.Connection] = {}  # thread id → read connection
+        self._readers_lock = threading.Lock()
         self.rollback_hooks: list[Callable[[], None]] = []
         self.migrate()
 
@@ -176,36 +216,89 @@ class Store:
     # -- transactions -------------------------------------------------------------------
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """Nestable: only the outermost level begins and commits (or rolls back)."""
-        if self._depth:
-            self._depth += 1
+        """Hold the writer and run one transaction. Nestable: only the outermost level
+        begins and commits (or rolls back)."""
+        with self.writer:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            self.db.execute("BEGIN IMMEDIATE")
+            self._depth = 1
             try:
                 yield
-            finally:
-                self._depth -= 1
-            return
-        self.db.execute("BEGIN IMMEDIATE")
-        self._depth = 1
-        try:
-            yield
-        except BaseException:
+            except BaseException:
+                self._depth = 0
+                self.db.execute("ROLLBACK")
+                for hook in self.rollback_hooks:  # caches (audit head, recall index) re-read
+                    hook()
+                raise
             self._depth = 0
-            self.db.execute("ROLLBACK")
-            for hook in self.rollback_hooks:  # caches (audit head, recall index) re-read
-                hook()
-            raise
-        self._depth = 0
-        self.db.execute("COMMIT")
+            self.db.execute("COMMIT")
+
+    @contextmanager
+    def writing(self) -> Iterator[sqlite3.Connection]:
+        """Hold the writer (no transaction of its own) and get the write connection."""
+        with self.writer:
+            yield self.db
+
+    @contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """A connection to read from, never sharing another thread's transaction.
+
+        The writer's own thread reads its connection (it must see what it is writing);
+        any other thread gets its own read-only connection, inside one read transaction
+        (one consistent snapshot for the whole block); a ``":memory:"`` store reads
+        through the writer.
+        """
+        if self.writer.held():
+            yield self.db
+            return
+        if self.in_memory:
+            with self.writer:
+                yield self.db
+            return
+        conn = self._reader()
+        if conn.in_transaction:  # a nested read: already inside this thread's snapshot
+            yield conn
+            return
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            conn.execute("COMMIT")
+
+    def _reader(self) -> sqlite3.Connection:
+        ident = threading.get_ident()
+        with self._readers_lock:
+            conn = self._readers.get(ident)
+            if conn is None:
+                alive = {t.ident for t in threading.enumerate()}
+                for gone in [k for k in self._readers if k not in alive]:  # bounded: live threads
+                    self._readers.pop(gone).close()
+                conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+                conn.execute("PRAGMA query_only=ON")
+                self._readers[ident] = conn
+            return conn
 
     def close(self) -> None:
-        self.db.close()
+        with self._readers_lock:
+            for conn in self._readers.values():
+                conn.close()
+            self._readers.clear()
+        with self.writer:
+            self.db.close()
 
     # -- memories -----------------------------------------------------------------------
     def insert(self, m: Memory) -> int:
         names = ", ".join(COLUMNS)
         marks = ", ".join(f":{c}" for c in COLUMNS)
         try:
-            cur = self.db.execute(f"INSERT INTO memories ({names}) VALUES ({marks})", to_row(m))
+            with self.writing() as db:
+                cur = db.execute(f"INSERT INTO memories ({names}) VALUES ({marks})", to_row(m))
         except sqlite3.IntegrityError as exc:
             raise HirmemError(f"memory {m.id} cannot be stored: {exc}") from exc
         return int(cur.lastrowid or 0)
@@ -214,50 +307,60 @@ class Store:
         """Write the mutable fields of ``m`` (content fields are immutable)."""
         row = to_row(m)
         sets = ", ".join(f"{c} = :{c}" for c in _MUTABLE)
-        cur = self.db.execute(f"UPDATE memories SET {sets} WHERE id = :id", row)
+        with self.writing() as db:
+            cur = db.execute(f"UPDATE memories SET {sets} WHERE id = :id", row)
         if cur.rowcount != 1:
             raise HirmemError(f"memory {m.id} is not in the store")
 
     def delete_volatile(self, memory_id: str) -> None:
-        self.db.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+        with self.writing() as db:
+            db.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
 
     def get(self, memory_id: str) -> Memory | None:
-        row = self.db.execute(_SELECT + " WHERE id = ?", (memory_id,)).fetchone()
+        with self.reading() as db:
+            row = db.execute(_SELECT + " WHERE id = ?", (memory_id,)).fetchone()
         return None if row is None else from_row(row)[1]
 
     def rowid(self, memory_id: str) -> int | None:
-        row = self.db.execute("SELECT rowid FROM memories WHERE id = ?", (memory_id,)).fetchone()
+        with self.reading() as db:
+            row = db.execute("SELECT rowid FROM memories WHERE id = ?", (memory_id,)).fetchone()
         return None if row is None else int(row[0])
 
     def select(self, where: str = "", params: Sequence[Any] = (), tail: str = "") -> list[Memory]:
         sql = _SELECT + (f" WHERE {where}" if where else "") + (f" {tail}" if tail else "")
-        return [from_row(row)[1] for row in self.db.execute(sql, tuple(params))]
+        with self.reading() as db:
+            return [from_row(row)[1] for row in db.execute(sql, tuple(params))]
 
     def select_rows(self, where: str = "", params: Sequence[Any] = ()) -> list[tuple[int, Memory]]:
         sql = _SELECT + (f" WHERE {where}" if where else "") + " ORDER BY rowid"
-        return [from_row(row) for row in self.db.execute(sql, tuple(params))]
+        with self.reading() as db:
+            return [from_row(row) for row in db.execute(sql, tuple(params))]
 
     def count(self, where: str = "", params: Sequence[Any] = ()) -> int:
         sql = "SELECT count(*) FROM memories" + (f" WHERE {where}" if where else "")
-        return int(self.db.execute(sql, tuple(params)).fetchone()[0])
+        with self.reading() as db:
+            return int(db.execute(sql, tuple(params)).fetchone()[0])
 
     def counts_by(self, column: str) -> dict[int, int]:
         if column not in ("state", "layer"):
             raise HirmemError(f"cannot count by {column}")
-        rows = self.db.execute(f"SELECT {column}, count(*) FROM memories GROUP BY {column}")
-        return {int(k): int(v) for k, v in rows}
+        with self.reading() as db:
+            rows = db.execute(f"SELECT {column}, count(*) FROM memories GROUP BY {column}")
+            return {int(k): int(v) for k, v in rows}
 
     # -- meta ---------------------------------------------------------------------------
     def meta(self, key: str, default: str | None = None) -> str | None:
-        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        with self.reading() as db:
+            row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return default if row is None else str(row[0])
 
     def set_meta(self, key: str, value: str) -> None:
-        self.db.execute(
-            "INSERT INTO meta(key, value) VALUES (?, ?) "
-            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            (key, value),
-        )
+        with self.writing() as db:
+            db.execute(
+                "INSERT INTO meta(key, value) VALUES (?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
 
 
 def _statements(script: str) -> list[str]:
