@@ -127,7 +127,19 @@ def _daemon(args: argparse.Namespace) -> int:
     }
     config = load_config(args.config, args.device, overrides)
     setup_logging(args.log_format)
-    Daemon(config).run()
+    daemon = Daemon(config)  # creates the intake database the memory keeper reads
+    if config.memory is not None:
+        from hirmem.memory.config import MemoryConfig
+        from hirmem.memory.keeper import MemoryKeeper
+
+        try:
+            mcfg = MemoryConfig.load(config.memory_config) if config.memory_config else None
+            keeper = MemoryKeeper.open(config.memory, config.database, config.memory_every, mcfg)
+            daemon.add_background(keeper)
+        except BaseException:
+            daemon.stop()
+            raise
+    daemon.run()
     return 0
 
 
