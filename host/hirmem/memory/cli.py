@@ -11,6 +11,7 @@ Wire it in with ``add_parser(subparsers)`` and dispatch ``run(args)``::
     hirmem memory --db mem.sqlite admit TEXT --source S [--flags 0x0fff]
     hirmem memory --db mem.sqlite recall TEXT [-k 5] [--state consolidated]
     hirmem memory --db mem.sqlite sweep
+    hirmem memory --db mem.sqlite repair ID PAYLOAD --reason WHY [--steward NAME] [--flags 0x0fff]
     hirmem memory --db mem.sqlite review list
     hirmem memory --db mem.sqlite review decide ID --steward NAME --decision promote --reason WHY
     hirmem memory --db mem.sqlite review history [ID]
@@ -67,6 +68,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     rc.add_argument("--no-touch", action="store_true", help="do not count this as a rehearsal")
     _filters(rc)
     sub.add_parser("sweep", help="run the decay sweep now")
+    _repair_parser(sub)
     fol = sub.add_parser("follow", help="admit the device packs the daemon stored since last time")
     fol.add_argument("--intake", default="hirmem.db", help="the daemon's store (%(default)s)")
     rv = sub.add_parser("review", help="steward review of quarantined memories")
@@ -80,6 +82,32 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     rh = rsub.add_parser("history", help="recorded decisions")
     rh.add_argument("id", nargs="?")
     return p
+
+
+def _repair_parser(sub: Any) -> None:
+    rp = sub.add_parser("repair", help="write a corrected version of a memory (the prior stays)")
+    rp.add_argument("id", help="the memory to correct (its latest version)")
+    rp.add_argument("payload", help="the corrected content")
+    rp.add_argument("--reason", required=True, help="why (kept in the audit chain)")
+    rp.add_argument("--steward", help="who repairs (audited as steward:NAME; default system)")
+    rp.add_argument("--source", help="new source (default: the prior's)")
+    rp.add_argument("--flags", type=lambda s: int(s, 0), help="new sub-check flags")
+    rp.add_argument("--confidence", type=float, help="new Q (default: the prior's)")
+    rp.add_argument("--provenance", type=float, help="new P (default: the prior's)")
+    rp.add_argument("--value", help="structured value, when the payload carries none")
+
+
+def _repair(engine: MemoryEngine, args: argparse.Namespace) -> int:
+    new = engine.repair(
+        args.id, args.payload, reason=args.reason,
+        actor=f"steward:{args.steward}" if args.steward else "system",
+        value=args.value, source=args.source, flags=args.flags,
+        confidence=args.confidence, provenance=args.provenance,
+    )  # fmt: skip
+    print(f"v{new.version} " + _line(new) + f"\n    supersedes {new.supersedes}")
+    if new.quarantine_reason:
+        print(f"  quarantined: {new.quarantine_reason}")
+    return 0
 
 
 def _filters(p: argparse.ArgumentParser) -> None:
@@ -206,6 +234,8 @@ def _run(engine: MemoryEngine, args: argparse.Namespace) -> int:
                 f"Rec {hit.recency:.3f} · Trust {hit.trust:.3f}  {hit.id}"
             )
         return 0
+    if cmd == "repair":
+        return _repair(engine, args)
     if cmd == "sweep":
         r = engine.sweep()
         print(f"swept {r.examined}: {r.changed} changed, {r.archived} archived, "

@@ -37,7 +37,24 @@ Defaults and why:
   ``"minilm"`` is all-MiniLM-L6-v2 (384-d, numpy, optional packages: see
   :mod:`hirmem.memory.minilm`). A store keeps the embedder it was built with.
   ``embed_dim = 256`` — width of the hash embedder's vectors (MiniLM's is always 384).
-* ``sweep_interval_s = 3600`` — how often the decay scheduler sweeps.
+* ``sweep_interval_s = 3600`` — how often the decay scheduler sweeps (the daemon runs
+  it; see ``memory_every`` in :mod:`hirmem.daemon.config`).
+* ``max_strength = 1.0`` — strength saturates here: rehearsal can bring a memory back to
+  the strength of a perfect write (W ≤ 1) but never bank more, so a memory recalled a
+  thousand times still fades within ``max_strength / β`` idle days (20 by default).
+* ``rehearsal_min_sim = 0.35`` — a recall hit counts as a rehearsal only when its
+  similarity to the query is at least this; its U is then the similarity itself (a hit
+  at 0.9 rehearses three times as much as one at 0.3 would), so U·Rel·Rn of the strength
+  equation is ``sim · priority · Rn``. Weaker hits are returned but not strengthened.
+* ``review_strength = 0.90`` — a steward's *promote* restores a memory to at least this
+  strength (audited), so a memory a contradiction pressed to 0 does not come back at 0
+  and archive at the next sweep.
+* A GREEN record whose W is below ``archive_strength`` is held as a candidate (audited
+  with the reason), never consolidated at a strength the next sweep would archive.
+* ``history_bucket_s = 3600``, ``history_points = 336`` — strength over time is kept per
+  memory at each sweep and rehearsal, one point per bucket of ``history_bucket_s`` (the
+  last in a bucket wins) in a ring of ``history_points`` slots: at most 336 rows per
+  memory, two weeks at hourly resolution (:meth:`MemoryEngine.strength_history`).
 """
 
 from __future__ import annotations
@@ -80,6 +97,11 @@ class MemoryConfig:
     embed_dim: int = 256
     sweep_interval_s: float = 3600.0
     default_priority: float = 0.5
+    max_strength: float = 1.0
+    rehearsal_min_sim: float = 0.35
+    review_strength: float = 0.90
+    history_bucket_s: float = 3600.0
+    history_points: int = 336
 
     def __post_init__(self) -> None:
         for name in (
@@ -94,7 +116,7 @@ class MemoryConfig:
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise HirmemError(f"memory config {name} must be a finite number ≥ 0, got {value}")
-        for name in ("decay_tau_s", "recency_tau_s", "sweep_interval_s"):
+        for name in ("decay_tau_s", "recency_tau_s", "sweep_interval_s", "history_bucket_s"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise HirmemError(f"memory config {name} must be > 0 seconds, got {value}")
@@ -112,6 +134,14 @@ class MemoryConfig:
             raise HirmemError(f"gate_mode must be one of {GATE_MODES}, got {self.gate_mode!r}")
         if self.embedder not in EMBEDDERS:
             raise HirmemError(f"embedder must be one of {EMBEDDERS}, got {self.embedder!r}")
+        if not (math.isfinite(self.max_strength) and self.max_strength >= self.promote_strength):
+            raise HirmemError("memory config needs a finite max_strength ≥ promote_strength")
+        for name in ("rehearsal_min_sim", "review_strength"):
+            value = getattr(self, name)
+            if not 0 <= value <= 1:
+                raise HirmemError(f"memory config {name} must be in 0..1, got {value}")
+        if not 1 <= self.history_points <= 100_000:
+            raise HirmemError("memory config history_points must be in 1..100000")
         if self.working_capacity < 1 or self.embed_dim < 8:
             raise HirmemError("working_capacity must be ≥ 1 and embed_dim ≥ 8")
 

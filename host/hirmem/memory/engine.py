@@ -51,6 +51,10 @@ __all__ = ["GateScores", "MemoryEngine", "SweepReport"]
 
 HOST_ID = b"hirmhost"  # 8-byte prefix of host-assigned memory ids
 
+# why a strength-history point was written (the ``cause`` column)
+HISTORY_ADMIT, HISTORY_SWEEP, HISTORY_REHEARSAL, HISTORY_PRESSURE, HISTORY_REVIEW = range(5)
+HISTORY_CAUSES = ("admit", "sweep", "rehearsal", "pressure", "review")
+
 
 @dataclass(frozen=True)
 class GateScores:
@@ -130,7 +134,7 @@ class MemoryEngine:
                 f"memory store {path} was built with embedder {known}, "
                 f"not {self.embedder.name}: open it with the same embedder"
             )
-        self.index = RecallIndex(self.embedder.dim, self.config.recency_tau_s, self.clock())
+        self.index = self._new_index()
         self._load_index()
         self.store.rollback_hooks.append(self._reload_index)
         last = self.store.meta("last_sweep")
@@ -147,14 +151,20 @@ class MemoryEngine:
     # -- helpers ------------------------------------------------------------------------
     def _reload_index(self) -> None:
         """After a rolled-back transaction: rebuild the index from what was committed."""
-        self.index = RecallIndex(self.embedder.dim, self.config.recency_tau_s, self.clock())
+        self.index = self._new_index()
         self._load_index()
+
+    def _new_index(self) -> RecallIndex:
+        index = RecallIndex(self.embedder.dim, self.config.recency_tau_s, self.clock())
+        cfg = self.config
+        index.decay = lambda now, m, last, done: dynamics.decayed_now(now, m, last, done, cfg)
+        return index
 
     def _load_index(self) -> None:
         with self.store.writing() as db:
             rows = db.execute(
                 "SELECT rowid, id, strength, last_access, trust, state, layer, source, device, "
-                "subject, embedding FROM memories WHERE state != 0 ORDER BY rowid"
+                "subject, embedding, decayed_at FROM memories WHERE state != 0 ORDER BY rowid"
             ).fetchall()
         if not rows:
             return
@@ -171,6 +181,7 @@ class MemoryEngine:
             list(cols[7]),
             list(cols[8]),
             list(cols[9]),
+            np.array(cols[11], dtype=np.float64),
         )
 
     def _save(self, m: Memory) -> Memory:
@@ -240,7 +251,12 @@ class MemoryEngine:
                     ts=self.clock(),
                 )
                 out = out.replace(audit_seq=seq)
-            return self._save(out)
+            saved = self._save(out)
+            rowid = self.store.rowid(m.id)
+            if rowid is not None:
+                self._record_history(np.array([rowid]), self.clock(), np.array([new]),
+                                     HISTORY_PRESSURE)  # fmt: skip
+            return saved
 
     # -- stage 1: capture ---------------------------------------------------------------
     def _next_host_id(self) -> bytes:
@@ -371,6 +387,11 @@ class MemoryEngine:
             target = dynamics.rn_disposition(g.rn, self.config)
             if target is State.QUARANTINED:
                 reason = "Rn below yellow"
+            elif target is State.CONSOLIDATED and g.w < self.config.archive_strength:
+                # GREEN but born below the archive threshold: held as a candidate that
+                # rehearsal may still reinforce, never consolidated at a strength the
+                # next sweep archives
+                target, reason = State.CANDIDATE, "Rn ≥ green but W below archive_strength: held"
         with self.store.transaction():
             scored = m.replace(
                 flags=flags, h=g.h, i=g.i, r=g.r, f=g.f, c=g.c, rn=g.rn, w=g.w,
@@ -406,7 +427,10 @@ class MemoryEngine:
                 out = self.transition(cand, State.CONSOLIDATED, "Rn ≥ green: direct")
             else:
                 out = self.transition(scored, target, reason or "Rn ≥ yellow: held")
-            if out.state is not State.QUARANTINED:
+            rowid = self.store.rowid(out.id)
+            if rowid is not None:
+                self._record_history(np.array([rowid]), now, np.array([g.w]), HISTORY_ADMIT)
+            if out.state in (State.CANDIDATE, State.CONSOLIDATED):
                 out = self._resolve_conflicts(out)
             return out
 
@@ -444,24 +468,38 @@ class MemoryEngine:
             if touch:
                 for hits in results:
                     for hit in hits:
-                        self._touch(hit.id, now)
+                        self._touch(hit, now)
         return results
 
-    def _touch(self, memory_id: str, now: float) -> None:
-        """A rehearsal: settle pending strength (U so far, decay to now), then count it."""
-        m = self.require(memory_id)
-        d = dynamics.decay_between(m.last_access, m.decayed_at, now, self.config)
-        u = m.access_count - m.access_seen
-        new = dynamics.strength_step(m.strength, u, m.priority, m.rn, d, 0.0, self.config)
-        self._save(
-            m.replace(
-                strength=new,
-                access_seen=m.access_count,
-                access_count=m.access_count + 1,
-                last_access=now,
-                decayed_at=max(m.decayed_at, now),
-            )
+    def _touch(self, hit: RecallHit, now: float) -> None:
+        """A recall hit: a rehearsal when similar enough (U = the similarity), settled at
+        once with the decay up to now; audited when the change is large, kept in the
+        strength history. Only live memories are rehearsed: an archived (read-only) or
+        quarantined memory reached by an explicit filter is returned unchanged."""
+        m = self.require(hit.id)
+        if m.state not in (State.CANDIDATE, State.CONSOLIDATED):
+            return
+        cfg = self.config
+        u = hit.sim if hit.sim >= cfg.rehearsal_min_sim else 0.0
+        d = dynamics.decay_between(m.last_access, m.decayed_at, now, cfg)
+        pending = m.access_count - m.access_seen  # rehearsals of an older store, not yet folded
+        new = dynamics.strength_step(m.strength, u + pending, m.priority, m.rn, d, 0.0, cfg)
+        out = m.replace(
+            strength=new,
+            access_seen=m.access_count + 1,
+            access_count=m.access_count + 1,
+            last_access=now,
+            decayed_at=max(m.decayed_at, now),
         )
+        if abs(new - m.strength) >= cfg.audit_strength_delta:
+            seq = self.audit.append(
+                "strength", m.id,
+                {"old_strength": m.strength, "strength": new, "reason": "rehearsal", "now": now},
+                ts=now,
+            )  # fmt: skip
+            out = out.replace(audit_seq=seq)
+        self._save(out)
+        self._record_history(np.array([hit.rowid]), now, np.array([new]), HISTORY_REHEARSAL)
 
     # -- stage 5 over time: the decay sweep ---------------------------------------------
     def sweep(self, now: float | None = None) -> SweepReport:
@@ -548,7 +586,10 @@ class MemoryEngine:
             )  # fmt: skip
             self.store.set_meta("last_sweep", repr(t))
         upd = np.union1d(idx, special)
-        self.index.update_columns(rowid[upd], res.strength[upd], new_state[upd], new_layer[upd])
+        self.index.update_columns(
+            rowid[upd], res.strength[upd], new_state[upd], new_layer[upd], res.decayed_at[upd]
+        )
+        self._record_history(rowid[idx], t, res.strength[idx], HISTORY_SWEEP)
         return SweepReport(t, len(a), len(idx), int(archive.sum()), int(promote.sum()))
 
     def _ids_of(self, rowids: list[int]) -> dict[int, str]:
@@ -635,26 +676,48 @@ class MemoryEngine:
         actor: str = "system",
         value: str | None = None,
         negated: bool | None = None,
+        source: str | None = None,
+        flags: int | None = None,
+        confidence: float | None = None,
+        provenance: float | None = None,
     ) -> Memory:
         """Write a corrected version of ``memory_id``: a new memory whose prev_hash is the
         prior's hash and whose ``supersedes`` names it. The prior is preserved (a live
-        prior is archived, read-only; a quarantined one stays quarantined)."""
+        prior is archived, read-only; a quarantined one stays quarantined).
+
+        The new version is gated on its own inputs: the structured triple comes from the
+        new payload when it carries one (``value``/``negated`` override it), and the
+        sub-check ``flags``, ``confidence``, ``provenance`` and ``source`` given here
+        replace the prior's (each defaults to the prior's). A version can be repaired
+        once: repairing a superseded memory is refused and names the newer version.
+        """
         with self.store.transaction():
             prior = self.require(memory_id)
             if prior.state is State.VOLATILE:
                 raise HirmemError(f"memory {memory_id} is volatile: gate it before repairing it")
+            newer = self.store.select("supersedes = ?", (prior.id,))
+            if newer:
+                raise HirmemError(
+                    f"memory {memory_id} was already repaired by {newer[0].id} (version "
+                    f"{newer[0].version}): repair the latest version, not a superseded one"
+                )
+            data = payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)
+            parsed = contradiction.structured(data)
+            subject, attribute, own_value, own_negated = parsed or (
+                prior.subject, prior.attribute, prior.value, prior.negated
+            )  # fmt: skip
             new = self.capture(
-                payload,
-                prior.source,
-                flags=prior.flags,
-                confidence=prior.confidence,
-                provenance=prior.provenance,
+                data,
+                prior.source if source is None else source,
+                flags=prior.flags if flags is None else flags,
+                confidence=prior.confidence if confidence is None else confidence,
+                provenance=prior.provenance if provenance is None else provenance,
                 priority=prior.priority,
                 context=prior.context,
-                subject=prior.subject,
-                attribute=prior.attribute,
-                value=prior.value if value is None else value,
-                negated=prior.negated if negated is None else negated,
+                subject=subject,
+                attribute=attribute,
+                value=own_value if value is None else value,
+                negated=own_negated if negated is None else negated,
                 kind=prior.kind,
                 links=(prior.id,),
                 _prev_hash=prior.hash,
@@ -664,12 +727,74 @@ class MemoryEngine:
             if prior.device:
                 new = self._save(new.replace(device=prior.device, kid=prior.kid))
             self.audit.append(
-                "repair", new.id, {"prior": prior.id, "version": new.version, "reason": reason},
+                "repair", new.id,
+                {"prior": prior.id, "version": new.version, "reason": reason, "hash": new.hash,
+                 "flags": new.flags},
                 actor=actor, ts=self.clock(),
             )  # fmt: skip
             if prior.state in (State.CANDIDATE, State.CONSOLIDATED):
                 self.transition(prior, State.ARCHIVED, f"superseded by {new.id}", actor=actor)
             return self.process(new.id)
+
+    def restore_strength(self, memory_id: str, floor: float, reason: str, actor: str) -> Memory:
+        """Raise a memory's strength to at least ``floor`` (a steward vouching for it),
+        audited; a memory already stronger is left as it is."""
+        with self.store.transaction():
+            m = self.require(memory_id)
+            if m.strength >= floor:
+                return m
+            now = self.clock()
+            seq = self.audit.append(
+                "strength", m.id,
+                {"old_strength": m.strength, "strength": floor, "reason": reason, "now": now},
+                actor=actor, ts=now,
+            )  # fmt: skip
+            out = self._save(m.replace(strength=floor, decayed_at=max(m.decayed_at, now),
+                                       audit_seq=seq))  # fmt: skip
+            rowid = self.store.rowid(m.id)
+            if rowid is not None:
+                self._record_history(np.array([rowid]), now, np.array([floor]), HISTORY_REVIEW)
+            return out
+
+    def access(self, memory_id: str) -> Memory:
+        """Read a memory by id as a use of it: an object in the working ring becomes the
+        most recently accessed (the ring evicts the least recently *accessed*). Gated
+        memories are returned as :meth:`get` would (a recall is their rehearsal)."""
+        with self.store.transaction():
+            m = self.require(memory_id)
+            if m.state is not State.VOLATILE:
+                return m
+            return self._save(m.replace(last_access=self.clock()))
+
+    # -- strength over time -------------------------------------------------------------
+    def _record_history(
+        self, rowids: npt.NDArray[np.int64], t: float, strength: npt.NDArray[np.float64],
+        cause: int,
+    ) -> None:  # fmt: skip
+        """Keep (t, strength) per memory in its ring of ``history_points`` time buckets."""
+        if len(rowids) == 0:
+            return
+        cfg = self.config
+        slot = int(t // cfg.history_bucket_s) % cfg.history_points
+        with self.store.writing() as db:
+            db.executemany(
+                "INSERT INTO strength_history(memory, slot, ts, strength, cause) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT(memory, slot) DO UPDATE SET "
+                "ts = excluded.ts, strength = excluded.strength, cause = excluded.cause",
+                ((int(r), slot, t, float(m), cause)
+                 for r, m in zip(rowids.tolist(), strength.tolist(), strict=True)),
+            )  # fmt: skip
+
+    def strength_history(self, memory_id: str) -> list[tuple[float, float, str]]:
+        """(time, strength, cause) points of a memory, oldest first (at most
+        ``history_points``; the last point of each ``history_bucket_s`` bucket)."""
+        with self.store.reading() as db:
+            rows = db.execute(
+                "SELECT h.ts, h.strength, h.cause FROM strength_history h "
+                "JOIN memories m ON m.rowid = h.memory WHERE m.id = ? ORDER BY h.ts",
+                (memory_id,),
+            ).fetchall()
+        return [(float(t), float(v), HISTORY_CAUSES[int(c)]) for t, v, c in rows]
 
     # -- inspection ---------------------------------------------------------------------
     def verify_audit(self) -> Verification:

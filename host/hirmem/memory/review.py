@@ -3,8 +3,8 @@
 Quarantined memories are preserved with their audit trace (MEM-INV-3). A steward
 decides one of:
 
-* ``promote`` — quarantined → candidate, then the consolidation rule of stage 5
-  applies (Rn ≥ green consolidates).
+* ``promote`` — quarantined → candidate at no less than ``review_strength`` (audited),
+  then the consolidation rule of stage 5 applies (Rn ≥ green consolidates).
 * ``retire`` — quarantined → archived (read-only, preserved).
 
 Permanent quarantine (R = 0: a domination pattern, or consent not enforced; MEM-INV-2)
@@ -87,6 +87,11 @@ def _decide(
         )
         if decision == "promote":
             y = engine.transition(m, State.CANDIDATE, f"steward review: {reason}", actor=actor)
+            # the steward vouches for it: it does not come back at the strength the
+            # pressure left it (0 would archive it at the next sweep)
+            y = engine.restore_strength(
+                y.id, engine.config.review_strength, "promoted by steward", actor
+            )
             if y.rn >= engine.config.green and y.h > 0:
                 engine.transition(y, State.CONSOLIDATED, "Rn ≥ green after review", actor=actor)
         elif decision == "retire":

@@ -112,7 +112,41 @@ CREATE INDEX memories_device ON memories(device);
 CREATE INDEX memories_supersedes ON memories(supersedes);
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+# v3: the lifecycle and permanent quarantine enforced by the database too; one repair
+# per version (no forked chains); the audit indexed by memory (verify joins rows to
+# their capture and admission records); signed checkpoints of the chain head.
+_V3 = """
+CREATE TRIGGER memories_legal_state BEFORE UPDATE OF state ON memories
+WHEN NEW.state != OLD.state AND OLD.state * 10 + NEW.state NOT IN (1, 3, 12, 13, 14, 23, 24, 31, 34)
+BEGIN SELECT RAISE(ABORT, 'illegal lifecycle transition (see hirmem.memory.states)'); END;
+CREATE TRIGGER memories_permanent_quarantine BEFORE UPDATE OF permanent, state ON memories
+WHEN OLD.permanent = 1 AND (NEW.permanent = 0 OR (OLD.state = 3 AND NEW.state != 3))
+BEGIN SELECT RAISE(ABORT, 'permanent quarantine cannot be lifted (MEM-INV-2)'); END;
+CREATE UNIQUE INDEX memories_one_repair ON memories(supersedes) WHERE supersedes != '';
+CREATE INDEX audit_memory ON audit(memory_id, action);
+CREATE TABLE checkpoints (
+    seq INTEGER PRIMARY KEY,
+    audit_seq INTEGER NOT NULL,
+    head BLOB NOT NULL,
+    ts INTEGER NOT NULL,
+    kid BLOB NOT NULL,
+    signature BLOB NOT NULL
+);
+CREATE TRIGGER checkpoints_no_update BEFORE UPDATE ON checkpoints
+BEGIN SELECT RAISE(ABORT, 'checkpoints are append-only: no update'); END;
+CREATE TRIGGER checkpoints_no_delete BEFORE DELETE ON checkpoints
+BEGIN SELECT RAISE(ABORT, 'checkpoints are append-only: no delete'); END;
+CREATE TABLE strength_history (
+    memory INTEGER NOT NULL,
+    slot INTEGER NOT NULL,
+    ts REAL NOT NULL,
+    strength REAL NOT NULL,
+    cause INTEGER NOT NULL,
+    PRIMARY KEY (memory, slot)
+) WITHOUT ROWID;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 COLUMNS: tuple[str, ...] = (
