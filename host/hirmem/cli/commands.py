@@ -134,7 +134,10 @@ def _daemon(args: argparse.Namespace) -> int:
 
         try:
             mcfg = MemoryConfig.load(config.memory_config) if config.memory_config else None
-            keeper = MemoryKeeper.open(config.memory, config.database, config.memory_every, mcfg)
+            key = read_key_file(config.host_key) if config.host_key else None
+            keeper = MemoryKeeper.open(
+                config.memory, config.database, config.memory_every, mcfg, key
+            )
             daemon.add_background(keeper)
         except BaseException:
             daemon.stop()

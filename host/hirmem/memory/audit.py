@@ -36,7 +36,7 @@ GENESIS = bytes(32)
 ACTIONS = frozenset(
     {
         "capture", "admit", "transition", "strength", "contradiction", "corruption",
-        "repair", "review", "evict", "intake-mismatch", "sweep",
+        "repair", "review", "evict", "intake-mismatch", "sweep", "integrity",
     }
 )  # fmt: skip
 
@@ -70,11 +70,17 @@ class Verification:
     count: int
     first_bad: int | None  # seq of the first broken link
     reason: str
+    problems: tuple[str, ...] = ()  # every problem found beyond the chain's links
 
     def __str__(self) -> str:
         if self.ok:
             return f"audit chain intact: {self.count} records"
-        return f"audit chain broken at seq {self.first_bad}: {self.reason}"
+        head = (
+            f"audit chain broken at seq {self.first_bad}: {self.reason}"
+            if self.first_bad is not None
+            else f"audit chain of {self.count} records does not match the store"
+        )
+        return head + "".join(f"\n  - {p}" for p in self.problems)
 
 
 def _clean_detail(detail: dict[str, Any]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from hirmem.memory import review
@@ -29,6 +30,7 @@ from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.model import Layer, Memory, State
 from hirmem.memory.recall import DEFAULT_STATES, RecallFilter
 from hirmem.protocol.errors import HirmemError
+from hirmem.protocol.keys import read_key_file
 
 __all__ = ["add_parser", "run"]
 
@@ -42,6 +44,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--db", default="hirmem-memory.sqlite", help="store file (default %(default)s)")
     p.add_argument("--config", help="JSON file of MemoryConfig overrides")
+    p.add_argument(
+        "--key",
+        help="host key file that signs the audit checkpoints (default: <db>.key beside the "
+        "store; give the daemon's host key for a store the daemon keeps)",
+    )
     sub = p.add_subparsers(dest="memory_command", required=True)
     sub.add_parser("stats", help="counts per state and per layer")
     ls = sub.add_parser("list", help="list memories, filtered")
@@ -153,7 +160,8 @@ def _show(m: Memory) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         config = MemoryConfig.load(args.config) if args.config else MemoryConfig()
-        engine = MemoryEngine(args.db, config)
+        key = read_key_file(Path(args.key)) if getattr(args, "key", None) else None
+        engine = MemoryEngine(args.db, config, signing_key=key)
     except HirmemError as exc:
         print(f"hirmem memory: {exc}", file=sys.stderr)
         return 2

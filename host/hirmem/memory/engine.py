@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from hirmem.memory import contradiction, dynamics
+from hirmem.memory import contradiction, dynamics, evidence
 from hirmem.memory.audit import AuditLog, Verification
 from hirmem.memory.config import MemoryConfig
 from hirmem.memory.embed import Embedder, embed_batch, make_embedder
@@ -41,10 +41,12 @@ from hirmem.memory.model import Layer, Memory, State, layer_for
 from hirmem.memory.recall import RecallFilter, RecallHit, RecallIndex
 from hirmem.memory.states import check_transition
 from hirmem.memory.store import Store
+from hirmem.protocol import cbor
 from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.fixedpoint import ONE, to_q
 from hirmem.protocol.gate import FLAGS_MASK, Hard, Verdict, evaluate, evaluate_float
 from hirmem.protocol.identity import fold
+from hirmem.protocol.keys import SigningKey, read_key_file, write_key_file
 from hirmem.protocol.records import normalise
 
 __all__ = ["GateScores", "MemoryEngine", "SweepReport"]
@@ -83,6 +85,17 @@ class SweepReport:
     promoted: int
 
 
+def _store_key(path: str | Path) -> SigningKey:
+    """The checkpoint key kept beside a file store (created on first use)."""
+    text = str(path)
+    if text == ":memory:" or text.startswith("file:"):
+        return SigningKey.generate()
+    key_path = Path(text + ".key")
+    if not key_path.exists():
+        write_key_file(key_path, SigningKey.generate())
+    return read_key_file(key_path)
+
+
 def gate_scores(flags: int, confidence: float, provenance: float, mode: str) -> GateScores:
     """Stages 3 and 4 for one record, in the configured mode."""
     if mode == "fixed":
@@ -117,7 +130,11 @@ class MemoryEngine:
         config: MemoryConfig | None = None,
         clock: Callable[[], float] = time.time,
         embedder: Embedder | None = None,
+        signing_key: SigningKey | None = None,
     ) -> None:
+        """``signing_key`` signs the audit chain's checkpoints (the host key); without
+        one, a file store uses the key file ``<path>.key`` beside it (created, mode
+        0600, on first open) and a ``":memory:"`` store a key of its own lifetime."""
         self.config = config or MemoryConfig()
         self.clock = clock
         # the embedder first: a missing optional model fails before the store is opened
@@ -126,6 +143,8 @@ class MemoryEngine:
         )
         self.store = Store(path)
         self.audit = AuditLog(self.store)
+        self.signing_key = signing_key or _store_key(path)
+        self._restore_triggers()
         known = self.store.meta("embedder")
         if known is None:
             self.store.set_meta("embedder", self.embedder.name)
@@ -146,7 +165,35 @@ class MemoryEngine:
         )
 
     def close(self) -> None:
+        """Sign a checkpoint of the chain if it moved since the last one, then close."""
+        self.checkpoint()
         self.store.close()
+
+    # -- tamper evidence ----------------------------------------------------------------
+    def checkpoint(self) -> evidence.Checkpoint | None:
+        """Sign (seq, head hash) of the audit chain with the host key; None when the
+        latest checkpoint already covers the head."""
+        with self.store.transaction():
+            if self.audit.head_seq == 0:
+                return None
+            return evidence.write_checkpoint(
+                self.store.db, self.signing_key, self.audit.head_seq, self.audit.head_hash,
+                self.clock(),
+            )  # fmt: skip
+
+    def _restore_triggers(self) -> None:
+        """Re-create dropped or altered triggers on open, and say so in the chain."""
+        missing = self.store.missing_triggers()
+        if not missing:
+            return
+        with self.store.transaction():
+            self.store.restore_triggers(missing)
+            self.audit.append(
+                "integrity", "",
+                {"reason": "triggers missing or altered at open, re-created: "
+                           + ", ".join(missing)},
+                ts=self.clock(),
+            )  # fmt: skip
 
     # -- helpers ------------------------------------------------------------------------
     def _reload_index(self) -> None:
@@ -507,7 +554,9 @@ class MemoryEngine:
         below ``archive_strength``, promote reinforced candidates. Idempotent: a second
         sweep at the same instant finds nothing to do and writes nothing."""
         with self.store.transaction():  # one step of the writer, the read included
-            return self._sweep(now)
+            report = self._sweep(now)
+            self.checkpoint()  # anchor the head the sweep leaves
+            return report
 
     def _sweep(self, now: float | None) -> SweepReport:
         t = self.clock() if now is None else now
@@ -798,18 +847,30 @@ class MemoryEngine:
 
     # -- inspection ---------------------------------------------------------------------
     def verify_audit(self) -> Verification:
-        """Walk the chain; also catch a truncated tail (a memory citing a missing seq)."""
+        """The chain's links, its checkpoints, every row against its records, and the
+        triggers restored at open: every problem found is named
+        (see :mod:`hirmem.memory.evidence`)."""
         with self.store.reading() as db:  # one snapshot for the chain and the rows
             result = self.audit.verify()
-            if not result.ok:
-                return result
             row = db.execute("SELECT max(audit_seq) FROM memories").fetchone()
+            problems = evidence.check_checkpoints(db, self.signing_key)
+            problems += evidence.check_rows(db)
+            problems += [
+                f"audit #{seq}: {cbor.decode(detail).get('reason')}"
+                for seq, detail in db.execute(
+                    "SELECT seq, detail FROM audit WHERE action = 'integrity' ORDER BY seq"
+                )
+            ]
         cited = int(row[0] or 0)
-        if cited > result.count:
-            return Verification(
+        if result.ok and cited > result.count:
+            result = Verification(
                 False, result.count, result.count + 1,
                 f"memories cite audit seq {cited} but the chain ends at {result.count}",
             )  # fmt: skip
+        if problems:
+            return Verification(
+                False, result.count, result.first_bad, result.reason, tuple(problems)
+            )
         return result
 
     def history(self, memory_id: str) -> list[Memory]:

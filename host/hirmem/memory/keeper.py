@@ -6,8 +6,9 @@ each tick admits the packs stored since the last one (:func:`follow_intake`) and
 the :class:`~hirmem.memory.dynamics.DecayScheduler` sweep when ``sweep_interval_s`` has
 passed. Everything goes through the engine's one writer, so a ``hirmem memory``
 command run beside the daemon (its own process, WAL) never breaks the chain.
-:meth:`close` runs at the daemon's stop. A failed tick is counted and logged; the next
-tick retries (follow resumes from its cursor).
+:meth:`close` runs at the daemon's stop: the engine signs a checkpoint of the audit
+chain's head with the host key (``[host] key``) and closes. A failed tick is counted
+and logged; the next tick retries (follow resumes from its cursor).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from hirmem.daemon.reader import IntakeReader, open_intake
 from hirmem.memory.config import MemoryConfig
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.follow import FollowReport, follow_intake
+from hirmem.protocol.keys import SigningKey
 
 __all__ = ["KeeperCounters", "MemoryKeeper"]
 
@@ -56,10 +58,12 @@ class MemoryKeeper:
         intake: Path,
         interval: float,
         config: MemoryConfig | None = None,
+        key: SigningKey | None = None,
     ) -> MemoryKeeper:
-        """Open the memory store at ``memory`` and a reader on the daemon's ``intake``."""
+        """Open the memory store at ``memory`` and a reader on the daemon's ``intake``;
+        ``key`` (the host key) signs the audit checkpoints (default: ``<memory>.key``)."""
         stack = ExitStack()
-        engine = MemoryEngine(memory, config)
+        engine = MemoryEngine(memory, config, signing_key=key)
         stack.callback(engine.close)
         try:
             reader = stack.enter_context(open_intake(intake))

@@ -41,7 +41,7 @@ from typing import Any
 from hirmem.memory.model import Layer, Memory, State
 from hirmem.protocol.errors import HirmemError
 
-__all__ = ["COLUMNS", "MIGRATIONS", "SCHEMA_VERSION", "Store"]
+__all__ = ["COLUMNS", "MIGRATIONS", "SCHEMA_VERSION", "TRIGGERS", "Store", "Writer"]
 
 _V1 = """
 CREATE TABLE memories (
@@ -247,6 +247,26 @@ class Store:
                     self.db.execute(statement)
                 self.db.execute(f"PRAGMA user_version={version + 1}")
 
+    # -- triggers -----------------------------------------------------------------------
+    def missing_triggers(self) -> list[str]:
+        """The schema's triggers that are not in the file as the schema wrote them
+        (dropped, or replaced by another body under the same name)."""
+        with self.writing() as db:
+            have = {
+                str(name): _squeeze(str(sql))
+                for name, sql in db.execute(
+                    "SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"
+                )
+            }
+        return [n for n, sql in TRIGGERS.items() if have.get(n) != _squeeze(sql)]
+
+    def restore_triggers(self, names: Sequence[str]) -> None:
+        """Re-create the named triggers from the schema (in the caller's transaction)."""
+        with self.writing() as db:
+            for name in names:
+                db.execute(f"DROP TRIGGER IF EXISTS {name}")
+                db.execute(TRIGGERS[name])
+
     # -- transactions -------------------------------------------------------------------
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -397,6 +417,11 @@ class Store:
             )
 
 
+def _squeeze(sql: str) -> str:
+    """A statement's text with runs of white space as one space and no final ';'."""
+    return " ".join(sql.split()).rstrip(";").rstrip()
+
+
 def _statements(script: str) -> list[str]:
     """Split a migration into statements (triggers contain ';' inside BEGIN … END)."""
     out: list[str] = []
@@ -409,3 +434,12 @@ def _statements(script: str) -> list[str]:
     if buf.strip():
         out.append(buf.strip())
     return out
+
+
+# Every trigger of the schema, by name: what the store checks on open.
+TRIGGERS: dict[str, str] = {
+    stmt.split()[2]: stmt
+    for script in MIGRATIONS
+    for stmt in _statements(script)
+    if stmt.upper().startswith("CREATE TRIGGER")
+}
