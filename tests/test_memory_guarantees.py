@@ -259,3 +259,33 @@ def test_strength_history_is_kept_at_sweeps_and_rehearsals_and_bounded() -> None
     clock.t += HOUR
     e.recall("compressor vibration", k=1)
     assert e.strength_history(m.id)[-1][2] == "rehearsal"
+
+
+# -- sub-checks the host evaluates itself --------------------------------------------------
+def test_the_host_evaluates_signature_and_uncertainty_and_records_a_disagreement() -> None:
+    from hirmem.memory.intake import intake_records
+    from hirmem.protocol.fixedpoint import ONE
+    from hirmem.protocol.records import GENESIS, Record, record_id
+
+    device = bytes.fromhex("0102030405060708")
+    ctx = bytes(range(32))
+    honest = Record.capture(record_id(device, 1, 1), b'{"t":21.5}', "temp0", int(T0 * 1000),
+                            ctx, 0x0FFF, ONE, ONE, ONE // 2, GENESIS)  # fmt: skip
+    # the device says the signature is not intact and it disclosed no uncertainty
+    modest = Record.capture(record_id(device, 1, 2), b'{"t":21.6}', "temp0", int(T0 * 1000),
+                            ctx, 0x0FFC, ONE, ONE, ONE // 2, honest.hash)  # fmt: skip
+    e = MemoryEngine(":memory:", clock=Clock())
+    got = intake_records(e, [honest, modest], device, b"k" * 8, GENESIS)
+    assert got.mismatched == {}  # the device computed its own gate correctly …
+    assert list(got.disagreed) == [modest.id.hex()]  # … from bits the host finds otherwise
+    assert "signature_intact passed" in got.disagreed[modest.id.hex()]
+    assert "uncertainty_disclosed passed" in got.disagreed[modest.id.hex()]
+    m = e.require(modest.id.hex())
+    assert m.flags == 0x0FFF and m.state is State.CONSOLIDATED  # gated on the host's bits
+    [rec] = [r for r in e.audit.records(m.id) if r.action == "intake-mismatch"]
+    assert rec.detail["flags"] == 0x0FFC and rec.actor == f"intake:{device.hex()}"
+    # an unverified pack does not earn signature_intact, whatever the device says
+    e2 = MemoryEngine(":memory:", clock=Clock())
+    got2 = intake_records(e2, [honest], device, b"k" * 8, GENESIS, signature_verified=False)
+    assert "signature_intact failed" in got2.disagreed[honest.id.hex()]
+    assert e2.require(honest.id.hex()).flags == 0x0FFD

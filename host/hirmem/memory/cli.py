@@ -207,7 +207,8 @@ def _run(engine: MemoryEngine, args: argparse.Namespace) -> int:
             fr = follow_intake(engine, intake)
         print(
             f"{fr.packs} packs: {fr.admitted} admitted, {fr.quarantined} quarantined, "
-            f"{fr.duplicates} already held, {fr.mismatched} disagreed with the device"
+            f"{fr.duplicates} already held, {fr.mismatched} disagreed with the device, "
+            f"{fr.disagreed} with sub-checks the host evaluated otherwise"
         )
         return 0
     if cmd == "verify":

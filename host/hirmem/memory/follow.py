@@ -27,6 +27,7 @@ class FollowReport:
     quarantined: int = 0
     duplicates: int = 0
     mismatched: int = 0
+    disagreed: int = 0  # records whose host-evaluated sub-checks differ from the device's
 
 
 def follow_intake(engine: MemoryEngine, store: IntakeReader, *, limit: int = 100) -> FollowReport:
@@ -49,4 +50,5 @@ def follow_intake(engine: MemoryEngine, store: IntakeReader, *, limit: int = 100
             report.quarantined += len(got.quarantined)
             report.duplicates += len(got.duplicates)
             report.mismatched += len(got.mismatched)
+            report.disagreed += len(got.disagreed)
     return report

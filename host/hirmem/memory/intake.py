@@ -14,6 +14,17 @@ hands its records here with the signer's device id and key id. Each record:
   one is quarantined.
 
 A record whose id is already stored is a duplicate (a re-sent pack) and is skipped.
+
+**Which sub-checks the host evaluates itself** (:func:`host_flags`). Of the twelve
+ACTION_FLAGS bits a device asserts, the host recomputes four from what it holds and
+gates on its own findings: bit 2 source_present and bit 3 schema_valid from the record
+(§9.3, as the device must), bit 1 signature_intact from the pack signature it verified
+(and the record's hash over its content), bit 0 uncertainty_disclosed from the
+confidence field (the record states its confidence as a probability, 0 ≤ Q ≤ 1). The
+other eight (baseline, reversibility, invariants, structure, life-first, coercion,
+consent, domination) stay the device's assertion. When the device asserted bit 0 or 1
+differently, the host's value is used and the disagreement is appended to the audit
+chain (``intake-mismatch``, with the device's flags and the bits named) and reported.
 """
 
 from __future__ import annotations
@@ -27,11 +38,15 @@ from hirmem.memory import contradiction
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.model import Memory
 from hirmem.protocol.fixedpoint import ONE
-from hirmem.protocol.gate import evaluate
+from hirmem.protocol.gate import Check, evaluate
 from hirmem.protocol.identity import fold
 from hirmem.protocol.records import Layer, Record, normalise, record_hash
 
 __all__ = ["IntakeReport", "check_record", "intake_records"]
+
+
+HOST_EVALUATED = int(Check.UNCERTAINTY_DISCLOSED | Check.SIGNATURE_INTACT)
+"""Bits the host evaluates for a device record beyond normalise's two (bits 2 and 3)."""
 
 
 @dataclass
@@ -40,6 +55,26 @@ class IntakeReport:
     quarantined: list[str] = field(default_factory=list)
     duplicates: list[str] = field(default_factory=list)
     mismatched: dict[str, str] = field(default_factory=dict)
+    disagreed: dict[str, str] = field(default_factory=dict)  # host-evaluated bits differ
+
+
+def host_flags(rec: Record, signature_verified: bool) -> tuple[int, str]:
+    """The record's flags with bits 0 and 1 as the host finds them, and what the device
+    asserted differently ("" when it agrees)."""
+    found = 0
+    intact = record_hash(
+        rec.id, rec.payload, rec.source, rec.timestamp, rec.context, rec.prev_hash
+    ) == rec.hash  # fmt: skip
+    if signature_verified and intact:
+        found |= int(Check.SIGNATURE_INTACT)
+    if 0 <= rec.confidence <= ONE:
+        found |= int(Check.UNCERTAINTY_DISCLOSED)
+    flags = (rec.flags & ~HOST_EVALUATED) | found
+    differ = (rec.flags ^ flags) & HOST_EVALUATED
+    named = [c.name.lower() for c in (Check.UNCERTAINTY_DISCLOSED, Check.SIGNATURE_INTACT)
+             if differ & c and c.name]  # fmt: skip
+    said = ", ".join(f"{n} {'passed' if flags & Check[n.upper()] else 'failed'}" for n in named)
+    return flags, (f"host evaluated {said}; the device asserted otherwise" if named else "")
 
 
 def check_record(rec: Record, device_id: bytes, link: bytes | None) -> str:
@@ -68,8 +103,11 @@ def intake_records(
     device_id: bytes,
     kid: bytes,
     pack_prev: bytes | None = None,
+    signature_verified: bool = True,
 ) -> IntakeReport:
-    """Admit the records of one verified pack (``pack_prev`` = the pack's ``prev``)."""
+    """Admit the records of one verified pack (``pack_prev`` = the pack's ``prev``;
+    ``signature_verified``: the caller verified the pack's signature with the device's
+    key, which is what sets signature_intact)."""
     report = IntakeReport()
     link = pack_prev
     with engine.store.transaction():
@@ -81,6 +119,7 @@ def intake_records(
                 report.duplicates.append(mid)
                 continue
             now = engine.clock()
+            flags, disagreement = host_flags(rec, signature_verified)
             parsed = contradiction.structured(rec.payload)
             subject, attribute, value, negated = parsed or ("", "", "", False)
             m = Memory(
@@ -89,7 +128,7 @@ def intake_records(
                 source=rec.source,
                 timestamp=rec.timestamp,
                 context=rec.context,
-                flags=rec.flags,
+                flags=flags,
                 confidence=rec.confidence / ONE,
                 provenance=rec.provenance / ONE,
                 priority=rec.priority / ONE,
@@ -108,6 +147,12 @@ def intake_records(
             )
             m = m.replace(embedding=engine.embedder.embed(m.text()).astype(np.float32).tobytes())
             engine.insert_volatile(m, now, actor=f"intake:{device_id.hex()}")
+            if disagreement:
+                report.disagreed[mid] = disagreement
+                engine.audit.append(
+                    "intake-mismatch", mid, {"flags": rec.flags, "reason": disagreement},
+                    actor=f"intake:{device_id.hex()}", ts=now,
+                )  # fmt: skip
             if problem:
                 report.mismatched[mid] = problem
             out = engine.process(mid, device_check=problem and f"device record: {problem}",
