@@ -209,3 +209,25 @@ def test_a_rolled_back_operation_leaves_chain_and_index_consistent() -> None:
     assert [h.id for h in e.recall("pump running", touch=False)] == [e.store.select()[0].id]
     e.admit("pump 3 running", "s")
     assert e.verify_audit().ok
+
+
+def test_an_old_store_with_a_forked_repair_is_refused_with_a_reason(tmp_path: Path) -> None:
+    from hirmem.memory.model import Memory
+    from hirmem.memory.store import COLUMNS, to_row
+
+    path = tmp_path / "forked.sqlite"
+    db = sqlite3.connect(path)
+    for version in (0, 1):
+        for stmt in _statements(MIGRATIONS[version]):
+            db.execute(stmt)
+    db.execute("PRAGMA user_version=2")
+    for n in (1, 2):  # two versions that both supersede the same prior: a forked chain
+        row = to_row(Memory(f"{n:032x}", b"x", "s", 1, bytes(32), state=State.CANDIDATE,
+                            supersedes="ab" * 16))  # fmt: skip
+        db.execute(f"INSERT INTO memories ({', '.join(COLUMNS)}) "
+                   f"VALUES ({', '.join(':' + c for c in COLUMNS)})", row)  # fmt: skip
+    db.commit()
+    db.close()
+    with pytest.raises(HirmemError, match=r"cannot be upgraded to schema 3.*unchanged"):
+        Store(path)
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 2

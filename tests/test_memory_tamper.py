@@ -8,6 +8,7 @@ triggers checked on open each catch a case the chain's links alone cannot.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from pathlib import Path
@@ -194,3 +195,19 @@ def test_a_forged_checkpoint_signature_is_named(tmp_path: Path) -> None:
     r = reopen(path).verify_audit()
     assert not r.ok and any("checkpoint #2: the signature does not verify" in p
                             for p in r.problems)  # fmt: skip
+
+
+def test_a_device_record_corrupted_on_arrival_is_not_tampering(tmp_path: Path) -> None:
+    from hirmem.memory.intake import intake_records
+    from hirmem.protocol.fixedpoint import ONE
+    from hirmem.protocol.records import GENESIS, Record, record_id
+
+    device = bytes.fromhex("0102030405060708")
+    rec = Record.capture(record_id(device, 1, 1), b'{"t":1}', "temp0", int(T0 * 1000),
+                         bytes(32), 0x0FFF, ONE, ONE, ONE // 2, GENESIS)  # fmt: skip
+    broken = dataclasses.replace(rec, payload=b'{"t":9}')  # the hash no longer matches
+    e = MemoryEngine(tmp_path / "m.sqlite", clock=Clock())
+    got = intake_records(e, [broken], device, b"k" * 8, GENESIS)
+    assert "corrupted" in got.mismatched[rec.id.hex()]
+    assert e.require(rec.id.hex()).state is State.QUARANTINED
+    assert e.verify_audit().ok  # known and recorded at admission: no false alarm

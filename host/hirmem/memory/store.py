@@ -242,10 +242,18 @@ class Store:
                 f"{SCHEMA_VERSION}: upgrade hirmem"
             )
         for version in range(current, target):
-            with self.transaction():
-                for statement in _statements(MIGRATIONS[version]):
-                    self.db.execute(statement)
-                self.db.execute(f"PRAGMA user_version={version + 1}")
+            try:
+                with self.transaction():
+                    for statement in _statements(MIGRATIONS[version]):
+                        self.db.execute(statement)
+                    self.db.execute(f"PRAGMA user_version={version + 1}")
+            except sqlite3.IntegrityError as exc:
+                raise HirmemError(
+                    f"memory store {self.path} cannot be upgraded to schema {version + 1}: "
+                    f"{exc}; its rows break a rule that schema enforces (for schema 3: one "
+                    "repair per version, so a memory repaired twice must be resolved by hand "
+                    "in a copy first); the file is unchanged"
+                ) from exc
 
     # -- triggers -----------------------------------------------------------------------
     def missing_triggers(self) -> list[str]:
