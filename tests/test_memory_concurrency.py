@@ -1,6 +1,7 @@
-"""One writer: admissions, sweeps, recalls, reviews and the decay scheduler from several
-threads at once, a fixed number of operations each. Afterwards: no thread saw an error,
-the audit chain verifies, and the in-memory recall index agrees with the stored rows."""
+"""One writer: admissions, sweeps, recalls, reviews, repairs, follow and the decay
+scheduler from several threads at once, a fixed number of operations each. Afterwards:
+no thread saw an error, the audit chain verifies, and the in-memory recall index agrees
+with the stored rows."""
 
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from hirmem.daemon.store import Store as DaemonStore
 from hirmem.memory import review
 from hirmem.memory.config import MemoryConfig
 from hirmem.memory.engine import MemoryEngine
+from hirmem.memory.follow import follow_intake
 from hirmem.memory.model import State
+from test_store import DEV_A, KEY_A, Device
 
 T0 = 1_780_000_000.0
 
@@ -126,7 +130,28 @@ def test_admit_sweep_recall_review_and_scheduler_from_threads(where: str, tmp_pa
                     raise
             done += 1
 
-    errors = run_threads([admit, admit_red, sweep, recall, steward])
+    def repair() -> None:
+        done = 0
+        while done < ops // 5:
+            live = engine.store.select(
+                "state IN (1, 2) AND id NOT IN (SELECT supersedes FROM memories)",
+                tail="ORDER BY rowid DESC LIMIT 1",
+            )
+            if not live:
+                continue
+            engine.repair(live[0].id, f"corrected {done}", reason="re-read")
+            done += 1
+
+    intake = DaemonStore(tmp_path / "intake.db")
+    intake.register_device(DEV_A, KEY_A.public.raw)
+    device = Device(DEV_A, KEY_A)
+
+    def follow() -> None:
+        for _ in range(ops // 10):
+            assert intake.take_pack(DEV_A, device.pack(3).encoded).status == "accepted"
+            follow_intake(engine, intake)
+
+    errors = run_threads([admit, admit_red, sweep, recall, steward, repair, follow])
     engine.scheduler.stop()
     assert errors == [], errors[:5]
     verdict = engine.verify_audit()
@@ -135,6 +160,9 @@ def test_admit_sweep_recall_review_and_scheduler_from_threads(where: str, tmp_pa
     states = engine.stats()["states"]
     assert states["quarantined"] + states["consolidated"] + states["archived"] > ops
     assert engine.store.count("state != ?", (int(State.VOLATILE),)) >= 2 * ops
+    assert engine.store.count("supersedes != ''") == ops // 5
+    assert engine.store.count("device != '' AND version = 1") == 3 * (ops // 10)  # once each
+    intake.close()
     engine.close()
 
 
