@@ -289,3 +289,20 @@ def test_the_host_evaluates_signature_and_uncertainty_and_records_a_disagreement
     got2 = intake_records(e2, [honest], device, b"k" * 8, GENESIS, signature_verified=False)
     assert "signature_intact failed" in got2.disagreed[honest.id.hex()]
     assert e2.require(honest.id.hex()).flags == 0x0FFD
+
+
+def test_cli_history_shows_strength_over_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "m.sqlite"
+    clock = Clock()
+    e = MemoryEngine(db, clock=clock)
+    m = e.admit("fan bearing noise", "s")
+    clock.t += 2 * DAY
+    e.sweep()
+    e.close()
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers())
+    assert cli.run(parser.parse_args(["memory", "--db", str(db), "history", m.id])) == 0
+    out = capsys.readouterr().out
+    assert "strength: 2026-05-28T20:26Z 1.000 (admit)  2026-05-30T20:26Z 0.900 (sweep)" in out

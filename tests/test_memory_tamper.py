@@ -211,3 +211,34 @@ def test_a_device_record_corrupted_on_arrival_is_not_tampering(tmp_path: Path) -
     assert "corrupted" in got.mismatched[rec.id.hex()]
     assert e.require(rec.id.hex()).state is State.QUARANTINED
     assert e.verify_audit().ok  # known and recorded at admission: no false alarm
+
+
+def test_an_anchor_kept_outside_catches_removed_checkpoints(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+
+    from hirmem.memory import cli
+
+    path = tmp_path / "m.sqlite"
+    build(path)
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers())
+    assert cli.run(parser.parse_args(["memory", "--db", str(path), "checkpoint"])) == 0
+    line = capsys.readouterr().out.strip()
+    anchor = evidence.Checkpoint.parse(line)
+    assert reopen(path).verify_audit(anchor).ok
+    # the newest checkpoint and the records it covered beyond the one before: gone
+    attack(path,
+           ("DELETE FROM checkpoints WHERE seq = (SELECT max(seq) FROM checkpoints)", ()),
+           ("DELETE FROM audit WHERE seq > (SELECT audit_seq FROM checkpoints "
+            "ORDER BY seq DESC LIMIT 1)", ()),
+           ("DELETE FROM memories WHERE id NOT IN "  # and the memories admitted since
+            "(SELECT memory_id FROM audit WHERE action = 'capture')", ()),
+           ("UPDATE memories SET audit_seq = min(audit_seq, (SELECT max(seq) FROM audit))", ()))
+    e = reopen(path)
+    assert e.verify_audit().ok  # from inside the file alone: undetectable
+    e.close()
+    args = parser.parse_args(["memory", "--db", str(path), "verify", "--anchor", line])
+    assert cli.run(args) == 1
+    assert "newer checkpoints were removed" in capsys.readouterr().out

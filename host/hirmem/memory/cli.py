@@ -6,7 +6,8 @@ Wire it in with ``add_parser(subparsers)`` and dispatch ``run(args)``::
     hirmem memory --db mem.sqlite list --state quarantined --limit 20
     hirmem memory --db mem.sqlite show ID          # every schema field
     hirmem memory --db mem.sqlite history ID       # versions and audit records
-    hirmem memory --db mem.sqlite verify           # walk the audit chain
+    hirmem memory --db mem.sqlite verify [--anchor LINE] # chain, checkpoints, rows, triggers
+    hirmem memory --db mem.sqlite checkpoint       # sign the head; print it to keep elsewhere
     hirmem memory --db mem.sqlite check            # find corrupted hashes (quarantines them)
     hirmem memory --db mem.sqlite admit TEXT --source S [--flags 0x0fff]
     hirmem memory --db mem.sqlite recall TEXT [-k 5] [--state consolidated]
@@ -21,10 +22,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
-from hirmem.memory import review
+from hirmem.memory import evidence, review
 from hirmem.memory.config import MemoryConfig
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.model import Layer, Memory, State
@@ -56,9 +58,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     ls.add_argument("--limit", type=int, default=50)
     show = sub.add_parser("show", help="every field of one memory (explicit id: any state)")
     show.add_argument("id")
-    hist = sub.add_parser("history", help="a memory's versions and audit records")
+    hist = sub.add_parser("history", help="a memory's versions, audit records and strength")
     hist.add_argument("id")
-    sub.add_parser("verify", help="walk the audit chain; name the first broken link")
+    ver = sub.add_parser(
+        "verify", help="the audit chain, its signed checkpoints, every row, the triggers"
+    )
+    ver.add_argument("--anchor", help="a line `hirmem memory checkpoint` printed earlier")
+    sub.add_parser("checkpoint", help="sign the chain's head now; print it to keep elsewhere")
     sub.add_parser("check", help="find memories whose hash no longer matches (quarantine them)")
     admit = sub.add_parser("admit", help="capture and gate one memory")
     admit.add_argument("payload")
@@ -198,6 +204,11 @@ def _run(engine: MemoryEngine, args: argparse.Namespace) -> int:
             print(f"v{version.version} " + _line(version))
             for rec in engine.audit.records(version.id):
                 print(f"    #{rec.seq} {rec.action:<13} {rec.actor:<16} {rec.detail}")
+            points = engine.strength_history(version.id)
+            if points:
+                print("    strength: " + "  ".join(
+                    f"{time.strftime('%Y-%m-%dT%H:%MZ', time.gmtime(t))} {m:.3f} ({cause})"
+                    for t, m, cause in points))  # fmt: skip
         return 0
     if cmd == "follow":
         from hirmem.daemon.reader import open_intake
@@ -211,8 +222,15 @@ def _run(engine: MemoryEngine, args: argparse.Namespace) -> int:
             f"{fr.disagreed} with sub-checks the host evaluated otherwise"
         )
         return 0
+    if cmd == "checkpoint":
+        engine.checkpoint()
+        with engine.store.reading() as db:
+            latest = evidence.latest_checkpoint(db)
+        print(latest.text() if latest else "the chain is empty: nothing to checkpoint")
+        return 0
     if cmd == "verify":
-        result = engine.verify_audit()
+        anchor = evidence.Checkpoint.parse(args.anchor) if args.anchor else None
+        result = engine.verify_audit(anchor)
         print(result)
         return 0 if result.ok else 1
     if cmd == "check":

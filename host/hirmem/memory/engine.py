@@ -846,14 +846,17 @@ class MemoryEngine:
         return [(float(t), float(v), HISTORY_CAUSES[int(c)]) for t, v, c in rows]
 
     # -- inspection ---------------------------------------------------------------------
-    def verify_audit(self) -> Verification:
+    def verify_audit(self, anchor: evidence.Checkpoint | None = None) -> Verification:
         """The chain's links, its checkpoints, every row against its records, and the
         triggers restored at open: every problem found is named
-        (see :mod:`hirmem.memory.evidence`)."""
+        (see :mod:`hirmem.memory.evidence`). ``anchor``: a checkpoint kept outside the
+        store, which must still be in it and matched by the chain."""
         with self.store.reading() as db:  # one snapshot for the chain and the rows
             result = self.audit.verify()
             row = db.execute("SELECT max(audit_seq) FROM memories").fetchone()
             problems = evidence.check_checkpoints(db, self.signing_key)
+            if anchor is not None:
+                problems += evidence.check_anchor(db, self.signing_key, anchor)
             problems += evidence.check_rows(db)
             problems += [
                 f"audit #{seq}: {cbor.decode(detail).get('reason')}"

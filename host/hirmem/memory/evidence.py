@@ -26,8 +26,10 @@ names every problem it finds:
 What stays out of reach: someone who can write the file *and* holds the signing key
 can forge checkpoints; someone who removes the newest checkpoints together with the
 records after the one before cannot be caught from inside the file. Keep the host key
-away from the memory store's owner, and keep the latest checkpoint
-(:func:`latest_checkpoint`) somewhere else when that matters.
+away from the memory store's owner, and keep the latest checkpoint somewhere else
+(``hirmem memory checkpoint`` prints it as one line, :meth:`Checkpoint.text`); verify
+given that line as an anchor (:func:`check_anchor`, ``verify --anchor``) catches that
+case too.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from dataclasses import dataclass
 
 from hirmem.memory.audit import record_hash as audit_record_hash
 from hirmem.protocol import cbor
+from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.keys import SigningKey
 from hirmem.protocol.records import record_hash
 
@@ -44,6 +47,7 @@ __all__ = [
     "CHECKPOINT_TAG",
     "MAX_PROBLEMS",
     "Checkpoint",
+    "check_anchor",
     "check_checkpoints",
     "check_rows",
     "checkpoint_message",
@@ -63,6 +67,27 @@ class Checkpoint:
     ts: int  # ms
     kid: bytes
     signature: bytes
+
+    def text(self) -> str:
+        """One line to keep outside the store: ``checkpoint N SEQ HEAD TS KID SIG``."""
+        return (
+            f"checkpoint {self.seq} {self.audit_seq} {self.head.hex()} {self.ts} "
+            f"{self.kid.hex()} {self.signature.hex()}"
+        )
+
+    @classmethod
+    def parse(cls, line: str) -> Checkpoint:
+        parts = line.split()
+        try:
+            if len(parts) != 7 or parts[0] != "checkpoint":
+                raise ValueError("seven fields")
+            return cls(int(parts[1]), int(parts[2]), bytes.fromhex(parts[3]), int(parts[4]),
+                       bytes.fromhex(parts[5]), bytes.fromhex(parts[6]))  # fmt: skip
+        except ValueError:
+            raise HirmemError(
+                "an anchor is the line `hirmem memory checkpoint` printed: "
+                "checkpoint N SEQ HEAD TS KID SIGNATURE"
+            ) from None
 
 
 def checkpoint_message(seq: int, audit_seq: int, head: bytes, ts: int) -> bytes:
@@ -151,6 +176,35 @@ def check_checkpoints(db: sqlite3.Connection, key: SigningKey) -> list[str]:
             else:
                 extra += 1
     return _bounded(problems, extra)
+
+
+def check_anchor(db: sqlite3.Connection, key: SigningKey, anchor: Checkpoint) -> list[str]:
+    """A checkpoint kept outside the store: signed by ``key``, still in the store, and
+    still matched by the chain."""
+    if anchor.kid != key.kid or not key.public.verify(
+        anchor.signature,
+        checkpoint_message(anchor.seq, anchor.audit_seq, anchor.head, anchor.ts),
+    ):
+        return [f"anchor checkpoint #{anchor.seq} is not signed by this host's key"]
+    row = db.execute(
+        "SELECT seq, audit_seq, head, ts, kid, signature FROM checkpoints WHERE seq = ?",
+        (anchor.seq,),
+    ).fetchone()
+    if row is None or Checkpoint(*row) != anchor:
+        return [
+            f"anchor checkpoint #{anchor.seq} (chain seq {anchor.audit_seq}) is no longer in "
+            "the store: newer checkpoints were removed"
+        ]
+    rec = db.execute(
+        "SELECT seq, ts, action, memory_id, actor, detail, prev FROM audit WHERE seq = ?",
+        (anchor.audit_seq,),
+    ).fetchone()
+    if rec is None or audit_record_hash(*rec) != anchor.head:
+        return [
+            f"the chain no longer holds the head anchor checkpoint #{anchor.seq} signed at "
+            f"seq {anchor.audit_seq}"
+        ]
+    return []
 
 
 _ROWS = """
