@@ -242,3 +242,35 @@ def test_an_anchor_kept_outside_catches_removed_checkpoints(
     args = parser.parse_args(["memory", "--db", str(path), "verify", "--anchor", line])
     assert cli.run(args) == 1
     assert "newer checkpoints were removed" in capsys.readouterr().out
+
+
+def test_a_store_signed_by_one_key_is_not_signed_by_another(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+
+    from hirmem.memory import cli
+    from hirmem.protocol.errors import HirmemError
+    from hirmem.protocol.keys import SigningKey, write_key_file
+
+    host = SigningKey.generate()
+    write_key_file(tmp_path / "host.key", host)
+    path = tmp_path / "m.sqlite"
+    e = MemoryEngine(path, signing_key=host)
+    e.admit("kept by the daemon", "s")
+    e.close()
+    other = MemoryEngine(path)  # the key beside the store, not the daemon's host key
+    with pytest.raises(HirmemError, match="open it with the key that signs it"):
+        other.sweep()
+    r = other.verify_audit()
+    assert not r.ok and "--key" in str(r)
+    other.store.close()
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers())
+    base = ["memory", "--db", str(path)]
+    assert cli.run(parser.parse_args([*base, "admit", "x"])) == 2
+    assert "--key" in capsys.readouterr().err
+    assert MemoryEngine(path, signing_key=host).store.count() == 1  # refused before writing
+    keyed = [*base, "--key", str(tmp_path / "host.key")]
+    assert cli.run(parser.parse_args([*keyed, "admit", "y"])) == 0
+    assert cli.run(parser.parse_args([*keyed, "verify"])) == 0

@@ -37,6 +37,7 @@ from hirmem.protocol.keys import read_key_file
 __all__ = ["add_parser", "run"]
 
 _STATES = [s.name.lower() for s in State]
+_WRITES = frozenset({"admit", "repair", "sweep", "follow", "check", "checkpoint", "decide"})
 _LAYERS = [x.name.lower() for x in Layer if x is not Layer.PROVENANCE]
 
 
@@ -172,12 +173,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"hirmem memory: {exc}", file=sys.stderr)
         return 2
     try:
-        return _run(engine, args)
+        if {args.memory_command, getattr(args, "review_command", "")} & _WRITES:
+            engine.check_signer()  # before anything is written, not at close
+        rc = _run(engine, args)
     except HirmemError as exc:
         print(f"hirmem memory: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        engine.close()
+        rc = 2
+    try:
+        engine.close()  # signs a checkpoint when the command moved the chain
+    except HirmemError as exc:
+        print(f"hirmem memory: {exc}", file=sys.stderr)
+        rc = 2
+    return rc
 
 
 def _run(engine: MemoryEngine, args: argparse.Namespace) -> int:

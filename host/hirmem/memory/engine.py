@@ -165,9 +165,12 @@ class MemoryEngine:
         )
 
     def close(self) -> None:
-        """Sign a checkpoint of the chain if it moved since the last one, then close."""
-        self.checkpoint()
-        self.store.close()
+        """Sign a checkpoint of the chain if it moved since the last one, then close
+        (closed even when the checkpoint is refused: a foreign key)."""
+        try:
+            self.checkpoint()
+        finally:
+            self.store.close()
 
     # -- tamper evidence ----------------------------------------------------------------
     def checkpoint(self) -> evidence.Checkpoint | None:
@@ -180,6 +183,12 @@ class MemoryEngine:
                 self.store.db, self.signing_key, self.audit.head_seq, self.audit.head_hash,
                 self.clock(),
             )  # fmt: skip
+
+    def check_signer(self) -> None:
+        """Refuse (HirmemError) when the store's checkpoints are signed by another key:
+        a command that writes would leave a head this engine cannot sign."""
+        with self.store.reading() as db:
+            evidence.check_signer(evidence.latest_checkpoint(db), self.signing_key)
 
     def _restore_triggers(self) -> None:
         """Re-create dropped or altered triggers on open, and say so in the chain."""

@@ -50,6 +50,7 @@ __all__ = [
     "check_anchor",
     "check_checkpoints",
     "check_rows",
+    "check_signer",
     "checkpoint_message",
     "latest_checkpoint",
     "write_checkpoint",
@@ -103,12 +104,23 @@ def latest_checkpoint(db: sqlite3.Connection) -> Checkpoint | None:
     return None if row is None else Checkpoint(*row)
 
 
+def check_signer(last: Checkpoint | None, key: SigningKey) -> None:
+    """Refuse to sign a store whose checkpoints another key signs (one signer per store)."""
+    if last is not None and last.kid != key.kid:
+        raise HirmemError(
+            f"this store's checkpoints are signed by key {last.kid.hex()}, and this engine "
+            f"holds key {key.kid.hex()}: open it with the key that signs it (hirmem memory "
+            "--key FILE; the daemon's [host] key for a store the daemon keeps)"
+        )
+
+
 def write_checkpoint(
     db: sqlite3.Connection, key: SigningKey, audit_seq: int, head: bytes, ts: float
 ) -> Checkpoint | None:
     """Sign and store a checkpoint of the chain at ``audit_seq``/``head``; None when the
     latest checkpoint already covers that head (nothing new to attest)."""
     last = latest_checkpoint(db)
+    check_signer(last, key)
     if last is not None and (last.audit_seq, last.head) == (audit_seq, head):
         return None
     seq = 1 if last is None else last.seq + 1
@@ -141,8 +153,9 @@ def check_checkpoints(db: sqlite3.Connection, key: SigningKey) -> list[str]:
             found = f"checkpoint #{expect} is missing (next is #{cp.seq})"
         elif cp.kid != key.kid:
             found = (
-                f"checkpoint #{cp.seq} was signed by key {cp.kid.hex()}, not this host's "
-                f"key {key.kid.hex()}"
+                f"checkpoint #{cp.seq} was signed by key {cp.kid.hex()}, not by the key this "
+                f"check holds ({key.kid.hex()}): verify with the key that signs the store "
+                "(hirmem memory --key FILE)"
             )
         elif not key.public.verify(
             cp.signature, checkpoint_message(cp.seq, cp.audit_seq, cp.head, cp.ts)
