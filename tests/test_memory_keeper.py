@@ -9,6 +9,7 @@ import pytest
 
 from hirmem.daemon.config import ConfigError, build_config
 from hirmem.daemon.service import Daemon
+from hirmem.memory import evidence
 from hirmem.memory.config import MemoryConfig
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.keeper import MemoryKeeper
@@ -66,4 +67,7 @@ def test_the_running_daemon_follows_its_intake_and_sweeps(tmp_path: Path) -> Non
     assert {m.id for m in engine.store.select()} == ids
     assert engine.verify_audit().ok
     assert engine.store.meta("last_sweep") is not None
+    with engine.store.reading() as db:  # the stop signed the head the daemon left
+        last = evidence.latest_checkpoint(db)
+    assert last is not None and last.audit_seq == engine.audit.head_seq
     engine.close()
