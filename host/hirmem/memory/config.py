@@ -45,7 +45,8 @@ Defaults and why:
 * ``rehearsal_min_sim = 0.35`` — a recall hit counts as a rehearsal only when its
   similarity to the query is at least this; its U is then the similarity itself (a hit
   at 0.9 rehearses three times as much as one at 0.3 would), so U·Rel·Rn of the strength
-  equation is ``sim · priority · Rn``. Weaker hits are returned but not strengthened.
+  equation is ``sim · priority · Rn``. Weaker hits are returned but are no use of the
+  memory: not strengthened, not counted, not made recent.
 * ``review_strength = 0.90`` — a steward's *promote* restores a memory to at least this
   strength (audited), so a memory a contradiction pressed to 0 does not come back at 0
   and archive at the next sweep.

@@ -530,13 +530,16 @@ class MemoryEngine:
     def _touch(self, hit: RecallHit, now: float) -> None:
         """A recall hit: a rehearsal when similar enough (U = the similarity), settled at
         once with the decay up to now; audited when the change is large, kept in the
-        strength history. Only live memories are rehearsed: an archived (read-only) or
-        quarantined memory reached by an explicit filter is returned unchanged."""
+        strength history. A weaker hit is returned but is no use of the memory (neither
+        counted nor made recent), and only live memories are rehearsed: an archived
+        (read-only) or quarantined memory reached by an explicit filter is unchanged."""
+        cfg = self.config
+        if hit.sim < cfg.rehearsal_min_sim:
+            return
         m = self.require(hit.id)
         if m.state not in (State.CANDIDATE, State.CONSOLIDATED):
             return
-        cfg = self.config
-        u = hit.sim if hit.sim >= cfg.rehearsal_min_sim else 0.0
+        u = hit.sim
         d = dynamics.decay_between(m.last_access, m.decayed_at, now, cfg)
         pending = m.access_count - m.access_seen  # rehearsals of an older store, not yet folded
         new = dynamics.strength_step(m.strength, u + pending, m.priority, m.rn, d, 0.0, cfg)
