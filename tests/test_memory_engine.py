@@ -276,7 +276,9 @@ def oracle(
         sim = max(0.0, float(np.frombuffer(m.embedding, np.float32).astype(np.float64) @ q))
         rec = math.exp(-(now - m.last_access) / e.config.recency_tau_s)
         # issue 13: recall ranks on the strength decayed to now, not that of the last sweep
+        # (live memories only: archived and quarantined ones do not decay)
         d = decay_between(m.last_access, m.decayed_at, now, e.config)
+        d = d if m.state in (State.CANDIDATE, State.CONSOLIDATED) else 0.0
         s = sim * max(0.0, m.strength - e.config.beta * d) * rec * m.trust
         if s > 0:
             scored.append((m.id, s))

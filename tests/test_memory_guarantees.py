@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hirmem.memory import cli, review
 from hirmem.memory.config import MemoryConfig
@@ -306,3 +308,62 @@ def test_cli_history_shows_strength_over_time(
     assert cli.run(parser.parse_args(["memory", "--db", str(db), "history", m.id])) == 0
     out = capsys.readouterr().out
     assert "strength: 2026-05-28T20:26Z 1.000 (admit)  2026-05-30T20:26Z 0.900 (sweep)" in out
+
+
+# -- the guarantees together, over random days of use ---------------------------------------
+OPS = st.lists(
+    st.tuples(st.sampled_from(["admit", "recall", "sweep", "repair", "promote", "wait"]),
+              st.integers(0, 5), st.sampled_from([0x0FFF, 0x0C7F, 0x0D4F, 0x07FF, 0x0F0F])),
+    min_size=5, max_size=40,
+)  # fmt: skip
+
+
+@settings(max_examples=40, deadline=None)
+@given(OPS)
+def test_random_days_of_use_keep_every_guarantee(ops: list[tuple[str, int, int]]) -> None:
+    from test_memory_concurrency import index_disagreements
+
+    clock = Clock()
+    cfg = MemoryConfig(history_points=8, history_bucket_s=HOUR)
+    e = MemoryEngine(":memory:", cfg, clock=clock)
+    archived_seen: dict[str, tuple[float, int]] = {}
+    for op, n, flags in ops:
+        clock.t += HOUR * (1 + n * 7)  # up to ~1.5 days between steps
+        if op == "admit":
+            e.admit(fact(f"room{n % 3}", "temp", str(20 + n)), "s", flags=flags,
+                    confidence=(n + 1) / 6)  # fmt: skip
+        elif op == "recall":
+            e.recall(f"room{n % 3} temp {20 + n}", k=3)
+            e.recall(f"room{n % 3} temp {20 + n}", k=3, flt=RecallFilter(states=frozenset(State)))
+        elif op == "wait":
+            clock.t += n * 4 * DAY
+        elif op == "sweep":
+            e.sweep()
+        elif op == "repair":
+            live = e.store.select("state IN (1, 2, 3) AND id NOT IN "
+                                  "(SELECT supersedes FROM memories)")  # fmt: skip
+            if live:
+                e.repair(live[n % len(live)].id, fact("room0", "temp", str(n)), reason="fix")
+        elif op == "promote":
+            waiting = [m for m in review.pending(e) if not m.permanent]
+            if waiting:
+                review.decide(e, waiting[n % len(waiting)].id, "ana", "promote", "checked")
+        for m in e.store.select("state = 4"):
+            if m.id in archived_seen:  # archived: read-only from then on
+                assert (m.strength, m.access_count) == archived_seen[m.id]
+            archived_seen[m.id] = (m.strength, m.access_count)
+    assert e.verify_audit().ok
+    assert index_disagreements(e) == []
+    everything = e.store.select()
+    assert all(0.0 <= m.strength <= cfg.max_strength for m in everything)
+    assert all(m.state is State.QUARANTINED for m in everything if m.permanent)
+    with e.store.reading() as db:
+        most = db.execute(
+            "SELECT coalesce(max(c), 0) FROM (SELECT count(*) AS c FROM strength_history "
+            "GROUP BY memory)"
+        ).fetchone()[0]
+        forks = db.execute(
+            "SELECT count(*) FROM (SELECT supersedes FROM memories WHERE supersedes != '' "
+            "GROUP BY supersedes HAVING count(*) > 1)"
+        ).fetchone()[0]
+    assert most <= cfg.history_points and forks == 0

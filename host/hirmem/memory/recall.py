@@ -312,7 +312,12 @@ class RecallIndex:
             return self.strength[:n], self.weight[:n]
         if self._at is not None and self._at[0] == self._version and self._at[1] == now:
             return self._at[2], self._at[3]
-        m_now = self.decay(now, self.strength[:n], self.last_access[:n], self.decayed_at[:n])
+        # only live memories decay (the sweep's rule); archived and quarantined ones keep
+        # the strength they were left with
+        state = self.state[:n]
+        live = (state == int(State.CANDIDATE)) | (state == int(State.CONSOLIDATED))
+        decayed = self.decay(now, self.strength[:n], self.last_access[:n], self.decayed_at[:n])
+        m_now = np.where(live, decayed, self.strength[:n])
         rec = np.exp((self.last_access[:n] - self.t0) / self.recency_tau)
         w = (m_now * self.trust[:n] * rec).astype(np.float32)
         self._at = (self._version, now, m_now, w)
