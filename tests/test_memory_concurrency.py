@@ -190,3 +190,28 @@ def test_readers_in_other_threads_see_only_committed_rows(tmp_path: Path) -> Non
     seen.append(engine.store.count())
     assert seen == [0, 0, 1]
     engine.close()
+
+
+def test_two_engines_on_one_file_take_turns_without_breaking_anything(tmp_path: Path) -> None:
+    """The daemon's engine and a `hirmem memory` command are two connections to one file:
+    each notices the other's commits before writing (audit head, recall index)."""
+    path = tmp_path / "mem.sqlite"
+    clock = SharedClock()
+    daemon = MemoryEngine(path, clock=clock)
+    command = MemoryEngine(path, clock=clock)
+    for n in range(20):
+        daemon.admit(f"daemon reading {n}", "d")
+        command.admit(f"command note {n}", "c")
+        if n % 5 == 0:
+            command.sweep()
+            daemon.sweep()
+    command.admit("command note 20", "c")
+    for touch in (False, True):  # admitted by the other connection, found either way
+        hits = daemon.recall("command note 20", k=1, touch=touch)
+        assert hits and daemon.require(hits[0].id).payload == b"command note 20"
+    for engine in (daemon, command):  # each index catches up at its next use
+        engine.recall("anything", k=1, touch=False)
+        assert index_disagreements(engine) == []
+    assert daemon.verify_audit().ok and command.verify_audit().ok
+    command.close()
+    daemon.close()

@@ -131,6 +131,7 @@ class AuditLog:
         self.head_seq: int = 0 if row is None else int(row[0])
         self.head_hash: bytes = GENESIS if row is None else bytes(row[1])
         store.rollback_hooks.append(self.resync)
+        store.reload_hooks.append(self.resync)
 
     def append(
         self,

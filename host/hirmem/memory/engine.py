@@ -156,6 +156,7 @@ class MemoryEngine:
         self.index = self._new_index()
         self._load_index()
         self.store.rollback_hooks.append(self._reload_index)
+        self.store.reload_hooks.append(self._reload_index)
         last = self.store.meta("last_sweep")
         self.scheduler = dynamics.DecayScheduler(
             self.sweep,

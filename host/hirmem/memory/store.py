@@ -20,6 +20,11 @@ file up to date on open.
 that a thread holds for a whole transaction (:meth:`Store.transaction`) or a single write
 (:meth:`Store.writing`). Admissions, follow, sweeps, repairs and reviews all run under it,
 so no two threads ever interleave statements, transaction depth or cached chain heads.
+Another process writing the same file (a ``hirmem memory`` command beside the daemon) is
+serialised by SQLite (``BEGIN IMMEDIATE``); each transaction starts by checking
+``PRAGMA data_version`` and re-reads the caches built on the file (the audit head, the
+recall index) when someone else committed.
+
 Readers never share the writer's transaction state: a thread that does not hold the
 writer reads through its own read-only connection (:meth:`Store.reading`), which in WAL
 mode sees the last committed snapshot and never waits for the writer. A ``":memory:"``
@@ -227,7 +232,12 @@ class Store:
         self._readers: dict[int, sqlite3.Connection] = {}  # thread id → read connection
         self._readers_lock = threading.Lock()
         self.rollback_hooks: list[Callable[[], None]] = []
+        # caches to re-read when another connection wrote the file (see transaction())
+        self.reload_hooks: list[Callable[[], None]] = []
+        self._data_version: int | None = None
         self.migrate()
+        # the file as this connection first saw it: caches read after this are current
+        self._data_version = int(self.db.execute("PRAGMA data_version").fetchone()[0])
 
     # -- schema -------------------------------------------------------------------------
     @property
@@ -291,6 +301,7 @@ class Store:
             self.db.execute("BEGIN IMMEDIATE")
             self._depth = 1
             try:
+                self._notice_other_writers()
                 yield
             except BaseException:
                 self._depth = 0
@@ -301,10 +312,23 @@ class Store:
             self._depth = 0
             self.db.execute("COMMIT")
 
+    def _notice_other_writers(self) -> None:
+        """Inside a fresh transaction: if another connection (a ``hirmem memory`` command
+        beside the daemon, another process) committed since this one last looked, the
+        caches built on the file (audit head, recall index) are re-read first."""
+        version = int(self.db.execute("PRAGMA data_version").fetchone()[0])
+        seen, self._data_version = self._data_version, version
+        if seen is not None and seen != version:
+            for hook in self.reload_hooks:
+                hook()
+
     @contextmanager
     def writing(self) -> Iterator[sqlite3.Connection]:
         """Hold the writer (no transaction of its own) and get the write connection."""
+        first = not self.writer.held()
         with self.writer:
+            if first and not self._depth:
+                self._notice_other_writers()
             yield self.db
 
     @contextmanager
