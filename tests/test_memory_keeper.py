@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hirmem.daemon.config import ConfigError, build_config
-from hirmem.daemon.service import Daemon
+from hirmem.daemon.service import Daemon, render_metrics
 from hirmem.memory import evidence
 from hirmem.memory.config import MemoryConfig
 from hirmem.memory.engine import MemoryEngine
@@ -60,6 +60,7 @@ def test_the_running_daemon_follows_its_intake_and_sweeps(tmp_path: Path) -> Non
     finally:
         daemon.stop()
     assert daemon.background_failures == {"memory": 0}
+    assert 'hirmem_background_failures{job="memory"} 0' in render_metrics(daemon)
     assert (keeper.counters.packs, keeper.counters.admitted) == (2, 5)
     assert keeper.counters.sweeps >= 2
     engine = MemoryEngine(cfg.memory)
@@ -71,3 +72,37 @@ def test_the_running_daemon_follows_its_intake_and_sweeps(tmp_path: Path) -> Non
         last = evidence.latest_checkpoint(db)
     assert last is not None and last.audit_seq == engine.audit.head_seq
     engine.close()
+
+
+def test_a_failing_background_tick_is_counted_and_retried(tmp_path: Path) -> None:
+    class Flaky:
+        name = "memory"
+        interval = 0.02
+
+        def __init__(self) -> None:
+            self.ticks = 0
+            self.closed = False
+
+        def tick(self) -> object:
+            self.ticks += 1
+            if self.ticks <= 2:
+                raise OSError("intake database is locked")
+            return None
+
+        def close(self) -> None:
+            self.closed = True
+
+    cfg = build_config({"host": {"id": HOST, "database": "intake.db", "memory_every": 0}},
+                       tmp_path, ["loop://"])  # fmt: skip
+    job = Flaky()
+    daemon = Daemon(cfg, background=[job])
+    daemon.start()
+    try:
+        deadline = time.monotonic() + 10
+        while job.ticks < 4 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        daemon.stop()
+    assert job.ticks >= 4 and job.closed
+    assert daemon.background_failures == {"memory": 2}
+    assert 'hirmem_background_failures{job="memory"} 2' in render_metrics(daemon)

@@ -460,6 +460,10 @@ def render_metrics(daemon: Daemon) -> str:
         families.setdefault("hirmem_session_open", []).append(
             f"hirmem_session_open{{{labels}}} {int(worker.session.is_open)}"
         )
+    for job, failed in sorted(daemon.background_failures.items()):
+        families.setdefault("hirmem_background_failures", []).append(
+            f'hirmem_background_failures{{job="{job}"}} {failed}'
+        )
     lines: list[str] = []
     for metric in sorted(families):
         gauge = metric.startswith("hirmem_device_") or metric == "hirmem_session_open"
