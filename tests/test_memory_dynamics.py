@@ -50,7 +50,8 @@ def test_strength_equation_term_by_term(
 ) -> None:
     got = strength_step(m, u, rel, rn, d, x, CFG)
     want = m + CFG.alpha * (u * rel * rn) - CFG.beta * (d + x)
-    assert got == pytest.approx(max(0.0, want))
+    # issue 13: strength saturates at max_strength
+    assert got == pytest.approx(min(CFG.max_strength, max(0.0, want)))
     assert got >= 0.0
     # Each term pushes the way the spec says.
     assert strength_step(m, u + 1, 1.0, 1.0, d, x, CFG) >= strength_step(m, u, 1.0, 1.0, d, x, CFG)
@@ -164,7 +165,9 @@ def test_rehearsal_feeds_the_next_strength_update_and_promotes() -> None:
     assert e.require(m.id).access_count == 1
     e.sweep(clock.t + 1)
     after = e.require(m.id)
-    assert after.strength == pytest.approx(m0 + cfg.alpha * 1 * 1.0 * m.rn)
+    # issue 13: U of a rehearsal is the hit's similarity (above rehearsal_min_sim)
+    assert hits[0].sim >= cfg.rehearsal_min_sim
+    assert after.strength == pytest.approx(m0 + cfg.alpha * hits[0].sim * 1.0 * m.rn)
     while e.require(m.id).state is State.CANDIDATE:
         clock.t += 1
         e.recall("pump seal leaking", k=1)

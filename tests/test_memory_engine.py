@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from hirmem.memory import cli, review
 from hirmem.memory.config import MemoryConfig
+from hirmem.memory.dynamics import decay_between
 from hirmem.memory.embed import HashEmbedder
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.intake import intake_records
@@ -277,7 +278,11 @@ def oracle(
             continue
         sim = max(0.0, float(np.frombuffer(m.embedding, np.float32).astype(np.float64) @ q))
         rec = math.exp(-(now - m.last_access) / e.config.recency_tau_s)
-        s = sim * m.strength * rec * m.trust
+        # issue 13: recall ranks on the strength decayed to now, not that of the last sweep
+        # (live memories only: archived and quarantined ones do not decay)
+        d = decay_between(m.last_access, m.decayed_at, now, e.config, e.config.tau_for(m.layer))
+        d = d if m.state in (State.CANDIDATE, State.CONSOLIDATED) else 0.0
+        s = sim * max(0.0, m.strength - e.config.beta * d) * rec * m.trust
         if s > 0:
             scored.append((m.id, s))
     scored.sort(key=lambda x: (-x[1], x[0]))

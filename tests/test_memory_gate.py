@@ -54,8 +54,9 @@ def test_engine_stores_vector_scores_and_disposition(case: dict[str, Any]) -> No
     assert m.trust == pytest.approx((case["h"] / ONE) * (case["i"] / ONE) * (case["r"] / ONE))
     if case["state"] == int(State.QUARANTINED) or case["w"] == 0:
         assert m.state is State.QUARANTINED
-    elif case["verdict"] == 0:
+    elif case["verdict"] == 0 and m.w >= e.config.archive_strength:
         assert (m.state, m.layer) == (State.CONSOLIDATED, Layer.SEMANTIC)
+    # issue 13: a GREEN record with W below archive_strength is held, never consolidated
     else:
         assert (m.state, m.layer) == (State.CANDIDATE, Layer.EPISODIC)
     assert m.strength == pytest.approx(case["w"] / ONE)  # stage 4: M starts at W

@@ -50,7 +50,7 @@ def test_a_domination_record_never_reaches_recall_graph_or_answer(tmp_path: Path
     store = Store(tmp_path / "hirmem.db")
     store.register_device(DEV, KEY.public.raw, "guarded")
     _, bad = _pack_with_a_domination_record(store)
-    assert withheld(bad).startswith("quarantined by the device")
+    assert withheld(bad).startswith("hard fail: domination")
     # the memory engine: permanently quarantined, recalled by nothing, got by its id
     engine = MemoryEngine(tmp_path / "memory.db")
     report = follow_intake(engine, store)
@@ -68,7 +68,7 @@ def test_a_domination_record_never_reaches_recall_graph_or_answer(tmp_path: Path
     sources = {d.source for d in result.docs}
     assert len(result.docs) == 1 and all(bad.id.hex() not in s for s in sources)
     assert all("admin" not in t.object for t in result.triples)
-    assert feed.withheld == {"quarantined by the device": 1}
+    assert feed.withheld == {"hard fail: domination": 1}
     # and no answer: asked about the intruder, nothing is believed
     subject = f"{DEV.hex()}/intruder"
     ans = sub.ask(f"what is the door of {subject}?")

@@ -53,8 +53,10 @@ def test_five_identical_facts_give_one_semantic_memory_resting_on_all_five() -> 
     assert (p.state, p.layer) == (State.CONSOLIDATED, Layer.SEMANTIC)
     assert list(p.links) == [m.id for m in eps] == distill.episodes_of(e, pid)
     assert p.value.startswith("auto (held 240 s, 5 of 5 observations, 0 changes")
-    # reinforced by the three episodes after the two it was made of, not copied
-    assert p.strength == pytest.approx(1.0 + 3 * e.config.alpha * p.priority * p.rn, abs=1e-3)
+    # reinforced by the three episodes after the two it was made of, not copied, up to the
+    # strength bound
+    want = min(e.config.max_strength, 1.0 + 3 * e.config.alpha * p.priority * p.rn)
+    assert p.strength == pytest.approx(want, abs=1e-3) and p.last_access == T0 + 240
     derived = [r.detail for r in e.audit.records(pid) if r.action == "derive"]
     assert [d["wasDerivedFrom"] for d in derived] == [m.id for m in eps]
     # its gate scores are its episodes'

@@ -75,7 +75,7 @@ def test_migrates_an_old_file_to_the_current_schema(tmp_path: Path) -> None:
     db.commit()
     db.close()
     s = Store(path)
-    assert s.schema_version == SCHEMA_VERSION == 2
+    assert s.schema_version == SCHEMA_VERSION == 3  # v3: issue 13's triggers and tables
     names = {r[0] for r in s.db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
     assert "memories_subject" in names
     s.close()
@@ -141,6 +141,7 @@ def test_verify_names_a_rehashed_edit_by_its_successor(tmp_path: Path) -> None:
     ).fetchone()
     e.close()
     db = sqlite3.connect(path)
+    db.execute("DROP TRIGGER audit_no_update")  # re-created when the engine opened the file
     db.execute("UPDATE audit SET hash = ? WHERE seq = 5", (record_hash(*row),))
     db.commit()
     db.close()
@@ -208,3 +209,25 @@ def test_a_rolled_back_operation_leaves_chain_and_index_consistent() -> None:
     assert [h.id for h in e.recall("pump running", touch=False)] == [e.store.select()[0].id]
     e.admit("pump 3 running", "s")
     assert e.verify_audit().ok
+
+
+def test_an_old_store_with_a_forked_repair_is_refused_with_a_reason(tmp_path: Path) -> None:
+    from hirmem.memory.model import Memory
+    from hirmem.memory.store import COLUMNS, to_row
+
+    path = tmp_path / "forked.sqlite"
+    db = sqlite3.connect(path)
+    for version in (0, 1):
+        for stmt in _statements(MIGRATIONS[version]):
+            db.execute(stmt)
+    db.execute("PRAGMA user_version=2")
+    for n in (1, 2):  # two versions that both supersede the same prior: a forked chain
+        row = to_row(Memory(f"{n:032x}", b"x", "s", 1, bytes(32), state=State.CANDIDATE,
+                            supersedes="ab" * 16))  # fmt: skip
+        db.execute(f"INSERT INTO memories ({', '.join(COLUMNS)}) "
+                   f"VALUES ({', '.join(':' + c for c in COLUMNS)})", row)  # fmt: skip
+    db.commit()
+    db.close()
+    with pytest.raises(HirmemError, match=r"cannot be upgraded to schema 3.*unchanged"):
+        Store(path)
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 2

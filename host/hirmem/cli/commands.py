@@ -13,14 +13,19 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from hirmem.daemon.config import ConfigError, load_config
+from hirmem.daemon.config import ConfigError, DaemonConfig, load_config
 from hirmem.daemon.service import Daemon, setup_logging, sign_knowledge
 from hirmem.daemon.store import Store, StoreError, now_ms
 from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.identity import triple_id
 from hirmem.protocol.keys import ID_SIZE, SigningKey, read_key_file, write_key_file
 from hirmem.protocol.packs import KnowledgeItem, Reason
+
+if TYPE_CHECKING:
+    from hirmem.memory.config import MemoryConfig
+    from hirmem.memory.keeper import MemoryKeeper
 
 DEFAULT_DB = Path("hirmem.db")
 
@@ -127,8 +132,50 @@ def _daemon(args: argparse.Namespace) -> int:
     }
     config = load_config(args.config, args.device, overrides)
     setup_logging(args.log_format)
-    Daemon(config).run()
+    daemon = Daemon(config)  # creates the intake database the memory keeper reads
+    if config.memory is not None:
+        try:
+            mcfg: MemoryConfig | None = None
+            if config.memory_config:  # checked before anything serves
+                from hirmem.memory.config import MemoryConfig
+
+                mcfg = MemoryConfig.load(config.memory_config)
+            key = read_key_file(config.host_key) if config.host_key else None
+            daemon.add_background(_MemoryJob(config, mcfg, key))
+        except BaseException:
+            daemon.stop()
+            raise
+    daemon.run()
     return 0
+
+
+class _MemoryJob:
+    """The daemon's memory keeper, imported and opened by its thread's first tick: the
+    device lines serve at once instead of waiting for numpy and the recall index."""
+
+    name = "memory"
+
+    def __init__(
+        self, config: DaemonConfig, memory_config: MemoryConfig | None, key: SigningKey | None
+    ) -> None:
+        self.interval = config.memory_every
+        self._config, self._memory_config, self._key = config, memory_config, key
+        self._keeper: MemoryKeeper | None = None
+
+    def tick(self) -> object:
+        if self._keeper is None:
+            from hirmem.memory.keeper import MemoryKeeper
+
+            c = self._config
+            assert c.memory is not None
+            self._keeper = MemoryKeeper.open(
+                c.memory, c.database, c.memory_every, self._memory_config, self._key
+            )
+        return self._keeper.tick()
+
+    def close(self) -> None:
+        if self._keeper is not None:
+            self._keeper.close()
 
 
 def _device(args: argparse.Namespace) -> int:

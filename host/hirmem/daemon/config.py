@@ -13,11 +13,23 @@ Example (every key but ``host.id`` and one device is optional)::
     save_every = 1.0                # seconds between counter saves to the store
     reconnect_min = 0.25            # backoff after a line drops, doubling …
     reconnect_max = 8.0             # … up to this
+    memory = "hirmem-memory.sqlite" # the memory engine's store, beside the database
+    memory_every = 2.0              # seconds between memory ticks; 0 keeps no memory
+    memory_config = "memory.json"   # MemoryConfig overrides (JSON), defaults when absent
 
     [[device]]
     url = "socket://127.0.0.1:5000" # any pyserial URL, a /dev path or a pty
     name = "bench-m3"               # for logs and `hirmem status`
     baudrate = 115200
+
+The memory keys: on by default, the daemon follows its own intake into a memory store
+beside the intake database (``hirmem-memory.sqlite`` in the database's folder, the file
+``hirmem memory`` opens by default) and every ``memory_every`` seconds admits the packs
+stored since the last tick; the decay sweep runs from the same tick whenever the memory
+config's ``sweep_interval_s`` (one hour by default) has passed. On by default because a
+daemon that stores packs nobody consolidates leaves the memory stale and undecayed
+until someone remembers to run ``hirmem memory follow`` and ``sweep`` (issue 13).
+``memory_every = 0`` turns it off, for hosts that run the memory elsewhere.
 
 Every problem found is reported at once, each with what to change, and nothing is
 started until the whole configuration is sound (:class:`ConfigError`).
@@ -67,6 +79,9 @@ class DaemonConfig:
     save_every: float = 1.0
     reconnect_min: float = 0.25
     reconnect_max: float = 8.0
+    memory: Path | None = None  # the memory store; None: the daemon keeps no memory
+    memory_every: float = 2.0
+    memory_config: Path | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -139,7 +154,8 @@ def build_config(data: dict[str, Any], base: Path, cli_devices: list[str]) -> Da
         problems.append(f"unknown top-level keys {sorted(unknown)}: only [host] and [[device]]")
     known_host = {
         "id", "database", "key", "max_frame", "window", "metrics", "status_every",
-        "save_every", "reconnect_min", "reconnect_max",
+        "save_every", "reconnect_min", "reconnect_max", "memory", "memory_every",
+        "memory_config",
     }  # fmt: skip
     for key in sorted(set(host) - known_host):
         problems.append(f"host.{key}: unknown key (known: {', '.join(sorted(known_host))})")
@@ -176,6 +192,24 @@ def build_config(data: dict[str, Any], base: Path, cli_devices: list[str]) -> Da
     save_every = _number(host, "save_every", 1.0, 0.05, 3600.0, problems)
     reconnect_min = _number(host, "reconnect_min", 0.25, 0.01, 60.0, problems)
     reconnect_max = _number(host, "reconnect_max", 8.0, 0.01, 3600.0, problems)
+    memory_every = _number(host, "memory_every", 2.0, 0.0, 86400.0, problems)
+    memory: Path | None = None
+    memory_config: Path | None = None
+    if memory_every > 0:
+        memory = base / str(host.get("memory", database.parent / "hirmem-memory.sqlite"))
+        if memory.resolve() == database.resolve():
+            problems.append(
+                f"host.memory = {str(memory)!r} is the intake database itself: "
+                "give the memory its own file"
+            )
+        elif not memory.parent.is_dir():
+            problems.append(
+                f"host.memory = {str(memory)!r}: the folder {memory.parent} does not exist"
+            )
+        if "memory_config" in host:
+            memory_config = base / str(host["memory_config"])
+            if not memory_config.is_file():
+                problems.append(f"host.memory_config = {str(memory_config)!r}: no such file")
 
     devices: list[DeviceConfig] = []
     raw_devices = data.get("device", [])
@@ -209,7 +243,8 @@ def build_config(data: dict[str, Any], base: Path, cli_devices: list[str]) -> Da
         raise ConfigError("the configuration cannot be used:\n  - " + "\n  - ".join(problems))
     return DaemonConfig(
         host_id, database, tuple(devices), host_key, max_frame, window, metrics,
-        status_every, save_every, reconnect_min, reconnect_max,
+        status_every, save_every, reconnect_min, reconnect_max, memory, memory_every,
+        memory_config,
     )  # fmt: skip
 
 

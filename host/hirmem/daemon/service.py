@@ -14,6 +14,12 @@ refusals), and pushes the newest knowledge version to every open session whose
 device does not hold it yet (``hirmem push`` writes versions into the store; the
 daemon notices within a second), retrying until the device answers.
 
+Background jobs given by the caller (:class:`Background`: the memory keeper that
+``hirmem daemon`` builds, which follows the intake into the memory engine and runs its
+decay scheduler) each get a thread that calls ``tick()`` every ``interval`` seconds;
+a failing tick is logged and counted, and the next one retries. At stop each job's
+thread is joined and its ``close()`` runs (the memory keeper signs an audit checkpoint).
+
 SIGTERM or SIGINT stops it cleanly: links stop within 50 ms, lines close, the last
 counters are saved, the store is closed.
 """
@@ -28,7 +34,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import fields
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 
 from hirmem.daemon.config import DaemonConfig, DeviceConfig
 from hirmem.daemon.intake import StoreIntake
@@ -295,18 +301,50 @@ class DeviceWorker:
             self.daemon.store.save_counters(self.device_id, self.counters())
 
 
+class Background(Protocol):
+    """A periodic job the daemon runs on a thread of its own."""
+
+    name: str
+    interval: float
+
+    def tick(self) -> object: ...
+
+    def close(self) -> None: ...
+
+
 class Daemon:
     """The whole daemon: store, workers, housekeeping, metrics. :meth:`run` until signalled."""
 
-    def __init__(self, config: DaemonConfig, *, store: Store | None = None) -> None:
+    def __init__(
+        self,
+        config: DaemonConfig,
+        *,
+        store: Store | None = None,
+        background: Sequence[Background] = (),
+    ) -> None:
         self.config = config
         self.store = store if store is not None else Store(config.database)
         self.stopping = threading.Event()
         self.workers = [DeviceWorker(self, dev) for dev in config.devices]
         self._house = threading.Thread(target=self._housekeeping, name="housekeeping", daemon=True)
+        self.background: list[Background] = []
+        self.background_failures: dict[str, int] = {}
+        self._jobs: list[threading.Thread] = []
         self._metrics: ThreadingHTTPServer | None = None
         self._knowledge_cache: tuple[int, bytes] | None = None
         self._started = False
+        for job in background:
+            self.add_background(job)
+
+    def add_background(self, job: Background) -> None:
+        """Run ``job`` from :meth:`start` on (the daemon closes it at stop)."""
+        if self._started:
+            raise RuntimeError("add background jobs before the daemon starts")
+        self.background.append(job)
+        self.background_failures[job.name] = 0
+        self._jobs.append(
+            threading.Thread(target=self._run_job, args=(job,), name=job.name, daemon=True)
+        )
 
     def latest_knowledge(self) -> tuple[int, bytes] | None:
         head = self.store.knowledge_head()
@@ -325,6 +363,8 @@ class Daemon:
         for worker in self.workers:
             worker.start()
         self._house.start()
+        for job in self._jobs:
+            job.start()
         self._started = True
         log.info(
             "daemon started",
@@ -333,6 +373,7 @@ class Daemon:
 
     def stop(self) -> None:
         if not self._started:
+            self._close_background()
             self.store.close()
             return
         self.stopping.set()
@@ -341,6 +382,9 @@ class Daemon:
         for worker in self.workers:
             worker.join(5.0)
         self._house.join(5.0)
+        for job in self._jobs:
+            job.join(60.0)  # a sweep in progress finishes its transaction
+        self._close_background()
         for worker in self.workers:
             worker.save()
         if self._metrics is not None:
@@ -371,6 +415,21 @@ class Daemon:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 
+    def _run_job(self, job: Background) -> None:
+        while not self.stopping.wait(job.interval):
+            try:
+                job.tick()
+            except Exception:
+                self.background_failures[job.name] += 1
+                log.exception("background job failed", extra={"ctx": {"job": job.name}})
+
+    def _close_background(self) -> None:
+        for job in self.background:
+            try:
+                job.close()
+            except Exception:
+                log.exception("background job failed to close", extra={"ctx": {"job": job.name}})
+
     def _housekeeping(self) -> None:
         while not self.stopping.wait(self.config.save_every):
             now = time.monotonic()
@@ -400,6 +459,10 @@ def render_metrics(daemon: Daemon) -> str:
             families.setdefault(metric, []).append(f"{metric}{{{labels}{extra}}} {value}")
         families.setdefault("hirmem_session_open", []).append(
             f"hirmem_session_open{{{labels}}} {int(worker.session.is_open)}"
+        )
+    for job, failed in sorted(daemon.background_failures.items()):
+        families.setdefault("hirmem_background_failures", []).append(
+            f'hirmem_background_failures{{job="{job}"}} {failed}'
         )
     lines: list[str] = []
     for metric in sorted(families):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import sqlite3
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +36,7 @@ GENESIS = bytes(32)
 ACTIONS = frozenset(
     {
         "capture", "admit", "transition", "strength", "contradiction", "corruption",
-        "repair", "review", "evict", "intake-mismatch", "sweep",
+        "repair", "review", "evict", "intake-mismatch", "sweep", "integrity",
         "derive", "supersede", "unflag",
     }
 )  # fmt: skip
@@ -72,11 +73,17 @@ class Verification:
     count: int
     first_bad: int | None  # seq of the first broken link
     reason: str
+    problems: tuple[str, ...] = ()  # every problem found beyond the chain's links
 
     def __str__(self) -> str:
         if self.ok:
             return f"audit chain intact: {self.count} records"
-        return f"audit chain broken at seq {self.first_bad}: {self.reason}"
+        head = (
+            f"audit chain broken at seq {self.first_bad}: {self.reason}"
+            if self.first_bad is not None
+            else f"audit chain of {self.count} records does not match the store"
+        )
+        return head + "".join(f"\n  - {p}" for p in self.problems)
 
 
 def _clean_detail(detail: dict[str, Any]) -> dict[str, Any]:
@@ -127,6 +134,7 @@ class AuditLog:
         self.head_seq: int = 0 if row is None else int(row[0])
         self.head_hash: bytes = GENESIS if row is None else bytes(row[1])
         store.rollback_hooks.append(self.resync)
+        store.reload_hooks.append(self.resync)
 
     def append(
         self,
@@ -137,20 +145,7 @@ class AuditLog:
         ts: float | None = None,
     ) -> int:
         """Append one record and return its seq."""
-        if action not in ACTIONS:
-            raise HirmemError(f"audit action {action!r} is not one of {sorted(ACTIONS)}")
-        _check_actor(actor)
-        body = cbor.encode(_clean_detail(detail or {}))
-        seq = self.head_seq + 1
-        ms = int((time.time() if ts is None else ts) * 1000)
-        digest = record_hash(seq, ms, action, memory_id, actor, body, self.head_hash)
-        self.store.db.execute(
-            "INSERT INTO audit(seq, ts, action, memory_id, actor, detail, prev, hash) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (seq, ms, action, memory_id, actor, body, self.head_hash, digest),
-        )
-        self.head_seq, self.head_hash = seq, digest
-        return seq
+        return self.append_many([(action, memory_id, detail or {})], actor, ts)[0]
 
     def append_many(
         self,
@@ -161,30 +156,32 @@ class AuditLog:
         """Append ``(action, memory_id, detail)`` records in order with one statement."""
         _check_actor(actor)
         ms = int((time.time() if ts is None else ts) * 1000)
-        rows = []
-        seq, prev = self.head_seq, self.head_hash
+        bodies = []
         for action, memory_id, detail in entries:
             if action not in ACTIONS:
                 raise HirmemError(f"audit action {action!r} is not one of {sorted(ACTIONS)}")
-            body = cbor.encode(_clean_detail(detail))
-            seq += 1
-            digest = record_hash(seq, ms, action, memory_id, actor, body, prev)
-            rows.append((seq, ms, action, memory_id, actor, body, prev, digest))
-            prev = digest
-        self.store.db.executemany(
-            "INSERT INTO audit(seq, ts, action, memory_id, actor, detail, prev, hash) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            rows,
-        )
-        first = self.head_seq + 1
-        self.head_seq, self.head_hash = seq, prev
+            bodies.append((action, memory_id, cbor.encode(_clean_detail(detail))))
+        with self.store.writing() as db:  # the head is read and moved by the writer only
+            rows = []
+            seq, prev = self.head_seq, self.head_hash
+            for action, memory_id, body in bodies:
+                seq += 1
+                digest = record_hash(seq, ms, action, memory_id, actor, body, prev)
+                rows.append((seq, ms, action, memory_id, actor, body, prev, digest))
+                prev = digest
+            db.executemany(
+                "INSERT INTO audit(seq, ts, action, memory_id, actor, detail, prev, hash) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            first = self.head_seq + 1
+            self.head_seq, self.head_hash = seq, prev
         return list(range(first, seq + 1))
 
     def resync(self) -> None:
         """Re-read the head (after a rolled-back transaction)."""
-        row = self.store.db.execute(
-            "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1"
-        ).fetchone()
+        with self.store.writing() as db:
+            row = db.execute("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").fetchone()
         self.head_seq = 0 if row is None else int(row[0])
         self.head_hash = GENESIS if row is None else bytes(row[1])
 
@@ -198,16 +195,24 @@ class AuditLog:
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         out = []
-        for seq, ts, action, mid, actor, detail, prev, digest in self.store.db.execute(sql, params):
-            out.append(AuditRecord(seq, ts, action, mid, actor, cbor.decode(detail), prev, digest))
+        with self.store.reading() as db:
+            for seq, ts, action, mid, actor, detail, prev, digest in db.execute(sql, params):
+                out.append(
+                    AuditRecord(seq, ts, action, mid, actor, cbor.decode(detail), prev, digest)
+                )
         return out
 
     def verify(self) -> Verification:
         """Walk the whole chain; report the first record whose link or hash is wrong."""
+        with self.store.reading() as db:
+            return self._walk(db)
+
+    @staticmethod
+    def _walk(db: sqlite3.Connection) -> Verification:
         prev = GENESIS
         expect = 1
         count = 0
-        rows = self.store.db.execute(
+        rows = db.execute(
             "SELECT seq, ts, action, memory_id, actor, detail, prev, hash FROM audit ORDER BY seq"
         )
         for seq, ts, action, mid, actor, detail, link, digest in rows:

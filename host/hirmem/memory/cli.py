@@ -6,12 +6,14 @@ Wire it in with ``add_parser(subparsers)`` and dispatch ``run(args)``::
     hirmem memory --db mem.sqlite list --state quarantined --limit 20
     hirmem memory --db mem.sqlite show ID          # every schema field
     hirmem memory --db mem.sqlite history ID       # versions and audit records
-    hirmem memory --db mem.sqlite verify           # walk the audit chain
+    hirmem memory --db mem.sqlite verify [--anchor LINE] # chain, checkpoints, rows, triggers
+    hirmem memory --db mem.sqlite checkpoint       # sign the head; print it to keep elsewhere
     hirmem memory --db mem.sqlite check            # find corrupted hashes (quarantines them)
     hirmem memory --db mem.sqlite admit TEXT --source S [--flags 0x0fff] [--kind action]
     hirmem memory --db mem.sqlite patterns [--episodes]  # distilled memories, episodes
     hirmem memory --db mem.sqlite recall TEXT [-k 5] [--state consolidated]
     hirmem memory --db mem.sqlite sweep
+    hirmem memory --db mem.sqlite repair ID PAYLOAD --reason WHY [--steward NAME] [--flags 0x0fff]
     hirmem memory --db mem.sqlite review list
     hirmem memory --db mem.sqlite review decide ID --steward NAME --decision promote --reason WHY
     hirmem memory --db mem.sqlite review history [ID]
@@ -21,19 +23,23 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from pathlib import Path
 from typing import Any
 
-from hirmem.memory import distill, review
+from hirmem.memory import distill, evidence, review
 from hirmem.memory.config import MemoryConfig
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.model import Layer, Memory, State
 from hirmem.memory.observe import KINDS
 from hirmem.memory.recall import DEFAULT_STATES, RecallFilter
 from hirmem.protocol.errors import HirmemError
+from hirmem.protocol.keys import read_key_file
 
 __all__ = ["add_parser", "run"]
 
 _STATES = [s.name.lower() for s in State]
+_WRITES = frozenset({"admit", "repair", "sweep", "follow", "check", "checkpoint", "decide"})
 _LAYERS = [x.name.lower() for x in Layer if x is not Layer.PROVENANCE]
 
 
@@ -43,6 +49,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--db", default="hirmem-memory.sqlite", help="store file (default %(default)s)")
     p.add_argument("--config", help="JSON file of MemoryConfig overrides")
+    p.add_argument(
+        "--key",
+        help="host key file that signs the audit checkpoints (default: <db>.key beside the "
+        "store; give the daemon's host key for a store the daemon keeps)",
+    )
     sub = p.add_subparsers(dest="memory_command", required=True)
     sub.add_parser("stats", help="counts per state and per layer")
     ls = sub.add_parser("list", help="list memories, filtered")
@@ -50,9 +61,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     ls.add_argument("--limit", type=int, default=50)
     show = sub.add_parser("show", help="every field of one memory (explicit id: any state)")
     show.add_argument("id")
-    hist = sub.add_parser("history", help="a memory's versions and audit records")
+    hist = sub.add_parser("history", help="a memory's versions, audit records and strength")
     hist.add_argument("id")
-    sub.add_parser("verify", help="walk the audit chain; name the first broken link")
+    ver = sub.add_parser(
+        "verify", help="the audit chain, its signed checkpoints, every row, the triggers"
+    )
+    ver.add_argument("--anchor", help="a line `hirmem memory checkpoint` printed earlier")
+    sub.add_parser("checkpoint", help="sign the chain's head now; print it to keep elsewhere")
     sub.add_parser("check", help="find memories whose hash no longer matches (quarantine them)")
     admit = sub.add_parser("admit", help="capture and gate one memory")
     admit.add_argument("payload")
@@ -76,6 +91,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     rc.add_argument("--no-touch", action="store_true", help="do not count this as a rehearsal")
     _filters(rc)
     sub.add_parser("sweep", help="run the decay sweep now")
+    _repair_parser(sub)
     fol = sub.add_parser("follow", help="admit the device packs the daemon stored since last time")
     fol.add_argument("--intake", default="hirmem.db", help="the daemon's store (%(default)s)")
     rv = sub.add_parser("review", help="steward review of quarantined memories")
@@ -89,6 +105,32 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     rh = rsub.add_parser("history", help="recorded decisions")
     rh.add_argument("id", nargs="?")
     return p
+
+
+def _repair_parser(sub: Any) -> None:
+    rp = sub.add_parser("repair", help="write a corrected version of a memory (the prior stays)")
+    rp.add_argument("id", help="the memory to correct (its latest version)")
+    rp.add_argument("payload", help="the corrected content")
+    rp.add_argument("--reason", required=True, help="why (kept in the audit chain)")
+    rp.add_argument("--steward", help="who repairs (audited as steward:NAME; default system)")
+    rp.add_argument("--source", help="new source (default: the prior's)")
+    rp.add_argument("--flags", type=lambda s: int(s, 0), help="new sub-check flags")
+    rp.add_argument("--confidence", type=float, help="new Q (default: the prior's)")
+    rp.add_argument("--provenance", type=float, help="new P (default: the prior's)")
+    rp.add_argument("--value", help="structured value, when the payload carries none")
+
+
+def _repair(engine: MemoryEngine, args: argparse.Namespace) -> int:
+    new = engine.repair(
+        args.id, args.payload, reason=args.reason,
+        actor=f"steward:{args.steward}" if args.steward else "system",
+        value=args.value, source=args.source, flags=args.flags,
+        confidence=args.confidence, provenance=args.provenance,
+    )  # fmt: skip
+    print(f"v{new.version} " + _line(new) + f"\n    supersedes {new.supersedes}")
+    if new.quarantine_reason:
+        print(f"  quarantined: {new.quarantine_reason}")
+    return 0
 
 
 def _filters(p: argparse.ArgumentParser) -> None:
@@ -136,17 +178,24 @@ def _show(m: Memory) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         config = MemoryConfig.load(args.config) if args.config else MemoryConfig()
-        engine = MemoryEngine(args.db, config)
+        key = read_key_file(Path(args.key)) if getattr(args, "key", None) else None
+        engine = MemoryEngine(args.db, config, signing_key=key)
     except HirmemError as exc:
         print(f"hirmem memory: {exc}", file=sys.stderr)
         return 2
     try:
-        return _run(engine, args)
+        if {args.memory_command, getattr(args, "review_command", "")} & _WRITES:
+            engine.check_signer()  # before anything is written, not at close
+        rc = _run(engine, args)
     except HirmemError as exc:
         print(f"hirmem memory: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        engine.close()
+        rc = 2
+    try:
+        engine.close()  # signs a checkpoint when the command moved the chain
+    except HirmemError as exc:
+        print(f"hirmem memory: {exc}", file=sys.stderr)
+        rc = 2
+    return rc
 
 
 def _run(engine: MemoryEngine, args: argparse.Namespace) -> int:
@@ -191,6 +240,11 @@ def _run(engine: MemoryEngine, args: argparse.Namespace) -> int:
             print(f"v{version.version} " + _line(version))
             for rec in engine.audit.records(version.id):
                 print(f"    #{rec.seq} {rec.action:<13} {rec.actor:<16} {rec.detail}")
+            points = engine.strength_history(version.id)
+            if points:
+                print("    strength: " + "  ".join(
+                    f"{time.strftime('%Y-%m-%dT%H:%MZ', time.gmtime(t))} {m:.3f} ({cause})"
+                    for t, m, cause in points))  # fmt: skip
         return 0
     if cmd == "follow":
         from hirmem.daemon.reader import open_intake
@@ -200,11 +254,19 @@ def _run(engine: MemoryEngine, args: argparse.Namespace) -> int:
             fr = follow_intake(engine, intake)
         print(
             f"{fr.packs} packs: {fr.admitted} admitted, {fr.quarantined} quarantined, "
-            f"{fr.duplicates} already held, {fr.mismatched} disagreed with the device"
+            f"{fr.duplicates} already held, {fr.mismatched} disagreed with the device, "
+            f"{fr.disagreed} with sub-checks the host evaluated otherwise"
         )
         return 0
+    if cmd == "checkpoint":
+        engine.checkpoint()
+        with engine.store.reading() as db:
+            latest = evidence.latest_checkpoint(db)
+        print(latest.text() if latest else "the chain is empty: nothing to checkpoint")
+        return 0
     if cmd == "verify":
-        result = engine.verify_audit()
+        anchor = evidence.Checkpoint.parse(args.anchor) if args.anchor else None
+        result = engine.verify_audit(anchor)
         print(result)
         return 0 if result.ok else 1
     if cmd == "check":
@@ -236,6 +298,8 @@ def _run(engine: MemoryEngine, args: argparse.Namespace) -> int:
                 f"Rec {hit.recency:.3f} · Trust {hit.trust:.3f}  {hit.id}"
             )
         return 0
+    if cmd == "repair":
+        return _repair(engine, args)
     if cmd == "sweep":
         r = engine.sweep()
         print(f"swept {r.examined}: {r.changed} changed, {r.archived} archived, "

@@ -37,7 +37,25 @@ Defaults and why:
   ``"minilm"`` is all-MiniLM-L6-v2 (384-d, numpy, optional packages: see
   :mod:`hirmem.memory.minilm`). A store keeps the embedder it was built with.
   ``embed_dim = 256`` — width of the hash embedder's vectors (MiniLM's is always 384).
-* ``sweep_interval_s = 3600`` — how often the decay scheduler sweeps.
+* ``sweep_interval_s = 3600`` — how often the decay scheduler sweeps (the daemon runs
+  it; see ``memory_every`` in :mod:`hirmem.daemon.config`).
+* ``max_strength = 1.0`` — strength saturates here: rehearsal can bring a memory back to
+  the strength of a perfect write (W ≤ 1) but never bank more, so a memory recalled a
+  thousand times still fades within ``max_strength / β`` idle τ of its layer (20).
+* ``rehearsal_min_sim = 0.35`` — a recall hit counts as a rehearsal only when its
+  similarity to the query is at least this; its U is then the similarity itself (a hit
+  at 0.9 rehearses three times as much as one at 0.3 would), so U·Rel·Rn of the strength
+  equation is ``sim · priority · Rn``. Weaker hits are returned but are no use of the
+  memory: not strengthened, not counted, not made recent.
+* ``review_strength = 0.90`` — a steward's *promote* restores a memory to at least this
+  strength (audited), so a memory a contradiction pressed to 0 does not come back at 0
+  and archive at the next sweep.
+* A GREEN record whose W is below ``archive_strength`` is held as a candidate (audited
+  with the reason), never consolidated at a strength the next sweep would archive.
+* ``history_bucket_s = 3600``, ``history_points = 336`` — strength over time is kept per
+  memory at each sweep and rehearsal, one point per bucket of ``history_bucket_s`` (the
+  last in a bucket wins) in a ring of ``history_points`` slots: at most 336 rows per
+  memory, two weeks at hourly resolution (:meth:`MemoryEngine.strength_history`).
 
 Per-layer lifetimes (the spec's timescales). Decay runs per layer with its own τ; with
 the linear law a memory at strength 1.0 archives after 19 idle τ:
@@ -118,6 +136,11 @@ class MemoryConfig:
     distill_max_episodes: int = 512
     procedure_min_successes: int = 3
     procedure_min_rate: float = 0.6
+    max_strength: float = 1.0
+    rehearsal_min_sim: float = 0.35
+    review_strength: float = 0.90
+    history_bucket_s: float = 3600.0
+    history_points: int = 336
 
     def __post_init__(self) -> None:
         for name in (
@@ -137,7 +160,7 @@ class MemoryConfig:
                 raise HirmemError(f"memory config {name} must be a finite number ≥ 0, got {value}")
         for name in (
             "decay_tau_s", "recency_tau_s", "sweep_interval_s", "working_ttl_s",
-            "episodic_tau_s", "procedural_tau_s", "distill_window_s",
+            "episodic_tau_s", "procedural_tau_s", "distill_window_s", "history_bucket_s",
         ):  # fmt: skip
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
@@ -156,6 +179,14 @@ class MemoryConfig:
             raise HirmemError(f"gate_mode must be one of {GATE_MODES}, got {self.gate_mode!r}")
         if self.embedder not in EMBEDDERS:
             raise HirmemError(f"embedder must be one of {EMBEDDERS}, got {self.embedder!r}")
+        if not (math.isfinite(self.max_strength) and self.max_strength >= self.promote_strength):
+            raise HirmemError("memory config needs a finite max_strength ≥ promote_strength")
+        for name in ("rehearsal_min_sim", "review_strength"):
+            value = getattr(self, name)
+            if not 0 <= value <= 1:
+                raise HirmemError(f"memory config {name} must be in 0..1, got {value}")
+        if not 1 <= self.history_points <= 100_000:
+            raise HirmemError("memory config history_points must be in 1..100000")
         if self.working_capacity < 1 or self.embed_dim < 8:
             raise HirmemError("working_capacity must be ≥ 1 and embed_dim ≥ 8")
         if not 1 <= self.distill_min_episodes <= self.distill_max_episodes:

@@ -3,10 +3,11 @@
 Equations (``memory-layer-stack.txt``), with the parameters from :class:`MemoryConfig`:
 
 * Write gate: ``W = Q · P · H · I · R`` — a zero on any axis is a zero.
-* Strength: ``M(t+1) = max(0, M(t) + alpha·(U·Rel·Rn) - β·(D + X))`` where U is the number
-  of rehearsals (recalls) since the last update, Rel the memory's priority, Rn its
+* Strength: ``M(t+1) = min(M_max, max(0, M(t) + alpha·(U·Rel·Rn) - β·(D + X)))`` where U
+  is the rehearsal since the last update (each recall hit at or above
+  ``rehearsal_min_sim`` counts its similarity), Rel the memory's priority, Rn its
   resonance, D the decay accrued since the last update and X contradiction/corruption
-  pressure.
+  pressure; ``M_max`` is ``max_strength`` (saturation).
 * Decay law: a cumulative function ``g(idle)`` of the idle time since the last access;
   the decay of one update is ``g(now - last) - g(done - last)`` where ``done`` is the
   instant up to which decay was already applied. Sums of updates telescope, so the
@@ -27,13 +28,14 @@ import numpy as np
 import numpy.typing as npt
 
 from hirmem.memory.config import MemoryConfig
-from hirmem.memory.model import State
+from hirmem.memory.model import Layer, State
 
 __all__ = [
     "DecayScheduler",
     "SweepResult",
     "cumulative_decay",
     "decay_between",
+    "decayed_now",
     "rn_disposition",
     "strength_step",
     "sweep_arrays",
@@ -51,8 +53,8 @@ def write_gate(q: float, p: float, h: float, i: float, r: float) -> float:
 def strength_step(
     m: float, u: float, rel: float, rn: float, d: float, x: float, cfg: MemoryConfig
 ) -> float:
-    """One update of memory strength, floored at 0."""
-    return max(0.0, m + cfg.alpha * (u * rel * rn) - cfg.beta * (d + x))
+    """One update of memory strength, floored at 0 and saturating at ``max_strength``."""
+    return min(cfg.max_strength, max(0.0, m + cfg.alpha * (u * rel * rn) - cfg.beta * (d + x)))
 
 
 def rn_disposition(rn: float, cfg: MemoryConfig) -> State:
@@ -121,10 +123,37 @@ def sweep_arrays(
     t: F64 | float = cfg.decay_tau_s if tau is None else tau
     start = np.maximum(decayed_at, last_access)
     d = np.where(now > start, _g(now - last_access, cfg, t) - _g(start - last_access, cfg, t), 0.0)
-    new = np.maximum(0.0, strength + cfg.alpha * (pending_u * priority * rn) - cfg.beta * d)
+    new = np.clip(strength + cfg.alpha * (pending_u * priority * rn) - cfg.beta * d,
+                  0.0, cfg.max_strength)  # fmt: skip
     new_done = np.maximum(decayed_at, now)
     changed = (new != strength) | (new_done != decayed_at) | (pending_u != 0)
     return SweepResult(new, new_done, changed)
+
+
+def layer_taus(layer: npt.NDArray[np.int8], cfg: MemoryConfig) -> F64:
+    """Each row's decay τ, from its layer (:meth:`MemoryConfig.tau_for`)."""
+    tau = np.full(len(layer), cfg.decay_tau_s, dtype=np.float64)
+    tau[layer == int(Layer.EPISODIC)] = cfg.episodic_tau_s
+    tau[layer == int(Layer.PROCEDURAL)] = cfg.procedural_tau_s
+    return tau
+
+
+def decayed_now(
+    now: float,
+    strength: F64,
+    last_access: F64,
+    decayed_at: F64,
+    layer: npt.NDArray[np.int8],
+    cfg: MemoryConfig,
+) -> F64:
+    """Strength decayed to ``now`` (what a sweep at ``now`` would settle, rehearsal aside),
+    each row on its layer's τ: recall ranks on this, not on the strength of the last sweep."""
+    tau = layer_taus(layer, cfg)
+    start = np.maximum(decayed_at, last_access)
+    d = np.where(now > start, _g(now - last_access, cfg, tau) - _g(start - last_access, cfg, tau),
+                 0.0)  # fmt: skip
+    out: F64 = np.maximum(0.0, strength - cfg.beta * d)
+    return out
 
 
 class DecayScheduler:

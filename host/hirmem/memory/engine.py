@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from hirmem.memory import contradiction, distill, dynamics, paths, revision
+from hirmem.memory import contradiction, distill, dynamics, evidence, paths, revision
 from hirmem.memory.audit import AuditLog, Verification
 from hirmem.memory.config import MemoryConfig
 from hirmem.memory.embed import Embedder, embed_batch, make_embedder
@@ -42,10 +42,12 @@ from hirmem.memory.observe import describe, is_episode
 from hirmem.memory.recall import RecallFilter, RecallHit, RecallIndex
 from hirmem.memory.states import check_transition
 from hirmem.memory.store import Store
+from hirmem.protocol import cbor
 from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.fixedpoint import ONE, to_q
 from hirmem.protocol.gate import FLAGS_MASK, Hard, Verdict, evaluate, evaluate_float
 from hirmem.protocol.identity import fold
+from hirmem.protocol.keys import SigningKey, read_key_file, write_key_file
 from hirmem.protocol.records import normalise
 
 __all__ = ["GateScores", "MemoryEngine", "SweepReport"]
@@ -56,6 +58,10 @@ _EPISODE_SQL = (
     "(kind IN ('reading', 'action', 'event') OR (kind = 'fact' AND subject != '' "
     "AND attribute != ''))"
 )
+
+# why a strength-history point was written (the ``cause`` column)
+HISTORY_ADMIT, HISTORY_SWEEP, HISTORY_REHEARSAL, HISTORY_PRESSURE, HISTORY_REVIEW = range(5)
+HISTORY_CAUSES = ("admit", "sweep", "rehearsal", "pressure", "review")
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,17 @@ class SweepReport:
     changed: int
     archived: int
     promoted: int
+
+
+def _store_key(path: str | Path) -> SigningKey:
+    """The checkpoint key kept beside a file store (created on first use)."""
+    text = str(path)
+    if text == ":memory:" or text.startswith("file:"):
+        return SigningKey.generate()
+    key_path = Path(text + ".key")
+    if not key_path.exists():
+        write_key_file(key_path, SigningKey.generate())
+    return read_key_file(key_path)
 
 
 def gate_scores(flags: int, confidence: float, provenance: float, mode: str) -> GateScores:
@@ -119,7 +136,11 @@ class MemoryEngine:
         config: MemoryConfig | None = None,
         clock: Callable[[], float] = time.time,
         embedder: Embedder | None = None,
+        signing_key: SigningKey | None = None,
     ) -> None:
+        """``signing_key`` signs the audit chain's checkpoints (the host key); without
+        one, a file store uses the key file ``<path>.key`` beside it (created, mode
+        0600, on first open) and a ``":memory:"`` store a key of its own lifetime."""
         self.config = config or MemoryConfig()
         self.clock = clock
         # the embedder first: a missing optional model fails before the store is opened
@@ -128,6 +149,8 @@ class MemoryEngine:
         )
         self.store = Store(path)
         self.audit = AuditLog(self.store)
+        self.signing_key = signing_key or _store_key(path)
+        self._restore_triggers()
         known = self.store.meta("embedder")
         if known is None:
             self.store.set_meta("embedder", self.embedder.name)
@@ -136,10 +159,11 @@ class MemoryEngine:
                 f"memory store {path} was built with embedder {known}, "
                 f"not {self.embedder.name}: open it with the same embedder"
             )
-        self.index = RecallIndex(self.embedder.dim, self.config.recency_tau_s, self.clock())
+        self.index = self._new_index()
         self._load_index()
         self.store.rollback_hooks.append(self._reload_index)
         self._ensure_layer_tables()
+        self.store.reload_hooks.append(self._reload_index)
         last = self.store.meta("last_sweep")
         self.scheduler = dynamics.DecayScheduler(
             self.sweep,
@@ -149,7 +173,44 @@ class MemoryEngine:
         )
 
     def close(self) -> None:
-        self.store.close()
+        """Sign a checkpoint of the chain if it moved since the last one, then close
+        (closed even when the checkpoint is refused: a foreign key)."""
+        try:
+            self.checkpoint()
+        finally:
+            self.store.close()
+
+    # -- tamper evidence ----------------------------------------------------------------
+    def checkpoint(self) -> evidence.Checkpoint | None:
+        """Sign (seq, head hash) of the audit chain with the host key; None when the
+        latest checkpoint already covers the head."""
+        with self.store.transaction():
+            if self.audit.head_seq == 0:
+                return None
+            return evidence.write_checkpoint(
+                self.store.db, self.signing_key, self.audit.head_seq, self.audit.head_hash,
+                self.clock(),
+            )  # fmt: skip
+
+    def check_signer(self) -> None:
+        """Refuse (HirmemError) when the store's checkpoints are signed by another key:
+        a command that writes would leave a head this engine cannot sign."""
+        with self.store.reading() as db:
+            evidence.check_signer(evidence.latest_checkpoint(db), self.signing_key)
+
+    def _restore_triggers(self) -> None:
+        """Re-create dropped or altered triggers on open, and say so in the chain."""
+        missing = self.store.missing_triggers()
+        if not missing:
+            return
+        with self.store.transaction():
+            self.store.restore_triggers(missing)
+            self.audit.append(
+                "integrity", "",
+                {"reason": "triggers missing or altered at open, re-created: "
+                           + ", ".join(missing)},
+                ts=self.clock(),
+            )  # fmt: skip
 
     def _ensure_layer_tables(self) -> None:
         """The tables of distillation and revision (owned by those modules)."""
@@ -160,14 +221,23 @@ class MemoryEngine:
     # -- helpers ------------------------------------------------------------------------
     def _reload_index(self) -> None:
         """After a rolled-back transaction: rebuild the index from what was committed."""
-        self.index = RecallIndex(self.embedder.dim, self.config.recency_tau_s, self.clock())
+        self.index = self._new_index()
         self._load_index()
 
+    def _new_index(self) -> RecallIndex:
+        index = RecallIndex(self.embedder.dim, self.config.recency_tau_s, self.clock())
+        cfg = self.config
+        index.decay = lambda now, m, last, done, layer: dynamics.decayed_now(
+            now, m, last, done, layer, cfg
+        )
+        return index
+
     def _load_index(self) -> None:
-        rows = self.store.db.execute(
-            "SELECT rowid, id, strength, last_access, trust, state, layer, source, device, "
-            "subject, embedding FROM memories WHERE state != 0 ORDER BY rowid"
-        ).fetchall()
+        with self.store.writing() as db:
+            rows = db.execute(
+                "SELECT rowid, id, strength, last_access, trust, state, layer, source, device, "
+                "subject, embedding, decayed_at FROM memories WHERE state != 0 ORDER BY rowid"
+            ).fetchall()
         if not rows:
             return
         cols = list(zip(*rows, strict=True))
@@ -183,6 +253,7 @@ class MemoryEngine:
             list(cols[7]),
             list(cols[8]),
             list(cols[9]),
+            np.array(cols[11], dtype=np.float64),
         )
 
     def _save(self, m: Memory) -> Memory:
@@ -266,15 +337,21 @@ class MemoryEngine:
         """One step of the strength equation for ``m``; audited when the change is large."""
         new = dynamics.strength_step(m.strength, u, m.priority, m.rn, d, x, self.config)
         out = m.replace(strength=new)
-        if abs(new - m.strength) >= self.config.audit_strength_delta:
-            seq = self.audit.append(
-                "strength",
-                m.id,
-                {"old_strength": m.strength, "strength": new, "x": x, "reason": reason},
-                ts=self.clock(),
-            )
-            out = out.replace(audit_seq=seq)
-        return self._save(out)
+        with self.store.transaction():
+            if abs(new - m.strength) >= self.config.audit_strength_delta:
+                seq = self.audit.append(
+                    "strength",
+                    m.id,
+                    {"old_strength": m.strength, "strength": new, "x": x, "reason": reason},
+                    ts=self.clock(),
+                )
+                out = out.replace(audit_seq=seq)
+            saved = self._save(out)
+            rowid = self.store.rowid(m.id)
+            if rowid is not None:
+                self._record_history(np.array([rowid]), self.clock(), np.array([new]),
+                                     HISTORY_PRESSURE)  # fmt: skip
+            return saved
 
     # -- stage 1: capture ---------------------------------------------------------------
     def _next_host_id(self) -> bytes:
@@ -357,20 +434,21 @@ class MemoryEngine:
 
     def insert_volatile(self, m: Memory, now: float, actor: str = "system") -> Memory:
         """Store a captured object in the working ring (stage 1), audited."""
-        self.store.insert(m)
-        seq = self.audit.append(
-            "capture", m.id, {"hash": m.hash, "device": m.device or None}, actor=actor, ts=now
-        )
-        m = m.replace(audit_seq=seq)
-        self.store.update(m)
-        self._evict_overflow(now, keep=m.id)
-        return m
+        with self.store.transaction():
+            self.store.insert(m)
+            seq = self.audit.append(
+                "capture", m.id, {"hash": m.hash, "device": m.device or None}, actor=actor, ts=now
+            )
+            m = m.replace(audit_seq=seq)
+            self.store.update(m)
+            self._evict_overflow(now, keep=m.id)
+            return m
 
     def _evict_overflow(self, now: float, keep: str) -> None:
         over = self.store.count("state = 0") - self.config.working_capacity
         if over <= 0:
             return
-        for (mid,) in self.store.db.execute(
+        for (mid,) in self.store.db.execute(  # the writer's own connection: under its lock
             "SELECT id FROM memories WHERE state = 0 AND id != ? "
             "ORDER BY last_access, rowid LIMIT ?",
             (keep, over),
@@ -385,6 +463,10 @@ class MemoryEngine:
         ``device_check`` non-empty means intake found the device's record inconsistent
         (it names what): the memory is quarantined for review whatever the gate says.
         """
+        with self.store.transaction():  # read, decide and write as one step of the writer
+            return self._process(memory_id, device_check, mode)
+
+    def _process(self, memory_id: str, device_check: str, mode: str | None) -> Memory:
         m = self.require(memory_id)
         if m.state is not State.VOLATILE:
             raise HirmemError(f"memory {m.id} was already gated ({m.state.name.lower()})")
@@ -399,6 +481,11 @@ class MemoryEngine:
             target = dynamics.rn_disposition(g.rn, self.config)
             if target is State.QUARANTINED:
                 reason = "Rn below yellow"
+            elif target is State.CONSOLIDATED and g.w < self.config.archive_strength:
+                # GREEN but born below the archive threshold: held as a candidate that
+                # rehearsal may still reinforce, never consolidated at a strength the
+                # next sweep archives
+                target, reason = State.CANDIDATE, "Rn ≥ green but W below archive_strength: held"
         with self.store.transaction():
             scored = m.replace(
                 flags=flags, h=g.h, i=g.i, r=g.r, f=g.f, c=g.c, rn=g.rn, w=g.w,
@@ -434,7 +521,10 @@ class MemoryEngine:
                 out = self.transition(cand, State.CONSOLIDATED, "Rn ≥ green: direct")
             else:
                 out = self.transition(scored, target, reason or "Rn ≥ yellow: held")
-            if out.state is not State.QUARANTINED:
+            rowid = self.store.rowid(out.id)
+            if rowid is not None:
+                self._record_history(np.array([rowid]), now, np.array([g.w]), HISTORY_ADMIT)
+            if out.state in (State.CANDIDATE, State.CONSOLIDATED):
                 out = self._resolve_conflicts(out)
             return self._revise_and_distil(out)
 
@@ -473,38 +563,61 @@ class MemoryEngine:
         *,
         touch: bool = True,
     ) -> list[list[RecallHit]]:
-        now = self.clock()
         q = embed_batch(self.embedder, queries)
-        results = self.index.search(q, k, flt or RecallFilter(), now)
-        if touch:
-            with self.store.transaction():
+        # The index is the writer's: a search never sees it half-updated by a sweep.
+        with self.store.transaction() if touch else self.store.writing():
+            now = self.clock()
+            results = self.index.search(q, k, flt or RecallFilter(), now)
+            if touch:
                 for hits in results:
                     for hit in hits:
-                        self._touch(hit.id, now)
+                        self._touch(hit, now)
         return results
 
-    def _touch(self, memory_id: str, now: float) -> None:
-        """A rehearsal: settle pending strength (U so far, decay to now), then count it."""
-        m = self.require(memory_id)
-        tau = self.config.tau_for(m.layer)
-        d = dynamics.decay_between(m.last_access, m.decayed_at, now, self.config, tau)
-        u = m.access_count - m.access_seen
-        new = dynamics.strength_step(m.strength, u, m.priority, m.rn, d, 0.0, self.config)
-        self._save(
-            m.replace(
-                strength=new,
-                access_seen=m.access_count,
-                access_count=m.access_count + 1,
-                last_access=now,
-                decayed_at=max(m.decayed_at, now),
-            )
+    def _touch(self, hit: RecallHit, now: float) -> None:
+        """A recall hit: a rehearsal when similar enough (U = the similarity), settled at
+        once with the decay up to now; audited when the change is large, kept in the
+        strength history. A weaker hit is returned but is no use of the memory (neither
+        counted nor made recent), and only live memories are rehearsed: an archived
+        (read-only) or quarantined memory reached by an explicit filter is unchanged."""
+        cfg = self.config
+        if hit.sim < cfg.rehearsal_min_sim:
+            return
+        m = self.require(hit.id)
+        if m.state not in (State.CANDIDATE, State.CONSOLIDATED):
+            return
+        u = hit.sim
+        d = dynamics.decay_between(m.last_access, m.decayed_at, now, cfg, cfg.tau_for(m.layer))
+        pending = m.access_count - m.access_seen  # rehearsals of an older store, not yet folded
+        new = dynamics.strength_step(m.strength, u + pending, m.priority, m.rn, d, 0.0, cfg)
+        out = m.replace(
+            strength=new,
+            access_seen=m.access_count + 1,
+            access_count=m.access_count + 1,
+            last_access=now,
+            decayed_at=max(m.decayed_at, now),
         )
+        if abs(new - m.strength) >= cfg.audit_strength_delta:
+            seq = self.audit.append(
+                "strength", m.id,
+                {"old_strength": m.strength, "strength": new, "reason": "rehearsal", "now": now},
+                ts=now,
+            )  # fmt: skip
+            out = out.replace(audit_seq=seq)
+        self._save(out)
+        self._record_history(np.array([hit.rowid]), now, np.array([new]), HISTORY_REHEARSAL)
 
     # -- stage 5 over time: the decay sweep ---------------------------------------------
     def sweep(self, now: float | None = None) -> SweepReport:
         """Apply the strength equation to every live memory up to ``now``; archive those
         below ``archive_strength``, promote reinforced candidates. Idempotent: a second
         sweep at the same instant finds nothing to do and writes nothing."""
+        with self.store.transaction():  # one step of the writer, the read included
+            report = self._sweep(now)
+            self.checkpoint()  # anchor the head the sweep leaves
+            return report
+
+    def _sweep(self, now: float | None) -> SweepReport:
         t = self.clock() if now is None else now
         cfg = self.config
         self._expire_working(t)
@@ -519,11 +632,7 @@ class MemoryEngine:
         del rows
         rowid = a[:, 0].astype(np.int64)
         old = a[:, 1]
-        tau = np.array([cfg.tau_for(int(x)) for x in (Layer.EPISODIC, Layer.SEMANTIC,
-                                                      Layer.PROCEDURAL)])  # fmt: skip
-        lay = a[:, 11]
-        tau_rows = np.where(lay == Layer.EPISODIC, tau[0],
-                            np.where(lay == Layer.PROCEDURAL, tau[2], tau[1]))  # fmt: skip
+        tau_rows = dynamics.layer_taus(a[:, 11].astype(np.int8), cfg)
         res = dynamics.sweep_arrays(
             t, old, a[:, 2], a[:, 3], a[:, 4], a[:, 5], a[:, 6], cfg, tau_rows
         )
@@ -591,7 +700,10 @@ class MemoryEngine:
             )  # fmt: skip
             self.store.set_meta("last_sweep", repr(t))
         upd = np.union1d(idx, special)
-        self.index.update_columns(rowid[upd], res.strength[upd], new_state[upd], new_layer[upd])
+        self.index.update_columns(
+            rowid[upd], res.strength[upd], new_state[upd], new_layer[upd], res.decayed_at[upd]
+        )
+        self._record_history(rowid[idx], t, res.strength[idx], HISTORY_SWEEP)
         return SweepReport(t, len(a), len(idx), int(archive.sum()), int(promote.sum()))
 
     def _expire_working(self, now: float) -> int:
@@ -611,13 +723,14 @@ class MemoryEngine:
 
     def _ids_of(self, rowids: list[int]) -> dict[int, str]:
         out: dict[int, str] = {}
-        for k in range(0, len(rowids), 500):
-            chunk = rowids[k : k + 500]
-            marks = ",".join("?" * len(chunk))
-            for r, mid in self.store.db.execute(
-                f"SELECT rowid, id FROM memories WHERE rowid IN ({marks})", chunk
-            ):
-                out[int(r)] = str(mid)
+        with self.store.reading() as db:
+            for k in range(0, len(rowids), 500):
+                chunk = rowids[k : k + 500]
+                marks = ",".join("?" * len(chunk))
+                for r, mid in db.execute(
+                    f"SELECT rowid, id FROM memories WHERE rowid IN ({marks})", chunk
+                ):
+                    out[int(r)] = str(mid)
         return out
 
     def index_layers(self, rowids: npt.NDArray[np.int64]) -> npt.NDArray[np.int8]:
@@ -665,6 +778,10 @@ class MemoryEngine:
     def check_integrity(self) -> list[str]:
         """Stage 7 for corruption: every memory whose hash does not match its content is
         pressured (X), flagged and quarantined (archived ones are only flagged)."""
+        with self.store.writing():
+            return self._check_integrity()
+
+    def _check_integrity(self) -> list[str]:
         bad: list[str] = []
         for m in self.store.select():
             if not contradiction.is_corrupted(m):
@@ -690,27 +807,54 @@ class MemoryEngine:
         actor: str = "system",
         value: str | None = None,
         negated: bool | None = None,
+        source: str | None = None,
+        flags: int | None = None,
+        confidence: float | None = None,
+        provenance: float | None = None,
     ) -> Memory:
         """Write a corrected version of ``memory_id``: a new memory whose prev_hash is the
         prior's hash and whose ``supersedes`` names it. The prior is preserved (a live
-        prior is archived, read-only; a quarantined one stays quarantined)."""
-        prior = self.require(memory_id)
-        if prior.state is State.VOLATILE:
-            raise HirmemError(f"memory {memory_id} is volatile: gate it before repairing it")
+        prior is archived, read-only; a quarantined one stays quarantined).
+
+        The new version is gated on its own inputs: the structured triple comes from the
+        new payload when it carries one (``value``/``negated`` override it), and the
+        sub-check ``flags``, ``confidence``, ``provenance`` and ``source`` given here
+        replace the prior's (each defaults to the prior's). A version can be repaired
+        once: repairing a superseded memory is refused and names the newer version.
+        """
         with self.store.transaction():
+            prior = self.require(memory_id)
+            if prior.state is State.VOLATILE:
+                raise HirmemError(f"memory {memory_id} is volatile: gate it before repairing it")
+            newer = self.store.select("supersedes = ?", (prior.id,))
+            if newer:
+                raise HirmemError(
+                    f"memory {memory_id} was already repaired by {newer[0].id} (version "
+                    f"{newer[0].version}): repair the latest version, not a superseded one"
+                )
+            data = payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)
+            # the repaired memory states what its own payload says, not the prior's value
+            seen = describe(data, prior.source if source is None else source)
+            subject, attribute, own_value, own_negated = (
+                (seen.subject, seen.attribute, seen.value, seen.negated)
+                if seen.subject or seen.attribute
+                else (prior.subject, prior.attribute, prior.value, prior.negated)
+            )  # fmt: skip
             new = self.capture(
-                payload,
-                prior.source,
-                flags=prior.flags,
-                confidence=prior.confidence,
-                provenance=prior.provenance,
+                data,
+                prior.source if source is None else source,
+                flags=prior.flags if flags is None else flags,
+                confidence=prior.confidence if confidence is None else confidence,
+                provenance=prior.provenance if provenance is None else provenance,
                 priority=prior.priority,
                 context=prior.context,
-                subject=prior.subject,
-                attribute=prior.attribute,
-                value=prior.value if value is None else value,
-                negated=prior.negated if negated is None else negated,
-                kind=prior.kind,
+                subject=subject,
+                attribute=attribute,
+                value=own_value if value is None else value,
+                negated=own_negated if negated is None else negated,
+                # what the new payload is (a free-text correction of a reading is a fact)
+                kind=seen.kind if seen.subject or seen.attribute or seen.kind != "fact"
+                else ("fact" if prior.kind in ("reading", "action") else prior.kind),
                 links=(prior.id,),
                 _prev_hash=prior.hash,
                 _version=prior.version + 1,
@@ -719,7 +863,9 @@ class MemoryEngine:
             if prior.device:
                 new = self._save(new.replace(device=prior.device, kid=prior.kid))
             self.audit.append(
-                "repair", new.id, {"prior": prior.id, "version": new.version, "reason": reason},
+                "repair", new.id,
+                {"prior": prior.id, "version": new.version, "reason": reason, "hash": new.hash,
+                 "flags": new.flags},
                 actor=actor, ts=self.clock(),
             )  # fmt: skip
             if prior.state in (State.CANDIDATE, State.CONSOLIDATED):
@@ -730,19 +876,95 @@ class MemoryEngine:
                                   ok=out.state is not State.QUARANTINED)  # fmt: skip
             return out
 
+    def restore_strength(self, memory_id: str, floor: float, reason: str, actor: str) -> Memory:
+        """Raise a memory's strength to at least ``floor`` (a steward vouching for it),
+        audited; a memory already stronger is left as it is."""
+        with self.store.transaction():
+            m = self.require(memory_id)
+            if m.strength >= floor:
+                return m
+            now = self.clock()
+            seq = self.audit.append(
+                "strength", m.id,
+                {"old_strength": m.strength, "strength": floor, "reason": reason, "now": now},
+                actor=actor, ts=now,
+            )  # fmt: skip
+            out = self._save(m.replace(strength=floor, decayed_at=max(m.decayed_at, now),
+                                       audit_seq=seq))  # fmt: skip
+            rowid = self.store.rowid(m.id)
+            if rowid is not None:
+                self._record_history(np.array([rowid]), now, np.array([floor]), HISTORY_REVIEW)
+            return out
+
+    def access(self, memory_id: str) -> Memory:
+        """Read a memory by id as a use of it: an object in the working ring becomes the
+        most recently accessed (the ring evicts the least recently *accessed*). Gated
+        memories are returned as :meth:`get` would (a recall is their rehearsal)."""
+        with self.store.transaction():
+            m = self.require(memory_id)
+            if m.state is not State.VOLATILE:
+                return m
+            return self._save(m.replace(last_access=self.clock()))
+
+    # -- strength over time -------------------------------------------------------------
+    def _record_history(
+        self, rowids: npt.NDArray[np.int64], t: float, strength: npt.NDArray[np.float64],
+        cause: int,
+    ) -> None:  # fmt: skip
+        """Keep (t, strength) per memory in its ring of ``history_points`` time buckets."""
+        if len(rowids) == 0:
+            return
+        cfg = self.config
+        slot = int(t // cfg.history_bucket_s) % cfg.history_points
+        with self.store.writing() as db:
+            db.executemany(
+                "INSERT INTO strength_history(memory, slot, ts, strength, cause) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT(memory, slot) DO UPDATE SET "
+                "ts = excluded.ts, strength = excluded.strength, cause = excluded.cause",
+                ((int(r), slot, t, float(m), cause)
+                 for r, m in zip(rowids.tolist(), strength.tolist(), strict=True)),
+            )  # fmt: skip
+
+    def strength_history(self, memory_id: str) -> list[tuple[float, float, str]]:
+        """(time, strength, cause) points of a memory, oldest first (at most
+        ``history_points``; the last point of each ``history_bucket_s`` bucket)."""
+        with self.store.reading() as db:
+            rows = db.execute(
+                "SELECT h.ts, h.strength, h.cause FROM strength_history h "
+                "JOIN memories m ON m.rowid = h.memory WHERE m.id = ? ORDER BY h.ts",
+                (memory_id,),
+            ).fetchall()
+        return [(float(t), float(v), HISTORY_CAUSES[int(c)]) for t, v, c in rows]
+
     # -- inspection ---------------------------------------------------------------------
-    def verify_audit(self) -> Verification:
-        """Walk the chain; also catch a truncated tail (a memory citing a missing seq)."""
-        result = self.audit.verify()
-        if not result.ok:
-            return result
-        row = self.store.db.execute("SELECT max(audit_seq) FROM memories").fetchone()
+    def verify_audit(self, anchor: evidence.Checkpoint | None = None) -> Verification:
+        """The chain's links, its checkpoints, every row against its records, and the
+        triggers restored at open: every problem found is named
+        (see :mod:`hirmem.memory.evidence`). ``anchor``: a checkpoint kept outside the
+        store, which must still be in it and matched by the chain."""
+        with self.store.reading() as db:  # one snapshot for the chain and the rows
+            result = self.audit.verify()
+            row = db.execute("SELECT max(audit_seq) FROM memories").fetchone()
+            problems = evidence.check_checkpoints(db, self.signing_key)
+            if anchor is not None:
+                problems += evidence.check_anchor(db, self.signing_key, anchor)
+            problems += evidence.check_rows(db)
+            problems += [
+                f"audit #{seq}: {cbor.decode(detail).get('reason')}"
+                for seq, detail in db.execute(
+                    "SELECT seq, detail FROM audit WHERE action = 'integrity' ORDER BY seq"
+                )
+            ]
         cited = int(row[0] or 0)
-        if cited > result.count:
-            return Verification(
+        if result.ok and cited > result.count:
+            result = Verification(
                 False, result.count, result.count + 1,
                 f"memories cite audit seq {cited} but the chain ends at {result.count}",
             )  # fmt: skip
+        if problems:
+            return Verification(
+                False, result.count, result.first_bad, result.reason, tuple(problems)
+            )
         return result
 
     def history(self, memory_id: str) -> list[Memory]:

@@ -27,6 +27,7 @@ class FollowReport:
     quarantined: int = 0
     duplicates: int = 0
     mismatched: int = 0
+    disagreed: int = 0  # records whose host-evaluated sub-checks differ from the device's
 
 
 def follow_intake(engine: MemoryEngine, store: IntakeReader, *, limit: int = 100) -> FollowReport:
@@ -37,6 +38,10 @@ def follow_intake(engine: MemoryEngine, store: IntakeReader, *, limit: int = 100
         for rowid, pack in batch:
             records = [r for r in pack.items if isinstance(r, Record)]
             with engine.store.transaction():
+                # another follower may have taken this pack since the cursor was read
+                if int(engine.store.meta(CURSOR_KEY, "0") or 0) >= rowid:
+                    cursor = rowid
+                    continue
                 got = intake_records(engine, records, pack.signer, pack.kid, pack.prev)
                 engine.store.set_meta(CURSOR_KEY, str(rowid))
             cursor = rowid
@@ -45,4 +50,5 @@ def follow_intake(engine: MemoryEngine, store: IntakeReader, *, limit: int = 100
             report.quarantined += len(got.quarantined)
             report.duplicates += len(got.duplicates)
             report.mismatched += len(got.mismatched)
+            report.disagreed += len(got.disagreed)
     return report

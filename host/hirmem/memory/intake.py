@@ -14,7 +14,18 @@ hands its records here with the signer's device id and key id. Each record:
   one is quarantined.
 
 A record whose id is already stored is a duplicate (a re-sent pack) and is skipped.
-"""
+
+**Which sub-checks the host evaluates itself**
+(:func:`hirmem.protocol.records.host_flags`). Of the twelve ACTION_FLAGS bits a device
+asserts, the host recomputes four from what it holds and gates on its own findings: bit
+2 source_present and bit 3 schema_valid from the record (§9.3, as the device must), bit
+1 signature_intact from the pack signature it verified (and the record's hash over its
+content), bit 0 uncertainty_disclosed from the confidence field (the record states its
+confidence as a probability, 0 ≤ Q ≤ 1). The other eight (baseline, reversibility,
+invariants, structure, life-first, coercion, consent, domination) stay the device's
+assertion. When the device asserted bit 0 or 1 differently, the host's value is used and
+the disagreement is appended to the audit chain (``intake-mismatch``, with the device's
+flags and the bits named) and reported. """
 
 from __future__ import annotations
 
@@ -28,9 +39,12 @@ from hirmem.memory.model import Memory
 from hirmem.memory.observe import describe
 from hirmem.protocol.fixedpoint import ONE
 from hirmem.protocol.gate import evaluate
-from hirmem.protocol.records import Layer, Record, normalise, record_hash
+from hirmem.protocol.records import Layer, Record, host_flags, normalise, record_hash
 
 __all__ = ["IntakeReport", "check_record", "intake_records"]
+
+
+"""Bits the host evaluates for a device record beyond normalise's two (bits 2 and 3)."""
 
 
 @dataclass
@@ -39,6 +53,7 @@ class IntakeReport:
     quarantined: list[str] = field(default_factory=list)
     duplicates: list[str] = field(default_factory=list)
     mismatched: dict[str, str] = field(default_factory=dict)
+    disagreed: dict[str, str] = field(default_factory=dict)  # host-evaluated bits differ
 
 
 def check_record(rec: Record, device_id: bytes, link: bytes | None) -> str:
@@ -67,8 +82,11 @@ def intake_records(
     device_id: bytes,
     kid: bytes,
     pack_prev: bytes | None = None,
+    signature_verified: bool = True,
 ) -> IntakeReport:
-    """Admit the records of one verified pack (``pack_prev`` = the pack's ``prev``)."""
+    """Admit the records of one verified pack (``pack_prev`` = the pack's ``prev``;
+    ``signature_verified``: the caller verified the pack's signature with the device's
+    key, which is what sets signature_intact)."""
     report = IntakeReport()
     link = pack_prev
     with engine.store.transaction():
@@ -80,6 +98,7 @@ def intake_records(
                 report.duplicates.append(mid)
                 continue
             now = engine.clock()
+            flags, disagreement = host_flags(rec, signature_verified)
             seen = describe(rec.payload, rec.source)  # a fact, a reading or an action
             m = Memory(
                 id=mid,
@@ -87,7 +106,7 @@ def intake_records(
                 source=rec.source,
                 timestamp=rec.timestamp,
                 context=rec.context,
-                flags=rec.flags,
+                flags=flags,
                 confidence=rec.confidence / ONE,
                 provenance=rec.provenance / ONE,
                 priority=rec.priority / ONE,
@@ -107,6 +126,12 @@ def intake_records(
             )
             m = m.replace(embedding=engine.embedder.embed(m.text()).astype(np.float32).tobytes())
             engine.insert_volatile(m, now, actor=f"intake:{device_id.hex()}")
+            if disagreement:
+                report.disagreed[mid] = disagreement
+                engine.audit.append(
+                    "intake-mismatch", mid, {"flags": rec.flags, "reason": disagreement},
+                    actor=f"intake:{device_id.hex()}", ts=now,
+                )  # fmt: skip
             if problem:
                 report.mismatched[mid] = problem
             out = engine.process(mid, device_check=problem and f"device record: {problem}",

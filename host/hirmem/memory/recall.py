@@ -2,7 +2,10 @@
 
 * ``Sim`` — cosine similarity of unit vectors, taken as ``max(0, cos)``: a memory with
   nothing in common with the query does not surface.
-* ``M`` — strength; ``Rec = e^(-(now - last_access)/τ)``; ``Trust = H·I·R`` at admission.
+* ``M`` — strength decayed to the instant of the query (the index keeps each row's
+  settled strength, last access and decayed-at, and the engine gives it the decay law:
+  :func:`hirmem.memory.dynamics.decayed_now`), not the strength of the last sweep;
+  ``Rec = e^(-(now - last_access)/τ)``; ``Trust = H·I·R`` at admission.
 * Filters (layer, state, source, device, subject) select the rows that may rank; by
   default only candidate and consolidated memories may. A memory whose score is 0 —
   in particular every memory with Trust = 0 (MEM-INV-6) — never surfaces, and neither
@@ -23,7 +26,7 @@ before the exponent could overflow float32.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +38,7 @@ from hirmem.memory.model import Layer, Memory, State
 __all__ = ["DEFAULT_STATES", "RecallFilter", "RecallHit", "RecallIndex"]
 
 F32 = npt.NDArray[np.float32]
+F64 = npt.NDArray[np.float64]
 DEFAULT_STATES = frozenset({State.CANDIDATE, State.CONSOLIDATED})
 _REBASE = 40.0  # rebase t0 once (now - t0)/τ passes this (e^40 ≪ float32 max e^88)
 _UNRANKED = np.float32(1e-30)
@@ -94,7 +98,8 @@ class RecallIndex:
     """Columns of every gated memory, in memory, for ranking."""
 
     _COLUMNS: tuple[tuple[str, str], ...] = (
-        ("rowid", "i8"), ("strength", "f8"), ("last_access", "f8"), ("trust", "f8"),
+        ("rowid", "i8"), ("strength", "f8"), ("last_access", "f8"), ("decayed_at", "f8"),
+        ("trust", "f8"),
         ("weight", "f4"), ("state", "i1"), ("layer", "i1"),
         ("source", "i4"), ("device", "i4"), ("subject", "i4"),
     )  # fmt: skip
@@ -111,6 +116,10 @@ class RecallIndex:
         self.rowid: npt.NDArray[np.int64] = np.zeros(0, np.int64)
         self.strength: npt.NDArray[np.float64] = np.zeros(0)
         self.last_access: npt.NDArray[np.float64] = np.zeros(0)
+        self.decayed_at: npt.NDArray[np.float64] = np.zeros(0)
+        # (now, strength, last_access, decayed_at, layer) → strength at now; None: no decay
+        self.decay: Callable[[float, F64, F64, F64, npt.NDArray[np.int8]], F64] | None = None
+        self._at: tuple[int, float, F64, F32] | None = None  # (version, now, M now, weight)
         self.trust: npt.NDArray[np.float64] = np.zeros(0)
         self.weight: F32 = np.zeros(0, np.float32)
         self._version = 0  # bumped when any weight changes
@@ -182,6 +191,7 @@ class RecallIndex:
             self._struct += 1
         self.strength[pos] = m.strength
         self.last_access[pos] = m.last_access
+        self.decayed_at[pos] = m.decayed_at
         self.trust[pos] = m.trust
         for col, code in zip(cols, codes, strict=True):
             col[pos] = code
@@ -200,8 +210,10 @@ class RecallIndex:
         sources: list[str],
         devices: list[str],
         subjects: list[str],
+        decayed_at: npt.NDArray[np.float64] | None = None,
     ) -> None:
-        """Bulk append (start-up load, benchmarks): columns in rowid order."""
+        """Bulk append (start-up load, benchmarks): columns in rowid order (``decayed_at``
+        defaults to ``last_access``: nothing decayed yet)."""
         count = len(rowids)
         if count == 0:
             return
@@ -216,6 +228,7 @@ class RecallIndex:
         self.emb[sl] = emb
         self.strength[sl] = strength
         self.last_access[sl] = last_access
+        self.decayed_at[sl] = last_access if decayed_at is None else decayed_at
         self.trust[sl] = trust
         self.state[sl] = state
         self.layer[sl] = layer
@@ -232,6 +245,7 @@ class RecallIndex:
         strength: npt.NDArray[np.float64],
         state: npt.NDArray[np.int8],
         layer: npt.NDArray[np.int8],
+        decayed_at: npt.NDArray[np.float64] | None = None,
     ) -> None:
         """Bulk update after a sweep."""
         if len(rowids) == 0:
@@ -240,6 +254,8 @@ class RecallIndex:
         keep = pos >= 0
         pos = pos[keep]
         self.strength[pos] = strength[keep]
+        if decayed_at is not None:
+            self.decayed_at[pos] = decayed_at[keep]
         self.state[pos] = state[keep]
         self.layer[pos] = layer[keep]
         self._struct += 1
@@ -289,7 +305,29 @@ class RecallIndex:
                 allow(col, codes.lookup(values), len(codes.codes))
         return ok
 
-    def scale(self, flt: RecallFilter) -> tuple[F32, npt.NDArray[np.bool_]]:
+    def at(self, now: float) -> tuple[F64, F32]:
+        """Strength decayed to ``now`` and the folded weights built on it (cached for one
+        instant and one version of the columns)."""
+        n = self.n
+        if self.decay is None:
+            return self.strength[:n], self.weight[:n]
+        if self._at is not None and self._at[0] == self._version and self._at[1] == now:
+            return self._at[2], self._at[3]
+        # only live memories decay (the sweep's rule); archived and quarantined ones keep
+        # the strength they were left with
+        state = self.state[:n]
+        live = (state == int(State.CANDIDATE)) | (state == int(State.CONSOLIDATED))
+        decayed = self.decay(now, self.strength[:n], self.last_access[:n], self.decayed_at[:n],
+                             self.layer[:n])  # fmt: skip
+        m_now = np.where(live, decayed, self.strength[:n])
+        rec = np.exp((self.last_access[:n] - self.t0) / self.recency_tau)
+        w = (m_now * self.trust[:n] * rec).astype(np.float32)
+        self._at = (self._version, now, m_now, w)
+        return m_now, w
+
+    def scale(
+        self, flt: RecallFilter, now: float | None = None
+    ) -> tuple[F32, npt.NDArray[np.bool_]]:
         """Per-row multiplier that turns a similarity into the ranking key, and the rows
         that may rank.
 
@@ -301,12 +339,18 @@ class RecallIndex:
         :meth:`search` checks every winner against ``ranked`` and falls back to an exact
         selection in the rare case that one is not a ranked row with a positive key.
         """
-        if flt.is_default() and self._default is not None and self._default[0] == self._version:
+        dynamic = self.decay is not None and now is not None
+        if (
+            flt.is_default()
+            and not dynamic
+            and self._default is not None
+            and self._default[0] == self._version
+        ):
             return self._default[1], self._default[2]
-        w = self.weight[: self.n]
+        w = self.at(now)[1] if dynamic and now is not None else self.weight[: self.n]
         ranked = self.mask(flt) & (w > 0)
         scale = np.where(ranked, w, _UNRANKED).astype(np.float32)
-        if flt.is_default():
+        if flt.is_default() and not dynamic:
             self._default = (self._version, scale, ranked)
         return scale, ranked
 
@@ -319,7 +363,7 @@ class RecallIndex:
         n = self.n
         if n == 0 or k <= 0:
             return [[] for _ in range(len(q2))]
-        scale, ranked = self.scale(flt)
+        scale, ranked = self.scale(flt, now)
         kk = min(k, n)
         if len(q2) == 1 or n <= self.block:
             keys = (self.emb[:n] @ q2[0])[None, :] if len(q2) == 1 else q2 @ self.emb[:n].T
@@ -366,10 +410,11 @@ class RecallIndex:
         if len(top) == 0:
             return []
         sims = self.emb[top].astype(np.float64) @ q.astype(np.float64)
+        m_now = self.at(now)[0]
         hits = []
         for pos, sim in zip(top.tolist(), sims.tolist(), strict=True):
             rec = math.exp(-(now - float(self.last_access[pos])) / self.recency_tau)
-            m = float(self.strength[pos])
+            m = float(m_now[pos])
             t = float(self.trust[pos])
             s = max(0.0, sim)
             if s * m * rec * t <= 0.0:

@@ -3,8 +3,8 @@
 Quarantined memories are preserved with their audit trace (MEM-INV-3). A steward
 decides one of:
 
-* ``promote`` — quarantined → candidate, then the consolidation rule of stage 5
-  applies (Rn ≥ green consolidates).
+* ``promote`` — quarantined → candidate at no less than ``review_strength`` (audited),
+  then the consolidation rule of stage 5 applies (Rn ≥ green consolidates).
 * ``retire`` — quarantined → archived (read-only, preserved).
 
 Permanent quarantine (R = 0: a domination pattern, or consent not enforced; MEM-INV-2)
@@ -57,6 +57,13 @@ def decide(
         raise HirmemError("a review needs a reason: say why the steward decided this")
     if decision not in DECISIONS:
         raise HirmemError(f"decision must be one of {DECISIONS}, got {decision!r}")
+    with engine.store.transaction():  # read, check and decide as one step of the writer
+        return _decide(engine, memory_id, steward, decision, reason)
+
+
+def _decide(
+    engine: MemoryEngine, memory_id: str, steward: str, decision: str, reason: str
+) -> Decision:
     m = engine.require(memory_id)
     if m.state is not State.QUARANTINED:
         raise HirmemError(
@@ -73,13 +80,18 @@ def decide(
         seq = engine.audit.append(
             "review", memory_id, {"decision": decision, "reason": reason}, actor=actor, ts=now
         )
-        cur = engine.store.db.execute(
+        cur = engine.store.db.execute(  # the writer's connection: inside its transaction
             "INSERT INTO reviews(memory_id, steward, decision, reason, ts, audit_seq) "
             "VALUES (?, ?, ?, ?, ?, ?)",
             (memory_id, steward, decision, reason, now, seq),
         )
         if decision == "promote":
             y = engine.transition(m, State.CANDIDATE, f"steward review: {reason}", actor=actor)
+            # the steward vouches for it: it does not come back at the strength the
+            # pressure left it (0 would archive it at the next sweep)
+            y = engine.restore_strength(
+                y.id, engine.config.review_strength, "promoted by steward", actor
+            )
             if y.rn >= engine.config.green and y.h > 0:
                 engine.transition(y, State.CONSOLIDATED, "Rn ≥ green after review", actor=actor)
         elif decision == "retire":
@@ -95,4 +107,5 @@ def decisions(engine: MemoryEngine, memory_id: str | None = None) -> list[Decisi
     if memory_id is not None:
         sql += " WHERE memory_id = ?"
         params = (memory_id,)
-    return [Decision(*row) for row in engine.store.db.execute(sql + " ORDER BY seq", params)]
+    with engine.store.reading() as db:
+        return [Decision(*row) for row in db.execute(sql + " ORDER BY seq", params)]

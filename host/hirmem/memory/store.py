@@ -15,12 +15,29 @@ The database itself refuses what the invariants forbid, whatever code talks to i
 
 Schema versions live in ``PRAGMA user_version``; :data:`MIGRATIONS` brings any older
 file up to date on open.
+
+**One writer.** The write connection belongs to the store's writer: a re-entrant lock
+that a thread holds for a whole transaction (:meth:`Store.transaction`) or a single write
+(:meth:`Store.writing`). Admissions, follow, sweeps, repairs and reviews all run under it,
+so no two threads ever interleave statements, transaction depth or cached chain heads.
+Another process writing the same file (a ``hirmem memory`` command beside the daemon) is
+serialised by SQLite (``BEGIN IMMEDIATE``); each transaction starts by checking
+``PRAGMA data_version`` and re-reads the caches built on the file (the audit head, the
+recall index) when someone else committed.
+
+Readers never share the writer's transaction state: a thread that does not hold the
+writer reads through its own read-only connection (:meth:`Store.reading`), which in WAL
+mode sees the last committed snapshot and never waits for the writer. A ``":memory:"``
+store has no second connection to give (a private in-memory database is visible to one
+connection only), so there reads go through the writer: they take the lock and wait for
+the running transaction to end, which also keeps them out of its uncommitted state.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,7 +46,7 @@ from typing import Any
 from hirmem.memory.model import Layer, Memory, State
 from hirmem.protocol.errors import HirmemError
 
-__all__ = ["COLUMNS", "MIGRATIONS", "SCHEMA_VERSION", "Store"]
+__all__ = ["COLUMNS", "MIGRATIONS", "SCHEMA_VERSION", "TRIGGERS", "Store", "Writer"]
 
 _V1 = """
 CREATE TABLE memories (
@@ -100,7 +117,41 @@ CREATE INDEX memories_device ON memories(device);
 CREATE INDEX memories_supersedes ON memories(supersedes);
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+# v3: the lifecycle and permanent quarantine enforced by the database too; one repair
+# per version (no forked chains); the audit indexed by memory (verify joins rows to
+# their capture and admission records); signed checkpoints of the chain head.
+_V3 = """
+CREATE TRIGGER memories_legal_state BEFORE UPDATE OF state ON memories
+WHEN NEW.state != OLD.state AND OLD.state * 10 + NEW.state NOT IN (1, 3, 12, 13, 14, 23, 24, 31, 34)
+BEGIN SELECT RAISE(ABORT, 'illegal lifecycle transition (see hirmem.memory.states)'); END;
+CREATE TRIGGER memories_permanent_quarantine BEFORE UPDATE OF permanent, state ON memories
+WHEN OLD.permanent = 1 AND (NEW.permanent = 0 OR (OLD.state = 3 AND NEW.state != 3))
+BEGIN SELECT RAISE(ABORT, 'permanent quarantine cannot be lifted (MEM-INV-2)'); END;
+CREATE UNIQUE INDEX memories_one_repair ON memories(supersedes) WHERE supersedes != '';
+CREATE INDEX audit_memory ON audit(memory_id, action);
+CREATE TABLE checkpoints (
+    seq INTEGER PRIMARY KEY,
+    audit_seq INTEGER NOT NULL,
+    head BLOB NOT NULL,
+    ts INTEGER NOT NULL,
+    kid BLOB NOT NULL,
+    signature BLOB NOT NULL
+);
+CREATE TRIGGER checkpoints_no_update BEFORE UPDATE ON checkpoints
+BEGIN SELECT RAISE(ABORT, 'checkpoints are append-only: no update'); END;
+CREATE TRIGGER checkpoints_no_delete BEFORE DELETE ON checkpoints
+BEGIN SELECT RAISE(ABORT, 'checkpoints are append-only: no delete'); END;
+CREATE TABLE strength_history (
+    memory INTEGER NOT NULL,
+    slot INTEGER NOT NULL,
+    ts REAL NOT NULL,
+    strength REAL NOT NULL,
+    cause INTEGER NOT NULL,
+    PRIMARY KEY (memory, slot)
+) WITHOUT ROWID;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 COLUMNS: tuple[str, ...] = (
@@ -142,18 +193,51 @@ def from_row(row: Sequence[Any]) -> tuple[int, Memory]:
     return int(row[0]), Memory(**values)
 
 
+class Writer:
+    """The store's single writer: a re-entrant lock that knows which thread holds it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self.owner: int | None = None
+        self._holds = 0
+
+    def held(self) -> bool:
+        return self.owner == threading.get_ident()
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+        self.owner = threading.get_ident()
+        self._holds += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self._holds -= 1
+        if self._holds == 0:
+            self.owner = None
+        self._lock.release()
+
+
 class Store:
     """One SQLite file (or ``":memory:"``) holding a memory engine's state."""
 
     def __init__(self, path: str | Path = ":memory:") -> None:
         self.path = str(path)
+        self.in_memory = self.path == ":memory:" or self.path.startswith("file::memory:")
+        # The write connection: only for the thread that holds ``self.writer``.
         self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute("PRAGMA foreign_keys=ON")
+        self.writer = Writer()
         self._depth = 0
+        self._readers: dict[int, sqlite3.Connection] = {}  # thread id → read connection
+        self._readers_lock = threading.Lock()
         self.rollback_hooks: list[Callable[[], None]] = []
+        # caches to re-read when another connection wrote the file (see transaction())
+        self.reload_hooks: list[Callable[[], None]] = []
+        self._data_version: int | None = None
         self.migrate()
+        # the file as this connection first saw it: caches read after this are current
+        self._data_version = int(self.db.execute("PRAGMA data_version").fetchone()[0])
 
     # -- schema -------------------------------------------------------------------------
     @property
@@ -168,44 +252,139 @@ class Store:
                 f"{SCHEMA_VERSION}: upgrade hirmem"
             )
         for version in range(current, target):
-            with self.transaction():
-                for statement in _statements(MIGRATIONS[version]):
-                    self.db.execute(statement)
-                self.db.execute(f"PRAGMA user_version={version + 1}")
+            try:
+                with self.transaction():
+                    for statement in _statements(MIGRATIONS[version]):
+                        self.db.execute(statement)
+                    self.db.execute(f"PRAGMA user_version={version + 1}")
+            except sqlite3.IntegrityError as exc:
+                raise HirmemError(
+                    f"memory store {self.path} cannot be upgraded to schema {version + 1}: "
+                    f"{exc}; its rows break a rule that schema enforces (for schema 3: one "
+                    "repair per version, so a memory repaired twice must be resolved by hand "
+                    "in a copy first); the file is unchanged"
+                ) from exc
+
+    # -- triggers -----------------------------------------------------------------------
+    def missing_triggers(self) -> list[str]:
+        """The schema's triggers that are not in the file as the schema wrote them
+        (dropped, or replaced by another body under the same name)."""
+        with self.writing() as db:
+            have = {
+                str(name): _squeeze(str(sql))
+                for name, sql in db.execute(
+                    "SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"
+                )
+            }
+        return [n for n, sql in TRIGGERS.items() if have.get(n) != _squeeze(sql)]
+
+    def restore_triggers(self, names: Sequence[str]) -> None:
+        """Re-create the named triggers from the schema (in the caller's transaction)."""
+        with self.writing() as db:
+            for name in names:
+                db.execute(f"DROP TRIGGER IF EXISTS {name}")
+                db.execute(TRIGGERS[name])
 
     # -- transactions -------------------------------------------------------------------
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """Nestable: only the outermost level begins and commits (or rolls back)."""
-        if self._depth:
-            self._depth += 1
+        """Hold the writer and run one transaction. Nestable: only the outermost level
+        begins and commits (or rolls back)."""
+        with self.writer:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            self.db.execute("BEGIN IMMEDIATE")
+            self._depth = 1
             try:
+                self._notice_other_writers()
                 yield
-            finally:
-                self._depth -= 1
-            return
-        self.db.execute("BEGIN IMMEDIATE")
-        self._depth = 1
-        try:
-            yield
-        except BaseException:
+            except BaseException:
+                self._depth = 0
+                self.db.execute("ROLLBACK")
+                for hook in self.rollback_hooks:  # caches (audit head, recall index) re-read
+                    hook()
+                raise
             self._depth = 0
-            self.db.execute("ROLLBACK")
-            for hook in self.rollback_hooks:  # caches (audit head, recall index) re-read
+            self.db.execute("COMMIT")
+
+    def _notice_other_writers(self) -> None:
+        """Inside a fresh transaction: if another connection (a ``hirmem memory`` command
+        beside the daemon, another process) committed since this one last looked, the
+        caches built on the file (audit head, recall index) are re-read first."""
+        version = int(self.db.execute("PRAGMA data_version").fetchone()[0])
+        seen, self._data_version = self._data_version, version
+        if seen is not None and seen != version:
+            for hook in self.reload_hooks:
                 hook()
-            raise
-        self._depth = 0
-        self.db.execute("COMMIT")
+
+    @contextmanager
+    def writing(self) -> Iterator[sqlite3.Connection]:
+        """Hold the writer (no transaction of its own) and get the write connection."""
+        first = not self.writer.held()
+        with self.writer:
+            if first and not self._depth:
+                self._notice_other_writers()
+            yield self.db
+
+    @contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """A connection to read from, never sharing another thread's transaction.
+
+        The writer's own thread reads its connection (it must see what it is writing);
+        any other thread gets its own read-only connection, inside one read transaction
+        (one consistent snapshot for the whole block); a ``":memory:"`` store reads
+        through the writer.
+        """
+        if self.writer.held():
+            yield self.db
+            return
+        if self.in_memory:
+            with self.writer:
+                yield self.db
+            return
+        conn = self._reader()
+        if conn.in_transaction:  # a nested read: already inside this thread's snapshot
+            yield conn
+            return
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            conn.execute("COMMIT")
+
+    def _reader(self) -> sqlite3.Connection:
+        ident = threading.get_ident()
+        with self._readers_lock:
+            conn = self._readers.get(ident)
+            if conn is None:
+                alive = {t.ident for t in threading.enumerate()}
+                for gone in [k for k in self._readers if k not in alive]:  # bounded: live threads
+                    self._readers.pop(gone).close()
+                conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+                conn.execute("PRAGMA query_only=ON")
+                self._readers[ident] = conn
+            return conn
 
     def close(self) -> None:
-        self.db.close()
+        with self._readers_lock:
+            for conn in self._readers.values():
+                conn.close()
+            self._readers.clear()
+        with self.writer:
+            self.db.close()
 
     # -- memories -----------------------------------------------------------------------
     def insert(self, m: Memory) -> int:
         names = ", ".join(COLUMNS)
         marks = ", ".join(f":{c}" for c in COLUMNS)
         try:
-            cur = self.db.execute(f"INSERT INTO memories ({names}) VALUES ({marks})", to_row(m))
+            with self.writing() as db:
+                cur = db.execute(f"INSERT INTO memories ({names}) VALUES ({marks})", to_row(m))
         except sqlite3.IntegrityError as exc:
             raise HirmemError(f"memory {m.id} cannot be stored: {exc}") from exc
         return int(cur.lastrowid or 0)
@@ -214,50 +393,65 @@ class Store:
         """Write the mutable fields of ``m`` (content fields are immutable)."""
         row = to_row(m)
         sets = ", ".join(f"{c} = :{c}" for c in _MUTABLE)
-        cur = self.db.execute(f"UPDATE memories SET {sets} WHERE id = :id", row)
+        with self.writing() as db:
+            cur = db.execute(f"UPDATE memories SET {sets} WHERE id = :id", row)
         if cur.rowcount != 1:
             raise HirmemError(f"memory {m.id} is not in the store")
 
     def delete_volatile(self, memory_id: str) -> None:
-        self.db.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+        with self.writing() as db:
+            db.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
 
     def get(self, memory_id: str) -> Memory | None:
-        row = self.db.execute(_SELECT + " WHERE id = ?", (memory_id,)).fetchone()
+        with self.reading() as db:
+            row = db.execute(_SELECT + " WHERE id = ?", (memory_id,)).fetchone()
         return None if row is None else from_row(row)[1]
 
     def rowid(self, memory_id: str) -> int | None:
-        row = self.db.execute("SELECT rowid FROM memories WHERE id = ?", (memory_id,)).fetchone()
+        with self.reading() as db:
+            row = db.execute("SELECT rowid FROM memories WHERE id = ?", (memory_id,)).fetchone()
         return None if row is None else int(row[0])
 
     def select(self, where: str = "", params: Sequence[Any] = (), tail: str = "") -> list[Memory]:
         sql = _SELECT + (f" WHERE {where}" if where else "") + (f" {tail}" if tail else "")
-        return [from_row(row)[1] for row in self.db.execute(sql, tuple(params))]
+        with self.reading() as db:
+            return [from_row(row)[1] for row in db.execute(sql, tuple(params))]
 
     def select_rows(self, where: str = "", params: Sequence[Any] = ()) -> list[tuple[int, Memory]]:
         sql = _SELECT + (f" WHERE {where}" if where else "") + " ORDER BY rowid"
-        return [from_row(row) for row in self.db.execute(sql, tuple(params))]
+        with self.reading() as db:
+            return [from_row(row) for row in db.execute(sql, tuple(params))]
 
     def count(self, where: str = "", params: Sequence[Any] = ()) -> int:
         sql = "SELECT count(*) FROM memories" + (f" WHERE {where}" if where else "")
-        return int(self.db.execute(sql, tuple(params)).fetchone()[0])
+        with self.reading() as db:
+            return int(db.execute(sql, tuple(params)).fetchone()[0])
 
     def counts_by(self, column: str) -> dict[int, int]:
         if column not in ("state", "layer"):
             raise HirmemError(f"cannot count by {column}")
-        rows = self.db.execute(f"SELECT {column}, count(*) FROM memories GROUP BY {column}")
-        return {int(k): int(v) for k, v in rows}
+        with self.reading() as db:
+            rows = db.execute(f"SELECT {column}, count(*) FROM memories GROUP BY {column}")
+            return {int(k): int(v) for k, v in rows}
 
     # -- meta ---------------------------------------------------------------------------
     def meta(self, key: str, default: str | None = None) -> str | None:
-        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        with self.reading() as db:
+            row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return default if row is None else str(row[0])
 
     def set_meta(self, key: str, value: str) -> None:
-        self.db.execute(
-            "INSERT INTO meta(key, value) VALUES (?, ?) "
-            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            (key, value),
-        )
+        with self.writing() as db:
+            db.execute(
+                "INSERT INTO meta(key, value) VALUES (?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+
+def _squeeze(sql: str) -> str:
+    """A statement's text with runs of white space as one space and no final ';'."""
+    return " ".join(sql.split()).rstrip(";").rstrip()
 
 
 def _statements(script: str) -> list[str]:
@@ -272,3 +466,12 @@ def _statements(script: str) -> list[str]:
     if buf.strip():
         out.append(buf.strip())
     return out
+
+
+# Every trigger of the schema, by name: what the store checks on open.
+TRIGGERS: dict[str, str] = {
+    stmt.split()[2]: stmt
+    for script in MIGRATIONS
+    for stmt in _statements(script)
+    if stmt.upper().startswith("CREATE TRIGGER")
+}

@@ -241,7 +241,31 @@ _UINT_FIELDS = (
 )
 
 
-def withheld(rec: Record) -> str:
+# the ACTION_FLAGS bits the host evaluates itself from what it holds, whatever the device said
+HOST_EVALUATED = int(Check.UNCERTAINTY_DISCLOSED | Check.SIGNATURE_INTACT)
+
+
+def host_flags(rec: Record, signature_verified: bool) -> tuple[int, str]:
+    """The record's flags with bits 0 and 1 as the host finds them, and what the device
+    asserted differently ("" when it agrees)."""
+    found = 0
+    intact = record_hash(
+        rec.id, rec.payload, rec.source, rec.timestamp, rec.context, rec.prev_hash
+    ) == rec.hash  # fmt: skip
+    if signature_verified and intact:
+        found |= int(Check.SIGNATURE_INTACT)
+    if 0 <= rec.confidence <= 0x10000:  # a probability in Q16.16
+        found |= int(Check.UNCERTAINTY_DISCLOSED)
+    flags = (rec.flags & ~HOST_EVALUATED) | found
+    differ = (rec.flags ^ flags) & HOST_EVALUATED
+    named = [c.name.lower() for c in (Check.UNCERTAINTY_DISCLOSED, Check.SIGNATURE_INTACT)
+             if differ & c and c.name]  # fmt: skip
+    said = ", ".join(f"{n} {'passed' if flags & Check[n.upper()] else 'failed'}" for n in named)
+    return flags, (f"host evaluated {said}; the device asserted otherwise" if named else "")
+
+
+
+def withheld(rec: Record, signature_verified: bool = True) -> str:
     """Why ``rec`` may reach no recall, graph or answer — "" when it may.
 
     The one guard across the system (MEM-INV-6, issue 13), evaluated on the record
@@ -251,17 +275,19 @@ def withheld(rec: Record) -> str:
     hard-fails, is RED, has W = 0 or Trust = H·I·R = 0, or whose carried scores differ
     from the recomputation. These are the reasons the memory engine quarantines a device
     record on intake, so what the engine keeps out of recall the semantic substrate
-    keeps out of its graph.
+    keeps out of its graph. The gate runs on the flags as the host finds them
+    (:func:`host_flags`: the pack signature it verified, ``signature_verified``, and the
+    confidence field decide bits 0 and 1), exactly as the engine gates the record; the
+    device's own scores are checked against its own flags.
     """
-    if rec.state == State.QUARANTINED:
-        return "quarantined by the device"
     if record_hash(rec.id, rec.payload, rec.source, rec.timestamp, rec.context,
                    rec.prev_hash) != rec.hash:  # fmt: skip
         return "hash does not match the record content"
     if normalise(rec.flags, rec.payload, rec.source, rec.timestamp, rec.context) != rec.flags:
         return "flags are not normalised (schema_valid / source_present)"
     try:
-        g = evaluate(rec.flags, rec.confidence, rec.provenance)
+        own = evaluate(rec.flags, rec.confidence, rec.provenance)
+        g = evaluate(host_flags(rec, signature_verified)[0], rec.confidence, rec.provenance)
     except HirmemError as exc:
         return f"gate inputs refused: {exc}"
     if g.hard:
@@ -274,7 +300,9 @@ def withheld(rec: Record) -> str:
         return "write gate W = 0"
     if g.h == 0 or g.i == 0 or g.r == 0:
         return "Trust = H·I·R = 0"
-    if (rec.h, rec.i, rec.r, rec.f, rec.c, rec.rn, rec.w) != (g.h, g.i, g.r, g.f, g.c, g.rn, g.w):
+    if (rec.h, rec.i, rec.r, rec.f, rec.c, rec.rn, rec.w) != (
+        own.h, own.i, own.r, own.f, own.c, own.rn, own.w
+    ):
         return "device gate scores differ from the recomputed gate"
     return ""
 
