@@ -29,7 +29,13 @@ from hirmem.link.session import (
     SessionConfig,
     SessionOpened,
 )
-from hirmem.link.transport import SerialTransport, TransportClosed, TransportError, open_transport
+from hirmem.link.transport import (
+    SerialTransport,
+    Transport,
+    TransportClosed,
+    TransportError,
+    open_transport,
+)
 from hirmem.protocol.gate import evaluate
 from hirmem.protocol.records import normalise, record_id
 from session_peer import MEMORY_KEYS, Agent
@@ -38,7 +44,7 @@ ONE = 0x10000
 CONTEXT = hashlib.sha256(b"event frame").digest()
 
 
-def read_until(transport: SerialTransport, size: int, limit_s: float = 2.0) -> bytes:
+def read_until(transport: Transport, size: int, limit_s: float = 2.0) -> bytes:
     got = b""
     end = time.monotonic() + limit_s
     while len(got) < size and time.monotonic() < end:

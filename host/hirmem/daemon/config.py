@@ -13,6 +13,7 @@ Example (every key but ``host.id`` and one device is optional)::
     save_every = 1.0                # seconds between counter saves to the store
     reconnect_min = 0.25            # backoff after a line drops, doubling …
     reconnect_max = 8.0             # … up to this
+    write_timeout = 5.0             # a device line that takes no byte this long is dropped
 
     [[device]]
     url = "socket://127.0.0.1:5000" # any pyserial URL, a /dev path or a pty
@@ -67,6 +68,7 @@ class DaemonConfig:
     save_every: float = 1.0
     reconnect_min: float = 0.25
     reconnect_max: float = 8.0
+    write_timeout: float = 5.0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -139,7 +141,7 @@ def build_config(data: dict[str, Any], base: Path, cli_devices: list[str]) -> Da
         problems.append(f"unknown top-level keys {sorted(unknown)}: only [host] and [[device]]")
     known_host = {
         "id", "database", "key", "max_frame", "window", "metrics", "status_every",
-        "save_every", "reconnect_min", "reconnect_max",
+        "save_every", "reconnect_min", "reconnect_max", "write_timeout",
     }  # fmt: skip
     for key in sorted(set(host) - known_host):
         problems.append(f"host.{key}: unknown key (known: {', '.join(sorted(known_host))})")
@@ -176,6 +178,7 @@ def build_config(data: dict[str, Any], base: Path, cli_devices: list[str]) -> Da
     save_every = _number(host, "save_every", 1.0, 0.05, 3600.0, problems)
     reconnect_min = _number(host, "reconnect_min", 0.25, 0.01, 60.0, problems)
     reconnect_max = _number(host, "reconnect_max", 8.0, 0.01, 3600.0, problems)
+    write_timeout = _number(host, "write_timeout", 5.0, 0.05, 600.0, problems)
 
     devices: list[DeviceConfig] = []
     raw_devices = data.get("device", [])
@@ -209,7 +212,7 @@ def build_config(data: dict[str, Any], base: Path, cli_devices: list[str]) -> Da
         raise ConfigError("the configuration cannot be used:\n  - " + "\n  - ".join(problems))
     return DaemonConfig(
         host_id, database, tuple(devices), host_key, max_frame, window, metrics,
-        status_every, save_every, reconnect_min, reconnect_max,
+        status_every, save_every, reconnect_min, reconnect_max, write_timeout,
     )  # fmt: skip
 
 

@@ -52,7 +52,7 @@ from hirmem.link.session import (
     StatusReport,
 )
 from hirmem.link.session import Event as SessionEvent
-from hirmem.link.transport import SerialTransport, TransportClosed, TransportError
+from hirmem.link.transport import TransportClosed, TransportError, make_transport
 from hirmem.protocol.keys import SigningKey
 from hirmem.protocol.messages import PackStatus, Status
 from hirmem.protocol.packs import KnowledgeItem, Pack, PackKind, sign_pack
@@ -90,7 +90,15 @@ def sign_knowledge(
 
 
 class DeviceWorker:
-    """One device line: its session, its link, reconnects, and what it reports."""
+    """One device line: its session, its link, reconnects, and what it reports.
+
+    Nothing ends the worker but the daemon's stop: a line that cannot be opened or
+    drops, a store that cannot write (a full disk), a bug in an event handler — each
+    is logged, counted, shown in :attr:`state`, and followed by a reconnect with
+    backoff. The store is written at best effort from here; what matters for
+    exactly-once (the intake) answers *deferred* when the store fails, so the device
+    keeps the pack and offers it again.
+    """
 
     def __init__(self, daemon: Daemon, config: DeviceConfig) -> None:
         self.daemon = daemon
@@ -102,11 +110,15 @@ class DeviceWorker:
         )
         self.link: Link | None = None
         self.state = "starting"
+        self._state_saved = True  # False: the store missed the last state change
         self.device_id: bytes | None = None
         self.device_status: dict[str, int] = {}
         self.reconnects = 0
+        self.store_errors = 0
+        self.worker_errors = 0
         self.last_status_request = 0.0
-        self.knowledge_pending: tuple[int, int] | None = None  # (token, seq)
+        self.knowledge_pending: dict[int, int] = {}  # token -> seq, pushed and unanswered
+        self.knowledge_posted: int | None = None  # a push handed to the link, not yet run
         self.knowledge_given_up: set[int] = set()
         self._thread = threading.Thread(
             target=self._run, name=f"device {config.label}", daemon=True
@@ -125,27 +137,20 @@ class DeviceWorker:
     def join(self, timeout: float) -> None:
         self._thread.join(timeout)
 
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
     def _run(self) -> None:
         cfg = self.daemon.config
         delay = cfg.reconnect_min
         while not self.daemon.stopping.is_set():
-            transport = SerialTransport(self.config.url, baudrate=self.config.baudrate)
-            link = Link(transport, self.session, on_event=self._on_event)
-            self.link = link
-            self._set_state("connecting")
             opened_before = self.session.counters.sessions_opened
             try:
-                if self.daemon.stopping.is_set():
-                    break
-                link.run()
-            except TransportClosed as exc:
-                log.warning("line closed", extra=self._ctx(detail=str(exc)))
-            except TransportError as exc:
-                log.warning("cannot open the line", extra=self._ctx(detail=str(exc)))
-            except Exception:  # a bug must not take the other devices down
+                self._serve_once()
+            except Exception:  # a bug must not take this device, or the others, down
+                self.worker_errors += 1
                 log.exception("device worker failed", extra=self._ctx())
-            finally:
-                self.link = None
             if self.daemon.stopping.is_set():
                 break
             if self.session.counters.sessions_opened > opened_before:
@@ -156,10 +161,50 @@ class DeviceWorker:
             delay = min(delay * 2, cfg.reconnect_max)
         self._set_state("stopped")
 
+    def _serve_once(self) -> None:
+        """Open the line and serve it until it drops or the daemon stops."""
+        transport = make_transport(
+            self.config.url,
+            baudrate=self.config.baudrate,
+            write_timeout_s=self.daemon.config.write_timeout,
+        )
+        link = Link(transport, self.session, on_event=self._on_event)
+        self.link = link
+        self._set_state("connecting")
+        try:
+            if self.daemon.stopping.is_set():
+                return
+            link.run()
+        except TransportClosed as exc:
+            log.warning("line closed", extra=self._ctx(detail=str(exc)))
+        except TransportError as exc:
+            log.warning("cannot open the line", extra=self._ctx(detail=str(exc)))
+        finally:
+            self.link = None
+            transport.close()
+
+    def _store_write(self, what: str, write: Callable[[], object]) -> bool:
+        """Run one store write; a failure is counted and logged, never raised."""
+        try:
+            write()
+        except Exception as exc:  # sqlite3.Error, StoreError, OSError: all the same here
+            self.store_errors += 1
+            log.warning("store write failed", extra=self._ctx(write=what, detail=f"{exc}"))
+            return False
+        return True
+
     def _set_state(self, state: str) -> None:
         self.state = state
-        if self.device_id is not None:
-            self.daemon.store.set_session(self.device_id, self.config.url, state)
+        self._state_saved = self._save_state()
+
+    def _save_state(self) -> bool:
+        device_id = self.device_id
+        if device_id is None:
+            return True
+        return self._store_write(
+            "session state",
+            lambda: self.daemon.store.set_session(device_id, self.config.url, self.state),
+        )
 
     def _ctx(self, **more: Any) -> dict[str, Any]:
         ctx: dict[str, Any] = {
@@ -176,9 +221,11 @@ class DeviceWorker:
         if isinstance(event, SessionOpened):
             dev = event.device
             self.device_id = dev.device_id
-            store.seen(dev.device_id, dev.board, dev.firmware, dev.boot)
+            self._store_write(
+                "device seen", lambda: store.seen(dev.device_id, dev.board, dev.firmware, dev.boot)
+            )
             self._set_state("open")
-            self.knowledge_pending = None
+            self.knowledge_posted = None  # a post to the last link may never have run
             log.info(
                 "session open",
                 extra=self._ctx(
@@ -223,20 +270,28 @@ class DeviceWorker:
             log.warning("request failed", extra=self._ctx(detail=str(event)))
 
     def _knowledge_done(self, event: KnowledgeDone) -> None:
-        pending = self.knowledge_pending
-        if pending is None or pending[0] != event.token:
+        if self.knowledge_pending.pop(event.token, None) is None or self.device_id is None:
             return
-        self.knowledge_pending = None
-        if self.device_id is None:
-            return
-        if event.status is None:  # not delivered: the next session tries again
+        device_id = self.device_id
+        if event.status is None:
+            # Not delivered, and the session will not try again (the device cannot take
+            # it: no KNOWLEDGE capability, another host key, too large; or a newer
+            # version superseded it). Recorded, so the next version is not held up.
+            self.knowledge_given_up.add(event.seq)
+            self._store_write(
+                "device knowledge",
+                lambda: self.daemon.store.set_device_knowledge(device_id, event.seq, "not-sent"),
+            )
             log.warning(
                 "knowledge not delivered", extra=self._ctx(seq=event.seq, detail=event.detail)
             )
             return
         status = PackStatus(event.status).name.lower()
-        self.daemon.store.set_device_knowledge(
-            self.device_id, event.seq, status, int(event.reason), event.held_seq or 0
+        self._store_write(
+            "device knowledge",
+            lambda: self.daemon.store.set_device_knowledge(
+                device_id, event.seq, status, int(event.reason), event.held_seq or 0
+            ),
         )
         log.info(
             "knowledge answered",
@@ -244,27 +299,36 @@ class DeviceWorker:
         )
 
     # ---- housekeeping (on the daemon's thread) -----------------------------------------
+    #
+    # Requests are posted to the link and run on the link's own thread: housekeeping
+    # never touches a line, so a line that stalls delays nobody else's STATUS, counter
+    # save or knowledge push.
 
     def housekeeping(self, now: float) -> None:
+        if not self._state_saved:
+            self._state_saved = self._save_state()  # the store missed it: try again
         link = self.link
         if link is None or not self.session.is_open or self.device_id is None:
             return
         cfg = self.daemon.config
         if cfg.status_every and now - self.last_status_request >= cfg.status_every:
             self.last_status_request = now
-            try:
-                link.call(lambda s: s.request_status())
-            except SessionError as exc:
-                log.warning("status request refused", extra=self._ctx(detail=str(exc)))
+            link.post(self._request_status)
         self._maybe_push(link)
+
+    def _request_status(self, session: Session) -> None:
+        try:
+            session.request_status()
+        except SessionError as exc:
+            log.warning("status request refused", extra=self._ctx(detail=str(exc)))
 
     def _maybe_push(self, link: Link) -> None:
         assert self.device_id is not None
         latest = self.daemon.latest_knowledge()
-        if latest is None or self.knowledge_pending is not None:
+        if latest is None or self.knowledge_posted is not None:
             return
         seq, raw = latest
-        if seq in self.knowledge_given_up:
+        if seq in self.knowledge_given_up or seq in self.knowledge_pending.values():
             return
         answered = {
             s
@@ -273,26 +337,48 @@ class DeviceWorker:
         }
         if seq in answered:
             return
+        self.knowledge_posted = seq
+        link.post(lambda session: self._push(session, seq, raw))
+
+    def _push(self, session: Session, seq: int, raw: bytes) -> None:
+        """On the link's thread: offer knowledge version ``seq`` to the device."""
+        self.knowledge_posted = None
+        device_id = self.device_id
+        assert device_id is not None
+        store = self.daemon.store
         try:
-            token = link.call(lambda s: s.push_knowledge(raw))
+            token = session.push_knowledge(raw)
         except SessionError as exc:
             self.knowledge_given_up.add(seq)
-            self.daemon.store.set_device_knowledge(self.device_id, seq, "not-sent", 0, 0)
+            self._store_write(
+                "device knowledge",
+                lambda: store.set_device_knowledge(device_id, seq, "not-sent", 0, 0),
+            )
             log.warning("knowledge not pushed", extra=self._ctx(seq=seq, detail=str(exc)))
             return
-        self.knowledge_pending = (token, seq)
-        self.daemon.store.set_device_knowledge(self.device_id, seq, "pending")
+        self.knowledge_pending[token] = seq
+        self._store_write(
+            "device knowledge", lambda: store.set_device_knowledge(device_id, seq, "pending")
+        )
         log.info("knowledge pushed", extra=self._ctx(seq=seq))
 
     def counters(self) -> dict[str, int]:
         flat = flatten_counters(self.session.counters.snapshot())
         flat.update({f"device.{k}": v for k, v in self.device_status.items()})
         flat["reconnects"] = self.reconnects
+        flat["store_errors"] = self.store_errors
+        flat["worker_errors"] = self.worker_errors
         return flat
 
-    def save(self) -> None:
-        if self.device_id is not None:
-            self.daemon.store.save_counters(self.device_id, self.counters())
+    def save(self) -> bool:
+        """Save the counters to the store; False (counted, logged) when it cannot write."""
+        device_id = self.device_id
+        if device_id is None:
+            return True
+        counters = self.counters()
+        return self._store_write(
+            "counters", lambda: self.daemon.store.save_counters(device_id, counters)
+        )
 
 
 class Daemon:
@@ -341,13 +427,17 @@ class Daemon:
         for worker in self.workers:
             worker.join(5.0)
         self._house.join(5.0)
-        for worker in self.workers:
-            worker.save()
+        unsaved = [w.config.label for w in self.workers if not w.save()]
         if self._metrics is not None:
             self._metrics.shutdown()
             self._metrics.server_close()
-        self.store.close()
+        try:
+            self.store.close()
+        except Exception as exc:  # closing must not turn a clean stop into a traceback
+            log.warning("store did not close cleanly", extra={"ctx": {"detail": str(exc)}})
         self._started = False
+        if unsaved:
+            log.warning("counters not saved at stop", extra={"ctx": {"devices": unsaved}})
         log.info("daemon stopped")
 
     def run(self, *, until: Callable[[], bool] | None = None) -> None:

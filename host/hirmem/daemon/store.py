@@ -34,7 +34,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -280,15 +280,21 @@ class Store:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """BEGIN IMMEDIATE … COMMIT under the lock; ROLLBACK on any exception."""
+        """BEGIN IMMEDIATE … COMMIT under the lock; ROLLBACK on any exception.
+
+        A COMMIT that fails (SQLITE_FULL on a full disk) may leave the transaction
+        open: it is rolled back too, so the next write starts clean once space is back.
+        """
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
+                self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:
+                    with suppress(sqlite3.Error):
+                        self._db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
 
     # ---- registry ------------------------------------------------------------------------
 
