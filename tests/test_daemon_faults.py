@@ -261,3 +261,45 @@ def test_a_peer_that_stops_reading_starves_nobody(tmp_path: Path) -> None:
             stop_s = time.monotonic() - started
     assert stop_s < 3.0, f"stopping took {stop_s:.1f} s"
     assert logs.tracebacks == []
+
+
+def facts(version: int, n: int) -> list[KnowledgeItem]:
+    triples = [("pump", "serves", f"zone {version}.{k}") for k in range(n)]
+    return [KnowledgeItem(bytes.fromhex(triple_id(*t)), *t, 0xF000) for t in triples]
+
+
+def test_a_knowledge_version_a_device_cannot_hold_does_not_block_the_next(
+    tmp_path: Path,
+) -> None:
+    """9 facts for an 8-fact device: it answers deferred each time; after a few tries the
+    version is recorded as deferred (storage) by that device and later versions go out;
+    a newer version pushed while an older one waits for its retry replaces it."""
+    device = sim(31, pack_every_s=0.1, max_facts=8)
+    db = tmp_path / "knowledge.db"
+    register(db, [device])
+    with running([device]):
+        daemon = daemon_for(tmp_path, db, [device])
+        daemon.start()
+        store = daemon.store
+        dev = device.device_id
+
+        def answer(seq: int) -> tuple[str, int] | None:
+            rows = {s: (st, r) for s, st, r, _ in store.device_knowledge(dev)}
+            return rows.get(seq)
+
+        try:
+            wait_until(lambda: device.sessions >= 1, 20, "the session")
+            too_big = sign_knowledge(store, HOST_KEY, HOST_ID, facts(1, 9), now_ms())
+            wait_until(lambda: answer(too_big.seq) == ("deferred", 11), 30, "v1 given up")
+            assert [s for s, _ in device.knowledge].count(too_big.seq) == 3
+            fits = sign_knowledge(store, HOST_KEY, HOST_ID, facts(2, 8), now_ms())
+            wait_until(lambda: answer(fits.seq) == ("accepted", 0), 10, "v2 accepted")
+            # an oversized version waiting for its retry is replaced by the next one
+            waiting = sign_knowledge(store, HOST_KEY, HOST_ID, facts(3, 9), now_ms())
+            wait_until(lambda: (waiting.seq, 3) in device.knowledge, 10, "v3 deferred once")
+            newest = sign_knowledge(store, HOST_KEY, HOST_ID, facts(4, 1), now_ms())
+            wait_until(lambda: answer(newest.seq) == ("accepted", 0), 3, "v4 accepted at once")
+            assert answer(waiting.seq) == ("not-sent", 0)
+        finally:
+            daemon.stop()
+    assert device.knowledge[-1] == (4, 0)

@@ -6,8 +6,9 @@
 makes signed, chained packs of ``records_per_pack`` readings, offers them one at a
 time and keeps an offered pack until the host answers *accepted* or *duplicate*
 (*deferred* is offered again after ``retry_s``), answers STATUS_REQUEST with STATUS
-and KNOWLEDGE_PUSH with KNOWLEDGE_RESULT (refusing a version with more facts than
-``max_facts``, as a small board does). When the host closes the line it listens
+and KNOWLEDGE_PUSH with KNOWLEDGE_RESULT (a version with more facts than
+``max_facts`` is answered *deferred*, storage, as the C agent answers one it has no
+room for). When the host closes the line it listens
 again and starts a new session with the same boot: nothing it made is forgotten.
 
 Two faults on cue, for tests and benchmarks: :meth:`drop_line` closes the line from
@@ -284,7 +285,7 @@ class SimDevice:
             return KnowledgeResult(pack_id, int(PackStatus.REFUSED), int(exc.reason),
                                    self._knowledge_seq)  # fmt: skip
         if len(pack.items) > self.max_facts:
-            status, reason = PackStatus.REFUSED, Reason.TOO_LARGE
+            status, reason = PackStatus.DEFERRED, Reason.STORAGE
         elif pack.seq <= self._knowledge_seq:
             status, reason = PackStatus.DUPLICATE, Reason.NONE
         else:

@@ -83,6 +83,10 @@ RTO_MAX_MS = 4000
 MAX_TIMEOUTS = 8
 ACK_DELAY_MAX_MS = 20
 DEFER_MS = 4000  # a deferred knowledge push is offered again no sooner than this
+# A knowledge version the device deferred this many times in a row is one it cannot
+# hold (a board answers *deferred* for more facts than it has room for): the push ends
+# with that answer instead of blocking the versions after it.
+KNOWLEDGE_DEFERRALS = 3
 MAX_WINDOW = 8
 PRE_SESSION_TEXT = 100  # ERROR detail bytes before the handshake completes (§6.5)
 MAX_TEXT = 240
@@ -481,6 +485,7 @@ class _Request:
     seq: int = 0
     kid: bytes = b""
     retry_at: int | None = None
+    deferrals: int = 0
 
 
 @dataclass(eq=False)
@@ -675,6 +680,12 @@ class Session:
         pack_id, seq, kid = known.pack_id, known.seq, known.kid
         message = KnowledgePush(pack)
         self._check_encodable(message)
+        for older in [j for j in self._knowledge if j.seq < seq and j.retry_at is not None]:
+            # waiting to be offered again after a deferral: the newer version replaces it
+            self._queue = deque(item for item in self._queue if item.request is not older)
+            self._finish_knowledge(
+                older, None, Reason.NONE, None, f"superseded by knowledge pack seq {seq}"
+            )
         job = _Request(self._token(), "knowledge", message, pack_id=pack_id, seq=seq, kid=kid)
         self._knowledge.append(job)
         if self.is_open:
@@ -850,8 +861,16 @@ class Session:
         self._sent.pop(job.ref, None)
         status = PackStatus(result.status)
         if status == PackStatus.DEFERRED:
-            job.ref = 0
-            job.retry_at = self._now + DEFER_MS
+            job.deferrals += 1
+            if job.deferrals < KNOWLEDGE_DEFERRALS:
+                job.ref = 0
+                job.retry_at = self._now + DEFER_MS
+                return
+            _bump(self.counters.knowledge_refused, Reason(result.reason).name.lower())
+            self._finish_knowledge(
+                job, status, Reason(result.reason), result.held_seq,
+                f"deferred {job.deferrals} times: the device cannot hold it",
+            )  # fmt: skip
             return
         if status == PackStatus.REFUSED:
             _bump(self.counters.knowledge_refused, Reason(result.reason).name.lower())
