@@ -11,6 +11,7 @@ the daemon before it starts anything.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import random
@@ -584,3 +585,33 @@ def test_device_reset_mid_transfer_loses_nothing(tmp_path: Path) -> None:
     boots = [t for _, t in handler.lines if t.startswith("boot=")]
     assert {t for t in boots if "reset=cold" in t} <= {"boot=1 reset=cold warm_boots=0"}
     assert any("reset=warm" in t for t in boots)
+
+
+@needs_qemu
+def test_a_board_booted_past_2_31_has_its_packs_stored(tmp_path: Path) -> None:
+    """Issue #15: an image provisioned with boot 2^31 signs pack seqs ≥ 2^63
+    ((boot << 32) | n), which SQLite's signed integers could not hold: every pack was
+    deferred for ever and the board refused its captures."""
+    name, dev = "hifive1", BOARDS["hifive1"]
+    db = tmp_path / "boot.db"
+    register(db, (name,))
+    settings = dataclasses.replace(slot(dev), boot_base=1 << 31)
+    elf = provisioned(name, tmp_path, settings)
+    with QemuBoard(name, elf, timeout=120).start() as qb:
+        config = _write_config(tmp_path, [qb.url], db)
+        proc = _daemon_process(config)
+        try:
+            with Store(db) as store:
+                wait_until(lambda: store.count_packs(dev) >= 3, 60, "three packs stored")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            out, _ = proc.communicate(timeout=20)
+        assert proc.returncode == 0, out
+        assert "deferred" not in out, out
+    with Store(db) as store:
+        seqs = [p.seq for p in store.packs(dev)]
+        assert seqs == sorted(seqs) and seqs[0] >> 32 == 1 << 31
+        assert store.check_integrity() == []
+        runs = gapless(all_records(store))
+        assert list(runs) == [(dev, 1 << 31)]
+        assert store.refusals() == []

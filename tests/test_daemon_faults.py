@@ -303,3 +303,25 @@ def test_a_knowledge_version_a_device_cannot_hold_does_not_block_the_next(
         finally:
             daemon.stop()
     assert device.knowledge[-1] == (4, 0)
+
+
+def test_pack_seqs_and_timestamps_above_2_63_are_stored(tmp_path: Path) -> None:
+    """A device whose boot counter is ≥ 2^31 signs pack seqs ≥ 2^63 (boot << 32 | n);
+    with record timestamps near 2^64 too, every pack is stored and answered accepted."""
+    device = sim(41, boot=1 << 31, timestamp_base=(1 << 64) - 1000, packs_to_make=6)
+    db = tmp_path / "u64.db"
+    register(db, [device])
+    with running([device]):
+        daemon = daemon_for(tmp_path, db, [device])
+        daemon.start()
+        try:
+            wait_until(lambda: device.done, 30, "six packs accepted")
+        finally:
+            daemon.stop()
+    assert device.deferred == 0 and device.refused == []
+    with Store(db) as store:
+        assert stored_seqs(store, device.device_id) == device.accepted
+        assert min(device.accepted) >= 1 << 63
+        stamps = [r.timestamp for r, _ in store.iter_records()]
+        assert stamps == [(1 << 64) - 1000 + k for k in range(1, 25)]
+        assert store.check_integrity() == []

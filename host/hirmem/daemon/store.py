@@ -158,6 +158,51 @@ MIGRATIONS: tuple[str, ...] = (
     """,
 )
 
+# Every u64 the SPEC allows (pack seq, created, record timestamps, STATUS counters,
+# knowledge seqs) is stored as ``value - 2**63``: an order-preserving map onto
+# SQLite's signed 64-bit integers, so ORDER BY, max() and comparisons still work.
+# Migration 3 moves the values older stores kept as they were (all below 2**63).
+U64_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("packs", "seq"), ("packs", "created"), ("records", "timestamp"),
+    ("devices", "head_seq"), ("refusals", "seq"), ("knowledge", "seq"),
+    ("knowledge", "created"), ("device_knowledge", "seq"),
+    ("device_knowledge", "held_seq"), ("device_counters", "value"),
+)  # fmt: skip
+_SHIFT_SQL = "-9223372036854775807 - 1"  # -2**63 (the literal 2**63 is no SQLite integer)
+MIGRATIONS = (
+    *MIGRATIONS,
+    # 3: u64 columns shifted by -2**63 (see U64_COLUMNS)
+    ";".join(
+        f"UPDATE {table} SET {column} = {column} + ({_SHIFT_SQL}) WHERE {column} IS NOT NULL"
+        for table, column in U64_COLUMNS
+    ),
+    # 4: the records of a pack found by index (the integrity check counts them per pack:
+    # without it, a full scan per pack made the check quadratic)
+    "CREATE INDEX records_pack ON records(pack_id)",
+)
+
+U64_OFFSET = 1 << 63
+
+
+def u64_in(value: int) -> int:
+    """A u64 as the store keeps it (order preserved)."""
+    if not 0 <= value < 1 << 64:
+        raise StoreError(f"{value} is not a u64 (0..2^64-1)")
+    return value - U64_OFFSET
+
+
+def u64_out(stored: object) -> int:
+    """A stored u64 column back to its value."""
+    return int(stored) + U64_OFFSET  # type: ignore[call-overload, no-any-return]
+
+
+# Records (and conflicting records) stored for one pack: the integrity check runs it
+# once per pack, so both lookups must use an index.
+PACK_RECORDS_SQL = (
+    "SELECT (SELECT count(*) FROM records WHERE pack_id = ?) + "
+    "(SELECT count(*) FROM record_conflicts WHERE pack_id = ?)"
+)
+
 # Offered bytes kept for a refused pack (a pack is at most 64 KiB; all of it).
 REFUSAL_KEEP = 65536
 
@@ -399,9 +444,9 @@ class Store:
                     return self._refuse(
                         db, line_device, data, digest, Reason.WRONG_SIGNER,
                         f"pack {row[0].hex()} belongs to device {row[2].hex()}",
-                        row[0], row[1],
+                        row[0], u64_out(row[1]),
                     )  # fmt: skip
-                return Intake("duplicate", Reason.NONE, row[0], row[1], "already stored")
+                return Intake("duplicate", Reason.NONE, row[0], u64_out(row[1]), "already stored")
             device = db.execute(
                 "SELECT * FROM devices WHERE device_id = ?", (line_device,)
             ).fetchone()
@@ -435,14 +480,15 @@ class Store:
         db.execute(
             "INSERT INTO packs (pack_id, device_id, seq, hash, prev, created, received, "
             "nrecords, raw) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (pack.pack_id, pack.signer, pack.seq, pack.hash, pack.prev, pack.created, t,
-             len(pack.items), pack.encoded),
+            (pack.pack_id, pack.signer, u64_in(pack.seq), pack.hash, pack.prev,
+             u64_in(pack.created), t, len(pack.items), pack.encoded),
         )  # fmt: skip
         rows = []
         for idx, rec in enumerate(pack.items):
             assert isinstance(rec, Record)
             rows.append(
-                (rec.id, pack.signer, pack.pack_id, idx, rec.payload, rec.source, rec.timestamp,
+                (rec.id, pack.signer, pack.pack_id, idx, rec.payload, rec.source,
+                 u64_in(rec.timestamp),
                  rec.context, rec.flags, rec.h, rec.i, rec.r, rec.f, rec.c, rec.rn,
                  rec.confidence, rec.provenance, rec.priority, rec.w, rec.state, rec.layer,
                  rec.hash, rec.prev_hash)
@@ -468,7 +514,7 @@ class Store:
                 )
         db.execute(
             "UPDATE devices SET head_seq = ?, head_hash = ? WHERE device_id = ?",
-            (pack.seq, pack.hash, pack.signer),
+            (u64_in(pack.seq), pack.hash, pack.signer),
         )
         return stored
 
@@ -490,7 +536,8 @@ class Store:
             "first_at, last_at, offers, raw) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?) "
             "ON CONFLICT (sha256) DO UPDATE SET offers = offers + 1, last_at = excluded.last_at, "
             "reason = excluded.reason, detail = excluded.detail",
-            (digest, line_device, int(reason), detail, known_id, seq if known_id else None,
+            (digest, line_device, int(reason), detail, known_id,
+             u64_in(seq) if known_id else None,
              len(data), t, t, data[:REFUSAL_KEEP]),
         )  # fmt: skip
         return Intake("refused", reason, pack_id, seq, detail)
@@ -505,7 +552,10 @@ class Store:
             args = (device_id,)
         with self._lock:
             rows = self._db.execute(sql + " ORDER BY device_id, seq", args).fetchall()
-        return [StoredPack(*r) for r in rows]
+        return [
+            StoredPack(r[0], r[1], u64_out(r[2]), r[3], r[4], u64_out(r[5]), r[6], r[7])
+            for r in rows
+        ]
 
     def packs_since(self, after: int = 0, limit: int = 100) -> list[tuple[int, Pack]]:
         """Accepted packs in arrival order, (cursor, pack) with cursor > ``after``.
@@ -540,7 +590,12 @@ class Store:
                 "FROM records WHERE rowid > ? ORDER BY rowid LIMIT ?",
                 (after, limit),
             ).fetchall()
-        return [(r[0], Record(*r[1:21]), r[21]) for r in rows]
+        out = []
+        for r in rows:
+            fields = list(r[1:21])
+            fields[3] = u64_out(fields[3])  # timestamp
+            out.append((int(r[0]), Record(*fields), bytes(r[21])))
+        return out
 
     def iter_records(self, batch: int = 1000) -> Iterator[tuple[Record, bytes]]:
         """Every stored record in arrival order, with its pack id, read in batches."""
@@ -582,7 +637,11 @@ class Store:
             args = (device_id,)
         with self._lock:
             rows = self._db.execute(sql + " ORDER BY first_at, sha256", args).fetchall()
-        return [Refusal(r[0], r[1], Reason(r[2]), *r[3:]) for r in rows]
+        return [
+            Refusal(r[0], r[1], Reason(r[2]), r[3], r[4], None if r[5] is None else u64_out(r[5]),
+                    *r[6:])
+            for r in rows
+        ]  # fmt: skip
 
     # ---- knowledge ---------------------------------------------------------------------
 
@@ -591,15 +650,17 @@ class Store:
         if pack.kind != PackKind.KNOWLEDGE:
             raise StoreError("only knowledge packs are kept as knowledge versions")
         with self._transaction() as db:
-            latest = db.execute("SELECT max(seq) FROM knowledge").fetchone()[0]
+            top = db.execute("SELECT max(seq) FROM knowledge").fetchone()[0]
+            latest = None if top is None else u64_out(top)
             if latest is not None and pack.seq <= latest:
                 raise StoreError(
                     f"knowledge seq {pack.seq} is not above the latest version {latest}"
                 )
             db.execute(
                 "INSERT INTO knowledge VALUES (?, ?, ?, ?, ?, ?)",
-                (pack.seq, pack.pack_id, pack.hash, pack.created, len(pack.items), pack.encoded),
-            )
+                (u64_in(pack.seq), pack.pack_id, pack.hash, u64_in(pack.created),
+                 len(pack.items), pack.encoded),
+            )  # fmt: skip
 
     def knowledge(self, seq: int | None = None) -> KnowledgeRow | None:
         """A knowledge version, or the latest one."""
@@ -609,8 +670,12 @@ class Store:
                     "SELECT * FROM knowledge ORDER BY seq DESC LIMIT 1"
                 ).fetchone()
             else:
-                row = self._db.execute("SELECT * FROM knowledge WHERE seq = ?", (seq,)).fetchone()
-        return None if row is None else KnowledgeRow(*row)
+                row = self._db.execute(
+                    "SELECT * FROM knowledge WHERE seq = ?", (u64_in(seq),)
+                ).fetchone()
+        if row is None:
+            return None
+        return KnowledgeRow(u64_out(row[0]), row[1], row[2], u64_out(row[3]), row[4], row[5])
 
     def knowledge_head(self) -> ChainHead | None:
         latest = self.knowledge()
@@ -626,7 +691,7 @@ class Store:
                 "ON CONFLICT (device_id, seq) DO UPDATE SET status = excluded.status, "
                 "reason = excluded.reason, held_seq = excluded.held_seq, "
                 "updated = excluded.updated",
-                (device_id, seq, status, reason, held_seq, now_ms()),
+                (device_id, u64_in(seq), status, reason, u64_in(held_seq), now_ms()),
             )
 
     def device_knowledge(self, device_id: bytes) -> list[tuple[int, str, int, int]]:
@@ -637,7 +702,7 @@ class Store:
                 "WHERE device_id = ? ORDER BY seq",
                 (device_id,),
             ).fetchall()
-        return [(int(a), str(b), int(c), int(d)) for a, b, c, d in rows]
+        return [(u64_out(a), str(b), int(c), u64_out(d)) for a, b, c, d in rows]
 
     # ---- counters and sessions (written by the daemon, read by `hirmem status`) ----------
 
@@ -646,7 +711,7 @@ class Store:
             db.executemany(
                 "INSERT INTO device_counters VALUES (?, ?, ?) ON CONFLICT (device_id, name) "
                 "DO UPDATE SET value = excluded.value",
-                [(device_id, name, int(value)) for name, value in counters.items()],
+                [(device_id, name, u64_in(int(value))) for name, value in counters.items()],
             )
 
     def counters(self, device_id: bytes) -> dict[str, int]:
@@ -655,7 +720,7 @@ class Store:
                 "SELECT name, value FROM device_counters WHERE device_id = ? ORDER BY name",
                 (device_id,),
             ).fetchall()
-        return {str(n): int(v) for n, v in rows}
+        return {str(n): u64_out(v) for n, v in rows}
 
     def set_session(self, device_id: bytes, url: str, state: str) -> None:
         with self._transaction() as db:
@@ -698,16 +763,17 @@ class Store:
     def _check_device(self, device: DeviceRow, signatures: bool) -> list[str]:
         name = device.device_id.hex()
         problems: list[str] = []
-        rows = self._db.execute(
+        rows = self._db.execute(  # a cursor: one pack in memory at a time
             "SELECT pack_id, seq, hash, prev, raw, nrecords FROM packs WHERE device_id = ? "
             "ORDER BY seq",
             (device.device_id,),
-        ).fetchall()
+        )
         keys = {device.kid: TrustedKey(PublicKey(device.public_key), device.device_id,
                                        PackKind.MEMORY)}  # fmt: skip
         link: bytes | None = None
         last: ChainHead | None = None
-        for pack_id, seq, digest, prev, raw, nrecords in rows:
+        for pack_id, stored_seq, digest, prev, raw, nrecords in rows:
+            seq = u64_out(stored_seq)
             where = f"device {name} pack seq {seq}"
             if hashlib.sha256(raw).digest() != digest:
                 problems.append(f"{where}: stored bytes do not hash to the recorded hash")
@@ -720,11 +786,7 @@ class Store:
                 except PackError as exc:
                     problems.append(f"{where}: does not verify again: {exc}")
             last = ChainHead(seq, digest)
-            stored = self._db.execute(
-                "SELECT (SELECT count(*) FROM records WHERE pack_id = ?) + "
-                "(SELECT count(*) FROM record_conflicts WHERE pack_id = ?)",
-                (pack_id, pack_id),
-            ).fetchone()[0]
+            stored = self._db.execute(PACK_RECORDS_SQL, (pack_id, pack_id)).fetchone()[0]
             if stored > nrecords:
                 problems.append(f"{where}: {stored} records stored, the pack has {nrecords}")
         if last is None:
@@ -743,7 +805,7 @@ def _device_row(row: Sequence[object]) -> DeviceRow:
 
     head = None
     if row[9] is not None:
-        head = ChainHead(int(row[9]), bytes(row[10]))  # type: ignore[call-overload]
+        head = ChainHead(u64_out(row[9]), bytes(row[10]))  # type: ignore[call-overload]
     return DeviceRow(
         device_id=bytes(row[0]),  # type: ignore[call-overload]
         public_key=bytes(row[1]),  # type: ignore[call-overload]
