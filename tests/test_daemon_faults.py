@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -20,10 +21,12 @@ import pytest
 
 from hirmem.daemon.config import build_config
 from hirmem.daemon.service import Daemon, DeviceWorker, sign_knowledge
-from hirmem.daemon.store import Store, now_ms
+from hirmem.daemon.store import REFUSAL_KEEP, REFUSALS_PER_DEVICE, Store, now_ms
+from hirmem.emulation.rogue import RogueDevice
 from hirmem.emulation.simdevice import SimDevice
 from hirmem.protocol.identity import triple_id
 from hirmem.protocol.keys import derive_test_key, write_key_file
+from hirmem.protocol.messages import PackStatus
 from hirmem.protocol.packs import KnowledgeItem
 
 HOST_ID = bytes.fromhex("f1f2f3f4f5f6f7f8")
@@ -54,7 +57,9 @@ def register(db: Path, devices: list[SimDevice]) -> None:
             store.register_device(d.device_id, d.key.public.raw, d.board)
 
 
-def daemon_for(tmp_path: Path, db: Path, devices: list[SimDevice], **host: object) -> Daemon:
+def daemon_for(
+    tmp_path: Path, db: Path, devices: list[SimDevice] | list[RogueDevice], **host: object
+) -> Daemon:
     key_file = tmp_path / "host.key"
     if not key_file.exists():
         write_key_file(key_file, HOST_KEY)
@@ -70,7 +75,8 @@ def daemon_for(tmp_path: Path, db: Path, devices: list[SimDevice], **host: objec
         "write_timeout": 1.0,
     }
     settings.update(host)
-    lines = [{"url": d.url, "name": f"sim{i}"} for i, d in enumerate(devices)]
+    urls: list[str] = [d.url for d in devices]
+    lines = [{"url": url, "name": f"sim{i}"} for i, url in enumerate(urls)]
     config = build_config({"host": settings, "device": lines}, tmp_path, [])
     return Daemon(config)
 
@@ -325,3 +331,39 @@ def test_pack_seqs_and_timestamps_above_2_63_are_stored(tmp_path: Path) -> None:
         stamps = [r.timestamp for r, _ in store.iter_records()]
         assert stamps == [(1 << 64) - 1000 + k for k in range(1, 25)]
         assert store.check_integrity() == []
+
+
+def test_an_unregistered_device_offering_junk_leaves_the_store_bounded(tmp_path: Path) -> None:
+    """400 distinct junk offers of 3.9 KB from a device nobody registered: the store
+    keeps a bounded digest of each refusal (REFUSALS_PER_DEVICE of them, REFUSAL_KEEP
+    bytes each), counts the ones rotated out, and stays far below what was offered."""
+    offers, size = 400, 3900
+    rogue = RogueDevice(bytes.fromhex("ee00000000000bad"), derive_test_key("junk"),
+                        max_frame=4096)  # fmt: skip
+    db = tmp_path / "junk.db"
+    Store(db).close()
+    daemon = daemon_for(tmp_path, db, [rogue], max_frame=4096)
+    daemon.start()
+    rng = random.Random(15)
+    try:
+        rogue.connect(timeout=20)
+        for _ in range(offers):
+            result = rogue.offer(rng.randbytes(size))
+            assert PackStatus(result.status) == PackStatus.REFUSED
+    finally:
+        rogue.close()
+        daemon.stop()
+    with Store(db) as store:
+        kept = store.refusals()
+        assert len(kept) == REFUSALS_PER_DEVICE
+        assert all(r.size == size and r.offers == 1 for r in kept)
+        rotated = offers - len(kept)
+        assert store.refusals_rotated() == {rogue.device_id: (rotated, rotated)}
+        db_ = store._db
+        db_.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        kept_bytes = db_.execute("SELECT sum(length(raw)) FROM refusals").fetchone()[0]
+        assert kept_bytes == REFUSAL_KEEP * REFUSALS_PER_DEVICE
+        pages = db_.execute("PRAGMA page_count").fetchone()[0]
+        free = db_.execute("PRAGMA freelist_count").fetchone()[0]
+        used = (pages - free) * db_.execute("PRAGMA page_size").fetchone()[0]
+    assert used < 512 * 1024, f"{used} bytes used for {offers * size} bytes of junk offered"

@@ -54,7 +54,7 @@ from hirmem.link.session import (
 from hirmem.link.session import Event as SessionEvent
 from hirmem.link.transport import TransportClosed, TransportError, make_transport
 from hirmem.protocol.keys import SigningKey
-from hirmem.protocol.messages import PackStatus, Status
+from hirmem.protocol.messages import LogLevel, PackStatus, Status
 from hirmem.protocol.packs import KnowledgeItem, Pack, PackKind, sign_pack
 from hirmem.protocol.records import GENESIS
 
@@ -62,6 +62,59 @@ log = logging.getLogger("hirmem.daemon")
 
 # STATUS fields the device reports (SPEC §5.10), kept as device.<name> counters.
 DEVICE_FIELDS = tuple(f.name for f in fields(Status))
+
+
+# Device LOG lines: at most LOG_BURST at once, LOG_RATE per second after that; the
+# rest are counted (device_logs_dropped) and the next line logged says how many.
+LOG_BURST = 20
+LOG_RATE = 5.0
+
+
+class RateLimit:
+    """A token bucket: :meth:`take` is true while the rate and burst allow."""
+
+    def __init__(
+        self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.rate, self.burst, self._clock = rate, burst, clock
+        self._tokens = float(burst)
+        self._at = clock()
+
+    def take(self) -> bool:
+        now = self._clock()
+        self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate)
+        self._at = now
+        if self._tokens < 1.0:
+            return False
+        self._tokens -= 1.0
+        return True
+
+
+_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def sanitise_device_text(text: str) -> str:
+    """Device text made safe for one log line: every character that is not printable
+    (control characters, line and paragraph separators, non-breaking and other spaces
+    but the ASCII one, format characters, terminal escapes) and the backslash are
+    written as escapes, so a device can neither forge a daemon line nor drive a terminal."""
+    out = []
+    for ch in text:
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == " " or ch.isprintable():
+            out.append(ch)
+        elif ch in _SHORT_ESCAPES:
+            out.append(_SHORT_ESCAPES[ch])
+        else:
+            code = ord(ch)
+            if code < 0x100:
+                out.append(f"\\x{code:02x}")
+            elif code < 0x10000:
+                out.append(f"\\u{code:04x}")
+            else:
+                out.append(f"\\U{code:08x}")
+    return "".join(out)
 
 
 def flatten_counters(counters: Counters) -> dict[str, int]:
@@ -116,6 +169,9 @@ class DeviceWorker:
         self.reconnects = 0
         self.store_errors = 0
         self.worker_errors = 0
+        self.log_limit = RateLimit(LOG_RATE, LOG_BURST)
+        self.logs_dropped = 0
+        self._logs_dropped_unsaid = 0
         self.last_status_request = 0.0
         self.knowledge_pending: dict[int, int] = {}  # token -> seq, pushed and unanswered
         self.knowledge_posted: int | None = None  # a push handed to the link, not yet run
@@ -209,6 +265,7 @@ class DeviceWorker:
     def _ctx(self, **more: Any) -> dict[str, Any]:
         ctx: dict[str, Any] = {
             "device": self.device_id.hex() if self.device_id else None,
+            "name": self.config.name or None,
             "url": self.config.url,
         }
         ctx.update(more)
@@ -261,13 +318,28 @@ class DeviceWorker:
         elif isinstance(event, KnowledgeDone):
             self._knowledge_done(event)
         elif isinstance(event, LogLine):
-            log.info("device log", extra=self._ctx(level=int(event.level), text=event.text))
+            self._device_log(event)
         elif isinstance(event, ErrorReceived):
             log.warning(
                 "device error", extra=self._ctx(code=event.code, ref=event.ref, detail=event.detail)
             )
         elif isinstance(event, RequestFailed | IntakeFailed):
             log.warning("request failed", extra=self._ctx(detail=str(event)))
+
+    def _device_log(self, event: LogLine) -> None:
+        if not self.log_limit.take():
+            self.logs_dropped += 1
+            self._logs_dropped_unsaid += 1
+            return
+        try:
+            level = LogLevel(event.level).name.lower()
+        except ValueError:
+            level = str(int(event.level))
+        more: dict[str, Any] = {"level": level, "text": sanitise_device_text(event.text)}
+        if self._logs_dropped_unsaid:
+            more["dropped_before"] = self._logs_dropped_unsaid
+            self._logs_dropped_unsaid = 0
+        log.info("device log", extra=self._ctx(**more))
 
     def _knowledge_done(self, event: KnowledgeDone) -> None:
         if self.knowledge_pending.pop(event.token, None) is None or self.device_id is None:
@@ -368,6 +440,7 @@ class DeviceWorker:
         flat["reconnects"] = self.reconnects
         flat["store_errors"] = self.store_errors
         flat["worker_errors"] = self.worker_errors
+        flat["device_logs_dropped"] = self.logs_dropped
         return flat
 
     def save(self) -> bool:

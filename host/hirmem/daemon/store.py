@@ -158,6 +158,15 @@ MIGRATIONS: tuple[str, ...] = (
     """,
 )
 
+# A refusal is kept as a digest: reason, detail, size, SHA-256 and the first
+# REFUSAL_KEEP bytes offered. Each line device keeps its REFUSALS_PER_DEVICE most
+# recent distinct digests, the store REFUSALS_TOTAL over all devices; older ones are
+# rotated out and counted (refusals_rotated). Bound: about REFUSALS_TOTAL x 1 KiB.
+REFUSAL_KEEP = 256
+REFUSAL_DETAIL = 240  # characters of the refusal's detail kept
+REFUSALS_PER_DEVICE = 256
+REFUSALS_TOTAL = 8192
+
 # Every u64 the SPEC allows (pack seq, created, record timestamps, STATUS counters,
 # knowledge seqs) is stored as ``value - 2**63``: an order-preserving map onto
 # SQLite's signed 64-bit integers, so ORDER BY, max() and comparisons still work.
@@ -179,6 +188,17 @@ MIGRATIONS = (
     # 4: the records of a pack found by index (the integrity check counts them per pack:
     # without it, a full scan per pack made the check quadratic)
     "CREATE INDEX records_pack ON records(pack_id)",
+    # 5: refusals are a bounded digest (see REFUSAL_KEEP, REFUSALS_PER_DEVICE): the
+    # bytes kept are cut to their head, and digests rotated out are counted per device
+    f"""
+    UPDATE refusals SET raw = substr(raw, 1, {REFUSAL_KEEP});
+    CREATE INDEX refusals_device ON refusals(device_id, last_at);
+    CREATE TABLE refusals_rotated (
+        device_id   BLOB PRIMARY KEY,
+        digests     INTEGER NOT NULL,
+        offers      INTEGER NOT NULL
+    );
+    """,
 )
 
 U64_OFFSET = 1 << 63
@@ -203,8 +223,6 @@ PACK_RECORDS_SQL = (
     "(SELECT count(*) FROM record_conflicts WHERE pack_id = ?)"
 )
 
-# Offered bytes kept for a refused pack (a pack is at most 64 KiB; all of it).
-REFUSAL_KEEP = 65536
 
 
 class StoreError(HirmemError):
@@ -531,6 +549,7 @@ class Store:
     ) -> Intake:
         t = now_ms()
         known_id = pack_id if pack_id != ZERO_PACK_ID else None
+        detail = detail[:REFUSAL_DETAIL]
         db.execute(
             "INSERT INTO refusals (sha256, device_id, reason, detail, pack_id, seq, size, "
             "first_at, last_at, offers, raw) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?) "
@@ -540,7 +559,31 @@ class Store:
              u64_in(seq) if known_id else None,
              len(data), t, t, data[:REFUSAL_KEEP]),
         )  # fmt: skip
+        self._rotate_refusals(db, line_device)
         return Intake("refused", reason, pack_id, seq, detail)
+
+    def _rotate_refusals(self, db: sqlite3.Connection, device_id: bytes) -> None:
+        """Drop the oldest digests over the device's quota and over the total, counted."""
+        over = [
+            (
+                "SELECT rowid, device_id, offers FROM refusals WHERE device_id = ? "
+                "ORDER BY last_at DESC, rowid DESC LIMIT -1 OFFSET ?",
+                (device_id, REFUSALS_PER_DEVICE),
+            ),
+            (
+                "SELECT rowid, device_id, offers FROM refusals "
+                "ORDER BY last_at DESC, rowid DESC LIMIT -1 OFFSET ?",
+                (REFUSALS_TOTAL,),
+            ),
+        ]
+        for sql, args in over:
+            for rowid, dev, offers in db.execute(sql, args).fetchall():
+                db.execute("DELETE FROM refusals WHERE rowid = ?", (rowid,))
+                db.execute(
+                    "INSERT INTO refusals_rotated VALUES (?, 1, ?) ON CONFLICT (device_id) "
+                    "DO UPDATE SET digests = digests + 1, offers = offers + excluded.offers",
+                    (dev, offers),
+                )
 
     # ---- reading -----------------------------------------------------------------------
 
@@ -642,6 +685,12 @@ class Store:
                     *r[6:])
             for r in rows
         ]  # fmt: skip
+
+    def refusals_rotated(self) -> dict[bytes, tuple[int, int]]:
+        """Per line device: (digests, offers) rotated out of the refusals table."""
+        with self._lock:
+            rows = self._db.execute("SELECT device_id, digests, offers FROM refusals_rotated")
+            return {bytes(d): (int(n), int(o)) for d, n, o in rows.fetchall()}
 
     # ---- knowledge ---------------------------------------------------------------------
 
