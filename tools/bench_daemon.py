@@ -20,11 +20,22 @@ also through fault-injection proxies at ``--faults`` (the share of frames
 hit by a fault: dropped, duplicated, reordered or corrupted, split evenly, both
 directions). Emulator speed bounds what a board produces; the figures are for
 this machine, in this run.
+
+    python tools/bench_daemon.py --simulated [--seconds 10]
+
+Rows with simulated devices instead (:class:`hirmem.emulation.simdevice.SimDevice`,
+honest devices written with the host codec, each offering packs of 8 records as
+fast as the host takes them) on ``socket://`` lines: 1, 16 and 64 devices, and four
+devices with and without a fifth whose peer stops reading (it keeps sending what
+draws answers, so the daemon's writes to it block). The devices run in a child
+process, so the CPU figures are the daemon's alone; CPU per MB is per MB read from
+the lines.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import tempfile
@@ -42,7 +53,8 @@ from hirmem.daemon.store import Store  # noqa: E402
 from hirmem.emulation.faultproxy import FaultPlan, FaultProxy  # noqa: E402
 from hirmem.emulation.provision import SlotSettings, provision_image  # noqa: E402
 from hirmem.emulation.qemu import QemuBoard  # noqa: E402
-from hirmem.protocol.keys import SigningKey  # noqa: E402
+from hirmem.emulation.simdevice import SimDevice  # noqa: E402
+from hirmem.protocol.keys import SigningKey, derive_test_key  # noqa: E402
 
 HOST_ID = bytes.fromhex("b0b1b2b3b4b5b6b7")
 DEVICES = [  # (board, device id)
@@ -152,6 +164,137 @@ def run(workdir: Path, seconds: float, warmup: float, sensor_ms: int, faults: fl
     return Figures(count1 - count0, t1 - t0, cpu1 - cpu0, latencies)
 
 
+# ---- simulated devices ------------------------------------------------------------------
+
+
+def sim_key(n: int) -> SigningKey:
+    return derive_test_key(f"bench simulated device {n}")
+
+
+def sim_id(n: int) -> bytes:
+    return bytes.fromhex(f"5d{n:014x}")
+
+
+def serve_sims(count: int, stalled: int) -> int:
+    """Child process: ``count`` honest devices and ``stalled`` ones that stall once open.
+
+    Prints their URLs as one JSON line, serves until stdin closes.
+    """
+    import select
+
+    sims = [
+        SimDevice(
+            sim_id(n), sim_key(n), records_per_pack=8, max_frame=4096, wall_timestamps=True
+        ).start()
+        for n in range(count + stalled)
+    ]
+    print(json.dumps([d.url for d in sims]), flush=True)
+    hostile = sims[count:]
+    while not select.select([sys.stdin], [], [], 0.1)[0]:
+        for d in hostile:
+            if d.sessions and not d.stall_writes:
+                d.stall()
+    for d in sims:
+        d.close()
+    return 0
+
+
+@dataclass
+class SimFigures(Figures):
+    bytes_in: int = 0
+    stalled_reconnects: int = 0
+
+
+def run_simulated(
+    workdir: Path, seconds: float, warmup: float, count: int, stalled: int
+) -> SimFigures:
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--serve-sims", str(count), "--stalled", str(stalled)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdin is not None
+        urls = json.loads(child.stdout.readline())
+        db = workdir / "sim.db"
+        with Store(db) as store:
+            for n in range(count + stalled):
+                store.register_device(sim_id(n), sim_key(n).public.raw, "simulated")
+        config = build_config(
+            {
+                "host": {
+                    "id": HOST_ID.hex(),
+                    "database": db.name,
+                    "max_frame": 4096,
+                    "status_every": 5.0,
+                    "save_every": 1.0,
+                    "write_timeout": 2.0,
+                },
+                "device": [{"url": u} for u in urls],
+            },
+            workdir,
+            [],
+        )
+        daemon = Daemon(config)
+        daemon.start()
+        try:
+            time.sleep(warmup)
+
+            def read() -> int:
+                return sum(w.session.counters.bytes_in for w in daemon.workers)
+
+            count0, cpu0, t0 = daemon.store.count_records(), time.process_time(), time.monotonic()
+            wall0, bytes0 = time.time() * 1000, read()
+            time.sleep(seconds)
+            count1, cpu1, t1 = daemon.store.count_records(), time.process_time(), time.monotonic()
+            wall1, bytes1 = time.time() * 1000, read()
+            reconnects = sum(w.reconnects for w in daemon.workers[count:])
+        finally:
+            daemon.stop()
+    finally:
+        if child.stdin is not None:
+            child.stdin.close()
+        child.wait(30)
+    with Store(db) as store:
+        received = {p.pack_id: p.received for p in store.packs()}
+        latencies = [
+            received[pack_id] - rec.timestamp
+            for rec, pack_id in store.iter_records(5000)
+            if wall0 <= received[pack_id] <= wall1
+        ]
+    return SimFigures(
+        count1 - count0, t1 - t0, cpu1 - cpu0, latencies, bytes1 - bytes0, reconnects
+    )
+
+
+def main_simulated(seconds: float, warmup: float) -> int:
+    rows = []
+    for count, stalled in ((1, 0), (16, 0), (64, 0), (4, 0), (4, 1)):
+        with tempfile.TemporaryDirectory(prefix="hm-bench-sim-") as tmp:
+            rows.append((count, stalled, run_simulated(Path(tmp), seconds, warmup, count, stalled)))
+    print(
+        f"hirmem daemon: simulated devices on socket:// lines, {seconds:.0f} s window "
+        f"after {warmup:.0f} s warm-up"
+    )
+    print()
+    print(
+        f"{'devices':>8} {'stalled':>7} {'records/s':>10} {'CPU ms/record':>14} "
+        f"{'CPU s/MB read':>14} {'p50':>8} {'p99':>8} {'stalled reconnects':>19}"
+    )
+    for count, stalled, f in rows:
+        per = 1000 * f.cpu_s / f.records if f.records else float("nan")
+        per_mb = f.cpu_s / (f.bytes_in / 1e6) if f.bytes_in else float("nan")
+        print(
+            f"{count:>8} {stalled:>7} {f.rate:>10.1f} {per:>14.3f} {per_mb:>14.3f} "
+            f"{f.percentile(50):>5.0f} ms {f.percentile(99):>5.0f} ms {f.stalled_reconnects:>19}"
+        )
+    print()
+    print("latency: record made on the simulated device (wall clock) to the commit of its")
+    print("pack. A stalled line is closed at its 2 s write deadline and reopened.")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=20.0, help="measured window")
@@ -159,7 +302,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sensor-ms", type=int, default=5, help="sensor period at full load")
     ap.add_argument("--light-ms", type=int, default=50, help="sensor period at light load")
     ap.add_argument("--faults", type=float, default=0.01, help="share of frames faulted")
+    ap.add_argument("--simulated", action="store_true", help="simulated-device rows instead")
+    ap.add_argument("--serve-sims", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--stalled", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.serve_sims is not None:
+        return serve_sims(args.serve_sims, args.stalled)
+    if args.simulated:
+        return main_simulated(args.seconds, args.warmup)
     build()
     rows = []
     for sensor_ms in (args.sensor_ms, args.light_ms):

@@ -73,7 +73,8 @@ class SimDevice:
     records_per_pack: int = 4
     pack_every_s: float = 0.0  # pause between packs (0: as fast as the host takes them)
     packs_to_make: int | None = None  # stop making packs after this many (None: endless)
-    timestamp_base: int = 1_780_000_000_000
+    timestamp_base: int = 1_780_000_000_000  # record timestamps: base + capture seq …
+    wall_timestamps: bool = False  # … or the wall clock in ms at capture (benchmarks)
     host_key: PublicKey | None = None  # the knowledge key it trusts (None: it takes none)
     max_facts: int = 8
     max_frame: int = 1024
@@ -168,6 +169,7 @@ class SimDevice:
                       4096, 1, self.key.kid,
                       self.host_key.kid if self.host_key else b"")  # fmt: skip
         hello_frame = b"\x00" + encode_frame(encode_message(hello, 1, 0), self.max_frame)
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a UART does not wait
         conn.setblocking(False)
         next_hello = 0.0
         while not self._stop.is_set() and not self._drop.is_set():
@@ -337,7 +339,10 @@ class SimDevice:
             self._capture += 1
             rec = Record.capture(
                 record_id(self.device_id, self.boot, self._capture), b'{"c":21.5}',
-                "sensor/temp0", self.timestamp_base + self._capture, bytes(32), 0x0FFF,
+                "sensor/temp0",
+                time.time_ns() // 1_000_000 if self.wall_timestamps
+                else self.timestamp_base + self._capture,
+                bytes(32), 0x0FFF,
                 0x10000, 0xE666, 0x8000, link,
             )  # fmt: skip
             records.append(rec)
