@@ -121,3 +121,32 @@ def test_keys_devices_push_status_intake(
 
     code, _, err = run(capsys, "status", "--database", str(tmp_path / "missing.db"))
     assert code == 2 and "no store here" in err
+
+
+def test_intake_check_on_an_empty_file_and_a_damaged_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An empty file is not a store (it said "integrity: ok"); a damaged one is reported
+    with what to do (it crashed with a traceback)."""
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    code, out, err = run(capsys, "intake", "--database", str(empty), "--check")
+    assert code == 2 and "integrity: ok" not in out and "empty" in err
+    assert empty.stat().st_size == 0  # nothing was created in it
+
+    db = tmp_path / "damaged.db"
+    with Store(db) as store:
+        store.register_device(DEV_A, KEY_A.public.raw)
+        dev = Device(DEV_A, KEY_A)
+        for _ in range(40):
+            store.take_pack(DEV_A, dev.pack(20).encoded)
+        store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(db.read_bytes())
+    page = 4096
+    for at in range(3 * page, len(data) - page, 2 * page):  # every other page from the 4th
+        data[at : at + page] = bytes([0x5A]) * page
+    db.write_bytes(bytes(data))
+    code, out, err = run(capsys, "intake", "--database", str(db), "--check")
+    assert code != 0 and "integrity: ok" not in out
+    assert "Traceback" not in out + err
+    assert "malformed" in out + err or "damaged" in out + err, (out, err)

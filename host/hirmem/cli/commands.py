@@ -115,6 +115,11 @@ def run(args: argparse.Namespace) -> int:
 def _open_existing(path: Path) -> Store:
     if not path.exists():
         raise StoreError(f"{path}: no store here (give --database, or start the daemon once)")
+    if path.is_file() and path.stat().st_size == 0:
+        raise StoreError(
+            f"{path}: the file is empty, not a hirmem store (a mistyped path? "
+            "the daemon creates the store when it starts)"
+        )
     return Store(path)
 
 

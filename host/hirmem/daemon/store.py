@@ -796,6 +796,13 @@ class Store:
         the packs; with ``signatures``, every pack verifies again with the device key.
         """
         problems: list[str] = []
+        try:
+            self._check_all(problems, signatures)
+        except sqlite3.DatabaseError as exc:  # a damaged file: say so, do not crash
+            problems.append(f"sqlite: the store cannot be read to the end: {exc}")
+        return problems
+
+    def _check_all(self, problems: list[str], signatures: bool) -> None:
         with self._lock:
             result = [r[0] for r in self._db.execute("PRAGMA integrity_check").fetchall()]
             if result != ["ok"]:
@@ -807,7 +814,6 @@ class Store:
             ).fetchone()[0]
             if orphans:
                 problems.append(f"{orphans} records belong to no stored pack")
-        return problems
 
     def _check_device(self, device: DeviceRow, signatures: bool) -> list[str]:
         name = device.device_id.hex()
