@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from hirmem.cli.commands import status_rows
 from hirmem.daemon.config import build_config
 from hirmem.daemon.service import Daemon, DeviceWorker, sign_knowledge
 from hirmem.daemon.store import REFUSAL_KEEP, REFUSALS_PER_DEVICE, Store, now_ms
@@ -367,3 +368,20 @@ def test_an_unregistered_device_offering_junk_leaves_the_store_bounded(tmp_path:
         free = db_.execute("PRAGMA freelist_count").fetchone()[0]
         used = (pages - free) * db_.execute("PRAGMA page_size").fetchone()[0]
     assert used < 512 * 1024, f"{used} bytes used for {offers * size} bytes of junk offered"
+
+
+def test_a_streaming_device_is_seen_on_every_frame_not_only_at_hello(tmp_path: Path) -> None:
+    device = sim(51, pack_every_s=0.05)
+    db = tmp_path / "seen.db"
+    register(db, [device])
+    with running([device]):
+        daemon = daemon_for(tmp_path, db, [device])
+        daemon.start()
+        try:
+            wait_until(lambda: device.sessions >= 1, 20, "the session")
+            time.sleep(3.0)  # streaming, no new HELLO
+            (row,) = status_rows(daemon.store)
+            assert device.sessions == 1
+            assert isinstance(row["last_seen_s"], float) and row["last_seen_s"] < 1.0, row
+        finally:
+            daemon.stop()

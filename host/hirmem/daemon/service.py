@@ -32,7 +32,7 @@ from typing import Any
 
 from hirmem.daemon.config import DaemonConfig, DeviceConfig
 from hirmem.daemon.intake import StoreIntake
-from hirmem.daemon.store import Store
+from hirmem.daemon.store import Store, now_ms
 from hirmem.link.line import Link
 from hirmem.link.session import (
     Counters,
@@ -169,6 +169,8 @@ class DeviceWorker:
         self.reconnects = 0
         self.store_errors = 0
         self.worker_errors = 0
+        self._frames_saved = 0  # frames_good at the last counter save
+        self._frame_seen_at: int | None = None  # when that count was seen to grow
         self.log_limit = RateLimit(LOG_RATE, LOG_BURST)
         self.logs_dropped = 0
         self._logs_dropped_unsaid = 0
@@ -449,9 +451,16 @@ class DeviceWorker:
         if device_id is None:
             return True
         counters = self.counters()
-        return self._store_write(
-            "counters", lambda: self.daemon.store.save_counters(device_id, counters)
+        # a device is seen whenever a good frame came, not only at its HELLO
+        frames = counters.get("frames_good", 0)
+        seen_at = self._frame_seen_at if frames == self._frames_saved else now_ms()
+        saved = self._store_write(
+            "counters",
+            lambda: self.daemon.store.save_counters(device_id, counters, seen_at=seen_at),
         )
+        if saved:
+            self._frames_saved, self._frame_seen_at = frames, seen_at
+        return saved
 
 
 class Daemon:

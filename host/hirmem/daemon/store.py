@@ -755,8 +755,17 @@ class Store:
 
     # ---- counters and sessions (written by the daemon, read by `hirmem status`) ----------
 
-    def save_counters(self, device_id: bytes, counters: Mapping[str, int]) -> None:
+    def save_counters(
+        self, device_id: bytes, counters: Mapping[str, int], *, seen_at: int | None = None
+    ) -> None:
+        """Save a device's counters; ``seen_at`` (ms) also moves its last_seen there."""
         with self._transaction() as db:
+            if seen_at is not None:
+                db.execute(
+                    "UPDATE devices SET last_seen = max(coalesce(last_seen, 0), ?) "
+                    "WHERE device_id = ?",
+                    (seen_at, device_id),
+                )
             db.executemany(
                 "INSERT INTO device_counters VALUES (?, ?, ?) ON CONFLICT (device_id, name) "
                 "DO UPDATE SET value = excluded.value",
