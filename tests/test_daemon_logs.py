@@ -17,13 +17,15 @@ from hirmem.daemon.config import build_config
 from hirmem.daemon.service import (
     LOG_BURST,
     LOG_RATE,
+    TRUST_HINT_EVERY_S,
     Daemon,
     RateLimit,
     StructuredFormatter,
     sanitise_device_text,
 )
-from hirmem.link.session import LogLine
+from hirmem.link.session import LogLine, PackDisposition, PackRefused
 from hirmem.protocol.messages import LogLevel
+from hirmem.protocol.packs import Reason
 
 FORGED = (
     "ok\n2026-12-01T21:00:00.000Z info    daemon stopped\u00a0device=\u00a0x"
@@ -105,6 +107,36 @@ def test_device_log_lines_are_rate_limited_and_the_rest_counted(tmp_path: Path) 
         first_later = lines.records[LOG_BURST]
         assert first_later.ctx["dropped_before"] == 1000 - LOG_BURST  # type: ignore[attr-defined]
         assert worker.counters()["device_logs_dropped"] == 1100 - LOG_BURST - int(LOG_RATE)
+    finally:
+        logging.getLogger("hirmem.daemon").removeHandler(lines)
+        daemon.stop()
+
+
+def test_an_untrusted_device_gets_a_hint_not_a_flood(tmp_path: Path) -> None:
+    """Packs from a device whose key is not registered: the log says how to trust it
+    (`hirmem device add`), once per TRUST_HINT_EVERY_S, and the refusal lines
+    themselves are rate-limited."""
+    daemon, lines = worker_and_log(tmp_path)
+    now = [0.0]
+    try:
+        worker = daemon.workers[0]
+        worker._clock = lambda: now[0]
+        worker.refusal_limit = RateLimit(LOG_RATE, LOG_BURST, clock=lambda: now[0])
+        dev = bytes.fromhex("ee000000000000aa")
+        refused = PackDisposition.refused(Reason.UNKNOWN_KEY, "key 0102… is not trusted")
+        for _ in range(500):
+            worker._on_event(PackRefused(dev, refused))
+            now[0] += 0.01  # 100 offers a second for 5 s
+        said = [r.getMessage() for r in lines.records]
+        assert said.count("device not trusted") == 1
+        assert said.count("pack refused") <= LOG_BURST + 5 * LOG_RATE + 1
+        hint = next(r for r in lines.records if r.getMessage() == "device not trusted")
+        text = hint.ctx["hint"]  # type: ignore[attr-defined]
+        assert "hirmem device add" in text and dev.hex() in text
+        now[0] += TRUST_HINT_EVERY_S
+        worker._on_event(PackRefused(dev, refused))
+        said = [r.getMessage() for r in lines.records]
+        assert said.count("device not trusted") == 2
     finally:
         logging.getLogger("hirmem.daemon").removeHandler(lines)
         daemon.stop()

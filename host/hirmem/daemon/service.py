@@ -55,7 +55,7 @@ from hirmem.link.session import Event as SessionEvent
 from hirmem.link.transport import TransportClosed, TransportError, make_transport
 from hirmem.protocol.keys import SigningKey
 from hirmem.protocol.messages import LogLevel, PackStatus, Status
-from hirmem.protocol.packs import KnowledgeItem, Pack, PackKind, sign_pack
+from hirmem.protocol.packs import KnowledgeItem, Pack, PackKind, Reason, sign_pack
 from hirmem.protocol.records import GENESIS
 
 log = logging.getLogger("hirmem.daemon")
@@ -68,6 +68,7 @@ DEVICE_FIELDS = tuple(f.name for f in fields(Status))
 # rest are counted (device_logs_dropped) and the next line logged says how many.
 LOG_BURST = 20
 LOG_RATE = 5.0
+TRUST_HINT_EVERY_S = 300.0  # how often an untrusted device's hint (`device add`) repeats
 
 
 class RateLimit:
@@ -172,6 +173,9 @@ class DeviceWorker:
         self._frames_saved = 0  # frames_good at the last counter save
         self._frame_seen_at: int | None = None  # when that count was seen to grow
         self.log_limit = RateLimit(LOG_RATE, LOG_BURST)
+        self.refusal_limit = RateLimit(LOG_RATE, LOG_BURST)  # "pack refused" log lines
+        self._clock: Callable[[], float] = time.monotonic
+        self._next_trust_hint = 0.0
         self.logs_dropped = 0
         self._logs_dropped_unsaid = 0
         self.last_status_request = 0.0
@@ -307,13 +311,7 @@ class DeviceWorker:
                 extra=self._ctx(seq=event.seq, pack=event.pack_id.hex()),
             )
         elif isinstance(event, PackRefused):
-            d = event.disposition
-            log.warning(
-                "pack refused",
-                extra=self._ctx(
-                    status=d.status.name.lower(), reason=d.reason.name.lower(), detail=d.detail
-                ),
-            )
+            self._pack_refused(event)
         elif isinstance(event, StatusReport):
             st = event.status
             self.device_status = {name: int(getattr(st, name)) for name in DEVICE_FIELDS}
@@ -327,6 +325,29 @@ class DeviceWorker:
             )
         elif isinstance(event, RequestFailed | IntakeFailed):
             log.warning("request failed", extra=self._ctx(detail=str(event)))
+
+    def _pack_refused(self, event: PackRefused) -> None:
+        """Log a refusal (rate-limited, the rest counted in the session's counters); for a
+        device whose key is not trusted, say once in a while how to trust it."""
+        d = event.disposition
+        if self.refusal_limit.take():
+            log.warning(
+                "pack refused",
+                extra=self._ctx(
+                    status=d.status.name.lower(), reason=d.reason.name.lower(), detail=d.detail
+                ),
+            )
+        now = self._clock()
+        if d.reason == Reason.UNKNOWN_KEY and now >= self._next_trust_hint:
+            self._next_trust_hint = now + TRUST_HINT_EVERY_S
+            device = event.device_id.hex()
+            log.warning(
+                "device not trusted",
+                extra=self._ctx(
+                    hint=f"if device {device} is yours, trust its key: hirmem device add "
+                    f"--identity <its .pub.json> (its packs are refused until then)"
+                ),
+            )
 
     def _device_log(self, event: LogLine) -> None:
         if not self.log_limit.take():
