@@ -34,11 +34,13 @@ from hirmem.emulation.faultproxy import BYTE_KINDS, Direction, FaultKind, FaultP
 from hirmem.emulation.provision import HostTrust, SlotSettings
 from hirmem.emulation.qemu import QemuBoard
 from hirmem.emulation.rogue import RogueDevice
+from hirmem.emulation.simdevice import SimDevice
 from hirmem.protocol.identity import triple_id
 from hirmem.protocol.keys import derive_test_key, write_key_file
 from hirmem.protocol.messages import PackStatus
 from hirmem.protocol.packs import KnowledgeItem, Reason
 from hirmem.protocol.records import Record
+from test_daemon_faults import writes_blocked
 from test_store import Device
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -615,3 +617,67 @@ def test_a_board_booted_past_2_31_has_its_packs_stored(tmp_path: Path) -> None:
         runs = gapless(all_records(store))
         assert list(runs) == [(dev, 1 << 31)]
         assert store.refusals() == []
+
+
+@needs_qemu
+def test_a_stalled_line_does_not_starve_the_boards(tmp_path: Path) -> None:
+    """Issue #15: one line whose peer stops reading froze housekeeping (STATUS requests,
+    counter saves, knowledge pushes) for every device. Two boards keep theirs on schedule
+    beside a simulated peer that stalls (it keeps sending what draws answers)."""
+    names = ("mps2-an385", "hifive1")
+    db = tmp_path / "stall.db"
+    register(db, names)
+    hostile = SimDevice(bytes.fromhex("ee000000000000f1"), derive_test_key("stalling peer"))
+    with Store(db) as store:
+        store.register_device(hostile.device_id, hostile.key.public.raw, "simulated")
+    key_file = tmp_path / "host.key"
+    write_key_file(key_file, HOST_KEY)
+    hostile.start()
+    try:
+        with boards(tmp_path, names) as qbs:
+            config = build_config(
+                {
+                    "host": {
+                        "id": HOST_ID.hex(),
+                        "database": db.name,
+                        "key": key_file.name,
+                        "save_every": 0.2,
+                        "status_every": 0.5,
+                        "write_timeout": 1.0,
+                    },
+                    "device": [{"url": hostile.url}] + [{"url": qb.url} for qb in qbs],
+                },
+                tmp_path,
+                [],
+            )
+            daemon = Daemon(config)
+            daemon.start()
+            try:
+                store = daemon.store
+                wait_until(
+                    lambda: all(store.counters(BOARDS[n]).get("device.uptime_ms") for n in names)
+                    and hostile.sessions >= 1,
+                    60,
+                    "every session open and the boards' first STATUS saved",
+                )
+                hostile.stall()
+                wait_until(lambda: writes_blocked(daemon.workers[0]), 60, "the stalled line")
+                uptimes = {n: store.counters(BOARDS[n])["device.uptime_ms"] for n in names}
+                pack = sign_knowledge(store, HOST_KEY, HOST_ID, knowledge(15), now_ms())
+                wait_until(
+                    lambda: all(
+                        (pack.seq, "accepted")
+                        in [(s, st) for s, st, _, _ in store.device_knowledge(BOARDS[n])]
+                        for n in names
+                    ),
+                    30,
+                    "the knowledge version accepted by both boards",
+                )
+                time.sleep(2.0)
+                for n in names:  # STATUS answered and saved: the device's uptime moved on
+                    assert store.counters(BOARDS[n])["device.uptime_ms"] > uptimes[n] + 1000
+                assert all(w.reconnects == 0 for w in daemon.workers[1:])
+            finally:
+                daemon.stop()
+    finally:
+        hostile.close()
