@@ -385,3 +385,19 @@ def test_a_streaming_device_is_seen_on_every_frame_not_only_at_hello(tmp_path: P
             assert isinstance(row["last_seen_s"], float) and row["last_seen_s"] < 1.0, row
         finally:
             daemon.stop()
+
+
+def test_a_simulated_device_on_a_pty_is_served(tmp_path: Path) -> None:
+    device = sim(61, on_pty=True, packs_to_make=10)
+    db = tmp_path / "pty.db"
+    register(db, [device])
+    with running([device]):
+        daemon = daemon_for(tmp_path, db, [device])
+        daemon.start()
+        try:
+            wait_until(lambda: device.done, 30, "ten packs over the pty")
+        finally:
+            daemon.stop()
+    assert device.url.startswith("/dev/")
+    with Store(db) as store:
+        assert stored_seqs(store, device.device_id) == device.accepted

@@ -52,7 +52,12 @@ from hirmem.link.session import (
     StatusReport,
 )
 from hirmem.link.session import Event as SessionEvent
-from hirmem.link.transport import TransportClosed, TransportError, make_transport
+from hirmem.link.transport import (
+    TransportClosed,
+    TransportError,
+    TransportStalled,
+    make_transport,
+)
 from hirmem.protocol.keys import SigningKey
 from hirmem.protocol.messages import LogLevel, PackStatus, Status
 from hirmem.protocol.packs import KnowledgeItem, Pack, PackKind, Reason, sign_pack
@@ -168,6 +173,7 @@ class DeviceWorker:
         self.device_id: bytes | None = None
         self.device_status: dict[str, int] = {}
         self.reconnects = 0
+        self._stalled = False  # the line last ended at a write deadline
         self.store_errors = 0
         self.worker_errors = 0
         self._frames_saved = 0  # frames_good at the last counter save
@@ -215,7 +221,8 @@ class DeviceWorker:
                 log.exception("device worker failed", extra=self._ctx())
             if self.daemon.stopping.is_set():
                 break
-            if self.session.counters.sessions_opened > opened_before:
+            opened = self.session.counters.sessions_opened > opened_before
+            if opened and not self._stalled:
                 delay = cfg.reconnect_min  # the line worked: start the backoff again
             self.reconnects += 1
             self._set_state(f"reconnecting in {delay:.2f} s")
@@ -232,11 +239,16 @@ class DeviceWorker:
         )
         link = Link(transport, self.session, on_event=self._on_event)
         self.link = link
+        self._stalled = False
         self._set_state("connecting")
         try:
             if self.daemon.stopping.is_set():
                 return
             link.run()
+        except TransportStalled as exc:
+            # a peer that stops reading may do it again at once: the backoff keeps growing
+            self._stalled = True
+            log.warning("line stalled", extra=self._ctx(detail=str(exc)))
         except TransportClosed as exc:
             log.warning("line closed", extra=self._ctx(detail=str(exc)))
         except TransportError as exc:

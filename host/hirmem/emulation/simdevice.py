@@ -16,6 +16,10 @@ the device's side, and :meth:`stall` makes the device stop reading for good whil
 keeps writing messages of a type only a host sends (each one draws an ERROR from
 the host that the device never takes), so the host's writes to it soon block.
 
+With ``on_pty`` the device sits on the master side of a pseudo-terminal instead and
+:attr:`url` is the slave's path (the daemon opens it like a serial port); the line
+is always there, so :meth:`drop_line` only restarts the device's session.
+
 Sequencing is the simplest correct one: one sequenced message in flight, resent
 every ``resend_s`` until acknowledged; every sequenced message from the host is
 acknowledged at once. Frames are at most ``max_frame`` bytes: the host is expected
@@ -24,11 +28,16 @@ to agree to that size, so nothing is fragmented.
 
 from __future__ import annotations
 
+import fcntl
+import os
+import select
 import socket
 import threading
 import time
+import tty
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from hirmem.protocol.errors import HirmemError, PackError
 from hirmem.protocol.frames import FrameDecoder, encode_frame
@@ -62,6 +71,56 @@ from hirmem.protocol.records import GENESIS, Record, record_id
 ALL_CAPS = 0x1F
 
 
+class _Line(Protocol):
+    """What the device needs of its line: the subset of a socket it uses."""
+
+    def setsockopt(self, level: int, option: int, value: int) -> None: ...
+    def setblocking(self, flag: bool) -> None: ...
+    def settimeout(self, value: float | None) -> None: ...
+    def recv(self, size: int) -> bytes: ...
+    def send(self, data: bytes) -> int: ...
+    def sendall(self, data: bytes) -> None: ...
+
+
+class _PtyLine:
+    """The master side of a pty, behaving like the socket subset in :class:`_Line`."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._timeout: float | None = 0.0
+
+    def setsockopt(self, level: int, option: int, value: int) -> None:
+        del level, option, value  # no socket options on a pty
+
+    def setblocking(self, flag: bool) -> None:
+        self._timeout = None if flag else 0.0
+
+    def settimeout(self, value: float | None) -> None:
+        self._timeout = value
+
+    def recv(self, size: int) -> bytes:
+        if self._timeout != 0.0 and not select.select([self.fd], [], [], self._timeout)[0]:
+            raise TimeoutError("nothing to read")
+        return os.read(self.fd, size)  # BlockingIOError when nothing waits (non-blocking)
+
+    def send(self, data: bytes) -> int:
+        if not select.select([], [self.fd], [], self._timeout)[1]:
+            raise TimeoutError("the pty takes nothing")
+        try:
+            return os.write(self.fd, data)
+        except BlockingIOError:
+            return 0
+
+    def sendall(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            select.select([], [self.fd], [])
+            try:
+                view = view[os.write(self.fd, view) :]
+            except BlockingIOError:
+                continue
+
+
 @dataclass
 class SimDevice:
     """One simulated device; :meth:`start` runs it in a thread, :meth:`close` ends it."""
@@ -88,18 +147,27 @@ class SimDevice:
     knowledge: list[tuple[int, int]] = field(default_factory=list)  # (seq, status)
     sessions: int = 0
     stall_writes: int = 0
+    on_pty: bool = False
 
     def __post_init__(self) -> None:
         self._server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._server.bind(("127.0.0.1", 0))
-        self._server.listen(1)
+        self._pty: tuple[int, int] | None = None
+        if self.on_pty:
+            master, slave = os.openpty()  # the slave stays open: the line never hangs up
+            tty.setraw(master)
+            tty.setraw(slave)
+            fcntl.fcntl(master, fcntl.F_SETFL, fcntl.fcntl(master, fcntl.F_GETFL) | os.O_NONBLOCK)
+            self._pty = (master, slave)
+            self._pty_path = os.ttyname(slave)
+        else:
+            self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self._server.bind(("127.0.0.1", 0))
+            self._server.listen(1)
         self._stop = threading.Event()
         self._drop = threading.Event()
         self._stalled = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name=f"sim {self.device_id.hex()}")
-        self._conn: socket.socket | None = None
         self._made = 0  # packs made so far
         self._head: tuple[int, bytes] | None = None  # last accepted (seq, hash)
         self._unanswered: Pack | None = None  # made, offered, not yet accepted
@@ -110,6 +178,8 @@ class SimDevice:
 
     @property
     def url(self) -> str:
+        if self._pty is not None:
+            return self._pty_path
         return f"socket://127.0.0.1:{self._server.getsockname()[1]}"
 
     @property
@@ -125,6 +195,9 @@ class SimDevice:
         self._stop.set()
         self._thread.join(10)
         self._server.close()
+        if self._pty is not None:
+            for fd in self._pty:
+                os.close(fd)
 
     def drop_line(self) -> None:
         """Close the current line from the device's side (it listens again at once)."""
@@ -138,24 +211,27 @@ class SimDevice:
 
     def _run(self) -> None:
         try:
+            if self._pty is not None:
+                line = _PtyLine(self._pty[0])
+                while not self._stop.is_set():
+                    self._serve(line)
+                return
             self._server.settimeout(0.1)
             while not self._stop.is_set():
                 try:
                     conn, _ = self._server.accept()
                 except TimeoutError:
                     continue
-                self._conn = conn
                 try:
                     self._serve(conn)
                 except (OSError, ConnectionError):
                     pass  # the host closed the line: listen again
                 finally:
-                    self._conn = None
                     conn.close()
         except BaseException as exc:  # kept for the test to raise
             self.error = exc
 
-    def _serve(self, conn: socket.socket) -> None:
+    def _serve(self, conn: _Line) -> None:
         self._drop.clear()
         decoder = FrameDecoder(self.max_frame)
         self._expected = 1  # next host seq
@@ -196,7 +272,7 @@ class SimDevice:
             if not data:
                 time.sleep(0.002)
 
-    def _stall(self, conn: socket.socket) -> None:
+    def _stall(self, conn: _Line) -> None:
         """Read nothing; write what draws answers, until told to stop or the host hangs up."""
         bait = encode_frame(encode_message(StatusRequest(), 1, 0), self.max_frame) * 16
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # no autotuning: fill soon
@@ -211,7 +287,7 @@ class SimDevice:
             except OSError:
                 return
 
-    def _send(self, conn: socket.socket, message: Message, seq: int) -> None:
+    def _send(self, conn: _Line, message: Message, seq: int) -> None:
         body = encode_message(message, seq, self._expected - 1)
         conn.sendall(encode_frame(body, self.max_frame))
 
@@ -220,7 +296,7 @@ class SimDevice:
         self._next_seq += 1
         self._out.append((seq, encode_message(message, seq, 0)))
 
-    def _send_head(self, conn: socket.socket, now: float) -> None:
+    def _send_head(self, conn: _Line, now: float) -> None:
         while self._out and self._out[0][0] <= self._acked:
             self._out.popleft()
         if not self._out:
@@ -233,7 +309,7 @@ class SimDevice:
 
     _sent_seq = 0
 
-    def _on_body(self, conn: socket.socket, body: bytes) -> None:
+    def _on_body(self, conn: _Line, body: bytes) -> None:
         try:
             env = decode_message(body)
         except HirmemError:

@@ -41,6 +41,10 @@ class TransportClosed(TransportError):
     """The other end went away (socket closed, device unplugged); reopen to go on."""
 
 
+class TransportStalled(TransportClosed):
+    """A write did not finish by its deadline: the peer stopped reading. The line is closed."""
+
+
 class Transport(Protocol):
     """A byte stream to one device."""
 
@@ -165,7 +169,7 @@ class SerialTransport:
             port.flush()
         except serial.SerialTimeoutException as exc:
             self.close()
-            raise TransportClosed(
+            raise TransportStalled(
                 f"{self._url}: the peer took no data for {self._write_timeout_s} s "
                 f"(not reading?): {exc}"
             ) from exc
@@ -278,7 +282,7 @@ class SocketTransport:
                 left = deadline - time.monotonic()
                 if left <= 0 or not select.select([], [sock], [], left)[1]:
                     self.close()
-                    raise TransportClosed(
+                    raise TransportStalled(
                         f"{self._url}: the peer took no data for {self._write_timeout_s} s "
                         f"({len(view)} of {len(data)} bytes unsent): is it reading?"
                     )
