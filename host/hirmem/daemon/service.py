@@ -73,7 +73,12 @@ DEVICE_FIELDS = tuple(f.name for f in fields(Status))
 # rest are counted (device_logs_dropped) and the next line logged says how many.
 LOG_BURST = 20
 LOG_RATE = 5.0
-TRUST_HINT_EVERY_S = 300.0  # how often an untrusted device's hint (`device add`) repeats
+TRUST_HINT_EVERY_S = 300.0
+# A line that sends more than NOISE_PER_S frames the host must refuse or cannot read
+# (damaged, malformed, of a host's type) per second is not read for NOISE_PAUSE_S:
+# its bytes wait in the kernel's buffers, so a flooding peer costs little CPU.
+NOISE_PER_S = 200
+NOISE_PAUSE_S = 1.0  # how often an untrusted device's hint (`device add`) repeats
 
 
 class RateLimit:
@@ -174,6 +179,8 @@ class DeviceWorker:
         self.device_status: dict[str, int] = {}
         self.reconnects = 0
         self._stalled = False  # the line last ended at a write deadline
+        self._noise_at: tuple[int, float] | None = None  # (noise, when) at the last look
+        self.line_pauses = 0
         self.store_errors = 0
         self.worker_errors = 0
         self._frames_saved = 0  # frames_good at the last counter save
@@ -414,6 +421,7 @@ class DeviceWorker:
     def housekeeping(self, now: float) -> None:
         if not self._state_saved:
             self._state_saved = self._save_state()  # the store missed it: try again
+        self._quieten(now)
         link = self.link
         if link is None or not self.session.is_open or self.device_id is None:
             return
@@ -422,6 +430,26 @@ class DeviceWorker:
             self.last_status_request = now
             link.post(self._request_status)
         self._maybe_push(link)
+
+    def noise(self) -> int:
+        """Frames this line sent that were damaged or had to be refused, all sessions."""
+        c = self.session.counters
+        return c.frames_bad_total + sum(c.refused_in.values())
+
+    def _quieten(self, now: float) -> None:
+        """Pause reading a line that floods the host with frames it must refuse."""
+        noise, at = self.noise(), self._noise_at
+        self._noise_at = (noise, now)
+        link = self.link
+        if at is None or link is None or now <= at[1]:
+            return
+        rate = (noise - at[0]) / (now - at[1])
+        if rate > NOISE_PER_S:
+            self.line_pauses += 1
+            link.pause_reading(NOISE_PAUSE_S)
+            log.warning(
+                "line paused", extra=self._ctx(refused_per_s=round(rate), pause_s=NOISE_PAUSE_S)
+            )
 
     def _request_status(self, session: Session) -> None:
         try:
@@ -476,6 +504,7 @@ class DeviceWorker:
         flat["store_errors"] = self.store_errors
         flat["worker_errors"] = self.worker_errors
         flat["device_logs_dropped"] = self.logs_dropped
+        flat["line_pauses"] = self.line_pauses
         return flat
 
     def save(self) -> bool:

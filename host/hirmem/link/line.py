@@ -58,6 +58,7 @@ class Link:
         self._unsent = bytearray()  # output taken from the session, not yet written
         self._posted: deque[Callable[[Session], object]] = deque()
         self._stop = threading.Event()
+        self._paused_until = 0.0  # time.monotonic(): do not read before this
 
     def now_ms(self) -> int:
         return self._clock_ms()
@@ -65,6 +66,12 @@ class Link:
     def stop(self) -> None:
         """Ask :meth:`run` to return (within ``max_wait_s``); safe from any thread."""
         self._stop.set()
+
+    def pause_reading(self, seconds: float) -> None:
+        """Read nothing from the line for ``seconds`` (timers and writes go on); safe from
+        any thread. What the peer sends meanwhile waits in the kernel's buffers, and a
+        peer that keeps sending is held back by them."""
+        self._paused_until = max(self._paused_until, time.monotonic() + seconds)
 
     @property
     def stopping(self) -> bool:
@@ -102,7 +109,12 @@ class Link:
         wait = self._max_wait_s
         if deadline is not None:
             wait = min(wait, max(0.0, (deadline - now) / 1000))
-        data = self.transport.read(wait)
+        pause = self._paused_until - time.monotonic()
+        if pause > 0:
+            self._stop.wait(min(wait, pause))
+            data = b""
+        else:
+            data = self.transport.read(wait)
         with self._lock:
             now = self.now_ms()
             if data:
