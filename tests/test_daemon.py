@@ -286,6 +286,29 @@ def test_configuration_errors_say_what_to_fix(tmp_path: Path) -> None:
     assert not (tmp_path / "new.db").exists()
 
 
+def test_configuration_values_are_not_silently_coerced(tmp_path: Path) -> None:
+    """Issue #15: max_frame = 512.7 became 512, name = 5 became "5", database = 5 a file
+    named 5. Each is now a configuration error naming the key."""
+    good_host = f'[host]\nid = "{HOST_ID.hex()}"\n'
+
+    def problems(text: str) -> str:
+        path = tmp_path / "c.toml"
+        path.write_text(text)
+        with pytest.raises(ConfigError) as exc:
+            load_config(path, ["loop://"], {})
+        return str(exc.value)
+
+    assert "host.max_frame = 512.7" in problems(good_host + "max_frame = 512.7\n")
+    assert "host.window = 2.5" in problems(good_host + "window = 2.5\n")
+    assert "host.database = 5" in problems(good_host + "database = 5\n")
+    assert "host.metrics = 9464" in problems(good_host + "metrics = 9464\n")
+    assert "host.key = 7" in problems(good_host + "key = 7\n")
+    named = problems(good_host + '[[device]]\nurl = "loop://x"\nname = 5\n')
+    assert "device #1.name = 5" in named
+    fine = load_config(None, ["loop://"], {"id": HOST_ID.hex(), "max_frame": 1024})
+    assert fine.max_frame == 1024
+
+
 def test_bad_packs_are_refused_with_their_reason_and_recorded(tmp_path: Path) -> None:
     """A device offering a tampered, a foreign, a replayed and a rolled-back pack."""
     dev_id = bytes.fromhex("5c00000000000001")
