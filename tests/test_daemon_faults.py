@@ -22,7 +22,13 @@ import pytest
 from hirmem.cli.commands import status_rows
 from hirmem.daemon.config import build_config
 from hirmem.daemon.service import Daemon, DeviceWorker, sign_knowledge
-from hirmem.daemon.store import REFUSAL_KEEP, REFUSALS_PER_DEVICE, Store, now_ms
+from hirmem.daemon.store import (
+    REFUSAL_KEEP,
+    REFUSALS_PER_DEVICE,
+    DeviceLimits,
+    Store,
+    now_ms,
+)
 from hirmem.emulation.rogue import RogueDevice
 from hirmem.emulation.simdevice import SimDevice
 from hirmem.protocol.identity import triple_id
@@ -406,3 +412,6 @@ def test_a_simulated_device_on_a_pty_is_served(tmp_path: Path) -> None:
     assert device.url.startswith("/dev/")
     with Store(db) as store:
         assert stored_seqs(store, device.device_id) == device.accepted
+        # what its HELLO said it can take is kept for `hirmem push` to check against
+        limits = DeviceLimits(0x1F, device.max_frame, 4096, HOST_KEY.public.kid)
+        assert store.device_limits(device.device_id) == limits

@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 
 from hirmem.daemon.config import ConfigError, load_config
-from hirmem.daemon.service import Daemon, setup_logging, sign_knowledge
+from hirmem.daemon.service import Daemon, setup_logging, sign_knowledge, undeliverable
 from hirmem.daemon.store import Store, StoreError, now_ms
 from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.identity import triple_id
 from hirmem.protocol.keys import ID_SIZE, SigningKey, read_key_file, write_key_file
-from hirmem.protocol.packs import KnowledgeItem, Reason
+from hirmem.protocol.packs import KnowledgeItem, Pack, Reason
 
 DEFAULT_DB = Path("hirmem.db")
 
@@ -84,6 +84,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help='a triple, e.g. "pump|serves|zone 3|0.9"; repeatable',
     )
     push.add_argument("--facts", type=Path, help="a JSON list of [s, p, o, confidence]")
+    push.add_argument(
+        "--anyway",
+        action="store_true",
+        help="keep the version even if a known device cannot take it (it is recorded as "
+        "not sent to that device)",
+    )
 
     st = sub.add_parser("status", help="devices, sessions and counters as a table")
     st.add_argument("--database", type=Path, default=DEFAULT_DB)
@@ -192,12 +198,26 @@ def _facts(args: argparse.Namespace) -> list[KnowledgeItem]:
     return items
 
 
+MAX_FRAME_LIMIT = 4096  # the largest frame a daemon offers (host.max_frame)
+
+
 def _push(args: argparse.Namespace) -> int:
     key = read_key_file(args.key)
     host_id = _hex(args.host_id, ID_SIZE, "--host-id")
     items = _facts(args)
     with Store(args.database) as store:
-        pack = sign_knowledge(store, key, host_id, items, now_ms())
+
+        def deliverable(pack: Pack) -> None:
+            cannot = undeliverable(store, pack, MAX_FRAME_LIMIT)
+            if cannot and not args.anyway:
+                lines = "".join(f"\n  - device {d.hex()}: {why}" for d, why in cannot.items())
+                raise HirmemError(
+                    f"knowledge version {pack.seq} ({len(pack.encoded)} bytes) cannot reach "
+                    f"every device, as their last HELLO describes them:{lines}\n"
+                    "nothing was kept; push fewer facts, or give --anyway"
+                )
+
+        pack = sign_knowledge(store, key, host_id, items, now_ms(), check=deliverable)
     print(
         f"knowledge version {pack.seq} ({len(items)} facts, {len(pack.encoded)} bytes) "
         f"signed by {key.kid.hex()}; the daemon delivers it"

@@ -32,10 +32,11 @@ from typing import Any
 
 from hirmem.daemon.config import DaemonConfig, DeviceConfig
 from hirmem.daemon.intake import StoreIntake
-from hirmem.daemon.store import Store, now_ms
+from hirmem.daemon.store import DeviceLimits, Store, now_ms
 from hirmem.link.line import Link
 from hirmem.link.session import (
     Counters,
+    DeviceInfo,
     DeviceReset,
     ErrorReceived,
     IntakeFailed,
@@ -50,6 +51,7 @@ from hirmem.link.session import (
     SessionLost,
     SessionOpened,
     StatusReport,
+    request_problem,
 )
 from hirmem.link.session import Event as SessionEvent
 from hirmem.link.transport import (
@@ -59,7 +61,13 @@ from hirmem.link.transport import (
     make_transport,
 )
 from hirmem.protocol.keys import SigningKey
-from hirmem.protocol.messages import LogLevel, PackStatus, Status
+from hirmem.protocol.messages import (
+    KnowledgePush,
+    LogLevel,
+    PackStatus,
+    Status,
+    encode_message,
+)
 from hirmem.protocol.packs import KnowledgeItem, Pack, PackKind, Reason, sign_pack
 from hirmem.protocol.records import GENESIS
 
@@ -142,15 +150,45 @@ def flatten_counters(counters: Counters) -> dict[str, int]:
 
 
 def sign_knowledge(
-    store: Store, key: SigningKey, host_id: bytes, items: Sequence[KnowledgeItem], created: int
+    store: Store,
+    key: SigningKey,
+    host_id: bytes,
+    items: Sequence[KnowledgeItem],
+    created: int,
+    *,
+    check: Callable[[Pack], None] | None = None,
 ) -> Pack:
-    """Sign the next knowledge version (seq = latest + 1, chained) and keep it in the store."""
+    """Sign the next knowledge version (seq = latest + 1, chained) and keep it in the store.
+
+    ``check(pack)`` runs before the version is kept; an exception from it keeps nothing.
+    """
     latest = store.knowledge()
     seq = 1 if latest is None else latest.seq + 1
     prev = GENESIS if latest is None else latest.hash
     pack = sign_pack(key, PackKind.KNOWLEDGE, host_id, seq, prev, created, list(items))
+    if check is not None:
+        check(pack)
     store.add_knowledge(pack)
     return pack
+
+
+def undeliverable(store: Store, pack: Pack, max_frame: int) -> dict[bytes, str]:
+    """Registered devices whose last HELLO says they could never take knowledge ``pack``
+    (over frames of at most ``max_frame``), with why. Devices not seen yet are left out."""
+    inner = len(encode_message(KnowledgePush(pack.encoded), inner=True))
+    problems = {}
+    for row in store.devices():
+        limits = store.device_limits(row.device_id)
+        if limits is None:
+            continue
+        device = DeviceInfo(row.device_id, row.board, row.firmware, row.boot,
+                            limits.capabilities, limits.max_frame, limits.max_message, 1,
+                            row.kid, limits.host_kid)  # fmt: skip
+        frame = min(max_frame, limits.max_frame)
+        problem = request_problem(device, "knowledge", pack.kid, inner, frame)
+        if problem:
+            problems[row.device_id] = problem
+    return problems
 
 
 class DeviceWorker:
@@ -303,8 +341,10 @@ class DeviceWorker:
         if isinstance(event, SessionOpened):
             dev = event.device
             self.device_id = dev.device_id
+            limits = DeviceLimits(dev.capabilities, dev.max_frame, dev.max_message, dev.host_kid)
             self._store_write(
-                "device seen", lambda: store.seen(dev.device_id, dev.board, dev.firmware, dev.boot)
+                "device seen",
+                lambda: store.seen(dev.device_id, dev.board, dev.firmware, dev.boot, limits),
             )
             self._set_state("open")
             self.knowledge_posted = None  # a post to the last link may never have run

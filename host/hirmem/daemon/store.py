@@ -199,6 +199,14 @@ MIGRATIONS = (
         offers      INTEGER NOT NULL
     );
     """,
+    # 6: what a device's last HELLO said it can take (NULL until it sent one), so that
+    # `hirmem push` can refuse a knowledge version a known device could never receive
+    """
+    ALTER TABLE devices ADD COLUMN capabilities INTEGER;
+    ALTER TABLE devices ADD COLUMN max_frame INTEGER;
+    ALTER TABLE devices ADD COLUMN max_message INTEGER;
+    ALTER TABLE devices ADD COLUMN host_kid BLOB;
+    """,
 )
 
 U64_OFFSET = 1 << 63
@@ -245,6 +253,16 @@ class DeviceRow:
     first_seen: int | None
     last_seen: int | None
     head: ChainHead | None  # None until a pack was accepted
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceLimits:
+    """What a device's HELLO said it can take (SPEC §5.2)."""
+
+    capabilities: int
+    max_frame: int
+    max_message: int
+    host_kid: bytes  # the knowledge key it trusts; empty: none
 
 
 @dataclass(frozen=True, slots=True)
@@ -428,8 +446,16 @@ class Store:
             for d in self.devices()
         }
 
-    def seen(self, device_id: bytes, board: str, firmware: str, boot: int) -> None:
-        """A HELLO from a registered device (unknown devices are not added by a HELLO)."""
+    def seen(
+        self,
+        device_id: bytes,
+        board: str,
+        firmware: str,
+        boot: int,
+        limits: DeviceLimits | None = None,
+    ) -> None:
+        """A HELLO from a registered device (unknown devices are not added by a HELLO),
+        with what it said it can take."""
         t = now_ms()
         with self._transaction() as db:
             db.execute(
@@ -437,6 +463,25 @@ class Store:
                 "first_seen = coalesce(first_seen, ?) WHERE device_id = ?",
                 (board, firmware, boot, t, t, device_id),
             )
+            if limits is not None:
+                db.execute(
+                    "UPDATE devices SET capabilities = ?, max_frame = ?, max_message = ?, "
+                    "host_kid = ? WHERE device_id = ?",
+                    (limits.capabilities, limits.max_frame, limits.max_message,
+                     limits.host_kid, device_id),
+                )  # fmt: skip
+
+    def device_limits(self, device_id: bytes) -> DeviceLimits | None:
+        """What the device's last HELLO said it can take; None before its first HELLO."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT capabilities, max_frame, max_message, host_kid FROM devices "
+                "WHERE device_id = ?",
+                (device_id,),
+            ).fetchone()
+        if row is None or row[0] is None:
+            return None
+        return DeviceLimits(int(row[0]), int(row[1]), int(row[2]), bytes(row[3]))
 
     def chain_head(self, device_id: bytes) -> ChainHead | None:
         device = self.device(device_id)

@@ -502,6 +502,40 @@ class _Out:
         return self.fragments is not None and self.sent > 0
 
 
+def request_problem(
+    device: DeviceInfo, kind: str, kid: bytes | None, inner_size: int, max_frame: int
+) -> str:
+    """Why ``device`` (as its HELLO describes it) cannot take a request of ``kind`` whose
+    message is ``inner_size`` bytes, over frames of ``max_frame``; "" when it can.
+
+    ``kid``: the key a knowledge pack is signed with (the device takes only its host's).
+    The session fails such a request at once; ``hirmem push`` asks the same question of
+    every device whose HELLO the store remembers.
+    """
+    need = {
+        "capture": Capability.CAPTURE,
+        "status": Capability.STATUS,
+        "knowledge": Capability.KNOWLEDGE,
+    }[kind]
+    if not device.can(need):
+        return f"the device did not announce {need.name} (capabilities 0x{device.capabilities:x})"
+    if kid is not None and device.host_kid != kid:
+        trusted = device.host_kid.hex() or "none"
+        return (
+            f"the device trusts host key {trusted}, the pack is signed by "
+            f"{kid.hex()}: it would refuse it (unknown-key)"
+        )
+    too_big = inner_size + CRC_SIZE > max_frame
+    if too_big and inner_size > device.max_message:
+        return (
+            f"the message is {inner_size} bytes, the device reassembles at most "
+            f"{device.max_message}"
+        )
+    if too_big and not device.can(Capability.FRAGMENTS):
+        return "the message needs fragments and the device did not announce FRAGMENTS"
+    return ""
+
+
 def _cut(text: str, limit: int) -> str:
     data = text.encode("utf-8")
     if len(data) <= limit:
@@ -1053,32 +1087,11 @@ class Session:
         if request is None:
             self._queue.append(item)
             return
-        device = self.device
-        need = {
-            "capture": Capability.CAPTURE,
-            "status": Capability.STATUS,
-            "knowledge": Capability.KNOWLEDGE,
-        }[request.kind]
-        problem = ""
-        if not device.can(need):
-            caps = device.capabilities
-            problem = f"the device did not announce {need.name} (capabilities 0x{caps:x})"
-        elif request.kind == "knowledge" and device.host_kid != request.kid:
-            trusted = device.host_kid.hex() or "none"
-            problem = (
-                f"the device trusts host key {trusted}, the pack is signed by "
-                f"{request.kid.hex()}: it would refuse it (unknown-key)"
-            )
-        if not problem:
-            inner = encode_message(item.message, inner=True)
-            too_big = len(inner) + CRC_SIZE > self._max_frame
-            if too_big and len(inner) > device.max_message:
-                problem = (
-                    f"the message is {len(inner)} bytes, the device reassembles at most "
-                    f"{device.max_message}"
-                )
-            elif too_big and not device.can(Capability.FRAGMENTS):
-                problem = "the message needs fragments and the device did not announce FRAGMENTS"
+        kid = request.kid if request.kind == "knowledge" else None
+        problem = request_problem(
+            self.device, request.kind, kid, len(encode_message(item.message, inner=True)),
+            self._max_frame,
+        )  # fmt: skip
         if problem:
             self._fail(request, problem)
             return
