@@ -392,6 +392,7 @@ def test_a_streaming_device_is_seen_on_every_frame_not_only_at_hello(tmp_path: P
             wait_until(lambda: device.sessions >= 1, 20, "the session")
             time.sleep(3.0)  # streaming, no new HELLO
             (row,) = status_rows(daemon.store)
+            assert row["name"] == "sim0"  # the configured name of its line
             assert device.sessions == 1
             assert isinstance(row["last_seen_s"], float) and row["last_seen_s"] < 1.0, row
         finally:

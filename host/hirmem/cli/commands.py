@@ -228,6 +228,7 @@ def _push(args: argparse.Namespace) -> int:
 def status_rows(store: Store) -> list[dict[str, object]]:
     """One dict per registered device: identity, session, stored data, key counters."""
     sessions = store.sessions()
+    names = store.session_names()
     now = now_ms()
     rows: list[dict[str, object]] = []
     for d in store.devices():
@@ -238,6 +239,7 @@ def status_rows(store: Store) -> list[dict[str, object]]:
         rows.append(
             {
                 "device": d.device_id.hex(),
+                "name": names.get(d.device_id, ""),
                 "board": d.board,
                 "firmware": d.firmware,
                 "boot": d.boot,
@@ -284,6 +286,7 @@ def _status(args: argparse.Namespace) -> int:
         "evictions",
         "device_refusals",
         "knowledge",
+        "name",
     )
     head = {
         "frames_good": "frames ok",

@@ -322,7 +322,9 @@ class DeviceWorker:
             return True
         return self._store_write(
             "session state",
-            lambda: self.daemon.store.set_session(device_id, self.config.url, self.state),
+            lambda: self.daemon.store.set_session(
+                device_id, self.config.url, self.state, self.config.name
+            ),
         )
 
     def _ctx(self, **more: Any) -> dict[str, Any]:

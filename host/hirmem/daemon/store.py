@@ -207,6 +207,8 @@ MIGRATIONS = (
     ALTER TABLE devices ADD COLUMN max_message INTEGER;
     ALTER TABLE devices ADD COLUMN host_kid BLOB;
     """,
+    # 7: the name the daemon's configuration gives the device's line
+    "ALTER TABLE device_sessions ADD COLUMN name TEXT NOT NULL DEFAULT ''",
 )
 
 U64_OFFSET = 1 << 63
@@ -825,14 +827,21 @@ class Store:
             ).fetchall()
         return {str(n): u64_out(v) for n, v in rows}
 
-    def set_session(self, device_id: bytes, url: str, state: str) -> None:
+    def set_session(self, device_id: bytes, url: str, state: str, name: str = "") -> None:
         with self._transaction() as db:
             db.execute(
-                "INSERT INTO device_sessions VALUES (?, ?, ?, ?) ON CONFLICT (device_id) "
+                "INSERT INTO device_sessions (device_id, url, state, since, name) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (device_id) "
                 "DO UPDATE SET url = excluded.url, state = excluded.state, "
-                "since = excluded.since",
-                (device_id, url, state, now_ms()),
+                "since = excluded.since, name = excluded.name",
+                (device_id, url, state, now_ms(), name),
             )
+
+    def session_names(self) -> dict[bytes, str]:
+        """The configured name of each device's line ("" when it has none)."""
+        with self._lock:
+            rows = self._db.execute("SELECT device_id, name FROM device_sessions").fetchall()
+        return {bytes(d): str(n) for d, n in rows}
 
     def sessions(self) -> dict[bytes, tuple[str, str, int]]:
         with self._lock:
