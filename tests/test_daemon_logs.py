@@ -17,6 +17,8 @@ from hirmem.daemon.config import build_config
 from hirmem.daemon.service import (
     LOG_BURST,
     LOG_RATE,
+    NOISE_PAUSE_MAX_S,
+    NOISE_PAUSE_S,
     TRUST_HINT_EVERY_S,
     Daemon,
     RateLimit,
@@ -137,6 +139,45 @@ def test_an_untrusted_device_gets_a_hint_not_a_flood(tmp_path: Path) -> None:
         worker._on_event(PackRefused(dev, refused))
         said = [r.getMessage() for r in lines.records]
         assert said.count("device not trusted") == 2
+    finally:
+        logging.getLogger("hirmem.daemon").removeHandler(lines)
+        daemon.stop()
+
+
+class PauseLog:
+    """Stands in for the worker's link: records the pauses asked of it."""
+
+    def __init__(self) -> None:
+        self.pauses: list[float] = []
+
+    def pause_reading(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+
+
+def test_a_flooding_line_is_paused_longer_while_it_keeps_flooding(tmp_path: Path) -> None:
+    daemon, lines = worker_and_log(tmp_path)
+    try:
+        worker = daemon.workers[0]
+        link = PauseLog()
+        worker.link = link  # type: ignore[assignment]
+        refused = worker.session.counters.refused_in
+        t = 0.0
+        for _ in range(40):  # 40 s of 1,000 refused frames a second while it is read
+            t += 1.0
+            if t >= worker._paused_until:
+                refused["unknown-type"] = refused.get("unknown-type", 0) + 1000
+            worker._quieten(t)
+        assert link.pauses[:5] == [1.0, 2.0, 4.0, 8.0, 16.0]
+        assert max(link.pauses) == NOISE_PAUSE_MAX_S
+        assert worker.counters()["line_pauses"] == len(link.pauses)
+        quiet = len(link.pauses)
+        for _ in range(5):  # quiet again: no pause, and the next one starts short
+            t += 31.0
+            worker._quieten(t)
+        assert len(link.pauses) == quiet
+        refused["unknown-type"] += 1000
+        worker._quieten(t + 1.0)
+        assert link.pauses[-1] == NOISE_PAUSE_S
     finally:
         logging.getLogger("hirmem.daemon").removeHandler(lines)
         daemon.stop()

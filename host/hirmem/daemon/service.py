@@ -83,10 +83,12 @@ LOG_BURST = 20
 LOG_RATE = 5.0
 TRUST_HINT_EVERY_S = 300.0
 # A line that sends more than NOISE_PER_S frames the host must refuse or cannot read
-# (damaged, malformed, of a host's type) per second is not read for NOISE_PAUSE_S:
-# its bytes wait in the kernel's buffers, so a flooding peer costs little CPU.
+# (damaged, malformed, of a host's type) per second is not read for a while: its bytes
+# wait in the kernel's buffers, so a flooding peer costs little CPU. The pause starts
+# at NOISE_PAUSE_S and doubles while the line stays noisy, up to NOISE_PAUSE_MAX_S.
 NOISE_PER_S = 200
-NOISE_PAUSE_S = 1.0  # how often an untrusted device's hint (`device add`) repeats
+NOISE_PAUSE_S = 1.0
+NOISE_PAUSE_MAX_S = 30.0  # how often an untrusted device's hint (`device add`) repeats
 
 
 class RateLimit:
@@ -219,6 +221,8 @@ class DeviceWorker:
         self._stalled = False  # the line last ended at a write deadline
         self._noise_at: tuple[int, float] | None = None  # (noise, when) at the last look
         self.line_pauses = 0
+        self._pause_s = NOISE_PAUSE_S  # the next pause of a noisy line
+        self._paused_until = 0.0
         self.store_errors = 0
         self.worker_errors = 0
         self._frames_saved = 0  # frames_good at the last counter save
@@ -485,13 +489,19 @@ class DeviceWorker:
         link = self.link
         if at is None or link is None or now <= at[1]:
             return
+        if now < self._paused_until:
+            return  # paused: the count stands still; judge it when reading starts again
         rate = (noise - at[0]) / (now - at[1])
-        if rate > NOISE_PER_S:
-            self.line_pauses += 1
-            link.pause_reading(NOISE_PAUSE_S)
-            log.warning(
-                "line paused", extra=self._ctx(refused_per_s=round(rate), pause_s=NOISE_PAUSE_S)
-            )
+        if rate <= NOISE_PER_S:
+            self._pause_s = NOISE_PAUSE_S
+            return
+        self.line_pauses += 1
+        link.pause_reading(self._pause_s)
+        self._paused_until = now + self._pause_s
+        log.warning(
+            "line paused", extra=self._ctx(refused_per_s=round(rate), pause_s=self._pause_s)
+        )
+        self._pause_s = min(self._pause_s * 2, NOISE_PAUSE_MAX_S)
 
     def _request_status(self, session: Session) -> None:
         try:
