@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hirmem.cli.entry import main
-from hirmem.daemon.store import Store
+from hirmem.daemon.store import DeviceLimits, Store
 from hirmem.protocol.keys import derive_test_key, read_key_file
 from hirmem.protocol.packs import PackKind, Reason, TrustedKey, verify_pack
 from test_store import DEV_A, KEY_A, Device
@@ -121,3 +121,62 @@ def test_keys_devices_push_status_intake(
 
     code, _, err = run(capsys, "status", "--database", str(tmp_path / "missing.db"))
     assert code == 2 and "no store here" in err
+
+
+def test_intake_check_on_an_empty_file_and_a_damaged_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An empty file is not a store (it said "integrity: ok"); a damaged one is reported
+    with what to do (it crashed with a traceback)."""
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    code, out, err = run(capsys, "intake", "--database", str(empty), "--check")
+    assert code == 2 and "integrity: ok" not in out and "empty" in err
+    assert empty.stat().st_size == 0  # nothing was created in it
+
+    db = tmp_path / "damaged.db"
+    with Store(db) as store:
+        store.register_device(DEV_A, KEY_A.public.raw)
+        dev = Device(DEV_A, KEY_A)
+        for _ in range(40):
+            store.take_pack(DEV_A, dev.pack(20).encoded)
+        store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(db.read_bytes())
+    page = 4096
+    for at in range(3 * page, len(data) - page, 2 * page):  # every other page from the 4th
+        data[at : at + page] = bytes([0x5A]) * page
+    db.write_bytes(bytes(data))
+    code, out, err = run(capsys, "intake", "--database", str(db), "--check")
+    assert code != 0 and "integrity: ok" not in out
+    assert "Traceback" not in out + err
+    assert "malformed" in out + err or "damaged" in out + err, (out, err)
+
+
+def test_push_refuses_a_version_a_known_device_cannot_take(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A device's HELLO said it reassembles at most 300 bytes: a bigger knowledge version
+    could never reach it, and `hirmem push` says so before keeping anything (it used to be
+    kept and re-offered for ever). A device not seen yet does not hold a push back."""
+    db = tmp_path / "h.db"
+    key = tmp_path / "host.key"
+    assert run(capsys, "keys", "--out", str(key))[0] == 0
+    host = read_key_file(key)
+    small = bytes.fromhex("0c0c0c0c0c0c0c03")
+    with Store(db) as store:
+        store.register_device(DEV_A, KEY_A.public.raw)  # never seen: limits unknown
+        store.register_device(small, derive_test_key("small device").public.raw)
+        store.seen(small, "tiny", "1.0", 1, DeviceLimits(0x1F, 128, 300, host.kid))
+    facts = [f"pump|serves|zone {n}|0.9" for n in range(12)]
+    argv = ["push", "--database", str(db), "--key", str(key), "--host-id", HOST_ID]
+    code, out, err = run(capsys, *argv, *[a for f in facts for a in ("--fact", f)])
+    assert code == 2, out
+    assert small.hex() in err and "reassembles at most 300" in err and "nothing was kept" in err
+    with Store(db) as store:
+        assert store.knowledge() is None
+    assert run(capsys, *argv, "--fact", "pump|serves|zone 1")[0] == 0  # a small one fits
+    code, _, _ = run(capsys, *argv, "--anyway", *[a for f in facts for a in ("--fact", f)])
+    assert code == 0
+    with Store(db) as store:
+        latest = store.knowledge()
+        assert latest is not None and latest.seq == 2

@@ -11,6 +11,7 @@ the daemon before it starts anything.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import random
@@ -33,11 +34,13 @@ from hirmem.emulation.faultproxy import BYTE_KINDS, Direction, FaultKind, FaultP
 from hirmem.emulation.provision import HostTrust, SlotSettings
 from hirmem.emulation.qemu import QemuBoard
 from hirmem.emulation.rogue import RogueDevice
+from hirmem.emulation.simdevice import SimDevice
 from hirmem.protocol.identity import triple_id
 from hirmem.protocol.keys import derive_test_key, write_key_file
 from hirmem.protocol.messages import PackStatus
 from hirmem.protocol.packs import KnowledgeItem, Reason
 from hirmem.protocol.records import Record
+from test_daemon_faults import writes_blocked
 from test_store import Device
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -281,6 +284,29 @@ def test_configuration_errors_say_what_to_fix(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2 and "no such port" in proc.stderr
     assert not (tmp_path / "new.db").exists()
+
+
+def test_configuration_values_are_not_silently_coerced(tmp_path: Path) -> None:
+    """Issue #15: max_frame = 512.7 became 512, name = 5 became "5", database = 5 a file
+    named 5. Each is now a configuration error naming the key."""
+    good_host = f'[host]\nid = "{HOST_ID.hex()}"\n'
+
+    def problems(text: str) -> str:
+        path = tmp_path / "c.toml"
+        path.write_text(text)
+        with pytest.raises(ConfigError) as exc:
+            load_config(path, ["loop://"], {})
+        return str(exc.value)
+
+    assert "host.max_frame = 512.7" in problems(good_host + "max_frame = 512.7\n")
+    assert "host.window = 2.5" in problems(good_host + "window = 2.5\n")
+    assert "host.database = 5" in problems(good_host + "database = 5\n")
+    assert "host.metrics = 9464" in problems(good_host + "metrics = 9464\n")
+    assert "host.key = 7" in problems(good_host + "key = 7\n")
+    named = problems(good_host + '[[device]]\nurl = "loop://x"\nname = 5\n')
+    assert "device #1.name = 5" in named
+    fine = load_config(None, ["loop://"], {"id": HOST_ID.hex(), "max_frame": 1024})
+    assert fine.max_frame == 1024
 
 
 def test_bad_packs_are_refused_with_their_reason_and_recorded(tmp_path: Path) -> None:
@@ -584,3 +610,97 @@ def test_device_reset_mid_transfer_loses_nothing(tmp_path: Path) -> None:
     boots = [t for _, t in handler.lines if t.startswith("boot=")]
     assert {t for t in boots if "reset=cold" in t} <= {"boot=1 reset=cold warm_boots=0"}
     assert any("reset=warm" in t for t in boots)
+
+
+@needs_qemu
+def test_a_board_booted_past_2_31_has_its_packs_stored(tmp_path: Path) -> None:
+    """Issue #15: an image provisioned with boot 2^31 signs pack seqs ≥ 2^63
+    ((boot << 32) | n), which SQLite's signed integers could not hold: every pack was
+    deferred for ever and the board refused its captures."""
+    name, dev = "hifive1", BOARDS["hifive1"]
+    db = tmp_path / "boot.db"
+    register(db, (name,))
+    settings = dataclasses.replace(slot(dev), boot_base=1 << 31)
+    elf = provisioned(name, tmp_path, settings)
+    with QemuBoard(name, elf, timeout=120).start() as qb:
+        config = _write_config(tmp_path, [qb.url], db)
+        proc = _daemon_process(config)
+        try:
+            with Store(db) as store:
+                wait_until(lambda: store.count_packs(dev) >= 3, 60, "three packs stored")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            out, _ = proc.communicate(timeout=20)
+        assert proc.returncode == 0, out
+        assert "deferred" not in out, out
+    with Store(db) as store:
+        seqs = [p.seq for p in store.packs(dev)]
+        assert seqs == sorted(seqs) and seqs[0] >> 32 == 1 << 31
+        assert store.check_integrity() == []
+        runs = gapless(all_records(store))
+        assert list(runs) == [(dev, 1 << 31)]
+        assert store.refusals() == []
+
+
+@needs_qemu
+def test_a_stalled_line_does_not_starve_the_boards(tmp_path: Path) -> None:
+    """Issue #15: one line whose peer stops reading froze housekeeping (STATUS requests,
+    counter saves, knowledge pushes) for every device. Two boards keep theirs on schedule
+    beside a simulated peer that stalls (it keeps sending what draws answers)."""
+    names = ("mps2-an385", "hifive1")
+    db = tmp_path / "stall.db"
+    register(db, names)
+    hostile = SimDevice(bytes.fromhex("ee000000000000f1"), derive_test_key("stalling peer"))
+    with Store(db) as store:
+        store.register_device(hostile.device_id, hostile.key.public.raw, "simulated")
+    key_file = tmp_path / "host.key"
+    write_key_file(key_file, HOST_KEY)
+    hostile.start()
+    try:
+        with boards(tmp_path, names) as qbs:
+            config = build_config(
+                {
+                    "host": {
+                        "id": HOST_ID.hex(),
+                        "database": db.name,
+                        "key": key_file.name,
+                        "save_every": 0.2,
+                        "status_every": 0.5,
+                        "write_timeout": 1.0,
+                    },
+                    "device": [{"url": hostile.url}] + [{"url": qb.url} for qb in qbs],
+                },
+                tmp_path,
+                [],
+            )
+            daemon = Daemon(config)
+            daemon.start()
+            try:
+                store = daemon.store
+                wait_until(
+                    lambda: all(store.counters(BOARDS[n]).get("device.uptime_ms") for n in names)
+                    and hostile.sessions >= 1,
+                    60,
+                    "every session open and the boards' first STATUS saved",
+                )
+                hostile.stall()
+                wait_until(lambda: writes_blocked(daemon.workers[0]), 60, "the stalled line")
+                uptimes = {n: store.counters(BOARDS[n])["device.uptime_ms"] for n in names}
+                pack = sign_knowledge(store, HOST_KEY, HOST_ID, knowledge(15), now_ms())
+                wait_until(
+                    lambda: all(
+                        (pack.seq, "accepted")
+                        in [(s, st) for s, st, _, _ in store.device_knowledge(BOARDS[n])]
+                        for n in names
+                    ),
+                    30,
+                    "the knowledge version accepted by both boards",
+                )
+                time.sleep(2.0)
+                for n in names:  # STATUS answered and saved: the device's uptime moved on
+                    assert store.counters(BOARDS[n])["device.uptime_ms"] > uptimes[n] + 1000
+                assert all(w.reconnects == 0 for w in daemon.workers[1:])
+            finally:
+                daemon.stop()
+    finally:
+        hostile.close()

@@ -177,3 +177,34 @@ def test_cli_ingests_a_directory_asks_a_scoped_question_and_prints_the_trace(
     log = Substrate.open(db)
     assert isinstance(log.prov, Log) and any(k.startswith("key:") for k in log.prov.entities)
     log.close()
+
+
+def test_cli_feeds_every_record_past_a_thousand_and_keeps_its_cursor(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`semantic devices` read at most 1,000 records and started from 0 again next time
+    (feeding the first thousand twice). It feeds everything, and a second run nothing."""
+    path = tmp_path / "host.db"
+    with Store(path) as store:
+        store.register_device(DEV, KEY.public.raw, "mps2-an385")
+        prev, n = GENESIS, 0
+        for seq in range(1, 13):  # 12 packs of 100 records: 1,200
+            records, link = [], prev
+            for _ in range(100):
+                n += 1
+                rec = Record.capture(record_id(DEV, 1, n), b'{"n": %d}' % n, "sensor0", T0 + n,
+                                     CONTEXT, 0x0FFF, 0x10000, 0xE666, 0x8000, link)  # fmt: skip
+                records.append(rec)
+                link = rec.hash
+            pack = sign_pack(KEY, PackKind.MEMORY, DEV, (1 << 32) | seq, prev, T0, records)
+            assert store.take_pack(DEV, pack.encoded).status == "accepted"
+            prev = pack.hash
+        last = store.records(0, 5000)[-1][0]
+    db = str(tmp_path / "sem.db")
+    argv = ["semantic", "devices", "--store", str(path), "--db", db]
+    assert _cli(argv) == 0
+    assert f"fed 1200 records, 1200 assertions; cursor {last}" in capsys.readouterr().out
+    assert _cli(argv) == 0
+    assert f"fed 0 records, 0 assertions; cursor {last}" in capsys.readouterr().out
+    assert _cli([*argv, "--after", str(last - 5)]) == 0  # an explicit cursor still wins
+    assert "fed 5 records" in capsys.readouterr().out

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from hirmem.daemon.intake import StoreIntake
-from hirmem.daemon.store import MIGRATIONS, Store, StoreError
+from hirmem.daemon.store import MIGRATIONS, PACK_RECORDS_SQL, Store, StoreError
 from hirmem.link.session import DeviceInfo
 from hirmem.protocol.identity import triple_id
 from hirmem.protocol.keys import SigningKey, derive_test_key
@@ -364,3 +364,78 @@ def test_an_old_store_is_migrated_in_place(tmp_path: Path) -> None:
     assert store.record_conflicts() == []
     store.close()
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+
+
+U64_EDGES = (0, (1 << 63) - 1, 1 << 63, (1 << 64) - 1)
+
+
+def test_every_u64_round_trips_in_order(store: Store) -> None:
+    """Pack seq, created, record timestamps, counters and knowledge seqs at 0, 2^63-1,
+    2^63 and 2^64-1 are stored, read back exactly and still ordered (SQLite's
+    integers are signed: these used to overflow or refuse to bind)."""
+    store.register_device(DEV_A, KEY_A.public.raw)
+    seqs = [1, (1 << 63) - 1, 1 << 63, (1 << 64) - 1]  # a pack seq is 1..2^64-1
+    prev = GENESIS
+    for k, (seq, edge) in enumerate(zip(seqs, U64_EDGES, strict=True)):
+        rec = Record.capture(record_id(DEV_A, 1, k + 1), b"{}", "temp0", edge, CONTEXT,
+                             0x0FFF, 0x10000, 0xE666, 0x8000, prev)  # fmt: skip
+        pack = sign_pack(KEY_A, PackKind.MEMORY, DEV_A, seq, prev, edge, [rec])
+        taken = store.take_pack(DEV_A, pack.encoded)
+        assert (taken.status, taken.seq) == ("accepted", seq), taken.detail
+        assert store.take_pack(DEV_A, pack.encoded).seq == seq  # the duplicate answer too
+        prev = pack.hash
+    assert [p.seq for p in store.packs(DEV_A)] == seqs
+    assert [p.created for p in store.packs(DEV_A)] == list(U64_EDGES)
+    assert [r.timestamp for r, _ in store.iter_records()] == list(U64_EDGES)
+    head = store.chain_head(DEV_A)
+    assert head is not None and head.seq == (1 << 64) - 1
+    assert store.check_integrity() == []
+    store.save_counters(DEV_A, {f"c{k}": v for k, v in enumerate(U64_EDGES)})
+    assert store.counters(DEV_A) == {f"c{k}": v for k, v in enumerate(U64_EDGES)}
+    for seq in seqs[1:]:
+        version = sign_pack(HOST, PackKind.KNOWLEDGE, HOST_ID, seq, GENESIS, seq, [])
+        store.add_knowledge(version)
+        store.set_device_knowledge(DEV_A, seq, "accepted", 0, seq)
+    latest = store.knowledge()
+    assert latest is not None and (latest.seq, latest.created) == ((1 << 64) - 1,) * 2
+    assert store.knowledge((1 << 63) - 1) is not None
+    assert [(s, h) for s, _, _, h in store.device_knowledge(DEV_A)] == [(s, s) for s in seqs[1:]]
+    with pytest.raises(StoreError, match="not above the latest"):
+        store.add_knowledge(sign_pack(HOST, PackKind.KNOWLEDGE, HOST_ID, 1 << 63, GENESIS, 0, []))
+    refused = sign_pack(KEY_A, PackKind.MEMORY, DEV_A, 1 << 63, prev, 0, [])
+    assert store.take_pack(DEV_A, refused.encoded).reason == Reason.ROLLBACK
+    assert [r.seq for r in store.refusals(DEV_A)] == [1 << 63]
+
+
+def test_a_version_2_store_is_migrated_to_the_u64_mapping(tmp_path: Path) -> None:
+    """Values an older store kept as plain integers read back the same after migration."""
+    path = tmp_path / "v2.db"
+    db = sqlite3.connect(path)
+    db.executescript(MIGRATIONS[0] + ";" + MIGRATIONS[1] + "; PRAGMA user_version = 2;")
+    db.execute(
+        "INSERT INTO devices (device_id, public_key, kid, registered, head_seq, head_hash) "
+        "VALUES (?, ?, ?, 0, ?, ?)",
+        (DEV_A, KEY_A.public.raw, KEY_A.kid, 4294967301, bytes(32)),
+    )
+    db.execute("INSERT INTO knowledge VALUES (3, ?, ?, 77, 0, x'00')", (bytes(16), bytes(32)))
+    db.execute("INSERT INTO device_counters VALUES (?, 'frames_good', 12345)", (DEV_A,))
+    db.execute("INSERT INTO device_knowledge VALUES (?, 3, 'accepted', 0, 3, 0)", (DEV_A,))
+    db.commit()
+    db.close()
+    with Store(path) as store:
+        head = store.chain_head(DEV_A)
+        assert head is not None and head.seq == 4294967301
+        row = store.knowledge()
+        assert row is not None and (row.seq, row.created) == (3, 77)
+        assert store.counters(DEV_A) == {"frames_good": 12345}
+        assert store.device_knowledge(DEV_A) == [(3, "accepted", 0, 3)]
+
+
+def test_the_integrity_check_finds_a_packs_records_by_index(store: Store) -> None:
+    """`intake --check` counts each pack's records: with a scan per pack it was quadratic
+    (108 s at 81 k records). Both lookups of that count must use an index."""
+    plan = store._db.execute("EXPLAIN QUERY PLAN " + PACK_RECORDS_SQL, (b"", b"")).fetchall()
+    details = [str(row[-1]) for row in plan]
+    scans = [d for d in details if d.startswith("SCAN") and d != "SCAN CONSTANT ROW"]
+    assert scans == [], f"full scans in the per-pack count: {details}"
+    assert any("records_pack" in d for d in details), details

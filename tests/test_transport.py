@@ -29,7 +29,14 @@ from hirmem.link.session import (
     SessionConfig,
     SessionOpened,
 )
-from hirmem.link.transport import SerialTransport, TransportClosed, TransportError, open_transport
+from hirmem.link.transport import (
+    SerialTransport,
+    Transport,
+    TransportClosed,
+    TransportError,
+    make_transport,
+    open_transport,
+)
 from hirmem.protocol.gate import evaluate
 from hirmem.protocol.records import normalise, record_id
 from session_peer import MEMORY_KEYS, Agent
@@ -38,7 +45,7 @@ ONE = 0x10000
 CONTEXT = hashlib.sha256(b"event frame").digest()
 
 
-def read_until(transport: SerialTransport, size: int, limit_s: float = 2.0) -> bytes:
+def read_until(transport: Transport, size: int, limit_s: float = 2.0) -> bytes:
     got = b""
     end = time.monotonic() + limit_s
     while len(got) < size and time.monotonic() < end:
@@ -248,3 +255,41 @@ def test_link_reports_a_closed_line() -> None:
         with pytest.raises(TransportClosed):
             link.run()
     assert not transport.is_open
+
+
+def test_a_socket_line_is_read_in_blocks() -> None:
+    """Issue #15: pyserial's socket backend reports at most one byte waiting, so 2,551
+    waiting bytes took 1,276 reads. What is waiting now comes in one read."""
+    with tcp_server() as (port, accept):
+        transport = open_transport(f"socket://127.0.0.1:{port}")
+        conn = accept()
+        block = bytes(range(256)) * 9 + bytes(247)  # 2,551 bytes
+        conn.sendall(block)
+        time.sleep(0.2)  # all of it is waiting on the host's side now
+        got = transport.read(1.0)
+        assert got == block
+        transport.close()
+        conn.close()
+
+
+def test_a_pty_line_is_read_in_blocks() -> None:
+    with pty_pair() as (path, master), SerialTransport(path) as transport:
+        block = bytes(range(1, 256)) * 10
+        os.write(master, block)
+        time.sleep(0.2)
+        assert transport.read(1.0) == block
+
+
+def test_a_write_to_a_peer_that_stops_reading_ends_at_its_deadline() -> None:
+    with tcp_server() as (port, accept):
+        transport = make_transport(f"socket://127.0.0.1:{port}", write_timeout_s=0.5)
+        transport.open()
+        conn = accept()
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        started = time.monotonic()
+        with pytest.raises(TransportClosed, match=r"took no data for 0\.5 s"):
+            for _ in range(10_000):  # far more than the buffers hold
+                transport.write(bytes(4096))
+        assert time.monotonic() - started < 5.0
+        assert not transport.is_open
+        conn.close()

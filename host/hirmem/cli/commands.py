@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hirmem.daemon.config import ConfigError, DaemonConfig, load_config
-from hirmem.daemon.service import Daemon, setup_logging, sign_knowledge
+from hirmem.daemon.service import Daemon, setup_logging, sign_knowledge, undeliverable
 from hirmem.daemon.store import Store, StoreError, now_ms
 from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.identity import triple_id
 from hirmem.protocol.keys import ID_SIZE, SigningKey, read_key_file, write_key_file
-from hirmem.protocol.packs import KnowledgeItem, Reason
+from hirmem.protocol.packs import KnowledgeItem, Pack, Reason
 
 if TYPE_CHECKING:
     from hirmem.memory.config import MemoryConfig
@@ -89,6 +89,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help='a triple, e.g. "pump|serves|zone 3|0.9"; repeatable',
     )
     push.add_argument("--facts", type=Path, help="a JSON list of [s, p, o, confidence]")
+    push.add_argument(
+        "--anyway",
+        action="store_true",
+        help="keep the version even if a known device cannot take it (it is recorded as "
+        "not sent to that device)",
+    )
 
     st = sub.add_parser("status", help="devices, sessions and counters as a table")
     st.add_argument("--database", type=Path, default=DEFAULT_DB)
@@ -120,6 +126,11 @@ def run(args: argparse.Namespace) -> int:
 def _open_existing(path: Path) -> Store:
     if not path.exists():
         raise StoreError(f"{path}: no store here (give --database, or start the daemon once)")
+    if path.is_file() and path.stat().st_size == 0:
+        raise StoreError(
+            f"{path}: the file is empty, not a hirmem store (a mistyped path? "
+            "the daemon creates the store when it starts)"
+        )
     return Store(path)
 
 
@@ -234,12 +245,26 @@ def _facts(args: argparse.Namespace) -> list[KnowledgeItem]:
     return items
 
 
+MAX_FRAME_LIMIT = 4096  # the largest frame a daemon offers (host.max_frame)
+
+
 def _push(args: argparse.Namespace) -> int:
     key = read_key_file(args.key)
     host_id = _hex(args.host_id, ID_SIZE, "--host-id")
     items = _facts(args)
     with Store(args.database) as store:
-        pack = sign_knowledge(store, key, host_id, items, now_ms())
+
+        def deliverable(pack: Pack) -> None:
+            cannot = undeliverable(store, pack, MAX_FRAME_LIMIT)
+            if cannot and not args.anyway:
+                lines = "".join(f"\n  - device {d.hex()}: {why}" for d, why in cannot.items())
+                raise HirmemError(
+                    f"knowledge version {pack.seq} ({len(pack.encoded)} bytes) cannot reach "
+                    f"every device, as their last HELLO describes them:{lines}\n"
+                    "nothing was kept; push fewer facts, or give --anyway"
+                )
+
+        pack = sign_knowledge(store, key, host_id, items, now_ms(), check=deliverable)
     print(
         f"knowledge version {pack.seq} ({len(items)} facts, {len(pack.encoded)} bytes) "
         f"signed by {key.kid.hex()}; the daemon delivers it"
@@ -250,6 +275,7 @@ def _push(args: argparse.Namespace) -> int:
 def status_rows(store: Store) -> list[dict[str, object]]:
     """One dict per registered device: identity, session, stored data, key counters."""
     sessions = store.sessions()
+    names = store.session_names()
     now = now_ms()
     rows: list[dict[str, object]] = []
     for d in store.devices():
@@ -260,6 +286,7 @@ def status_rows(store: Store) -> list[dict[str, object]]:
         rows.append(
             {
                 "device": d.device_id.hex(),
+                "name": names.get(d.device_id, ""),
                 "board": d.board,
                 "firmware": d.firmware,
                 "boot": d.boot,
@@ -306,6 +333,7 @@ def _status(args: argparse.Namespace) -> int:
         "evictions",
         "device_refusals",
         "knowledge",
+        "name",
     )
     head = {
         "frames_good": "frames ok",

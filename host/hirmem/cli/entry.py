@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 
 from hirmem.cli import commands
@@ -69,6 +70,13 @@ def main(argv: list[str] | None = None) -> int:
         return commands.run(args)
     except HirmemError as exc:
         print(f"hirmem: {exc}", file=sys.stderr)
+        return 2
+    except sqlite3.DatabaseError as exc:  # a damaged database file, met past its opening
+        print(
+            f"hirmem: the database cannot be read: {exc} (a damaged file? check it with "
+            "`sqlite3 FILE 'PRAGMA integrity_check'`, restore it from a copy)",
+            file=sys.stderr,
+        )
         return 2
 
 

@@ -16,6 +16,7 @@ Example (every key but ``host.id`` and one device is optional)::
     memory = "hirmem-memory.sqlite" # the memory engine's store, beside the database
     memory_every = 2.0              # seconds between memory ticks; 0 keeps no memory
     memory_config = "memory.json"   # MemoryConfig overrides (JSON), defaults when absent
+    write_timeout = 5.0             # a device line that takes no byte this long is dropped
 
     [[device]]
     url = "socket://127.0.0.1:5000" # any pyserial URL, a /dev path or a pty
@@ -82,6 +83,7 @@ class DaemonConfig:
     memory: Path | None = None  # the memory store; None: the daemon keeps no memory
     memory_every: float = 2.0
     memory_config: Path | None = None
+    write_timeout: float = 5.0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -143,6 +145,26 @@ def _number(
     return float(value)
 
 
+def _integer(
+    table: dict[str, Any], key: str, default: int, low: int, high: int, problems: list[str]
+) -> int:
+    """An integer setting: 512.7 or "512" is an error, not silently made 512."""
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        problems.append(f"host.{key} = {value!r}: must be a whole number in {low}..{high}")
+        return default
+    return value
+
+
+def _text(table: dict[str, Any], key: str, default: str, where: str, problems: list[str]) -> str:
+    """A text setting: a number or a table where text belongs is an error."""
+    value = table.get(key, default)
+    if not isinstance(value, str):
+        problems.append(f'{where}.{key} = {value!r}: must be text in quotes, like "{default}"')
+        return default
+    return value
+
+
 def build_config(data: dict[str, Any], base: Path, cli_devices: list[str]) -> DaemonConfig:
     """A checked :class:`DaemonConfig` from parsed TOML (``base``: where relative paths start)."""
     problems: list[str] = []
@@ -155,7 +177,7 @@ def build_config(data: dict[str, Any], base: Path, cli_devices: list[str]) -> Da
     known_host = {
         "id", "database", "key", "max_frame", "window", "metrics", "status_every",
         "save_every", "reconnect_min", "reconnect_max", "memory", "memory_every",
-        "memory_config",
+        "memory_config", "write_timeout",
     }  # fmt: skip
     for key in sorted(set(host) - known_host):
         problems.append(f"host.{key}: unknown key (known: {', '.join(sorted(known_host))})")
@@ -163,14 +185,14 @@ def build_config(data: dict[str, Any], base: Path, cli_devices: list[str]) -> Da
         problems.append('host.id is missing: add id = "<16 hex digits>" under [host]')
     host_id = _hex_id(host.get("id", "00" * ID_SIZE), "host.id", problems)
 
-    database = base / str(host.get("database", "hirmem.db"))
+    database = base / _text(host, "database", "hirmem.db", "host", problems)
     if not database.parent.is_dir():
         problems.append(
             f"host.database = {str(database)!r}: the folder {database.parent} does not exist"
         )
     host_key: Path | None = None
-    if "key" in host:
-        host_key = base / str(host["key"])
+    if "key" in host and isinstance(host["key"], str):
+        host_key = base / host["key"]
         from hirmem.protocol.keys import KeyFileError, read_key_file
 
         try:
@@ -178,11 +200,13 @@ def build_config(data: dict[str, Any], base: Path, cli_devices: list[str]) -> Da
         except KeyFileError as exc:
             problems.append(f"host.key: {exc}")
 
-    max_frame = int(_number(host, "max_frame", 512, 128, 4096, problems))
-    window = int(_number(host, "window", 4, 1, 8, problems))
+    if "key" in host and not isinstance(host["key"], str):
+        problems.append(f"host.key = {host['key']!r}: must be a path in quotes")
+    max_frame = _integer(host, "max_frame", 512, 128, 4096, problems)
+    window = _integer(host, "window", 4, 1, 8, problems)
     metrics: tuple[str, int] | None = None
     if "metrics" in host:
-        text = str(host["metrics"])
+        text = _text(host, "metrics", "127.0.0.1:9464", "host", problems)
         addr, _, port_text = text.rpartition(":")
         if not addr or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
             problems.append(f'host.metrics = {text!r}: give "address:port", like "127.0.0.1:9464"')
@@ -210,6 +234,7 @@ def build_config(data: dict[str, Any], base: Path, cli_devices: list[str]) -> Da
             memory_config = base / str(host["memory_config"])
             if not memory_config.is_file():
                 problems.append(f"host.memory_config = {str(memory_config)!r}: no such file")
+    write_timeout = _number(host, "write_timeout", 5.0, 0.05, 600.0, problems)
 
     devices: list[DeviceConfig] = []
     raw_devices = data.get("device", [])
@@ -227,7 +252,8 @@ def build_config(data: dict[str, Any], base: Path, cli_devices: list[str]) -> Da
         if isinstance(baud, bool) or not isinstance(baud, int) or baud <= 0:
             problems.append(f"{where}.baudrate = {baud!r}: must be a positive integer")
             baud = 115200
-        devices.append(DeviceConfig(entry["url"], str(entry.get("name", "")), baud))
+        name = _text(entry, "name", "", where, problems)
+        devices.append(DeviceConfig(entry["url"], name, baud))
     devices.extend(DeviceConfig(url) for url in cli_devices)
     if not devices:
         problems.append("no devices: add a [[device]] with a url, or give --device URL")
@@ -244,7 +270,7 @@ def build_config(data: dict[str, Any], base: Path, cli_devices: list[str]) -> Da
     return DaemonConfig(
         host_id, database, tuple(devices), host_key, max_frame, window, metrics,
         status_every, save_every, reconnect_min, reconnect_max, memory, memory_every,
-        memory_config,
+        memory_config, write_timeout,
     )  # fmt: skip
 
 

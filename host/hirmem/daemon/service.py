@@ -38,10 +38,11 @@ from typing import Any, Protocol
 
 from hirmem.daemon.config import DaemonConfig, DeviceConfig
 from hirmem.daemon.intake import StoreIntake
-from hirmem.daemon.store import Store
+from hirmem.daemon.store import DeviceLimits, Store, now_ms
 from hirmem.link.line import Link
 from hirmem.link.session import (
     Counters,
+    DeviceInfo,
     DeviceReset,
     ErrorReceived,
     IntakeFailed,
@@ -56,18 +57,91 @@ from hirmem.link.session import (
     SessionLost,
     SessionOpened,
     StatusReport,
+    request_problem,
 )
 from hirmem.link.session import Event as SessionEvent
-from hirmem.link.transport import SerialTransport, TransportClosed, TransportError
+from hirmem.link.transport import (
+    TransportClosed,
+    TransportError,
+    TransportStalled,
+    make_transport,
+)
 from hirmem.protocol.keys import SigningKey
-from hirmem.protocol.messages import PackStatus, Status
-from hirmem.protocol.packs import KnowledgeItem, Pack, PackKind, sign_pack
+from hirmem.protocol.messages import (
+    KnowledgePush,
+    LogLevel,
+    PackStatus,
+    Status,
+    encode_message,
+)
+from hirmem.protocol.packs import KnowledgeItem, Pack, PackKind, Reason, sign_pack
 from hirmem.protocol.records import GENESIS
 
 log = logging.getLogger("hirmem.daemon")
 
 # STATUS fields the device reports (SPEC §5.10), kept as device.<name> counters.
 DEVICE_FIELDS = tuple(f.name for f in fields(Status))
+
+
+# Device LOG lines: at most LOG_BURST at once, LOG_RATE per second after that; the
+# rest are counted (device_logs_dropped) and the next line logged says how many.
+LOG_BURST = 20
+LOG_RATE = 5.0
+TRUST_HINT_EVERY_S = 300.0
+# A line that sends more than NOISE_PER_S frames the host must refuse or cannot read
+# (damaged, malformed, of a host's type) per second is not read for a while: its bytes
+# wait in the kernel's buffers, so a flooding peer costs little CPU. The pause starts
+# at NOISE_PAUSE_S and doubles while the line stays noisy, up to NOISE_PAUSE_MAX_S.
+NOISE_PER_S = 200
+NOISE_PAUSE_S = 1.0
+NOISE_PAUSE_MAX_S = 30.0  # how often an untrusted device's hint (`device add`) repeats
+
+
+class RateLimit:
+    """A token bucket: :meth:`take` is true while the rate and burst allow."""
+
+    def __init__(
+        self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.rate, self.burst, self._clock = rate, burst, clock
+        self._tokens = float(burst)
+        self._at = clock()
+
+    def take(self) -> bool:
+        now = self._clock()
+        self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate)
+        self._at = now
+        if self._tokens < 1.0:
+            return False
+        self._tokens -= 1.0
+        return True
+
+
+_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def sanitise_device_text(text: str) -> str:
+    """Device text made safe for one log line: every character that is not printable
+    (control characters, line and paragraph separators, non-breaking and other spaces
+    but the ASCII one, format characters, terminal escapes) and the backslash are
+    written as escapes, so a device can neither forge a daemon line nor drive a terminal."""
+    out = []
+    for ch in text:
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == " " or ch.isprintable():
+            out.append(ch)
+        elif ch in _SHORT_ESCAPES:
+            out.append(_SHORT_ESCAPES[ch])
+        else:
+            code = ord(ch)
+            if code < 0x100:
+                out.append(f"\\x{code:02x}")
+            elif code < 0x10000:
+                out.append(f"\\u{code:04x}")
+            else:
+                out.append(f"\\U{code:08x}")
+    return "".join(out)
 
 
 def flatten_counters(counters: Counters) -> dict[str, int]:
@@ -84,19 +158,57 @@ def flatten_counters(counters: Counters) -> dict[str, int]:
 
 
 def sign_knowledge(
-    store: Store, key: SigningKey, host_id: bytes, items: Sequence[KnowledgeItem], created: int
+    store: Store,
+    key: SigningKey,
+    host_id: bytes,
+    items: Sequence[KnowledgeItem],
+    created: int,
+    *,
+    check: Callable[[Pack], None] | None = None,
 ) -> Pack:
-    """Sign the next knowledge version (seq = latest + 1, chained) and keep it in the store."""
+    """Sign the next knowledge version (seq = latest + 1, chained) and keep it in the store.
+
+    ``check(pack)`` runs before the version is kept; an exception from it keeps nothing.
+    """
     latest = store.knowledge()
     seq = 1 if latest is None else latest.seq + 1
     prev = GENESIS if latest is None else latest.hash
     pack = sign_pack(key, PackKind.KNOWLEDGE, host_id, seq, prev, created, list(items))
+    if check is not None:
+        check(pack)
     store.add_knowledge(pack)
     return pack
 
 
+def undeliverable(store: Store, pack: Pack, max_frame: int) -> dict[bytes, str]:
+    """Registered devices whose last HELLO says they could never take knowledge ``pack``
+    (over frames of at most ``max_frame``), with why. Devices not seen yet are left out."""
+    inner = len(encode_message(KnowledgePush(pack.encoded), inner=True))
+    problems = {}
+    for row in store.devices():
+        limits = store.device_limits(row.device_id)
+        if limits is None:
+            continue
+        device = DeviceInfo(row.device_id, row.board, row.firmware, row.boot,
+                            limits.capabilities, limits.max_frame, limits.max_message, 1,
+                            row.kid, limits.host_kid)  # fmt: skip
+        frame = min(max_frame, limits.max_frame)
+        problem = request_problem(device, "knowledge", pack.kid, inner, frame)
+        if problem:
+            problems[row.device_id] = problem
+    return problems
+
+
 class DeviceWorker:
-    """One device line: its session, its link, reconnects, and what it reports."""
+    """One device line: its session, its link, reconnects, and what it reports.
+
+    Nothing ends the worker but the daemon's stop: a line that cannot be opened or
+    drops, a store that cannot write (a full disk), a bug in an event handler — each
+    is logged, counted, shown in :attr:`state`, and followed by a reconnect with
+    backoff. The store is written at best effort from here; what matters for
+    exactly-once (the intake) answers *deferred* when the store fails, so the device
+    keeps the pack and offers it again.
+    """
 
     def __init__(self, daemon: Daemon, config: DeviceConfig) -> None:
         self.daemon = daemon
@@ -108,11 +220,28 @@ class DeviceWorker:
         )
         self.link: Link | None = None
         self.state = "starting"
+        self._state_saved = True  # False: the store missed the last state change
         self.device_id: bytes | None = None
         self.device_status: dict[str, int] = {}
         self.reconnects = 0
+        self._stalled = False  # the line last ended at a write deadline
+        self._noise_at: tuple[int, float] | None = None  # (noise, when) at the last look
+        self.line_pauses = 0
+        self._pause_s = NOISE_PAUSE_S  # the next pause of a noisy line
+        self._paused_until = 0.0
+        self.store_errors = 0
+        self.worker_errors = 0
+        self._frames_saved = 0  # frames_good at the last counter save
+        self._frame_seen_at: int | None = None  # when that count was seen to grow
+        self.log_limit = RateLimit(LOG_RATE, LOG_BURST)
+        self.refusal_limit = RateLimit(LOG_RATE, LOG_BURST)  # "pack refused" log lines
+        self._clock: Callable[[], float] = time.monotonic
+        self._next_trust_hint = 0.0
+        self.logs_dropped = 0
+        self._logs_dropped_unsaid = 0
         self.last_status_request = 0.0
-        self.knowledge_pending: tuple[int, int] | None = None  # (token, seq)
+        self.knowledge_pending: dict[int, int] = {}  # token -> seq, pushed and unanswered
+        self.knowledge_posted: int | None = None  # a push handed to the link, not yet run
         self.knowledge_given_up: set[int] = set()
         self._thread = threading.Thread(
             target=self._run, name=f"device {config.label}", daemon=True
@@ -131,30 +260,24 @@ class DeviceWorker:
     def join(self, timeout: float) -> None:
         self._thread.join(timeout)
 
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
     def _run(self) -> None:
         cfg = self.daemon.config
         delay = cfg.reconnect_min
         while not self.daemon.stopping.is_set():
-            transport = SerialTransport(self.config.url, baudrate=self.config.baudrate)
-            link = Link(transport, self.session, on_event=self._on_event)
-            self.link = link
-            self._set_state("connecting")
             opened_before = self.session.counters.sessions_opened
             try:
-                if self.daemon.stopping.is_set():
-                    break
-                link.run()
-            except TransportClosed as exc:
-                log.warning("line closed", extra=self._ctx(detail=str(exc)))
-            except TransportError as exc:
-                log.warning("cannot open the line", extra=self._ctx(detail=str(exc)))
-            except Exception:  # a bug must not take the other devices down
+                self._serve_once()
+            except Exception:  # a bug must not take this device, or the others, down
+                self.worker_errors += 1
                 log.exception("device worker failed", extra=self._ctx())
-            finally:
-                self.link = None
             if self.daemon.stopping.is_set():
                 break
-            if self.session.counters.sessions_opened > opened_before:
+            opened = self.session.counters.sessions_opened > opened_before
+            if opened and not self._stalled:
                 delay = cfg.reconnect_min  # the line worked: start the backoff again
             self.reconnects += 1
             self._set_state(f"reconnecting in {delay:.2f} s")
@@ -162,14 +285,62 @@ class DeviceWorker:
             delay = min(delay * 2, cfg.reconnect_max)
         self._set_state("stopped")
 
+    def _serve_once(self) -> None:
+        """Open the line and serve it until it drops or the daemon stops."""
+        transport = make_transport(
+            self.config.url,
+            baudrate=self.config.baudrate,
+            write_timeout_s=self.daemon.config.write_timeout,
+        )
+        link = Link(transport, self.session, on_event=self._on_event)
+        self.link = link
+        self._stalled = False
+        self._set_state("connecting")
+        try:
+            if self.daemon.stopping.is_set():
+                return
+            link.run()
+        except TransportStalled as exc:
+            # a peer that stops reading may do it again at once: the backoff keeps growing
+            self._stalled = True
+            log.warning("line stalled", extra=self._ctx(detail=str(exc)))
+        except TransportClosed as exc:
+            log.warning("line closed", extra=self._ctx(detail=str(exc)))
+        except TransportError as exc:
+            log.warning("cannot open the line", extra=self._ctx(detail=str(exc)))
+        finally:
+            self.link = None
+            transport.close()
+
+    def _store_write(self, what: str, write: Callable[[], object]) -> bool:
+        """Run one store write; a failure is counted and logged, never raised."""
+        try:
+            write()
+        except Exception as exc:  # sqlite3.Error, StoreError, OSError: all the same here
+            self.store_errors += 1
+            log.warning("store write failed", extra=self._ctx(write=what, detail=f"{exc}"))
+            return False
+        return True
+
     def _set_state(self, state: str) -> None:
         self.state = state
-        if self.device_id is not None:
-            self.daemon.store.set_session(self.device_id, self.config.url, state)
+        self._state_saved = self._save_state()
+
+    def _save_state(self) -> bool:
+        device_id = self.device_id
+        if device_id is None:
+            return True
+        return self._store_write(
+            "session state",
+            lambda: self.daemon.store.set_session(
+                device_id, self.config.url, self.state, self.config.name
+            ),
+        )
 
     def _ctx(self, **more: Any) -> dict[str, Any]:
         ctx: dict[str, Any] = {
             "device": self.device_id.hex() if self.device_id else None,
+            "name": self.config.name or None,
             "url": self.config.url,
         }
         ctx.update(more)
@@ -182,9 +353,13 @@ class DeviceWorker:
         if isinstance(event, SessionOpened):
             dev = event.device
             self.device_id = dev.device_id
-            store.seen(dev.device_id, dev.board, dev.firmware, dev.boot)
+            limits = DeviceLimits(dev.capabilities, dev.max_frame, dev.max_message, dev.host_kid)
+            self._store_write(
+                "device seen",
+                lambda: store.seen(dev.device_id, dev.board, dev.firmware, dev.boot, limits),
+            )
             self._set_state("open")
-            self.knowledge_pending = None
+            self.knowledge_posted = None  # a post to the last link may never have run
             log.info(
                 "session open",
                 extra=self._ctx(
@@ -207,20 +382,14 @@ class DeviceWorker:
                 extra=self._ctx(seq=event.seq, pack=event.pack_id.hex()),
             )
         elif isinstance(event, PackRefused):
-            d = event.disposition
-            log.warning(
-                "pack refused",
-                extra=self._ctx(
-                    status=d.status.name.lower(), reason=d.reason.name.lower(), detail=d.detail
-                ),
-            )
+            self._pack_refused(event)
         elif isinstance(event, StatusReport):
             st = event.status
             self.device_status = {name: int(getattr(st, name)) for name in DEVICE_FIELDS}
         elif isinstance(event, KnowledgeDone):
             self._knowledge_done(event)
         elif isinstance(event, LogLine):
-            log.info("device log", extra=self._ctx(level=int(event.level), text=event.text))
+            self._device_log(event)
         elif isinstance(event, ErrorReceived):
             log.warning(
                 "device error", extra=self._ctx(code=event.code, ref=event.ref, detail=event.detail)
@@ -228,21 +397,67 @@ class DeviceWorker:
         elif isinstance(event, RequestFailed | IntakeFailed):
             log.warning("request failed", extra=self._ctx(detail=str(event)))
 
+    def _pack_refused(self, event: PackRefused) -> None:
+        """Log a refusal (rate-limited, the rest counted in the session's counters); for a
+        device whose key is not trusted, say once in a while how to trust it."""
+        d = event.disposition
+        if self.refusal_limit.take():
+            log.warning(
+                "pack refused",
+                extra=self._ctx(
+                    status=d.status.name.lower(), reason=d.reason.name.lower(), detail=d.detail
+                ),
+            )
+        now = self._clock()
+        if d.reason == Reason.UNKNOWN_KEY and now >= self._next_trust_hint:
+            self._next_trust_hint = now + TRUST_HINT_EVERY_S
+            device = event.device_id.hex()
+            log.warning(
+                "device not trusted",
+                extra=self._ctx(
+                    hint=f"if device {device} is yours, trust its key: hirmem device add "
+                    f"--identity <its .pub.json> (its packs are refused until then)"
+                ),
+            )
+
+    def _device_log(self, event: LogLine) -> None:
+        if not self.log_limit.take():
+            self.logs_dropped += 1
+            self._logs_dropped_unsaid += 1
+            return
+        try:
+            level = LogLevel(event.level).name.lower()
+        except ValueError:
+            level = str(int(event.level))
+        more: dict[str, Any] = {"level": level, "text": sanitise_device_text(event.text)}
+        if self._logs_dropped_unsaid:
+            more["dropped_before"] = self._logs_dropped_unsaid
+            self._logs_dropped_unsaid = 0
+        log.info("device log", extra=self._ctx(**more))
+
     def _knowledge_done(self, event: KnowledgeDone) -> None:
-        pending = self.knowledge_pending
-        if pending is None or pending[0] != event.token:
+        if self.knowledge_pending.pop(event.token, None) is None or self.device_id is None:
             return
-        self.knowledge_pending = None
-        if self.device_id is None:
-            return
-        if event.status is None:  # not delivered: the next session tries again
+        device_id = self.device_id
+        if event.status is None:
+            # Not delivered, and the session will not try again (the device cannot take
+            # it: no KNOWLEDGE capability, another host key, too large; or a newer
+            # version superseded it). Recorded, so the next version is not held up.
+            self.knowledge_given_up.add(event.seq)
+            self._store_write(
+                "device knowledge",
+                lambda: self.daemon.store.set_device_knowledge(device_id, event.seq, "not-sent"),
+            )
             log.warning(
                 "knowledge not delivered", extra=self._ctx(seq=event.seq, detail=event.detail)
             )
             return
         status = PackStatus(event.status).name.lower()
-        self.daemon.store.set_device_knowledge(
-            self.device_id, event.seq, status, int(event.reason), event.held_seq or 0
+        self._store_write(
+            "device knowledge",
+            lambda: self.daemon.store.set_device_knowledge(
+                device_id, event.seq, status, int(event.reason), event.held_seq or 0
+            ),
         )
         log.info(
             "knowledge answered",
@@ -250,27 +465,63 @@ class DeviceWorker:
         )
 
     # ---- housekeeping (on the daemon's thread) -----------------------------------------
+    #
+    # Requests are posted to the link and run on the link's own thread: housekeeping
+    # never touches a line, so a line that stalls delays nobody else's STATUS, counter
+    # save or knowledge push.
 
     def housekeeping(self, now: float) -> None:
+        if not self._state_saved:
+            self._state_saved = self._save_state()  # the store missed it: try again
+        self._quieten(now)
         link = self.link
         if link is None or not self.session.is_open or self.device_id is None:
             return
         cfg = self.daemon.config
         if cfg.status_every and now - self.last_status_request >= cfg.status_every:
             self.last_status_request = now
-            try:
-                link.call(lambda s: s.request_status())
-            except SessionError as exc:
-                log.warning("status request refused", extra=self._ctx(detail=str(exc)))
+            link.post(self._request_status)
         self._maybe_push(link)
+
+    def noise(self) -> int:
+        """Frames this line sent that were damaged or had to be refused, all sessions."""
+        c = self.session.counters
+        return c.frames_bad_total + sum(c.refused_in.values())
+
+    def _quieten(self, now: float) -> None:
+        """Pause reading a line that floods the host with frames it must refuse."""
+        noise, at = self.noise(), self._noise_at
+        self._noise_at = (noise, now)
+        link = self.link
+        if at is None or link is None or now <= at[1]:
+            return
+        if now < self._paused_until:
+            return  # paused: the count stands still; judge it when reading starts again
+        rate = (noise - at[0]) / (now - at[1])
+        if rate <= NOISE_PER_S:
+            self._pause_s = NOISE_PAUSE_S
+            return
+        self.line_pauses += 1
+        link.pause_reading(self._pause_s)
+        self._paused_until = now + self._pause_s
+        log.warning(
+            "line paused", extra=self._ctx(refused_per_s=round(rate), pause_s=self._pause_s)
+        )
+        self._pause_s = min(self._pause_s * 2, NOISE_PAUSE_MAX_S)
+
+    def _request_status(self, session: Session) -> None:
+        try:
+            session.request_status()
+        except SessionError as exc:
+            log.warning("status request refused", extra=self._ctx(detail=str(exc)))
 
     def _maybe_push(self, link: Link) -> None:
         assert self.device_id is not None
         latest = self.daemon.latest_knowledge()
-        if latest is None or self.knowledge_pending is not None:
+        if latest is None or self.knowledge_posted is not None:
             return
         seq, raw = latest
-        if seq in self.knowledge_given_up:
+        if seq in self.knowledge_given_up or seq in self.knowledge_pending.values():
             return
         answered = {
             s
@@ -279,26 +530,57 @@ class DeviceWorker:
         }
         if seq in answered:
             return
+        self.knowledge_posted = seq
+        link.post(lambda session: self._push(session, seq, raw))
+
+    def _push(self, session: Session, seq: int, raw: bytes) -> None:
+        """On the link's thread: offer knowledge version ``seq`` to the device."""
+        self.knowledge_posted = None
+        device_id = self.device_id
+        assert device_id is not None
+        store = self.daemon.store
         try:
-            token = link.call(lambda s: s.push_knowledge(raw))
+            token = session.push_knowledge(raw)
         except SessionError as exc:
             self.knowledge_given_up.add(seq)
-            self.daemon.store.set_device_knowledge(self.device_id, seq, "not-sent", 0, 0)
+            self._store_write(
+                "device knowledge",
+                lambda: store.set_device_knowledge(device_id, seq, "not-sent", 0, 0),
+            )
             log.warning("knowledge not pushed", extra=self._ctx(seq=seq, detail=str(exc)))
             return
-        self.knowledge_pending = (token, seq)
-        self.daemon.store.set_device_knowledge(self.device_id, seq, "pending")
+        self.knowledge_pending[token] = seq
+        self._store_write(
+            "device knowledge", lambda: store.set_device_knowledge(device_id, seq, "pending")
+        )
         log.info("knowledge pushed", extra=self._ctx(seq=seq))
 
     def counters(self) -> dict[str, int]:
         flat = flatten_counters(self.session.counters.snapshot())
         flat.update({f"device.{k}": v for k, v in self.device_status.items()})
         flat["reconnects"] = self.reconnects
+        flat["store_errors"] = self.store_errors
+        flat["worker_errors"] = self.worker_errors
+        flat["device_logs_dropped"] = self.logs_dropped
+        flat["line_pauses"] = self.line_pauses
         return flat
 
-    def save(self) -> None:
-        if self.device_id is not None:
-            self.daemon.store.save_counters(self.device_id, self.counters())
+    def save(self) -> bool:
+        """Save the counters to the store; False (counted, logged) when it cannot write."""
+        device_id = self.device_id
+        if device_id is None:
+            return True
+        counters = self.counters()
+        # a device is seen whenever a good frame came, not only at its HELLO
+        frames = counters.get("frames_good", 0)
+        seen_at = self._frame_seen_at if frames == self._frames_saved else now_ms()
+        saved = self._store_write(
+            "counters",
+            lambda: self.daemon.store.save_counters(device_id, counters, seen_at=seen_at),
+        )
+        if saved:
+            self._frames_saved, self._frame_seen_at = frames, seen_at
+        return saved
 
 
 class Background(Protocol):
@@ -385,13 +667,17 @@ class Daemon:
         for job in self._jobs:
             job.join(60.0)  # a sweep in progress finishes its transaction
         self._close_background()
-        for worker in self.workers:
-            worker.save()
+        unsaved = [w.config.label for w in self.workers if not w.save()]
         if self._metrics is not None:
             self._metrics.shutdown()
             self._metrics.server_close()
-        self.store.close()
+        try:
+            self.store.close()
+        except Exception as exc:  # closing must not turn a clean stop into a traceback
+            log.warning("store did not close cleanly", extra={"ctx": {"detail": str(exc)}})
         self._started = False
+        if unsaved:
+            log.warning("counters not saved at stop", extra={"ctx": {"devices": unsaved}})
         log.info("daemon stopped")
 
     def run(self, *, until: Callable[[], bool] | None = None) -> None:

@@ -34,7 +34,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -158,8 +158,81 @@ MIGRATIONS: tuple[str, ...] = (
     """,
 )
 
-# Offered bytes kept for a refused pack (a pack is at most 64 KiB; all of it).
-REFUSAL_KEEP = 65536
+# A refusal is kept as a digest: reason, detail, size, SHA-256 and the first
+# REFUSAL_KEEP bytes offered. Each line device keeps its REFUSALS_PER_DEVICE most
+# recent distinct digests, the store REFUSALS_TOTAL over all devices; older ones are
+# rotated out and counted (refusals_rotated). Bound: about REFUSALS_TOTAL x 1 KiB.
+REFUSAL_KEEP = 256
+REFUSAL_DETAIL = 240  # characters of the refusal's detail kept
+REFUSALS_PER_DEVICE = 256
+REFUSALS_TOTAL = 8192
+
+# Every u64 the SPEC allows (pack seq, created, record timestamps, STATUS counters,
+# knowledge seqs) is stored as ``value - 2**63``: an order-preserving map onto
+# SQLite's signed 64-bit integers, so ORDER BY, max() and comparisons still work.
+# Migration 3 moves the values older stores kept as they were (all below 2**63).
+U64_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("packs", "seq"), ("packs", "created"), ("records", "timestamp"),
+    ("devices", "head_seq"), ("refusals", "seq"), ("knowledge", "seq"),
+    ("knowledge", "created"), ("device_knowledge", "seq"),
+    ("device_knowledge", "held_seq"), ("device_counters", "value"),
+)  # fmt: skip
+_SHIFT_SQL = "-9223372036854775807 - 1"  # -2**63 (the literal 2**63 is no SQLite integer)
+MIGRATIONS = (
+    *MIGRATIONS,
+    # 3: u64 columns shifted by -2**63 (see U64_COLUMNS)
+    ";".join(
+        f"UPDATE {table} SET {column} = {column} + ({_SHIFT_SQL}) WHERE {column} IS NOT NULL"
+        for table, column in U64_COLUMNS
+    ),
+    # 4: the records of a pack found by index (the integrity check counts them per pack:
+    # without it, a full scan per pack made the check quadratic)
+    "CREATE INDEX records_pack ON records(pack_id)",
+    # 5: refusals are a bounded digest (see REFUSAL_KEEP, REFUSALS_PER_DEVICE): the
+    # bytes kept are cut to their head, and digests rotated out are counted per device
+    f"""
+    UPDATE refusals SET raw = substr(raw, 1, {REFUSAL_KEEP});
+    CREATE INDEX refusals_device ON refusals(device_id, last_at);
+    CREATE TABLE refusals_rotated (
+        device_id   BLOB PRIMARY KEY,
+        digests     INTEGER NOT NULL,
+        offers      INTEGER NOT NULL
+    );
+    """,
+    # 6: what a device's last HELLO said it can take (NULL until it sent one), so that
+    # `hirmem push` can refuse a knowledge version a known device could never receive
+    """
+    ALTER TABLE devices ADD COLUMN capabilities INTEGER;
+    ALTER TABLE devices ADD COLUMN max_frame INTEGER;
+    ALTER TABLE devices ADD COLUMN max_message INTEGER;
+    ALTER TABLE devices ADD COLUMN host_kid BLOB;
+    """,
+    # 7: the name the daemon's configuration gives the device's line
+    "ALTER TABLE device_sessions ADD COLUMN name TEXT NOT NULL DEFAULT ''",
+)
+
+U64_OFFSET = 1 << 63
+
+
+def u64_in(value: int) -> int:
+    """A u64 as the store keeps it (order preserved)."""
+    if not 0 <= value < 1 << 64:
+        raise StoreError(f"{value} is not a u64 (0..2^64-1)")
+    return value - U64_OFFSET
+
+
+def u64_out(stored: object) -> int:
+    """A stored u64 column back to its value."""
+    return int(stored) + U64_OFFSET  # type: ignore[call-overload, no-any-return]
+
+
+# Records (and conflicting records) stored for one pack: the integrity check runs it
+# once per pack, so both lookups must use an index.
+PACK_RECORDS_SQL = (
+    "SELECT (SELECT count(*) FROM records WHERE pack_id = ?) + "
+    "(SELECT count(*) FROM record_conflicts WHERE pack_id = ?)"
+)
+
 
 
 class StoreError(HirmemError):
@@ -182,6 +255,16 @@ class DeviceRow:
     first_seen: int | None
     last_seen: int | None
     head: ChainHead | None  # None until a pack was accepted
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceLimits:
+    """What a device's HELLO said it can take (SPEC §5.2)."""
+
+    capabilities: int
+    max_frame: int
+    max_message: int
+    host_kid: bytes  # the knowledge key it trusts; empty: none
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,15 +363,21 @@ class Store:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """BEGIN IMMEDIATE … COMMIT under the lock; ROLLBACK on any exception."""
+        """BEGIN IMMEDIATE … COMMIT under the lock; ROLLBACK on any exception.
+
+        A COMMIT that fails (SQLITE_FULL on a full disk) may leave the transaction
+        open: it is rolled back too, so the next write starts clean once space is back.
+        """
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
+                self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:
+                    with suppress(sqlite3.Error):
+                        self._db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
 
     # ---- registry ------------------------------------------------------------------------
 
@@ -359,8 +448,16 @@ class Store:
             for d in self.devices()
         }
 
-    def seen(self, device_id: bytes, board: str, firmware: str, boot: int) -> None:
-        """A HELLO from a registered device (unknown devices are not added by a HELLO)."""
+    def seen(
+        self,
+        device_id: bytes,
+        board: str,
+        firmware: str,
+        boot: int,
+        limits: DeviceLimits | None = None,
+    ) -> None:
+        """A HELLO from a registered device (unknown devices are not added by a HELLO),
+        with what it said it can take."""
         t = now_ms()
         with self._transaction() as db:
             db.execute(
@@ -368,6 +465,25 @@ class Store:
                 "first_seen = coalesce(first_seen, ?) WHERE device_id = ?",
                 (board, firmware, boot, t, t, device_id),
             )
+            if limits is not None:
+                db.execute(
+                    "UPDATE devices SET capabilities = ?, max_frame = ?, max_message = ?, "
+                    "host_kid = ? WHERE device_id = ?",
+                    (limits.capabilities, limits.max_frame, limits.max_message,
+                     limits.host_kid, device_id),
+                )  # fmt: skip
+
+    def device_limits(self, device_id: bytes) -> DeviceLimits | None:
+        """What the device's last HELLO said it can take; None before its first HELLO."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT capabilities, max_frame, max_message, host_kid FROM devices "
+                "WHERE device_id = ?",
+                (device_id,),
+            ).fetchone()
+        if row is None or row[0] is None:
+            return None
+        return DeviceLimits(int(row[0]), int(row[1]), int(row[2]), bytes(row[3]))
 
     def chain_head(self, device_id: bytes) -> ChainHead | None:
         device = self.device(device_id)
@@ -393,9 +509,9 @@ class Store:
                     return self._refuse(
                         db, line_device, data, digest, Reason.WRONG_SIGNER,
                         f"pack {row[0].hex()} belongs to device {row[2].hex()}",
-                        row[0], row[1],
+                        row[0], u64_out(row[1]),
                     )  # fmt: skip
-                return Intake("duplicate", Reason.NONE, row[0], row[1], "already stored")
+                return Intake("duplicate", Reason.NONE, row[0], u64_out(row[1]), "already stored")
             device = db.execute(
                 "SELECT * FROM devices WHERE device_id = ?", (line_device,)
             ).fetchone()
@@ -429,14 +545,15 @@ class Store:
         db.execute(
             "INSERT INTO packs (pack_id, device_id, seq, hash, prev, created, received, "
             "nrecords, raw) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (pack.pack_id, pack.signer, pack.seq, pack.hash, pack.prev, pack.created, t,
-             len(pack.items), pack.encoded),
+            (pack.pack_id, pack.signer, u64_in(pack.seq), pack.hash, pack.prev,
+             u64_in(pack.created), t, len(pack.items), pack.encoded),
         )  # fmt: skip
         rows = []
         for idx, rec in enumerate(pack.items):
             assert isinstance(rec, Record)
             rows.append(
-                (rec.id, pack.signer, pack.pack_id, idx, rec.payload, rec.source, rec.timestamp,
+                (rec.id, pack.signer, pack.pack_id, idx, rec.payload, rec.source,
+                 u64_in(rec.timestamp),
                  rec.context, rec.flags, rec.h, rec.i, rec.r, rec.f, rec.c, rec.rn,
                  rec.confidence, rec.provenance, rec.priority, rec.w, rec.state, rec.layer,
                  rec.hash, rec.prev_hash)
@@ -462,7 +579,7 @@ class Store:
                 )
         db.execute(
             "UPDATE devices SET head_seq = ?, head_hash = ? WHERE device_id = ?",
-            (pack.seq, pack.hash, pack.signer),
+            (u64_in(pack.seq), pack.hash, pack.signer),
         )
         return stored
 
@@ -479,15 +596,41 @@ class Store:
     ) -> Intake:
         t = now_ms()
         known_id = pack_id if pack_id != ZERO_PACK_ID else None
+        detail = detail[:REFUSAL_DETAIL]
         db.execute(
             "INSERT INTO refusals (sha256, device_id, reason, detail, pack_id, seq, size, "
             "first_at, last_at, offers, raw) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?) "
             "ON CONFLICT (sha256) DO UPDATE SET offers = offers + 1, last_at = excluded.last_at, "
             "reason = excluded.reason, detail = excluded.detail",
-            (digest, line_device, int(reason), detail, known_id, seq if known_id else None,
+            (digest, line_device, int(reason), detail, known_id,
+             u64_in(seq) if known_id else None,
              len(data), t, t, data[:REFUSAL_KEEP]),
         )  # fmt: skip
+        self._rotate_refusals(db, line_device)
         return Intake("refused", reason, pack_id, seq, detail)
+
+    def _rotate_refusals(self, db: sqlite3.Connection, device_id: bytes) -> None:
+        """Drop the oldest digests over the device's quota and over the total, counted."""
+        over = [
+            (
+                "SELECT rowid, device_id, offers FROM refusals WHERE device_id = ? "
+                "ORDER BY last_at DESC, rowid DESC LIMIT -1 OFFSET ?",
+                (device_id, REFUSALS_PER_DEVICE),
+            ),
+            (
+                "SELECT rowid, device_id, offers FROM refusals "
+                "ORDER BY last_at DESC, rowid DESC LIMIT -1 OFFSET ?",
+                (REFUSALS_TOTAL,),
+            ),
+        ]
+        for sql, args in over:
+            for rowid, dev, offers in db.execute(sql, args).fetchall():
+                db.execute("DELETE FROM refusals WHERE rowid = ?", (rowid,))
+                db.execute(
+                    "INSERT INTO refusals_rotated VALUES (?, 1, ?) ON CONFLICT (device_id) "
+                    "DO UPDATE SET digests = digests + 1, offers = offers + excluded.offers",
+                    (dev, offers),
+                )
 
     # ---- reading -----------------------------------------------------------------------
 
@@ -499,7 +642,10 @@ class Store:
             args = (device_id,)
         with self._lock:
             rows = self._db.execute(sql + " ORDER BY device_id, seq", args).fetchall()
-        return [StoredPack(*r) for r in rows]
+        return [
+            StoredPack(r[0], r[1], u64_out(r[2]), r[3], r[4], u64_out(r[5]), r[6], r[7])
+            for r in rows
+        ]
 
     def packs_since(self, after: int = 0, limit: int = 100) -> list[tuple[int, Pack]]:
         """Accepted packs in arrival order, (cursor, pack) with cursor > ``after``.
@@ -534,7 +680,12 @@ class Store:
                 "FROM records WHERE rowid > ? ORDER BY rowid LIMIT ?",
                 (after, limit),
             ).fetchall()
-        return [(r[0], Record(*r[1:21]), r[21]) for r in rows]
+        out = []
+        for r in rows:
+            fields = list(r[1:21])
+            fields[3] = u64_out(fields[3])  # timestamp
+            out.append((int(r[0]), Record(*fields), bytes(r[21])))
+        return out
 
     def iter_records(self, batch: int = 1000) -> Iterator[tuple[Record, bytes]]:
         """Every stored record in arrival order, with its pack id, read in batches."""
@@ -576,7 +727,17 @@ class Store:
             args = (device_id,)
         with self._lock:
             rows = self._db.execute(sql + " ORDER BY first_at, sha256", args).fetchall()
-        return [Refusal(r[0], r[1], Reason(r[2]), *r[3:]) for r in rows]
+        return [
+            Refusal(r[0], r[1], Reason(r[2]), r[3], r[4], None if r[5] is None else u64_out(r[5]),
+                    *r[6:])
+            for r in rows
+        ]  # fmt: skip
+
+    def refusals_rotated(self) -> dict[bytes, tuple[int, int]]:
+        """Per line device: (digests, offers) rotated out of the refusals table."""
+        with self._lock:
+            rows = self._db.execute("SELECT device_id, digests, offers FROM refusals_rotated")
+            return {bytes(d): (int(n), int(o)) for d, n, o in rows.fetchall()}
 
     # ---- knowledge ---------------------------------------------------------------------
 
@@ -585,15 +746,17 @@ class Store:
         if pack.kind != PackKind.KNOWLEDGE:
             raise StoreError("only knowledge packs are kept as knowledge versions")
         with self._transaction() as db:
-            latest = db.execute("SELECT max(seq) FROM knowledge").fetchone()[0]
+            top = db.execute("SELECT max(seq) FROM knowledge").fetchone()[0]
+            latest = None if top is None else u64_out(top)
             if latest is not None and pack.seq <= latest:
                 raise StoreError(
                     f"knowledge seq {pack.seq} is not above the latest version {latest}"
                 )
             db.execute(
                 "INSERT INTO knowledge VALUES (?, ?, ?, ?, ?, ?)",
-                (pack.seq, pack.pack_id, pack.hash, pack.created, len(pack.items), pack.encoded),
-            )
+                (u64_in(pack.seq), pack.pack_id, pack.hash, u64_in(pack.created),
+                 len(pack.items), pack.encoded),
+            )  # fmt: skip
 
     def knowledge(self, seq: int | None = None) -> KnowledgeRow | None:
         """A knowledge version, or the latest one."""
@@ -603,8 +766,12 @@ class Store:
                     "SELECT * FROM knowledge ORDER BY seq DESC LIMIT 1"
                 ).fetchone()
             else:
-                row = self._db.execute("SELECT * FROM knowledge WHERE seq = ?", (seq,)).fetchone()
-        return None if row is None else KnowledgeRow(*row)
+                row = self._db.execute(
+                    "SELECT * FROM knowledge WHERE seq = ?", (u64_in(seq),)
+                ).fetchone()
+        if row is None:
+            return None
+        return KnowledgeRow(u64_out(row[0]), row[1], row[2], u64_out(row[3]), row[4], row[5])
 
     def knowledge_head(self) -> ChainHead | None:
         latest = self.knowledge()
@@ -620,7 +787,7 @@ class Store:
                 "ON CONFLICT (device_id, seq) DO UPDATE SET status = excluded.status, "
                 "reason = excluded.reason, held_seq = excluded.held_seq, "
                 "updated = excluded.updated",
-                (device_id, seq, status, reason, held_seq, now_ms()),
+                (device_id, u64_in(seq), status, reason, u64_in(held_seq), now_ms()),
             )
 
     def device_knowledge(self, device_id: bytes) -> list[tuple[int, str, int, int]]:
@@ -631,16 +798,25 @@ class Store:
                 "WHERE device_id = ? ORDER BY seq",
                 (device_id,),
             ).fetchall()
-        return [(int(a), str(b), int(c), int(d)) for a, b, c, d in rows]
+        return [(u64_out(a), str(b), int(c), u64_out(d)) for a, b, c, d in rows]
 
     # ---- counters and sessions (written by the daemon, read by `hirmem status`) ----------
 
-    def save_counters(self, device_id: bytes, counters: Mapping[str, int]) -> None:
+    def save_counters(
+        self, device_id: bytes, counters: Mapping[str, int], *, seen_at: int | None = None
+    ) -> None:
+        """Save a device's counters; ``seen_at`` (ms) also moves its last_seen there."""
         with self._transaction() as db:
+            if seen_at is not None:
+                db.execute(
+                    "UPDATE devices SET last_seen = max(coalesce(last_seen, 0), ?) "
+                    "WHERE device_id = ?",
+                    (seen_at, device_id),
+                )
             db.executemany(
                 "INSERT INTO device_counters VALUES (?, ?, ?) ON CONFLICT (device_id, name) "
                 "DO UPDATE SET value = excluded.value",
-                [(device_id, name, int(value)) for name, value in counters.items()],
+                [(device_id, name, u64_in(int(value))) for name, value in counters.items()],
             )
 
     def counters(self, device_id: bytes) -> dict[str, int]:
@@ -649,16 +825,23 @@ class Store:
                 "SELECT name, value FROM device_counters WHERE device_id = ? ORDER BY name",
                 (device_id,),
             ).fetchall()
-        return {str(n): int(v) for n, v in rows}
+        return {str(n): u64_out(v) for n, v in rows}
 
-    def set_session(self, device_id: bytes, url: str, state: str) -> None:
+    def set_session(self, device_id: bytes, url: str, state: str, name: str = "") -> None:
         with self._transaction() as db:
             db.execute(
-                "INSERT INTO device_sessions VALUES (?, ?, ?, ?) ON CONFLICT (device_id) "
+                "INSERT INTO device_sessions (device_id, url, state, since, name) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (device_id) "
                 "DO UPDATE SET url = excluded.url, state = excluded.state, "
-                "since = excluded.since",
-                (device_id, url, state, now_ms()),
+                "since = excluded.since, name = excluded.name",
+                (device_id, url, state, now_ms(), name),
             )
+
+    def session_names(self) -> dict[bytes, str]:
+        """The configured name of each device's line ("" when it has none)."""
+        with self._lock:
+            rows = self._db.execute("SELECT device_id, name FROM device_sessions").fetchall()
+        return {bytes(d): str(n) for d, n in rows}
 
     def sessions(self) -> dict[bytes, tuple[str, str, int]]:
         with self._lock:
@@ -676,6 +859,13 @@ class Store:
         the packs; with ``signatures``, every pack verifies again with the device key.
         """
         problems: list[str] = []
+        try:
+            self._check_all(problems, signatures)
+        except sqlite3.DatabaseError as exc:  # a damaged file: say so, do not crash
+            problems.append(f"sqlite: the store cannot be read to the end: {exc}")
+        return problems
+
+    def _check_all(self, problems: list[str], signatures: bool) -> None:
         with self._lock:
             result = [r[0] for r in self._db.execute("PRAGMA integrity_check").fetchall()]
             if result != ["ok"]:
@@ -687,21 +877,21 @@ class Store:
             ).fetchone()[0]
             if orphans:
                 problems.append(f"{orphans} records belong to no stored pack")
-        return problems
 
     def _check_device(self, device: DeviceRow, signatures: bool) -> list[str]:
         name = device.device_id.hex()
         problems: list[str] = []
-        rows = self._db.execute(
+        rows = self._db.execute(  # a cursor: one pack in memory at a time
             "SELECT pack_id, seq, hash, prev, raw, nrecords FROM packs WHERE device_id = ? "
             "ORDER BY seq",
             (device.device_id,),
-        ).fetchall()
+        )
         keys = {device.kid: TrustedKey(PublicKey(device.public_key), device.device_id,
                                        PackKind.MEMORY)}  # fmt: skip
         link: bytes | None = None
         last: ChainHead | None = None
-        for pack_id, seq, digest, prev, raw, nrecords in rows:
+        for pack_id, stored_seq, digest, prev, raw, nrecords in rows:
+            seq = u64_out(stored_seq)
             where = f"device {name} pack seq {seq}"
             if hashlib.sha256(raw).digest() != digest:
                 problems.append(f"{where}: stored bytes do not hash to the recorded hash")
@@ -714,11 +904,7 @@ class Store:
                 except PackError as exc:
                     problems.append(f"{where}: does not verify again: {exc}")
             last = ChainHead(seq, digest)
-            stored = self._db.execute(
-                "SELECT (SELECT count(*) FROM records WHERE pack_id = ?) + "
-                "(SELECT count(*) FROM record_conflicts WHERE pack_id = ?)",
-                (pack_id, pack_id),
-            ).fetchone()[0]
+            stored = self._db.execute(PACK_RECORDS_SQL, (pack_id, pack_id)).fetchone()[0]
             if stored > nrecords:
                 problems.append(f"{where}: {stored} records stored, the pack has {nrecords}")
         if last is None:
@@ -737,7 +923,7 @@ def _device_row(row: Sequence[object]) -> DeviceRow:
 
     head = None
     if row[9] is not None:
-        head = ChainHead(int(row[9]), bytes(row[10]))  # type: ignore[call-overload]
+        head = ChainHead(u64_out(row[9]), bytes(row[10]))  # type: ignore[call-overload]
     return DeviceRow(
         device_id=bytes(row[0]),  # type: ignore[call-overload]
         public_key=bytes(row[1]),  # type: ignore[call-overload]

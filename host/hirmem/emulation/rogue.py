@@ -44,7 +44,8 @@ class RogueDevice:
     board: str = "scripted"
     sock: socket.socket = field(init=False)
     conn: socket.socket | None = None
-    decoder: FrameDecoder = field(default_factory=lambda: FrameDecoder(MAX_FRAME))
+    max_frame: int = MAX_FRAME  # offered in HELLO; a pack must fit one frame
+    decoder: FrameDecoder = field(init=False)
     next_seq: int = 2
     expected: int = 1  # next host seq
     acked: int = 0  # highest of our seqs the host acknowledged
@@ -52,6 +53,7 @@ class RogueDevice:
     results: list[PackResult] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self.decoder = FrameDecoder(self.max_frame)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
@@ -69,7 +71,7 @@ class RogueDevice:
     def _send(self, message: Message, seq: int) -> None:
         assert self.conn is not None
         body = encode_message(message, seq, self.expected - 1)
-        self.conn.sendall(encode_frame(body, MAX_FRAME))
+        self.conn.sendall(encode_frame(body, self.max_frame))
 
     def _pump(self, timeout: float) -> None:
         assert self.conn is not None
@@ -104,8 +106,8 @@ class RogueDevice:
         """Wait for the host to connect, then handshake."""
         self.sock.settimeout(timeout)
         self.conn, _ = self.sock.accept()
-        hello = Hello(self.device_id, self.board, "0.1.0", self.boot, 0x1F, MAX_FRAME, 4096, 1,
-                      self.key.kid, b"")  # fmt: skip
+        hello = Hello(self.device_id, self.board, "0.1.0", self.boot, 0x1F, self.max_frame,
+                      4096, 1, self.key.kid, b"")  # fmt: skip
         deadline = time.monotonic() + timeout
         while self.hello_ack is None:
             if time.monotonic() > deadline:

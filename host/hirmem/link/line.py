@@ -6,7 +6,13 @@ millisecond clock, poll the timers, write the output, hand the events on. Run it
 its own thread (``threading.Thread(target=link.run)``) and end it with
 :meth:`Link.stop`; requests from other threads go through :meth:`Link.call`, which
 holds the same lock as the loop, so the session is only ever touched by one thread
-at a time and its bytes leave in order.
+at a time, or :meth:`Link.post`, which never waits: the loop runs the action on its
+next turn (within ``max_wait_s``).
+
+Bytes leave in order and never under the session lock: output taken from the session
+is appended to one queue, and whoever holds the write lock drains it. A line whose
+peer stops reading therefore blocks only its own writer (until the transport's write
+deadline), never a thread that merely posts a request.
 """
 
 from __future__ import annotations
@@ -47,8 +53,12 @@ class Link:
         self.events: deque[Event] = deque()  # when no on_event callback is given
         self._clock_ms = clock_ms
         self._max_wait_s = max_wait_s
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the session
+        self._write_lock = threading.Lock()  # the transport's write side
+        self._unsent = bytearray()  # output taken from the session, not yet written
+        self._posted: deque[Callable[[Session], object]] = deque()
         self._stop = threading.Event()
+        self._paused_until = 0.0  # time.monotonic(): do not read before this
 
     def now_ms(self) -> int:
         return self._clock_ms()
@@ -56,6 +66,12 @@ class Link:
     def stop(self) -> None:
         """Ask :meth:`run` to return (within ``max_wait_s``); safe from any thread."""
         self._stop.set()
+
+    def pause_reading(self, seconds: float) -> None:
+        """Read nothing from the line for ``seconds`` (timers and writes go on); safe from
+        any thread. What the peer sends meanwhile waits in the kernel's buffers, and a
+        peer that keeps sending is held back by them."""
+        self._paused_until = max(self._paused_until, time.monotonic() + seconds)
 
     @property
     def stopping(self) -> bool:
@@ -66,8 +82,17 @@ class Link:
         with self._lock:
             result = action(self.session)
             events = self._flush(self.now_ms())
+        self._send()
         self._dispatch(events)  # e.g. the SessionLost of a drop()
         return result
+
+    def post(self, action: Callable[[Session], object]) -> None:
+        """Have the loop run ``action(session)`` on its thread; returns at once.
+
+        Its result is dropped: an action that needs one keeps it itself. An exception
+        from it is raised in the loop (as one from :meth:`step`).
+        """
+        self._posted.append(action)
 
     def open(self) -> None:
         """Open the transport (if needed) and tell the session the line is new."""
@@ -84,13 +109,21 @@ class Link:
         wait = self._max_wait_s
         if deadline is not None:
             wait = min(wait, max(0.0, (deadline - now) / 1000))
-        data = self.transport.read(wait)
+        pause = self._paused_until - time.monotonic()
+        if pause > 0:
+            self._stop.wait(min(wait, pause))
+            data = b""
+        else:
+            data = self.transport.read(wait)
         with self._lock:
             now = self.now_ms()
             if data:
                 self.session.feed(data, now)
+            while self._posted:
+                self._posted.popleft()(self.session)
             self.session.poll(now)
             events = self._flush(now)
+        self._send()
         self._dispatch(events)
 
     def run(self) -> None:
@@ -106,6 +139,7 @@ class Link:
                 self.step()
         except TransportClosed as exc:
             with self._lock:
+                self._unsent.clear()  # for a line that is gone
                 self.session.drop(f"line closed: {exc}")
                 events = self.session.take_events()
             self._dispatch(events)
@@ -114,11 +148,21 @@ class Link:
             self.transport.close()
 
     def _flush(self, now: int) -> list[Event]:
+        """Under the session lock: queue the session's output, take its events."""
         del now
-        out = self.session.take_output()
-        if out:
-            self.transport.write(out)
+        self._unsent += self.session.take_output()
         return self.session.take_events()
+
+    def _send(self) -> None:
+        """Write the queued output in order, outside the session lock."""
+        with self._write_lock:
+            while True:
+                with self._lock:
+                    out = bytes(self._unsent)
+                    self._unsent.clear()
+                if not out:
+                    return
+                self.transport.write(out)
 
     def _dispatch(self, events: list[Event]) -> None:
         for event in events:

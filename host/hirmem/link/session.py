@@ -83,6 +83,10 @@ RTO_MAX_MS = 4000
 MAX_TIMEOUTS = 8
 ACK_DELAY_MAX_MS = 20
 DEFER_MS = 4000  # a deferred knowledge push is offered again no sooner than this
+# A knowledge version the device deferred this many times in a row is one it cannot
+# hold (a board answers *deferred* for more facts than it has room for): the push ends
+# with that answer instead of blocking the versions after it.
+KNOWLEDGE_DEFERRALS = 3
 MAX_WINDOW = 8
 PRE_SESSION_TEXT = 100  # ERROR detail bytes before the handshake completes (§6.5)
 MAX_TEXT = 240
@@ -481,6 +485,7 @@ class _Request:
     seq: int = 0
     kid: bytes = b""
     retry_at: int | None = None
+    deferrals: int = 0
 
 
 @dataclass(eq=False)
@@ -495,6 +500,40 @@ class _Out:
     @property
     def started(self) -> bool:
         return self.fragments is not None and self.sent > 0
+
+
+def request_problem(
+    device: DeviceInfo, kind: str, kid: bytes | None, inner_size: int, max_frame: int
+) -> str:
+    """Why ``device`` (as its HELLO describes it) cannot take a request of ``kind`` whose
+    message is ``inner_size`` bytes, over frames of ``max_frame``; "" when it can.
+
+    ``kid``: the key a knowledge pack is signed with (the device takes only its host's).
+    The session fails such a request at once; ``hirmem push`` asks the same question of
+    every device whose HELLO the store remembers.
+    """
+    need = {
+        "capture": Capability.CAPTURE,
+        "status": Capability.STATUS,
+        "knowledge": Capability.KNOWLEDGE,
+    }[kind]
+    if not device.can(need):
+        return f"the device did not announce {need.name} (capabilities 0x{device.capabilities:x})"
+    if kid is not None and device.host_kid != kid:
+        trusted = device.host_kid.hex() or "none"
+        return (
+            f"the device trusts host key {trusted}, the pack is signed by "
+            f"{kid.hex()}: it would refuse it (unknown-key)"
+        )
+    too_big = inner_size + CRC_SIZE > max_frame
+    if too_big and inner_size > device.max_message:
+        return (
+            f"the message is {inner_size} bytes, the device reassembles at most "
+            f"{device.max_message}"
+        )
+    if too_big and not device.can(Capability.FRAGMENTS):
+        return "the message needs fragments and the device did not announce FRAGMENTS"
+    return ""
 
 
 def _cut(text: str, limit: int) -> str:
@@ -675,6 +714,12 @@ class Session:
         pack_id, seq, kid = known.pack_id, known.seq, known.kid
         message = KnowledgePush(pack)
         self._check_encodable(message)
+        for older in [j for j in self._knowledge if j.seq < seq and j.retry_at is not None]:
+            # waiting to be offered again after a deferral: the newer version replaces it
+            self._queue = deque(item for item in self._queue if item.request is not older)
+            self._finish_knowledge(
+                older, None, Reason.NONE, None, f"superseded by knowledge pack seq {seq}"
+            )
         job = _Request(self._token(), "knowledge", message, pack_id=pack_id, seq=seq, kid=kid)
         self._knowledge.append(job)
         if self.is_open:
@@ -850,8 +895,16 @@ class Session:
         self._sent.pop(job.ref, None)
         status = PackStatus(result.status)
         if status == PackStatus.DEFERRED:
-            job.ref = 0
-            job.retry_at = self._now + DEFER_MS
+            job.deferrals += 1
+            if job.deferrals < KNOWLEDGE_DEFERRALS:
+                job.ref = 0
+                job.retry_at = self._now + DEFER_MS
+                return
+            _bump(self.counters.knowledge_refused, Reason(result.reason).name.lower())
+            self._finish_knowledge(
+                job, status, Reason(result.reason), result.held_seq,
+                f"deferred {job.deferrals} times: the device cannot hold it",
+            )  # fmt: skip
             return
         if status == PackStatus.REFUSED:
             _bump(self.counters.knowledge_refused, Reason(result.reason).name.lower())
@@ -1034,32 +1087,11 @@ class Session:
         if request is None:
             self._queue.append(item)
             return
-        device = self.device
-        need = {
-            "capture": Capability.CAPTURE,
-            "status": Capability.STATUS,
-            "knowledge": Capability.KNOWLEDGE,
-        }[request.kind]
-        problem = ""
-        if not device.can(need):
-            caps = device.capabilities
-            problem = f"the device did not announce {need.name} (capabilities 0x{caps:x})"
-        elif request.kind == "knowledge" and device.host_kid != request.kid:
-            trusted = device.host_kid.hex() or "none"
-            problem = (
-                f"the device trusts host key {trusted}, the pack is signed by "
-                f"{request.kid.hex()}: it would refuse it (unknown-key)"
-            )
-        if not problem:
-            inner = encode_message(item.message, inner=True)
-            too_big = len(inner) + CRC_SIZE > self._max_frame
-            if too_big and len(inner) > device.max_message:
-                problem = (
-                    f"the message is {len(inner)} bytes, the device reassembles at most "
-                    f"{device.max_message}"
-                )
-            elif too_big and not device.can(Capability.FRAGMENTS):
-                problem = "the message needs fragments and the device did not announce FRAGMENTS"
+        kid = request.kid if request.kind == "knowledge" else None
+        problem = request_problem(
+            self.device, request.kind, kid, len(encode_message(item.message, inner=True)),
+            self._max_frame,
+        )  # fmt: skip
         if problem:
             self._fail(request, problem)
             return

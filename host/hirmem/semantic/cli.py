@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,7 +52,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     dev = sub.add_parser("devices", help="feed device records from the host store")
     dev.add_argument("--store", required=True, type=Path, help="the host daemon's database")
     dev.add_argument("--db", default=DEFAULT_DB)
-    dev.add_argument("--after", type=int, default=0, help="record cursor to start after")
+    dev.add_argument(
+        "--after",
+        type=int,
+        default=None,
+        help="record cursor to start after (default: where the last run on this store ended)",
+    )
     dev.add_argument("--memory", type=Path,
                      help="the memory engine's store: what it quarantined stays out")  # fmt: skip
     return p
@@ -105,15 +111,61 @@ def _run(args: argparse.Namespace, verdict: Verdict | None) -> int:
             from hirmem.daemon.reader import open_intake
             from hirmem.semantic.devices import DeviceFeed
 
+            key = str(args.store.resolve())
+            cursor = args.after if args.after is not None else _kept_cursor(args.db, key)
+            docs = triples = 0
             with open_intake(args.store) as store:
                 feed = DeviceFeed(store, sub, verdict=verdict)
-                cursor, result = feed.pull(args.after)
-            print(f"fed {len(result.docs)} records, {len(result.triples)} assertions; "
-                  f"cursor {cursor}; withheld {sum(feed.withheld.values())}")  # fmt: skip
+                while True:  # every record after the cursor, a batch at a time
+                    after = cursor
+                    cursor, result = feed.pull(after, FEED_BATCH)
+                    docs, triples = docs + len(result.docs), triples + len(result.triples)
+                    sub.save()
+                    _keep_cursor(args.db, key, cursor)
+                    if cursor == after:
+                        break
+            print(f"fed {docs} records, {triples} assertions; cursor {cursor}; "
+                  f"withheld {sum(feed.withheld.values())}")  # fmt: skip
             return 0
     finally:
         sub.close()
     return 2
+
+
+FEED_BATCH = 1000  # records per pull of `semantic devices`
+
+
+def _cursor_db(db: str) -> sqlite3.Connection:
+    con = sqlite3.connect(db, isolation_level=None, timeout=30)
+    con.execute(
+        "CREATE TABLE IF NOT EXISTS device_feed_cursors "
+        "(store TEXT PRIMARY KEY, cursor INTEGER NOT NULL)"
+    )
+    return con
+
+
+def _kept_cursor(db: str, store: str) -> int:
+    """Where the last `semantic devices` run on ``store`` ended (0: never fed)."""
+    con = _cursor_db(db)
+    try:
+        row = con.execute(
+            "SELECT cursor FROM device_feed_cursors WHERE store = ?", (store,)
+        ).fetchone()
+    finally:
+        con.close()
+    return 0 if row is None else int(row[0])
+
+
+def _keep_cursor(db: str, store: str, cursor: int) -> None:
+    con = _cursor_db(db)
+    try:
+        con.execute(
+            "INSERT INTO device_feed_cursors VALUES (?, ?) "
+            "ON CONFLICT (store) DO UPDATE SET cursor = excluded.cursor",
+            (store, cursor),
+        )
+    finally:
+        con.close()
 
 
 def _print_trace(sub: Substrate, id: str, fmt: str) -> None:
