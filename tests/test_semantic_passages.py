@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import itertools
 import random
+from pathlib import Path
 
 import pytest
 
+from hirmem.semantic.extract import RuleExtractor
 from hirmem.semantic.ingest import MemoryIngester
 from hirmem.semantic.passages import (
     OVERLAP,
@@ -22,8 +24,9 @@ from hirmem.semantic.passages import (
 )
 from hirmem.semantic.retrieve import Embedder
 from hirmem.semantic.split import SentenceSplitter
-from hirmem.semantic.stages import Pipeline
+from hirmem.semantic.stages import Pipeline, Result, StageRun
 from hirmem.semantic.substrate import Substrate
+from hirmem.semantic.values import Doc, Origin, doc_id, with_origin
 
 WORDS = ["pump", "valve", "sensor", "river", "bridge", "coffee", "orbit", "lantern", "maple",
          "violet", "harbor", "canyon", "ledger", "quartz", "meadow", "signal"]  # fmt: skip
@@ -160,3 +163,41 @@ def test_the_substrate_keeps_every_text_and_drops_superseded_passages() -> None:
     doc = sub.recall("lantern", {"default"}, 1)[1][0].doc
     sub.erase_source(doc, "revoked")
     assert all("lantern" not in h.text for h in sub.recall("lantern", {"default"}, 5)[1])
+
+
+def _team_substrate(path: str | None, rows: list[tuple[str, str, str]]) -> Substrate:
+    sub = Substrate.in_memory() if path is None else Substrate.open(path)
+    for ref, container, text in rows:
+        data = text.encode()
+        org = Origin.of_bytes(ref, data, "text/plain", 0)
+        doc = Doc(doc_id(ref, 0, org.sha256), ref, text,
+                  with_origin({"container": container}, org))  # fmt: skip
+        pipeline = Pipeline(None, splitter=SentenceSplitter(512), extractor=RuleExtractor())
+        result = Result(runs=[StageRun("ingest", "test", 0, 0, (ref,), (doc.id,))])
+        sub.absorb(pipeline.process([doc], result))
+    return sub
+
+
+TEAM_A = [("mem://a1", "a", "Bob lives in Oslo. Alice works at Acme Corp."),
+          ("mem://a2", "a", "Carol likes sailing. Bob works at Globex.")]  # fmt: skip
+TEAM_B = [("mem://b1", "b", "Bob lives in Paris. Bob works at Initech. Bob likes chess."),
+          ("mem://b2", "b", "Alice lives in Lyon. Alice works at Hooli.")]  # fmt: skip
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+@pytest.mark.parametrize("question", ["Where does Bob live?", "Where does Alice work?",
+                                      "What does Carol like?", "chess"])  # fmt: skip
+def test_the_assertion_tier_is_fenced_too(tmp_path: Path, store: str, question: str) -> None:
+    def run(rows: list[tuple[str, str, str]], name: str) -> list[tuple[str, float]]:
+        sub = _team_substrate(None if store == "memory" else str(tmp_path / name), rows)
+        try:
+            return [(h.triple, round(h.score, 6)) for h in
+                    sub.ask(question, 10, scoped=False, readable={"a"}).hits]  # fmt: skip
+        finally:
+            sub.close()
+
+    assert run(TEAM_A + TEAM_B, "shared.db") == run(TEAM_A, "alone.db")
+    sub = _team_substrate(None, TEAM_A + TEAM_B)
+    assert sub.ask(question, 10, readable=set()).hits == ()
+    assert all("Paris" not in h.evidence and "Initech" not in h.evidence
+               for h in sub.ask(question, 10, readable={"a"}).hits)  # fmt: skip

@@ -17,7 +17,7 @@ import math
 import re
 import zlib
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -105,11 +105,16 @@ class Retriever:
     def key(t: Triple) -> str:
         return f"{t.id}@{t.from_chunk.id}:{t.span.start}"
 
-    def index(self, triples: Iterable[Triple]) -> int:
+    def index(
+        self, triples: Iterable[Triple], container: Callable[[Triple], str] | None = None
+    ) -> int:
+        """Index each assertion by its evidence span, in the container ``container`` names
+        for it (the fence reads filter on it)."""
         items = [
             (self.key(t), self.embedder.embed(t.evidence),
              {"subject": fold(t.subject), "triple": t.id, "chunk": t.from_chunk.id,
-              "doc": t.from_chunk.doc_id, "evidence": t.evidence})
+              "doc": t.from_chunk.doc_id, "evidence": t.evidence,
+              **({"container": container(t)} if container is not None else {})})
             for t in triples
         ]  # fmt: skip
         put_many = getattr(self.vectors, "put_many", None)
@@ -129,13 +134,27 @@ class Retriever:
         return gone
 
     def ask(
-        self, question: str, subjects: Iterable[str], k: int = 5, scoped: bool = True
+        self,
+        question: str,
+        subjects: Iterable[str],
+        k: int = 5,
+        scoped: bool = True,
+        readable: Collection[str] | None = None,
     ) -> Answer:
+        """``readable``: the containers the reader may read, applied in the vector query's
+        filter (so before the top k is taken); none gives nothing. ``None`` is the local
+        operator reading the whole store."""
+        if readable is not None and not readable:
+            return Answer(question, None, ())
         subject = subject_named(question, subjects) if scoped else None
-        flt = {"subject": subject} if subject is not None else None
+        flt: dict[str, object] = {}
+        if subject is not None:
+            flt["subject"] = subject
+        if readable is not None:
+            flt["container"] = {"in": sorted(readable)}
         # the filter carries the subject; its name in the query would only match itself
         drop = frozenset(self.embedder.terms(subject)) if subject is not None else frozenset()
-        found = self.vectors.near(self.embedder.embed(question, drop), k, flt)
+        found = self.vectors.near(self.embedder.embed(question, drop), k, flt or None)
         hits = tuple(
             Hit(str(m.meta["triple"]), str(m.meta["chunk"]), str(m.meta["doc"]),
                 str(m.meta["subject"]), str(m.meta["evidence"]), m.score)

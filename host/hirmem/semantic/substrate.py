@@ -76,6 +76,13 @@ DEFAULT_CONTAINER = "default"  # the container of a document that names none
 SUPERSEDED = "superseded"  # the reason every supersession retraction starts with
 
 
+def container_of(doc: Doc | None) -> str:
+    """The container a document was said in (``meta["container"]``), ``default`` if none."""
+    if doc is None:
+        return DEFAULT_CONTAINER
+    return str(doc.meta.get("container") or DEFAULT_CONTAINER)
+
+
 class ForgedAssertion(SemanticError):
     """An assertion offered to :meth:`Substrate.absorb` that no extraction of a stored or
     offered chunk produced, or whose evidence is not the text at its span."""
@@ -238,8 +245,9 @@ class Substrate:
         for t in result.triples:
             self.ledger.add(t)
         self.triples.assert_many((t.subject, t.predicate, t.object) for t in result.triples)
-        self.retriever.index(result.triples)
         docs = {d.id: d for d in result.docs}
+        self.retriever.index(result.triples, lambda t: container_of(
+            docs.get(t.from_chunk.doc_id) or self.docs.get(t.from_chunk.doc_id)))
         for doc in result.docs:
             self._keep_passages(doc)
         for t in result.triples:
@@ -339,13 +347,13 @@ class Substrate:
             return
         raw = doc.meta.get("origin")
         said = origin(doc).mtime if isinstance(raw, Mapping) else 0
-        container = str(doc.meta.get("container") or DEFAULT_CONTAINER)
+        container = container_of(doc)
         self.claims.write(Statement(t.subject, predicate, t.object, t.evidence, doc.id,
                                     container, t.valid_from, t.valid_until, said))  # fmt: skip
 
     def _keep_passages(self, doc: Doc) -> None:
         """Tier 0: the document's text, verbatim, in its container."""
-        container = str(doc.meta.get("container") or DEFAULT_CONTAINER)
+        container = container_of(doc)
         subject = str(doc.meta.get("subject") or "")
         raw = doc.meta.get("origin")
         said = origin(doc).mtime if isinstance(raw, Mapping) else 0
@@ -641,16 +649,19 @@ class Substrate:
         *,
         at: int | None = None,
         as_of: int | None = None,
+        readable: Collection[str] | None = None,
     ) -> Answer:
         """The best evidence for ``question``: assertions believed at ``as_of`` (ledger
         time) and valid at ``at`` (world time); both default to now, so a span closed in
-        the past is history, not an answer."""
+        the past is history, not an answer. ``readable`` fences the read to those
+        containers (inside the vector query; none gives nothing); ``None`` reads the whole
+        store, as its local operator."""
         now = self.clock()
         at = now if at is None else at
         as_of = now if as_of is None else as_of
         want = k
         while True:
-            ans = self.retriever.ask(question, self.subjects(), want * 2, scoped)
+            ans = self.retriever.ask(question, self.subjects(), want * 2, scoped, readable)
             live = tuple(h for h in ans.hits if self._believed(h.triple, at, as_of))
             if len(live) >= k or len(ans.hits) < want * 2:
                 return Answer(ans.question, ans.subject, live[:k])
