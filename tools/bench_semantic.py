@@ -13,6 +13,10 @@ Prints:
   once with the in-memory stores and once with SQLite;
 * Match latency at 1,000,000 triples for each triple driver (memory, file, sqlite,
   oxigraph), per query shape (s??, ?po, sp?, ??o), median and p95 over many queries;
+* ask at 100,000 short documents (one generated line each, one container) in one SQLite
+  substrate: the store's size on disk against the text it holds, and the latency of
+  ``Substrate.ask`` (assertion tier), ``Substrate.recall`` (passages, fenced) and
+  ``Substrate.answer`` (planner first), median and p95 over 200 questions;
 * Near latency at 100,000 vectors for each vector driver (memory, file, sqlite, usearch),
   top-10, with no filter and with a metadata filter keeping 1% and 10% of the entries,
   against a bare numpy brute force (``E @ q`` + argpartition; the filtered baseline indexes
@@ -115,6 +119,71 @@ def bench_ingest(root: Path, sub: Substrate, label: str) -> None:
               f"{nt / secs:9.0f} triples/s  {mb / secs:6.2f} MB/s")  # fmt: skip
     print(f"  ({nd} documents, {mb:.1f} MB, {nc} chunks, {nt} assertions, "
           f"{len(sub.ledger)} distinct, {len(sub.prov.entities)} PROV entities)")  # fmt: skip
+
+
+def short_docs(n: int, seed: int = 526) -> list[str]:
+    """``n`` one-line documents about the generated people, places and employers."""
+    rng = random.Random(seed)
+    people = [f"{f} {ln}" for f in FIRST for ln in LAST]
+    out = []
+    for _ in range(n):
+        a, b = rng.sample(people, 2)
+        r = rng.random()
+        if r < 0.3:
+            out.append(f"{a} works at {rng.choice(ORG)}. {rng.choice(FILLER)}")
+        elif r < 0.6:
+            out.append(f"{a} lives in {rng.choice(CITY)}. {b} knows {a}.")
+        elif r < 0.8:
+            out.append(f"{a} likes {rng.choice(HOBBY)}.")
+        else:
+            out.append(f"{a.split()[0]}: I went to {rng.choice(CITY)} with {b}.")
+    return out
+
+
+def bench_ask(n: int, tmp: Path, queries: int = 200) -> None:
+    from hirmem.semantic.stages import Result, StageRun
+    from hirmem.semantic.values import Doc, Origin, doc_id, with_origin
+
+    path = tmp / "ask.db"
+    sub = Substrate.open(path)
+    texts = short_docs(n)
+    pipeline = Pipeline(None, extractor=RuleExtractor())
+    t0 = time.perf_counter()
+    for start in range(0, n, 1000):
+        docs = []
+        for i, text in enumerate(texts[start : start + 1000], start):
+            ref = f"bench://doc/{i}"
+            org = Origin.of_bytes(ref, text.encode(), "text/plain", 0)
+            docs.append(Doc(doc_id(ref, 0, org.sha256), ref, text,
+                            with_origin({"container": "bench"}, org)))  # fmt: skip
+        result = Result(runs=[StageRun("ingest", "bench", 0, 0, (d.source,), (d.id,))
+                              for d in docs])  # fmt: skip
+        sub.absorb(pipeline.process(docs, result))
+        sub.save()
+    built = time.perf_counter() - t0
+    text_bytes = sum(len(x.encode()) for x in texts)
+    disk = sum(f.stat().st_size for f in tmp.glob("ask.db*"))
+    print(f"  {n:,} documents, {text_bytes / 1e6:.2f} MB of text, absorbed in {built:.1f} s "
+          f"({n / built:.0f} docs/s)")  # fmt: skip
+    print(f"  store on disk {disk / 1e6:.1f} MB = {disk / text_bytes:.1f}x the text "
+          f"(goal < 10x)")  # fmt: skip
+    rng = random.Random(7)
+    people = [f"{f} {ln}" for f in FIRST for ln in LAST]
+    asks = [rng.choice([f"Where does {p} live?", f"Where does {p} work?", f"What does {p} like?"])
+            for p in rng.sample(people, min(queries, len(people)))]  # fmt: skip
+    for name, call in (
+        ("ask (assertions)", lambda q: sub.ask(q, 5)),
+        ("recall (passages)", lambda q: sub.recall(q, {"bench"}, 10)),
+        ("answer (planner first)", lambda q: sub.answer(q, {"bench"})),
+    ):
+        times = []
+        for q in asks:
+            s = time.perf_counter()
+            call(q)
+            times.append(time.perf_counter() - s)
+        print(f"  {name:<24} median {statistics.median(times) * 1e3:8.2f} ms   "
+              f"p95 {pct(times, 95) * 1e3:8.2f} ms")  # fmt: skip
+    sub.close()
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -267,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every size (default 1)")
     ap.add_argument("--dim", type=int, default=128, help="vector dimension (default 128)")
-    ap.add_argument("--skip", default="", help="comma list of ingest,match,near to skip")
+    ap.add_argument("--skip", default="", help="comma list of ingest,ask,match,near to skip")
     args = ap.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
     mb = max(0.05, 10.0 * args.scale)
@@ -286,6 +355,10 @@ def main(argv: list[str] | None = None) -> int:
             sq = Substrate.open(tmp / "ingest.db")
             bench_ingest(root, sq, "SQLite")
             sq.close()
+        if "ask" not in skip:
+            n_docs = max(1000, int(100_000 * args.scale))
+            print(f"\nask at {n_docs:,} short documents (SQLite substrate):")
+            bench_ask(n_docs, tmp)
         if "match" not in skip:
             print(f"\nMatch at {n_triples:,} triples (each driver, random bound terms):")
             bench_match(n_triples, tmp, 2000)
