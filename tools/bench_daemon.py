@@ -103,9 +103,7 @@ def run(workdir: Path, seconds: float, warmup: float, sensor_ms: int, faults: fl
     with ExitStack() as stack:
         urls = []
         for n, (board, image) in enumerate(images):
-            qb = stack.enter_context(
-                QemuBoard(board, image, timeout=seconds + warmup + 120).start()
-            )
+            qb = stack.enter_context(QemuBoard(board, image, timeout=seconds + warmup + 120))
             if faults:
                 px = stack.enter_context(
                     FaultProxy(

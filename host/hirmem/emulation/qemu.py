@@ -13,29 +13,43 @@ QEMU listens with ``-serial tcp:127.0.0.1:PORT,server=on,wait=on``: the guest do
 not start before the host connects, so no early byte is lost. The port comes from
 the kernel (bind to port 0, close, hand the number to QEMU); if another process
 takes it in between, QEMU fails to listen and the launcher tries again with a new
-port. The launcher only returns once QEMU reports that it is waiting for the
-connection. The process is killed when the context ends (normally or by an
-exception) and when ``timeout`` seconds have passed since the start, whatever the
-guest does; semihosting is on so the guest's exit code becomes QEMU's.
+port. A ``port`` given by the caller is used as it is (one attempt). The launcher
+only returns once QEMU reports that it is waiting for the connection. The process
+is killed when the context ends (normally or by an exception) and when ``timeout``
+seconds have passed since the start, whatever the guest does; semihosting is on so
+the guest's exit code becomes QEMU's.
 
 With ``qmp=True`` QEMU also serves QMP on a Unix socket in a private temporary
 directory; :meth:`QemuBoard.reset` sends ``system_reset`` through it (the CPU and the
 devices reset, the image's loadable segments are written again, the rest of RAM
 keeps its contents: a warm reset; the serial connection stays open). ``extra_args``
 go on QEMU's command line before ``-kernel`` (e.g. a TCG ``-plugin``).
+
+No QEMU outlives its launcher: ``start()`` launches once (``with board.start()`` and
+``stack.enter_context(board.start())`` enter the running board, they never launch a
+second QEMU), every live process is listed in ``live_processes()`` and killed at
+interpreter exit, and ``terminate_on_signals()`` turns SIGTERM and SIGHUP into
+``SystemExit`` so that the ``with`` blocks of a command line program close their boards
+(QEMU runs in its own session, so a signal to the launcher's group does not reach it).
+``die_with_parent=True`` has the kernel kill QEMU when the launching thread ends, even
+by SIGKILL (Linux).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import ctypes
 import json
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -102,6 +116,72 @@ def qemu_command(
     ]
 
 
+def _die_with_parent(parent: int) -> Callable[[], None]:
+    """A preexec_fn: the kernel kills the child when the thread that started it ends
+    (Linux PR_SET_PDEATHSIG), even by SIGKILL. Only for a program that starts its boards
+    from the main thread and keeps it (tools/qemu_launch.py)."""
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved before the fork
+
+    def arm() -> None:
+        if prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            os._exit(127)
+        if os.getppid() != parent:  # the parent died before the guard was armed
+            os._exit(127)
+
+    return arm
+
+
+_PR_SET_PDEATHSIG = 1
+_live: set[subprocess.Popen[bytes]] = set()
+_live_lock = threading.Lock()
+
+
+def live_processes() -> list[int]:
+    """The process ids of the QEMU processes this interpreter started and has not
+    yet seen end."""
+    with _live_lock:
+        return sorted(p.pid for p in _live if p.poll() is None)
+
+
+def _kill_process(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(5)
+    with _live_lock:
+        _live.discard(proc)
+
+
+@atexit.register
+def _kill_all() -> None:
+    """The last guard: a board left open when the interpreter exits is killed."""
+    with _live_lock:
+        procs = list(_live)
+    for proc in procs:
+        _kill_process(proc)
+
+
+@contextlib.contextmanager
+def terminate_on_signals() -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP raise SystemExit(128 + signal number) in
+    the main thread, so ``with`` blocks unwind and close their boards. Elsewhere than
+    in the main thread it does nothing (Python delivers signals to the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((HOST, 0))
@@ -121,8 +201,14 @@ class QemuBoard:
         start_timeout: float = 10.0,
         qmp: bool = False,
         extra_args: Sequence[str] = (),
+        port: int | None = None,
+        die_with_parent: bool = False,
     ) -> None:
+        if port is not None and not 0 < port < 65536:
+            raise QemuError(f"port {port} is not a TCP port (1..65535)")
         self.spec = board_spec(board)
+        self.fixed_port = port
+        self.die_with_parent = die_with_parent
         self.extra_args = tuple(extra_args)
         self._qmp_dir: tempfile.TemporaryDirectory[str] | None = (
             tempfile.TemporaryDirectory(prefix="hirmem-qmp-") if qmp else None
@@ -157,13 +243,16 @@ class QemuBoard:
         return self._stderr.decode(errors="replace")
 
     def start(self) -> QemuBoard:
+        """Launch QEMU; once only (a second call raises QemuError)."""
+        if self.proc is not None:
+            raise QemuError(f"{self.spec.name} is already started (port {self.port})")
         if not self.image.is_file():
             raise QemuError(f"{self.image}: no such image (run make -C firmware boards)")
         if shutil.which(self.spec.qemu) is None:
             raise QemuError(f"{self.spec.qemu} is not installed (Debian: qemu-system-arm/-misc)")
         last = ""
-        for _attempt in range(5):
-            self.port = _free_port()
+        for _attempt in range(5 if self.fixed_port is None else 1):
+            self.port = _free_port() if self.fixed_port is None else self.fixed_port
             if self._launch():
                 self._deadline = time.monotonic() + self.timeout
                 self._killer = threading.Timer(self.timeout, self._expire)
@@ -179,7 +268,9 @@ class QemuBoard:
     def _launch(self) -> bool:
         self._stderr.clear()
         self._ready.clear()
-        self.proc = subprocess.Popen(
+        if self.proc is not None:  # an earlier attempt that could not listen
+            _kill_process(self.proc)
+        self.proc = proc = subprocess.Popen(
             qemu_command(
                 self.spec,
                 self.image,
@@ -191,8 +282,11 @@ class QemuBoard:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             start_new_session=True,
+            preexec_fn=_die_with_parent(os.getpid()) if self.die_with_parent else None,
         )
-        self._reader = threading.Thread(target=self._drain, args=(self.proc,), daemon=True)
+        with _live_lock:
+            _live.add(proc)
+        self._reader = threading.Thread(target=self._drain, args=(proc,), daemon=True)
         self._reader.start()
         end = time.monotonic() + self.start_timeout
         while time.monotonic() < end:
@@ -216,11 +310,8 @@ class QemuBoard:
         self._kill()
 
     def _kill(self) -> None:
-        proc = self.proc
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(5)
+        if self.proc is not None:
+            _kill_process(self.proc)
 
     def wait(self, timeout: float | None = None) -> int:
         """The exit code, waiting at most ``timeout`` seconds (and never past the
@@ -331,7 +422,8 @@ class QemuBoard:
             self._qmp_dir.cleanup()
 
     def __enter__(self) -> QemuBoard:
-        return self.start()
+        """Start the board unless ``start()`` already did (never a second QEMU)."""
+        return self if self.proc is not None else self.start()
 
     def __exit__(
         self,
