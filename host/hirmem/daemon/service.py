@@ -96,9 +96,10 @@ class DeviceWorker:
         self.daemon = daemon
         self.config = config
         cfg = daemon.config
+        self.intake = StoreIntake(daemon.store)
         self.session = Session(
             SessionConfig(cfg.host_id, max_frame=cfg.max_frame, window=cfg.window),
-            StoreIntake(daemon.store),
+            self.intake,
         )
         self.link: Link | None = None
         self.state = "starting"
@@ -288,6 +289,7 @@ class DeviceWorker:
         flat = flatten_counters(self.session.counters.snapshot())
         flat.update({f"device.{k}": v for k, v in self.device_status.items()})
         flat["reconnects"] = self.reconnects
+        flat["record_conflicts"] = self.intake.record_conflicts
         return flat
 
     def save(self) -> None:

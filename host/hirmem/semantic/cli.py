@@ -52,6 +52,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
+SHOWN_CONFLICTS = 20  # record conflicts listed by `semantic devices`; the count is whole
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         return _run(args)
@@ -99,9 +102,20 @@ def _run(args: argparse.Namespace) -> int:
             from hirmem.semantic.devices import DeviceFeed
 
             with open_intake(args.store) as store:
-                cursor, result = DeviceFeed(store, sub).pull(args.after)
+                feed = DeviceFeed(store, sub)
+                cursor, result = feed.pull(args.after)
+                conflicts = feed.conflicts()
             print(f"fed {len(result.docs)} records, {len(result.triples)} assertions; "
                   f"cursor {cursor}")  # fmt: skip
+            for ref, why in feed.skipped:
+                print(f"skipped {ref}: {why}")
+            if conflicts:
+                print(f"warning: {len(conflicts)} records of the store are not fed (record "
+                      "conflicts; hirmem intake lists them):")
+                for ref, why in conflicts[:SHOWN_CONFLICTS]:
+                    print(f"  not fed {ref}: {why}")
+                if len(conflicts) > SHOWN_CONFLICTS:
+                    print(f"  ... and {len(conflicts) - SHOWN_CONFLICTS} more")
             return 0
     finally:
         sub.close()
