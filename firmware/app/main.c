@@ -116,6 +116,7 @@ int main(void) {
     memset(&cfg, 0, sizeof cfg);
     cfg.device_id = slot->device_id;
     cfg.seed = slot->device_seed;
+    cfg.public_key = slot->device_public; /* checked against the seed by hm_agent_init */
     cfg.host_key = (slot->flags & HM_SLOT_HOST_KEY) ? &slot->host_key : NULL;
     cfg.board = board_name();
     cfg.firmware = HM_FIRMWARE_VERSION;

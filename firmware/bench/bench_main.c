@@ -542,7 +542,7 @@ static void bench_crypto(void) {
     REGION("ed25519.public_key", -1, hm_ed25519_public_key(pub, seed));
     check(hex_eq(pub, sizeof pub, ED25519_PUBLIC), "ed25519.public_key", -1);
 
-    REGION("ed25519.sign", -1, hm_ed25519_sign(sig, seed, work, ED25519_MESSAGE));
+    REGION("ed25519.sign", -1, hm_ed25519_sign(sig, seed, pub, work, ED25519_MESSAGE));
     check(hex_eq(sig, sizeof sig, ED25519_SIGNATURE), "ed25519.sign", -1);
 
     REGION("ed25519.verify", -1, rc = hm_ed25519_verify(sig, pub, work, ED25519_MESSAGE));
