@@ -24,8 +24,9 @@
  *                       last init's configuration, this boot counter and resume = 1:
  *                       "ok" x<out>, or "bad_arg"
  *   scribble offset x<bytes>
- *                       overwrite the agent's ring at byte `offset` (a corrupted RAM):
- *                       "ok", or "bad_arg" beyond the ring
+ *                       overwrite the agent's ring at byte `offset` of its slots
+ *                       (ring.rec[0] onwards; a corrupted RAM): "ok", or "bad_arg"
+ *                       beyond the ring
  *   halfbuild           what a reset inside hm_pack_build leaves: the first packable
  *                       record pinned to the tag of pending[npending], npending not
  *                       yet counted: "ok", or "none"
@@ -37,6 +38,7 @@
  * valid state at rest is never refused. A broken one ends the program with exit
  * status 1.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,12 +206,12 @@ static void cmd_resume(hexio_req *r) {
 }
 
 static void cmd_scribble(hexio_req *r) {
-    if (r->argc != 2 || !r->is_bytes[1] || r->num[0] > sizeof agent.ring ||
-        r->len[1] > sizeof agent.ring - r->num[0]) {
+    const size_t room = sizeof agent.ring - offsetof(hm_ring, rec);
+    if (r->argc != 2 || !r->is_bytes[1] || r->num[0] > room || r->len[1] > room - r->num[0]) {
         hexio_word("bad_arg");
         return;
     }
-    memcpy((uint8_t *)&agent.ring + r->num[0], r->bytes[1], r->len[1]);
+    memcpy((uint8_t *)agent.ring.rec + r->num[0], r->bytes[1], r->len[1]);
     scribbled = 1;
     hexio_word("ok");
 }
