@@ -32,6 +32,8 @@
 #include "hm_frag.h"
 #include "hm_frame.h"
 #include "hm_msg.h"
+#include "hm_nvram.h"
+#include "hm_persist.h"
 #include "hm_sha2.h"
 
 #if defined(__has_include)
@@ -554,6 +556,41 @@ static void bench_crypto(void) {
     check(rc == -1, "ed25519.verify_reject", -1);
 }
 
+/* ---- the power-safe store over NOR rules in RAM ---------------------------------- */
+
+#define NV_PAGE 256 /* two slots per page: the third save erases the other page */
+
+static void bench_persist(void) {
+    static uint8_t nvmem[2 * NV_PAGE];
+    static hm_nvram ram;
+    static hm_nv nv;
+    static hm_persist p;
+    hm_persist_state st;
+    hm_nv_status rc = HM_NV_OK;
+    uint32_t boot = 0;
+
+    memset(nvmem, 0xFF, sizeof nvmem);
+    hm_nvram_init(&nv, &ram, nvmem, 2, NV_PAGE, 4);
+    REGION("persist.mount_empty", -1, rc = hm_persist_mount(&p, &nv, 0));
+    check(rc == HM_NV_OK && !p.found, "persist.mount_empty", -1);
+    REGION("persist.boot", -1, rc = hm_persist_boot(&p, 1, &boot));
+    check(rc == HM_NV_OK && boot == 1 && p.next == 1, "persist.boot", -1);
+    st = p.st;
+    st.pack_seq = ((uint64_t)1 << 32) | 1u;
+    memset(st.pack_hash, 0x5A, sizeof st.pack_hash);
+    REGION("persist.save", -1, rc = hm_persist_save(&p, &st));
+    check(rc == HM_NV_OK && p.next == 2 && p.active == 0, "persist.save", -1);
+    st.knowledge_seq = 2;
+    memset(st.knowledge_hash, 0xA5, sizeof st.knowledge_hash);
+    REGION("persist.save_erase", -1, rc = hm_persist_save(&p, &st));
+    check(rc == HM_NV_OK && p.next == 1 && p.active == 1 && ram.writes == 4,
+          "persist.save_erase", -1);
+    REGION("persist.mount", -1, rc = hm_persist_mount(&p, &nv, 0));
+    check(rc == HM_NV_OK && p.found && p.epoch == 3 && p.st.boot == 1 &&
+              p.st.knowledge_seq == 2 && p.st.pack_hash[31] == 0x5A,
+          "persist.mount", -1);
+}
+
 /* ---- sizes ------------------------------------------------------------------------ */
 
 static void report(const char *kind, const char *what, uint32_t bytes) {
@@ -577,6 +614,7 @@ int bench_main(void) {
     bench_msg();
     bench_record();
     bench_crypto();
+    bench_persist();
 
 #ifdef BENCH_RING
     report("size", "ring", (uint32_t)sizeof(hm_ring));
