@@ -29,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("image", nargs="?", type=Path, help="a (provisioned) ELF image")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds (default 600)")
     parser.add_argument("--port", type=int, help="TCP port of the UART (default: a free one)")
+    parser.add_argument("--nv", type=Path, metavar="FILE",
+                        help="back the board's non-volatile region with FILE (kept across "
+                        "runs: a power cycle); mps2-an385 and hifive1")  # fmt: skip
     parser.add_argument("--list", action="store_true", help="list the boards and exit")
     args = parser.parse_args(argv)
     if args.list:
@@ -41,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         with (
             terminate_on_signals(),
             QemuBoard(args.board, args.image, timeout=args.timeout, port=args.port,
-                      die_with_parent=True) as qb,
+                      die_with_parent=True, nv_file=args.nv) as qb,
         ):
             print(qb.url, flush=True)
             return qb.wait()

@@ -76,6 +76,11 @@ uint32_t board_now_ms(void) {
     return ticks_ms;
 }
 
+/* netduinoplus2 in QEMU 7.2 has no RAM a file can back that was tried here: none. */
+const struct hm_nv *board_nv(void) {
+    return NULL;
+}
+
 const char *board_name(void) {
     return "stm32f4";
 }

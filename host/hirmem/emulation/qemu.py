@@ -25,6 +25,11 @@ devices reset, the image's loadable segments are written again, the rest of RAM
 keeps its contents: a warm reset; the serial connection stays open). ``extra_args``
 go on QEMU's command line before ``-kernel`` (e.g. a TCG ``-plugin``).
 
+With ``nv_file`` a file backs the machine's RAM (mps2-an385: the 16 MB PSRAM at
+0x21000000; hifive1: the whole 16 KB DTIM), so the board's non-volatile region
+(board_nv) survives a kill of QEMU: start the same image with the same file and it
+boots as after a power cycle. A new file reads as zeros (an empty region).
+
 No QEMU outlives its launcher: ``start()`` launches once (``with board.start()`` and
 ``stack.enter_context(board.start())`` enter the running board, they never launch a
 second QEMU), every live process is listed in ``live_processes()`` and killed at
@@ -68,11 +73,15 @@ class BoardSpec:
     qemu: str
     machine: str
     extra: tuple[str, ...] = ()
+    # (memory backend id, size) of the machine RAM a file can back: the board's
+    # non-volatile region lives there (boards/include/board.h board_nv); None: none
+    nv_ram: tuple[str, str] | None = None
 
 
 BOARDS: dict[str, BoardSpec] = {
-    "mps2-an385": BoardSpec("mps2-an385", "qemu-system-arm", "mps2-an385"),
-    "hifive1": BoardSpec("hifive1", "qemu-system-riscv32", "sifive_e"),
+    "mps2-an385": BoardSpec("mps2-an385", "qemu-system-arm", "mps2-an385",
+                            nv_ram=("m0", "16M")),
+    "hifive1": BoardSpec("hifive1", "qemu-system-riscv32", "sifive_e", nv_ram=("d0", "16K")),
     "stm32f4": BoardSpec("stm32f4", "qemu-system-arm", "netduinoplus2"),
 }
 
@@ -95,12 +104,22 @@ def qemu_command(
     *,
     qmp_path: Path | None = None,
     extra_args: Sequence[str] = (),
+    nv_file: Path | None = None,
 ) -> list[str]:
     qmp = ["-qmp", f"unix:{qmp_path},server=on,wait=off"] if qmp_path is not None else []
+    machine, backend = spec.machine, []
+    if nv_file is not None:
+        if spec.nv_ram is None:
+            raise QemuError(f"{spec.name} has no RAM a file can back (no non-volatile state)")
+        ident, size = spec.nv_ram
+        machine += f",memory-backend={ident}"
+        backend = ["-object", f"memory-backend-file,id={ident},size={size},"
+                   f"mem-path={nv_file},share=on"]  # fmt: skip
     return [
         spec.qemu,
         "-M",
-        spec.machine,
+        machine,
+        *backend,
         "-nographic",
         "-monitor",
         "none",
@@ -203,11 +222,15 @@ class QemuBoard:
         extra_args: Sequence[str] = (),
         port: int | None = None,
         die_with_parent: bool = False,
+        nv_file: Path | None = None,
     ) -> None:
         if port is not None and not 0 < port < 65536:
             raise QemuError(f"port {port} is not a TCP port (1..65535)")
         self.spec = board_spec(board)
         self.fixed_port = port
+        self.nv_file = nv_file
+        if nv_file is not None and self.spec.nv_ram is None:
+            raise QemuError(f"{board} has no RAM a file can back (no non-volatile state)")
         self.die_with_parent = die_with_parent
         self.extra_args = tuple(extra_args)
         self._qmp_dir: tempfile.TemporaryDirectory[str] | None = (
@@ -277,6 +300,7 @@ class QemuBoard:
                 self.port,
                 qmp_path=self.qmp_path,
                 extra_args=self.extra_args,
+                nv_file=self.nv_file,
             ),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
