@@ -109,6 +109,10 @@ class DeviceWorker:
         self.last_status_request = 0.0
         self.knowledge_pending: tuple[int, int] | None = None  # (token, seq)
         self.knowledge_given_up: set[int] = set()
+        # the knowledge head the device reported in this session's STATUS (None: none
+        # yet), and the versions pushed again this session because it had lost them
+        self.reported_knowledge: int | None = None
+        self.knowledge_repushed: set[int] = set()
         self._thread = threading.Thread(
             target=self._run, name=f"device {config.label}", daemon=True
         )
@@ -180,6 +184,8 @@ class DeviceWorker:
             store.seen(dev.device_id, dev.board, dev.firmware, dev.boot)
             self._set_state("open")
             self.knowledge_pending = None
+            self.reported_knowledge = None
+            self.knowledge_repushed = set()
             log.info(
                 "session open",
                 extra=self._ctx(
@@ -212,6 +218,7 @@ class DeviceWorker:
         elif isinstance(event, StatusReport):
             st = event.status
             self.device_status = {name: int(getattr(st, name)) for name in DEVICE_FIELDS}
+            self.reported_knowledge = int(st.knowledge_seq)
         elif isinstance(event, KnowledgeDone):
             self._knowledge_done(event)
         elif isinstance(event, LogLine):
@@ -239,6 +246,8 @@ class DeviceWorker:
         self.daemon.store.set_device_knowledge(
             self.device_id, event.seq, status, int(event.reason), event.held_seq or 0
         )
+        if event.held_seq is not None:  # newer than any STATUS answered before the push
+            self.reported_knowledge = max(self.reported_knowledge or 0, event.held_seq)
         log.info(
             "knowledge answered",
             extra=self._ctx(seq=event.seq, status=status, reason=int(event.reason)),
@@ -268,12 +277,20 @@ class DeviceWorker:
         if seq in self.knowledge_given_up:
             return
         answered = {
-            s
+            s: status
             for s, status, _, _ in self.daemon.store.device_knowledge(self.device_id)
             if status != "pending"
         }
         if seq in answered:
-            return
+            # the device's own word wins over the store's memory of the push: one that
+            # held this version and now reports less lost it (a power cycle without
+            # non-volatile state) and gets it again, once per session
+            held = self.reported_knowledge
+            lost = answered[seq] in ("accepted", "duplicate") and held is not None and held < seq
+            if not lost or seq in self.knowledge_repushed:
+                return
+            self.knowledge_repushed.add(seq)
+            log.warning("device lost knowledge", extra=self._ctx(seq=seq, held=held))
         try:
             token = link.call(lambda s: s.push_knowledge(raw))
         except SessionError as exc:
