@@ -28,7 +28,9 @@ go on QEMU's command line before ``-kernel`` (e.g. a TCG ``-plugin``).
 With ``nv_file`` a file backs the machine's RAM (mps2-an385: the 16 MB PSRAM at
 0x21000000; hifive1: the whole 16 KB DTIM), so the board's non-volatile region
 (board_nv) survives a kill of QEMU: start the same image with the same file and it
-boots as after a power cycle. A new file reads as zeros (an empty region).
+boots as after a power cycle. Each start is a power-on: the file is zeroed outside
+the region first (RAM does not survive a power cut; on hifive1 the file is all of the
+RAM, .noinit included). A new file reads as zeros (an empty region).
 
 No QEMU outlives its launcher: ``start()`` launches once (``with board.start()`` and
 ``stack.enter_context(board.start())`` enter the running board, they never launch a
@@ -76,12 +78,15 @@ class BoardSpec:
     # (memory backend id, size) of the machine RAM a file can back: the board's
     # non-volatile region lives there (boards/include/board.h board_nv); None: none
     nv_ram: tuple[str, str] | None = None
+    # (offset, length) of that region in the file: what a power cycle keeps
+    nv_region: tuple[int, int] = (0, 0)
 
 
 BOARDS: dict[str, BoardSpec] = {
     "mps2-an385": BoardSpec("mps2-an385", "qemu-system-arm", "mps2-an385",
-                            nv_ram=("m0", "16M")),
-    "hifive1": BoardSpec("hifive1", "qemu-system-riscv32", "sifive_e", nv_ram=("d0", "16K")),
+                            nv_ram=("m0", "16M"), nv_region=(0, 2048)),
+    "hifive1": BoardSpec("hifive1", "qemu-system-riscv32", "sifive_e", nv_ram=("d0", "16K"),
+                         nv_region=(16 * 1024 - 512, 512)),
     "stm32f4": BoardSpec("stm32f4", "qemu-system-arm", "netduinoplus2"),
 }
 
@@ -269,6 +274,8 @@ class QemuBoard:
         """Launch QEMU; once only (a second call raises QemuError)."""
         if self.proc is not None:
             raise QemuError(f"{self.spec.name} is already started (port {self.port})")
+        if self.nv_file is not None and self.nv_file.exists():
+            self._power_on_ram(self.nv_file)
         if not self.image.is_file():
             raise QemuError(f"{self.image}: no such image (run make -C firmware boards)")
         if shutil.which(self.spec.qemu) is None:
@@ -287,6 +294,18 @@ class QemuBoard:
                 break
         self.close()
         raise QemuError(f"QEMU did not start {self.spec.name}: {last or 'no message'}")
+
+    def _power_on_ram(self, path: Path) -> None:
+        """Zero the RAM file outside the non-volatile region (see the module doc)."""
+        offset, length = self.spec.nv_region
+        with path.open("r+b") as f:
+            size = f.seek(0, 2)
+            for start, end in ((0, offset), (offset + length, size)):
+                f.seek(start)
+                while start < end:
+                    n = min(end - start, 1 << 20)
+                    f.write(bytes(n))
+                    start += n
 
     def _launch(self) -> bool:
         self._stderr.clear()
