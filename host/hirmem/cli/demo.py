@@ -43,7 +43,7 @@ from hirmem.protocol.keys import SigningKey, write_key_file
 from hirmem.protocol.packs import KnowledgeItem, Pack, Reason
 from hirmem.protocol.records import State
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]  # host/hirmem/cli/demo.py -> the checkout
 BOARDS = {  # board -> (device id, what it is)
     "mps2-an385": (bytes.fromhex("de00000000000001"), "Cortex-M3"),
     "hifive1": (bytes.fromhex("de00000000000002"), "rv32imac, 16 KB RAM"),
