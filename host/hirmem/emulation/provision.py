@@ -207,8 +207,11 @@ class SlotLocation:
     bin_offset: int
 
 
-def locate_slot(elf: bytes, symbol: str = SLOT_SYMBOL) -> SlotLocation:
-    """Find ``symbol`` (an object of SLOT_SIZE bytes) in a little-endian ELF32 image."""
+def locate_slot(
+    elf: bytes, symbol: str = SLOT_SYMBOL, expected: int = SLOT_SIZE
+) -> SlotLocation:
+    """Find ``symbol`` (an object of ``expected`` bytes, the key slot by default) in a
+    little-endian ELF32 image."""
     if len(elf) < 52 or elf[:4] != b"\x7fELF":
         raise ProvisionError("not an ELF file")
     if elf[4] != 1 or elf[5] != 1:
@@ -241,8 +244,8 @@ def locate_slot(elf: bytes, symbol: str = SLOT_SYMBOL) -> SlotLocation:
             break
     if value is None or size is None or shndx is None:
         raise ProvisionError(f"no symbol {symbol} in the ELF: not a hirmem board image")
-    if size != SLOT_SIZE:
-        raise ProvisionError(f"{symbol} is {size} bytes, expected {SLOT_SIZE}: image/tool mismatch")
+    if size != expected:
+        raise ProvisionError(f"{symbol} is {size} bytes, expected {expected}: image/tool mismatch")
     sec = sections[shndx]
     sh_type, sh_addr, sh_offset, sh_size = sec[1], sec[3], sec[4], sec[5]
     if sh_type != 1 or not sh_addr <= value < value + size <= sh_addr + sh_size:  # PROGBITS
