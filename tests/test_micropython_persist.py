@@ -25,7 +25,7 @@ import pytest
 from hirmem.protocol.messages import KnowledgePush, KnowledgeResult
 from hirmem.protocol.records import record_id
 from mp_host import DEVICE_ID, T0
-from mp_run import MICROPYTHON, MP_DIR, mp_env
+from mp_run import MICROPYTHON, MP_DIR, mp_env, run_mp_json
 from test_micropython_session import capture, knowledge, make_host  # noqa: F401
 
 pytestmark = pytest.mark.skipif(MICROPYTHON is None, reason="micropython not installed")
@@ -100,3 +100,11 @@ def test_kill_9_at_random_instants_never_reuses_a_boot_or_loses_a_head(
     assert len(boots) >= 30 and boots[0] == 3 and held > 100
     fields = state.read_text().split()
     assert fields[3] == f"{binascii.crc32(' '.join(fields[:3]).encode()):08x}"
+
+
+def test_an_upgrade_takes_over_the_old_knowledge_head(tmp_path: Path) -> None:
+    """main.py kept only knowledge.head before: the first boot with hirmem_mp.persist
+    takes it over, so the upgrade cannot roll the knowledge back."""
+    got = run_mp_json(MP_DIR / "checks" / "persist_legacy.py", str(tmp_path), "5")
+    assert got == {"taken": True, "held": 5, "again": False}
+    assert (tmp_path / "hirmem.state").read_text().split()[1] == "5"

@@ -15,6 +15,7 @@ from hirmem_mp.board import UartLink, run
 from hirmem_mp.persist import Persist
 
 state = Persist()
+state.adopt_legacy_head()  # knowledge.head of an older main.py: never a rollback
 boot = state.start_boot(c.BOOT)
 link = UartLink(c.UART_ID, c.BAUDRATE)
 agent = Agent(Config(c.DEVICE_ID, c.SEED, c.HOST_PUBLIC, c.HOST_ID, board=c.BOARD,

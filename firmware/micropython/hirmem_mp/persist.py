@@ -59,3 +59,18 @@ class Persist:
         self.knowledge_seq = seq
         self.knowledge_hash = bytes(h)
         self._save()
+
+    def adopt_legacy_head(self, path: str = "knowledge.head") -> bool:
+        """Take the knowledge head an older main.py kept in `path` ("seq hash-hex"), if
+        it is newer than ours, so an upgrade never rolls the knowledge back. True if
+        taken (saved here; the old file is left as it is)."""
+        try:
+            with open(path) as f:
+                seq, h = f.read().split()
+            seq, h = int(seq), bytes.fromhex(h)
+        except (OSError, ValueError):
+            return False
+        if seq <= self.knowledge_seq or len(h) != 32:
+            return False
+        self.save_knowledge(seq, h)
+        return True
