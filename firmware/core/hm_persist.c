@@ -10,21 +10,30 @@
  * it), 4 bytes of padding left erased (0xFF). */
 #define REC_CRC 96u
 
+/* The record is little-endian and so is every target (Cortex-M, RISC-V, x86): fields
+ * are copied as they are. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "hm_persist assumes a little-endian target"
+#endif
+
 static void put32(uint8_t *p, uint32_t v) {
-    for (unsigned i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+    memcpy(p, &v, 4);
 }
 
 static uint32_t get32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
 }
 
 static void put64(uint8_t *p, uint64_t v) {
-    put32(p, (uint32_t)v);
-    put32(p + 4, (uint32_t)(v >> 32));
+    memcpy(p, &v, 8);
 }
 
 static uint64_t get64(const uint8_t *p) {
-    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
 }
 
 static uint32_t slots_per_page(const hm_nv *nv) {
