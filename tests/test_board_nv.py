@@ -1,12 +1,12 @@
 """Boards whose state survives a power cycle: the non-volatile region in QEMU.
 
-A file backs the board's RAM (hirmem.emulation.qemu ``nv_file``: mps2-an385's PSRAM,
-hifive1's DTIM), the image keeps hm_persist's records there (board_nv, firmware/app):
+A file holds the board's non-volatile region (hirmem.emulation.qemu ``nv_file``: it
+backs mps2-an385's PSRAM and hifive1's DTIM; stm32f4's image writes it through
+semihosting), the image keeps hm_persist's records there (board_nv, firmware/app):
 killing QEMU and starting the same image with the same file is a power cycle. The
 boot counter grows across cold boots (record ids never repeat) and the knowledge head
 is kept, so a superseded version stays refused (before, a cold boot reported
-knowledge_seq 0 and took the old version back). stm32f4 (netduinoplus2) has no
-region yet and refuses the option.
+knowledge_seq 0 and took the old version back).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from hirmem.emulation.qemu import QemuBoard, QemuError
 from hirmem.protocol.messages import KnowledgePush, KnowledgeResult, Status, StatusRequest
 from test_board_qemu import BOOT, HOST_ID, knowledge_pack, settings
 
-NV_BOARDS = ("mps2-an385", "hifive1")
+NV_BOARDS = ("mps2-an385", "hifive1", "stm32f4")
 
 
 def power_cycle(board: str, elf: Path, nv: Path) -> BoardHost:
@@ -70,6 +70,9 @@ def test_boot_counter_and_knowledge_head_survive_power_cycles(board: str, tmp_pa
     assert boots == [BOOT, BOOT + 1, BOOT + 2]
 
 
-def test_a_board_without_a_region_refuses_the_option(tmp_path: Path) -> None:
-    with pytest.raises(QemuError, match="stm32f4 has no RAM a file can back"):
-        QemuBoard("stm32f4", tmp_path / "x.elf", nv_file=tmp_path / "nv.bin")
+def test_a_region_path_qemu_cannot_take_is_refused(tmp_path: Path) -> None:
+    board = QemuBoard("stm32f4", provisioned("stm32f4", tmp_path, settings()),
+                      nv_file=tmp_path / "a,b.bin")  # fmt: skip
+    with pytest.raises(QemuError, match="a path with a comma"):
+        board.start()
+    board.close()

@@ -31,7 +31,7 @@ EXIT_NV = 5  # boards/include/board.h BOARD_EXIT_NV
 # The scenario's NV writes on a new region: mps2-an385 (1 KB pages) erase + program at
 # boot, a program per push; hifive1 (256 B pages, two records each) switches pages at
 # the second push: one more erase.
-WRITES = {"mps2-an385": 4, "hifive1": 5}
+WRITES = {"mps2-an385": 4, "hifive1": 5, "stm32f4": 4}
 
 
 @cache
@@ -91,7 +91,7 @@ def scenario(board: str, elf: Path, nv: Path) -> tuple[list[int], int, int, bool
     return boots, accepted, pushed, code == EXIT_NV
 
 
-@pytest.mark.parametrize("board", ["mps2-an385", "hifive1"])
+@pytest.mark.parametrize("board", ["mps2-an385", "hifive1", "stm32f4"])
 def test_a_cut_after_every_nv_write(board: str, tmp_path: Path) -> None:
     normal = provisioned(board, tmp_path, settings())
     for n in range(1, WRITES[board] + 2):  # every write, then one past the last

@@ -27,6 +27,7 @@ from hirmem.daemon.config import build_config
 from hirmem.daemon.service import Daemon, sign_knowledge
 from hirmem.daemon.store import Store, now_ms
 from hirmem.emulation.qemu import QemuBoard
+from hirmem.protocol.keys import derive_test_key
 from test_daemon import (
     BOARDS,
     HOST_ID,
@@ -35,22 +36,24 @@ from test_daemon import (
     gapless,
     knowledge,
     needs_qemu,
-    register,
     slot,
     wait_until,
 )
 
 CUTS = 12
+DEVICES = {**BOARDS, "stm32f4": bytes.fromhex("f400000000000005")}
 
 
 @needs_qemu
-@pytest.mark.parametrize("board", ["mps2-an385", "hifive1"])
+@pytest.mark.parametrize("board", ["mps2-an385", "hifive1", "stm32f4"])
 def test_random_power_cuts_during_intake_and_pushes(board: str, tmp_path: Path) -> None:
-    dev = BOARDS[board]
+    dev = DEVICES[board]
     elf = provisioned(board, tmp_path, slot(dev))
     nv = tmp_path / "nv.bin"
     db = tmp_path / "hirmem.db"
-    register(db, (board,))
+    with Store(db) as registry:
+        key = derive_test_key(f"daemon test device {dev.hex()}")
+        registry.register_device(dev, key.public.raw, board)
     rng = random.Random(f"power cuts {board}")
     qb = QemuBoard(board, elf, timeout=300, nv_file=nv).start()
     port = qb.port

@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, help="TCP port of the UART (default: a free one)")
     parser.add_argument("--nv", type=Path, metavar="FILE",
                         help="back the board's non-volatile region with FILE (kept across "
-                        "runs: a power cycle); mps2-an385 and hifive1")  # fmt: skip
+                        "runs: a power cycle)")  # fmt: skip
     parser.add_argument("--list", action="store_true", help="list the boards and exit")
     args = parser.parse_args(argv)
     if args.list:

@@ -30,7 +30,9 @@ With ``nv_file`` a file backs the machine's RAM (mps2-an385: the 16 MB PSRAM at
 (board_nv) survives a kill of QEMU: start the same image with the same file and it
 boots as after a power cycle. Each start is a power-on: the file is zeroed outside
 the region first (RAM does not survive a power cut; on hifive1 the file is all of the
-RAM, .noinit included). A new file reads as zeros (an empty region).
+RAM, .noinit included). A new file reads as zeros (an empty region). stm32f4
+(netduinoplus2) has no such RAM: its image keeps the region in the file itself,
+through semihosting (the path goes on the semihosting command line).
 
 No QEMU outlives its launcher: ``start()`` launches once (``with board.start()`` and
 ``stack.enter_context(board.start())`` enter the running board, they never launch a
@@ -80,6 +82,8 @@ class BoardSpec:
     nv_ram: tuple[str, str] | None = None
     # (offset, length) of that region in the file: what a power cycle keeps
     nv_region: tuple[int, int] = (0, 0)
+    # the region is a host file the image writes through semihosting instead
+    nv_semihost: bool = False
 
 
 BOARDS: dict[str, BoardSpec] = {
@@ -87,7 +91,7 @@ BOARDS: dict[str, BoardSpec] = {
                             nv_ram=("m0", "16M"), nv_region=(0, 2048)),
     "hifive1": BoardSpec("hifive1", "qemu-system-riscv32", "sifive_e", nv_ram=("d0", "16K"),
                          nv_region=(16 * 1024 - 512, 512)),
-    "stm32f4": BoardSpec("stm32f4", "qemu-system-arm", "netduinoplus2"),
+    "stm32f4": BoardSpec("stm32f4", "qemu-system-arm", "netduinoplus2", nv_semihost=True),
 }
 
 
@@ -112,10 +116,14 @@ def qemu_command(
     nv_file: Path | None = None,
 ) -> list[str]:
     qmp = ["-qmp", f"unix:{qmp_path},server=on,wait=off"] if qmp_path is not None else []
-    machine, backend = spec.machine, []
-    if nv_file is not None:
+    machine, backend, semihosting = spec.machine, [], "enable=on,target=native"
+    if nv_file is not None and spec.nv_semihost:
+        if "," in str(nv_file):
+            raise QemuError(f"{nv_file}: a path with a comma cannot go on QEMU's command line")
+        semihosting += f",arg=hirmem-nv,arg={nv_file}"  # boards/common/board_nv.c
+    elif nv_file is not None:
         if spec.nv_ram is None:
-            raise QemuError(f"{spec.name} has no RAM a file can back (no non-volatile state)")
+            raise QemuError(f"{spec.name} has no non-volatile region")
         ident, size = spec.nv_ram
         machine += f",memory-backend={ident}"
         backend = ["-object", f"memory-backend-file,id={ident},size={size},"
@@ -129,7 +137,7 @@ def qemu_command(
         "-monitor",
         "none",
         "-semihosting-config",
-        "enable=on,target=native",
+        semihosting,
         "-serial",
         f"tcp:{HOST}:{port},server=on,wait=on",
         *qmp,
@@ -234,8 +242,8 @@ class QemuBoard:
         self.spec = board_spec(board)
         self.fixed_port = port
         self.nv_file = nv_file
-        if nv_file is not None and self.spec.nv_ram is None:
-            raise QemuError(f"{board} has no RAM a file can back (no non-volatile state)")
+        if nv_file is not None and self.spec.nv_ram is None and not self.spec.nv_semihost:
+            raise QemuError(f"{board} has no non-volatile region")
         self.die_with_parent = die_with_parent
         self.extra_args = tuple(extra_args)
         self._qmp_dir: tempfile.TemporaryDirectory[str] | None = (
@@ -274,7 +282,7 @@ class QemuBoard:
         """Launch QEMU; once only (a second call raises QemuError)."""
         if self.proc is not None:
             raise QemuError(f"{self.spec.name} is already started (port {self.port})")
-        if self.nv_file is not None and self.nv_file.exists():
+        if self.nv_file is not None and self.nv_file.exists() and self.spec.nv_ram:
             self._power_on_ram(self.nv_file)
         if not self.image.is_file():
             raise QemuError(f"{self.image}: no such image (run make -C firmware boards)")
