@@ -6,6 +6,8 @@
 #   make board-<b>     one board
 #   make boards-clean
 # BOARDS_OUT=<dir> builds somewhere else (the tests build a fresh copy to see warnings).
+# BOARD_EXTRA_CFLAGS adds flags (with its own BOARDS_OUT): -DBOARD_NV_CUT builds the
+# power-cut test images (boards/common/board_nv.c).
 # Objects live in build/boards/<board>/{core,app,board}/: every board compiles the
 # core itself, since the HM_* sizes differ per board (hm_config.h, hm_agent.h).
 
@@ -29,7 +31,8 @@ BOARD_CFG_hifive1    := -DHM_RING_CAPACITY=16 -DHM_ARENA_SIZE=1024 -DHM_MAX_FRAM
 BOARD_CFG_stm32f4    := -DBOARD_CPU_HZ=168000000u
 
 CFLAGS_BOARD = --specs=picolibc.specs $(WARN) -Os -g -ffunction-sections -fdata-sections \
-               -MMD -MP -I$(CORE) -I$(BOARDS_DIR)/include -I$(BOARDS_DIR)/common -I$(APP_DIR)
+               -MMD -MP -I$(CORE) -I$(BOARDS_DIR)/include -I$(BOARDS_DIR)/common -I$(APP_DIR) \
+               $(BOARD_EXTRA_CFLAGS)
 
 BOARD_COMMON_SRC := $(sort $(wildcard $(BOARDS_DIR)/common/*.c))
 APP_SRC          := $(sort $(wildcard $(APP_DIR)/*.c))

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
+import signal
+import time
+import uuid
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from types import ModuleType
@@ -21,6 +26,12 @@ from hirmem.protocol.keys import derive_test_key
 settings.register_profile("gate", derandomize=True, deadline=None, print_blob=True)
 settings.register_profile("explore", deadline=None, print_blob=True)
 settings.load_profile("explore" if os.environ.get("HIRMEM_EXPLORE") else "gate")
+
+# Every process this test session starts inherits this mark, so a QEMU it leaves behind
+# is found even after its parent is gone (reparented) and never confused with another
+# session's (other worktrees run their tests on the same machine).
+RUN_MARK = "HIRMEM_TEST_RUN"
+os.environ[RUN_MARK] = f"{os.getpid()}-{uuid.uuid4().hex}"
 
 ROOT = Path(__file__).resolve().parent.parent
 VECTORS = ROOT / "protocol" / "vectors"
@@ -57,3 +68,51 @@ def gen_vectors() -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def session_qemu_processes() -> list[tuple[int, str]]:
+    """(pid, command line) of every live qemu-system process started under this test
+    session, wherever it now hangs in the process tree (zombies are not alive)."""
+    mark = f"{RUN_MARK}={os.environ[RUN_MARK]}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if not (entry / "comm").read_text().startswith("qemu-system"):
+                continue
+            stat = (entry / "stat").read_text()
+            if stat[stat.rindex(")") + 2] == "Z":
+                continue
+            if mark not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:  # it ended while we looked
+            continue
+        found.append((int(entry.name), cmdline.strip()))
+    return found
+
+
+def wait_no_session_qemu(seconds: float) -> list[tuple[int, str]]:
+    """The session's QEMU processes still alive after waiting up to ``seconds``."""
+    end = time.monotonic() + seconds
+    while True:
+        left = session_qemu_processes()
+        if not left or time.monotonic() >= end:
+            return left
+        time.sleep(0.05)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def no_qemu_outlives_its_module(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test module (its fixtures closed): no QEMU it started is alive. One
+    that is gets killed (so the next module starts clean) and fails the module."""
+    yield
+    left = wait_no_session_qemu(5.0)
+    for pid, _ in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    if left:
+        listing = "\n".join(f"  {pid}: {cmd}" for pid, cmd in left)
+        pytest.fail(f"{request.module.__name__} left {len(left)} QEMU process(es) "
+                    f"running:\n{listing}", pytrace=False)

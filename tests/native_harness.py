@@ -36,21 +36,16 @@ def decode_field(field: str) -> Arg:
     return bytes.fromhex(field[1:]) if field.startswith("x") else int(field)
 
 
-def run(program: str, requests: Sequence[tuple[str, Sequence[Arg]]]) -> list[list[Arg | str]]:
-    """Send requests to ``build/host/<program>``; return the answers, one list per line.
+def request_text(requests: Sequence[tuple[str, Sequence[Arg]]]) -> str:
+    """The request lines of a batch, in the notation of tests/native/hexio.h."""
+    return "".join(" ".join([cmd, *(encode_arg(a) for a in args)]) + "\n" for cmd, args in requests)
 
-    A field that is neither a number nor hex (a word such as an error name) is
-    returned as a string. Sanitizer reports fail the run.
-    """
-    build()
-    text = "".join(" ".join([cmd, *(encode_arg(a) for a in args)]) + "\n" for cmd, args in requests)
-    proc = subprocess.run(
-        [str(BUILD / program)], input=text, capture_output=True, text=True, timeout=600
-    )
-    if proc.returncode != 0 or "runtime error" in proc.stderr or "Sanitizer" in proc.stderr:
-        raise AssertionError(f"{program} exited {proc.returncode}:\n{proc.stderr[-4000:]}")
+
+def parse_answers(text: str) -> list[list[Arg | str]]:
+    """The answer lines of a program's output; a field that is neither a number nor hex
+    (a word such as an error name) is kept as a string."""
     answers: list[list[Arg | str]] = []
-    for line in proc.stdout.splitlines():
+    for line in text.splitlines():
         fields: list[Arg | str] = []
         for field in line.split(" ") if line else []:
             if field.startswith("x") or field.lstrip("-").isdigit():
@@ -58,6 +53,23 @@ def run(program: str, requests: Sequence[tuple[str, Sequence[Arg]]]) -> list[lis
             else:
                 fields.append(field)
         answers.append(fields)
+    return answers
+
+
+def run(program: str, requests: Sequence[tuple[str, Sequence[Arg]]]) -> list[list[Arg | str]]:
+    """Send requests to ``build/host/<program>``; return the answers, one list per line.
+
+    A field that is neither a number nor hex (a word such as an error name) is
+    returned as a string. Sanitizer reports fail the run.
+    """
+    build()
+    text = request_text(requests)
+    proc = subprocess.run(
+        [str(BUILD / program)], input=text, capture_output=True, text=True, timeout=600
+    )
+    if proc.returncode != 0 or "runtime error" in proc.stderr or "Sanitizer" in proc.stderr:
+        raise AssertionError(f"{program} exited {proc.returncode}:\n{proc.stderr[-4000:]}")
+    answers = parse_answers(proc.stdout)
     if len(answers) != len(requests):
         raise AssertionError(f"{program}: {len(requests)} requests, {len(answers)} answers")
     return answers

@@ -71,13 +71,17 @@ class Agent:
         status_t: int = 0,
         ring: int = 0,
         host_key: bool = True,
+        public_key: bytes | None = None,
     ) -> bytes:
+        """hm_agent_init; public_key: the device key's public half as a key slot gives it
+        (None: the agent derives it)."""
         keys: list[Arg] = (
             [HOST_KEY.public.raw, HOST_KEY.kid, HOST_ID] if host_key else [b"", b"", b""]
         )
+        slot_key: list[Arg] = [] if public_key is None else [public_key]
         answer = self.request(
             "init", DEVICE_ID, boot, caps, max_frame, window, max_message,
-            offer_n, offer_t, status_t, DEVICE_KEY.seed(), *keys, ring,
+            offer_n, offer_t, status_t, DEVICE_KEY.seed(), *keys, ring, *slot_key,
         )  # fmt: skip
         assert answer[0] == "ok", answer
         return bytes.fromhex(answer[1][1:])

@@ -2,7 +2,7 @@
 
 Oracles: the cross toolchain itself (objcopy of the provisioned ELF must equal the
 provisioned BIN; nm gives the slot's address and the memory layout), the C layout
-(hm_slot.h's _Static_assert pins 160 bytes), and file modes from the OS.
+(hm_slot.h's _Static_assert pins 192 bytes), and file modes from the OS.
 """
 
 from __future__ import annotations
@@ -143,8 +143,11 @@ def test_provisioned_bin_is_objcopy_of_provisioned_elf(board: str, tmp_path: Pat
 def test_slot_layout_and_crc() -> None:
     raw = pack_slot(settings(sensor_period_ms=100, offer_threshold=3))
     assert len(raw) == SLOT_SIZE and raw[:8] == b"HMSLOT\x00\x01"
-    assert raw[80:112] == HOST_KEY.public.raw and raw[112:120] == HOST_KEY.kid
-    assert raw[48:80] == DEVICE_KEY.seed()
+    # version 2 (issue 14): the device's public key after its seed, the rest moves down
+    assert raw[8:10] == b"\x02\x00" and SLOT_SIZE == 192
+    assert raw[112:144] == HOST_KEY.public.raw and raw[144:152] == HOST_KEY.kid
+    assert raw[48:80] == DEVICE_KEY.seed() and raw[80:112] == DEVICE_KEY.public.raw
+    assert describe_slot(raw).device_public == DEVICE_KEY.public.raw
     damaged = raw[:30] + bytes([raw[30] ^ 1]) + raw[31:]
     assert describe_slot(raw).provisioned and not describe_slot(damaged).provisioned
     with pytest.raises(ProvisionError, match="device id must be 8 bytes"):

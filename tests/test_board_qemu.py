@@ -13,6 +13,7 @@ import binascii
 import hashlib
 import re
 import socket
+import struct
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,7 +22,14 @@ from pathlib import Path
 import pytest
 
 from board_host import BOARDS, BoardHost, image, provisioned
-from hirmem.emulation.provision import EXIT_UNPROVISIONED, HostTrust, SlotSettings
+from hirmem.emulation.provision import (
+    EXIT_UNPROVISIONED,
+    SLOT_SIZE,
+    HostTrust,
+    SlotSettings,
+    describe_slot,
+    locate_slot,
+)
 from hirmem.emulation.qemu import QemuBoard, QemuError
 from hirmem.protocol import identity
 from hirmem.protocol.gate import evaluate
@@ -48,6 +56,7 @@ HOST_KEY = derive_test_key("host a1a2a3a4a5a6a7a8")
 MEMORY_KEYS = {DEVICE_KEY.kid: TrustedKey(DEVICE_KEY.public, DEVICE_ID, PackKind.MEMORY)}
 CONTEXT = hashlib.sha256(b"event frame").digest()
 BOOT = 7
+EXIT_CONFIG = 4  # boards/include/board.h BOARD_EXIT_CONFIG: hm_agent_init refused the slot
 # what each board offers in HELLO (firmware/boards.mk BOARD_CFG_*)
 OFFER = {"mps2-an385": (512, 4096), "hifive1": (256, 1024), "stm32f4": (512, 4096)}
 
@@ -81,6 +90,29 @@ def test_unprovisioned_image_refuses_to_start(board: str) -> None:
         host.close()
     assert code == EXIT_UNPROVISIONED
     assert host.wire_in == 0 and host.hello is None  # not a byte on the line
+
+
+def test_a_slot_whose_public_key_is_not_the_seeds_refuses_to_start(
+    board: str, tmp_path: Path
+) -> None:
+    """The slot's public key is derived once at boot and compared, so that no signature
+    derives it again (and none is made under a key the host does not hold)."""
+    elf = provisioned(board, tmp_path, settings())
+    data = bytearray(elf.read_bytes())
+    at = locate_slot(bytes(data)).elf_offset
+    slot = data[at:at + SLOT_SIZE]
+    slot[80:112] = HOST_KEY.public.raw  # device_public: a valid key, not the seed's
+    slot[-4:] = struct.pack("<I", binascii.crc32(slot[:-4]))  # a whole slot otherwise
+    data[at:at + SLOT_SIZE] = slot
+    elf.write_bytes(bytes(data))
+    assert describe_slot(bytes(slot)).provisioned  # the slot checks all pass on the device
+    with QemuBoard(board, elf, timeout=30) as qb:
+        host = BoardHost.connect(qb.url, HOST_ID)
+        code = qb.wait(20)
+        host.pump(0.05)
+        host.close()
+    assert code == EXIT_CONFIG
+    assert host.hello is None
 
 
 def test_hello_carries_the_provisioned_identity(board: str, tmp_path: Path) -> None:

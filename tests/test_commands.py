@@ -12,7 +12,7 @@ from hirmem.cli.entry import main
 from hirmem.daemon.store import DeviceLimits, Store
 from hirmem.protocol.keys import derive_test_key, read_key_file
 from hirmem.protocol.packs import PackKind, Reason, TrustedKey, verify_pack
-from test_store import DEV_A, KEY_A, Device
+from test_store import DEV_A, KEY_A, Device, store_with_conflicts
 
 HOST_ID = "a1a2a3a4a5a6a7a8"
 
@@ -180,3 +180,47 @@ def test_push_refuses_a_version_a_known_device_cannot_take(
     with Store(db) as store:
         latest = store.knowledge()
         assert latest is not None and latest.seq == 2
+
+
+def test_record_conflicts_are_shown_everywhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A record id seen again with other contents: status, intake, intake --check,
+    memory follow and semantic devices all say so (none of them used to)."""
+    db = str(tmp_path / "h.db")
+    store, reused = store_with_conflicts(Path(db))
+    store.close()
+    ids = [r.id.hex() for r in reused]
+
+    code, out, _ = run(capsys, "status", "--database", db)
+    assert code == 0
+    header, _, line = out.splitlines()[:3]
+    def cell(name: str) -> str:  # columns are aligned; some cells hold spaces
+        return line[header.index(f"  {name} ") + 2:].split()[0]
+
+    assert (cell("conflicts"), cell("records")) == ("3", "4")
+    assert f"warning: device {DEV_A.hex()}: 3 record conflicts" in out
+    code, out, _ = run(capsys, "status", "--database", db, "--json")
+    assert json.loads(out)[0]["conflicts"] == 3
+
+    code, out, _ = run(capsys, "intake", "--database", db)
+    assert code == 0
+    conflict_lines = [x for x in out.splitlines() if x.startswith("conflict record ")]
+    assert [x.split()[2] for x in conflict_lines] == ids
+    code, out, _ = run(capsys, "intake", "--database", db, "--device", "0b0b0b0b0b0b0b02")
+    assert "conflict record" not in out  # another device's view
+    code, out, _ = run(capsys, "intake", "--database", db, "--check")
+    assert code == 1 and "integrity: ok" not in out
+    assert f"integrity: 1 warning: device {DEV_A.hex()}: 3 record conflicts" in out
+
+    memory_db = str(tmp_path / "memory.db")
+    code, out, _ = run(capsys, "memory", "--db", memory_db, "follow", "--intake", db)
+    assert code == 0
+    assert "4 admitted" in out and "0 already held" in out and "3 record conflicts" in out
+    assert "warning: 3 records not admitted" in out and all(i in out for i in ids)
+
+    substrate = str(tmp_path / "s.db")
+    code, out, _ = run(capsys, "semantic", "devices", "--store", db, "--db", substrate)
+    assert code == 0 and "fed 4 records" in out
+    assert "warning: 3 records of the store are not fed" in out
+    assert all(f"record/{i}: pack " in out for i in ids)

@@ -85,7 +85,7 @@ def boards(
         running = []
         for name in names:
             elf = provisioned(name, tmp_path, slot(BOARDS[name]))
-            running.append(stack.enter_context(QemuBoard(name, elf, timeout=timeout).start()))
+            running.append(stack.enter_context(QemuBoard(name, elf, timeout=timeout)))
         yield running
 
 
@@ -420,7 +420,7 @@ def test_ten_thousand_frames_of_faults_lose_nothing(tmp_path: Path) -> None:
         qbs = []
         for name in names:
             elf = provisioned(name, tmp_path, slot(BOARDS[name], sensor_ms=10, offer=8))
-            qbs.append(stack.enter_context(QemuBoard(name, elf, timeout=240).start()))
+            qbs.append(stack.enter_context(QemuBoard(name, elf, timeout=240)))
         proxies = [
             stack.enter_context(
                 FaultProxy(
@@ -530,7 +530,7 @@ def test_device_reset_mid_transfer_loses_nothing(tmp_path: Path) -> None:
         qbs = {}
         for name in names:
             elf = provisioned(name, tmp_path, slot(BOARDS[name], sensor_ms=20, offer=4))
-            qbs[name] = stack.enter_context(QemuBoard(name, elf, timeout=120, qmp=True).start())
+            qbs[name] = stack.enter_context(QemuBoard(name, elf, timeout=120, qmp=True))
         config = build_config(
             {
                 "host": {

@@ -37,3 +37,31 @@ def test_the_demo_runs_and_every_check_holds(tmp_path: Path) -> None:
     # the daemon's log went to its file, not to the console
     assert (ROOT / "build" / "demo" / "daemon.log").stat().st_size > 0
     assert "pack refused" not in proc.stderr
+
+
+@pytest.mark.skipif(
+    not Path("/usr/bin/qemu-system-riscv32").exists(), reason="QEMU is not installed"
+)
+def test_a_terminated_demo_takes_its_boards_along(tmp_path: Path) -> None:
+    """SIGTERM in the middle of the run: the demo's boards close (no QEMU left)."""
+    import signal
+    import time
+
+    from conftest import session_qemu_processes, wait_no_session_qemu
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "host"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hirmem.cli", "demo", "--seconds", "60"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while len(session_qemu_processes()) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(session_qemu_processes()) == 3  # one per board, none twice
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 128 + signal.SIGTERM
+        assert wait_no_session_qemu(5.0) == []
+    finally:
+        proc.kill()
+        proc.communicate()

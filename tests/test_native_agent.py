@@ -346,6 +346,25 @@ def test_offload_fragmented_pack(dev: Device, max_frame: int) -> None:
     assert status.captures == 3 and status.candidates == 3
 
 
+def test_the_slot_public_key_is_checked_once_and_signs(dev: Device) -> None:
+    """hm_agent_config.public_key (the key slot's copy): a key that is not the seed's is
+    refused at init; the right one is what every pack is signed with (OpenSSL verifies)."""
+    seed = DEVICE_KEY.seed()
+    for wrong in (HOST_KEY.public.raw, bytes(32), DEVICE_KEY.public.raw[:31] + b"\x00"):
+        answer = dev.request("init", DEVICE_ID, 7, ALL_CAPS, 512, 4, 4096, 2, 0, 0, seed,
+                             b"", b"", b"", 0, wrong)  # fmt: skip
+        assert answer == ["bad_arg"], wrong.hex()
+    host = Host(dev)
+    out = dev.init(offer_n=2, public_key=DEVICE_KEY.public.raw)
+    host.feed(out)
+    host.handshake()
+    fill(host, 2)
+    _, pack = collect_pack(host)  # verified with the registered key
+    assert [r.id for r in pack.items if isinstance(r, Record)] == [
+        record_id(DEVICE_ID, 7, n) for n in (1, 2)
+    ]
+
+
 def test_offload_by_period(dev: Device) -> None:
     host = connect(dev, offer_t=1000)
     fill(host, 1)

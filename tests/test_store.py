@@ -346,6 +346,7 @@ def test_a_reused_record_id_is_kept_as_a_conflict(store: Store) -> None:
     # power-cycled without its boot counter: capture seqs restart, the chain continues
     again = Device(DEV_A, KEY_A)
     p2 = again.pack(4, prev=p1.hash, seq=p1.seq + 1)
+    assert store.integrity_warnings() == [] and store.count_record_conflicts() == 0
     taken = store.take_pack(DEV_A, p2.encoded)
     assert (taken.status, taken.records) == ("accepted", 1)  # seq 4 is new
     conflicts = store.record_conflicts()
@@ -353,6 +354,30 @@ def test_a_reused_record_id_is_kept_as_a_conflict(store: Store) -> None:
     assert [(c[0], c[3]) for c in conflicts] == [(r.id, r.hash) for r in reused]
     assert store.count_records() == 4
     assert store.check_integrity() == []
+    # sound, but never silent: the intake names them, the counts and a warning say so
+    assert taken.conflicts == tuple(r.id for r in reused)
+    assert store.count_record_conflicts() == store.count_record_conflicts(DEV_A) == 3
+    assert store.count_record_conflicts(DEV_B) == 0
+    assert store.integrity_warnings() == [
+        f"device {DEV_A.hex()}: 3 record conflicts (record ids reused with other contents, "
+        f"packs seq {p2.seq:#x}..{p2.seq:#x}; kept in record_conflicts)"
+    ]
+    # the same pack again is a duplicate: no second copy of its conflicts
+    assert store.take_pack(DEV_A, p2.encoded).conflicts == ()
+    assert store.count_record_conflicts() == 3
+
+
+def store_with_conflicts(path: Path) -> tuple[Store, list[Record]]:
+    """DEV_A registered, one pack of 3 records, then a pack of 4 from a device that lost
+    its boot counter: 3 of them reuse the first pack's ids with other contents."""
+    store = Store(path)
+    store.register_device(DEV_A, KEY_A.public.raw, "mps2-an385")
+    first = Device(DEV_A, KEY_A)
+    p1 = first.pack(3)
+    assert store.take_pack(DEV_A, p1.encoded).status == "accepted"
+    p2 = Device(DEV_A, KEY_A).pack(4, prev=p1.hash, seq=p1.seq + 1)
+    assert len(store.take_pack(DEV_A, p2.encoded).conflicts) == 3
+    return store, [r for r in p2.items[:3] if isinstance(r, Record)]
 
 
 def test_an_old_store_is_migrated_in_place(tmp_path: Path) -> None:

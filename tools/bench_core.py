@@ -365,6 +365,11 @@ ROWS = (
     Row("Ed25519 sign, 127 B", ("ed25519.sign",), 6_000_000, (CORTEX_M3,)),
     Row("Ed25519 verify, 127 B", ("ed25519.verify",), 12_000_000, (CORTEX_M3,)),
     Row("Ed25519 verify, 127 B, rejected", ("ed25519.verify_reject",)),
+    Row("NV store: mount, 2 pages of 256 B, erased", ("persist.mount_empty",)),
+    Row("NV store: mount, 3 records", ("persist.mount",)),
+    Row("NV store: boot counter saved (append)", ("persist.boot",)),
+    Row("NV store: save a chain head (append)", ("persist.save",)),
+    Row("NV store: save with a page erase", ("persist.save_erase",)),
 )
 
 STACK_ROWS = (
@@ -478,6 +483,8 @@ def ram_budget(run: BenchRun) -> tuple[list[str], bool]:
         ("frame transmit buffer (HM_FRAME_WIRE_BOUND)", run.sizes.get("frame_tx")),
         ("message body buffer (HM_MAX_FRAME)", run.sizes.get("msg_body")),
         ("fragment reassembly (sizeof hm_reasm)", run.sizes.get("reasm")),
+        ("NV store state (hm_persist, hm_nv, hm_nvram)", run.sizes.get("persist")),
+        ("NV region (hifive1: the end of the DTIM)", run.sizes.get("nv_region")),
     ]
     lines = [
         f"FE310 RAM budget ({FE310_RAM:,} bytes): the core's buffers, default sizes",

@@ -132,9 +132,7 @@ def run(
             with Store(db) as store:
                 store.register_device(sim_id(0), sim_key(0).public.raw, "simulated")
         for n, (board, image) in enumerate(images):
-            qb = stack.enter_context(
-                QemuBoard(board, image, timeout=seconds + warmup + 120).start()
-            )
+            qb = stack.enter_context(QemuBoard(board, image, timeout=seconds + warmup + 120))
             if faults:
                 px = stack.enter_context(
                     FaultProxy(

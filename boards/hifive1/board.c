@@ -122,6 +122,14 @@ uint32_t board_now_ms(void) {
 #endif
 }
 
+/* The last 512 bytes of the 16 KB DTIM (link.ld: NV, outside every section and the
+ * stack): QEMU's sifive_e backs the whole RAM with a file given
+ * -machine sifive_e,memory-backend=...; the loader writes only the loaded sections. */
+extern uint8_t _snvram[];
+const struct hm_nv *board_nv(void) {
+    return board_nv_over_ram(_snvram, 2, 256);
+}
+
 const char *board_name(void) {
     return "hifive1";
 }

@@ -33,6 +33,7 @@
 #define BOARD_EXIT_STACK 2          /* the stack paint at the bottom was overwritten */
 #define BOARD_EXIT_UNPROVISIONED 3  /* the key slot is not provisioned (or damaged) */
 #define BOARD_EXIT_CONFIG 4         /* hm_agent_init refused the slot's configuration */
+#define BOARD_EXIT_NV 5             /* the non-volatile state could not be read or saved */
 
 #define BOARD_STACK_PAINT 0x5AA5C33Cu
 
@@ -44,6 +45,19 @@ uint32_t board_now_ms(void);
 const char *board_name(void);
 void board_idle(void); /* wait for the next interrupt (or return at once) */
 void board_exit(int code) __attribute__((noreturn));
+
+/* The board's non-volatile region (hm_nv.h), or NULL if it has none. In QEMU
+ * (boards/README.md "Non-volatile state"), with the NOR rules enforced by hm_nvram:
+ * mps2-an385 2 pages of 1 KB at 0x21000000 and hifive1 2 pages of 256 B at the end of
+ * the DTIM, RAM that a file backs; stm32f4 2 pages of 1 KB written through to a host
+ * file by semihosting (only when the host names one). */
+struct hm_nv;
+const struct hm_nv *board_nv(void);
+/* The common drivers behind it (boards/common/board_nv.c): hm_nvram over `pages`
+ * pages of `page_size` bytes of RAM, or of a RAM shadow of a semihosting file. */
+const struct hm_nv *board_nv_over_ram(uint8_t *base, uint32_t pages, uint32_t page_size);
+const struct hm_nv *board_nv_over_semihost(uint8_t *shadow, uint32_t pages,
+                                           uint32_t page_size);
 
 /* Stack accounting (boards/common/board_common.c). */
 size_t board_stack_size(void);

@@ -16,8 +16,9 @@
  *
  * A cold boot repeats the slot's boot base: record ids of that boot can repeat ids of
  * an earlier cold boot (the packer still numbers packs above the host's head, see
- * hm_pack.h). Flash-backed persistence is what makes the counter survive power loss;
- * these boards do not have it yet.
+ * hm_pack.h). On a board with a non-volatile region (board.h board_nv) the
+ * application takes the boot counter and the knowledge head from hm_persist instead,
+ * which survive power loss.
  */
 #ifndef BOARD_NOINIT_H
 #define BOARD_NOINIT_H

@@ -63,6 +63,12 @@ const char *board_name(void) {
     return "mps2-an385";
 }
 
+/* The machine's 16 MB PSRAM at 0x21000000: the image uses none of it, and QEMU backs
+ * it with a file given -machine mps2-an385,memory-backend=... (a new file reads 0). */
+const struct hm_nv *board_nv(void) {
+    return board_nv_over_ram((uint8_t *)0x21000000u, 2, 1024);
+}
+
 void board_idle(void) {
     cortex_m_wfi();
 }

@@ -16,6 +16,10 @@
  *     free is the never-touched part of the painted stack, used = size - free.
  *     STATUS_REQUEST is answered by the agent itself. Idle: board_idle (wfi) until
  *     the next interrupt (UART receive, or the 1 ms tick).
+ *  On a board with a non-volatile region (board_nv), the boot counter is taken from
+ *  hm_persist (above every earlier one, saved before use) and each accepted knowledge
+ *  head is saved there too, so both survive a power cycle; a failure there is
+ *  board_exit(5) (BOARD_EXIT_NV).
  *  Boot counter and knowledge head (boards/include/board_noinit.h): kept in .noinit
  *  RAM with a magic and a CRC. A warm reset (watchdog, reset pin, QEMU system_reset)
  *  boots with the saved boot + 1 and the saved knowledge head (so a rollback stays
@@ -39,6 +43,8 @@
 #include "board_noinit.h"
 #include "hm_agent.h"
 #include "hm_crc32.h"
+#include "hm_nv.h"
+#include "hm_persist.h"
 #include "hm_sha2.h"
 #include "hm_slot.h"
 #include "sensor.h"
@@ -52,6 +58,9 @@
  * and packer from it (hm_agent.h "Resume"); a cold boot starts it fresh. */
 __attribute__((section(".noinit"), aligned(8))) static hm_agent agent;
 static sensor sens;
+/* The power-safe state (hm_persist.h) on a board with a non-volatile region. */
+static hm_persist persist;
+static int have_nv;
 
 static void io_write(void *ctx, const uint8_t *bytes, size_t n) {
     (void)ctx;
@@ -66,6 +75,12 @@ static uint32_t io_now(void *ctx) {
 static void io_knowledge_saved(void *ctx, uint64_t seq, const uint8_t hash[32]) {
     (void)ctx;
     board_noinit_save_knowledge(seq, hash);
+    if (have_nv) { /* before the host hears of it: a cut after this keeps the head */
+        hm_persist_state s = persist.st;
+        s.knowledge_seq = seq;
+        memcpy(s.knowledge_hash, hash, sizeof s.knowledge_hash);
+        if (hm_persist_save(&persist, &s) != HM_NV_OK) board_exit(BOARD_EXIT_NV);
+    }
 }
 
 static int slot_ok(const hm_slot *s) {
@@ -116,12 +131,27 @@ int main(void) {
     memset(&cfg, 0, sizeof cfg);
     cfg.device_id = slot->device_id;
     cfg.seed = slot->device_seed;
+    cfg.public_key = slot->device_public; /* checked against the seed by hm_agent_init */
     cfg.host_key = (slot->flags & HM_SLOT_HOST_KEY) ? &slot->host_key : NULL;
     cfg.board = board_name();
     cfg.firmware = HM_FIRMWARE_VERSION;
     cfg.boot = board_noinit_boot(slot->device_id, slot->boot_base ? slot->boot_base : 1u, &warm);
     cfg.knowledge_seq = board_noinit_knowledge(&khash);
     cfg.knowledge_hash = khash;
+    if (board_nv()) {
+        /* a boot counter above every earlier one, saved before it is used; the newest
+         * knowledge head a power cycle kept (anti-rollback) */
+        uint32_t boot = 0;
+        if (hm_persist_mount(&persist, board_nv(), 0) != HM_NV_OK ||
+            hm_persist_boot(&persist, cfg.boot, &boot) != HM_NV_OK)
+            board_exit(BOARD_EXIT_NV);
+        have_nv = 1;
+        cfg.boot = boot;
+        if (persist.st.knowledge_seq > cfg.knowledge_seq) {
+            cfg.knowledge_seq = persist.st.knowledge_seq;
+            cfg.knowledge_hash = persist.st.knowledge_hash;
+        }
+    }
     cfg.capabilities = HM_CAP_ALL;
     cfg.offer_threshold = slot->offer_threshold;
     cfg.offer_period_ms = slot->offer_period_ms;

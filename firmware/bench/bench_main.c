@@ -32,6 +32,8 @@
 #include "hm_frag.h"
 #include "hm_frame.h"
 #include "hm_msg.h"
+#include "hm_nvram.h"
+#include "hm_persist.h"
 #include "hm_sha2.h"
 
 #if defined(__has_include)
@@ -542,7 +544,7 @@ static void bench_crypto(void) {
     REGION("ed25519.public_key", -1, hm_ed25519_public_key(pub, seed));
     check(hex_eq(pub, sizeof pub, ED25519_PUBLIC), "ed25519.public_key", -1);
 
-    REGION("ed25519.sign", -1, hm_ed25519_sign(sig, seed, work, ED25519_MESSAGE));
+    REGION("ed25519.sign", -1, hm_ed25519_sign(sig, seed, pub, work, ED25519_MESSAGE));
     check(hex_eq(sig, sizeof sig, ED25519_SIGNATURE), "ed25519.sign", -1);
 
     REGION("ed25519.verify", -1, rc = hm_ed25519_verify(sig, pub, work, ED25519_MESSAGE));
@@ -552,6 +554,41 @@ static void bench_crypto(void) {
     REGION("ed25519.verify_reject", -1,
            rc = hm_ed25519_verify(sig, pub, work, ED25519_MESSAGE));
     check(rc == -1, "ed25519.verify_reject", -1);
+}
+
+/* ---- the power-safe store over NOR rules in RAM ---------------------------------- */
+
+#define NV_PAGE 256 /* two slots per page: the third save erases the other page */
+
+static void bench_persist(void) {
+    static uint8_t nvmem[2 * NV_PAGE];
+    static hm_nvram ram;
+    static hm_nv nv;
+    static hm_persist p;
+    hm_persist_state st;
+    hm_nv_status rc = HM_NV_OK;
+    uint32_t boot = 0;
+
+    memset(nvmem, 0xFF, sizeof nvmem);
+    hm_nvram_init(&nv, &ram, nvmem, 2, NV_PAGE, 4);
+    REGION("persist.mount_empty", -1, rc = hm_persist_mount(&p, &nv, 0));
+    check(rc == HM_NV_OK && !p.found, "persist.mount_empty", -1);
+    REGION("persist.boot", -1, rc = hm_persist_boot(&p, 1, &boot));
+    check(rc == HM_NV_OK && boot == 1 && p.next == 1, "persist.boot", -1);
+    st = p.st;
+    st.pack_seq = ((uint64_t)1 << 32) | 1u;
+    memset(st.pack_hash, 0x5A, sizeof st.pack_hash);
+    REGION("persist.save", -1, rc = hm_persist_save(&p, &st));
+    check(rc == HM_NV_OK && p.next == 2 && p.active == 0, "persist.save", -1);
+    st.knowledge_seq = 2;
+    memset(st.knowledge_hash, 0xA5, sizeof st.knowledge_hash);
+    REGION("persist.save_erase", -1, rc = hm_persist_save(&p, &st));
+    check(rc == HM_NV_OK && p.next == 1 && p.active == 1 && ram.writes == 4,
+          "persist.save_erase", -1);
+    REGION("persist.mount", -1, rc = hm_persist_mount(&p, &nv, 0));
+    check(rc == HM_NV_OK && p.found && p.epoch == 3 && p.st.boot == 1 &&
+              p.st.knowledge_seq == 2 && p.st.pack_hash[31] == 0x5A,
+          "persist.mount", -1);
 }
 
 /* ---- sizes ------------------------------------------------------------------------ */
@@ -577,6 +614,7 @@ int bench_main(void) {
     bench_msg();
     bench_record();
     bench_crypto();
+    bench_persist();
 
 #ifdef BENCH_RING
     report("size", "ring", (uint32_t)sizeof(hm_ring));
@@ -585,6 +623,8 @@ int bench_main(void) {
     report("size", "frame_tx", (uint32_t)HM_FRAME_WIRE_BOUND(HM_MAX_FRAME));
     report("size", "msg_body", (uint32_t)HM_MAX_FRAME);
     report("size", "reasm", (uint32_t)sizeof(hm_reasm));
+    report("size", "persist", (uint32_t)(sizeof(hm_persist) + sizeof(hm_nv) + sizeof(hm_nvram)));
+    report("size", "nv_region", 2u * NV_PAGE); /* boards/hifive1: 2 pages of 256 B */
     report("ram", "static", (uint32_t)((uintptr_t)_ebss - (uintptr_t)_sram));
     report("ram", "total", (uint32_t)((uintptr_t)_stack_top - (uintptr_t)_sram));
     out_str("done");

@@ -702,17 +702,19 @@ hm_agent_err hm_agent_init(hm_agent *a, const hm_agent_config *c) {
         mf > HM_MAX_FRAME || win < 1 || win > HM_WINDOW || mm > HM_MAX_MESSAGE ||
         (c->knowledge_seq && !c->knowledge_hash))
         return HM_AGENT_E_ARG;
+    /* the one derivation of the public key: every signature reuses it */
     hm_public_key(pub, c->seed);
+    if (c->public_key && memcmp(pub, c->public_key, sizeof pub) != 0) return HM_AGENT_E_ARG;
     hm_hash_sha256(digest, pub, sizeof pub); /* the kid: digest[0 .. 8) */
     /* Resume: ring and packer stay if they are whole (see "Resume" in hm_agent.h). */
     kept = c->resume && hm_ring_validate(&a->ring, c->device_id, cap, arena) == 0 &&
-           hm_pack_resume(&a->packer, &a->ring, c->seed, digest) == 0;
+           hm_pack_resume(&a->packer, &a->ring, c->seed, pub, digest) == 0;
     memset(a, 0, offsetof(hm_agent, ring));
     a->counters.resumes = (uint32_t)kept;
     if (!kept) {
         if (hm_ring_init_sized(&a->ring, c->device_id, c->boot, cap, arena) != HM_RING_OK)
             return HM_AGENT_E_ARG;
-        hm_pack_init(&a->packer, c->device_id, c->boot, c->seed, digest);
+        hm_pack_init(&a->packer, c->device_id, c->boot, c->seed, pub, digest);
         a->counters.resume_failed = c->resume != 0;
     }
     if (copy_text(a->board, c->board) || copy_text(a->firmware, c->firmware))

@@ -178,6 +178,9 @@ typedef struct {
 typedef struct {
     const uint8_t *device_id;      /* 8 bytes */
     const uint8_t *seed;           /* 32-byte Ed25519 device key (copied into the packer) */
+    const uint8_t *public_key;     /* its public key (32 bytes, e.g. from the key slot),
+                                    * checked once against the seed: a mismatch is
+                                    * HM_AGENT_E_ARG; NULL: derived from the seed */
     const hm_host_key *host_key;   /* trusted knowledge signer, NULL if none; must outlive */
     const char *board, *firmware;  /* NUL-terminated UTF-8; HELLO must fit 124 bytes */
     uint32_t boot;                 /* boot counter */
@@ -199,7 +202,8 @@ typedef struct {
 
 typedef enum {
     HM_AGENT_OK = 0,
-    HM_AGENT_E_ARG = 1 /* a config value out of range, or HELLO too large */
+    HM_AGENT_E_ARG = 1 /* a config value out of range, HELLO too large, or a public_key
+                        * that is not the seed's */
 } hm_agent_err;
 
 typedef struct {

@@ -16,8 +16,8 @@ void hm_public_key(uint8_t pub[HM_PUBLIC_KEY_SIZE], const uint8_t seed[HM_SEED_S
 }
 
 void hm_sign(uint8_t sig[HM_SIGNATURE_SIZE], const uint8_t seed[HM_SEED_SIZE],
-             const uint8_t *msg, size_t len) {
-    hm_ed25519_sign(sig, seed, msg, len);
+             const uint8_t pub[HM_PUBLIC_KEY_SIZE], const uint8_t *msg, size_t len) {
+    hm_ed25519_sign(sig, seed, pub, msg, len);
 }
 
 int hm_verify(const uint8_t sig[HM_SIGNATURE_SIZE], const uint8_t pub[HM_PUBLIC_KEY_SIZE],

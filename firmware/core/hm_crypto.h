@@ -11,8 +11,10 @@
  * Contract an implementation must keep (the conformance vectors check it):
  *  - hm_hash_sha256: FIPS 180-4 SHA-256 of data[0..len).
  *  - hm_public_key / hm_sign: RFC 8032 Ed25519 (pure, no context): seed is the
- *    32-byte private key; signatures are deterministic, so any correct
- *    implementation reproduces protocol/vectors/ed25519.json byte for byte.
+ *    32-byte private key; hm_sign takes the seed's public key as well (the caller
+ *    derived or checked it once) instead of deriving it per signature; signatures
+ *    are deterministic, so any correct implementation reproduces
+ *    protocol/vectors/ed25519.json byte for byte.
  *  - hm_verify: returns 0 for a valid signature and -1 otherwise, with OpenSSL's
  *    semantics as SPEC §8.3 states them (detailed in hm_ed25519.h): S >= L refused,
  *    a public key that does not decode refused (non-canonical y and x = 0 with the
@@ -40,8 +42,9 @@ void hm_hash_sha256(uint8_t digest[HM_SHA256_DIGEST_SIZE], const uint8_t *data, 
 
 void hm_public_key(uint8_t pub[HM_PUBLIC_KEY_SIZE], const uint8_t seed[HM_SEED_SIZE]);
 
+/* pub: the public key of seed, checked by the caller (see hm_ed25519_sign). */
 void hm_sign(uint8_t sig[HM_SIGNATURE_SIZE], const uint8_t seed[HM_SEED_SIZE],
-             const uint8_t *msg, size_t len);
+             const uint8_t pub[HM_PUBLIC_KEY_SIZE], const uint8_t *msg, size_t len);
 
 /* 0 if valid, -1 if not. */
 int hm_verify(const uint8_t sig[HM_SIGNATURE_SIZE], const uint8_t pub[HM_PUBLIC_KEY_SIZE],

@@ -705,11 +705,11 @@ void hm_ed25519_public_key(uint8_t pub[HM_ED25519_PUBLIC_SIZE],
 }
 
 void hm_ed25519_sign(uint8_t sig[HM_ED25519_SIGNATURE_SIZE],
-                     const uint8_t seed[HM_ED25519_SEED_SIZE], const uint8_t *msg,
+                     const uint8_t seed[HM_ED25519_SEED_SIZE],
+                     const uint8_t pub[HM_ED25519_PUBLIC_SIZE], const uint8_t *msg,
                      size_t len) {
-    uint8_t h[64], pub[32], r[32], rb[32], k[32];
+    uint8_t h[64], r[32], rb[32], k[32];
     expand_seed(h, seed);
-    scalarmult_base_encode(pub, h);
     hash_to_scalar(r, h + 32, NULL, msg, len); /* r = SHA-512(prefix || M) mod L */
     scalarmult_base_encode(rb, r);             /* R = r B */
     hash_to_scalar(k, rb, pub, msg, len);      /* k = SHA-512(R || A || M) mod L */

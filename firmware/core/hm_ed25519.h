@@ -34,7 +34,8 @@
  *    only the cofactored equation ([8][S]B = [8]R + [8][k]A) accepts is refused.
  *
  * Cost on a Cortex-M3 (Thumb-2, gcc 12 -Os, counted in QEMU by tools/bench_core.py):
- * public_key 1.84 M instructions, sign 3.93 M, verify 2.04 M (127-byte message); about
+ * public_key 1.84 M instructions, sign 2.15 M (the public key given, not derived
+ * again; 3.93 M when sign derived it), verify 2.04 M (127-byte message); about
  * 5.7 KB of code and constants (no precomputed tables). Stack, deepest path: 2.4 KB public_key,
  * 2.5 KB sign (the table (1..8)B lives on the stack), 3.0 KB verify (two 4-entry
  * tables of odd multiples and two 256-digit NAFs). No heap, no globals.
@@ -53,11 +54,16 @@
 void hm_ed25519_public_key(uint8_t pub[HM_ED25519_PUBLIC_SIZE],
                            const uint8_t seed[HM_ED25519_SEED_SIZE]);
 
-/* sig = R || S, the signature of msg[0..len) under seed. Deterministic. The public
- * key is recomputed from the seed (never taken from the caller, so a wrong one
- * cannot leak the key). sig may overlap msg or seed. msg may be NULL if len is 0. */
+/* sig = R || S, the signature of msg[0..len) under seed. Deterministic. pub MUST be
+ * the public key of seed (hm_ed25519_public_key, or a stored copy checked against
+ * it once): it is hashed into k, not recomputed. Signing one message under two
+ * different pubs gives two S with the same r, which reveals the secret scalar, so a
+ * caller never passes a pub it has not checked (the agent checks the key slot's
+ * once, at hm_agent_init). sig may overlap msg, seed or pub. msg may be NULL if len
+ * is 0. */
 void hm_ed25519_sign(uint8_t sig[HM_ED25519_SIGNATURE_SIZE],
-                     const uint8_t seed[HM_ED25519_SEED_SIZE], const uint8_t *msg,
+                     const uint8_t seed[HM_ED25519_SEED_SIZE],
+                     const uint8_t pub[HM_ED25519_PUBLIC_SIZE], const uint8_t *msg,
                      size_t len);
 
 /* 0 if sig is a valid signature of msg[0..len) under pub, -1 if not (with the

@@ -62,9 +62,11 @@ static void protected_header(uint8_t out[PROTECTED_SIZE], const uint8_t kid[HM_K
 /* ---- the packer ------------------------------------------------------------------ */
 
 void hm_pack_init(hm_packer *p, const uint8_t device_id[HM_ID_SIZE], uint32_t boot,
-                  const uint8_t seed[HM_SEED_SIZE], const uint8_t kid[HM_KID_SIZE]) {
+                  const uint8_t seed[HM_SEED_SIZE], const uint8_t pub[HM_PUBLIC_KEY_SIZE],
+                  const uint8_t kid[HM_KID_SIZE]) {
     memset(p, 0, sizeof *p);
     memcpy(p->seed, seed, HM_SEED_SIZE);
+    memcpy(p->pub, pub, HM_PUBLIC_KEY_SIZE);
     memcpy(p->device_id, device_id, HM_ID_SIZE);
     memcpy(p->kid, kid, HM_KID_SIZE);
     p->boot = boot;
@@ -142,7 +144,7 @@ hm_pack_err hm_pack_result(hm_packer *p, hm_ring *ring, uint64_t seq, unsigned s
 }
 
 int hm_pack_resume(hm_packer *p, hm_ring *ring, const uint8_t seed[HM_SEED_SIZE],
-                   const uint8_t kid[HM_KID_SIZE]) {
+                   const uint8_t pub[HM_PUBLIC_KEY_SIZE], const uint8_t kid[HM_KID_SIZE]) {
     uint32_t i, k, n = p->npending, count[HM_PACK_PENDING] = {0};
     uint64_t below = p->host_seq;
     if (n > HM_PACK_PENDING || p->boot != ring->boot ||
@@ -167,6 +169,7 @@ int hm_pack_resume(hm_packer *p, hm_ring *ring, const uint8_t seed[HM_SEED_SIZE]
         below = e->seq;
     }
     memcpy(p->seed, seed, HM_SEED_SIZE);
+    memcpy(p->pub, pub, HM_PUBLIC_KEY_SIZE);
     memcpy(p->kid, kid, HM_KID_SIZE);
     return 0;
 }
@@ -277,7 +280,7 @@ hm_pack_err hm_pack_build(hm_packer *p, hm_ring *ring, uint64_t created_ms, uint
     memcpy(out + 13, prot, PROTECTED_SIZE);
     out[26] = 0x40;
     (void)put_bstr_head(out + SIG_HEAD, hl, payload);
-    hm_sign(sig, p->seed, out, SIG_HEAD + hl + payload);
+    hm_sign(sig, p->seed, p->pub, out, SIG_HEAD + hl + payload);
 
     /* COSE_Sign1 around it: the payload bstr moves down 10 bytes (the one memmove). */
     memmove(out + COSE_HEAD, out + SIG_HEAD, hl + payload);

@@ -224,15 +224,18 @@ typedef struct {
     uint8_t device_id[HM_ID_SIZE];  /* signer of the packs */
     uint8_t kid[HM_KID_SIZE];       /* kid of the device key (protected header) */
     uint8_t seed[HM_SEED_SIZE];     /* the device signing key: never logged or sent */
+    uint8_t pub[HM_PUBLIC_KEY_SIZE]; /* its public key, checked by the caller */
     uint8_t host_hash[HM_HASH_SIZE]; /* pack hash of host_seq (32 zero bytes: none) */
     hm_pack_pending pending[HM_PACK_PENDING]; /* P1, P2 */
 } hm_packer;
 
 /* A packer with nothing signed and the genesis head (seq 0, 32 zero bytes) until a
- * HELLO_ACK says otherwise. seed is the 32-byte Ed25519 private key, kid the 8-byte
- * key id of its public key (SHA-256(public)[0..8), host/hirmem/protocol/keys.py). */
+ * HELLO_ACK says otherwise. seed is the 32-byte Ed25519 private key, pub its public
+ * key (the caller derived or checked it: hm_sign does not derive it again), kid the
+ * 8-byte key id of pub (SHA-256(public)[0..8), host/hirmem/protocol/keys.py). */
 void hm_pack_init(hm_packer *p, const uint8_t device_id[HM_ID_SIZE], uint32_t boot,
-                  const uint8_t seed[HM_SEED_SIZE], const uint8_t kid[HM_KID_SIZE]);
+                  const uint8_t seed[HM_SEED_SIZE], const uint8_t pub[HM_PUBLIC_KEY_SIZE],
+                  const uint8_t kid[HM_KID_SIZE]);
 
 /* Zero the whole state, seed included (the writes are not optimised away). */
 void hm_pack_wipe(hm_packer *p);
@@ -243,10 +246,10 @@ void hm_pack_wipe(hm_packer *p);
  * the pack (npending++), so those records are unpinned (the pack was never counted or
  * offered; its seq may be burnt). Then P1 and P4 are checked (P2 cannot be: the
  * pack bytes are gone), and the packer's device id and boot must be the ring's. 0: the packer keeps its pending packs, sequence and host head, and takes
- * seed and kid anew; -1: broken (the caller starts fresh; the ring may have been
+ * seed, pub and kid anew; -1: broken (the caller starts fresh; the ring may have been
  * unpinned). P5 (counters) is not checked. */
 int hm_pack_resume(hm_packer *p, hm_ring *ring, const uint8_t seed[HM_SEED_SIZE],
-                   const uint8_t kid[HM_KID_SIZE]);
+                   const uint8_t pub[HM_PUBLIC_KEY_SIZE], const uint8_t kid[HM_KID_SIZE]);
 
 /* Apply a HELLO_ACK's pack_seq / pack_hash (see the chain-head rules above). */
 void hm_pack_set_head(hm_packer *p, hm_ring *ring, uint64_t pack_seq,

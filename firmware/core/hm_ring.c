@@ -17,10 +17,15 @@ static unsigned ctz32(uint32_t x) {
 #endif
 }
 
-/* The blocks of a record: nblocks bits from `block` (none for an empty record). */
+/* n bits from `block` (none for n = 0). */
+static uint32_t blocks_mask(unsigned block, unsigned n) {
+    if (n == 0) return 0;
+    return (0xFFFFFFFFu >> (HM_RING_BLOCKS - n)) << block;
+}
+
+/* The blocks of a record. */
 static uint32_t rec_mask(const hm_ring_record *rec) {
-    if (rec->nblocks == 0) return 0;
-    return (0xFFFFFFFFu >> (HM_RING_BLOCKS - rec->nblocks)) << rec->block;
+    return blocks_mask(rec->block, rec->nblocks);
 }
 
 /* Lowest start of k >= 1 consecutive set bits of `map`, or -1. After j steps bit i
@@ -54,44 +59,73 @@ static void lru_push_front(hm_ring *ring, uint8_t i) {
     ring->mru = i;
 }
 
-/* Free a live slot that is in no list: give back its blocks (`mask`, its
- * rec_mask) and push the slot on the free list. */
-static void slot_free(hm_ring *ring, uint8_t i, uint32_t mask) {
-    hm_ring_record *rec = &ring->rec[i];
+/* Give back a live record's blocks (`mask`, its rec_mask). */
+static void blocks_free(hm_ring *ring, const hm_ring_record *rec, uint32_t mask) {
     ring->used_blocks &= ~mask;
     ring->counters.arena_used -= (uint32_t)rec->nblocks * ring->block_size;
+}
+
+/* Push a live slot that is in no list and holds no blocks on the free list. */
+static void slot_push_free(hm_ring *ring, uint8_t i) {
+    hm_ring_record *rec = &ring->rec[i];
     ring->counters.used--;
     rec->seq = 0; /* the other fields of a free slot mean nothing until capture */
     rec->next = ring->free_head;
     ring->free_head = i;
 }
 
-/* The least recently accessed VOLATILE record, the list's tail, leaves (I3). */
-static void evict_lru(hm_ring *ring) {
+/* Take the first free slot (there is one) for a new VOLATILE record, counted. */
+static uint8_t slot_take(hm_ring *ring) {
+    uint8_t i = ring->free_head;
+    ring->free_head = ring->rec[i].next;
+    ring->counters.used++;
+    ring->counters.volatiles++;
+    return i;
+}
+
+/* The least recently accessed VOLATILE record, the list's tail, leaves (I3): off the
+ * list, its blocks given back (`mask`: its rec_mask), counted as an eviction. Its slot
+ * still counts as a used VOLATILE one: the caller frees it or reuses it. */
+static uint8_t evict_lru(hm_ring *ring, uint32_t mask) {
     uint8_t i = ring->lru;
     hm_ring_record *rec = &ring->rec[i];
-    uint32_t mask = rec_mask(rec);
     ring->lru = rec->prev;
     if (rec->prev != NIL) ring->rec[rec->prev].next = NIL;
     else ring->mru = NIL;
     ring->vol_blocks &= ~mask;
-    ring->counters.volatiles--;
+    blocks_free(ring, rec, mask);
     ring->counters.evictions++;
-    slot_free(ring, i, mask);
+    return i;
 }
 
-/* Evict VOLATILE records, least recently accessed first, until a slot is free and
- * k blocks in a row are (`block`: the run found so far, or -1). Decides first
- * whether evicting every VOLATILE record would be enough (I4); returns the run's
- * first block, or -1 with nothing evicted. */
-static int make_room(hm_ring *ring, unsigned k, int block) {
-    if ((ring->free_head == NIL && ring->counters.volatiles == 0) ||
-        (block < 0 && find_run(~ring->used_blocks | ring->vol_blocks, k) < 0))
-        return -1;
+/* Called when the ring has no free slot or no run of k free blocks: evict VOLATILE
+ * records, least recently accessed first, until a slot is free and k blocks in a row
+ * are; returns the run's first block and sets *slot to a slot taken for the new
+ * record (slot_take's counting), or returns -1 with nothing evicted (I4).
+ * The common case first, a full ring of similar records: evicting the LRU record alone
+ * makes room. The run is then the first fit over the blocks free after it (one run
+ * search, no check of the whole volatile set), and the LRU's slot is the one the new
+ * record takes (the free list is LIFO), so it is reused in place. Otherwise it decides
+ * first whether evicting every VOLATILE record would be enough, then evicts one at a
+ * time. */
+static int make_room(hm_ring *ring, unsigned k, uint8_t *slot) {
+    uint32_t mask;
+    int block = 0;
+    if (ring->lru == NIL) return -1; /* nothing evictable */
+    mask = rec_mask(&ring->rec[ring->lru]);
+    if (k) block = find_run(~ring->used_blocks | mask, k);
+    if (block >= 0) {
+        *slot = evict_lru(ring, mask); /* still a used VOLATILE slot: now the new one's */
+        return block;
+    }
+    if (find_run(~ring->used_blocks | ring->vol_blocks, k) < 0) return -1;
     do { /* first fit after each eviction: a lower run may have formed (I6) */
-        evict_lru(ring);
-        if (k) block = find_run(~ring->used_blocks, k);
-    } while (ring->free_head == NIL || block < 0);
+        uint8_t i = evict_lru(ring, rec_mask(&ring->rec[ring->lru]));
+        ring->counters.volatiles--;
+        slot_push_free(ring, i);
+        block = find_run(~ring->used_blocks, k);
+    } while (block < 0); /* a slot is free after the first eviction */
+    *slot = slot_take(ring);
     return block;
 }
 
@@ -162,18 +196,18 @@ hm_ring_status hm_ring_capture(hm_ring *ring, const uint8_t *payload, size_t pay
     }
     /* blocks needed: at most 320 / 10 = 32 */
     k = ((unsigned)(payload_len + source_len) + ring->block_size - 1u) / ring->block_size;
-    if (k) block = find_run(~ring->used_blocks, k);
-    if (ring->free_head == NIL || block < 0) {
-        block = make_room(ring, k, block);
+    if (ring->free_head == NIL) block = -1; /* no slot: make_room finds both */
+    else if (k) block = find_run(~ring->used_blocks, k);
+    if (block >= 0) {
+        i = slot_take(ring);
+    } else {
+        block = make_room(ring, k, &i);
         if (block < 0) {
             cnt->refusals++;
             return HM_RING_REFUSED_FULL;
         }
     }
-
-    i = ring->free_head;
     rec = &ring->rec[i];
-    ring->free_head = rec->next;
 
     copy_context(rec->context, context);
     rec->gate.h = rec->gate.i = rec->gate.r = rec->gate.f = rec->gate.c = 0;
@@ -194,19 +228,17 @@ hm_ring_status hm_ring_capture(hm_ring *ring, const uint8_t *payload, size_t pay
     {
         uint8_t *data = &ring->arena[(uint32_t)block * ring->block_size];
         uint8_t *to = data + payload_len;
-        uint32_t mask = rec_mask(rec);
-        size_t n;
+        const uint8_t *from = source, *end = source + source_len;
+        uint32_t mask = blocks_mask((unsigned)block, k); /* rec_mask(rec) */
         if (payload_len) memcpy(data, payload, payload_len);
-        /* the source is short: a byte loop costs less than a call */
-        for (n = 0; n < source_len; n++) to[n] = source[n];
+        /* the source is short: a byte loop costs less than a call (bottom-tested) */
+        if (from != end) do *to++ = *from++; while (from != end);
         ring->used_blocks |= mask;
         ring->vol_blocks |= mask;
     }
     lru_push_front(ring, i);
 
     cnt->arena_used += (uint32_t)k * ring->block_size;
-    cnt->used++;
-    cnt->volatiles++;
     if (out_index) *out_index = i;
     return HM_RING_OK;
 }
@@ -318,7 +350,8 @@ hm_ring_status hm_ring_release(hm_ring *ring, int index) {
     if (!rec) return HM_RING_NO_RECORD;
     if (!rec->pack) return HM_RING_BAD_STATE;
     ring->counters.pinned--;
-    slot_free(ring, (uint8_t)index, rec_mask(rec));
+    blocks_free(ring, rec, rec_mask(rec));
+    slot_push_free(ring, (uint8_t)index);
     return HM_RING_OK;
 }
 

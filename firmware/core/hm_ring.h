@@ -75,12 +75,14 @@
  * loop is the run search, at most (blocks per record - 1) steps. hm_ring_next is
  * O(capacity) per call and meant for pack building.
  *
- * Measured cost of hm_ring_capture (GCC 12 -Os, QEMU instruction trace, default
- * configuration, 105-byte records; the payload and source memcpy not counted, the
- * 32-byte context copy counted): Cortex-M3 179 instructions without an eviction, 291
- * with one; each further eviction of the same capture about 100 more. RV32IMAC: 202
- * and 352, plus about 64 for the context copy (a memcpy call there: no unaligned
- * access to inline it).
+ * Measured cost of hm_ring_capture (tools/bench_core.py: GCC 12 -Os, instructions
+ * counted in QEMU, default configuration, 64-byte payload and 5-byte source; the
+ * payload memcpy not counted, the source and the 32-byte context copies counted):
+ * Cortex-M3 197 instructions without an eviction, 241 with one; rv32imac 254 and 299
+ * (goal 300). What keeps the eviction cheap: the ring's scalar fields come first in
+ * the struct (rv32 reaches them with 12-bit offsets), the run search asks "what if the
+ * LRU record went" before evicting, so one eviction costs one search, and the evicted
+ * slot is reused in place (no free-list round trip, no counter churn).
  */
 #ifndef HM_RING_H
 #define HM_RING_H
@@ -139,9 +141,10 @@ typedef struct {
     uint32_t arena_used;  /* arena bytes held now, in whole blocks */
 } hm_ring_counters;
 
+/* The scalar fields come first: at small offsets from the struct, which rv32 reaches
+ * with a 12-bit immediate (after 2.8 KB of slots and a 2 KB arena every access needs
+ * two more instructions to form the address). */
 typedef struct {
-    hm_ring_record rec[HM_RING_CAPACITY];
-    uint8_t arena[HM_ARENA_SIZE]; /* 8-aligned: follows an array of 8-aligned records */
     hm_ring_counters counters;
     uint8_t device_id[HM_ID_SIZE];
     uint32_t boot;         /* boot counter of the ids */
@@ -152,6 +155,8 @@ typedef struct {
     uint16_t block_size;   /* arena_size / HM_RING_BLOCKS, >= 10 */
     uint8_t free_head;     /* free-slot list (LIFO) */
     uint8_t mru, lru;      /* volatile list: most and least recently accessed */
+    hm_ring_record rec[HM_RING_CAPACITY]; /* 8-aligned (a record holds a uint64_t) */
+    uint8_t arena[HM_ARENA_SIZE]; /* 8-aligned: follows an array of 8-aligned records */
 } hm_ring;
 
 #define HM_RING_NIL 0xFFu

@@ -58,7 +58,7 @@ static const struct {
 #define HEAD_SEED 1 /* the store that holds a head holds the seq-5 pack */
 
 static hm_host_key key;
-static uint8_t host_seed[32];
+static uint8_t host_seed[32], host_pub[32];
 static int ready;
 
 static void setup(void) {
@@ -67,6 +67,7 @@ static void setup(void) {
     hm_hash_sha256(host_seed, (const uint8_t *)label, sizeof label - 1);
     hm_public_key(pub, host_seed);
     FUZZ_CHECK(memcmp(pub, host_public, 32) == 0); /* the vectors' host key */
+    memcpy(host_pub, pub, 32);
     hm_hash_sha256(digest, pub, 32);
     FUZZ_CHECK(memcmp(digest, host_kid, 8) == 0); /* kid = SHA-256(public)[0..8) */
     memcpy(key.public_key, pub, 32);
@@ -212,7 +213,7 @@ static size_t sign_payload(const uint8_t *payload, size_t n, uint8_t *pack) {
     hm_cbor_put_bstr(&w, NULL, 0);
     hm_cbor_put_bstr(&w, payload, n);
     FUZZ_CHECK(w.err == HM_CBOR_OK);
-    hm_sign(sig, host_seed, sig_structure, w.len);
+    hm_sign(sig, host_seed, host_pub, sig_structure, w.len);
     hm_cbor_w_init(&w, pack, PACK_CAP);
     hm_cbor_put_tag(&w, 18);
     hm_cbor_put_array(&w, 4);

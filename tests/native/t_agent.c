@@ -24,8 +24,9 @@
  *                       last init's configuration, this boot counter and resume = 1:
  *                       "ok" x<out>, or "bad_arg"
  *   scribble offset x<bytes>
- *                       overwrite the agent's ring at byte `offset` (a corrupted RAM):
- *                       "ok", or "bad_arg" beyond the ring
+ *                       overwrite the agent's ring at byte `offset` of its slots
+ *                       (ring.rec[0] onwards; a corrupted RAM): "ok", or "bad_arg"
+ *                       beyond the ring
  *   halfbuild           what a reset inside hm_pack_build leaves: the first packable
  *                       record pinned to the tag of pending[npending], npending not
  *                       yet counted: "ok", or "none"
@@ -37,6 +38,7 @@
  * valid state at rest is never refused. A broken one ends the program with exit
  * status 1.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +54,8 @@ static uint8_t saved_hash[32];
 static uint32_t vclock = 1000; /* not 0: the agent must not assume a zero start */
 static hm_agent_config last_config; /* of the last successful init */
 static uint8_t last_device_id[HM_ID_SIZE], last_seed[HM_SEED_SIZE];
+static uint8_t last_pub[HM_PUBLIC_KEY_SIZE];   /* the public key of last_seed */
+static uint8_t last_given[HM_PUBLIC_KEY_SIZE]; /* the public key the init gave, if any */
 static hm_ring ring_copy;
 static hm_packer packer_copy;
 static int scribbled; /* the ring was overwritten: no at-rest check until an init */
@@ -124,7 +128,7 @@ static void check_agent(void) {
                                                    : HM_RING_CAPACITY,
                          HM_ARENA_SIZE) != 0)
         broken("ring refused by hm_ring_validate", a->ring.seq);
-    if (hm_pack_resume(&packer_copy, &ring_copy, last_seed, a->device_kid) != 0)
+    if (hm_pack_resume(&packer_copy, &ring_copy, last_seed, last_pub, a->device_kid) != 0)
         broken("packer refused by hm_pack_resume", a->packer.npending);
     if (memcmp(&ring_copy, &a->ring, sizeof ring_copy) != 0)
         broken("hm_pack_resume changed a ring at rest", 0);
@@ -146,7 +150,8 @@ static void run_init(hm_agent_config *c) {
 static void cmd_init(hexio_req *r) {
     hm_agent_config c;
     memset(&c, 0, sizeof c);
-    if (r->argc != 14 || r->len[0] != HM_ID_SIZE || r->len[9] != HM_SEED_SIZE) {
+    if ((r->argc != 14 && r->argc != 15) || r->len[0] != HM_ID_SIZE ||
+        r->len[9] != HM_SEED_SIZE || (r->argc == 15 && r->len[14] != HM_PUBLIC_KEY_SIZE)) {
         hexio_word("bad_arg");
         return;
     }
@@ -168,6 +173,7 @@ static void cmd_init(hexio_req *r) {
         c.host_key = &host_key;
     }
     c.ring_capacity = (uint16_t)r->num[13];
+    if (r->argc == 15) c.public_key = r->bytes[14]; /* as the key slot gives it */
     c.board = "native";
     c.firmware = "0.1.0";
     c.io.write = io_write;
@@ -176,9 +182,14 @@ static void cmd_init(hexio_req *r) {
     saved_seq = saved_calls = 0;
     memcpy(last_device_id, c.device_id, HM_ID_SIZE);
     memcpy(last_seed, c.seed, HM_SEED_SIZE);
+    hm_public_key(last_pub, last_seed);
     last_config = c;
     last_config.device_id = last_device_id;
     last_config.seed = last_seed;
+    if (c.public_key) { /* r's buffer is freed after this request */
+        memcpy(last_given, c.public_key, HM_PUBLIC_KEY_SIZE);
+        last_config.public_key = last_given;
+    }
     run_init(&c);
 }
 
@@ -195,12 +206,12 @@ static void cmd_resume(hexio_req *r) {
 }
 
 static void cmd_scribble(hexio_req *r) {
-    if (r->argc != 2 || !r->is_bytes[1] || r->num[0] > sizeof agent.ring ||
-        r->len[1] > sizeof agent.ring - r->num[0]) {
+    const size_t room = sizeof agent.ring - offsetof(hm_ring, rec);
+    if (r->argc != 2 || !r->is_bytes[1] || r->num[0] > room || r->len[1] > room - r->num[0]) {
         hexio_word("bad_arg");
         return;
     }
-    memcpy((uint8_t *)&agent.ring + r->num[0], r->bytes[1], r->len[1]);
+    memcpy((uint8_t *)agent.ring.rec + r->num[0], r->bytes[1], r->len[1]);
     scribbled = 1;
     hexio_word("ok");
 }

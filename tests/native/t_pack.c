@@ -282,21 +282,22 @@ static int selftest(void) {
     static hm_packer pk;
     static uint8_t out[2048];
     static const char src64[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-    uint8_t seed[HM_SEED_SIZE], kid[HM_KID_SIZE], prev[HM_HASH_SIZE], h1[HM_HASH_SIZE];
-    uint8_t h2[HM_HASH_SIZE];
+    uint8_t seed[HM_SEED_SIZE], pub[HM_PUBLIC_KEY_SIZE], kid[HM_KID_SIZE];
+    uint8_t prev[HM_HASH_SIZE], h1[HM_HASH_SIZE], h2[HM_HASH_SIZE];
     size_t len = 0;
     uint64_t seq = 0;
     hm_cbor_w w;
     int a, b;
 
     memset(seed, 0x11, sizeof seed);
+    hm_public_key(pub, seed);
     memset(kid, 0x22, sizeof kid);
     memset(prev, 0x33, sizeof prev);
 
     /* The largest record is HM_RECORD_MAX_SIZE bytes, and a pack of it with the largest
      * seq and created time needs exactly HM_PACK_MIN_CAP bytes. */
     hm_ring_init(&rg, dev, 9);
-    hm_pack_init(&pk, dev, 9, seed, kid);
+    hm_pack_init(&pk, dev, 9, seed, pub, kid);
     a = capture_gated(&rg, HM_MAX_PAYLOAD, src64, UINT64_MAX, HM_Q_ONE);
     CHECK(a >= 0 && hm_record_size(&rg.rec[a]) == HM_RECORD_MAX_SIZE);
     hm_pack_set_head(&pk, &rg, UINT64_MAX - 1, prev);
@@ -332,7 +333,7 @@ static int selftest(void) {
 
     /* A source that is not UTF-8 cannot travel: skipped, counted, kept in the ring. */
     hm_ring_init(&rg, dev, 3);
-    hm_pack_init(&pk, dev, 3, seed, kid);
+    hm_pack_init(&pk, dev, 3, seed, pub, kid);
     a = capture_gated(&rg, 4, "\xff", 5, HM_Q_ONE);
     CHECK(a >= 0);
     hm_cbor_w_init(&w, out, sizeof out);
@@ -346,7 +347,7 @@ static int selftest(void) {
 
     /* Pending table full: busy, and nothing is pinned by the refused build. */
     hm_ring_init(&rg, dev, 3);
-    hm_pack_init(&pk, dev, 3, seed, kid);
+    hm_pack_init(&pk, dev, 3, seed, pub, kid);
     for (unsigned i = 0; i < HM_PACK_PENDING; i++) {
         CHECK(capture_gated(&rg, 8, "x", 5, HM_Q_ONE) >= 0);
         CHECK(hm_pack_build(&pk, &rg, 1, out, sizeof out, &len, &seq) == HM_PACK_OK);
@@ -387,7 +388,7 @@ int main(void) {
     static const uint8_t zero_id[HM_ID_SIZE] = {0};
     static const uint8_t zero_seed[HM_SEED_SIZE] = {0};
     hm_ring_init(&ring, zero_id, 0);
-    hm_pack_init(&packer, zero_id, 0, zero_seed, zero_id);
+    hm_pack_init(&packer, zero_id, 0, zero_seed, zero_seed, zero_id);
     hm_knowledge_init(&know, NULL);
     while (hexio_next(&req)) {
         const char *c = req.cmd;
@@ -397,7 +398,10 @@ int main(void) {
             unsigned arena = req.argc == 6 ? (unsigned)req.num[5] : HM_ARENA_SIZE;
             hm_ring_status st =
                 hm_ring_init_sized(&ring, req.bytes[0], (uint32_t)req.num[1], cap, arena);
-            hm_pack_init(&packer, req.bytes[0], (uint32_t)req.num[1], req.bytes[2], req.bytes[3]);
+            uint8_t pub[HM_PUBLIC_KEY_SIZE];
+            hm_public_key(pub, req.bytes[2]);
+            hm_pack_init(&packer, req.bytes[0], (uint32_t)req.num[1], req.bytes[2], pub,
+                         req.bytes[3]);
             hexio_word(ring_status_word(st));
         } else if (!strcmp(c, "capture") && args_ok(&req, "xxnxnnnn")) {
             cmd_capture(&req, 1);

@@ -6,8 +6,11 @@ config file holds hex strings device_id, seed, host_public, host_id and the Conf
 numbers; the agent runs until `stop_after_ms` passes. With `knowledge_file`, the
 knowledge head is persisted there (the board's knowledge_saved hook): read at start,
 written (seq and hash hex, then renamed into place) whenever a knowledge pack is
-accepted. With `sensor_period_ms` (and `sensor_count`, default unbounded) the board's
-own sensor captures a reading that often (Agent.capture: CAPTURE_RESULT ref 0).
+accepted. With `state_file`, hirmem_mp.persist keeps the boot counter and the
+knowledge head there, as main.py does on a board: the boot is one above the last
+(at least the config's), saved before the agent starts. With `sensor_period_ms` (and
+`sensor_count`, default unbounded) the board's own sensor captures a reading that
+often (Agent.capture: CAPTURE_RESULT ref 0).
 """
 
 import json
@@ -17,8 +20,9 @@ import time
 
 from hirmem_mp.agent import Agent, Config
 from hirmem_mp.board import PtyLink, run
+from hirmem_mp.persist import Persist
 
-LOCAL = ("stop_after_ms", "knowledge_file", "sensor_period_ms", "sensor_count")
+LOCAL = ("stop_after_ms", "knowledge_file", "state_file", "sensor_period_ms", "sensor_count")
 SENSOR_CONTEXT = b"\x5a" * 32
 
 
@@ -57,6 +61,12 @@ def main() -> None:
     if kf:
         kw["knowledge_seq"], kw["knowledge_hash"] = load_head(kf)
         hook = saver(kf)
+    sf = c.get("state_file")
+    if sf:
+        state = Persist(sf)
+        kw["boot"] = state.start_boot(kw.get("boot", 1))
+        kw["knowledge_seq"], kw["knowledge_hash"] = state.knowledge_seq, state.knowledge_hash
+        hook = state.save_knowledge
     agent = Agent(Config(**kw), None, knowledge_saved=hook)
     link = PtyLink(int(where) if where.isdigit() else where)
     agent.write = link.write

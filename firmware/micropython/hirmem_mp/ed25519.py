@@ -138,13 +138,16 @@ def _base_table():
 
 
 def _radix16(a: int):
-    """Signed radix-16 digits e[0..63] in -8..8 with a = sum e[m] 16^m (a < 2^255)."""
+    """Signed radix-16 digits with a = sum e[m] 16^m (a < 2^255): e[0..62] in -8..7,
+    e[63] in 0..8. The top digit is never recentred: it takes the last carry (a top
+    nibble of 7 plus a carry is 8, and the table holds 8 * 2^(32 j) B)."""
     e = bytearray(64)  # stored as value + 8
     carry = 0
-    for m in range(64):
+    for m in range(63):
         d = ((a >> (4 * m)) & 15) + carry
         carry = (d + 8) >> 4
         e[m] = d - (carry << 4) + 8
+    e[63] = (a >> 252) + carry + 8
     return e
 
 

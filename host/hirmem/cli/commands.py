@@ -104,7 +104,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     it.add_argument("--database", type=Path, default=DEFAULT_DB)
     it.add_argument("--device", help="only this device id")
     it.add_argument("--records", action="store_true", help="list the records too")
-    it.add_argument("--check", action="store_true", help="run the store's integrity check")
+    it.add_argument(
+        "--check",
+        action="store_true",
+        help="run the store's integrity check (exit 1 on a problem or a warning, such as "
+        "record conflicts)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -298,6 +303,7 @@ def status_rows(store: Store) -> list[dict[str, object]]:
                 else round((now - d.last_seen) / 1000, 1),
                 "packs": store.count_packs(d.device_id),
                 "records": store.count_records(d.device_id),
+                "conflicts": store.count_record_conflicts(d.device_id),
                 "refused": refused,
                 "frames_good": c.get("frames_good", 0),
                 "frames_bad": sum(v for k, v in c.items() if k.startswith("frames_bad.")),
@@ -313,6 +319,7 @@ def status_rows(store: Store) -> list[dict[str, object]]:
 def _status(args: argparse.Namespace) -> int:
     with _open_existing(args.database) as store:
         rows = status_rows(store)
+        warnings = store.integrity_warnings()
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -326,6 +333,7 @@ def _status(args: argparse.Namespace) -> int:
         "session",
         "packs",
         "records",
+        "conflicts",
         "refused",
         "frames_good",
         "frames_bad",
@@ -348,6 +356,8 @@ def _status(args: argparse.Namespace) -> int:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
         if n == 0:
             print("  ".join("-" * w for w in widths))
+    for warning in warnings:
+        print(f"warning: {warning} (hirmem intake lists them)")
     return 0
 
 
@@ -372,8 +382,22 @@ def _intake(args: argparse.Namespace) -> int:
                 f"refused {r.sha256.hex()[:16]} device {r.device_id.hex()} "
                 f"{Reason(r.reason).name.lower()} x{r.offers}: {r.detail}"
             )
+        for rid, pack_id, idx, digest in store.record_conflicts():
+            if device is None or rid[:ID_SIZE] == device:
+                print(
+                    f"conflict record {rid.hex()} in pack {pack_id.hex()} #{idx} hash "
+                    f"{digest.hex()[:16]}: the id is held by another record; kept apart"
+                )
         if args.check:
             problems = store.check_integrity()
-            print("integrity: ok" if not problems else "integrity: " + "; ".join(problems))
-            return 0 if not problems else 1
+            warnings = store.integrity_warnings()
+            if not problems and not warnings:
+                print("integrity: ok")
+                return 0
+            if problems:
+                print("integrity: " + "; ".join(problems))
+            if warnings:
+                print(f"integrity: {len(warnings)} warning{'s' if len(warnings) != 1 else ''}: "
+                      + "; ".join(warnings))  # fmt: skip
+            return 1
     return 0

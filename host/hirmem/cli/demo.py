@@ -36,7 +36,7 @@ from hirmem.daemon.config import build_config
 from hirmem.daemon.service import Daemon, StructuredFormatter, sign_knowledge
 from hirmem.daemon.store import Store, now_ms
 from hirmem.emulation.provision import HostTrust, SlotSettings, provision_image
-from hirmem.emulation.qemu import QemuBoard
+from hirmem.emulation.qemu import QemuBoard, terminate_on_signals
 from hirmem.emulation.rogue import RogueDevice
 from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.gate import verdict_of
@@ -150,9 +150,10 @@ def run(seconds: float = 15.0, sensor_ms: int = 50, workdir: Path | None = None)
     _say(f"keys, provisioned images, the store and daemon.log are in {workdir}")
     checks: list[tuple[str, bool]] = []
     with ExitStack() as stack:
+        stack.enter_context(terminate_on_signals())  # SIGTERM unwinds: the boards close
         for b in boards:
             qemu = QemuBoard(b.name, workdir / f"{b.name}.elf", timeout=seconds + 120)
-            b.qemu = stack.enter_context(qemu.start())
+            b.qemu = stack.enter_context(qemu)
             _say(f"  {b.name:<11} {b.label:<20} device {b.device_id.hex()}  UART {b.qemu.url}")
         stack.callback(rogue.close)
         devices = [{"url": b.qemu.url, "name": b.name} for b in boards if b.qemu]

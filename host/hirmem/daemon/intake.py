@@ -4,9 +4,15 @@
 session: ``offer`` verifies and commits in one transaction (:meth:`Store.take_pack`)
 before the session sends its PACK_RESULT, and ``chain_head`` answers HELLO_ACK from
 the same database, so a restarted daemon continues every device's chain.
+
+A record whose id a different record already holds (a device that reused ids) is kept
+by the store in ``record_conflicts``; the intake counts it (``record_conflicts``, a
+daemon counter and metric) and logs a warning with the ids, so it is never silent.
 """
 
 from __future__ import annotations
+
+import logging
 
 from hirmem.daemon.store import Store
 from hirmem.link.session import DeviceInfo, PackDisposition
@@ -20,17 +26,31 @@ _STATUS = {
 }
 
 
+log = logging.getLogger("hirmem.daemon.intake")
+LOGGED_IDS = 4  # record ids named in one warning; the count says how many there were
+
+
 class StoreIntake:
     """Device packs into a :class:`Store`, exactly once."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self.record_conflicts = 0  # records of accepted packs parked as conflicts
 
     def chain_head(self, device: DeviceInfo) -> ChainHead | None:
         return self.store.chain_head(device.device_id)
 
     def offer(self, device: DeviceInfo, pack: bytes) -> PackDisposition:
         taken = self.store.take_pack(device.device_id, pack)
+        if taken.conflicts:
+            self.record_conflicts += len(taken.conflicts)
+            ids = [rid.hex() for rid in taken.conflicts[:LOGGED_IDS]]
+            log.warning(
+                "record conflicts: ids reused with other contents, kept apart",
+                extra={"ctx": {"device": device.device_id.hex(), "pack": taken.pack_id.hex(),
+                               "seq": taken.seq, "count": len(taken.conflicts),
+                               "ids": ",".join(ids)}},
+            )  # fmt: skip
         reason = taken.reason if taken.status == "refused" else Reason.NONE
         status = _STATUS[taken.status]
         return PackDisposition(status, reason, taken.pack_id, taken.seq, taken.detail)

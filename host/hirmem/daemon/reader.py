@@ -39,6 +39,11 @@ class IntakeReader(Protocol):
         """Stored records in arrival order: (cursor, record, pack_id), cursor > ``after``."""
         ...
 
+    def record_conflicts(self) -> list[tuple[bytes, bytes, int, bytes]]:
+        """(record id, pack_id, index in the pack, hash) of the records of accepted packs
+        that ``records`` does not return: their id was held by a different record."""
+        ...
+
 
 @contextmanager
 def open_intake(path: str | Path) -> Iterator[IntakeReader]:

@@ -214,9 +214,10 @@ class DeviceWorker:
         self.daemon = daemon
         self.config = config
         cfg = daemon.config
+        self.intake = StoreIntake(daemon.store)
         self.session = Session(
             SessionConfig(cfg.host_id, max_frame=cfg.max_frame, window=cfg.window),
-            StoreIntake(daemon.store),
+            self.intake,
         )
         self.link: Link | None = None
         self.state = "starting"
@@ -243,6 +244,10 @@ class DeviceWorker:
         self.knowledge_pending: dict[int, int] = {}  # token -> seq, pushed and unanswered
         self.knowledge_posted: int | None = None  # a push handed to the link, not yet run
         self.knowledge_given_up: set[int] = set()
+        # the knowledge head the device reported in this session's STATUS (None: none
+        # yet), and the versions pushed again this session because it had lost them
+        self.reported_knowledge: int | None = None
+        self.knowledge_repushed: set[int] = set()
         self._thread = threading.Thread(
             target=self._run, name=f"device {config.label}", daemon=True
         )
@@ -360,6 +365,9 @@ class DeviceWorker:
             )
             self._set_state("open")
             self.knowledge_posted = None  # a post to the last link may never have run
+            self.knowledge_pending.clear()  # a new session: the old one's answers never come
+            self.reported_knowledge = None
+            self.knowledge_repushed = set()
             log.info(
                 "session open",
                 extra=self._ctx(
@@ -386,6 +394,7 @@ class DeviceWorker:
         elif isinstance(event, StatusReport):
             st = event.status
             self.device_status = {name: int(getattr(st, name)) for name in DEVICE_FIELDS}
+            self.reported_knowledge = int(st.knowledge_seq)
         elif isinstance(event, KnowledgeDone):
             self._knowledge_done(event)
         elif isinstance(event, LogLine):
@@ -459,6 +468,8 @@ class DeviceWorker:
                 device_id, event.seq, status, int(event.reason), event.held_seq or 0
             ),
         )
+        if event.held_seq is not None:  # newer than any STATUS answered before the push
+            self.reported_knowledge = max(self.reported_knowledge or 0, event.held_seq)
         log.info(
             "knowledge answered",
             extra=self._ctx(seq=event.seq, status=status, reason=int(event.reason)),
@@ -524,12 +535,20 @@ class DeviceWorker:
         if seq in self.knowledge_given_up or seq in self.knowledge_pending.values():
             return
         answered = {
-            s
+            s: status
             for s, status, _, _ in self.daemon.store.device_knowledge(self.device_id)
             if status != "pending"
         }
         if seq in answered:
-            return
+            # the device's own word wins over the store's memory of the push: one that
+            # held this version and now reports less lost it (a power cycle without
+            # non-volatile state) and gets it again, once per session
+            held = self.reported_knowledge
+            lost = answered[seq] in ("accepted", "duplicate") and held is not None and held < seq
+            if not lost or seq in self.knowledge_repushed:
+                return
+            self.knowledge_repushed.add(seq)
+            log.warning("device lost knowledge", extra=self._ctx(seq=seq, held=held))
         self.knowledge_posted = seq
         link.post(lambda session: self._push(session, seq, raw))
 
@@ -563,6 +582,7 @@ class DeviceWorker:
         flat["worker_errors"] = self.worker_errors
         flat["device_logs_dropped"] = self.logs_dropped
         flat["line_pauses"] = self.line_pauses
+        flat["record_conflicts"] = self.intake.record_conflicts
         return flat
 
     def save(self) -> bool:

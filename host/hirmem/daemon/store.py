@@ -277,6 +277,7 @@ class Intake:
     seq: int
     detail: str
     records: int = 0  # records stored (accepted only)
+    conflicts: tuple[bytes, ...] = ()  # ids of records kept in record_conflicts instead
 
 
 @dataclass(frozen=True, slots=True)
@@ -537,10 +538,11 @@ class Store:
             pack = verified.pack
             if verified.duplicate:  # the head itself, already stored (found above normally)
                 return Intake("duplicate", Reason.NONE, pack.pack_id, pack.seq, "the chain head")
-            stored = self._insert_pack(db, pack)
-            return Intake("accepted", Reason.NONE, pack.pack_id, pack.seq, "", stored)
+            stored, conflicts = self._insert_pack(db, pack)
+            return Intake("accepted", Reason.NONE, pack.pack_id, pack.seq, "", stored, conflicts)
 
-    def _insert_pack(self, db: sqlite3.Connection, pack: Pack) -> int:
+    def _insert_pack(self, db: sqlite3.Connection, pack: Pack) -> tuple[int, tuple[bytes, ...]]:
+        """Store an accepted pack: (records stored, ids of the records that conflict)."""
         t = now_ms()
         db.execute(
             "INSERT INTO packs (pack_id, device_id, seq, hash, prev, created, received, "
@@ -562,6 +564,7 @@ class Store:
         # hash is the same record (stored once); with another hash it is a conflict: a
         # device that reused ids. Both are kept, the second in record_conflicts.
         stored = 0
+        conflicts: list[bytes] = []
         for row, rec in zip(rows, pack.items, strict=True):
             assert isinstance(rec, Record)
             old = db.execute("SELECT hash FROM records WHERE id = ?", (rec.id,)).fetchone()
@@ -577,11 +580,12 @@ class Store:
                     "INSERT INTO record_conflicts VALUES (?, ?, ?, ?, ?)",
                     (rec.id, pack.pack_id, row[3], rec.hash, cbor.encode(rec.to_wire())),
                 )
+                conflicts.append(rec.id)
         db.execute(
             "UPDATE devices SET head_seq = ?, head_hash = ? WHERE device_id = ?",
             (u64_in(pack.seq), pack.hash, pack.signer),
         )
-        return stored
+        return stored, tuple(conflicts)
 
     def _refuse(
         self,
@@ -702,6 +706,16 @@ class Store:
                 "SELECT id, pack_id, idx, hash FROM record_conflicts ORDER BY rowid"
             ).fetchall()
         return [(bytes(a), bytes(b), int(c), bytes(d)) for a, b, c, d in rows]
+
+    def count_record_conflicts(self, device_id: bytes | None = None) -> int:
+        """How many records of accepted packs hold an id a different record already had."""
+        sql = "SELECT count(*) FROM record_conflicts"
+        with self._lock:
+            if device_id is None:
+                return int(self._db.execute(sql).fetchone()[0])
+            return int(self._db.execute(
+                sql + " JOIN packs USING (pack_id) WHERE packs.device_id = ?", (device_id,)
+            ).fetchone()[0])
 
     def count_records(self, device_id: bytes | None = None) -> int:
         return self._count("records", device_id)
@@ -877,6 +891,23 @@ class Store:
             ).fetchone()[0]
             if orphans:
                 problems.append(f"{orphans} records belong to no stored pack")
+
+    def integrity_warnings(self) -> list[str]:
+        """What is sound but wrong for the operator to miss: per device, the records
+        kept in ``record_conflicts`` (an id the device used again for other contents,
+        usually a boot counter lost in a power cut). None when there is nothing."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT packs.device_id, count(*), min(packs.seq), max(packs.seq) "
+                "FROM record_conflicts JOIN packs USING (pack_id) "
+                "GROUP BY packs.device_id ORDER BY packs.device_id"
+            ).fetchall()
+        return [
+            f"device {bytes(dev).hex()}: {n} record conflict{'s' if n != 1 else ''} (record "
+            f"ids reused with other contents, packs seq {u64_out(lo):#x}..{u64_out(hi):#x}; "
+            f"kept in record_conflicts)"
+            for dev, n, lo, hi in rows
+        ]
 
     def _check_device(self, device: DeviceRow, signatures: bool) -> list[str]:
         name = device.device_id.hex()

@@ -1,8 +1,10 @@
 """Provisioning: device key files and the key slot of a built board image.
 
 A board image (build/boards/<board>/hirmem.elf and .bin) carries one ``hm_slot``
-(boards/include/hm_slot.h) named ``hm_key_slot`` in its own section: 160 bytes,
-little-endian, ending in a CRC-32 of the bytes before it. Built images carry the
+(boards/include/hm_slot.h) named ``hm_key_slot`` in its own section: 192 bytes,
+little-endian, ending in a CRC-32 of the bytes before it (version 2: the device's
+public key next to its seed, so that the device derives it once, at boot, to check
+it, and never again per signature). Built images carry the
 unprovisioned template; :func:`provision_image` finds the slot through the ELF32
 symbol table (parsed here with :mod:`struct`), checks that the image holds the
 template it expects, and writes a provisioned copy of the ELF and of the BIN.
@@ -27,9 +29,9 @@ from hirmem.protocol.keys import ID_SIZE, PublicKey, SigningKey, read_key_file, 
 
 SLOT_SYMBOL = "hm_key_slot"
 SLOT_MAGIC = b"HMSLOT\x00\x01"
-SLOT_VERSION = 1
-SLOT_FORMAT = "<8sHHI8sIIIIII32s32s8s8s28sI"
-SLOT_SIZE = struct.calcsize(SLOT_FORMAT)  # 160, hm_slot.h HM_SLOT_SIZE
+SLOT_VERSION = 2
+SLOT_FORMAT = "<8sHHI8sIIIIII32s32s32s8s8s28sI"
+SLOT_SIZE = struct.calcsize(SLOT_FORMAT)  # 192, hm_slot.h HM_SLOT_SIZE
 
 FLAG_PROVISIONED = 0x0001
 FLAG_HOST_KEY = 0x0002
@@ -38,7 +40,7 @@ FLAG_SENSOR = 0x0004
 # Exit code of an image whose slot is not provisioned (boards/include/board.h).
 EXIT_UNPROVISIONED = 3
 
-assert SLOT_SIZE == 160
+assert SLOT_SIZE == 192
 
 
 class ProvisionError(HirmemError):
@@ -126,7 +128,7 @@ def _check_len(name: str, value: bytes, size: int) -> None:
 
 
 def pack_slot(s: SlotSettings) -> bytes:
-    """The 160 slot bytes for ``s``, CRC included."""
+    """The 192 slot bytes for ``s``, CRC included."""
     flags = FLAG_PROVISIONED
     host_pub, host_kid, host_id = bytes(32), bytes(8), bytes(8)
     if s.host is not None:
@@ -148,6 +150,7 @@ def pack_slot(s: SlotSettings) -> bytes:
         s.status_period_ms,
         s.sensor_seed,
         s.device_key.seed(),
+        s.device_key.public.raw,
         host_pub,
         host_kid,
         host_id,
@@ -162,7 +165,7 @@ def template_slot() -> bytes:
     """The unprovisioned slot every built image carries (boards/common/slot.c)."""
     return struct.pack(
         SLOT_FORMAT, SLOT_MAGIC, SLOT_VERSION, 0, SLOT_SIZE, bytes(8), 1, 0, 0, 0, 0, 0,
-        bytes(32), bytes(32), bytes(8), bytes(8), bytes(28), 0,
+        bytes(32), bytes(32), bytes(32), bytes(8), bytes(8), bytes(28), 0,
     )  # fmt: skip
 
 
@@ -175,6 +178,7 @@ class SlotInfo:
     boot_base: int
     flags: int
     host_kid: bytes
+    device_public: bytes
 
 
 def describe_slot(raw: bytes) -> SlotInfo:
@@ -188,7 +192,7 @@ def describe_slot(raw: bytes) -> SlotInfo:
             f"not an hm_slot v{SLOT_VERSION}: magic {magic!r}, version {version}, size {size}"
         )
     crc_ok = (binascii.crc32(raw[:-4]) & 0xFFFFFFFF) == f[-1]
-    return SlotInfo(bool(flags & FLAG_PROVISIONED) and crc_ok, f[4], f[5], flags, f[13])
+    return SlotInfo(bool(flags & FLAG_PROVISIONED) and crc_ok, f[4], f[5], flags, f[14], f[12])
 
 
 # ---- ELF32 -----------------------------------------------------------------------
@@ -203,8 +207,11 @@ class SlotLocation:
     bin_offset: int
 
 
-def locate_slot(elf: bytes, symbol: str = SLOT_SYMBOL) -> SlotLocation:
-    """Find ``symbol`` (an object of SLOT_SIZE bytes) in a little-endian ELF32 image."""
+def locate_slot(
+    elf: bytes, symbol: str = SLOT_SYMBOL, expected: int = SLOT_SIZE
+) -> SlotLocation:
+    """Find ``symbol`` (an object of ``expected`` bytes, the key slot by default) in a
+    little-endian ELF32 image."""
     if len(elf) < 52 or elf[:4] != b"\x7fELF":
         raise ProvisionError("not an ELF file")
     if elf[4] != 1 or elf[5] != 1:
@@ -237,8 +244,8 @@ def locate_slot(elf: bytes, symbol: str = SLOT_SYMBOL) -> SlotLocation:
             break
     if value is None or size is None or shndx is None:
         raise ProvisionError(f"no symbol {symbol} in the ELF: not a hirmem board image")
-    if size != SLOT_SIZE:
-        raise ProvisionError(f"{symbol} is {size} bytes, expected {SLOT_SIZE}: image/tool mismatch")
+    if size != expected:
+        raise ProvisionError(f"{symbol} is {size} bytes, expected {expected}: image/tool mismatch")
     sec = sections[shndx]
     sh_type, sh_addr, sh_offset, sh_size = sec[1], sec[3], sec[4], sec[5]
     if sh_type != 1 or not sh_addr <= value < value + size <= sh_addr + sh_size:  # PROGBITS

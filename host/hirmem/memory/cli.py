@@ -255,8 +255,13 @@ def _run(engine: MemoryEngine, args: argparse.Namespace) -> int:
         print(
             f"{fr.packs} packs: {fr.admitted} admitted, {fr.quarantined} quarantined, "
             f"{fr.duplicates} already held, {fr.mismatched} disagreed with the device, "
-            f"{fr.disagreed} with sub-checks the host evaluated otherwise"
+            f"{fr.disagreed} with sub-checks the host evaluated otherwise, "
+            f"{len(fr.conflicts)} record conflicts"
         )
+        if fr.conflicts:
+            shown = ", ".join(fr.conflicts[:5]) + (" ..." if len(fr.conflicts) > 5 else "")
+            print(f"warning: {len(fr.conflicts)} records not admitted: their id is held by a "
+                  f"different record (a device reused ids; hirmem intake lists them): {shown}")
         return 0
     if cmd == "checkpoint":
         engine.checkpoint()

@@ -5,12 +5,13 @@ each verified again with its device key) after the cursor kept in the engine's
 ``meta`` table, and admits their records through :func:`intake_records` (the device's
 gate scores kept and re-checked on the host). The cursor advances in the same
 engine transaction as the records, so a crash between packs repeats nothing and
-skips nothing.
+skips nothing. A record whose id a different record already holds (a device that reused
+ids) is not admitted and is reported as a conflict, never as "already held".
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hirmem.daemon.reader import IntakeReader
 from hirmem.memory.engine import MemoryEngine
@@ -28,6 +29,7 @@ class FollowReport:
     duplicates: int = 0
     mismatched: int = 0
     disagreed: int = 0  # records whose host-evaluated sub-checks differ from the device's
+    conflicts: list[str] = field(default_factory=list)  # record ids held by another record
 
 
 def follow_intake(engine: MemoryEngine, store: IntakeReader, *, limit: int = 100) -> FollowReport:
@@ -51,4 +53,5 @@ def follow_intake(engine: MemoryEngine, store: IntakeReader, *, limit: int = 100
             report.duplicates += len(got.duplicates)
             report.mismatched += len(got.mismatched)
             report.disagreed += len(got.disagreed)
+            report.conflicts += got.conflicts
     return report

@@ -54,6 +54,8 @@ class IntakeReport:
     duplicates: list[str] = field(default_factory=list)
     mismatched: dict[str, str] = field(default_factory=dict)
     disagreed: dict[str, str] = field(default_factory=dict)  # host-evaluated bits differ
+    # ids held by a different record (another hash): not admitted, never "already held"
+    conflicts: list[str] = field(default_factory=list)
 
 
 def check_record(rec: Record, device_id: bytes, link: bytes | None) -> str:
@@ -94,8 +96,9 @@ def intake_records(
             mid = rec.id.hex()
             problem = check_record(rec, device_id, link)
             link = rec.hash
-            if engine.store.rowid(mid) is not None:
-                report.duplicates.append(mid)
+            held = engine.store.get(mid)
+            if held is not None:
+                (report.duplicates if held.hash == rec.hash else report.conflicts).append(mid)
                 continue
             now = engine.clock()
             flags, disagreement = host_flags(rec, signature_verified)

@@ -63,6 +63,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
+SHOWN_CONFLICTS = 20  # record conflicts listed by `semantic devices`; the count is whole
+
+
 def run(args: argparse.Namespace, verdict: Verdict | None = None) -> int:
     """``verdict`` (the memory engine's, wired in by ``hirmem`` for ``devices --memory``)
     keeps what the engine quarantined out of the graph."""
@@ -124,8 +127,18 @@ def _run(args: argparse.Namespace, verdict: Verdict | None) -> int:
                     _keep_cursor(args.db, key, cursor)
                     if cursor == after:
                         break
+                conflicts = feed.conflicts()
             print(f"fed {docs} records, {triples} assertions; cursor {cursor}; "
                   f"withheld {sum(feed.withheld.values())}")  # fmt: skip
+            for ref, why in feed.skipped:
+                print(f"skipped {ref}: {why}")
+            if conflicts:
+                print(f"warning: {len(conflicts)} records of the store are not fed (record "
+                      "conflicts; hirmem intake lists them):")
+                for ref, why in conflicts[:SHOWN_CONFLICTS]:
+                    print(f"  not fed {ref}: {why}")
+                if len(conflicts) > SHOWN_CONFLICTS:
+                    print(f"  ... and {len(conflicts) - SHOWN_CONFLICTS} more")
             return 0
     finally:
         sub.close()

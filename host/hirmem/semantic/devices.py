@@ -125,6 +125,18 @@ class DeviceFeed:
                                pack.received))  # fmt: skip
         return cursor, out
 
+    def conflicts(self) -> list[tuple[str, str]]:
+        """(record ref, why) of every record of an accepted pack that is never fed: its id
+        is held by a different record (a device reused ids); the store keeps it apart."""
+        packs = {p.pack_id: p for p in self.store.packs()}
+        out = []
+        for rid, pack_id, idx, digest in self.store.record_conflicts():
+            device = packs[pack_id].device_id if pack_id in packs else rid[:8]
+            out.append((record_ref(device, rid),
+                        f"pack {pack_id.hex()} #{idx} (hash {digest.hex()[:16]}): the id is "
+                        "held by a different record"))  # fmt: skip
+        return out
+
     def pull(self, after: int = 0, limit: int = 1000) -> tuple[int, Result]:
         """Feed the records after ``after``; returns the new cursor and what was produced."""
         cursor, carried = self._carried(after, limit)
