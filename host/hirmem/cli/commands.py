@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 import time
 from collections.abc import Iterator
@@ -165,9 +164,7 @@ def _daemon(args: argparse.Namespace) -> int:
     config = load_config(args.config_toml, args.device, overrides)
     if not args.create:  # checked after the configuration, before anything is created
         options.require_existing(config.database)
-    setup_logging(args.log_format)
-    if args.log_level is not None:
-        logging.getLogger().setLevel(args.log_level.upper())
+    setup_logging(args.log_format, options.level_number(args.log_level or "info"))
     daemon = Daemon(config)  # creates the intake database the memory keeper reads
     if config.memory is not None:
         try:

@@ -160,7 +160,13 @@ def require_existing(path: Path) -> None:
         )
 
 
+def level_number(name: str) -> int:
+    """``"info"`` → ``logging.INFO``: a name ``--log-level`` accepts."""
+    return {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
+            "error": logging.ERROR, "critical": logging.CRITICAL}[name]  # fmt: skip
+
+
 def setup_log_level(level: str | None) -> None:
     """``--log-level`` for the commands that are not the daemon (it sets up its own)."""
     if level is not None:
-        logging.basicConfig(level=level.upper(), format="%(levelname)s %(name)s: %(message)s")
+        logging.basicConfig(level=level_number(level), format="%(levelname)s %(name)s: %(message)s")
