@@ -117,6 +117,23 @@ def test_old_spellings_still_work_with_a_note_on_stderr(
     assert code == 0 and "0 admitted" in out and err == ""
     code, out, err = run(capsys, "semantic", "devices", "--database", db, "--substrate", sub)
     assert code == 0 and "fed 0 records" in out and err == ""
+    # the memory group's --config (its JSON settings) is --memory-config now; before the
+    # command, --config is the global TOML file and no old spelling
+    settings = tmp_path / "memory.json"
+    settings.write_text("{}")
+    code, _, err = run(capsys, "memory", "stats", "--memory", mem, "--config", str(settings))
+    assert code == 0 and err.strip() == "hirmem: --config is deprecated here; use --memory-config"
+    code, _, err = run(capsys, "memory", "stats", "--memory", mem, "--memory-config",
+                       str(settings))  # fmt: skip
+    assert code == 0 and err == ""
+    toml = tmp_path / "hirmem.toml"
+    toml.write_text(f'[host]\ndatabase = "{db}"\n')
+    code, out, err = run(capsys, "--config", str(toml), "memory", "follow", "--memory", mem)
+    assert code == 0 and "0 admitted" in out and err == ""
+    settings.write_text('{"no_such_setting": 1}')  # the JSON is read: its error shows
+    code, _, err = run(capsys, "memory", "stats", "--memory", mem, "--memory-config",
+                       str(settings))  # fmt: skip
+    assert code == 2 and "no_such_setting" in err
 
 
 # --- defaults: flag, then HIRMEM_DB, then host.database of --config ------------------------

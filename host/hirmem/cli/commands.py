@@ -1,6 +1,7 @@
 """The operator's commands: ``daemon``, ``device``, ``keys``, ``push``, ``status``, ``intake``.
 
-Each command that reads or writes state takes ``--database`` (default ``hirmem.db``);
+Each command that reads or writes state takes ``--database`` (see :mod:`hirmem.cli.options`
+for its defaults, ``--config`` and ``--create``);
 the daemon and these commands can run at the same time (SQLite WAL): ``push`` adds a
 knowledge version that the running daemon delivers, ``status`` reads the counters the
 daemon saves every second.

@@ -32,6 +32,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 # (command, old spelling) -> the spelling that replaces it
 DEPRECATED: dict[tuple[str, str], str] = {
     ("memory", "--db"): "--memory",
+    ("memory", "--config"): "--memory-config",
     ("memory", "--intake"): "--database",
     ("semantic", "--db"): "--substrate",
     ("semantic", "--store"): "--database",
@@ -99,9 +100,13 @@ def command_path(args: argparse.Namespace) -> str:
 
 
 def note_deprecated(args: argparse.Namespace, argv: list[str]) -> None:
-    """One line on stderr for every old spelling on the command line."""
+    """One line on stderr for every old spelling on the command line (after the command's
+    name: before it, ``--config`` is the global TOML option)."""
     seen: set[str] = set()
-    for token in argv:
+    start = argv.index(args.command) if args.command in argv else 0
+    for token in argv[start:]:
+        if token == "--":
+            break
         spelling = token.split("=", 1)[0]
         new = DEPRECATED.get((args.command, spelling))
         if new and spelling not in seen:

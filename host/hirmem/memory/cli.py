@@ -2,21 +2,26 @@
 
 Wire it in with ``add_parser(subparsers)`` and dispatch ``run(args)``::
 
-    hirmem memory --db mem.sqlite stats            # states and layers, with counts
-    hirmem memory --db mem.sqlite list --state quarantined --limit 20
-    hirmem memory --db mem.sqlite show ID          # every schema field
-    hirmem memory --db mem.sqlite history ID       # versions and audit records
-    hirmem memory --db mem.sqlite verify [--anchor LINE] # chain, checkpoints, rows, triggers
-    hirmem memory --db mem.sqlite checkpoint       # sign the head; print it to keep elsewhere
-    hirmem memory --db mem.sqlite check            # find corrupted hashes (quarantines them)
-    hirmem memory --db mem.sqlite admit TEXT --source S [--flags 0x0fff] [--kind action]
-    hirmem memory --db mem.sqlite patterns [--episodes]  # distilled memories, episodes
-    hirmem memory --db mem.sqlite recall TEXT [-k 5] [--state consolidated]
-    hirmem memory --db mem.sqlite sweep
-    hirmem memory --db mem.sqlite repair ID PAYLOAD --reason WHY [--steward NAME] [--flags 0x0fff]
-    hirmem memory --db mem.sqlite review list
-    hirmem memory --db mem.sqlite review decide ID --steward NAME --decision promote --reason WHY
-    hirmem memory --db mem.sqlite review history [ID]
+    hirmem memory stats --memory mem.sqlite [--json]   # states and layers, with counts
+    hirmem memory list --state quarantined --limit 20 [--json]
+    hirmem memory show ID                          # every schema field
+    hirmem memory history ID                       # versions and audit records
+    hirmem memory verify [--anchor LINE]           # chain, checkpoints, rows, triggers
+    hirmem memory checkpoint                       # sign the head; print it to keep elsewhere
+    hirmem memory check                            # find corrupted hashes (quarantines them)
+    hirmem memory admit TEXT --source S [--flags 0x0fff] [--kind action]
+    hirmem memory patterns [--episodes] [--json]   # distilled memories, episodes
+    hirmem memory recall TEXT [-k 5] [--state consolidated]
+    hirmem memory sweep
+    hirmem memory repair ID PAYLOAD --reason WHY [--steward NAME] [--flags 0x0fff]
+    hirmem memory follow [--database hirmem.db]    # admit what the daemon stored
+    hirmem memory review list [--json]
+    hirmem memory review decide ID --steward NAME --decision promote --reason WHY
+    hirmem memory review history [ID]
+
+``--memory`` (the store, default ``hirmem-memory.sqlite``), ``--memory-config``, ``--key``
+and ``--create`` are taken before or after the subcommand; ``--db`` and ``--config`` are
+the old spellings of the first two.
 """
 
 from __future__ import annotations
@@ -138,8 +143,10 @@ def _store_options(p: argparse.ArgumentParser) -> None:
                    help=f"the memory store (default {DEFAULT_MEMORY})")  # fmt: skip
     p.add_argument("--db", dest="memory", type=Path, default=argparse.SUPPRESS,
                    help=argparse.SUPPRESS)  # the old spelling
-    p.add_argument("--config", default=argparse.SUPPRESS,
-                   help="JSON file of MemoryConfig overrides")  # fmt: skip
+    p.add_argument("--memory-config", dest="config", default=argparse.SUPPRESS,
+                   metavar="JSON", help="JSON file of MemoryConfig overrides")  # fmt: skip
+    p.add_argument("--config", dest="config", default=argparse.SUPPRESS,
+                   help=argparse.SUPPRESS)  # the old spelling (--config is the TOML file)
     p.add_argument(
         "--key", default=argparse.SUPPRESS,
         help="host key file that signs the audit checkpoints (default: <store>.key beside "
