@@ -370,6 +370,15 @@ def test_a_missing_store_is_an_error_unless_create(
         assert code == 2 and str(mem) in err and "--create" in err and not mem.exists(), argv
     assert run(capsys, "memory", "stats", "--memory", str(mem), "--create")[0] == 0
     assert mem.exists()
+    # and the semantic substrate's
+    substrate = tmp_path / "semantic.db"
+    for argv in (["ask", "Where does Bob live?"], ["trace", "ffffffffffffffff"]):
+        code, _, err = run(capsys, "semantic", *argv, "--substrate", str(substrate))
+        assert code == 2 and str(substrate) in err and "--create" in err, argv
+        assert not substrate.exists(), argv
+    code, out, _ = run(capsys, "semantic", "ask", "Where?", "--substrate", str(substrate),
+                       "--create")  # fmt: skip
+    assert code == 1 and "no answer" in out and substrate.exists()
     # writes create their store, as before
     fresh = tmp_path / "fresh.db"
     ident = tmp_path / "dev.pub.json"

@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK  (argcomplete: this entry point completes; see `hirmem completion`)
 """The ``hirmem`` command line: each command group lives in the module that does the work."""
 
 from __future__ import annotations

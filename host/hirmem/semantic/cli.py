@@ -40,13 +40,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     ing.add_argument("--chunk-bytes", type=int, default=1024, help="chunk size (default 1024)")
     ask = sub.add_parser("ask", help="ask a question, scoped by the subject it names")
     ask.add_argument("question")
-    _substrate(ask)
+    _substrate(ask, reads=True)
     ask.add_argument("-k", type=int, default=5, help="answers to return (default 5)")
     ask.add_argument("--flat", action="store_true", help="do not scope by subject")
     ask.add_argument("--trace", action="store_true", help="print the PROV trace of the answer")
     tr = sub.add_parser("trace", help="print the PROV-O lineage of an assertion id")
     tr.add_argument("id", help="a triple id (16 hex digits) or an entity id (kind:local)")
-    _substrate(tr)
+    _substrate(tr, reads=True)
     tr.add_argument("--format", choices=("text", "turtle", "jsonld", "provn", "provjson"),
                     default="text")  # fmt: skip
     dev = sub.add_parser("devices", help="feed device records from the host store")
@@ -68,10 +68,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _substrate(p: argparse.ArgumentParser) -> None:
+def _substrate(p: argparse.ArgumentParser, reads: bool = False) -> None:
+    """``--substrate`` (``--db``, its old spelling); ``--create`` where the command only
+    reads it, so that a mistyped path is not a fresh empty substrate."""
     p.add_argument("--substrate", default=DEFAULT_DB, metavar="FILE",
                    help=f"the substrate file (default {DEFAULT_DB})")
     p.add_argument("--db", dest="substrate", help=argparse.SUPPRESS)  # the old spelling
+    if reads:
+        p.add_argument("--create", action="store_true",
+                       help="start an empty substrate if the path does not exist")
 
 
 SHOWN_CONFLICTS = 20  # record conflicts listed by `semantic devices`; the count is whole
@@ -89,6 +94,11 @@ def run(args: argparse.Namespace, verdict: Verdict | None = None) -> int:
 
 def _run(args: argparse.Namespace, verdict: Verdict | None) -> int:
     cmd = args.semantic_command
+    if cmd in ("ask", "trace") and not args.create and not Path(args.substrate).exists():
+        raise HirmemError(
+            f"{args.substrate}: no substrate here (a mistyped path? `hirmem semantic ingest` "
+            "or `semantic devices` fill one; --create starts an empty one)"
+        )
     sub = Substrate.open(args.substrate)
     try:
         if cmd == "ingest":
