@@ -1,6 +1,7 @@
 """The operator's commands: ``daemon``, ``device``, ``keys``, ``push``, ``status``, ``intake``.
 
-Each command that reads or writes state takes ``--database`` (default ``hirmem.db``);
+Each command that reads or writes state takes ``--database`` (see :mod:`hirmem.cli.options`
+for its defaults, ``--config`` and ``--create``);
 the daemon and these commands can run at the same time (SQLite WAL): ``push`` adds a
 knowledge version that the running daemon delivers, ``status`` reads the counters the
 daemon saves every second.
@@ -12,22 +13,25 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hirmem.cli import options
 from hirmem.daemon.config import ConfigError, DaemonConfig, load_config
 from hirmem.daemon.service import Daemon, setup_logging, sign_knowledge, undeliverable
-from hirmem.daemon.store import Store, StoreError, now_ms
+from hirmem.daemon.store import DeviceRow, Store, StoreError, now_ms
 from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.identity import triple_id
 from hirmem.protocol.keys import ID_SIZE, SigningKey, read_key_file, write_key_file
 from hirmem.protocol.packs import KnowledgeItem, Pack, Reason
+from hirmem.protocol.records import Record
 
 if TYPE_CHECKING:
     from hirmem.memory.config import MemoryConfig
     from hirmem.memory.keeper import MemoryKeeper
 
-DEFAULT_DB = Path("hirmem.db")
+DEFAULT_DB = options.DEFAULT_DATABASE
 
 
 def _hex(text: str, size: int, what: str) -> bytes:
@@ -42,7 +46,7 @@ def _hex(text: str, size: int, what: str) -> bytes:
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     d = sub.add_parser("daemon", help="serve devices: sessions, pack intake, knowledge push")
-    d.add_argument("--config", type=Path, help="TOML configuration (see hirmem.daemon.config)")
+    options.add_config(d)
     d.add_argument(
         "--device",
         action="append",
@@ -50,16 +54,18 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         metavar="URL",
         help="a device line (pyserial URL, /dev path or pty); repeatable",
     )
-    d.add_argument("--database", type=Path, help="the store (overrides host.database)")
+    options.add_database(d)
     d.add_argument("--host-id", help="this host's id, 16 hex digits (overrides host.id)")
     d.add_argument("--host-key", type=Path, help="knowledge signing key file (host.key)")
     d.add_argument("--metrics", help='Prometheus endpoint "address:port" (host.metrics)')
     d.add_argument("--log-format", choices=("text", "json"), default="text")
+    options.add_log_level(d)
 
     dev = sub.add_parser("device", help="the device registry: add, list, remove")
+    _store_options(dev, create=False)
     dsub = dev.add_subparsers(dest="device_command", required=True)
-    add = dsub.add_parser("add", help="trust a device's public key")
-    add.add_argument("--database", type=Path, default=DEFAULT_DB)
+    add = dsub.add_parser("add", help="trust a device's public key (creates the store)")
+    _store_options(add, create=False)
     add.add_argument("--id", help="device id, 16 hex digits")
     add.add_argument("--public", help="Ed25519 public key, 64 hex digits")
     add.add_argument(
@@ -69,16 +75,17 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     add.add_argument("--board", default="")
     ls = dsub.add_parser("list", help="registered devices")
-    ls.add_argument("--database", type=Path, default=DEFAULT_DB)
+    _store_options(ls)
+    options.add_json(ls)
     rm = dsub.add_parser("remove", help="stop trusting a device that has sent nothing")
-    rm.add_argument("--database", type=Path, default=DEFAULT_DB)
+    _store_options(rm)
     rm.add_argument("--id", required=True)
 
     keys = sub.add_parser("keys", help="create the host's knowledge-pack signing key")
     keys.add_argument("--out", type=Path, required=True, help="key file to create (mode 0600)")
 
     push = sub.add_parser("push", help="sign a knowledge version; the daemon delivers it")
-    push.add_argument("--database", type=Path, default=DEFAULT_DB)
+    _store_options(push, create=False)
     push.add_argument("--key", type=Path, required=True, help="host key file (hirmem keys)")
     push.add_argument("--host-id", required=True, help="host id, 16 hex digits")
     push.add_argument(
@@ -97,11 +104,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
 
     st = sub.add_parser("status", help="devices, sessions and counters as a table")
-    st.add_argument("--database", type=Path, default=DEFAULT_DB)
-    st.add_argument("--json", action="store_true", help="machine-readable output")
+    _store_options(st)
+    options.add_json(st)
 
     it = sub.add_parser("intake", help="what arrived: packs, records, refusals")
-    it.add_argument("--database", type=Path, default=DEFAULT_DB)
+    _store_options(it)
+    options.add_json(it)
     it.add_argument("--device", help="only this device id")
     it.add_argument("--records", action="store_true", help="list the records too")
     it.add_argument(
@@ -110,6 +118,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="run the store's integrity check (exit 1 on a problem or a warning, such as "
         "record conflicts)",
     )
+
+
+def _store_options(parser: argparse.ArgumentParser, create: bool = True) -> None:
+    """The store a command works on: ``--database``, ``--config`` (its default), and
+    ``--create`` where a missing store is otherwise refused."""
+    options.add_database(parser, create=create)
+    options.add_config(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -128,9 +143,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
 
-def _open_existing(path: Path) -> Store:
-    if not path.exists():
-        raise StoreError(f"{path}: no store here (give --database, or start the daemon once)")
+def _open_existing(path: Path, create: bool = False) -> Store:
+    if create:
+        return Store(path)
+    options.require_existing(path)
     if path.is_file() and path.stat().st_size == 0:
         raise StoreError(
             f"{path}: the file is empty, not a hirmem store (a mistyped path? "
@@ -146,8 +162,10 @@ def _daemon(args: argparse.Namespace) -> int:
         "key": str(args.host_key.resolve()) if args.host_key else None,
         "metrics": args.metrics,
     }
-    config = load_config(args.config, args.device, overrides)
-    setup_logging(args.log_format)
+    config = load_config(args.config_toml, args.device, overrides)
+    if not args.create:  # checked after the configuration, before anything is created
+        options.require_existing(config.database)
+    setup_logging(args.log_format, options.level_number(args.log_level or "info"))
     daemon = Daemon(config)  # creates the intake database the memory keeper reads
     if config.memory is not None:
         try:
@@ -196,13 +214,17 @@ class _MemoryJob:
 
 def _device(args: argparse.Namespace) -> int:
     if args.device_command == "list":
-        with _open_existing(args.database) as store:
-            for d in store.devices():
-                head = f"seq {d.head.seq:#x}" if d.head else "no pack yet"
-                print(f"{d.device_id.hex()}  kid {d.kid.hex()}  {d.board or '-':<12} {head}")
+        with _open_existing(args.database, args.create) as store:
+            devices = store.devices()
+        if args.json:
+            print(json.dumps([device_row(d) for d in devices], indent=2))
+            return 0
+        for d in devices:
+            head = f"seq {d.head.seq:#x}" if d.head else "no pack yet"
+            print(f"{d.device_id.hex()}  kid {d.kid.hex()}  {d.board or '-':<12} {head}")
         return 0
     if args.device_command == "remove":
-        with _open_existing(args.database) as store:
+        with _open_existing(args.database, args.create) as store:
             store.remove_device(_hex(args.id, ID_SIZE, "--id"))
         return 0
     if args.identity is not None:
@@ -218,6 +240,22 @@ def _device(args: argparse.Namespace) -> int:
         row = store.register_device(device_id, public, args.board)
     print(f"device {row.device_id.hex()} trusted (kid {row.kid.hex()})")
     return 0
+
+
+def device_row(d: DeviceRow) -> dict[str, object]:
+    """One registered device as ``device list --json`` prints it."""
+    return {
+        "device": d.device_id.hex(),
+        "kid": d.kid.hex(),
+        "public_key": d.public_key.hex(),
+        "board": d.board,
+        "firmware": d.firmware,
+        "boot": d.boot,
+        "registered_ms": d.registered,
+        "first_seen_ms": d.first_seen,
+        "last_seen_ms": d.last_seen,
+        "head_seq": d.head.seq if d.head else None,
+    }
 
 
 def _keys(args: argparse.Namespace) -> int:
@@ -317,7 +355,7 @@ def status_rows(store: Store) -> list[dict[str, object]]:
 
 
 def _status(args: argparse.Namespace) -> int:
-    with _open_existing(args.database) as store:
+    with _open_existing(args.database, args.create) as store:
         rows = status_rows(store)
         warnings = store.integrity_warnings()
     if args.json:
@@ -362,8 +400,10 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _intake(args: argparse.Namespace) -> int:
-    with _open_existing(args.database) as store:
+    with _open_existing(args.database, args.create) as store:
         device = _hex(args.device, ID_SIZE, "--device") if args.device else None
+        if args.json:
+            return _intake_json(store, device, args.records, args.check)
         for p in store.packs(device):
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(p.received / 1000))
             print(
@@ -371,23 +411,21 @@ def _intake(args: argparse.Namespace) -> int:
                 f"{p.nrecords} records, received {when}Z"
             )
         if args.records:
-            for rec, _ in store.iter_records():
-                if device is None or rec.id[:ID_SIZE] == device:
-                    print(
-                        f"  record {rec.id.hex()} {rec.source} ts {rec.timestamp} "
-                        f"rn {rec.rn / 65536:.3f} state {rec.state}"
-                    )
+            for rec in _records(store, device):
+                print(
+                    f"  record {rec.id.hex()} {rec.source} ts {rec.timestamp} "
+                    f"rn {rec.rn / 65536:.3f} state {rec.state}"
+                )
         for r in store.refusals(device):
             print(
                 f"refused {r.sha256.hex()[:16]} device {r.device_id.hex()} "
                 f"{Reason(r.reason).name.lower()} x{r.offers}: {r.detail}"
             )
-        for rid, pack_id, idx, digest in store.record_conflicts():
-            if device is None or rid[:ID_SIZE] == device:
-                print(
-                    f"conflict record {rid.hex()} in pack {pack_id.hex()} #{idx} hash "
-                    f"{digest.hex()[:16]}: the id is held by another record; kept apart"
-                )
+        for rid, pack_id, idx, digest in _conflicts(store, device):
+            print(
+                f"conflict record {rid.hex()} in pack {pack_id.hex()} #{idx} hash "
+                f"{digest.hex()[:16]}: the id is held by another record; kept apart"
+            )
         if args.check:
             problems = store.check_integrity()
             warnings = store.integrity_warnings()
@@ -401,3 +439,49 @@ def _intake(args: argparse.Namespace) -> int:
                       + "; ".join(warnings))  # fmt: skip
             return 1
     return 0
+
+
+def _records(store: Store, device: bytes | None) -> Iterator[Record]:
+    for rec, _ in store.iter_records():
+        if device is None or rec.id[:ID_SIZE] == device:
+            yield rec
+
+
+def _conflicts(store: Store, device: bytes | None) -> list[tuple[bytes, bytes, int, bytes]]:
+    return [c for c in store.record_conflicts() if device is None or c[0][:ID_SIZE] == device]
+
+
+def _intake_json(store: Store, device: bytes | None, records: bool, check: bool) -> int:
+    """``intake --json``: one object with the packs, refusals, conflicts (and the records,
+    the integrity check when asked); the exit status is the table's."""
+    out: dict[str, object] = {
+        "packs": [
+            {"pack": p.pack_id.hex(), "device": p.device_id.hex(), "seq": p.seq,
+             "records": p.nrecords, "received_ms": p.received}
+            for p in store.packs(device)
+        ],
+        "refusals": [
+            {"sha256": r.sha256.hex(), "device": r.device_id.hex(),
+             "reason": Reason(r.reason).name.lower(), "offers": r.offers, "detail": r.detail,
+             "size": r.size, "first_ms": r.first_at, "last_ms": r.last_at}
+            for r in store.refusals(device)
+        ],
+        "conflicts": [
+            {"record": rid.hex(), "pack": pack_id.hex(), "index": idx, "hash": digest.hex()}
+            for rid, pack_id, idx, digest in _conflicts(store, device)
+        ],
+    }  # fmt: skip
+    if records:
+        out["records"] = [
+            {"record": r.id.hex(), "source": r.source, "timestamp": r.timestamp,
+             "rn": r.rn / 65536, "state": r.state}
+            for r in _records(store, device)
+        ]  # fmt: skip
+    rc = 0
+    if check:
+        problems, warnings = store.check_integrity(), store.integrity_warnings()
+        out["integrity"] = {"ok": not problems and not warnings, "problems": problems,
+                            "warnings": warnings}  # fmt: skip
+        rc = 0 if not problems and not warnings else 1
+    print(json.dumps(out, indent=2))
+    return rc

@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK  (argcomplete: this entry point completes; see `hirmem completion`)
 """The ``hirmem`` command line: each command group lives in the module that does the work."""
 
 from __future__ import annotations
@@ -5,8 +6,12 @@ from __future__ import annotations
 import argparse
 import sqlite3
 import sys
+from importlib import metadata
 
-from hirmem.cli import commands
+import argcomplete
+from argcomplete import shell_integration
+
+from hirmem.cli import commands, options
 from hirmem.emulation import provision as provision_module
 from hirmem.memory import cli as memory_cli
 from hirmem.protocol import identity
@@ -16,7 +21,11 @@ from hirmem.semantic import cli as semantic_cli
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hirmem", description="hirmem edge-memory host tools")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    options.add_global(parser)
     sub = parser.add_subparsers(dest="command", required=True)
+    comp = sub.add_parser("completion", help="print the shell completion script")
+    comp.add_argument("shell", choices=("bash", "zsh", "fish"), help="the shell it is for")
     demo = sub.add_parser(
         "demo", help="three emulated boards, the daemon, memory and semantics, checked"
     )
@@ -43,9 +52,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def version() -> str:
+    """The installed distribution's version (the source tree's when it is not installed)."""
     try:
+        return metadata.version("hirmem")
+    except metadata.PackageNotFoundError:
+        return "0.1.0 (not installed)"
+
+
+def completion_script(shell: str) -> str:
+    """What ``eval "$(hirmem completion bash)"`` (or a file in bash-completion's folder)
+    needs: argcomplete's hook calling back into ``hirmem``."""
+    return str(shell_integration.shellcode(["hirmem"], shell=shell))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    argcomplete.autocomplete(parser)  # returns at once unless a shell asks for completions
+    raw = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(raw)
+    options.note_deprecated(args, raw)
+    try:
+        options.resolve(args)
+        if args.command != "daemon":  # the daemon sets up its own logging
+            options.setup_log_level(args.log_level)
+        if args.command == "completion":
+            print(completion_script(args.shell), end="")
+            return 0
         if args.command == "demo" and args.simulated:
             from hirmem.cli import wire_demo
 

@@ -2,26 +2,32 @@
 
 Wire it in with ``add_parser(subparsers)`` and dispatch ``run(args)``::
 
-    hirmem memory --db mem.sqlite stats            # states and layers, with counts
-    hirmem memory --db mem.sqlite list --state quarantined --limit 20
-    hirmem memory --db mem.sqlite show ID          # every schema field
-    hirmem memory --db mem.sqlite history ID       # versions and audit records
-    hirmem memory --db mem.sqlite verify [--anchor LINE] # chain, checkpoints, rows, triggers
-    hirmem memory --db mem.sqlite checkpoint       # sign the head; print it to keep elsewhere
-    hirmem memory --db mem.sqlite check            # find corrupted hashes (quarantines them)
-    hirmem memory --db mem.sqlite admit TEXT --source S [--flags 0x0fff] [--kind action]
-    hirmem memory --db mem.sqlite patterns [--episodes]  # distilled memories, episodes
-    hirmem memory --db mem.sqlite recall TEXT [-k 5] [--state consolidated]
-    hirmem memory --db mem.sqlite sweep
-    hirmem memory --db mem.sqlite repair ID PAYLOAD --reason WHY [--steward NAME] [--flags 0x0fff]
-    hirmem memory --db mem.sqlite review list
-    hirmem memory --db mem.sqlite review decide ID --steward NAME --decision promote --reason WHY
-    hirmem memory --db mem.sqlite review history [ID]
+    hirmem memory stats --memory mem.sqlite [--json]   # states and layers, with counts
+    hirmem memory list --state quarantined --limit 20 [--json]
+    hirmem memory show ID                          # every schema field
+    hirmem memory history ID                       # versions and audit records
+    hirmem memory verify [--anchor LINE]           # chain, checkpoints, rows, triggers
+    hirmem memory checkpoint                       # sign the head; print it to keep elsewhere
+    hirmem memory check                            # find corrupted hashes (quarantines them)
+    hirmem memory admit TEXT --source S [--flags 0x0fff] [--kind action]
+    hirmem memory patterns [--episodes] [--json]   # distilled memories, episodes
+    hirmem memory recall TEXT [-k 5] [--state consolidated]
+    hirmem memory sweep
+    hirmem memory repair ID PAYLOAD --reason WHY [--steward NAME] [--flags 0x0fff]
+    hirmem memory follow [--database hirmem.db]    # admit what the daemon stored
+    hirmem memory review list [--json]
+    hirmem memory review decide ID --steward NAME --decision promote --reason WHY
+    hirmem memory review history [ID]
+
+``--memory`` (the store, default ``hirmem-memory.sqlite``), ``--memory-config``, ``--key``
+and ``--create`` are taken before or after the subcommand; ``--db`` and ``--config`` are
+the old spellings of the first two.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -41,35 +47,29 @@ __all__ = ["add_parser", "run"]
 _STATES = [s.name.lower() for s in State]
 _WRITES = frozenset({"admit", "repair", "sweep", "follow", "check", "checkpoint", "decide"})
 _LAYERS = [x.name.lower() for x in Layer if x is not Layer.PROVENANCE]
+DEFAULT_MEMORY = Path("hirmem-memory.sqlite")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "memory", help="inspect and steer the host memory engine (SQLite store)"
     )
-    p.add_argument("--db", default="hirmem-memory.sqlite", help="store file (default %(default)s)")
-    p.add_argument("--config", help="JSON file of MemoryConfig overrides")
-    p.add_argument(
-        "--key",
-        help="host key file that signs the audit checkpoints (default: <db>.key beside the "
-        "store; give the daemon's host key for a store the daemon keeps)",
-    )
+    _store_options(p)
     sub = p.add_subparsers(dest="memory_command", required=True)
-    sub.add_parser("stats", help="counts per state and per layer")
-    ls = sub.add_parser("list", help="list memories, filtered")
+    _leaf(sub, "stats", table=True, help="counts per state and per layer")
+    ls = _leaf(sub, "list", table=True, help="list memories, filtered")
     _filters(ls)
     ls.add_argument("--limit", type=int, default=50)
-    show = sub.add_parser("show", help="every field of one memory (explicit id: any state)")
+    show = _leaf(sub, "show", help="every field of one memory (explicit id: any state)")
     show.add_argument("id")
-    hist = sub.add_parser("history", help="a memory's versions, audit records and strength")
+    hist = _leaf(sub, "history", help="a memory's versions, audit records and strength")
     hist.add_argument("id")
-    ver = sub.add_parser(
-        "verify", help="the audit chain, its signed checkpoints, every row, the triggers"
-    )
+    ver = _leaf(sub, "verify",
+                help="the audit chain, its signed checkpoints, every row, the triggers")
     ver.add_argument("--anchor", help="a line `hirmem memory checkpoint` printed earlier")
-    sub.add_parser("checkpoint", help="sign the chain's head now; print it to keep elsewhere")
-    sub.add_parser("check", help="find memories whose hash no longer matches (quarantine them)")
-    admit = sub.add_parser("admit", help="capture and gate one memory")
+    _leaf(sub, "checkpoint", help="sign the chain's head now; print it to keep elsewhere")
+    _leaf(sub, "check", help="find memories whose hash no longer matches (quarantine them)")
+    admit = _leaf(sub, "admit", help="capture and gate one memory")
     admit.add_argument("payload")
     admit.add_argument("--source", default="cli")
     admit.add_argument("--flags", type=lambda s: int(s, 0), default=0x0FFF)
@@ -83,32 +83,37 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="fact (default), event, reading, action (JSON {action, result, outcome}: "
         "repeated successes become a procedure) or procedure (a stated routine)",
     )  # fmt: skip
-    pat = sub.add_parser("patterns", help="distilled memories (patterns, learnt procedures)")
+    pat = _leaf(sub, "patterns", table=True,
+                help="distilled memories (patterns, learnt procedures)")
     pat.add_argument("--episodes", action="store_true", help="list the episodes of each")
-    rc = sub.add_parser("recall", help="top-k by Sim·M·Rec·Trust")
+    rc = _leaf(sub, "recall", help="top-k by Sim·M·Rec·Trust")
     rc.add_argument("query")
     rc.add_argument("-k", type=int, default=5)
     rc.add_argument("--no-touch", action="store_true", help="do not count this as a rehearsal")
     _filters(rc)
-    sub.add_parser("sweep", help="run the decay sweep now")
+    _leaf(sub, "sweep", help="run the decay sweep now")
     _repair_parser(sub)
-    fol = sub.add_parser("follow", help="admit the device packs the daemon stored since last time")
-    fol.add_argument("--intake", default="hirmem.db", help="the daemon's store (%(default)s)")
-    rv = sub.add_parser("review", help="steward review of quarantined memories")
+    fol = _leaf(sub, "follow", help="admit the device packs the daemon stored since last time")
+    fol.add_argument("--database", type=Path, default=argparse.SUPPRESS, metavar="FILE",
+                     help="the daemon's store (default: $HIRMEM_DB, host.database of "
+                     "hirmem --config, hirmem.db)")  # fmt: skip
+    fol.add_argument("--intake", dest="database", type=Path, default=argparse.SUPPRESS,
+                     help=argparse.SUPPRESS)  # the old spelling  # fmt: skip
+    rv = _leaf(sub, "review", help="steward review of quarantined memories")
     rsub = rv.add_subparsers(dest="review_command", required=True)
-    rsub.add_parser("list", help="quarantined memories awaiting review")
-    dec = rsub.add_parser("decide", help="record a steward decision")
+    _leaf(rsub, "list", table=True, help="quarantined memories awaiting review")
+    dec = _leaf(rsub, "decide", help="record a steward decision")
     dec.add_argument("id")
     dec.add_argument("--steward", required=True)
     dec.add_argument("--decision", required=True, choices=review.DECISIONS)
     dec.add_argument("--reason", required=True)
-    rh = rsub.add_parser("history", help="recorded decisions")
+    rh = _leaf(rsub, "history", help="recorded decisions")
     rh.add_argument("id", nargs="?")
     return p
 
 
 def _repair_parser(sub: Any) -> None:
-    rp = sub.add_parser("repair", help="write a corrected version of a memory (the prior stays)")
+    rp = _leaf(sub, "repair", help="write a corrected version of a memory (the prior stays)")
     rp.add_argument("id", help="the memory to correct (its latest version)")
     rp.add_argument("payload", help="the corrected content")
     rp.add_argument("--reason", required=True, help="why (kept in the audit chain)")
@@ -118,6 +123,37 @@ def _repair_parser(sub: Any) -> None:
     rp.add_argument("--confidence", type=float, help="new Q (default: the prior's)")
     rp.add_argument("--provenance", type=float, help="new P (default: the prior's)")
     rp.add_argument("--value", help="structured value, when the payload carries none")
+
+
+def _leaf(sub: Any, name: str, table: bool = False, **kw: Any) -> argparse.ArgumentParser:
+    """A subcommand that also takes the group's options after its name (and ``--json``
+    when it prints a table)."""
+    p: argparse.ArgumentParser = sub.add_parser(name, **kw)
+    _store_options(p)
+    if table:
+        p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                       help="machine-readable output (JSON)")  # fmt: skip
+    return p
+
+
+def _store_options(p: argparse.ArgumentParser) -> None:
+    """The group's options, accepted before and after the subcommand (defaults filled in by
+    :func:`run`, so a later parser never overwrites an earlier spelling)."""
+    p.add_argument("--memory", type=Path, default=argparse.SUPPRESS, metavar="FILE",
+                   help=f"the memory store (default {DEFAULT_MEMORY})")  # fmt: skip
+    p.add_argument("--db", dest="memory", type=Path, default=argparse.SUPPRESS,
+                   help=argparse.SUPPRESS)  # the old spelling
+    p.add_argument("--memory-config", dest="config", default=argparse.SUPPRESS,
+                   metavar="JSON", help="JSON file of MemoryConfig overrides")  # fmt: skip
+    p.add_argument("--config", dest="config", default=argparse.SUPPRESS,
+                   help=argparse.SUPPRESS)  # the old spelling (--config is the TOML file)
+    p.add_argument(
+        "--key", default=argparse.SUPPRESS,
+        help="host key file that signs the audit checkpoints (default: <store>.key beside "
+        "the store; give the daemon's host key for a store the daemon keeps)",
+    )  # fmt: skip
+    p.add_argument("--create", action="store_true", default=argparse.SUPPRESS,
+                   help="read commands: create the store if the path does not exist")
 
 
 def _repair(engine: MemoryEngine, args: argparse.Namespace) -> int:
@@ -176,10 +212,20 @@ def _show(m: Memory) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    for name, default in (("memory", DEFAULT_MEMORY), ("config", None), ("key", None),
+                          ("create", False), ("json", False),
+                          ("database", Path("hirmem.db"))):  # fmt: skip
+        if getattr(args, name, None) is None:
+            setattr(args, name, default)
     try:
+        if not args.create and _reads(args) and not Path(args.memory).exists():
+            raise HirmemError(
+                f"{args.memory}: no memory store here (a mistyped path? give --create to "
+                "start an empty one, or admit or follow to fill it)"
+            )
         config = MemoryConfig.load(args.config) if args.config else MemoryConfig()
-        key = read_key_file(Path(args.key)) if getattr(args, "key", None) else None
-        engine = MemoryEngine(args.db, config, signing_key=key)
+        key = read_key_file(Path(args.key)) if args.key else None
+        engine = MemoryEngine(args.memory, config, signing_key=key)
     except HirmemError as exc:
         print(f"hirmem memory: {exc}", file=sys.stderr)
         return 2
@@ -198,21 +244,44 @@ def run(args: argparse.Namespace) -> int:
     return rc
 
 
+def _reads(args: argparse.Namespace) -> bool:
+    """Whether the command only reads the store (then a missing store is a mistake)."""
+    return not {args.memory_command, getattr(args, "review_command", "")} & _WRITES
+
+
+def memory_json(m: Memory) -> dict[str, object]:
+    """One memory as the ``--json`` tables print it."""
+    return {
+        "id": m.id, "state": m.state.name.lower(), "layer": m.layer.name.lower(),
+        "kind": m.kind, "strength": m.strength, "rn": m.rn, "trust": m.trust,
+        "access_count": m.access_count, "source": m.source,
+        "payload": m.payload.decode("utf-8", errors="replace"), "value": m.value,
+        "quarantine_reason": m.quarantine_reason, "permanent": m.permanent,
+    }  # fmt: skip
+
+
 def _run(engine: MemoryEngine, args: argparse.Namespace) -> int:
     cmd = args.memory_command
     if cmd == "stats":
         stats = engine.stats()
+        if args.json:
+            print(json.dumps(stats, indent=2))
+            return 0
         for group, counts in stats.items():
             print(group + ": " + ", ".join(f"{k} {v}" for k, v in counts.items()))
         return 0
     if cmd == "list":
         flt = _filter(args, frozenset())
+        shown: list[Memory] = []
         for m in engine.store.select(tail="ORDER BY rowid"):
+            if len(shown) >= args.limit:
+                break
             if flt.matches(m):
-                print(_line(m))
-                args.limit -= 1
-                if args.limit <= 0:
-                    break
+                shown.append(m)
+        if args.json:
+            print(json.dumps([memory_json(m) for m in shown], indent=2))
+        for m in [] if args.json else shown:
+            print(_line(m))
         return 0
     if cmd == "show":
         _show(engine.require(args.id))
@@ -221,6 +290,13 @@ def _run(engine: MemoryEngine, args: argparse.Namespace) -> int:
             print(f"{'episodes':>18}: {len(episodes)} (wasDerivedFrom)")
             for eid in episodes:
                 print("    " + _line(engine.require(eid)))
+        return 0
+    if cmd == "patterns" and args.json:
+        print(json.dumps([
+            dict(memory_json(engine.require(pattern.memory_id)), form=pattern.form,
+                 episodes=distill.episodes_of(engine, pattern.memory_id))
+            for pattern in distill.patterns(engine)
+        ], indent=2))  # fmt: skip
         return 0
     if cmd == "patterns":
         for pattern in distill.patterns(engine):
@@ -250,7 +326,7 @@ def _run(engine: MemoryEngine, args: argparse.Namespace) -> int:
         from hirmem.daemon.reader import open_intake
         from hirmem.memory.follow import follow_intake
 
-        with open_intake(args.intake) as intake:
+        with open_intake(args.database) as intake:
             fr = follow_intake(engine, intake)
         print(
             f"{fr.packs} packs: {fr.admitted} admitted, {fr.quarantined} quarantined, "
@@ -259,9 +335,9 @@ def _run(engine: MemoryEngine, args: argparse.Namespace) -> int:
             f"{len(fr.conflicts)} record conflicts"
         )
         if fr.conflicts:
-            shown = ", ".join(fr.conflicts[:5]) + (" ..." if len(fr.conflicts) > 5 else "")
+            listed = ", ".join(fr.conflicts[:5]) + (" ..." if len(fr.conflicts) > 5 else "")
             print(f"warning: {len(fr.conflicts)} records not admitted: their id is held by a "
-                  f"different record (a device reused ids; hirmem intake lists them): {shown}")
+                  f"different record (a device reused ids; hirmem intake lists them): {listed}")
         return 0
     if cmd == "checkpoint":
         engine.checkpoint()
@@ -311,6 +387,9 @@ def _run(engine: MemoryEngine, args: argparse.Namespace) -> int:
               f"{r.promoted} promoted")  # fmt: skip
         return 0
     if cmd == "review":
+        if args.review_command == "list" and args.json:
+            print(json.dumps([memory_json(m) for m in review.pending(engine)], indent=2))
+            return 0
         if args.review_command == "list":
             for m in review.pending(engine):
                 mark = " [permanent]" if m.permanent else ""

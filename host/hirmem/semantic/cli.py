@@ -36,22 +36,27 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="semantic_command", required=True)
     ing = sub.add_parser("ingest", help="ingest the text files of a directory tree")
     ing.add_argument("directory", type=Path)
-    ing.add_argument("--db", default=DEFAULT_DB, help=f"substrate file (default {DEFAULT_DB})")
+    _substrate(ing)
     ing.add_argument("--chunk-bytes", type=int, default=1024, help="chunk size (default 1024)")
     ask = sub.add_parser("ask", help="ask a question, scoped by the subject it names")
     ask.add_argument("question")
-    ask.add_argument("--db", default=DEFAULT_DB)
+    _substrate(ask, reads=True)
     ask.add_argument("-k", type=int, default=5, help="answers to return (default 5)")
     ask.add_argument("--flat", action="store_true", help="do not scope by subject")
     ask.add_argument("--trace", action="store_true", help="print the PROV trace of the answer")
     tr = sub.add_parser("trace", help="print the PROV-O lineage of an assertion id")
     tr.add_argument("id", help="a triple id (16 hex digits) or an entity id (kind:local)")
-    tr.add_argument("--db", default=DEFAULT_DB)
+    _substrate(tr, reads=True)
     tr.add_argument("--format", choices=("text", "turtle", "jsonld", "provn", "provjson"),
                     default="text")  # fmt: skip
     dev = sub.add_parser("devices", help="feed device records from the host store")
-    dev.add_argument("--store", required=True, type=Path, help="the host daemon's database")
-    dev.add_argument("--db", default=DEFAULT_DB)
+    dev.add_argument("--database", type=Path, default=argparse.SUPPRESS, metavar="FILE",
+                     help="the daemon's store (default: $HIRMEM_DB, host.database of "
+                     "hirmem --config, hirmem.db)")  # fmt: skip
+    dev.add_argument("--store", dest="database", type=Path, default=argparse.SUPPRESS,
+                     help=argparse.SUPPRESS)  # the old spelling
+    _substrate(dev)
+    dev.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
     dev.add_argument(
         "--after",
         type=int,
@@ -61,6 +66,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     dev.add_argument("--memory", type=Path,
                      help="the memory engine's store: what it quarantined stays out")  # fmt: skip
     return p
+
+
+def _substrate(p: argparse.ArgumentParser, reads: bool = False) -> None:
+    """``--substrate`` (``--db``, its old spelling); ``--create`` where the command only
+    reads it, so that a mistyped path is not a fresh empty substrate."""
+    p.add_argument("--substrate", default=DEFAULT_DB, metavar="FILE",
+                   help=f"the substrate file (default {DEFAULT_DB})")
+    p.add_argument("--db", dest="substrate", help=argparse.SUPPRESS)  # the old spelling
+    if reads:
+        p.add_argument("--create", action="store_true",
+                       help="start an empty substrate if the path does not exist")
 
 
 SHOWN_CONFLICTS = 20  # record conflicts listed by `semantic devices`; the count is whole
@@ -78,7 +94,12 @@ def run(args: argparse.Namespace, verdict: Verdict | None = None) -> int:
 
 def _run(args: argparse.Namespace, verdict: Verdict | None) -> int:
     cmd = args.semantic_command
-    sub = Substrate.open(args.db)
+    if cmd in ("ask", "trace") and not args.create and not Path(args.substrate).exists():
+        raise HirmemError(
+            f"{args.substrate}: no substrate here (a mistyped path? `hirmem semantic ingest` "
+            "or `semantic devices` fill one; --create starts an empty one)"
+        )
+    sub = Substrate.open(args.substrate)
     try:
         if cmd == "ingest":
             root = args.directory.resolve()
@@ -87,7 +108,7 @@ def _run(args: argparse.Namespace, verdict: Verdict | None) -> int:
                                 SentenceSplitter(args.chunk_bytes), RuleExtractor())  # fmt: skip
             result = sub.ingest(pipeline, str(root))
             print(f"ingested {len(result.docs)} documents, {len(result.chunks)} chunks, "
-                  f"{len(result.triples)} assertions into {args.db}")  # fmt: skip
+                  f"{len(result.triples)} assertions into {args.substrate}")  # fmt: skip
             for r in result.rejected:  # files skipped, documents and assertions refused
                 print(f"skipped {r.ref}: {r.reason}")
             return 0
@@ -114,20 +135,29 @@ def _run(args: argparse.Namespace, verdict: Verdict | None) -> int:
             from hirmem.daemon.reader import open_intake
             from hirmem.semantic.devices import DeviceFeed
 
-            key = str(args.store.resolve())
-            cursor = args.after if args.after is not None else _kept_cursor(args.db, key)
+            database = getattr(args, "database", None) or Path("hirmem.db")
+            key = str(database.resolve())
+            cursor = args.after if args.after is not None else _kept_cursor(args.substrate, key)
             docs = triples = 0
-            with open_intake(args.store) as store:
+            with open_intake(database) as store:
                 feed = DeviceFeed(store, sub, verdict=verdict)
                 while True:  # every record after the cursor, a batch at a time
                     after = cursor
                     cursor, result = feed.pull(after, FEED_BATCH)
                     docs, triples = docs + len(result.docs), triples + len(result.triples)
                     sub.save()
-                    _keep_cursor(args.db, key, cursor)
+                    _keep_cursor(args.substrate, key, cursor)
                     if cursor == after:
                         break
                 conflicts = feed.conflicts()
+            if args.json:
+                print(json.dumps({
+                    "fed": docs, "assertions": triples, "cursor": cursor,
+                    "withheld": sum(feed.withheld.values()),
+                    "skipped": [{"ref": ref, "reason": why} for ref, why in feed.skipped],
+                    "conflicts": [{"ref": ref, "reason": why} for ref, why in conflicts],
+                }, indent=2))  # fmt: skip
+                return 0
             print(f"fed {docs} records, {triples} assertions; cursor {cursor}; "
                   f"withheld {sum(feed.withheld.values())}")  # fmt: skip
             for ref, why in feed.skipped:
