@@ -45,7 +45,8 @@ WRITE_TIMEOUT_S = 10.0
 CLOSE_REASONS = ("evicted", "refused", "timeout", "bad-request", "client")
 
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-            413: "Content Too Large", 503: "Service Unavailable"}  # fmt: skip
+            413: "Content Too Large", 500: "Internal Server Error",
+            503: "Service Unavailable"}  # fmt: skip
 
 
 @dataclass
@@ -233,7 +234,12 @@ class Endpoint:
             status, ctype, body = 405, "text/plain", b"only GET and HEAD\n"
         elif path == "/metrics":
             encoder, ctype = choose_encoder(headers.get("accept", ""))
-            status, body = 200, encoder(self.registry)
+            try:
+                status, body = 200, encoder(self.registry)
+            except Exception as exc:  # a bug in a collector: say so, keep serving
+                log.exception("metrics could not be collected")
+                status, ctype = 500, "text/plain"
+                body = f"metrics could not be collected: {exc}\n".encode()
         elif path == "/healthz":
             healthy, doc = health_report(self.daemon)
             status, ctype = (200 if healthy else 503), "application/json"

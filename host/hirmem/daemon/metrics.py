@@ -233,10 +233,11 @@ class DaemonCollector(Collector):
             yield family
 
     def _worker_families(self) -> Iterator[Metric]:
+        counted = [(w, w.counters()) for w in self.daemon.workers]
         for name, help_text in WORKER_HELP.items():
             family = CounterMetricFamily(f"hirmem_{name}", help_text, labels=LINE_LABELS)
-            for worker in self.daemon.workers:
-                family.add_metric(_line_labels(worker), worker.counters()[name])
+            for worker, counters in counted:
+                family.add_metric(_line_labels(worker), counters[name])
             yield family
 
     def _device_families(self) -> Iterator[Metric]:
