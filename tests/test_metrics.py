@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from dataclasses import fields
@@ -171,6 +172,8 @@ def test_the_exposition_describes_the_lines_and_the_store(tmp_path: Path) -> Non
             assert value(text, "hirmem_line_state", state="open", **at) == 1
             assert value(text, "hirmem_line_state", state="reconnecting", **at) == 0
             assert value(text, "hirmem_session_open", **at) == 1
+            heard = value(text, "hirmem_device_last_heard_timestamp_seconds", **at)
+            assert time.time() - 60 < heard <= time.time()
             assert value(text, "hirmem_device_packs_acked_total", **at) >= 1
             assert value(text, "hirmem_device_ring_capacity", **at) > 0
         junk_dev = rogue.device_id.hex()

@@ -16,7 +16,8 @@ configured name) and ``url``):
 - what the device reported in its last STATUS (``hirmem_device_*``: its ring, captures,
   evictions, refusals, edge quarantine);
 - the line's state (``hirmem_line_state{state}``: 1 for the current one) and
-  ``hirmem_session_open``, ``hirmem_worker_alive``, ``hirmem_device_last_heard_seconds``;
+  ``hirmem_session_open``, ``hirmem_worker_alive`` and
+  ``hirmem_device_last_heard_timestamp_seconds``;
 - the intake latency, from a complete pack received to its transaction committed
   (``hirmem_intake_seconds{outcome}``, a histogram);
 - the store (``hirmem_store_*``: packs, records, record conflicts, refusal digests
@@ -268,7 +269,7 @@ class DaemonCollector(Collector):
             "hirmem_worker_alive", "1 while the line's worker thread runs.", labels=LINE_LABELS
         )
         heard = GaugeMetricFamily(
-            "hirmem_device_last_heard_seconds",
+            "hirmem_device_last_heard_timestamp_seconds",
             "When a good frame last came from the device (Unix time; absent: never).",
             labels=LINE_LABELS,
         )
