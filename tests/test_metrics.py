@@ -28,7 +28,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from hirmem.daemon.config import ConfigError, build_config
-from hirmem.daemon.metrics import SESSION_HELP, LatencyHistogram, render_metrics
+from hirmem.daemon.metrics import (
+    FIGURES_MAX_AGE_S,
+    SESSION_HELP,
+    LatencyHistogram,
+    render_metrics,
+)
 from hirmem.daemon.service import Daemon
 from hirmem.daemon.store import REFUSALS_PER_DEVICE, Store
 from hirmem.emulation.rogue import RogueDevice
@@ -492,3 +497,29 @@ def test_counters_can_be_read_while_the_line_adds_kinds() -> None:
         stop.set()
         counting.join()
         sys.setswitchinterval(interval)
+
+
+def test_scrapers_cost_the_store_one_read_per_second(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    daemon = quiet_daemon(tmp_path)
+    reads: list[float] = []
+    real = daemon.store.figures
+
+    def counted() -> Any:
+        reads.append(time.monotonic())
+        return real()
+
+    monkeypatch.setattr(daemon.store, "figures", counted)
+    daemon.start()
+    try:
+        start = time.monotonic()
+        for _ in range(60):
+            assert value(scrape(daemon), "hirmem_store_devices") == 0
+        elapsed = time.monotonic() - start
+        assert 1 <= len(reads) <= 1 + int(elapsed / FIGURES_MAX_AGE_S)
+        time.sleep(FIGURES_MAX_AGE_S)
+        scrape(daemon)  # and a second later the figures are read again
+        assert reads[-1] > start + FIGURES_MAX_AGE_S
+    finally:
+        daemon.stop()

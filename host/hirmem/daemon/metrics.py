@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import fields
 from typing import TYPE_CHECKING, Protocol
@@ -48,6 +49,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from hirmem.daemon.store import StoreFigures
 from hirmem.link.session import Counters
 from hirmem.protocol.messages import Status
 
@@ -198,11 +200,23 @@ def _line_labels(worker: DeviceWorker) -> list[str]:
     return [device, worker.config.name, worker.config.url]
 
 
+# The store's figures are read at most this often: scrapers hammering /metrics cost the
+# database one short read transaction per second, whatever their number.
+FIGURES_MAX_AGE_S = 1.0
+
+
 class DaemonCollector(Collector):
     """Collects the families listed in the module's docstring from one daemon."""
 
     def __init__(self, daemon: Daemon) -> None:
         self.daemon = daemon
+        self._figures: tuple[float, StoreFigures] | None = None  # (when read, figures)
+
+    def _store_figures(self) -> StoreFigures:
+        now = time.monotonic()
+        if self._figures is None or now - self._figures[0] >= FIGURES_MAX_AGE_S:
+            self._figures = (now, self.daemon.store.figures())
+        return self._figures[1]
 
     def collect(self) -> Iterator[Metric]:
         yield from self._session_families()
@@ -324,7 +338,7 @@ class DaemonCollector(Collector):
         failures.add_metric([], health.failures)
         yield from (writable, failures)
         try:
-            figures = store.figures()
+            figures = self._store_figures()
         except Exception:  # the figures cannot be read: say so, keep the rest of the page
             readable = GaugeMetricFamily(
                 "hirmem_store_readable", "1 when the store's figures could be read."
@@ -470,5 +484,5 @@ def daemon_registry(daemon: Daemon) -> CollectorRegistry:
 
 
 def render_metrics(daemon: Daemon) -> str:
-    """The daemon's figures in the Prometheus text format."""
-    return generate_latest(daemon_registry(daemon)).decode()
+    """The daemon's figures in the Prometheus text format (what ``/metrics`` serves)."""
+    return generate_latest(daemon.registry).decode()
