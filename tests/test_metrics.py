@@ -337,6 +337,11 @@ def test_a_silent_connection_is_closed_after_the_head_timeout(tmp_path: Path) ->
             c.sendall(b"POST /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
             assert c.recv(100).startswith(b"HTTP/1.1 405")
         assert get(endpoint.port, "/nothing")[0] == 404
+        with socket.create_connection(("127.0.0.1", endpoint.port), timeout=5) as c:
+            c.sendall(b"GET /metrics HTTP/1.1\r\nX-Pad: " + b"a" * 9000)  # no end in sight
+            assert c.recv(100).startswith(b"HTTP/1.1 413")
+        assert endpoint.counters.closed["bad-request"] == 1
+        assert get(endpoint.port, "/healthz")[0] in (200, 503)  # still serving
     finally:
         daemon.stop()
 
@@ -521,5 +526,28 @@ def test_scrapers_cost_the_store_one_read_per_second(
         time.sleep(FIGURES_MAX_AGE_S)
         scrape(daemon)  # and a second later the figures are read again
         assert reads[-1] > start + FIGURES_MAX_AGE_S
+    finally:
+        daemon.stop()
+
+
+def test_a_page_is_never_cut_when_the_connection_closes(tmp_path: Path) -> None:
+    """HTTP/1.0 (and Connection: close) answers end the connection: the page must
+    arrive whole, however slowly the client reads."""
+    daemon = quiet_daemon(tmp_path)
+    daemon.start()
+    try:
+        assert daemon.endpoint is not None
+        expected = len(render_metrics(daemon).encode())
+        with socket.create_connection(("127.0.0.1", daemon.endpoint.port), timeout=10) as c:
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            c.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+            time.sleep(0.5)  # the server has written what the kernel took, and closed
+            got = b""
+            while chunk := c.recv(1024):
+                got += chunk
+        head, _, body = got.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200") and b"Connection: close" in head
+        length = int(head.split(b"Content-Length: ")[1].split(b"\r\n")[0])
+        assert len(body) == length and abs(length - expected) < 200
     finally:
         daemon.stop()

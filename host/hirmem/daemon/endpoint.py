@@ -32,6 +32,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from hirmem.daemon.config import ConfigError, MetricsAddress, bind_problem, open_listener
 from hirmem.daemon.health import health_report
+from hirmem.protocol.errors import HirmemError
 
 if TYPE_CHECKING:
     from hirmem.daemon.service import Daemon
@@ -111,7 +112,9 @@ class Endpoint:
         self._sock.setblocking(False)
         self._thread = threading.Thread(target=self._serve, name="metrics", daemon=True)
         self._thread.start()
-        self._ready.wait(10.0)
+        if not self._ready.wait(10.0):
+            self.stop()
+            raise HirmemError(f"the metrics endpoint on {self.address} did not start")
         shown = MetricsAddress(self.address.host, self.port)
         reach = (
             "loopback only; set host.metrics_public = true and an address to expose it"
@@ -166,6 +169,9 @@ class Endpoint:
             self.counters.closed["refused"] += 1
             writer.transport.abort()
             return
+        # drain() returns only once the whole answer is with the kernel, so closing
+        # never drops the end of a page, and a client that stops reading is timed out
+        writer.transport.set_write_buffer_limits(high=0)
         conn = _Connection(writer, time.monotonic())
         self._connections[task] = conn
         try:
@@ -174,7 +180,7 @@ class Endpoint:
             self.counters.closed["client"] += 1
         finally:
             self._connections.pop(task, None)
-            writer.transport.abort()
+            writer.close()
 
     def _evict_one(self) -> bool:
         """Close the connection idle the longest; False when every one is busy."""
@@ -261,7 +267,8 @@ class Endpoint:
         conn.writer.write(head if head_only else head + body)
         try:
             await asyncio.wait_for(conn.writer.drain(), self.write_timeout)
-        except TimeoutError:
+        except TimeoutError:  # the client does not read: nothing more is written to it
             self.counters.closed["timeout"] += 1
+            conn.writer.transport.abort()
             return False
         return keep
