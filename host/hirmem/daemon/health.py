@@ -8,6 +8,9 @@ unplugged, whose peer is gone or that is waiting to reconnect makes the daemon
 unhealthy: every configured device is meant to be served. The endpoint answers 200
 when healthy and 503 otherwise, with the same document either way.
 
+A worker's ``last_seen_s`` is the time since a good frame came from its device, as
+seen by the daemon's housekeeping (every ``save_every`` seconds) or at a HELLO.
+
 Nothing here touches the database: a store locked by a long transaction cannot make
 the health check hang.
 """
