@@ -41,6 +41,7 @@ from hirmem.protocol.messages import PackStatus
 from hirmem.protocol.packs import KnowledgeItem, Reason
 from hirmem.protocol.records import Record
 from test_daemon_faults import writes_blocked
+from test_metrics import samples
 from test_store import Device
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -168,8 +169,10 @@ def test_one_daemon_serves_boards_of_both_architectures(tmp_path: Path) -> None:
             )
             text = render_metrics(daemon)
             for n in names:
-                assert f'hirmem_packs_accepted{{device="{BOARDS[n].hex()}"' in text
-            assert "hirmem_session_open" in text
+                accepted = samples(text, "hirmem_packs_accepted_total", device=BOARDS[n].hex())
+                assert len(accepted) == 1 and accepted[0].labels["name"] == n
+                assert accepted[0].value >= 3
+            assert samples(text, "hirmem_session_open")
         finally:
             daemon.stop()
     with Store(db) as store:

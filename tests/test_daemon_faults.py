@@ -13,7 +13,7 @@ import os
 import random
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
@@ -65,7 +65,7 @@ def register(db: Path, devices: list[SimDevice]) -> None:
 
 
 def daemon_for(
-    tmp_path: Path, db: Path, devices: list[SimDevice] | list[RogueDevice], **host: object
+    tmp_path: Path, db: Path, devices: Sequence[SimDevice | RogueDevice], **host: object
 ) -> Daemon:
     key_file = tmp_path / "host.key"
     if not key_file.exists():

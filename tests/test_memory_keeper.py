@@ -14,6 +14,7 @@ from hirmem.memory.config import MemoryConfig
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.keeper import MemoryKeeper
 from hirmem.protocol.records import Record
+from test_metrics import samples, value
 from test_store import DEV_A, KEY_A, Device
 
 HOST = "a1a2a3a4a5a6a7a8"
@@ -60,7 +61,15 @@ def test_the_running_daemon_follows_its_intake_and_sweeps(tmp_path: Path) -> Non
     finally:
         daemon.stop()
     assert daemon.background_failures == {"memory": 0}
-    assert 'hirmem_background_failures{job="memory"} 0' in render_metrics(daemon)
+    text = render_metrics(daemon)
+    assert value(text, "hirmem_background_failures_total", job="memory") == 0
+    # the keeper's own counters, and the memories by state (the quarantine among them)
+    assert value(text, "hirmem_memory_admitted_total") == keeper.counters.admitted
+    assert value(text, "hirmem_memory_quarantined_total") == keeper.counters.quarantined
+    assert value(text, "hirmem_memory_sweeps_total") == keeper.counters.sweeps
+    states = keeper.engine.stats()["states"]
+    assert value(text, "hirmem_memory_memories", state="quarantined") == states["quarantined"]
+    assert sum(s.value for s in samples(text, "hirmem_memory_memories")) == sum(states.values())
     assert (keeper.counters.packs, keeper.counters.admitted) == (2, 5)
     assert keeper.counters.sweeps >= 2
     engine = MemoryEngine(cfg.memory)
@@ -106,4 +115,4 @@ def test_a_failing_background_tick_is_counted_and_retried(tmp_path: Path) -> Non
         daemon.stop()
     assert job.ticks >= 4 and job.closed
     assert daemon.background_failures == {"memory": 2}
-    assert 'hirmem_background_failures{job="memory"} 2' in render_metrics(daemon)
+    assert value(render_metrics(daemon), "hirmem_background_failures_total", job="memory") == 2

@@ -20,6 +20,7 @@ from hirmem.protocol.keys import derive_test_key
 from hirmem.protocol.messages import PackStatus
 from hirmem.protocol.records import Record
 from test_daemon import wait_until
+from test_metrics import value
 from test_store import Device
 
 HOST_ID = bytes.fromhex("a1a2a3a4a5a6a7a8")
@@ -70,10 +71,11 @@ def test_the_daemon_logs_and_counts_record_conflicts(tmp_path: Path) -> None:
             (dev_id.hex(), 1, rid) for rid in reused
         ]
         metrics = render_metrics(daemon)
-        assert "# TYPE hirmem_record_conflicts counter" in metrics
-        assert f'hirmem_record_conflicts{{device="{dev_id.hex()}",url="{device.url}"}} 2' in (
-            metrics
-        )
+        assert "# TYPE hirmem_record_conflicts_total counter" in metrics
+        assert value(metrics, "hirmem_record_conflicts_total", device=dev_id.hex(),
+                     url=device.url) == 2  # fmt: skip
+        assert value(metrics, "hirmem_store_record_conflicts", device=dev_id.hex()) == 2
+        assert value(metrics, "hirmem_store_integrity_warnings") == 1
         wait_until(lambda: daemon.store.counters(dev_id).get("record_conflicts") == 2, 5,
                    "counters saved")  # fmt: skip
     finally:

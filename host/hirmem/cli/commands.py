@@ -29,7 +29,7 @@ from hirmem.protocol.records import Record
 
 if TYPE_CHECKING:
     from hirmem.memory.config import MemoryConfig
-    from hirmem.memory.keeper import MemoryKeeper
+    from hirmem.memory.keeper import Figure, MemoryKeeper
 
 DEFAULT_DB = options.DEFAULT_DATABASE
 
@@ -206,6 +206,11 @@ class _MemoryJob:
                 c.memory, c.database, c.memory_every, self._memory_config, self._key
             )
         return self._keeper.tick()
+
+    def figures(self) -> list[Figure]:  # the keeper's, for /metrics (zeros until it opens)
+        from hirmem.memory.keeper import MemoryKeeper
+
+        return (self._keeper or MemoryKeeper(None, None, self.interval)).figures()
 
     def close(self) -> None:
         if self._keeper is not None:

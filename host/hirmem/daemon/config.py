@@ -8,7 +8,8 @@ Example (every key but ``host.id`` and one device is optional)::
     key = "keys/host.key"           # knowledge-pack signing key (hirmem keys host)
     max_frame = 512                 # largest frame offered to devices
     window = 4
-    metrics = "127.0.0.1:9464"      # Prometheus text endpoint, off when absent
+    metrics = "127.0.0.1:9464"      # /metrics (Prometheus) and /healthz, off when absent
+    metrics_public = false          # true: metrics may listen beyond loopback (0.0.0.0, …)
     status_every = 5.0              # seconds between STATUS_REQUESTs to each device
     save_every = 1.0                # seconds between counter saves to the store
     reconnect_min = 0.25            # backoff after a line drops, doubling …
@@ -22,6 +23,12 @@ Example (every key but ``host.id`` and one device is optional)::
     url = "socket://127.0.0.1:5000" # any pyserial URL, a /dev path or a pty
     name = "bench-m3"               # for logs and `hirmem status`
     baudrate = 115200
+
+The metrics address: an IP address (``127.0.0.1``, ``[::1]``) or ``localhost``, and a
+port (0: any free one). Only loopback addresses are accepted unless ``metrics_public =
+true``: the endpoint has no authentication, so exposing it is a decision, not a default.
+The address is bound once while the configuration is checked, so a busy port or an
+address this host does not have is a configuration error, not a traceback at start.
 
 The memory keys: on by default, the daemon follows its own intake into a memory store
 beside the intake database (``hirmem-memory.sqlite`` in the database's folder, the file
@@ -38,7 +45,10 @@ started until the whole configuration is sound (:class:`ConfigError`).
 
 from __future__ import annotations
 
+import errno
+import ipaddress
 import os
+import socket
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +78,97 @@ class DeviceConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class MetricsAddress:
+    """Where ``/metrics`` and ``/healthz`` listen."""
+
+    host: str  # an IP address literal
+    port: int  # 0: any free port
+    public: bool = False  # the operator allowed an address beyond loopback
+
+    @property
+    def loopback(self) -> bool:
+        return ipaddress.ip_address(self.host).is_loopback
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+
+def open_listener(address: MetricsAddress) -> socket.socket:
+    """A listening TCP socket on ``address`` (raises OSError as ``bind`` does)."""
+    family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart in TIME_WAIT
+        sock.bind((address.host, address.port))
+        sock.listen(128)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def bind_problem(address: MetricsAddress, exc: OSError, key: str = "host.metrics") -> str:
+    """What to change when ``address`` cannot be listened on."""
+    where = f'{key} = "{address}"'
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f"{where}: port {address.port} is already in use by another program; choose "
+            f"another port, or find the program with `ss -ltnp 'sport = :{address.port}'`"
+        )
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return (
+            f"{where}: {address.host} is not an address of this host; use 127.0.0.1, or "
+            "one of the addresses `ip -brief address` lists"
+        )
+    if exc.errno == errno.EACCES:
+        return f"{where}: port {address.port} needs privileges; use a port above 1023"
+    return f"{where}: cannot listen there ({exc.strerror or exc})"
+
+
+def parse_metrics_address(text: str, public: bool, problems: list[str]) -> MetricsAddress | None:
+    """``"address:port"`` checked: an IP address or localhost, a port, loopback unless
+    ``public``, and bindable now."""
+    example = 'like "127.0.0.1:9464" or "[::1]:9464"'
+    if text.startswith("["):
+        host, sep, port_text = text[1:].partition("]:")
+    else:
+        host, sep, port_text = text.rpartition(":")
+        if ":" in host:
+            problems.append(
+                f"host.metrics = {text!r}: write an IPv6 address in brackets, {example}"
+            )
+            return None
+    if not sep or not host or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        problems.append(f'host.metrics = {text!r}: give "address:port", {example}')
+        return None
+    if host == "localhost":
+        host = "127.0.0.1"
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        problems.append(
+            f"host.metrics = {text!r}: {host!r} is not an IP address; give one, {example} "
+            "(or localhost)"
+        )
+        return None
+    address = MetricsAddress(str(ip), int(port_text), public)
+    if not ip.is_loopback and not public:
+        problems.append(
+            f"host.metrics = {text!r} is not a loopback address: /metrics and /healthz would "
+            "be reachable from other hosts, without authentication. Listen on 127.0.0.1 "
+            '(host.metrics = "127.0.0.1:9464"), or set host.metrics_public = true to expose them'
+        )
+        return None
+    try:
+        open_listener(address).close()
+    except OSError as exc:
+        problems.append(bind_problem(address, exc))
+        return None
+    return address
+
+
+@dataclass(frozen=True, slots=True)
 class DaemonConfig:
     host_id: bytes
     database: Path
@@ -75,7 +176,7 @@ class DaemonConfig:
     host_key: Path | None = None
     max_frame: int = 512
     window: int = 4
-    metrics: tuple[str, int] | None = None
+    metrics: MetricsAddress | None = None
     status_every: float = 5.0
     save_every: float = 1.0
     reconnect_min: float = 0.25
@@ -175,7 +276,8 @@ def build_config(data: dict[str, Any], base: Path, cli_devices: list[str]) -> Da
     if unknown:
         problems.append(f"unknown top-level keys {sorted(unknown)}: only [host] and [[device]]")
     known_host = {
-        "id", "database", "key", "max_frame", "window", "metrics", "status_every",
+        "id", "database", "key", "max_frame", "window", "metrics", "metrics_public",
+        "status_every",
         "save_every", "reconnect_min", "reconnect_max", "memory", "memory_every",
         "memory_config", "write_timeout",
     }  # fmt: skip
@@ -204,14 +306,15 @@ def build_config(data: dict[str, Any], base: Path, cli_devices: list[str]) -> Da
         problems.append(f"host.key = {host['key']!r}: must be a path in quotes")
     max_frame = _integer(host, "max_frame", 512, 128, 4096, problems)
     window = _integer(host, "window", 4, 1, 8, problems)
-    metrics: tuple[str, int] | None = None
-    if "metrics" in host:
-        text = _text(host, "metrics", "127.0.0.1:9464", "host", problems)
-        addr, _, port_text = text.rpartition(":")
-        if not addr or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-            problems.append(f'host.metrics = {text!r}: give "address:port", like "127.0.0.1:9464"')
-        else:
-            metrics = (addr, int(port_text))
+    metrics: MetricsAddress | None = None
+    public = host.get("metrics_public", False)
+    if not isinstance(public, bool):
+        problems.append(f"host.metrics_public = {public!r}: must be true or false")
+        public = False
+    if "metrics" in host and isinstance(host["metrics"], str):
+        metrics = parse_metrics_address(host["metrics"], public, problems)
+    elif "metrics" in host:
+        _text(host, "metrics", "127.0.0.1:9464", "host", problems)  # says what is wrong
     status_every = _number(host, "status_every", 5.0, 0.0, 3600.0, problems)
     save_every = _number(host, "save_every", 1.0, 0.05, 3600.0, problems)
     reconnect_min = _number(host, "reconnect_min", 0.25, 0.01, 60.0, problems)

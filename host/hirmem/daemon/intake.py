@@ -13,8 +13,10 @@ daemon counter and metric) and logs a warning with the ids, so it is never silen
 from __future__ import annotations
 
 import logging
+import time
 
-from hirmem.daemon.store import Store
+from hirmem.daemon.metrics import IntakeLatency
+from hirmem.daemon.store import Intake, Store
 from hirmem.link.session import DeviceInfo, PackDisposition
 from hirmem.protocol.messages import PackStatus
 from hirmem.protocol.packs import ChainHead, Reason
@@ -36,12 +38,13 @@ class StoreIntake:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.record_conflicts = 0  # records of accepted packs parked as conflicts
+        self.latency = IntakeLatency()  # from the complete pack to its commit, by outcome
 
     def chain_head(self, device: DeviceInfo) -> ChainHead | None:
         return self.store.chain_head(device.device_id)
 
     def offer(self, device: DeviceInfo, pack: bytes) -> PackDisposition:
-        taken = self.store.take_pack(device.device_id, pack)
+        taken = self._take(device.device_id, pack)
         if taken.conflicts:
             self.record_conflicts += len(taken.conflicts)
             ids = [rid.hex() for rid in taken.conflicts[:LOGGED_IDS]]
@@ -54,3 +57,15 @@ class StoreIntake:
         reason = taken.reason if taken.status == "refused" else Reason.NONE
         status = _STATUS[taken.status]
         return PackDisposition(status, reason, taken.pack_id, taken.seq, taken.detail)
+
+    def _take(self, device_id: bytes, pack: bytes) -> Intake:
+        """The store's answer, timed: the session calls ``offer`` as soon as the pack's
+        last byte was read, so this is the time from received to committed."""
+        start = time.perf_counter()
+        try:
+            taken = self.store.take_pack(device_id, pack)
+        except BaseException:
+            self.latency.observe("deferred", time.perf_counter() - start)
+            raise
+        self.latency.observe(taken.status, time.perf_counter() - start)
+        return taken

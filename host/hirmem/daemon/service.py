@@ -33,11 +33,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import fields
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
 from hirmem.daemon.config import DaemonConfig, DeviceConfig
+from hirmem.daemon.endpoint import Endpoint
 from hirmem.daemon.intake import StoreIntake
+from hirmem.daemon.metrics import daemon_registry, render_metrics
 from hirmem.daemon.store import DeviceLimits, Store, now_ms
 from hirmem.link.line import Link
 from hirmem.link.session import (
@@ -78,6 +79,8 @@ from hirmem.protocol.packs import KnowledgeItem, Pack, PackKind, Reason, sign_pa
 from hirmem.protocol.records import GENESIS
 
 log = logging.getLogger("hirmem.daemon")
+
+__all__ = ["Daemon", "DeviceWorker", "render_metrics", "sign_knowledge"]
 
 # STATUS fields the device reports (SPEC §5.10), kept as device.<name> counters.
 DEVICE_FIELDS = tuple(f.name for f in fields(Status))
@@ -220,7 +223,9 @@ class DeviceWorker:
             self.intake,
         )
         self.link: Link | None = None
-        self.state = "starting"
+        self.phase = "starting"  # one of metrics.LINE_PHASES
+        self.state = "starting"  # the phase with its detail, as saved and shown
+        self.last_heard: float | None = None  # Unix time of the last good frame seen
         self._state_saved = True  # False: the store missed the last state change
         self.device_id: bytes | None = None
         self.device_status: dict[str, int] = {}
@@ -234,6 +239,7 @@ class DeviceWorker:
         self.worker_errors = 0
         self._frames_saved = 0  # frames_good at the last counter save
         self._frame_seen_at: int | None = None  # when that count was seen to grow
+        self._frames_heard = 0  # frames_good when last_heard was last moved
         self.log_limit = RateLimit(LOG_RATE, LOG_BURST)
         self.refusal_limit = RateLimit(LOG_RATE, LOG_BURST)  # "pack refused" log lines
         self._clock: Callable[[], float] = time.monotonic
@@ -285,7 +291,7 @@ class DeviceWorker:
             if opened and not self._stalled:
                 delay = cfg.reconnect_min  # the line worked: start the backoff again
             self.reconnects += 1
-            self._set_state(f"reconnecting in {delay:.2f} s")
+            self._set_state("reconnecting", f"reconnecting in {delay:.2f} s")
             self.daemon.stopping.wait(delay)
             delay = min(delay * 2, cfg.reconnect_max)
         self._set_state("stopped")
@@ -327,8 +333,9 @@ class DeviceWorker:
             return False
         return True
 
-    def _set_state(self, state: str) -> None:
-        self.state = state
+    def _set_state(self, phase: str, state: str | None = None) -> None:
+        self.phase = phase
+        self.state = phase if state is None else state
         self._state_saved = self._save_state()
 
     def _save_state(self) -> bool:
@@ -358,6 +365,7 @@ class DeviceWorker:
         if isinstance(event, SessionOpened):
             dev = event.device
             self.device_id = dev.device_id
+            self.last_heard = time.time()
             limits = DeviceLimits(dev.capabilities, dev.max_frame, dev.max_message, dev.host_kid)
             self._store_write(
                 "device seen",
@@ -378,7 +386,7 @@ class DeviceWorker:
                 ),
             )
         elif isinstance(event, SessionLost):
-            self._set_state(f"lost: {event.reason}")
+            self._set_state("lost", f"lost: {event.reason}")
             log.warning("session lost", extra=self._ctx(reason=event.reason))
         elif isinstance(event, DeviceReset):
             log.warning(
@@ -594,6 +602,8 @@ class DeviceWorker:
         # a device is seen whenever a good frame came, not only at its HELLO
         frames = counters.get("frames_good", 0)
         seen_at = self._frame_seen_at if frames == self._frames_saved else now_ms()
+        if frames != self._frames_heard:
+            self._frames_heard, self.last_heard = frames, time.time()
         saved = self._store_write(
             "counters",
             lambda: self.daemon.store.save_counters(device_id, counters, seen_at=seen_at),
@@ -632,7 +642,8 @@ class Daemon:
         self.background: list[Background] = []
         self.background_failures: dict[str, int] = {}
         self._jobs: list[threading.Thread] = []
-        self._metrics: ThreadingHTTPServer | None = None
+        self.registry = daemon_registry(self)  # what /metrics serves
+        self.endpoint: Endpoint | None = None
         self._knowledge_cache: tuple[int, bytes] | None = None
         self._started = False
         for job in background:
@@ -660,8 +671,10 @@ class Daemon:
         return self._knowledge_cache
 
     def start(self) -> None:
-        if self.config.metrics is not None:
-            self._metrics = serve_metrics(self, *self.config.metrics)
+        if self.config.metrics is not None:  # first: a busy port starts nothing else
+            endpoint = Endpoint(self, self.config.metrics, self.registry)
+            endpoint.start()
+            self.endpoint = endpoint
         for worker in self.workers:
             worker.start()
         self._house.start()
@@ -688,9 +701,8 @@ class Daemon:
             job.join(60.0)  # a sweep in progress finishes its transaction
         self._close_background()
         unsaved = [w.config.label for w in self.workers if not w.save()]
-        if self._metrics is not None:
-            self._metrics.shutdown()
-            self._metrics.server_close()
+        if self.endpoint is not None:
+            self.endpoint.stop()
         try:
             self.store.close()
         except Exception as exc:  # closing must not turn a clean stop into a traceback
@@ -745,58 +757,6 @@ class Daemon:
                     worker.save()
                 except Exception:
                     log.exception("housekeeping failed", extra=worker._ctx())
-
-
-# ---- Prometheus text endpoint ----------------------------------------------------------
-
-
-def render_metrics(daemon: Daemon) -> str:
-    """Every worker's counters in the Prometheus text format (one family per counter)."""
-    families: dict[str, list[str]] = {}
-    for worker in daemon.workers:
-        device = worker.device_id.hex() if worker.device_id else ""
-        labels = f'device="{device}",url="{worker.config.url}"'
-        for name, value in sorted(worker.counters().items()):
-            base, _, kind = name.partition(".")
-            metric = f"hirmem_{base}"
-            if base == "device":
-                metric, kind = f"hirmem_device_{kind}", ""
-            extra = f',kind="{kind}"' if kind else ""
-            families.setdefault(metric, []).append(f"{metric}{{{labels}{extra}}} {value}")
-        families.setdefault("hirmem_session_open", []).append(
-            f"hirmem_session_open{{{labels}}} {int(worker.session.is_open)}"
-        )
-    for job, failed in sorted(daemon.background_failures.items()):
-        families.setdefault("hirmem_background_failures", []).append(
-            f'hirmem_background_failures{{job="{job}"}} {failed}'
-        )
-    lines: list[str] = []
-    for metric in sorted(families):
-        gauge = metric.startswith("hirmem_device_") or metric == "hirmem_session_open"
-        lines.append(f"# TYPE {metric} {'gauge' if gauge else 'counter'}")
-        lines.extend(families[metric])
-    return "\n".join(lines) + "\n"
-
-
-def serve_metrics(daemon: Daemon, address: str, port: int) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path.split("?")[0] != "/metrics":
-                self.send_error(404, "only /metrics is served")
-                return
-            body = render_metrics(daemon).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            del format, args  # requests are not worth a log line each
-
-    server = ThreadingHTTPServer((address, port), Handler)
-    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
-    return server
 
 
 # ---- structured logs -------------------------------------------------------------------

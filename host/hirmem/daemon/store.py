@@ -316,6 +316,34 @@ class KnowledgeRow:
     raw: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class WriteHealth:
+    """How the store's writes went: the last failure (None when the last write
+    succeeded), when, how many failed since the store was opened, and when the last
+    one succeeded. ``writable`` is what ``/healthz`` reports."""
+
+    writable: bool
+    last_error: str | None
+    last_error_at: int | None  # ms since the epoch
+    last_ok_at: int | None
+    failures: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoreFigures:
+    """What the store holds, per device, read in one snapshot for the metrics."""
+
+    packs: dict[bytes, int]
+    records: dict[bytes, int]
+    record_conflicts: dict[bytes, int]
+    refusals: dict[tuple[bytes, Reason], int]  # digests kept, by line device and reason
+    refused_offers: dict[bytes, int]  # offers refused: kept digests' and rotated ones'
+    refusals_rotated: dict[bytes, int]  # digests rotated out
+    integrity_warnings: int
+    devices: int  # registered
+    size_bytes: int  # pages in use x page size
+
+
 ZERO_PACK_ID = bytes(16)
 
 
@@ -325,6 +353,11 @@ class Store:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._lock = threading.RLock()
+        self._write_failures = 0
+        self._write_error: tuple[str, int] | None = None  # the last write's failure
+        self._write_ok_at: int | None = None
+        self._reader: sqlite3.Connection | None = None  # figures(): its own snapshot
+        self._reader_lock = threading.Lock()
         try:
             self._db = sqlite3.connect(
                 str(self.path), isolation_level=None, check_same_thread=False, timeout=30
@@ -339,6 +372,9 @@ class Store:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+        with self._reader_lock:
+            if self._reader is not None:
+                self._reader.close()
 
     def __enter__(self) -> Store:
         return self
@@ -370,15 +406,33 @@ class Store:
         open: it is rolled back too, so the next write starts clean once space is back.
         """
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
             try:
-                yield self._db
-                self._db.execute("COMMIT")
-            except BaseException:
-                if self._db.in_transaction:
-                    with suppress(sqlite3.Error):
-                        self._db.execute("ROLLBACK")
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._db
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    if self._db.in_transaction:
+                        with suppress(sqlite3.Error):
+                            self._db.execute("ROLLBACK")
+                    raise
+            except (sqlite3.Error, OSError) as exc:  # the file, not the caller's data
+                self._write_failures += 1
+                self._write_error = (f"{type(exc).__name__}: {exc}", now_ms())
                 raise
+            self._write_error = None
+            self._write_ok_at = now_ms()
+
+    def write_health(self) -> WriteHealth:
+        """Whether the last write went through (see :class:`WriteHealth`)."""
+        error = self._write_error
+        return WriteHealth(
+            error is None,
+            None if error is None else error[0],
+            None if error is None else error[1],
+            self._write_ok_at,
+            self._write_failures,
+        )
 
     # ---- registry ------------------------------------------------------------------------
 
@@ -752,6 +806,63 @@ class Store:
         with self._lock:
             rows = self._db.execute("SELECT device_id, digests, offers FROM refusals_rotated")
             return {bytes(d): (int(n), int(o)) for d, n, o in rows.fetchall()}
+
+    def figures(self) -> StoreFigures:
+        """Counts per device for the metrics, read on a connection of their own (a WAL
+        snapshot), so a scrape never waits for the intake's lock nor holds it."""
+        if str(self.path) == ":memory:":  # nothing else can see it: read under the lock
+            with self._lock:
+                return self._figures(self._db)
+        with self._reader_lock:
+            if self._reader is None:
+                self._reader = sqlite3.connect(
+                    f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
+                    isolation_level=None, check_same_thread=False, timeout=5,
+                )  # fmt: skip
+            db = self._reader
+            db.execute("BEGIN")  # one snapshot for every count
+            try:
+                return self._figures(db)
+            finally:
+                db.execute("COMMIT")
+
+    @staticmethod
+    def _figures(db: sqlite3.Connection) -> StoreFigures:
+        def per_device(sql: str) -> dict[bytes, int]:
+            return {bytes(d): int(n) for d, n in db.execute(sql).fetchall()}
+
+        refusals: dict[tuple[bytes, Reason], int] = {}
+        offers: dict[bytes, int] = {}
+        for dev, reason, n, offered in db.execute(
+            "SELECT device_id, reason, count(*), sum(offers) FROM refusals "
+            "GROUP BY device_id, reason"
+        ).fetchall():
+            refusals[(bytes(dev), Reason(reason))] = int(n)
+            offers[bytes(dev)] = offers.get(bytes(dev), 0) + int(offered)
+        rotated: dict[bytes, int] = {}
+        for dev, digests, offered in db.execute(
+            "SELECT device_id, digests, offers FROM refusals_rotated"
+        ).fetchall():
+            rotated[bytes(dev)] = int(digests)
+            offers[bytes(dev)] = offers.get(bytes(dev), 0) + int(offered)
+        conflicts = per_device(
+            "SELECT packs.device_id, count(*) FROM record_conflicts JOIN packs USING (pack_id) "
+            "GROUP BY packs.device_id"
+        )
+        pages = db.execute("PRAGMA page_count").fetchone()[0]
+        free = db.execute("PRAGMA freelist_count").fetchone()[0]
+        page_size = db.execute("PRAGMA page_size").fetchone()[0]
+        return StoreFigures(
+            packs=per_device("SELECT device_id, count(*) FROM packs GROUP BY device_id"),
+            records=per_device("SELECT device_id, count(*) FROM records GROUP BY device_id"),
+            record_conflicts=conflicts,
+            refusals=refusals,
+            refused_offers=offers,
+            refusals_rotated=rotated,
+            integrity_warnings=len(conflicts),  # one warning per device with conflicts
+            devices=int(db.execute("SELECT count(*) FROM devices").fetchone()[0]),
+            size_bytes=int((pages - free) * page_size),
+        )
 
     # ---- knowledge ---------------------------------------------------------------------
 

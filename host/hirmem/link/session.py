@@ -429,6 +429,13 @@ class Counters:
         return sum(self.frames_bad.values())
 
     def snapshot(self) -> Counters:
+        """A deep copy, safe from a thread other than the counting one (housekeeping,
+        /metrics): a copy that met a dict growing a key under it is taken again."""
+        for _ in range(64):
+            try:
+                return copy.deepcopy(self)
+            except RuntimeError:  # "dictionary changed size during iteration"
+                continue
         return copy.deepcopy(self)
 
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from hirmem.protocol.errors import HirmemError
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from hirmem.memory.follow import FollowReport
     from hirmem.protocol.keys import SigningKey
 
-__all__ = ["KeeperCounters", "MemoryKeeper"]
+__all__ = ["Figure", "KeeperCounters", "MemoryKeeper"]
 
 log = logging.getLogger("hirmem.memory")
 
@@ -48,6 +48,26 @@ class KeeperCounters:
     admitted: int = 0
     quarantined: int = 0
     sweeps: int = 0
+
+
+class Figure(NamedTuple):
+    """One figure for the daemon's metrics (``hirmem_memory_<name>``)."""
+
+    name: str
+    kind: str  # "counter" or "gauge"
+    help: str
+    value: float
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+_COUNTER_HELP = {
+    "ticks": "Memory ticks run (follow the intake, then decay when due).",
+    "failed_ticks": "Memory ticks that failed after the store opened (the next one retries).",
+    "packs": "Intake packs the memory followed.",
+    "admitted": "Device records admitted into the memory.",
+    "quarantined": "Device records the memory engine quarantined at admission.",
+    "sweeps": "Decay sweeps run.",
+}
 
 
 class MemoryKeeper:
@@ -133,6 +153,19 @@ class MemoryKeeper:
                                "quarantined": report.quarantined, "swept": swept}},
             )  # fmt: skip
         return report
+
+    def figures(self) -> list[Figure]:
+        """Its counters, and once the store is open the memories by lifecycle state
+        (the quarantine among them), for the daemon's ``/metrics``."""
+        out = [
+            Figure(name, "counter", help_text, getattr(self.counters, name))
+            for name, help_text in _COUNTER_HELP.items()
+        ]
+        if self._engine is not None:
+            for state, n in self._engine.stats()["states"].items():
+                out.append(Figure("memories", "gauge", "Memories by lifecycle state.", n,
+                                  (("state", state),)))  # fmt: skip
+        return out
 
     def close(self) -> None:
         """Checkpoint and close what the keeper opened (nothing if it never ticked)."""
