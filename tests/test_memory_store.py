@@ -75,7 +75,7 @@ def test_migrates_an_old_file_to_the_current_schema(tmp_path: Path) -> None:
     db.commit()
     db.close()
     s = Store(path)
-    assert s.schema_version == SCHEMA_VERSION == 3  # v3: issue 13's triggers and tables
+    assert s.schema_version == SCHEMA_VERSION == 4  # v4: counts from one index (issue 13 speed)
     names = {r[0] for r in s.db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
     assert "memories_subject" in names
     s.close()

@@ -30,7 +30,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -47,7 +49,7 @@ from hirmem.memory.model import Layer
 from hirmem.memory.recall import RecallFilter, RecallIndex
 from hirmem.memory.store import COLUMNS
 from hirmem.protocol.gate import FLAGS_MASK
-from hirmem.protocol.records import GENESIS, Record
+from hirmem.protocol.records import GENESIS, Record, record_hash
 
 F32 = npt.NDArray[np.float32]
 K = 10
@@ -181,14 +183,16 @@ def bulk_rows(n: int, dim: int, now: float, seed: int) -> list[tuple[object, ...
     zero32 = bytes(32)
     for j in range(n):
         la = now - float(age[j])
+        mid = b"bench000" + j.to_bytes(8, "big")
+        digest = record_hash(mid, b"x", f"s{j % 100}", int(la * 1000), zero32, zero32)
         values = {
-            "id": (b"bench000" + j.to_bytes(8, "big")).hex(), "payload": b"x",
+            "id": mid.hex(), "payload": b"x",
             "source": f"s{j % 100}",
             "timestamp": int(la * 1000), "context": zero32, "flags": FLAGS_MASK,
             "h": 1.0, "i": 1.0, "r": 1.0, "f": 1.0, "c": 1.0, "rn": 1.0, "confidence": 1.0,
             "provenance": 1.0, "priority": 0.5, "w": 1.0, "verdict": 0, "hard": 0,
             "trust": float(trust[j]), "links": "[]", "access_count": j % 3, "access_seen": 0,
-            "strength": float(strength[j]), "last_access": la, "decayed_at": la, "hash": zero32,
+            "strength": float(strength[j]), "last_access": la, "decayed_at": la, "hash": digest,
             "prev_hash": zero32, "audit_seq": 0, "state": int(state[j]), "layer": int(layer[j]),
             "subject": f"subj{j % 1000}", "attribute": "", "value": "", "negated": 0,
             "kind": "fact", "device": f"{j % 16:016x}", "kid": "", "device_scores": "[]",
@@ -260,6 +264,51 @@ def bench_recall(index: RecallIndex, label: str, now: float, rng: np.random.Gene
           f"recall {rb / BATCH * 1e3:.2f} ms")  # fmt: skip
 
 
+def wal_bytes(path: Path) -> int:
+    wal = Path(str(path) + "-wal")
+    return wal.stat().st_size if wal.exists() else 0
+
+
+def cli_figure(path: Path, *argv: str) -> tuple[float, float, int]:
+    """A ``hirmem memory`` command in its own process, as a user runs it: wall seconds,
+    peak RSS in MiB and the lines it printed."""
+    code = (
+        "import resource, sys; from hirmem.cli.entry import main; rc = main(sys.argv[1:]); "
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); "
+        "sys.exit(rc)"
+    )
+    t = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", code, "memory", "--db", str(path), *argv],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    dt = time.perf_counter() - t
+    rss_kib = int(done.stderr.strip().splitlines()[-1])
+    return dt, rss_kib / 1024, len(done.stdout.splitlines())
+
+
+def bench_commands(path: Path, n: int) -> None:
+    """``stats`` and ``review list`` at N, and the integrity check (in this process:
+    its time and how much the peak RSS grew)."""
+    for argv in (("stats",), ("review", "list")):
+        dt, rss, lines = cli_figure(path, *argv)
+        print(f"CLI `hirmem memory {' '.join(argv)}` at {n:,}: {dt:.2f} s, peak RSS "
+              f"{rss:,.0f} MiB ({lines} lines; own process, imports included)")  # fmt: skip
+    engine = MemoryEngine(path, MemoryConfig(), clock=lambda: 1_780_000_000.0)
+    t = time.perf_counter()
+    engine.stats()
+    print(f"  engine.stats() alone at {n:,}: {(time.perf_counter() - t) * 1e3:,.1f} ms (the "
+          "rest of the command is Python starting and importing)")  # fmt: skip
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t = time.perf_counter()
+    bad = engine.check_integrity()
+    dt = time.perf_counter() - t
+    grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    print(f"check_integrity at {n:,}: {dt:.2f} s ({n / dt:,.0f} rows/s), peak RSS grew by "
+          f"{grew / 1024:,.0f} MiB, {len(bad):,} corrupted")  # fmt: skip
+    engine.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=1_000_000, help="memories for sweep and recall")
@@ -298,19 +347,32 @@ def main(argv: list[str] | None = None) -> int:
         opened = time.perf_counter() - t
         print(f"open + index load from SQLite: {opened:.1f} s ({engine.index.n:,} indexed)")
 
+        engine.store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         t = time.perf_counter()
         report = engine.sweep(now + 86400)
         sw = time.perf_counter() - t
+        wal1 = wal_bytes(path)
+        engine.store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         t = time.perf_counter()
         again = engine.sweep(now + 86400)
         sw2 = time.perf_counter() - t
+        wal2 = wal_bytes(path)
         print(f"decay sweep over {args.n:,} memories ({report.examined:,} live): {sw:.2f} s "
               f"({report.examined / sw:,.0f} memories/s); {report.changed:,} updated, "
-              f"{report.archived:,} archived, {report.promoted:,} promoted")  # fmt: skip
+              f"{report.archived:,} archived, {report.promoted:,} promoted; WAL "
+              f"{wal1 / 2**20:,.1f} MiB ({wal1 / max(report.changed, 1):,.0f} B per changed "
+              "row)")  # fmt: skip
         print(
             f"  repeated sweep at the same instant: {sw2:.2f} s, {again.changed} changed "
-            "(idempotent)"
+            f"(idempotent), WAL {wal2 / 2**20:,.2f} MiB"
         )
+        if args.n < 1_000_000:
+            scale = 1_000_000 / args.n
+            print(f"  extrapolated to 1,000,000 memories (x{scale:,.0f}, linear; not "
+                  f"measured): sweep {sw * scale:,.1f} s, WAL {wal1 * scale / 2**30:,.2f} GiB")
+        engine.close()
+        bench_commands(path, args.n)
+        engine = MemoryEngine(path, cfg, clock=lambda: now)
 
         rng = np.random.default_rng(3)
         later = now + 86400

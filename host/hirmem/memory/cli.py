@@ -14,7 +14,7 @@ Wire it in with ``add_parser(subparsers)`` and dispatch ``run(args)``::
     hirmem memory --db mem.sqlite recall TEXT [-k 5] [--state consolidated]
     hirmem memory --db mem.sqlite sweep
     hirmem memory --db mem.sqlite repair ID PAYLOAD --reason WHY [--steward NAME] [--flags 0x0fff]
-    hirmem memory --db mem.sqlite review list
+    hirmem memory --db mem.sqlite review list [--limit 50 | --all]
     hirmem memory --db mem.sqlite review decide ID --steward NAME --decision promote --reason WHY
     hirmem memory --db mem.sqlite review history [ID]
 """
@@ -96,7 +96,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     fol.add_argument("--intake", default="hirmem.db", help="the daemon's store (%(default)s)")
     rv = sub.add_parser("review", help="steward review of quarantined memories")
     rsub = rv.add_subparsers(dest="review_command", required=True)
-    rsub.add_parser("list", help="quarantined memories awaiting review")
+    rl = rsub.add_parser("list", help="quarantined memories awaiting review, oldest first")
+    rl.add_argument("--limit", type=int, default=50, help="at most this many (%(default)s)")
+    rl.add_argument("--all", action="store_true", help="every one, however many")
     dec = rsub.add_parser("decide", help="record a steward decision")
     dec.add_argument("id")
     dec.add_argument("--steward", required=True)
@@ -312,9 +314,13 @@ def _run(engine: MemoryEngine, args: argparse.Namespace) -> int:
         return 0
     if cmd == "review":
         if args.review_command == "list":
-            for m in review.pending(engine):
+            waiting = review.pending(engine, None if args.all else max(args.limit, 0))
+            for m in waiting:
                 mark = " [permanent]" if m.permanent else ""
                 print(_line(m) + f"\n    reason: {m.quarantine_reason}{mark}")
+            total = review.pending_count(engine)
+            if total > len(waiting):
+                print(f"({len(waiting)} of {total} quarantined shown: --limit N or --all for more)")
             return 0
         if args.review_command == "decide":
             d = review.decide(engine, args.id, args.steward, args.decision, args.reason)

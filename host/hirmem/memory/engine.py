@@ -48,11 +48,12 @@ from hirmem.protocol.fixedpoint import ONE, to_q
 from hirmem.protocol.gate import FLAGS_MASK, Hard, Verdict, evaluate, evaluate_float
 from hirmem.protocol.identity import fold
 from hirmem.protocol.keys import SigningKey, read_key_file, write_key_file
-from hirmem.protocol.records import normalise
+from hirmem.protocol.records import normalise, record_hash
 
 __all__ = ["GateScores", "MemoryEngine", "SweepReport"]
 
 HOST_ID = b"hirmhost"  # 8-byte prefix of host-assigned memory ids
+_PAGE = 1000  # rows per page of a streamed scan (check_integrity)
 # observe.is_episode in SQL, for the sweep's columns
 _EPISODE_SQL = (
     "(kind IN ('reading', 'action', 'event') OR (kind = 'fact' AND subject != '' "
@@ -159,8 +160,9 @@ class MemoryEngine:
                 f"memory store {path} was built with embedder {known}, "
                 f"not {self.embedder.name}: open it with the same embedder"
             )
-        self.index = self._new_index()
-        self._load_index()
+        # the recall index is loaded on first use: a command that only counts or lists
+        # (``stats``, ``review list``) never reads a million embeddings
+        self._index: RecallIndex | None = None
         self.store.rollback_hooks.append(self._reload_index)
         self._ensure_layer_tables()
         self.store.reload_hooks.append(self._reload_index)
@@ -219,10 +221,19 @@ class MemoryEngine:
             revision.ensure_schema(self)
 
     # -- helpers ------------------------------------------------------------------------
+    @property
+    def index(self) -> RecallIndex:
+        """The recall index, loaded from the rows on first use (under the writer)."""
+        with self.store.writing():
+            if self._index is None:
+                self._index = self._new_index()
+                self._load_index(self._index)
+            return self._index
+
     def _reload_index(self) -> None:
-        """After a rolled-back transaction: rebuild the index from what was committed."""
-        self.index = self._new_index()
-        self._load_index()
+        """After a rolled-back transaction or another writer's commit: the index is
+        rebuilt from the rows at its next use."""
+        self._index = None
 
     def _new_index(self) -> RecallIndex:
         index = RecallIndex(self.embedder.dim, self.config.recency_tau_s, self.clock())
@@ -232,7 +243,7 @@ class MemoryEngine:
         )
         return index
 
-    def _load_index(self) -> None:
+    def _load_index(self, index: RecallIndex) -> None:
         with self.store.writing() as db:
             rows = db.execute(
                 "SELECT rowid, id, strength, last_access, trust, state, layer, source, device, "
@@ -241,7 +252,7 @@ class MemoryEngine:
         if not rows:
             return
         cols = list(zip(*rows, strict=True))
-        self.index.load_columns(
+        index.load_columns(
             np.array(cols[0], dtype=np.int64),
             [bytes.fromhex(x) for x in cols[1]],
             np.frombuffer(b"".join(cols[10]), dtype=np.float32).reshape(len(rows), -1),
@@ -258,9 +269,10 @@ class MemoryEngine:
 
     def _save(self, m: Memory) -> Memory:
         self.store.update(m)
-        rowid = self.store.rowid(m.id)
-        if rowid is not None:
-            self.index.upsert(rowid, m)
+        if self._index is not None:  # an index not loaded yet will read the row itself
+            rowid = self.store.rowid(m.id)
+            if rowid is not None:
+                self._index.upsert(rowid, m)
         return m
 
     def get(self, memory_id: str) -> Memory | None:
@@ -649,7 +661,7 @@ class MemoryEngine:
         new_state = state.copy()
         new_state[archive] = int(State.ARCHIVED)
         new_state[promote] = int(State.CONSOLIDATED)
-        new_layer = self.index_layers(rowid)
+        new_layer = a[:, 11].astype(np.int8)
         new_layer[promote] = np.where(
             a[promote, 10] > 0,
             int(Layer.PROCEDURAL),
@@ -700,9 +712,9 @@ class MemoryEngine:
             )  # fmt: skip
             self.store.set_meta("last_sweep", repr(t))
         upd = np.union1d(idx, special)
-        self.index.update_columns(
-            rowid[upd], res.strength[upd], new_state[upd], new_layer[upd], res.decayed_at[upd]
-        )
+        if self._index is not None:  # an index not loaded yet will read the rows itself
+            self._index.update_columns(rowid[upd], res.strength[upd], new_state[upd],
+                                       new_layer[upd], res.decayed_at[upd])  # fmt: skip
         self._record_history(rowid[idx], t, res.strength[idx], HISTORY_SWEEP)
         return SweepReport(t, len(a), len(idx), int(archive.sum()), int(promote.sum()))
 
@@ -732,10 +744,6 @@ class MemoryEngine:
                 ):
                     out[int(r)] = str(mid)
         return out
-
-    def index_layers(self, rowids: npt.NDArray[np.int64]) -> npt.NDArray[np.int8]:
-        layers: npt.NDArray[np.int8] = self.index.layer[self.index.pos_of_rowid[rowids]].copy()
-        return layers
 
     # -- stage 7: contradiction, corruption, repair -------------------------------------
     def _resolve_conflicts(self, m: Memory) -> Memory:
@@ -782,21 +790,36 @@ class MemoryEngine:
             return self._check_integrity()
 
     def _check_integrity(self) -> list[str]:
+        """Streamed: pages of ``_PAGE`` rows, only the hashed columns read, so memory
+        stays bounded by the page (and the corrupted ids found) at any store size."""
         bad: list[str] = []
-        for m in self.store.select():
-            if not contradiction.is_corrupted(m):
-                continue
-            bad.append(m.id)
-            with self.store.transaction():
-                seq = self.audit.append(
-                    "corruption", m.id, {"hash": m.hash, "x": self.config.corruption_x},
-                    ts=self.clock(),
-                )  # fmt: skip
-                y = self._save(m.replace(flagged=True, audit_seq=seq))
-                y = self.apply_strength(y, x=self.config.corruption_x, reason="corrupted hash")
-                if y.state in (State.CANDIDATE, State.CONSOLIDATED, State.VOLATILE):
-                    self.transition(y, State.QUARANTINED, "corrupted hash")
-        return bad
+        after = 0
+        while True:
+            page = self.store.db.execute(
+                "SELECT rowid, id, payload, source, timestamp, context, prev_hash, hash "
+                "FROM memories WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                (after, _PAGE),
+            ).fetchall()
+            if not page:
+                return bad
+            after = int(page[-1][0])
+            for _, mid, payload, source, ts, context, prev, digest in page:
+                if record_hash(bytes.fromhex(mid), payload, source, ts, context, prev) != digest:
+                    bad.append(mid)
+                    self._quarantine_corrupted(self.require(mid))
+
+    def _quarantine_corrupted(self, m: Memory) -> None:
+        """Pressure (X), flag and quarantine one memory whose hash is wrong (an
+        archived one is only flagged)."""
+        with self.store.transaction():
+            seq = self.audit.append(
+                "corruption", m.id, {"hash": m.hash, "x": self.config.corruption_x},
+                ts=self.clock(),
+            )  # fmt: skip
+            y = self._save(m.replace(flagged=True, audit_seq=seq))
+            y = self.apply_strength(y, x=self.config.corruption_x, reason="corrupted hash")
+            if y.state in (State.CANDIDATE, State.CONSOLIDATED, State.VOLATILE):
+                self.transition(y, State.QUARANTINED, "corrupted hash")
 
     def repair(
         self,
@@ -979,8 +1002,13 @@ class MemoryEngine:
             chain.append(nxt[0])
 
     def stats(self) -> dict[str, dict[str, int]]:
-        states = self.store.counts_by("state")
-        layers = self.store.counts_by("layer")
+        """Counts per state and per layer, answered in SQL (one pass over an index; the
+        recall index is not loaded)."""
+        states: dict[int, int] = {}
+        layers: dict[int, int] = {}
+        for (state, layer), n in self.store.counts_by_state_layer().items():
+            states[state] = states.get(state, 0) + n
+            layers[layer] = layers.get(layer, 0) + n
         return {
             "states": {s.name.lower(): states.get(int(s), 0) for s in State},
             "layers": {

@@ -1,0 +1,171 @@
+"""Memory at fleet scale (issue 13, speed): what the commands read, what a pack writes.
+
+Speed itself is measured by ``tools/bench_memory.py``; these tests pin the behaviour
+that makes it possible and check it against independent oracles: ``stats`` and
+``review list`` are answered in SQL without loading the recall index, the integrity
+check streams its rows, and admission writes what it must and no more.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from hirmem.memory import cli, review
+from hirmem.memory.engine import MemoryEngine
+from hirmem.memory.model import Layer, State
+
+T0 = 1_780_000_000.0
+FLAGS = [0x0FFF, 0x0FFE, 0x0C7F, 0x07FF, 0x0C53, 0x0D4F]
+
+
+def _fill(path: Path, n: int) -> None:
+    engine = MemoryEngine(path, clock=lambda: T0)
+    for j in range(n):
+        engine.admit(f"door {j % 7} is open at {j}", f"s{j % 5}", flags=FLAGS[j % len(FLAGS)])
+    engine.close()
+
+
+def run_cli(db: Path, *argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="hirmem")
+    sub = parser.add_subparsers(dest="command", required=True)
+    cli.add_parser(sub)
+    return cli.run(parser.parse_args(["memory", "--db", str(db), *argv]))
+
+
+def test_stats_and_review_list_never_load_the_recall_index(tmp_path: Path) -> None:
+    path = tmp_path / "m.sqlite"
+    _fill(path, 60)
+    engine = MemoryEngine(path, clock=lambda: T0)
+    stats = engine.stats()
+    pending = review.pending(engine)
+    assert engine._index is None  # neither read one embedding
+    # the oracle: the rows themselves, counted in Python
+    rows = sqlite3.connect(path).execute("SELECT state, layer FROM memories").fetchall()
+    states, layers = Counter(r[0] for r in rows), Counter(r[1] for r in rows)
+    assert stats["states"] == {s.name.lower(): states.get(int(s), 0) for s in State}
+    assert {k: v for k, v in stats["layers"].items() if k != "provenance"} == {
+        x.name.lower(): layers.get(int(x), 0) for x in Layer if x is not Layer.PROVENANCE
+    }
+    assert [m.id for m in pending] == [
+        r[0] for r in sqlite3.connect(path).execute(
+            "SELECT id FROM memories WHERE state = 3 ORDER BY rowid")
+    ]  # fmt: skip
+    assert len(pending) == review.pending_count(engine) > 3
+    assert [m.id for m in review.pending(engine, 3)] == [m.id for m in pending[:3]]
+    engine.close()
+
+
+def test_stats_is_answered_from_an_index(tmp_path: Path) -> None:
+    """At a million rows a table scan reads every 1 KiB embedding: the plan must use the
+    (state, layer) index alone."""
+    path = tmp_path / "m.sqlite"
+    _fill(path, 5)
+    db = sqlite3.connect(path)
+    plan = " ".join(
+        str(r[-1]) for r in db.execute(
+            "EXPLAIN QUERY PLAN SELECT state, layer, count(*) FROM memories "
+            "GROUP BY state, layer")
+    )  # fmt: skip
+    assert "COVERING INDEX memories_state_layer" in plan, plan
+
+
+def test_cli_review_list_pages(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "m.sqlite"
+    _fill(path, 60)
+    capsys.readouterr()
+    assert run_cli(path, "review", "list", "--limit", "2") == 0
+    out = capsys.readouterr().out
+    total = sqlite3.connect(path).execute(
+        "SELECT count(*) FROM memories WHERE state = 3").fetchone()[0]  # fmt: skip
+    assert out.count("reason:") == 2
+    assert f"(2 of {total} quarantined shown" in out
+    assert run_cli(path, "review", "list", "--all") == 0
+    assert capsys.readouterr().out.count("reason:") == total
+    assert run_cli(path, "stats") == 0
+    assert f"quarantined {total}" in capsys.readouterr().out
+
+
+def test_stats_json_of_states_matches_after_reopen(tmp_path: Path) -> None:
+    """The counts survive a reopen (they are the file's, not a cache's)."""
+    path = tmp_path / "m.sqlite"
+    _fill(path, 12)
+    first = MemoryEngine(path, clock=lambda: T0)
+    a = json.dumps(first.stats(), sort_keys=True)
+    first.close()
+    second = MemoryEngine(path, clock=lambda: T0)
+    assert json.dumps(second.stats(), sort_keys=True) == a
+    second.close()
+
+
+def _bulk(path: Path, n: int) -> None:
+    """``n`` gated memories written straight into the file (each with a 1 KiB embedding):
+    admitting them one by one would only slow the test."""
+    engine = MemoryEngine(path, clock=lambda: T0)
+    proto = engine.admit("seed", "s")
+    row = engine.store.db.execute(
+        "SELECT * FROM memories WHERE id = ?", (proto.id,)).fetchone()  # fmt: skip
+    names = [d[1] for d in engine.store.db.execute("PRAGMA table_info(memories)")]
+    engine.close()
+    db = sqlite3.connect(path)
+    rows = []
+    for j in range(n):
+        values = dict(zip(names, row, strict=True))
+        values.pop("rowid")
+        values["id"] = (b"bulk" + j.to_bytes(12, "big")).hex()
+        values["payload"] = f"bulk row {j}".encode()
+        rows.append(values)
+    cols = [c for c in names if c != "rowid"]
+    db.executemany(
+        f"INSERT INTO memories ({', '.join(cols)}) VALUES ({', '.join(':' + c for c in cols)})",
+        rows,
+    )
+    db.commit()
+    db.close()
+
+
+def test_check_integrity_streams_and_agrees_with_the_model(tmp_path: Path) -> None:
+    """Thousands of rows, some corrupted: the check names exactly the rows whose
+    recomputed content hash (Memory.content_hash, the oracle) differs, and its peak
+    memory stays far below the size of the rows it read."""
+    import random
+    import tracemalloc
+
+    path = tmp_path / "m.sqlite"
+    n = 6000
+    _bulk(path, n)
+    engine = MemoryEngine(path, clock=lambda: T0)
+    rows = engine.store.select()
+    engine.close()
+    rng = random.Random(13)
+    broken = sorted(m.id for m in rng.sample(rows, 25))
+    db = sqlite3.connect(path)
+    db.execute("DROP TRIGGER memories_content_fixed")  # a forger's first step
+    # each row whole (its model hash), then a random few rewritten behind the hash
+    db.executemany("UPDATE memories SET hash = ? WHERE id = ?",
+                   [(m.content_hash(), m.id) for m in rows])  # fmt: skip
+    db.executemany("UPDATE memories SET payload = x'00' || payload WHERE id = ?",
+                   [(b,) for b in broken])  # fmt: skip
+    db.commit()
+    db.close()
+    del rows
+    engine = MemoryEngine(path, clock=lambda: T0)
+    oracle = [
+        m.id for m in engine.store.select(tail="ORDER BY rowid") if m.content_hash() != m.hash
+    ]
+    assert sorted(oracle) == broken
+    tracemalloc.start()
+    found = engine.check_integrity()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert found == oracle
+    assert all(engine.require(b).state is State.QUARANTINED or engine.require(b).flagged
+               for b in broken)  # fmt: skip
+    # the rows hold n x (1 KiB embedding + payload): reading them all would take > 6 MB
+    assert peak < 2_000_000, f"check_integrity peaked at {peak:,} B over {n} rows"
+    engine.close()
