@@ -18,7 +18,10 @@ import pytest
 
 from hirmem.memory import cli, review
 from hirmem.memory.engine import MemoryEngine
+from hirmem.memory.intake import intake_records
 from hirmem.memory.model import Layer, State
+from hirmem.protocol.gate import FLAGS_MASK
+from hirmem.protocol.records import GENESIS, Record
 
 T0 = 1_780_000_000.0
 FLAGS = [0x0FFF, 0x0FFE, 0x0C7F, 0x07FF, 0x0C53, 0x0D4F]
@@ -121,10 +124,12 @@ def _bulk(path: Path, n: int) -> None:
         values["payload"] = f"bulk row {j}".encode()
         rows.append(values)
     cols = [c for c in names if c != "rowid"]
-    db.executemany(
-        f"INSERT INTO memories ({', '.join(cols)}) VALUES ({', '.join(':' + c for c in cols)})",
-        rows,
-    )
+    for values in rows:
+        cur = db.execute(
+            f"INSERT INTO memories ({', '.join(cols)}) VALUES ({', '.join(':' + c for c in cols)})",
+            values,
+        )
+        db.execute("INSERT INTO embeddings VALUES (?, ?)", (cur.lastrowid, bytes(1024)))
     db.commit()
     db.close()
 
@@ -168,4 +173,45 @@ def test_check_integrity_streams_and_agrees_with_the_model(tmp_path: Path) -> No
                for b in broken)  # fmt: skip
     # the rows hold n x (1 KiB embedding + payload): reading them all would take > 6 MB
     assert peak < 2_000_000, f"check_integrity peaked at {peak:,} B over {n} rows"
+    engine.close()
+
+
+def _readings(n: int, start: int = 0) -> tuple[bytes, list[Record]]:
+    device = bytes.fromhex("0102030405060709")
+    recs: list[Record] = []
+    link = GENESIS
+    for seq in range(start + 1, start + n + 1):
+        rid = device + (1).to_bytes(4, "big") + seq.to_bytes(4, "big")
+        body = json.dumps({"t": 21.0 + (seq % 7) / 10, "n": seq}).encode()
+        rec = Record.capture(rid, body, f"sensor/temp{seq % 2}", 1_780_000_000_000 + 50 * seq,
+                             bytes(32), FLAGS_MASK, 0x10000, 0xE666, 0x8000, link)  # fmt: skip
+        recs.append(rec)
+        link = rec.hash
+    return device, recs
+
+
+def test_a_pack_is_one_transaction_and_each_record_written_once(tmp_path: Path) -> None:
+    """Admission of a pack of GREEN readings: one transaction, one INSERT per record,
+    and (besides its one final write) no full-row rewrite of the record; the 1 KiB
+    embedding is written once, in its own table, and never rewritten."""
+    engine = MemoryEngine(tmp_path / "m.sqlite", clock=lambda: T0)
+    device, recs = _readings(96)
+    intake_records(engine, recs[:64], device, b"kid", GENESIS)  # the patterns exist now
+    seen: list[str] = []
+    engine.store.db.set_trace_callback(seen.append)
+    report = intake_records(engine, recs[64:], device, b"kid", recs[63].hash)
+    engine.store.db.set_trace_callback(None)
+    assert len(report.admitted) == 32
+    # a statement with RETURNING is traced at each step: one execution, however traced
+    ran = [s for j, s in enumerate(seen) if j == 0 or s != seen[j - 1]]
+    upper = [s.lstrip().upper() for s in ran if not s.lstrip().startswith("--")]
+    assert sum(s.startswith("BEGIN") for s in upper) == 1
+    assert sum(s.startswith("COMMIT") for s in upper) == 1
+    assert sum(s.startswith("INSERT INTO MEMORIES") for s in upper) == 32
+    assert sum(s.startswith("INSERT INTO EMBEDDINGS") for s in upper) == 32
+    full_rows = [s for s in upper if s.startswith("UPDATE MEMORIES SET FLAGS")]
+    # one final write per record and one reinforcement of its pattern per record
+    assert len(full_rows) == 2 * 32, len(full_rows)
+    assert not any("EMBEDDING" in s for s in upper if s.startswith("UPDATE"))
+    assert engine.verify_audit().ok
     engine.close()

@@ -246,8 +246,9 @@ class MemoryEngine:
     def _load_index(self, index: RecallIndex) -> None:
         with self.store.writing() as db:
             rows = db.execute(
-                "SELECT rowid, id, strength, last_access, trust, state, layer, source, device, "
-                "subject, embedding, decayed_at FROM memories WHERE state != 0 ORDER BY rowid"
+                "SELECT m.rowid, m.id, m.strength, m.last_access, m.trust, m.state, m.layer, "
+                "m.source, m.device, m.subject, e.vector, m.decayed_at FROM memories m "
+                "JOIN embeddings e ON e.memory = m.rowid WHERE m.state != 0 ORDER BY m.rowid"
             ).fetchall()
         if not rows:
             return
@@ -268,11 +269,9 @@ class MemoryEngine:
         )
 
     def _save(self, m: Memory) -> Memory:
-        self.store.update(m)
+        rowid = self.store.update(m)
         if self._index is not None:  # an index not loaded yet will read the row itself
-            rowid = self.store.rowid(m.id)
-            if rowid is not None:
-                self._index.upsert(rowid, m)
+            self._index.upsert(rowid, m)
         return m
 
     def get(self, memory_id: str) -> Memory | None:
@@ -447,12 +446,11 @@ class MemoryEngine:
     def insert_volatile(self, m: Memory, now: float, actor: str = "system") -> Memory:
         """Store a captured object in the working ring (stage 1), audited."""
         with self.store.transaction():
-            self.store.insert(m)
             seq = self.audit.append(
                 "capture", m.id, {"hash": m.hash, "device": m.device or None}, actor=actor, ts=now
             )
             m = m.replace(audit_seq=seq)
-            self.store.update(m)
+            self.store.insert(m)  # one write: the row is born citing its capture record
             self._evict_overflow(now, keep=m.id)
             return m
 
@@ -469,17 +467,22 @@ class MemoryEngine:
             self.audit.append("evict", mid, {"reason": "working ring overflow"}, ts=now)
 
     # -- stages 2-5 ---------------------------------------------------------------------
-    def process(self, memory_id: str, *, device_check: str = "", mode: str | None = None) -> Memory:
+    def process(
+        self, memory_id: str, *, device_check: str = "", mode: str | None = None,
+        held: Memory | None = None,
+    ) -> Memory:  # fmt: skip
         """Stages 2-5 for a volatile object: normalise, gate, weight, consolidate.
 
         ``device_check`` non-empty means intake found the device's record inconsistent
         (it names what): the memory is quarantined for review whatever the gate says.
+        ``held``: the object as the caller stored it in this same transaction (saves
+        reading it back).
         """
         with self.store.transaction():  # read, decide and write as one step of the writer
-            return self._process(memory_id, device_check, mode)
+            m = held if held is not None and held.id == memory_id else self.require(memory_id)
+            return self._process(m, device_check, mode)
 
-    def _process(self, memory_id: str, device_check: str, mode: str | None) -> Memory:
-        m = self.require(memory_id)
+    def _process(self, m: Memory, device_check: str, mode: str | None) -> Memory:
         if m.state is not State.VOLATILE:
             raise HirmemError(f"memory {m.id} was already gated ({m.state.name.lower()})")
         now = self.clock()
@@ -504,7 +507,7 @@ class MemoryEngine:
                 verdict=int(g.verdict), hard=int(g.hard), trust=trust, gate_mode=g.mode,
                 strength=g.w, permanent=g.r == 0, last_access=now, decayed_at=now,
             )  # fmt: skip
-            seq = self.audit.append(
+            admitted = (
                 "admit",
                 m.id,
                 {
@@ -524,21 +527,58 @@ class MemoryEngine:
                     "reason": reason or None,
                     "device_scores": list(m.device_scores) or None,
                 },
-                ts=now,
             )
-            self.store.update(scored.replace(audit_seq=seq))
             if target is State.CONSOLIDATED:
                 # GREEN: stage 5 consolidates directly (volatile → candidate → consolidated).
-                cand = self.transition(scored, State.CANDIDATE, "gate passed")
-                out = self.transition(cand, State.CONSOLIDATED, "Rn ≥ green: direct")
+                out, rowid = self._admit_live(scored, admitted, [
+                    (State.CANDIDATE, "gate passed"), (State.CONSOLIDATED, "Rn ≥ green: direct"),
+                ], now)  # fmt: skip
+            elif target is State.CANDIDATE:
+                out, rowid = self._admit_live(
+                    scored, admitted, [(State.CANDIDATE, reason or "Rn ≥ yellow: held")], now
+                )
             else:
-                out = self.transition(scored, target, reason or "Rn ≥ yellow: held")
-            rowid = self.store.rowid(out.id)
+                seq = self.audit.append(*admitted, ts=now)
+                self.store.update(scored.replace(audit_seq=seq))
+                out = self.transition(scored, target, reason)
+                rowid = self.store.rowid(out.id)
             if rowid is not None:
                 self._record_history(np.array([rowid]), now, np.array([g.w]), HISTORY_ADMIT)
             if out.state in (State.CANDIDATE, State.CONSOLIDATED):
                 out = self._resolve_conflicts(out)
             return self._revise_and_distil(out)
+
+    def _admit_live(
+        self,
+        m: Memory,
+        admitted: tuple[str, str, dict[str, Any]],
+        steps: list[tuple[State, str]],
+        now: float,
+    ) -> tuple[Memory, int | None]:
+        """A gated object that goes live (candidate, or on to consolidated): the same
+        audit records :meth:`transition` would append, in one append, and the row
+        written once in its final state. These transitions neither start nor end a
+        quarantine nor an archive, so none of transition's follow-ups apply."""
+        entries = [admitted]
+        out = m
+        for new, why in steps:
+            check_transition(out.id, out.state, new)
+            if new is State.CONSOLIDATED and out.h <= 0:
+                raise HirmemError(f"memory {out.id} has H = 0 and cannot consolidate (MEM-INV-1)")
+            layer = layer_for(new, out.kind, out.layer,
+                              is_episode(out.kind, out.subject, out.attribute))  # fmt: skip
+            entries.append(("transition", out.id, {
+                "from": out.state.name.lower(), "to": new.name.lower(), "reason": why,
+                "layer": layer.name.lower()}))  # fmt: skip
+            out = out.replace(state=new, layer=layer)
+        seqs = self.audit.append_many(entries, ts=now)
+        out = out.replace(audit_seq=seqs[-1])
+        for new, _ in steps[:-1]:  # the database checks every step (memories_legal_state)
+            self.store.db.execute("UPDATE memories SET state = ? WHERE id = ?", (int(new), m.id))
+        rowid = self.store.update(out)
+        if self._index is not None:
+            self._index.upsert(rowid, out)
+        return out, rowid
 
     def _revise_and_distil(self, m: Memory) -> Memory:
         """After admission: revision by time (:mod:`.revision`), then distillation of a
