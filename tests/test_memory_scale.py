@@ -215,3 +215,59 @@ def test_a_pack_is_one_transaction_and_each_record_written_once(tmp_path: Path) 
     assert not any("EMBEDDING" in s for s in upper if s.startswith("UPDATE"))
     assert engine.verify_audit().ok
     engine.close()
+
+
+def test_an_hourly_sweep_writes_only_what_moved_and_agrees_with_settling_all(
+    tmp_path: Path,
+) -> None:
+    """Two copies of one store, swept hourly for ten fake days: one settles every row
+    whose strength moved (``sweep_settle_delta = 0``), the other only rows that moved by
+    the default delta or changed state. At every sweep both agree on every memory's
+    state and on its strength decayed to now (the oracle: the settle-all copy), and the
+    second writes far fewer rows."""
+    import shutil
+
+    import numpy as np
+
+    from hirmem.memory.config import MemoryConfig
+    from hirmem.memory.dynamics import decayed_now
+
+    src = tmp_path / "a.sqlite"
+    engine = MemoryEngine(src, clock=lambda: T0)
+    for j in range(240):
+        body = (json.dumps({"t": 20 + j % 5, "n": j}) if j % 3 == 0
+                else f"valve {j % 11} holds pressure {j}")  # fmt: skip
+        engine.admit(body, f"s{j % 4}", flags=FLAGS[j % 3], confidence=0.6 + (j % 4) / 10)
+    engine.close()
+    shutil.copy(src, tmp_path / "b.sqlite")
+    shutil.copy(str(src) + ".key", str(tmp_path / "b.sqlite") + ".key")
+    clock = [T0]
+    every = MemoryEngine(src, MemoryConfig(sweep_settle_delta=0.0), clock=lambda: clock[0])
+    lazy = MemoryEngine(tmp_path / "b.sqlite", MemoryConfig(), clock=lambda: clock[0])
+    written = {"every": 0, "lazy": 0}
+
+    def effective(e: MemoryEngine) -> dict[str, tuple[int, float]]:
+        rows = e.store.db.execute(
+            "SELECT id, state, strength, last_access, decayed_at, layer FROM memories "
+            "ORDER BY rowid").fetchall()  # fmt: skip
+        m = decayed_now(clock[0], np.array([r[2] for r in rows]), np.array([r[3] for r in rows]),
+                        np.array([r[4] for r in rows]), np.array([r[5] for r in rows], np.int8),
+                        e.config)  # fmt: skip
+        return {r[0]: (int(r[1]), float(x)) for r, x in zip(rows, m, strict=True)}
+
+    for hour in range(1, 24 * 10 + 1):
+        clock[0] = T0 + 3600.0 * hour
+        if hour % 17 == 0:  # the same rehearsal in both
+            for e in (every, lazy):
+                e.recall(f"valve {hour % 11} pressure", k=3)
+        written["every"] += every.sweep().changed
+        written["lazy"] += lazy.sweep().changed
+        a, b = effective(every), effective(lazy)
+        assert a.keys() == b.keys()
+        for mid, (state, strength) in a.items():
+            assert b[mid][0] == state, (hour, mid)
+            assert abs(b[mid][1] - strength) < 1e-9, (hour, mid, b[mid][1], strength)
+    assert every.verify_audit().ok and lazy.verify_audit().ok
+    assert written["lazy"] * 3 < written["every"], written
+    every.close()
+    lazy.close()

@@ -707,7 +707,13 @@ class MemoryEngine:
             int(Layer.PROCEDURAL),
             np.where(a[promote, 12] > 0, int(Layer.EPISODIC), int(Layer.SEMANTIC)),
         ).astype(np.int8)  # an episode stays episodic: its pattern is what is semantic
-        idx = np.flatnonzero(res.changed)
+        # what must be written: a state change, rehearsals to fold in, or decay owed
+        # of at least sweep_settle_delta (the rest stays owed, exactly: it telescopes)
+        settle = res.changed & (
+            archive | promote | big | (a[:, 2] != 0)
+            | (np.abs(res.strength - old) >= max(cfg.sweep_settle_delta, 1e-300))
+        )  # fmt: skip
+        idx = np.flatnonzero(settle)
         special = np.flatnonzero(archive | promote | big)
         with self.store.transaction():
             self.store.db.executemany(
@@ -755,7 +761,10 @@ class MemoryEngine:
         if self._index is not None:  # an index not loaded yet will read the rows itself
             self._index.update_columns(rowid[upd], res.strength[upd], new_state[upd],
                                        new_layer[upd], res.decayed_at[upd])  # fmt: skip
-        self._record_history(rowid[idx], t, res.strength[idx], HISTORY_SWEEP)
+        # the strength history keeps a point per moved memory at every sweep (a small
+        # row in its own table), settled or not
+        moved = np.flatnonzero(res.changed)
+        self._record_history(rowid[moved], t, res.strength[moved], HISTORY_SWEEP)
         return SweepReport(t, len(a), len(idx), int(archive.sum()), int(promote.sum()))
 
     def _expire_working(self, now: float) -> int:
