@@ -269,10 +269,15 @@ class MemoryEngine:
         )
 
     def _save(self, m: Memory) -> Memory:
+        self._write(m)
+        return m
+
+    def _write(self, m: Memory) -> int:
+        """Write ``m``'s row and its place in the index; returns its rowid."""
         rowid = self.store.update(m)
         if self._index is not None:  # an index not loaded yet will read the row itself
             self._index.upsert(rowid, m)
-        return m
+        return rowid
 
     def get(self, memory_id: str) -> Memory | None:
         """Explicit id lookup: returns any memory, whatever its trust or state."""
@@ -357,12 +362,10 @@ class MemoryEngine:
                     ts=self.clock(),
                 )
                 out = out.replace(audit_seq=seq)
-            saved = self._save(out)
-            rowid = self.store.rowid(m.id)
-            if rowid is not None:
-                self._record_history(np.array([rowid]), self.clock(), np.array([new]),
-                                     HISTORY_PRESSURE)  # fmt: skip
-            return saved
+            rowid = self._write(out)
+            self._record_history(np.array([rowid]), self.clock(), np.array([new]),
+                                 HISTORY_PRESSURE)  # fmt: skip
+            return out
 
     # -- stage 1: capture ---------------------------------------------------------------
     def _next_host_id(self) -> bytes:
@@ -961,11 +964,9 @@ class MemoryEngine:
                 {"old_strength": m.strength, "strength": floor, "reason": reason, "now": now},
                 actor=actor, ts=now,
             )  # fmt: skip
-            out = self._save(m.replace(strength=floor, decayed_at=max(m.decayed_at, now),
-                                       audit_seq=seq))  # fmt: skip
-            rowid = self.store.rowid(m.id)
-            if rowid is not None:
-                self._record_history(np.array([rowid]), now, np.array([floor]), HISTORY_REVIEW)
+            out = m.replace(strength=floor, decayed_at=max(m.decayed_at, now), audit_seq=seq)
+            rowid = self._write(out)
+            self._record_history(np.array([rowid]), now, np.array([floor]), HISTORY_REVIEW)
             return out
 
     def access(self, memory_id: str) -> Memory:
