@@ -563,19 +563,19 @@ class MemoryEngine:
         written once in its final state. These transitions neither start nor end a
         quarantine nor an archive, so none of transition's follow-ups apply."""
         entries = [admitted]
-        out = m
+        state, layer = m.state, m.layer
+        episode = is_episode(m.kind, m.subject, m.attribute)
         for new, why in steps:
-            check_transition(out.id, out.state, new)
-            if new is State.CONSOLIDATED and out.h <= 0:
-                raise HirmemError(f"memory {out.id} has H = 0 and cannot consolidate (MEM-INV-1)")
-            layer = layer_for(new, out.kind, out.layer,
-                              is_episode(out.kind, out.subject, out.attribute))  # fmt: skip
-            entries.append(("transition", out.id, {
-                "from": out.state.name.lower(), "to": new.name.lower(), "reason": why,
+            check_transition(m.id, state, new)
+            if new is State.CONSOLIDATED and m.h <= 0:
+                raise HirmemError(f"memory {m.id} has H = 0 and cannot consolidate (MEM-INV-1)")
+            layer = layer_for(new, m.kind, layer, episode)
+            entries.append(("transition", m.id, {
+                "from": state.name.lower(), "to": new.name.lower(), "reason": why,
                 "layer": layer.name.lower()}))  # fmt: skip
-            out = out.replace(state=new, layer=layer)
+            state = new
         seqs = self.audit.append_many(entries, ts=now)
-        out = out.replace(audit_seq=seqs[-1])
+        out = m.replace(state=state, layer=layer, audit_seq=seqs[-1])
         for new, _ in steps[:-1]:  # the database checks every step (memories_legal_state)
             self.store.db.execute("UPDATE memories SET state = ? WHERE id = ?", (int(new), m.id))
         rowid = self.store.update(out)
