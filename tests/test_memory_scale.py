@@ -271,3 +271,43 @@ def test_an_hourly_sweep_writes_only_what_moved_and_agrees_with_settling_all(
     assert written["lazy"] * 3 < written["every"], written
     every.close()
     lazy.close()
+
+
+def test_list_filters_in_sql_as_the_recall_filter_does(tmp_path: Path) -> None:
+    """Random filters: the SQL form selects exactly the memories ``matches`` accepts
+    (the oracle, in Python over every row), and listing loads no recall index."""
+    import random
+
+    from hirmem.memory.recall import RecallFilter
+
+    path = tmp_path / "m.sqlite"
+    _fill(path, 60)
+    engine = MemoryEngine(path, clock=lambda: T0)
+    every = engine.store.select(tail="ORDER BY rowid")
+    rng = random.Random(7)
+    sources = [*sorted({m.source for m in every}), "nowhere"]
+    subjects = [*sorted({m.subject for m in every}), "nothing"]
+    for _ in range(300):
+        flt = RecallFilter(
+            layers=frozenset(rng.sample(list(Layer), rng.randint(0, 2))),
+            states=frozenset(rng.sample(list(State), rng.randint(0, 3))),
+            sources=frozenset(rng.sample(sources, rng.randint(0, 2))),
+            devices=frozenset(rng.sample(["", "0102030405060708"], rng.randint(0, 1))),
+            subjects=frozenset(rng.sample(subjects, rng.randint(0, 1))),
+        )
+        where, params = flt.sql()
+        got = [m.id for m in engine.store.select(where, params, "ORDER BY rowid")]
+        assert got == [m.id for m in every if flt.matches(m)], flt
+    assert engine._index is None
+    engine.close()
+
+
+def test_cli_list_stops_at_its_limit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "m.sqlite"
+    _fill(path, 30)
+    capsys.readouterr()
+    assert run_cli(path, "list", "--state", "quarantined", "--limit", "3") == 0
+    lines = capsys.readouterr().out.splitlines()
+    want = [r[0] for r in sqlite3.connect(path).execute(
+        "SELECT id FROM memories WHERE state = 3 ORDER BY rowid LIMIT 3")]  # fmt: skip
+    assert [line.split()[0] for line in lines] == want and len(want) == 3

@@ -208,13 +208,9 @@ def _run(engine: MemoryEngine, args: argparse.Namespace) -> int:
             print(group + ": " + ", ".join(f"{k} {v}" for k, v in counts.items()))
         return 0
     if cmd == "list":
-        flt = _filter(args, frozenset())
-        for m in engine.store.select(tail="ORDER BY rowid"):
-            if flt.matches(m):
-                print(_line(m))
-                args.limit -= 1
-                if args.limit <= 0:
-                    break
+        where, params = _filter(args, frozenset()).sql()  # in SQL: a page, not every row
+        for m in engine.store.select(where, params, f"ORDER BY rowid LIMIT {max(args.limit, 0)}"):
+            print(_line(m))
         return 0
     if cmd == "show":
         _show(engine.require(args.id))
