@@ -75,7 +75,7 @@ def test_migrates_an_old_file_to_the_current_schema(tmp_path: Path) -> None:
     db.commit()
     db.close()
     s = Store(path)
-    assert s.schema_version == SCHEMA_VERSION == 3  # v3: issue 13's triggers and tables
+    assert s.schema_version == SCHEMA_VERSION == 5  # v4, v5: issue 13's speed section
     names = {r[0] for r in s.db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
     assert "memories_subject" in names
     s.close()
@@ -224,8 +224,10 @@ def test_an_old_store_with_a_forked_repair_is_refused_with_a_reason(tmp_path: Pa
     for n in (1, 2):  # two versions that both supersede the same prior: a forked chain
         row = to_row(Memory(f"{n:032x}", b"x", "s", 1, bytes(32), state=State.CANDIDATE,
                             supersedes="ab" * 16))  # fmt: skip
-        db.execute(f"INSERT INTO memories ({', '.join(COLUMNS)}) "
-                   f"VALUES ({', '.join(':' + c for c in COLUMNS)})", row)  # fmt: skip
+        row["embedding"] = b""  # schema 2 keeps the embedding in the row
+        cols = (*COLUMNS, "embedding")
+        db.execute(f"INSERT INTO memories ({', '.join(cols)}) "
+                   f"VALUES ({', '.join(':' + c for c in cols)})", row)  # fmt: skip
     db.commit()
     db.close()
     with pytest.raises(HirmemError, match=r"cannot be upgraded to schema 3.*unchanged"):

@@ -9,8 +9,14 @@ Prints:
   gate, weighting, consolidation, contradiction check, SHA-256 hash, embedding, two or
   more audit appends, SQLite WAL commit), one transaction per record; and device
   intake of packs of 32 records, one transaction per pack;
+* end to end: 64 devices' signed packs of 8 records through the daemon's store (verify,
+  store) and the memory engine (follow: verify again, admit), against a plain SQLite
+  insert of the same records in the same run;
 * a decay sweep over N memories (columns loaded from SQLite, the strength equation
-  vectorised in numpy, changed rows written back), and the idempotent repeat;
+  vectorised in numpy, changed rows written back), its WAL bytes, and the idempotent
+  repeat; below 1,000,000 the 1 M figures are extrapolated linearly and say so;
+* ``hirmem memory stats``, ``review list`` and ``check`` (the integrity check) at N,
+  each in its own process (time and peak RSS);
 * recall over 100,000 and N memories, single query and batches of 64, with strength,
   recency, trust and the state filter folded in, and with an extra metadata filter,
   each against a bare ``E @ q`` + argpartition baseline timed in the same run;
@@ -30,7 +36,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -47,7 +55,9 @@ from hirmem.memory.model import Layer
 from hirmem.memory.recall import RecallFilter, RecallIndex
 from hirmem.memory.store import COLUMNS
 from hirmem.protocol.gate import FLAGS_MASK
-from hirmem.protocol.records import GENESIS, Record
+from hirmem.protocol.keys import derive_test_key
+from hirmem.protocol.packs import Pack, PackKind, sign_pack
+from hirmem.protocol.records import GENESIS, Record, record_hash, record_id
 
 F32 = npt.NDArray[np.float32]
 K = 10
@@ -87,14 +97,14 @@ def bench_admission(path: Path, count: int, now: float) -> None:
         "light",
         "alarm",
     ]
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     for n in range(count):
         clock[0] += 0.01
         text = " ".join(rng.choice(words, 6)) + f" reading {n}"
         engine.admit(text, f"s{n % 50}", flags=flag_choices[n % len(flag_choices)])
-    dt = time.perf_counter() - t
-    print(f"admission: {count / dt:,.0f} records/s  ({count} records, one transaction each; "
-          f"gate + hash + embed + audit append)")  # fmt: skip
+    dt, dcpu = time.perf_counter() - t, time.process_time() - cpu
+    print(f"admission: {count / dt:,.0f} records/s, {dcpu / count * 1e6:,.0f} µs CPU per record "
+          f"({count} records, one transaction each; gate, hash, embed, audit)")  # fmt: skip
     device = bytes.fromhex("0102030405060708")
     prev = GENESIS
     packs = []
@@ -111,17 +121,94 @@ def bench_admission(path: Path, count: int, now: float) -> None:
             link = rec.hash
         packs.append((prev, recs))
         prev = link
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     for pack_prev, recs in packs:
         intake_records(engine, recs, device, b"kid-0001", pack_prev)
-    dt = time.perf_counter() - t
+    dt, dcpu = time.perf_counter() - t, time.process_time() - cpu
     done = 32 * len(packs)
     print(
-        f"device intake: {done / dt:,.0f} records/s  ({done} records in packs of 32, "
-        "re-checked on the host, one transaction per pack)"
+        f"device intake: {done / dt:,.0f} records/s, {dcpu / done * 1e6:,.0f} µs CPU per record "
+        f"({done} records in packs of 32, re-checked on the host, one transaction per pack)"
     )
     print(f"audit chain after admission: {engine.verify_audit()}")
     engine.close()
+
+
+def fleet_packs(devices: int, per_pack: int, packs_each: int) -> list[tuple[bytes, bytes, Pack]]:
+    """Signed packs of ``devices`` devices, ``per_pack`` readings each, interleaved as
+    the lines would deliver them: (device id, public key, pack)."""
+    rng = np.random.default_rng(11)
+    ids = [(0xF1EE7000 + d).to_bytes(8, "big") for d in range(devices)]
+    keys = [derive_test_key(f"bench fleet {d}") for d in range(devices)]
+    pack_prev = [GENESIS] * devices  # per device: its last pack's hash (a pack's first
+    seq = [0] * devices  # record links to it) and its capture sequence number
+    out = []
+    for p in range(packs_each):
+        for d, (dev, key) in enumerate(zip(ids, keys, strict=True)):
+            recs = []
+            link = pack_prev[d]
+            for _ in range(per_pack):
+                seq[d] += 1
+                body = json.dumps({"t": round(float(rng.normal(21, 0.5)), 2)}).encode()
+                rec = Record.capture(record_id(dev, 1, seq[d]), body, f"temp{seq[d] % 4}",
+                                     1_780_000_000_000 + 1000 * seq[d], bytes(32), FLAGS_MASK,
+                                     0x10000, 0xE666, 0x8000, link)  # fmt: skip
+                recs.append(rec)
+                link = rec.hash
+            pack = sign_pack(key, PackKind.MEMORY, dev, (1 << 32) | (p + 1), pack_prev[d],
+                             1_780_000_000_000 + p, recs)  # fmt: skip
+            pack_prev[d] = pack.hash
+            out.append((dev, key.public.raw, pack))
+    return out
+
+
+def bench_end_to_end(tmp: Path, devices: int, per_pack: int, packs_each: int, now: float) -> None:
+    """Signed packs of a fleet through the daemon's store (verify, store) and the memory
+    engine (follow: verify again, admit), against a plain SQLite insert of the same
+    records in the same run."""
+    from hirmem.daemon.store import Store as DaemonStore
+    from hirmem.memory.follow import follow_intake
+
+    packs = fleet_packs(devices, per_pack, packs_each)
+    n = per_pack * len(packs)
+    intake = DaemonStore(tmp / "e2e-intake.db")
+    for dev, public, _ in packs[:devices]:
+        intake.register_device(dev, public)
+    engine = MemoryEngine(tmp / "e2e-memory.sqlite", clock=lambda: now)
+    t, cpu = time.perf_counter(), time.process_time()
+    for dev, _, pack in packs:
+        took = intake.take_pack(dev, pack.encoded)
+        if took.status != "accepted":
+            raise SystemExit(f"bench pack refused by the daemon store: {took}")
+    t_store, cpu_store = time.perf_counter() - t, time.process_time() - cpu
+    report = follow_intake(engine, intake, limit=1000)
+    total, cpu_total = time.perf_counter() - t, time.process_time() - cpu
+    if report.admitted + report.quarantined != n:
+        raise SystemExit(f"follow admitted {report.admitted} of {n} records")
+    # the baseline: the same records' columns inserted into a plain table, one
+    # transaction per pack, no verification, no engine
+    plain = sqlite3.connect(tmp / "e2e-plain.sqlite", isolation_level=None)
+    plain.execute("PRAGMA journal_mode=WAL")
+    plain.execute("PRAGMA synchronous=NORMAL")
+    plain.execute("CREATE TABLE r (id BLOB PRIMARY KEY, payload BLOB, source TEXT, ts INTEGER, "
+                  "context BLOB, prev BLOB, hash BLOB, flags INTEGER)")  # fmt: skip
+    t = time.perf_counter()
+    for _, _, pack in packs:
+        plain.execute("BEGIN")
+        plain.executemany("INSERT INTO r VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [
+            (r.id, r.payload, r.source, r.timestamp, r.context, r.prev_hash, r.hash, r.flags)
+            for r in pack.items if isinstance(r, Record)])  # fmt: skip
+        plain.execute("COMMIT")
+    t_plain = time.perf_counter() - t
+    plain.close()
+    print(f"end to end, {devices} devices' signed packs of {per_pack} records ({n:,} records): "
+          f"{n / total:,.0f} records/s, {cpu_total / n * 1e6:,.0f} µs CPU per record "
+          f"(daemon verify + store {t_store / n * 1e6:,.0f} µs, {cpu_store / n * 1e6:,.0f} µs CPU;"
+          f" memory follow {(total - t_store) / n * 1e6:,.0f} µs per record); plain SQLite "
+          f"insert of the same rows: {n / t_plain:,.0f} records/s ({t_plain / total:.1%} of "
+          "the end-to-end time)")  # fmt: skip
+    engine.close()
+    intake.close()
 
 
 def _sensor_packs(count: int, readings: bool) -> list[tuple[bytes, list[Record]]]:
@@ -168,7 +255,22 @@ def bench_distillation(tmp: Path, count: int, now: float) -> None:
         engine.close()
 
 
+def bulk_insert(engine: MemoryEngine, rows: list[tuple[object, ...]]) -> None:
+    """Rows of :func:`bulk_rows` into the store: the row, then its embedding."""
+    names = ", ".join(COLUMNS)
+    marks = ", ".join("?" * len(COLUMNS))
+    with engine.store.transaction():
+        db = engine.store.db
+        first = int(db.execute("SELECT coalesce(max(rowid), 0) FROM memories").fetchone()[0])
+        db.executemany(f"INSERT INTO memories ({names}) VALUES ({marks})",
+                       (r[:-1] for r in rows))  # fmt: skip
+        db.executemany("INSERT INTO embeddings(memory, vector) VALUES (?, ?)",
+                       ((first + 1 + j, r[-1]) for j, r in enumerate(rows)))  # fmt: skip
+
+
 def bulk_rows(n: int, dim: int, now: float, seed: int) -> list[tuple[object, ...]]:
+    """Synthetic memories: each the row's values (in ``COLUMNS`` order) then its
+    embedding."""
     rng = np.random.default_rng(seed)
     emb = rng.standard_normal((n, dim), dtype=np.float32)
     emb /= np.linalg.norm(emb, axis=1, keepdims=True)
@@ -181,22 +283,23 @@ def bulk_rows(n: int, dim: int, now: float, seed: int) -> list[tuple[object, ...
     zero32 = bytes(32)
     for j in range(n):
         la = now - float(age[j])
+        mid = b"bench000" + j.to_bytes(8, "big")
+        digest = record_hash(mid, b"x", f"s{j % 100}", int(la * 1000), zero32, zero32)
         values = {
-            "id": (b"bench000" + j.to_bytes(8, "big")).hex(), "payload": b"x",
+            "id": mid.hex(), "payload": b"x",
             "source": f"s{j % 100}",
             "timestamp": int(la * 1000), "context": zero32, "flags": FLAGS_MASK,
             "h": 1.0, "i": 1.0, "r": 1.0, "f": 1.0, "c": 1.0, "rn": 1.0, "confidence": 1.0,
             "provenance": 1.0, "priority": 0.5, "w": 1.0, "verdict": 0, "hard": 0,
             "trust": float(trust[j]), "links": "[]", "access_count": j % 3, "access_seen": 0,
-            "strength": float(strength[j]), "last_access": la, "decayed_at": la, "hash": zero32,
+            "strength": float(strength[j]), "last_access": la, "decayed_at": la, "hash": digest,
             "prev_hash": zero32, "audit_seq": 0, "state": int(state[j]), "layer": int(layer[j]),
             "subject": f"subj{j % 1000}", "attribute": "", "value": "", "negated": 0,
             "kind": "fact", "device": f"{j % 16:016x}", "kid": "", "device_scores": "[]",
             "gate_mode": "fixed", "version": 1, "supersedes": "", "flagged": 0,
             "quarantine_reason": "", "permanent": 0, "created": la,
-            "embedding": emb[j].tobytes(),
         }  # fmt: skip
-        rows.append(tuple(values[c] for c in COLUMNS))
+        rows.append((*(values[c] for c in COLUMNS), emb[j].tobytes()))
     return rows
 
 
@@ -260,6 +363,50 @@ def bench_recall(index: RecallIndex, label: str, now: float, rng: np.random.Gene
           f"recall {rb / BATCH * 1e3:.2f} ms")  # fmt: skip
 
 
+def wal_bytes(path: Path) -> int:
+    wal = Path(str(path) + "-wal")
+    return wal.stat().st_size if wal.exists() else 0
+
+
+def cli_figure(path: Path, *argv: str) -> tuple[float, float, int]:
+    """A ``hirmem memory`` command in its own process, as a user runs it: wall seconds,
+    peak RSS in MiB and the lines it printed."""
+    # VmHWM, not ru_maxrss: Linux carries a forked child's ru_maxrss over its exec
+    code = (
+        "import sys; from hirmem.cli.entry import main; rc = main(sys.argv[1:]); "
+        "hwm = [x for x in open('/proc/self/status') if x.startswith('VmHWM')][0]; "
+        "print(hwm.split()[1], file=sys.stderr); sys.exit(rc)"
+    )
+    t = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", code, "memory", "--db", str(path), *argv],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if done.returncode not in (0, 1):  # 1: `check` found corrupted rows, and said so
+        raise SystemExit(f"hirmem memory {' '.join(argv)} failed: {done.stderr}")
+    dt = time.perf_counter() - t
+    rss_kib = int(done.stderr.strip().splitlines()[-1])
+    return dt, rss_kib / 1024, len(done.stdout.splitlines())
+
+
+def bench_commands(path: Path, n: int) -> None:
+    """``stats``, ``review list`` and ``check`` (the integrity check) at N, each in its
+    own process as a user runs them: time and peak RSS; then ``engine.stats()`` alone."""
+    for argv in (("stats",), ("review", "list"), ("check",)):
+        dt, rss, lines = cli_figure(path, *argv)
+        print(f"CLI `hirmem memory {' '.join(argv)}` at {n:,}: {dt:.2f} s, peak RSS "
+              f"{rss:,.0f} MiB ({lines} lines; own process, imports included)")  # fmt: skip
+    engine = MemoryEngine(path, MemoryConfig(), clock=lambda: 1_780_000_000.0)
+    t = time.perf_counter()
+    engine.stats()
+    took = time.perf_counter() - t
+    print(f"  engine.stats() alone at {n:,}: {took * 1e3:,.1f} ms (the rest of the command is "
+          "Python starting and importing)"
+          + (f"; extrapolated to 1,000,000 (linear, one index scan; not measured): "
+             f"{took * 1_000_000 / n * 1e3:,.0f} ms" if n < 1_000_000 else ""))  # fmt: skip
+    engine.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=1_000_000, help="memories for sweep and recall")
@@ -273,6 +420,7 @@ def main(argv: list[str] | None = None) -> int:
         bench_distillation(Path(tmp), args.admit, now)
         if args.distil_only:
             return 0
+        bench_end_to_end(Path(tmp), 64, 8, max(1, args.admit // (64 * 8)), now)
         bench_admission(Path(tmp) / "admit.sqlite", args.admit, now)
 
         path = Path(tmp) / "bulk.sqlite"
@@ -283,10 +431,7 @@ def main(argv: list[str] | None = None) -> int:
         gen = time.perf_counter() - t
         engine = MemoryEngine(path, cfg, clock=lambda: now)
         t = time.perf_counter()
-        names = ", ".join(COLUMNS)
-        marks = ", ".join("?" * len(COLUMNS))
-        with engine.store.transaction():
-            engine.store.db.executemany(f"INSERT INTO memories ({names}) VALUES ({marks})", rows)
+        bulk_insert(engine, rows)
         ins = time.perf_counter() - t
         del rows
         engine.close()
@@ -298,19 +443,43 @@ def main(argv: list[str] | None = None) -> int:
         opened = time.perf_counter() - t
         print(f"open + index load from SQLite: {opened:.1f} s ({engine.index.n:,} indexed)")
 
+        engine.store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         t = time.perf_counter()
         report = engine.sweep(now + 86400)
         sw = time.perf_counter() - t
+        wal1 = wal_bytes(path)
+        engine.store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         t = time.perf_counter()
         again = engine.sweep(now + 86400)
         sw2 = time.perf_counter() - t
+        wal2 = wal_bytes(path)
         print(f"decay sweep over {args.n:,} memories ({report.examined:,} live): {sw:.2f} s "
               f"({report.examined / sw:,.0f} memories/s); {report.changed:,} updated, "
-              f"{report.archived:,} archived, {report.promoted:,} promoted")  # fmt: skip
+              f"{report.archived:,} archived, {report.promoted:,} promoted; WAL "
+              f"{wal1 / 2**20:,.1f} MiB ({wal1 / max(report.changed, 1):,.0f} B per changed "
+              "row)")  # fmt: skip
         print(
             f"  repeated sweep at the same instant: {sw2:.2f} s, {again.changed} changed "
-            "(idempotent)"
+            f"(idempotent), WAL {wal2 / 2**20:,.2f} MiB"
         )
+        engine.store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        t = time.perf_counter()
+        hourly = engine.sweep(now + 86400 + 3600)
+        sw3 = time.perf_counter() - t
+        wal3 = wal_bytes(path)
+        print(f"  the hourly sweep after it: {sw3:.2f} s, {hourly.changed:,} of "
+              f"{hourly.examined:,} live rows written (the rest owe less than "
+              f"sweep_settle_delta = {cfg.sweep_settle_delta}), WAL {wal3 / 2**20:,.1f} MiB "
+              "(strength history included)")  # fmt: skip
+        if args.n < 1_000_000:
+            scale = 1_000_000 / args.n
+            print(f"  extrapolated to 1,000,000 memories (x{scale:,.0f}, linear; not "
+                  f"measured): the day's sweep {sw * scale:,.1f} s, WAL "
+                  f"{wal1 * scale / 2**30:,.2f} GiB; the hourly sweep {sw3 * scale:,.1f} s, "
+                  f"WAL {wal3 * scale / 2**30:,.2f} GiB")  # fmt: skip
+        engine.close()
+        bench_commands(path, args.n)
+        engine = MemoryEngine(path, cfg, clock=lambda: now)
 
         rng = np.random.default_rng(3)
         later = now + 86400

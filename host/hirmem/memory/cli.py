@@ -15,7 +15,7 @@ Wire it in with ``add_parser(subparsers)`` and dispatch ``run(args)``::
     hirmem memory sweep
     hirmem memory repair ID PAYLOAD --reason WHY [--steward NAME] [--flags 0x0fff]
     hirmem memory follow [--database hirmem.db]    # admit what the daemon stored
-    hirmem memory review list [--json]
+    hirmem memory review list [--limit 50 | --all] [--json]
     hirmem memory review decide ID --steward NAME --decision promote --reason WHY
     hirmem memory review history [ID]
 
@@ -101,7 +101,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                      help=argparse.SUPPRESS)  # the old spelling  # fmt: skip
     rv = _leaf(sub, "review", help="steward review of quarantined memories")
     rsub = rv.add_subparsers(dest="review_command", required=True)
-    _leaf(rsub, "list", table=True, help="quarantined memories awaiting review")
+    rl = _leaf(rsub, "list", table=True,
+               help="quarantined memories awaiting review, oldest first")  # fmt: skip
+    rl.add_argument("--limit", type=int, default=50, help="at most this many (%(default)s)")
+    rl.add_argument("--all", action="store_true", help="every one, however many")
     dec = _leaf(rsub, "decide", help="record a steward decision")
     dec.add_argument("id")
     dec.add_argument("--steward", required=True)
@@ -271,13 +274,9 @@ def _run(engine: MemoryEngine, args: argparse.Namespace) -> int:
             print(group + ": " + ", ".join(f"{k} {v}" for k, v in counts.items()))
         return 0
     if cmd == "list":
-        flt = _filter(args, frozenset())
-        shown: list[Memory] = []
-        for m in engine.store.select(tail="ORDER BY rowid"):
-            if len(shown) >= args.limit:
-                break
-            if flt.matches(m):
-                shown.append(m)
+        where, params = _filter(args, frozenset()).sql()  # in SQL: a page, not every row
+        shown = engine.store.select(where, params,
+                                    f"ORDER BY rowid LIMIT {max(args.limit, 0)}")  # fmt: skip
         if args.json:
             print(json.dumps([memory_json(m) for m in shown], indent=2))
         for m in [] if args.json else shown:
@@ -388,12 +387,17 @@ def _run(engine: MemoryEngine, args: argparse.Namespace) -> int:
         return 0
     if cmd == "review":
         if args.review_command == "list" and args.json:
-            print(json.dumps([memory_json(m) for m in review.pending(engine)], indent=2))
+            page = review.pending(engine, None if args.all else max(args.limit, 0))
+            print(json.dumps([memory_json(m) for m in page], indent=2))
             return 0
         if args.review_command == "list":
-            for m in review.pending(engine):
+            waiting = review.pending(engine, None if args.all else max(args.limit, 0))
+            for m in waiting:
                 mark = " [permanent]" if m.permanent else ""
                 print(_line(m) + f"\n    reason: {m.quarantine_reason}{mark}")
+            total = review.pending_count(engine)
+            if total > len(waiting):
+                print(f"({len(waiting)} of {total} quarantined shown: --limit N or --all for more)")
             return 0
         if args.review_command == "decide":
             d = review.decide(engine, args.id, args.steward, args.decision, args.reason)

@@ -39,6 +39,13 @@ Defaults and why:
   ``embed_dim = 256`` — width of the hash embedder's vectors (MiniLM's is always 384).
 * ``sweep_interval_s = 3600`` — how often the decay scheduler sweeps (the daemon runs
   it; see ``memory_every`` in :mod:`hirmem.daemon.config`).
+* ``sweep_settle_delta = 0.01`` — a sweep writes a memory back only when something about
+  it changed that must be written: its state (archive, promotion), rehearsals to fold
+  in, or decay owed of at least this much strength. Below that the decay stays owed:
+  the row keeps (strength, decayed_at), recall and the next sweep compute the same
+  strength from it (the decay telescopes), and the stored strength is never more than
+  this above the settled one. So an hourly sweep over a million memories rewrites the
+  few that moved, not every live row. 0 settles every row whose strength moved at all.
 * ``max_strength = 1.0`` — strength saturates here: rehearsal can bring a memory back to
   the strength of a perfect write (W ≤ 1) but never bank more, so a memory recalled a
   thousand times still fades within ``max_strength / β`` idle τ of its layer (20).
@@ -124,6 +131,7 @@ class MemoryConfig:
     embedder: str = "hash"
     embed_dim: int = 256
     sweep_interval_s: float = 3600.0
+    sweep_settle_delta: float = 0.01
     default_priority: float = 0.5
     working_ttl_s: float = 300.0
     episodic_tau_s: float = 21600.0
@@ -150,6 +158,7 @@ class MemoryConfig:
             "corruption_x",
             "archive_strength",
             "audit_strength_delta",
+            "sweep_settle_delta",
             "default_priority",
             "simultaneity_s",
             "value_abs_tolerance",

@@ -48,11 +48,12 @@ from hirmem.protocol.fixedpoint import ONE, to_q
 from hirmem.protocol.gate import FLAGS_MASK, Hard, Verdict, evaluate, evaluate_float
 from hirmem.protocol.identity import fold
 from hirmem.protocol.keys import SigningKey, read_key_file, write_key_file
-from hirmem.protocol.records import normalise
+from hirmem.protocol.records import normalise, record_hash
 
 __all__ = ["GateScores", "MemoryEngine", "SweepReport"]
 
 HOST_ID = b"hirmhost"  # 8-byte prefix of host-assigned memory ids
+_PAGE = 1000  # rows per page of a streamed scan (check_integrity)
 # observe.is_episode in SQL, for the sweep's columns
 _EPISODE_SQL = (
     "(kind IN ('reading', 'action', 'event') OR (kind = 'fact' AND subject != '' "
@@ -159,8 +160,9 @@ class MemoryEngine:
                 f"memory store {path} was built with embedder {known}, "
                 f"not {self.embedder.name}: open it with the same embedder"
             )
-        self.index = self._new_index()
-        self._load_index()
+        # the recall index is loaded on first use: a command that only counts or lists
+        # (``stats``, ``review list``) never reads a million embeddings
+        self._index: RecallIndex | None = None
         self.store.rollback_hooks.append(self._reload_index)
         self._ensure_layer_tables()
         self.store.reload_hooks.append(self._reload_index)
@@ -219,10 +221,19 @@ class MemoryEngine:
             revision.ensure_schema(self)
 
     # -- helpers ------------------------------------------------------------------------
+    @property
+    def index(self) -> RecallIndex:
+        """The recall index, loaded from the rows on first use (under the writer)."""
+        with self.store.writing():
+            if self._index is None:
+                self._index = self._new_index()
+                self._load_index(self._index)
+            return self._index
+
     def _reload_index(self) -> None:
-        """After a rolled-back transaction: rebuild the index from what was committed."""
-        self.index = self._new_index()
-        self._load_index()
+        """After a rolled-back transaction or another writer's commit: the index is
+        rebuilt from the rows at its next use."""
+        self._index = None
 
     def _new_index(self) -> RecallIndex:
         index = RecallIndex(self.embedder.dim, self.config.recency_tau_s, self.clock())
@@ -232,16 +243,17 @@ class MemoryEngine:
         )
         return index
 
-    def _load_index(self) -> None:
+    def _load_index(self, index: RecallIndex) -> None:
         with self.store.writing() as db:
             rows = db.execute(
-                "SELECT rowid, id, strength, last_access, trust, state, layer, source, device, "
-                "subject, embedding, decayed_at FROM memories WHERE state != 0 ORDER BY rowid"
+                "SELECT m.rowid, m.id, m.strength, m.last_access, m.trust, m.state, m.layer, "
+                "m.source, m.device, m.subject, e.vector, m.decayed_at FROM memories m "
+                "JOIN embeddings e ON e.memory = m.rowid WHERE m.state != 0 ORDER BY m.rowid"
             ).fetchall()
         if not rows:
             return
         cols = list(zip(*rows, strict=True))
-        self.index.load_columns(
+        index.load_columns(
             np.array(cols[0], dtype=np.int64),
             [bytes.fromhex(x) for x in cols[1]],
             np.frombuffer(b"".join(cols[10]), dtype=np.float32).reshape(len(rows), -1),
@@ -257,11 +269,15 @@ class MemoryEngine:
         )
 
     def _save(self, m: Memory) -> Memory:
-        self.store.update(m)
-        rowid = self.store.rowid(m.id)
-        if rowid is not None:
-            self.index.upsert(rowid, m)
+        self._write(m)
         return m
+
+    def _write(self, m: Memory) -> int:
+        """Write ``m``'s row and its place in the index; returns its rowid."""
+        rowid = self.store.update(m)
+        if self._index is not None:  # an index not loaded yet will read the row itself
+            self._index.upsert(rowid, m)
+        return rowid
 
     def get(self, memory_id: str) -> Memory | None:
         """Explicit id lookup: returns any memory, whatever its trust or state."""
@@ -346,12 +362,10 @@ class MemoryEngine:
                     ts=self.clock(),
                 )
                 out = out.replace(audit_seq=seq)
-            saved = self._save(out)
-            rowid = self.store.rowid(m.id)
-            if rowid is not None:
-                self._record_history(np.array([rowid]), self.clock(), np.array([new]),
-                                     HISTORY_PRESSURE)  # fmt: skip
-            return saved
+            rowid = self._write(out)
+            self._record_history(np.array([rowid]), self.clock(), np.array([new]),
+                                 HISTORY_PRESSURE)  # fmt: skip
+            return out
 
     # -- stage 1: capture ---------------------------------------------------------------
     def _next_host_id(self) -> bytes:
@@ -435,12 +449,11 @@ class MemoryEngine:
     def insert_volatile(self, m: Memory, now: float, actor: str = "system") -> Memory:
         """Store a captured object in the working ring (stage 1), audited."""
         with self.store.transaction():
-            self.store.insert(m)
             seq = self.audit.append(
                 "capture", m.id, {"hash": m.hash, "device": m.device or None}, actor=actor, ts=now
             )
             m = m.replace(audit_seq=seq)
-            self.store.update(m)
+            self.store.insert(m)  # one write: the row is born citing its capture record
             self._evict_overflow(now, keep=m.id)
             return m
 
@@ -457,17 +470,22 @@ class MemoryEngine:
             self.audit.append("evict", mid, {"reason": "working ring overflow"}, ts=now)
 
     # -- stages 2-5 ---------------------------------------------------------------------
-    def process(self, memory_id: str, *, device_check: str = "", mode: str | None = None) -> Memory:
+    def process(
+        self, memory_id: str, *, device_check: str = "", mode: str | None = None,
+        held: Memory | None = None,
+    ) -> Memory:  # fmt: skip
         """Stages 2-5 for a volatile object: normalise, gate, weight, consolidate.
 
         ``device_check`` non-empty means intake found the device's record inconsistent
         (it names what): the memory is quarantined for review whatever the gate says.
+        ``held``: the object as the caller stored it in this same transaction (saves
+        reading it back).
         """
         with self.store.transaction():  # read, decide and write as one step of the writer
-            return self._process(memory_id, device_check, mode)
+            m = held if held is not None and held.id == memory_id else self.require(memory_id)
+            return self._process(m, device_check, mode)
 
-    def _process(self, memory_id: str, device_check: str, mode: str | None) -> Memory:
-        m = self.require(memory_id)
+    def _process(self, m: Memory, device_check: str, mode: str | None) -> Memory:
         if m.state is not State.VOLATILE:
             raise HirmemError(f"memory {m.id} was already gated ({m.state.name.lower()})")
         now = self.clock()
@@ -492,7 +510,7 @@ class MemoryEngine:
                 verdict=int(g.verdict), hard=int(g.hard), trust=trust, gate_mode=g.mode,
                 strength=g.w, permanent=g.r == 0, last_access=now, decayed_at=now,
             )  # fmt: skip
-            seq = self.audit.append(
+            admitted = (
                 "admit",
                 m.id,
                 {
@@ -512,21 +530,58 @@ class MemoryEngine:
                     "reason": reason or None,
                     "device_scores": list(m.device_scores) or None,
                 },
-                ts=now,
             )
-            self.store.update(scored.replace(audit_seq=seq))
             if target is State.CONSOLIDATED:
                 # GREEN: stage 5 consolidates directly (volatile → candidate → consolidated).
-                cand = self.transition(scored, State.CANDIDATE, "gate passed")
-                out = self.transition(cand, State.CONSOLIDATED, "Rn ≥ green: direct")
+                out, rowid = self._admit_live(scored, admitted, [
+                    (State.CANDIDATE, "gate passed"), (State.CONSOLIDATED, "Rn ≥ green: direct"),
+                ], now)  # fmt: skip
+            elif target is State.CANDIDATE:
+                out, rowid = self._admit_live(
+                    scored, admitted, [(State.CANDIDATE, reason or "Rn ≥ yellow: held")], now
+                )
             else:
-                out = self.transition(scored, target, reason or "Rn ≥ yellow: held")
-            rowid = self.store.rowid(out.id)
+                seq = self.audit.append(*admitted, ts=now)
+                self.store.update(scored.replace(audit_seq=seq))
+                out = self.transition(scored, target, reason)
+                rowid = self.store.rowid(out.id)
             if rowid is not None:
                 self._record_history(np.array([rowid]), now, np.array([g.w]), HISTORY_ADMIT)
             if out.state in (State.CANDIDATE, State.CONSOLIDATED):
                 out = self._resolve_conflicts(out)
             return self._revise_and_distil(out)
+
+    def _admit_live(
+        self,
+        m: Memory,
+        admitted: tuple[str, str, dict[str, Any]],
+        steps: list[tuple[State, str]],
+        now: float,
+    ) -> tuple[Memory, int | None]:
+        """A gated object that goes live (candidate, or on to consolidated): the same
+        audit records :meth:`transition` would append, in one append, and the row
+        written once in its final state. These transitions neither start nor end a
+        quarantine nor an archive, so none of transition's follow-ups apply."""
+        entries = [admitted]
+        state, layer = m.state, m.layer
+        episode = is_episode(m.kind, m.subject, m.attribute)
+        for new, why in steps:
+            check_transition(m.id, state, new)
+            if new is State.CONSOLIDATED and m.h <= 0:
+                raise HirmemError(f"memory {m.id} has H = 0 and cannot consolidate (MEM-INV-1)")
+            layer = layer_for(new, m.kind, layer, episode)
+            entries.append(("transition", m.id, {
+                "from": state.name.lower(), "to": new.name.lower(), "reason": why,
+                "layer": layer.name.lower()}))  # fmt: skip
+            state = new
+        seqs = self.audit.append_many(entries, ts=now)
+        out = m.replace(state=state, layer=layer, audit_seq=seqs[-1])
+        for new, _ in steps[:-1]:  # the database checks every step (memories_legal_state)
+            self.store.db.execute("UPDATE memories SET state = ? WHERE id = ?", (int(new), m.id))
+        rowid = self.store.update(out)
+        if self._index is not None:
+            self._index.upsert(rowid, out)
+        return out, rowid
 
     def _revise_and_distil(self, m: Memory) -> Memory:
         """After admission: revision by time (:mod:`.revision`), then distillation of a
@@ -649,13 +704,19 @@ class MemoryEngine:
         new_state = state.copy()
         new_state[archive] = int(State.ARCHIVED)
         new_state[promote] = int(State.CONSOLIDATED)
-        new_layer = self.index_layers(rowid)
+        new_layer = a[:, 11].astype(np.int8)
         new_layer[promote] = np.where(
             a[promote, 10] > 0,
             int(Layer.PROCEDURAL),
             np.where(a[promote, 12] > 0, int(Layer.EPISODIC), int(Layer.SEMANTIC)),
         ).astype(np.int8)  # an episode stays episodic: its pattern is what is semantic
-        idx = np.flatnonzero(res.changed)
+        # what must be written: a state change, rehearsals to fold in, or decay owed
+        # of at least sweep_settle_delta (the rest stays owed, exactly: it telescopes)
+        settle = res.changed & (
+            archive | promote | big | (a[:, 2] != 0)
+            | (np.abs(res.strength - old) >= max(cfg.sweep_settle_delta, 1e-300))
+        )  # fmt: skip
+        idx = np.flatnonzero(settle)
         special = np.flatnonzero(archive | promote | big)
         with self.store.transaction():
             self.store.db.executemany(
@@ -700,10 +761,13 @@ class MemoryEngine:
             )  # fmt: skip
             self.store.set_meta("last_sweep", repr(t))
         upd = np.union1d(idx, special)
-        self.index.update_columns(
-            rowid[upd], res.strength[upd], new_state[upd], new_layer[upd], res.decayed_at[upd]
-        )
-        self._record_history(rowid[idx], t, res.strength[idx], HISTORY_SWEEP)
+        if self._index is not None:  # an index not loaded yet will read the rows itself
+            self._index.update_columns(rowid[upd], res.strength[upd], new_state[upd],
+                                       new_layer[upd], res.decayed_at[upd])  # fmt: skip
+        # the strength history keeps a point per moved memory at every sweep (a small
+        # row in its own table), settled or not
+        moved = np.flatnonzero(res.changed)
+        self._record_history(rowid[moved], t, res.strength[moved], HISTORY_SWEEP)
         return SweepReport(t, len(a), len(idx), int(archive.sum()), int(promote.sum()))
 
     def _expire_working(self, now: float) -> int:
@@ -732,10 +796,6 @@ class MemoryEngine:
                 ):
                     out[int(r)] = str(mid)
         return out
-
-    def index_layers(self, rowids: npt.NDArray[np.int64]) -> npt.NDArray[np.int8]:
-        layers: npt.NDArray[np.int8] = self.index.layer[self.index.pos_of_rowid[rowids]].copy()
-        return layers
 
     # -- stage 7: contradiction, corruption, repair -------------------------------------
     def _resolve_conflicts(self, m: Memory) -> Memory:
@@ -782,21 +842,36 @@ class MemoryEngine:
             return self._check_integrity()
 
     def _check_integrity(self) -> list[str]:
+        """Streamed: pages of ``_PAGE`` rows, only the hashed columns read, so memory
+        stays bounded by the page (and the corrupted ids found) at any store size."""
         bad: list[str] = []
-        for m in self.store.select():
-            if not contradiction.is_corrupted(m):
-                continue
-            bad.append(m.id)
-            with self.store.transaction():
-                seq = self.audit.append(
-                    "corruption", m.id, {"hash": m.hash, "x": self.config.corruption_x},
-                    ts=self.clock(),
-                )  # fmt: skip
-                y = self._save(m.replace(flagged=True, audit_seq=seq))
-                y = self.apply_strength(y, x=self.config.corruption_x, reason="corrupted hash")
-                if y.state in (State.CANDIDATE, State.CONSOLIDATED, State.VOLATILE):
-                    self.transition(y, State.QUARANTINED, "corrupted hash")
-        return bad
+        after = 0
+        while True:
+            page = self.store.db.execute(
+                "SELECT rowid, id, payload, source, timestamp, context, prev_hash, hash "
+                "FROM memories WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                (after, _PAGE),
+            ).fetchall()
+            if not page:
+                return bad
+            after = int(page[-1][0])
+            for _, mid, payload, source, ts, context, prev, digest in page:
+                if record_hash(bytes.fromhex(mid), payload, source, ts, context, prev) != digest:
+                    bad.append(mid)
+                    self._quarantine_corrupted(self.require(mid))
+
+    def _quarantine_corrupted(self, m: Memory) -> None:
+        """Pressure (X), flag and quarantine one memory whose hash is wrong (an
+        archived one is only flagged)."""
+        with self.store.transaction():
+            seq = self.audit.append(
+                "corruption", m.id, {"hash": m.hash, "x": self.config.corruption_x},
+                ts=self.clock(),
+            )  # fmt: skip
+            y = self._save(m.replace(flagged=True, audit_seq=seq))
+            y = self.apply_strength(y, x=self.config.corruption_x, reason="corrupted hash")
+            if y.state in (State.CANDIDATE, State.CONSOLIDATED, State.VOLATILE):
+                self.transition(y, State.QUARANTINED, "corrupted hash")
 
     def repair(
         self,
@@ -889,11 +964,9 @@ class MemoryEngine:
                 {"old_strength": m.strength, "strength": floor, "reason": reason, "now": now},
                 actor=actor, ts=now,
             )  # fmt: skip
-            out = self._save(m.replace(strength=floor, decayed_at=max(m.decayed_at, now),
-                                       audit_seq=seq))  # fmt: skip
-            rowid = self.store.rowid(m.id)
-            if rowid is not None:
-                self._record_history(np.array([rowid]), now, np.array([floor]), HISTORY_REVIEW)
+            out = m.replace(strength=floor, decayed_at=max(m.decayed_at, now), audit_seq=seq)
+            rowid = self._write(out)
+            self._record_history(np.array([rowid]), now, np.array([floor]), HISTORY_REVIEW)
             return out
 
     def access(self, memory_id: str) -> Memory:
@@ -979,8 +1052,13 @@ class MemoryEngine:
             chain.append(nxt[0])
 
     def stats(self) -> dict[str, dict[str, int]]:
-        states = self.store.counts_by("state")
-        layers = self.store.counts_by("layer")
+        """Counts per state and per layer, answered in SQL (one pass over an index; the
+        recall index is not loaded)."""
+        states: dict[int, int] = {}
+        layers: dict[int, int] = {}
+        for (state, layer), n in self.store.counts_by_state_layer().items():
+            states[state] = states.get(state, 0) + n
+            layers[layer] = layers.get(layer, 0) + n
         return {
             "states": {s.name.lower(): states.get(int(s), 0) for s in State},
             "layers": {

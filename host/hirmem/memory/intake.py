@@ -96,9 +96,9 @@ def intake_records(
             mid = rec.id.hex()
             problem = check_record(rec, device_id, link)
             link = rec.hash
-            held = engine.store.get(mid)
+            held = engine.store.hash_of(mid)
             if held is not None:
-                (report.duplicates if held.hash == rec.hash else report.conflicts).append(mid)
+                (report.duplicates if held == rec.hash else report.conflicts).append(mid)
                 continue
             now = engine.clock()
             flags, disagreement = host_flags(rec, signature_verified)
@@ -128,7 +128,7 @@ def intake_records(
                 created=now,
             )
             m = m.replace(embedding=engine.embedder.embed(m.text()).astype(np.float32).tobytes())
-            engine.insert_volatile(m, now, actor=f"intake:{device_id.hex()}")
+            m = engine.insert_volatile(m, now, actor=f"intake:{device_id.hex()}")
             if disagreement:
                 report.disagreed[mid] = disagreement
                 engine.audit.append(
@@ -138,7 +138,7 @@ def intake_records(
             if problem:
                 report.mismatched[mid] = problem
             out = engine.process(mid, device_check=problem and f"device record: {problem}",
-                                 mode="fixed")  # fmt: skip
+                                 mode="fixed", held=m)  # fmt: skip
             if out.state.name == "QUARANTINED":
                 report.quarantined.append(mid)
             else:

@@ -60,6 +60,23 @@ class RecallFilter:
             and self.states == DEFAULT_STATES
         )
 
+    def sql(self) -> tuple[str, list[object]]:
+        """The same filter as a WHERE clause over ``memories`` and its parameters
+        ("1" when it lets everything through): for listing in SQL."""
+        terms: list[str] = []
+        params: list[object] = []
+        for column, wanted in (
+            ("layer", sorted(int(x) for x in self.layers)),
+            ("state", sorted(int(x) for x in self.states)),
+            ("source", sorted(self.sources)),
+            ("device", sorted(self.devices)),
+            ("subject", sorted(self.subjects)),
+        ):
+            if wanted:
+                terms.append(f"{column} IN ({', '.join('?' * len(wanted))})")
+                params.extend(wanted)
+        return " AND ".join(terms) or "1", params
+
     def matches(self, m: Memory) -> bool:
         return (
             (not self.layers or m.layer in self.layers)

@@ -26,7 +26,7 @@ from hirmem.protocol.errors import HirmemError
 if TYPE_CHECKING:
     from hirmem.memory.engine import MemoryEngine
 
-__all__ = ["DECISIONS", "Decision", "decide", "decisions", "pending"]
+__all__ = ["DECISIONS", "Decision", "decide", "decisions", "pending", "pending_count"]
 
 DECISIONS = ("promote", "retire", "keep")
 
@@ -42,9 +42,18 @@ class Decision:
     audit_seq: int
 
 
-def pending(engine: MemoryEngine) -> list[Memory]:
-    """Quarantined memories, oldest first (permanent ones included: they stay listed)."""
-    return engine.store.select("state = ?", (int(State.QUARANTINED),), tail="ORDER BY rowid")
+def pending(engine: MemoryEngine, limit: int | None = None, after: int = 0) -> list[Memory]:
+    """Quarantined memories, oldest first (permanent ones included: they stay listed);
+    at most ``limit`` of them, from the rowid after ``after`` (a page). Answered from
+    the (state, layer) index: the recall index is not loaded."""
+    tail = "ORDER BY rowid" + (f" LIMIT {int(limit)}" if limit is not None else "")
+    return engine.store.select(
+        "state = ? AND rowid > ?", (int(State.QUARANTINED), int(after)), tail=tail
+    )
+
+
+def pending_count(engine: MemoryEngine) -> int:
+    return engine.store.count("state = ?", (int(State.QUARANTINED),))
 
 
 def decide(

@@ -151,7 +151,32 @@ CREATE TABLE strength_history (
 ) WITHOUT ROWID;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
+# v4: counts per state and layer answered from one index (``hirmem memory stats`` at a
+# million rows reads the index, never the rows); it serves every lookup by state too.
+_V4 = """
+CREATE INDEX memories_state_layer ON memories(state, layer);
+DROP INDEX memories_state;
+"""
+
+# v5: embeddings in their own table. A memory's row is a few hundred bytes instead of
+# 1.3 KiB, so the sweep and every admission step that rewrite a row write a tenth of a
+# page, not a page of WAL; the 1 KiB vector is written once, at capture (it never
+# changes), and read only to load the recall index. Evicting a volatile memory takes
+# its vector with it.
+_V5 = """
+CREATE TABLE embeddings (memory INTEGER PRIMARY KEY, vector BLOB NOT NULL);
+INSERT INTO embeddings(memory, vector) SELECT rowid, embedding FROM memories;
+ALTER TABLE memories DROP COLUMN embedding;
+CREATE TRIGGER memories_evict_embedding AFTER DELETE ON memories
+BEGIN DELETE FROM embeddings WHERE memory = OLD.rowid; END;
+CREATE TRIGGER embeddings_fixed BEFORE UPDATE ON embeddings
+BEGIN SELECT RAISE(ABORT, 'an embedding is written once, at capture'); END;
+CREATE TRIGGER embeddings_kept BEFORE DELETE ON embeddings
+WHEN (SELECT state FROM memories WHERE rowid = OLD.memory) != 0
+BEGIN SELECT RAISE(ABORT, 'a gated memory keeps its embedding (MEM-INV-3)'); END;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 COLUMNS: tuple[str, ...] = (
@@ -161,13 +186,21 @@ COLUMNS: tuple[str, ...] = (
     "strength", "last_access", "decayed_at", "hash", "prev_hash", "audit_seq",
     "state", "layer", "subject", "attribute", "value", "negated", "kind",
     "device", "kid", "device_scores", "gate_mode", "version", "supersedes",
-    "flagged", "quarantine_reason", "permanent", "created", "embedding",
-)  # fmt: skip
+    "flagged", "quarantine_reason", "permanent", "created",
+)  # fmt: skip  (the embedding is in its own table: ``embeddings``, keyed by rowid)
 _MUTABLE = tuple(
     c for c in COLUMNS
     if c not in ("id", "payload", "source", "timestamp", "context", "prev_hash", "hash")
 )  # fmt: skip
-_SELECT = "SELECT rowid, " + ", ".join(COLUMNS) + " FROM memories"
+# the vector by a correlated lookup (not a join): callers' WHERE clauses stay plain
+_SELECT = (
+    "SELECT rowid, " + ", ".join(COLUMNS)
+    + ", (SELECT vector FROM embeddings WHERE memory = memories.rowid) FROM memories"
+)  # fmt: skip
+_UPDATE = (
+    "UPDATE memories SET " + ", ".join(f"{c} = :{c}" for c in _MUTABLE)
+    + " WHERE id = :id RETURNING rowid"
+)  # fmt: skip
 
 
 def to_row(m: Memory) -> dict[str, Any]:
@@ -183,7 +216,9 @@ def to_row(m: Memory) -> dict[str, Any]:
 
 
 def from_row(row: Sequence[Any]) -> tuple[int, Memory]:
-    values = dict(zip(COLUMNS, row[1:], strict=True))
+    """A row of ``_SELECT``: rowid, the columns, the embedding."""
+    values = dict(zip(COLUMNS, row[1:-1], strict=True))
+    values["embedding"] = bytes(row[-1] or b"")
     values["links"] = tuple(json.loads(values["links"]))
     values["device_scores"] = tuple(json.loads(values["device_scores"]))
     values["state"] = State(values["state"])
@@ -385,18 +420,22 @@ class Store:
         try:
             with self.writing() as db:
                 cur = db.execute(f"INSERT INTO memories ({names}) VALUES ({marks})", to_row(m))
+                rowid = int(cur.lastrowid or 0)
+                db.execute("INSERT INTO embeddings(memory, vector) VALUES (?, ?)",
+                           (rowid, m.embedding))  # fmt: skip
         except sqlite3.IntegrityError as exc:
             raise HirmemError(f"memory {m.id} cannot be stored: {exc}") from exc
-        return int(cur.lastrowid or 0)
+        return rowid
 
-    def update(self, m: Memory) -> None:
-        """Write the mutable fields of ``m`` (content fields are immutable)."""
+    def update(self, m: Memory) -> int:
+        """Write the mutable fields of ``m`` (content fields are immutable, and so is the
+        embedding, in its own table); returns the row's rowid."""
         row = to_row(m)
-        sets = ", ".join(f"{c} = :{c}" for c in _MUTABLE)
         with self.writing() as db:
-            cur = db.execute(f"UPDATE memories SET {sets} WHERE id = :id", row)
-        if cur.rowcount != 1:
+            got = db.execute(_UPDATE, row).fetchone()
+        if got is None:
             raise HirmemError(f"memory {m.id} is not in the store")
+        return int(got[0])
 
     def delete_volatile(self, memory_id: str) -> None:
         with self.writing() as db:
@@ -406,6 +445,12 @@ class Store:
         with self.reading() as db:
             row = db.execute(_SELECT + " WHERE id = ?", (memory_id,)).fetchone()
         return None if row is None else from_row(row)[1]
+
+    def hash_of(self, memory_id: str) -> bytes | None:
+        """The content hash a memory is stored with (a cheap "is it held?")."""
+        with self.reading() as db:
+            row = db.execute("SELECT hash FROM memories WHERE id = ?", (memory_id,)).fetchone()
+        return None if row is None else bytes(row[0])
 
     def rowid(self, memory_id: str) -> int | None:
         with self.reading() as db:
@@ -430,9 +475,17 @@ class Store:
     def counts_by(self, column: str) -> dict[int, int]:
         if column not in ("state", "layer"):
             raise HirmemError(f"cannot count by {column}")
+        out: dict[int, int] = {}
+        for (state, layer), n in self.counts_by_state_layer().items():
+            key = state if column == "state" else layer
+            out[key] = out.get(key, 0) + n
+        return out
+
+    def counts_by_state_layer(self) -> dict[tuple[int, int], int]:
+        """Memories per (state, layer), from the ``memories_state_layer`` index alone."""
         with self.reading() as db:
-            rows = db.execute(f"SELECT {column}, count(*) FROM memories GROUP BY {column}")
-            return {int(k): int(v) for k, v in rows}
+            rows = db.execute("SELECT state, layer, count(*) FROM memories GROUP BY state, layer")
+            return {(int(s), int(x)): int(n) for s, x, n in rows}
 
     # -- meta ---------------------------------------------------------------------------
     def meta(self, key: str, default: str | None = None) -> str | None:
