@@ -92,7 +92,13 @@ def test_kill_9_at_random_instants_never_reuses_a_boot_or_loses_a_head(
             first = proc.stdout.readline()  # "start …": it has read its state
             time.sleep(rng.uniform(0.0, 0.1))
         proc.kill()
-        out, err = proc.communicate(timeout=10)
+        proc.wait(timeout=10)
+        # read through the same buffered pipes readline used (communicate() would read the
+        # raw descriptors and miss what readline had already buffered)
+        assert proc.stderr is not None
+        out, err = proc.stdout.read(), proc.stderr.read()
+        proc.stdout.close()
+        proc.stderr.close()
         assert "Traceback" not in err, err
         lines = ([first.rstrip("\n")] if first else []) + out.splitlines()
         if not lines:
