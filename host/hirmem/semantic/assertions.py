@@ -173,6 +173,10 @@ class Ledger:
         self._tombstones: dict[str, Tombstone] = {}
         self._subjects: dict[str, int] = {}  # folded subject -> how many edges name it
         self._lifted: list[Lifted] = []
+        # each edge's sources as a set, beside the tuple it was built from: the "same source
+        # again" test is a hash lookup, not a scan of every earlier arrival (which made
+        # absorbing a corpus quadratic in how often a fact repeats)
+        self._source_sets: dict[str, tuple[tuple[Source, ...], set[Source]]] = {}
 
     def __len__(self) -> int:
         return len(self._edges)
@@ -225,7 +229,8 @@ class Ledger:
                          f"({stone.reason}); it is not taken back in silently: lift the "
                          "tombstone first (Ledger.lift), with a reason")  # fmt: skip
         held = self._edges.get(tid)
-        if held is not None and src in held.sources:
+        seen = None if held is None else self._sources_seen(held)
+        if held is not None and seen is not None and src in seen:
             return held  # the same source read again (a re-ingest) is not a new arrival
         if held is None:
             now = self._clock()
@@ -247,8 +252,19 @@ class Ledger:
                 valid_until=until,
                 spans=spans,
             )
+        if seen is not None:
+            seen.add(src)
+            self._source_sets[tid] = (edge.sources, seen)
         self._store(edge)
         return edge
+
+    def _sources_seen(self, edge: Edge) -> set[Source]:
+        """The sources of ``edge`` as a set, rebuilt only when its sources were changed by
+        something other than an arrival (a re-read dropping a reading)."""
+        held = self._source_sets.get(edge.id)
+        if held is None or held[0] is not edge.sources:
+            held = self._source_sets[edge.id] = (edge.sources, set(edge.sources))
+        return held[1]
 
     def close_span(self, tid: str, until: int) -> Edge:
         """End the span at ``until``; only ever shortens (an earlier end wins)."""
@@ -339,6 +355,7 @@ class Ledger:
 
     def _drop(self, stone: Tombstone) -> None:
         gone = self._edges.pop(stone.id, None)
+        self._source_sets.pop(stone.id, None)
         if gone is not None:
             key = fold(gone.subject)
             self._subjects[key] -= 1
