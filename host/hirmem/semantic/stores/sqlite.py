@@ -2,8 +2,10 @@
 
 Each store opens its own connection in WAL mode. Deletes are real ``DELETE``s, so an erased
 record leaves the file's live pages (``VACUUM`` reclaims the free ones).
-The vector driver keeps the vectors as float32 blobs and answers ``near`` from a numpy matrix
-loaded on the first query after a write; the metadata filter is an indexed SQL lookup.
+The vector driver keeps each vector packed (:mod:`.packed`: sparse when that is smaller, else
+float32, both exact) and answers ``near`` from a matrix of them loaded on the first query
+after a write (sparse rows cost their non-zero entries); the metadata filter is an indexed
+SQL lookup.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from hirmem.protocol.identity import fold, triple_id
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.stores import filters
 from hirmem.semantic.stores.base import Match, Vec, as_unit, check_terms, top_k
+from hirmem.semantic.stores.packed import Rows, dim_of, pack
 from hirmem.semantic.values import Chunk, Doc
 
 __all__ = ["SQLiteDocs", "SQLiteGraph", "SQLiteTriples", "SQLiteVectors", "connect"]
@@ -134,12 +137,12 @@ class SQLiteVectors(_SQLite):
 
     def __init__(self, path: str | Path = ":memory:") -> None:
         super().__init__(path)
-        self._cache: tuple[list[str], dict[str, int], npt.NDArray[np.float32]] | None = None
+        self._cache: tuple[list[str], dict[str, int], Rows] | None = None
         self._rows: dict[tuple[filters.Cond, ...], tuple[list[str], npt.NDArray[np.intp]]] = {}
         self.dim: int | None = None
         row = self._db.execute("SELECT vec FROM vectors LIMIT 1").fetchone()
         if row is not None:
-            self.dim = len(row[0]) // 4
+            self.dim = dim_of(row[0])
             held = self._db.execute("SELECT value FROM vector_meta LIMIT 1").fetchone()
             if held is not None and not held[0].startswith("["):
                 self._reindex()
@@ -167,7 +170,7 @@ class SQLiteVectors(_SQLite):
         for id, vec, meta in items:
             v = as_unit(vec, self.dim)
             self.dim = int(v.shape[0])
-            rows.append((id, v.tobytes(), json.dumps(dict(meta), sort_keys=True)))
+            rows.append((id, pack(v), json.dumps(dict(meta), sort_keys=True)))
             metas.extend(_terms(id, meta))
         with self._lock:
             self._db.execute("BEGIN")
@@ -191,13 +194,12 @@ class SQLiteVectors(_SQLite):
             self._rows.clear()
         return cur.rowcount > 0
 
-    def _loaded(self) -> tuple[list[str], dict[str, int], npt.NDArray[np.float32]]:
+    def _loaded(self) -> tuple[list[str], dict[str, int], Rows]:
         if self._cache is None:
             rows = self._db.execute("SELECT id, vec FROM vectors").fetchall()
             ids = [r[0] for r in rows]
-            dim = self.dim or 0
-            mat = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
-            self._cache = (ids, {i: n for n, i in enumerate(ids)}, mat.reshape(len(ids), dim))
+            mat = Rows([r[1] for r in rows], self.dim or 0)
+            self._cache = (ids, {i: n for n, i in enumerate(ids)}, mat)
         return self._cache
 
     def _select(self, cond: filters.Cond) -> set[str]:
@@ -236,9 +238,9 @@ class SQLiteVectors(_SQLite):
                     rows = np.fromiter((pos[i] for i in hit), dtype=np.intp, count=len(hit))
                     held = self._rows[conds] = (hit, rows)
                 hit, rows = held
-                best = top_k(hit, mat[rows] @ q, k)
+                best = top_k(hit, mat.dot(q, rows), k)
             else:
-                best = top_k(ids, mat @ q, k)
+                best = top_k(ids, mat.dot(q), k)
             out = []
             for i, score in best:
                 meta = self._db.execute("SELECT meta FROM vectors WHERE id = ?", (i,)).fetchone()
