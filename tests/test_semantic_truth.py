@@ -53,7 +53,14 @@ def _served_spans_resolve(sub: Substrate) -> None:
     for m in sub.vectors.near(zero, 1 << 30):
         chunk = sub.docs.chunk(str(m.meta["chunk"]))
         assert chunk is not None, f"vector {m.id} points at a chunk that is gone"
-        assert str(m.meta["evidence"]) in chunk.text, f"vector {m.id} points at other text"
+        evidence = sub.retriever.evidence(m.meta)
+        assert evidence is not None and evidence in chunk.text, f"{m.id} points at other text"
+        # and the span is one the ledger holds for that assertion, read from that chunk
+        edge = sub.ledger.get(str(m.meta["triple"]))
+        assert edge is not None and any(
+            s.kind == "extracted" and s.ref == m.meta["chunk"] and (s.start, s.end) ==
+            (m.meta["start"], m.meta["end"]) for s in edge.sources
+        ), f"vector {m.id} serves a span its assertion was not read from"
 
 
 def test_an_edited_source_supersedes_its_earlier_version() -> None:

@@ -112,7 +112,7 @@ class Substrate:
     ) -> None:
         self.docs, self.triples, self.vectors, self.graph = docs, triples, vectors, graph
         self.ledger, self.prov, self.clock = ledger, prov, clock
-        self.retriever = Retriever(vectors, embedder)
+        self.retriever = Retriever(vectors, embedder, docs.chunk)
         self.passages = passages if passages is not None else PassageIndex(
             passage_embedder if passage_embedder is not None else self.retriever.embedder)
         self.claims = claims if claims is not None else ClaimStore(DEFAULT_ONTOLOGY, clock=clock)

@@ -1,0 +1,73 @@
+"""The cost of storage (issue 16 §5): what the SQLite substrate keeps per assertion.
+
+Before: a dense 4 KiB float32 vector per assertion, its evidence copied into the index's
+metadata and again into the filter index, and the vector's text id repeated once per filter
+term. These tests hold the index to its vector (packed), a few ids and integer references,
+and check that what a hit shows still reads from the stored chunk.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from hirmem.semantic.extract import RuleExtractor
+from hirmem.semantic.ingest import MemoryIngester
+from hirmem.semantic.split import SentenceSplitter
+from hirmem.semantic.stages import Pipeline
+from hirmem.semantic.substrate import Substrate
+
+PEOPLE = ["Alice Smith", "Bob Jones", "Carol Novak", "Dora Silva", "Emeka Haddad"]
+CITIES = ["Paris", "Lagos", "Osaka", "Lima", "Oslo", "Porto"]
+
+
+def _substrate(tmp_path: Path, n: int = 120) -> tuple[Substrate, Path, dict[str, str]]:
+    texts = {f"note{i}": f"{PEOPLE[i % 5]} lives in {CITIES[i % 6]}. "
+                         f"{PEOPLE[(i + 1) % 5]} works at Initech number {i}."
+             for i in range(n)}  # fmt: skip
+    db = tmp_path / "cost.db"
+    sub = Substrate.open(db)
+    pipeline = Pipeline(MemoryIngester(texts), splitter=SentenceSplitter(512),
+                        extractor=RuleExtractor())  # fmt: skip
+    for key in texts:
+        sub.ingest(pipeline, key)
+    sub.save()
+    return sub, db, texts
+
+
+def test_the_assertion_index_keeps_no_copy_of_the_text_and_hits_still_read_it(
+    tmp_path: Path,
+) -> None:
+    sub, db, _ = _substrate(tmp_path)
+    hits = sub.ask("Where does Dora Silva live?", 5).hits
+    assert hits and all(h.subject == "dora silva" for h in hits)
+    for h in hits:
+        chunk = sub.docs.chunk(h.chunk)
+        assert chunk is not None and h.evidence in chunk.text
+        assert h.evidence.startswith("Dora Silva lives in")
+    sub.close()
+    con = sqlite3.connect(db)
+    metas = [m for (m,) in con.execute("SELECT meta FROM vectors")]
+    assert metas and not any("lives in" in m or "works at" in m for m in metas)
+    kinds = {t for (t,) in con.execute("SELECT DISTINCT typeof(id) FROM vector_meta")}
+    assert kinds == {"integer"}, kinds
+    con.close()
+
+
+def test_the_vector_index_costs_hundreds_of_bytes_per_assertion_not_kilobytes(
+    tmp_path: Path,
+) -> None:
+    sub, db, _ = _substrate(tmp_path)
+    n = len(sub.vectors)
+    sub.close()
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    owner = dict(con.execute("SELECT name, tbl_name FROM sqlite_master").fetchall())
+    size = sum(int(b) for name, b in con.execute("SELECT name, sum(pgsize) FROM dbstat "
+                                                 "GROUP BY name")
+               if owner.get(name, name) in ("vectors", "vector_meta"))  # fmt: skip
+    blobs = [len(b) for (b,) in con.execute("SELECT vec FROM vectors")]
+    con.close()
+    assert n >= 200
+    assert max(blobs) < 100, max(blobs)  # a hashed sentence is sparse: tens of bytes
+    assert size / n < 800, f"{size / n:.0f} bytes per indexed assertion"
