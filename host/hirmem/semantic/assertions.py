@@ -71,8 +71,10 @@ class Source:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Source:
-        return cls(d["kind"], d["ref"], d["doc_id"], d["start"], d["end"], d["agent"],
-                   tuple(d["antecedents"]), d["score"])  # fmt: skip
+        """The inverse of :meth:`to_json`; a field left out has its default."""
+        return cls(d["kind"], d["ref"], d.get("doc_id", ""), d.get("start", -1),
+                   d.get("end", -1), d.get("agent", ""), tuple(d.get("antecedents", ())),
+                   d.get("score"))  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,11 +134,28 @@ class Edge:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Edge:
-        spans = d.get("spans") or [[d["recorded"], d["from"], d["until"]]]
+        """The inverse of :meth:`to_json`; a field left out has its default (a row of
+        :class:`SQLiteLedger` leaves defaults out)."""
+        vf, vu = d.get("from", OPEN), d.get("until", OPEN)
+        spans = d.get("spans") or [[d["recorded"], vf, vu]]
         return cls(d["id"], d["s"], d["p"], d["o"], d["count"], d["score"],
-                   tuple(Source.from_json(s) for s in d["sources"]), d["from"], d["until"],
-                   d["recorded"], d["retracted"], d["retraction"],
+                   tuple(Source.from_json(s) for s in d["sources"]), vf, vu,
+                   d["recorded"], d.get("retracted", 0), d.get("retraction", ""),
                    tuple((a, f, u) for a, f, u in spans))  # fmt: skip
+
+    def to_row(self) -> str:
+        """:meth:`to_json` as a stored row holds it: without the id (the row's key), without
+        fields at their defaults, with no spaces (a row per fact, with a source per arrival)."""
+        d = self.to_json()
+        del d["id"]
+        if d["spans"] == [[self.recorded_at, self.valid_from, self.valid_until]]:
+            del d["spans"]
+        d["sources"] = [{k: v for k, v in src.items() if _SOURCE_DEFAULTS.get(k, ...) != v}
+                        for src in d["sources"]]  # fmt: skip
+        for k in ("from", "until", "retracted", "retraction"):
+            if d[k] in (OPEN, ""):
+                del d[k]
+        return json.dumps(d, separators=(",", ":"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +174,10 @@ class Lifted:
     stone: Tombstone
     lifted_at: int
     reason: str
+
+
+_SOURCE_DEFAULTS: dict[str, Any] = {"doc_id": "", "start": -1, "end": -1, "agent": "",
+                                    "antecedents": [], "score": None}  # fmt: skip
 
 
 def _source_of(a: Triple | Claim) -> Source:
@@ -443,8 +466,8 @@ class SQLiteLedger(Ledger):
             "erased_at INTEGER NOT NULL, erasure TEXT NOT NULL, lifted_at INTEGER NOT NULL, "
             "reason TEXT NOT NULL);"
         )
-        for (body,) in self._db.execute("SELECT body FROM ledger"):
-            e = Edge.from_json(json.loads(body))
+        for id, body in self._db.execute("SELECT id, body FROM ledger"):
+            e = Edge.from_json({"id": id, **json.loads(body)})
             self._edges[e.id] = e
             key = fold(e.subject)
             self._subjects[key] = self._subjects.get(key, 0) + 1
@@ -488,7 +511,7 @@ class SQLiteLedger(Ledger):
                                      (tid, stone.erased_at, stone.reason))  # fmt: skip
             else:
                 self._db.execute("INSERT OR REPLACE INTO ledger VALUES (?, ?)",
-                                 (tid, json.dumps(edge.to_json())))  # fmt: skip
+                                 (tid, edge.to_row()))  # fmt: skip
         self._db.execute("COMMIT")
         self._dirty = {}
         self._lifts = []
