@@ -104,3 +104,35 @@ def test_a_ledger_row_leaves_defaults_out_and_reads_back_as_the_same_edge() -> N
         want = e if e.spans else Edge.from_json(e.to_json())  # no spans reads as its one span
         assert back == want
         assert len(e.to_row()) < len(json.dumps(e.to_json()))
+
+
+def test_the_name_index_names_what_a_pass_over_every_name_names() -> None:
+    """Differential: thousands of random questions against random, changing name sets
+    (punctuation, case, Unicode spaces, names inside names); the index answers as the plain
+    pass over every subject (:func:`~hirmem.semantic.retrieve.subject_named`) does."""
+    import random
+
+    from hirmem.protocol.identity import fold
+    from hirmem.semantic.names import NameIndex
+    from hirmem.semantic.retrieve import subject_named
+
+    rng = random.Random(20)
+    parts = ["Alice", "alice", "Smith", "O'Brien", "Jean-Luc", "Ünal", "ßeta", "Bob",
+             "Carol", "de", "von", "Maya", "Lind", "K2", "x"]  # fmt: skip
+    spaces = [" ", "  ", "\t", "\u00a0", "\u3000"]
+    index = NameIndex()
+    held: list[str] = []
+    for step in range(4000):
+        if rng.random() < 0.3 or not held:
+            name = rng.choice(spaces).join(rng.sample(parts, rng.randint(1, 3)))
+            index.add(name)
+            held.append(name)
+        elif rng.random() < 0.3:
+            name = held.pop(rng.randrange(len(held)))
+            index.remove(name)
+        words = [rng.choice([*parts, "where", "does", "live", "?", "—", "the"])
+                 for _ in range(rng.randint(0, 12))]  # fmt: skip
+        question = rng.choice(spaces).join(words)
+        # the ledger's subjects, as it listed them: folded, in code-point order
+        subjects = sorted({fold(n) for n in held})
+        assert index.named(question) == subject_named(question, subjects), (step, question)

@@ -38,6 +38,7 @@ from typing import Any, Literal
 
 from hirmem.protocol.identity import fold, triple_id
 from hirmem.semantic.errors import Erased, LedgerError, ProvError
+from hirmem.semantic.names import NameIndex
 from hirmem.semantic.values import OPEN, Claim, Triple, confidence
 
 __all__ = ["Edge", "Ledger", "Lifted", "SQLiteLedger", "Source", "Tombstone", "now_ms"]
@@ -195,6 +196,7 @@ class Ledger:
         self._edges: dict[str, Edge] = {}
         self._tombstones: dict[str, Tombstone] = {}
         self._subjects: dict[str, int] = {}  # folded subject -> how many edges name it
+        self.names = NameIndex()  # the same subjects, found by the words a question holds
         self._lifted: list[Lifted] = []
         # each edge's sources as a set, beside the tuple it was built from: the "same source
         # again" test is a hash lookup, not a scan of every earlier arrival (which made
@@ -368,6 +370,7 @@ class Ledger:
         if edge.id not in self._edges:
             key = fold(edge.subject)
             self._subjects[key] = self._subjects.get(key, 0) + 1
+            self.names.add(key)
         self._edges[edge.id] = edge
 
     def bury(self, id: str, reason: str) -> Tombstone:
@@ -382,6 +385,7 @@ class Ledger:
         if gone is not None:
             key = fold(gone.subject)
             self._subjects[key] -= 1
+            self.names.remove(key)
             if not self._subjects[key]:
                 del self._subjects[key]
         self._tombstones[stone.id] = stone
@@ -471,6 +475,7 @@ class SQLiteLedger(Ledger):
             self._edges[e.id] = e
             key = fold(e.subject)
             self._subjects[key] = self._subjects.get(key, 0) + 1
+            self.names.add(key)
         for id, at, reason in self._db.execute("SELECT id, erased_at, reason FROM tombstones"):
             self._tombstones[id] = Tombstone(id, at, reason)
         for id, at, erasure, lifted_at, why in self._db.execute(

@@ -39,6 +39,7 @@ import numpy.typing as npt
 
 from hirmem.protocol.identity import fold
 from hirmem.semantic.errors import SemanticError
+from hirmem.semantic.names import NameIndex
 from hirmem.semantic.stores.packed import Rows, pack
 
 __all__ = [
@@ -201,6 +202,9 @@ class PassageIndex:
         self._lock = threading.RLock()
         self._cache: dict[tuple[str, ...], tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
                                                  npt.NDArray[np.int64], Rows]] = {}  # fmt: skip
+        # per readable set: its entities indexed by their words, and its subjects; kept
+        # until the next write, so naming a subject is a lookup, not a pass over mentions
+        self._names: dict[tuple[str, ...], tuple[NameIndex, frozenset[str]]] = {}
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._db.executescript(
             """
@@ -246,6 +250,7 @@ class PassageIndex:
         marker = injection_marker(text)
         with self._lock:
             self._cache.clear()
+            self._names.clear()
             self._db.execute("BEGIN")
             try:
                 self._drop(doc)
@@ -286,6 +291,7 @@ class PassageIndex:
         """Forget every passage of ``doc`` (a superseded or erased document)."""
         with self._lock:
             self._cache.clear()
+            self._names.clear()
             self._db.execute("BEGIN")
             n = self._drop(doc)
             self._db.execute("COMMIT")
@@ -330,10 +336,18 @@ class PassageIndex:
     def subject_named(self, question: str, readable: Collection[str]) -> str | None:
         """The entity (of the readable passages) the question names as whole words: one that
         is some passage's subject (a speaker) before any other, then the longest."""
-        words = f" {' '.join(_TERM.findall(fold(question)))} "
-        subjects = set(self.subjects(readable))
-        named = [e for e in self.entities(readable)
-                 if (ew := " ".join(_TERM.findall(e))) and f" {ew} " in words]  # fmt: skip
+        if not readable:
+            return None
+        key = tuple(sorted(readable))
+        with self._lock:
+            held = self._names.get(key)
+            if held is None:
+                if len(self._names) >= 8:
+                    self._names.clear()
+                held = self._names[key] = (NameIndex(self.entities(readable)),
+                                           frozenset(self.subjects(readable)))  # fmt: skip
+        names, subjects = held
+        named = names.matches(question)
         if not named:
             return None
         return max(named, key=lambda e: (e in subjects, len(e), e))

@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hirmem.protocol.identity import fold
+from hirmem.semantic.names import NameIndex
 from hirmem.semantic.stores.base import VectorStore
 from hirmem.semantic.values import Chunk, Span, Triple
 
@@ -148,17 +149,21 @@ class Retriever:
     def ask(
         self,
         question: str,
-        subjects: Iterable[str],
+        subjects: Iterable[str] | NameIndex,
         k: int = 5,
         scoped: bool = True,
         readable: Collection[str] | None = None,
     ) -> Answer:
         """``readable``: the containers the reader may read, applied in the vector query's
         filter (so before the top k is taken); none gives nothing. ``None`` is the local
-        operator reading the whole store."""
+        operator reading the whole store. ``subjects``: the known subjects, or an index of
+        them (a lookup by the question's words rather than a pass over every subject)."""
         if readable is not None and not readable:
             return Answer(question, None, ())
-        subject = subject_named(question, subjects) if scoped else None
+        subject = None
+        if scoped:
+            subject = (subjects.named(question) if isinstance(subjects, NameIndex)
+                       else subject_named(question, subjects))  # fmt: skip
         flt: dict[str, object] = {}
         if subject is not None:
             flt["subject"] = subject

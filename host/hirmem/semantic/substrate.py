@@ -661,7 +661,7 @@ class Substrate:
         as_of = now if as_of is None else as_of
         want = k
         while True:
-            ans = self.retriever.ask(question, self.subjects(), want * 2, scoped, readable)
+            ans = self.retriever.ask(question, self.ledger.names, want * 2, scoped, readable)
             live = tuple(h for h in ans.hits if self._believed(h.triple, at, as_of))
             if len(live) >= k or len(ans.hits) < want * 2:
                 return Answer(ans.question, ans.subject, live[:k])
