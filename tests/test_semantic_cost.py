@@ -9,8 +9,10 @@ and check that what a hit shows still reads from the stored chunk.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
+from hirmem.protocol.identity import fold
 from hirmem.semantic.extract import RuleExtractor
 from hirmem.semantic.ingest import MemoryIngester
 from hirmem.semantic.split import SentenceSplitter
@@ -112,7 +114,6 @@ def test_the_name_index_names_what_a_pass_over_every_name_names() -> None:
     pass over every subject (:func:`~hirmem.semantic.retrieve.subject_named`) does."""
     import random
 
-    from hirmem.protocol.identity import fold
     from hirmem.semantic.names import NameIndex
     from hirmem.semantic.retrieve import subject_named
 
@@ -136,3 +137,46 @@ def test_the_name_index_names_what_a_pass_over_every_name_names() -> None:
         # the ledger's subjects, as it listed them: folded, in code-point order
         subjects = sorted({fold(n) for n in held})
         assert index.named(question) == subject_named(question, subjects), (step, question)
+
+
+def _steps(store: object, call: Callable[[], object]) -> int:
+    """SQLite virtual-machine steps (in hundreds) ``call`` makes on ``store``'s connection."""
+    db = store._db  # type: ignore[attr-defined]
+    counted = [0]
+
+    def tick() -> int:
+        counted[0] += 1
+        return 0
+
+    db.set_progress_handler(tick, 100)
+    try:
+        call()
+    finally:
+        db.set_progress_handler(None, 100)
+    return counted[0]
+
+
+def test_a_claim_lookup_by_subject_costs_the_same_at_any_corpus_size() -> None:
+    """``current`` finds a subject's claims through the subject index: the work to answer
+    does not grow with the claims about other people (it read every attestation of the
+    container before)."""
+    from hirmem.semantic.claims import ClaimRow, ClaimStore, Ontology, Statement, Template
+
+    costs = []
+    for n in (100, 3000):
+        store = ClaimStore(Ontology([Template("person.residence", True, "entity")]),
+                           clock=lambda: 10_000)  # fmt: skip
+        for i in range(n):
+            city = CITIES[i % 6]
+            store.write(Statement(f"Person {i}", "person.residence", city,
+                                  f"Person {i} lives in {city}.", f"doc{i}", "a",
+                                  valid_from=1, said_at=1))  # fmt: skip
+        got: list[ClaimRow] = []
+
+        def lookup(s: ClaimStore = store, out: list[ClaimRow] = got) -> None:
+            out.extend(s.current("Person 7", "person.residence", {"a"}))
+
+        costs.append(_steps(store, lookup))
+        assert [r.value for r in got] == [fold(CITIES[7 % 6])]
+        store.close()
+    assert costs[1] <= 2 * costs[0] + 2, costs
