@@ -41,6 +41,12 @@ def connect(path: str | Path) -> sqlite3.Connection:
     return db
 
 
+def _json(value: Mapping[str, Any], *, sort: bool = True) -> str:
+    """Metadata as a row holds it: with no spaces (a row per vector, node and document, so
+    two spaces per field add up), keys sorted unless the caller's order is kept."""
+    return json.dumps(value, sort_keys=sort, separators=(",", ":"))
+
+
 class _SQLite:
     SCHEMA = ""
 
@@ -174,7 +180,7 @@ class SQLiteVectors(_SQLite):
         for id, vec, meta in items:
             v = as_unit(vec, self.dim)
             self.dim = int(v.shape[0])
-            rows.append((id, pack(v), json.dumps(dict(meta), sort_keys=True), meta))
+            rows.append((id, pack(v), _json(dict(meta)), meta))
         with self._lock:
             self._db.execute("BEGIN")
             try:
@@ -276,7 +282,7 @@ class SQLiteGraph(_SQLite):
             old = self.props(id) or {}
             old.update(props)
             self._db.execute("INSERT OR REPLACE INTO nodes VALUES (?, ?)",
-                             (id, json.dumps(old, sort_keys=True)))  # fmt: skip
+                             (id, _json(old)))  # fmt: skip
 
     def edge(self, src: str, dst: str, label: str) -> None:
         with self._lock:
@@ -323,8 +329,8 @@ class SQLiteDocs(_SQLite):
         with self._lock:
             self._db.execute("BEGIN")
             try:
-                self._db.execute("INSERT OR REPLACE INTO docs VALUES (?, ?, ?, ?)",
-                                 (doc.id, doc.source, doc.text, json.dumps(doc.meta)))  # fmt: skip
+                row = (doc.id, doc.source, doc.text, _json(doc.meta, sort=False))
+                self._db.execute("INSERT OR REPLACE INTO docs VALUES (?, ?, ?, ?)", row)
                 self._db.execute("DELETE FROM chunks WHERE doc_id = ?", (doc.id,))
                 self._db.executemany(
                     "INSERT INTO chunks VALUES (?, ?, ?, ?, ?)",
