@@ -19,6 +19,9 @@ Prints:
   ``dbstat``, and the columns of the largest), and the latency of
   ``Substrate.ask`` (assertion tier), ``Substrate.recall`` (passages, fenced) and
   ``Substrate.answer`` (planner first), median and p95 over 200 questions;
+* packed vectors: bytes per vector as float32, float16 and sparse, and the recall@10 that
+  float16 gives up against float32 (384-d random unit vectors; the passage index stores a
+  dense embedding as float16) and that sparse packing of the hashed embedding keeps (all);
 * Near latency at 100,000 vectors for each vector driver (memory, file, sqlite, usearch),
   top-10, with no filter and with a metadata filter keeping 1% and 10% of the entries,
   against a bare numpy brute force (``E @ q`` + argpartition; the filtered baseline indexes
@@ -190,6 +193,42 @@ def bench_ask(n: int, tmp: Path, queries: int = 200) -> None:
         print(f"  {name:<24} median {statistics.median(times) * 1e3:8.2f} ms   "
               f"p95 {pct(times, 95) * 1e3:8.2f} ms")  # fmt: skip
     sub.close()
+
+
+def bench_packed(n: int, dim: int, queries: int = 200, k: int = 10) -> None:
+    """Bytes per vector in each layout, and what float16 costs in recall against float32:
+    the share of float32's top-k that the float16 rows return (random unit vectors, the
+    hardest case: no cluster structure), and the same for the hashed embedding of the short
+    documents, packed sparse (exact by construction, checked here)."""
+    from hirmem.semantic.retrieve import Embedder
+    from hirmem.semantic.stores.packed import Rows, pack
+
+    rng = np.random.default_rng(16)
+    mat = rng.standard_normal((n, dim)).astype(np.float32)
+    mat /= np.linalg.norm(mat, axis=1, keepdims=True)
+    qs = rng.standard_normal((queries, dim)).astype(np.float32)
+    half = Rows([pack(v, half=True) for v in mat], dim)
+
+    def overlap(a: F32, b: F32) -> float:
+        ta = set(np.argpartition(-a, k - 1)[:k].tolist())
+        tb = set(np.argpartition(-b, k - 1)[:k].tolist())
+        return len(ta & tb) / k
+
+    r16 = statistics.mean(overlap(mat @ q, half.dot(q)) for q in qs)
+    print(f"  dense, dim {dim}: float32 {4 * dim} B, float16 {len(pack(mat[0], half=True))} B "
+          f"per vector; float16 recall@{k} against float32 {r16:.4f} ({n:,} random unit "
+          f"vectors, {queries} queries)")  # fmt: skip
+    e = Embedder()
+    texts = short_docs(min(n, 20_000))
+    blobs = [pack(e.embed(t)) for t in texts]
+    sparse = Rows(blobs, e.dim)
+    dense = np.stack([e.embed(t) for t in texts])
+    people = [f"{f} {ln}" for f in FIRST for ln in LAST]
+    asks = [e.embed(f"Where does {p} live?") for p in people[:queries]]
+    rs = statistics.mean(overlap(dense @ q, sparse.dot(q)) for q in asks)
+    print(f"  hashed embedding (dim {e.dim}) of {len(texts):,} short documents: float32 "
+          f"{4 * e.dim} B, sparse {statistics.mean(map(len, blobs)):.0f} B per vector on "
+          f"average; sparse recall@{k} against float32 {rs:.4f}")  # fmt: skip
 
 
 def breakdown(path: Path, text_bytes: int, top: int = 8) -> None:
@@ -382,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every size (default 1)")
     ap.add_argument("--dim", type=int, default=128, help="vector dimension (default 128)")
-    ap.add_argument("--skip", default="", help="comma list of ingest,ask,match,near to skip")
+    ap.add_argument("--skip", default="", help="comma list of ingest,ask,packed,match,near to skip")
     args = ap.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
     mb = max(0.05, 10.0 * args.scale)
@@ -405,6 +444,9 @@ def main(argv: list[str] | None = None) -> int:
             n_docs = max(1000, int(100_000 * args.scale))
             print(f"\nask at {n_docs:,} short documents (SQLite substrate):")
             bench_ask(n_docs, tmp)
+        if "packed" not in skip:
+            print(f"\npacked vectors (at {n_vectors:,}):")
+            bench_packed(n_vectors, 384)
         if "match" not in skip:
             print(f"\nMatch at {n_triples:,} triples (each driver, random bound terms):")
             bench_match(n_triples, tmp, 2000)
