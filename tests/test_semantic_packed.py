@@ -67,3 +67,10 @@ def test_a_blob_of_no_known_layout_is_refused_with_its_reason() -> None:
         dim_of(b"\0" * 6)
     with pytest.raises(SemanticError, match="dimension"):
         Rows([pack(np.ones(4, dtype=np.float32)), pack(np.ones(5, dtype=np.float32))], 4)
+
+
+def test_an_empty_matrix_scores_nothing() -> None:
+    rows = Rows([], 8)
+    q = np.ones(8, dtype=np.float32)
+    assert rows.n == 0 and rows.dot(q).shape == (0,) and rows.norms.shape == (0,)
+    assert rows.dot(q, np.zeros(0, dtype=np.intp)).shape == (0,)
