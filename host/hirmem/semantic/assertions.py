@@ -38,6 +38,7 @@ from typing import Any, Literal
 
 from hirmem.protocol.identity import fold, triple_id
 from hirmem.semantic.errors import Erased, LedgerError, ProvError
+from hirmem.semantic.names import NameIndex
 from hirmem.semantic.values import OPEN, Claim, Triple, confidence
 
 __all__ = ["Edge", "Ledger", "Lifted", "SQLiteLedger", "Source", "Tombstone", "now_ms"]
@@ -71,8 +72,10 @@ class Source:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Source:
-        return cls(d["kind"], d["ref"], d["doc_id"], d["start"], d["end"], d["agent"],
-                   tuple(d["antecedents"]), d["score"])  # fmt: skip
+        """The inverse of :meth:`to_json`; a field left out has its default."""
+        return cls(d["kind"], d["ref"], d.get("doc_id", ""), d.get("start", -1),
+                   d.get("end", -1), d.get("agent", ""), tuple(d.get("antecedents", ())),
+                   d.get("score"))  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,11 +135,28 @@ class Edge:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Edge:
-        spans = d.get("spans") or [[d["recorded"], d["from"], d["until"]]]
+        """The inverse of :meth:`to_json`; a field left out has its default (a row of
+        :class:`SQLiteLedger` leaves defaults out)."""
+        vf, vu = d.get("from", OPEN), d.get("until", OPEN)
+        spans = d.get("spans") or [[d["recorded"], vf, vu]]
         return cls(d["id"], d["s"], d["p"], d["o"], d["count"], d["score"],
-                   tuple(Source.from_json(s) for s in d["sources"]), d["from"], d["until"],
-                   d["recorded"], d["retracted"], d["retraction"],
+                   tuple(Source.from_json(s) for s in d["sources"]), vf, vu,
+                   d["recorded"], d.get("retracted", 0), d.get("retraction", ""),
                    tuple((a, f, u) for a, f, u in spans))  # fmt: skip
+
+    def to_row(self) -> str:
+        """:meth:`to_json` as a stored row holds it: without the id (the row's key), without
+        fields at their defaults, with no spaces (a row per fact, with a source per arrival)."""
+        d = self.to_json()
+        del d["id"]
+        if d["spans"] == [[self.recorded_at, self.valid_from, self.valid_until]]:
+            del d["spans"]
+        d["sources"] = [{k: v for k, v in src.items() if _SOURCE_DEFAULTS.get(k, ...) != v}
+                        for src in d["sources"]]  # fmt: skip
+        for k in ("from", "until", "retracted", "retraction"):
+            if d[k] in (OPEN, ""):
+                del d[k]
+        return json.dumps(d, separators=(",", ":"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +177,10 @@ class Lifted:
     reason: str
 
 
+_SOURCE_DEFAULTS: dict[str, Any] = {"doc_id": "", "start": -1, "end": -1, "agent": "",
+                                    "antecedents": [], "score": None}  # fmt: skip
+
+
 def _source_of(a: Triple | Claim) -> Source:
     if isinstance(a, Triple):
         return Source("extracted", a.from_chunk.id, a.from_chunk.doc_id, a.span.start,
@@ -172,7 +196,12 @@ class Ledger:
         self._edges: dict[str, Edge] = {}
         self._tombstones: dict[str, Tombstone] = {}
         self._subjects: dict[str, int] = {}  # folded subject -> how many edges name it
+        self.names = NameIndex()  # the same subjects, found by the words a question holds
         self._lifted: list[Lifted] = []
+        # each edge's sources as a set, beside the tuple it was built from: the "same source
+        # again" test is a hash lookup, not a scan of every earlier arrival (which made
+        # absorbing a corpus quadratic in how often a fact repeats)
+        self._source_sets: dict[str, tuple[tuple[Source, ...], set[Source]]] = {}
 
     def __len__(self) -> int:
         return len(self._edges)
@@ -225,7 +254,8 @@ class Ledger:
                          f"({stone.reason}); it is not taken back in silently: lift the "
                          "tombstone first (Ledger.lift), with a reason")  # fmt: skip
         held = self._edges.get(tid)
-        if held is not None and src in held.sources:
+        seen = None if held is None else self._sources_seen(held)
+        if held is not None and seen is not None and src in seen:
             return held  # the same source read again (a re-ingest) is not a new arrival
         if held is None:
             now = self._clock()
@@ -247,8 +277,19 @@ class Ledger:
                 valid_until=until,
                 spans=spans,
             )
+        if seen is not None:
+            seen.add(src)
+            self._source_sets[tid] = (edge.sources, seen)
         self._store(edge)
         return edge
+
+    def _sources_seen(self, edge: Edge) -> set[Source]:
+        """The sources of ``edge`` as a set, rebuilt only when its sources were changed by
+        something other than an arrival (a re-read dropping a reading)."""
+        held = self._source_sets.get(edge.id)
+        if held is None or held[0] is not edge.sources:
+            held = self._source_sets[edge.id] = (edge.sources, set(edge.sources))
+        return held[1]
 
     def close_span(self, tid: str, until: int) -> Edge:
         """End the span at ``until``; only ever shortens (an earlier end wins)."""
@@ -329,6 +370,7 @@ class Ledger:
         if edge.id not in self._edges:
             key = fold(edge.subject)
             self._subjects[key] = self._subjects.get(key, 0) + 1
+            self.names.add(key)
         self._edges[edge.id] = edge
 
     def bury(self, id: str, reason: str) -> Tombstone:
@@ -339,9 +381,11 @@ class Ledger:
 
     def _drop(self, stone: Tombstone) -> None:
         gone = self._edges.pop(stone.id, None)
+        self._source_sets.pop(stone.id, None)
         if gone is not None:
             key = fold(gone.subject)
             self._subjects[key] -= 1
+            self.names.remove(key)
             if not self._subjects[key]:
                 del self._subjects[key]
         self._tombstones[stone.id] = stone
@@ -426,11 +470,12 @@ class SQLiteLedger(Ledger):
             "erased_at INTEGER NOT NULL, erasure TEXT NOT NULL, lifted_at INTEGER NOT NULL, "
             "reason TEXT NOT NULL);"
         )
-        for (body,) in self._db.execute("SELECT body FROM ledger"):
-            e = Edge.from_json(json.loads(body))
+        for id, body in self._db.execute("SELECT id, body FROM ledger"):
+            e = Edge.from_json({"id": id, **json.loads(body)})
             self._edges[e.id] = e
             key = fold(e.subject)
             self._subjects[key] = self._subjects.get(key, 0) + 1
+            self.names.add(key)
         for id, at, reason in self._db.execute("SELECT id, erased_at, reason FROM tombstones"):
             self._tombstones[id] = Tombstone(id, at, reason)
         for id, at, erasure, lifted_at, why in self._db.execute(
@@ -471,7 +516,7 @@ class SQLiteLedger(Ledger):
                                      (tid, stone.erased_at, stone.reason))  # fmt: skip
             else:
                 self._db.execute("INSERT OR REPLACE INTO ledger VALUES (?, ?)",
-                                 (tid, json.dumps(edge.to_json())))  # fmt: skip
+                                 (tid, edge.to_row()))  # fmt: skip
         self._db.execute("COMMIT")
         self._dirty = {}
         self._lifts = []

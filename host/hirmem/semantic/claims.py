@@ -329,9 +329,13 @@ class ClaimStore:
         if not readable:
             return []
         marks = ",".join("?" * len(readable))
+        # claims first (CROSS JOIN fixes the order): ``where`` names a subject or a
+        # predicate, which the claims' indexes find; leading with the container would read
+        # every attestation of it. The fence is still in the WHERE, before any ORDER BY.
         sql = ("SELECT c.id, c.subject, c.predicate, c.value, a.container, a.source, a.quote, "
-               "a.valid_from, a.invalid_at, a.said_at FROM claims c JOIN claim_attestations a "
-               f"ON a.claim = c.id WHERE a.container IN ({marks}) AND {where}")  # fmt: skip
+               "a.valid_from, a.invalid_at, a.said_at FROM claims c CROSS JOIN "
+               f"claim_attestations a ON a.claim = c.id WHERE a.container IN ({marks}) "
+               f"AND {where}")  # fmt: skip
         params: list[object] = [*sorted(readable), *args]
         if at is not None:
             sql += " AND a.valid_from <= ? AND (a.invalid_at = 0 OR ? < a.invalid_at)"

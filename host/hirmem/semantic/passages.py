@@ -14,7 +14,8 @@ Invariants:
   never enters a candidate set, never moves a rank. No readable containers, no rows.
 - Valid time: ``valid_from``/``valid_until`` (ms, 0 open) are honoured on read at ``at``.
 - Recall is hybrid: a lexical leg (SQLite FTS5, BM25, Porter stemming) and a vector leg
-  (cosine over float32 vectors stored once per passage), fused by reciprocal rank
+  (cosine over vectors stored once per passage, packed by :mod:`.stores.packed`: sparse
+  when that is smaller, which is exact, else float16), fused by reciprocal rank
   (:data:`RRF_K`). A question asking for a figure adds a lexical leg over passages with a
   digit; one asking for the latest adds a leg ordered by time (the cue word dropped).
 - Subject scoping filters to passages that *name* the subject: the passage's own subject
@@ -38,6 +39,8 @@ import numpy.typing as npt
 
 from hirmem.protocol.identity import fold
 from hirmem.semantic.errors import SemanticError
+from hirmem.semantic.names import NameIndex
+from hirmem.semantic.stores.packed import Rows, pack
 
 __all__ = [
     "OVERLAP",
@@ -198,7 +201,10 @@ class PassageIndex:
         self.embedder = embedder
         self._lock = threading.RLock()
         self._cache: dict[tuple[str, ...], tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
-                                                 npt.NDArray[np.int64], F32]] = {}  # fmt: skip
+                                                 npt.NDArray[np.int64], Rows]] = {}  # fmt: skip
+        # per readable set: its entities indexed by their words, and its subjects; kept
+        # until the next write, so naming a subject is a lookup, not a pass over mentions
+        self._names: dict[tuple[str, ...], tuple[NameIndex, frozenset[str]]] = {}
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._db.executescript(
             """
@@ -244,6 +250,7 @@ class PassageIndex:
         marker = injection_marker(text)
         with self._lock:
             self._cache.clear()
+            self._names.clear()
             self._db.execute("BEGIN")
             try:
                 self._drop(doc)
@@ -257,12 +264,12 @@ class PassageIndex:
                 terms = self._terms_table(container, create=True)
                 names = {fold(subject)} if subject else set()
                 for piece in passages_of(text):
-                    vec = np.asarray(self.embedder.embed(piece), dtype=np.float32)
+                    vec = pack(self.embedder.embed(piece), half=True)
                     cur = self._db.execute(
                         "INSERT INTO passages (doc, container, subject, text, said_at, "
                         "valid_from, valid_until, has_digit, vec) VALUES (?,?,?,?,?,?,?,?,?)",
                         (doc, container, fold(subject), piece, said_at, valid_from,
-                         valid_until, int(any(c.isdigit() for c in piece)), vec.tobytes()),
+                         valid_until, int(any(c.isdigit() for c in piece)), vec),
                     )  # fmt: skip
                     pid = int(cur.lastrowid or 0)
                     self._db.execute(f"INSERT INTO {terms}(rowid, text, subject) "
@@ -284,6 +291,7 @@ class PassageIndex:
         """Forget every passage of ``doc`` (a superseded or erased document)."""
         with self._lock:
             self._cache.clear()
+            self._names.clear()
             self._db.execute("BEGIN")
             n = self._drop(doc)
             self._db.execute("COMMIT")
@@ -328,10 +336,18 @@ class PassageIndex:
     def subject_named(self, question: str, readable: Collection[str]) -> str | None:
         """The entity (of the readable passages) the question names as whole words: one that
         is some passage's subject (a speaker) before any other, then the longest."""
-        words = f" {' '.join(_TERM.findall(fold(question)))} "
-        subjects = set(self.subjects(readable))
-        named = [e for e in self.entities(readable)
-                 if (ew := " ".join(_TERM.findall(e))) and f" {ew} " in words]  # fmt: skip
+        if not readable:
+            return None
+        key = tuple(sorted(readable))
+        with self._lock:
+            held = self._names.get(key)
+            if held is None:
+                if len(self._names) >= 8:
+                    self._names.clear()
+                held = self._names[key] = (NameIndex(self.entities(readable)),
+                                           frozenset(self.subjects(readable)))  # fmt: skip
+        names, subjects = held
+        named = names.matches(question)
         if not named:
             return None
         return max(named, key=lambda e: (e in subjects, len(e), e))
@@ -451,13 +467,13 @@ class PassageIndex:
         rows = np.flatnonzero(keep)
         if not len(rows):
             return [], {}
-        sims = _cosines(mat[rows], qvec)
+        sims = _cosines(mat, qvec, rows)
         top = np.argsort(-sims, kind="stable")[:limit]
         return ([int(ids[rows[i]]) for i in top],
                 {int(ids[rows[i]]): float(sims[i]) for i in top})  # fmt: skip
 
     def _fenced(self, readable: Collection[str]) -> tuple[
-        npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], F32
+        npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], Rows
     ]:
         """The rows of the readable containers, as arrays; kept until the next write."""
         key = tuple(sorted(readable))
@@ -468,12 +484,10 @@ class PassageIndex:
         rows = self._db.execute(f"SELECT p.id, p.valid_from, p.valid_until, p.vec FROM passages p "
                                 f"WHERE {where} ORDER BY p.id", args).fetchall()  # fmt: skip
         n = len(rows)
-        dim = self.embedder.dim
         out = (np.fromiter((r[0] for r in rows), dtype=np.int64, count=n),
                np.fromiter((r[1] for r in rows), dtype=np.int64, count=n),
                np.fromiter((r[2] for r in rows), dtype=np.int64, count=n),
-               np.frombuffer(b"".join(r[3] for r in rows),
-                             dtype=np.float32).reshape(n, dim))  # fmt: skip
+               Rows([r[3] for r in rows], self.embedder.dim))  # fmt: skip
         if len(self._cache) >= 8:
             self._cache.clear()
         self._cache[key] = out
@@ -484,7 +498,7 @@ class PassageIndex:
             "SELECT doc, container, text, subject, said_at, vec FROM passages WHERE id = ?",
             (pid,)).fetchone()  # fmt: skip
         if sim is None:
-            sim = float(_cosines(np.frombuffer(vec, dtype=np.float32)[None, :], qvec)[0])
+            sim = float(_cosines(Rows([vec], self.embedder.dim), qvec)[0])
         return PassageHit(pid, doc, container, text, subject, said_at, score, sim)
 
 
@@ -494,10 +508,11 @@ def _fence(readable: Collection[str]) -> tuple[str, list[object]]:
     return f"p.container IN ({marks})", list(sorted(readable))
 
 
-def _cosines(mat: npt.NDArray[np.float32], q: F32) -> npt.NDArray[np.float32]:
+def _cosines(mat: Rows, q: F32, rows: npt.NDArray[np.intp] | None = None) -> F32:
+    """Cosine of ``q`` with every row of ``mat`` (or with ``rows``, in that order)."""
     qn = float(np.linalg.norm(q))
-    norms = np.linalg.norm(mat, axis=1)
+    norms = mat.norms if rows is None else mat.norms[rows]
     with np.errstate(divide="ignore", invalid="ignore"):
-        sims = (mat @ q) / (norms * (qn if qn > 0 else math.inf))
+        sims = mat.dot(q, rows) / (norms * (qn if qn > 0 else math.inf))
     out: npt.NDArray[np.float32] = np.nan_to_num(sims.astype(np.float32), nan=0.0)
     return out

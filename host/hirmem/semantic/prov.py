@@ -334,9 +334,9 @@ class SQLiteLog(Log):
                 self.agents[id] = Agent(id, b["kind"])
             elif tbl == "activity":
                 self.activities[id] = Activity(id, b["kind"], b["agent"], b["start"], b["end"],
-                                               tuple(b["used"]))  # fmt: skip
+                                               tuple(b.get("used", ())))  # fmt: skip
             else:  # the first row of an entity, then rows of what later writes added
-                gen, der = tuple(b["generated_by"]), tuple(b["derived_from"])
+                gen, der = tuple(b.get("generated_by", ())), tuple(b.get("derived_from", ()))
                 facts = tuple(sorted(b.get("attrs", {}).items()))
                 held = self.entities.get(id)
                 if held is not None:
@@ -344,16 +344,19 @@ class SQLiteLog(Log):
                     gen = held.generated_by + tuple(g for g in gen if g not in held.generated_by)
                     der = held.derived_from + tuple(a for a in der if a not in known)
                     facts = held.attrs or facts
-                    attributed = held.attributed_to or b["attributed_to"]
+                    attributed = held.attributed_to or b.get("attributed_to", "")
                 else:
-                    attributed = b["attributed_to"]
+                    attributed = b.get("attributed_to", "")
                 self.entities[id] = Entity(id, b["kind"], gen, der, attributed, facts)
         self._loading = False
         self._pending: list[tuple[str, str, str]] = []
 
     def _persist(self, table: str, id: str, body: dict[str, Any]) -> None:
+        # an empty field (no derivation, no attribution) is left out of the row, and the
+        # JSON has no spaces: a row per document, chunk and assertion, so bytes add up
+        kept = {k: v for k, v in body.items() if v not in ("", [], {})}
         if not self._loading:
-            self._pending.append((table, id, json.dumps(body)))
+            self._pending.append((table, id, json.dumps(kept, separators=(",", ":"))))
 
     def flush(self) -> None:
         with self._lock:

@@ -3,7 +3,10 @@
 Invariants:
 
 - Each assertion is indexed by the span it was read from (its evidence), with metadata
-  ``subject`` (the folded subject), ``triple``, ``chunk`` and ``doc``.
+  ``subject`` (the folded subject), ``triple``, ``chunk``, ``doc`` and the span's byte
+  offsets ``start``/``end``. The evidence text is not copied into the index: a hit reads it
+  from its chunk (``chunk`` resolves a chunk id), so the index costs a vector and a few ids,
+  not the text again. An entry written before carries ``evidence`` and is read as it is.
 - When the question names a known subject, the search is filtered to that subject through
   the vector store's metadata filter — no second index. With none named, the search is flat.
 - A scoped search that finds nothing returns nothing: the memory declines rather than answer
@@ -17,15 +20,16 @@ import math
 import re
 import zlib
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from hirmem.protocol.identity import fold
+from hirmem.semantic.names import NameIndex
 from hirmem.semantic.stores.base import VectorStore
-from hirmem.semantic.values import Triple
+from hirmem.semantic.values import Chunk, Span, Triple
 
 __all__ = ["Answer", "Embedder", "Hit", "Retriever", "subject_named"]
 
@@ -97,9 +101,17 @@ def subject_named(question: str, subjects: Iterable[str]) -> str | None:
 
 
 class Retriever:
-    def __init__(self, vectors: VectorStore, embedder: Embedder | None = None) -> None:
+    def __init__(
+        self,
+        vectors: VectorStore,
+        embedder: Embedder | None = None,
+        chunk: Callable[[str], Chunk | None] | None = None,
+    ) -> None:
+        """``chunk`` resolves a chunk id to the stored chunk (the evidence of a hit is read
+        from it); without one, the evidence is kept in the index beside the vector."""
         self.vectors = vectors
         self.embedder = embedder or Embedder()
+        self.chunk = chunk
 
     @staticmethod
     def key(t: Triple) -> str:
@@ -113,7 +125,8 @@ class Retriever:
         items = [
             (self.key(t), self.embedder.embed(t.evidence),
              {"subject": fold(t.subject), "triple": t.id, "chunk": t.from_chunk.id,
-              "doc": t.from_chunk.doc_id, "evidence": t.evidence,
+              "doc": t.from_chunk.doc_id, "start": t.span.start, "end": t.span.end,
+              **({"evidence": t.evidence} if self.chunk is None else {}),
               **({"container": container(t)} if container is not None else {})})
             for t in triples
         ]  # fmt: skip
@@ -136,17 +149,21 @@ class Retriever:
     def ask(
         self,
         question: str,
-        subjects: Iterable[str],
+        subjects: Iterable[str] | NameIndex,
         k: int = 5,
         scoped: bool = True,
         readable: Collection[str] | None = None,
     ) -> Answer:
         """``readable``: the containers the reader may read, applied in the vector query's
         filter (so before the top k is taken); none gives nothing. ``None`` is the local
-        operator reading the whole store."""
+        operator reading the whole store. ``subjects``: the known subjects, or an index of
+        them (a lookup by the question's words rather than a pass over every subject)."""
         if readable is not None and not readable:
             return Answer(question, None, ())
-        subject = subject_named(question, subjects) if scoped else None
+        subject = None
+        if scoped:
+            subject = (subjects.named(question) if isinstance(subjects, NameIndex)
+                       else subject_named(question, subjects))  # fmt: skip
         flt: dict[str, object] = {}
         if subject is not None:
             flt["subject"] = subject
@@ -157,7 +174,20 @@ class Retriever:
         found = self.vectors.near(self.embedder.embed(question, drop), k, flt or None)
         hits = tuple(
             Hit(str(m.meta["triple"]), str(m.meta["chunk"]), str(m.meta["doc"]),
-                str(m.meta["subject"]), str(m.meta["evidence"]), m.score)
-            for m in found if m.score > 0.0
+                str(m.meta["subject"]), evidence, m.score)
+            for m in found if m.score > 0.0 and (evidence := self.evidence(m.meta)) is not None
         )  # fmt: skip
         return Answer(question, subject, hits)
+
+    def evidence(self, meta: Mapping[str, object]) -> str | None:
+        """The text an entry was read from: kept in it (an entry written without a chunk
+        resolver, or by an earlier version), else its span of the stored chunk; None when
+        that chunk is gone."""
+        held = meta.get("evidence")
+        if isinstance(held, str):
+            return held
+        chunk = None if self.chunk is None else self.chunk(str(meta["chunk"]))
+        start, end = meta.get("start"), meta.get("end")
+        if chunk is None or not isinstance(start, int) or not isinstance(end, int):
+            return None
+        return Span(start, end).resolve(chunk)

@@ -112,7 +112,7 @@ class Substrate:
     ) -> None:
         self.docs, self.triples, self.vectors, self.graph = docs, triples, vectors, graph
         self.ledger, self.prov, self.clock = ledger, prov, clock
-        self.retriever = Retriever(vectors, embedder)
+        self.retriever = Retriever(vectors, embedder, docs.chunk)
         self.passages = passages if passages is not None else PassageIndex(
             passage_embedder if passage_embedder is not None else self.retriever.embedder)
         self.claims = claims if claims is not None else ClaimStore(DEFAULT_ONTOLOGY, clock=clock)
@@ -661,7 +661,7 @@ class Substrate:
         as_of = now if as_of is None else as_of
         want = k
         while True:
-            ans = self.retriever.ask(question, self.subjects(), want * 2, scoped, readable)
+            ans = self.retriever.ask(question, self.ledger.names, want * 2, scoped, readable)
             live = tuple(h for h in ans.hits if self._believed(h.triple, at, as_of))
             if len(live) >= k or len(ans.hits) < want * 2:
                 return Answer(ans.question, ans.subject, live[:k])

@@ -2,8 +2,10 @@
 
 Each store opens its own connection in WAL mode. Deletes are real ``DELETE``s, so an erased
 record leaves the file's live pages (``VACUUM`` reclaims the free ones).
-The vector driver keeps the vectors as float32 blobs and answers ``near`` from a numpy matrix
-loaded on the first query after a write; the metadata filter is an indexed SQL lookup.
+The vector driver keeps each vector packed (:mod:`.packed`: sparse when that is smaller, else
+float32, both exact) and answers ``near`` from a matrix of them loaded on the first query
+after a write (sparse rows cost their non-zero entries); the metadata filter is an indexed
+SQL lookup.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from hirmem.protocol.identity import fold, triple_id
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.stores import filters
 from hirmem.semantic.stores.base import Match, Vec, as_unit, check_terms, top_k
+from hirmem.semantic.stores.packed import Rows, dim_of, pack
 from hirmem.semantic.values import Chunk, Doc
 
 __all__ = ["SQLiteDocs", "SQLiteGraph", "SQLiteTriples", "SQLiteVectors", "connect"]
@@ -36,6 +39,12 @@ def connect(path: str | Path) -> sqlite3.Connection:
     except sqlite3.DatabaseError as exc:
         raise SemanticError(f"{path}: cannot open as SQLite: {exc}") from None
     return db
+
+
+def _json(value: Mapping[str, Any], *, sort: bool = True) -> str:
+    """Metadata as a row holds it: with no spaces (a row per vector, node and document, so
+    two spaces per field add up), keys sorted unless the caller's order is kept."""
+    return json.dumps(value, sort_keys=sort, separators=(",", ":"))
 
 
 class _SQLite:
@@ -115,43 +124,48 @@ class SQLiteTriples(_SQLite):
         return cur.rowcount > 0
 
 
-def _terms(id: str, meta: Mapping[str, Any]) -> list[tuple[str, str, str]]:
-    return [(id, k, filters.term_json(t)) for k, t in filters.meta_terms(meta)]
+def _terms(row: int, meta: Mapping[str, Any]) -> list[tuple[str, str, int]]:
+    return [(k, filters.term_json(t), row) for k, t in filters.meta_terms(meta)]
 
 
 class SQLiteVectors(_SQLite):
     """``vector_meta`` is the filter's index: one row per metadata term, as :mod:`.filters`
-    defines terms (``value`` is the term as JSON, ``["n", 1]``). It is derived from
-    ``vectors.meta`` and rebuilt from it when a file written by an earlier version holds
-    bare values there (``1``, ``"s1"``), which compared ``1`` and ``1.0`` as different."""
+    defines terms (``value`` is the term as JSON, ``["n", 1]``), naming its vector by the
+    vector row's integer ``rowid`` (not its text id: the index would repeat that id once per
+    term). It has no second index: a vector's terms are found again from its ``meta`` to
+    delete them. It is derived from ``vectors.meta`` and rebuilt from it when a file written
+    by an earlier version holds bare values there (``1``, ``"s1"``, which compared ``1`` and
+    ``1.0`` as different) or text ids."""
 
     SCHEMA = """
     CREATE TABLE IF NOT EXISTS vectors (id TEXT PRIMARY KEY, vec BLOB NOT NULL, meta TEXT NOT NULL);
-    CREATE TABLE IF NOT EXISTS vector_meta (id TEXT NOT NULL, key TEXT NOT NULL,
+    CREATE TABLE IF NOT EXISTS vector_meta (id INTEGER NOT NULL, key TEXT NOT NULL,
         value TEXT NOT NULL, PRIMARY KEY (key, value, id)) WITHOUT ROWID;
-    CREATE INDEX IF NOT EXISTS vector_meta_id ON vector_meta(id);
+    DROP INDEX IF EXISTS vector_meta_id;
     """
 
     def __init__(self, path: str | Path = ":memory:") -> None:
         super().__init__(path)
-        self._cache: tuple[list[str], dict[str, int], npt.NDArray[np.float32]] | None = None
+        # ids in rowid order, their positions by rowid, and the matrix of their vectors
+        self._cache: tuple[list[str], dict[int, int], Rows] | None = None
         self._rows: dict[tuple[filters.Cond, ...], tuple[list[str], npt.NDArray[np.intp]]] = {}
         self.dim: int | None = None
         row = self._db.execute("SELECT vec FROM vectors LIMIT 1").fetchone()
         if row is not None:
-            self.dim = len(row[0]) // 4
-            held = self._db.execute("SELECT value FROM vector_meta LIMIT 1").fetchone()
-            if held is not None and not held[0].startswith("["):
+            self.dim = dim_of(row[0])
+            held = self._db.execute("SELECT value, typeof(id) FROM vector_meta LIMIT 1").fetchone()
+            if held is not None and (not held[0].startswith("[") or held[1] != "integer"):
                 self._reindex()
 
     def _reindex(self) -> None:
         """Rebuild the filter index from the metadata."""
         with self._lock:
             self._db.execute("BEGIN")
-            rows = self._db.execute("SELECT id, meta FROM vectors").fetchall()
+            rows = self._db.execute("SELECT rowid, meta FROM vectors").fetchall()
             self._db.execute("DELETE FROM vector_meta")
             self._db.executemany("INSERT OR IGNORE INTO vector_meta VALUES (?,?,?)",
-                                 [t for id, meta in rows for t in _terms(id, json.loads(meta))])
+                                 [(r, k, v) for row, meta in rows
+                                  for k, v, r in _terms(row, json.loads(meta))])
             self._db.execute("COMMIT")  # fmt: skip
 
     def __len__(self) -> int:
@@ -162,20 +176,23 @@ class SQLiteVectors(_SQLite):
         self.put_many([(id, vec, meta)])
 
     def put_many(self, items: Iterable[tuple[str, Vec, Mapping[str, Any]]]) -> None:
-        rows: list[tuple[str, bytes, str]] = []
-        metas: list[tuple[str, str, str]] = []
+        rows: list[tuple[str, bytes, str, Mapping[str, Any]]] = []
         for id, vec, meta in items:
             v = as_unit(vec, self.dim)
             self.dim = int(v.shape[0])
-            rows.append((id, v.tobytes(), json.dumps(dict(meta), sort_keys=True)))
-            metas.extend(_terms(id, meta))
+            rows.append((id, pack(v), _json(dict(meta)), meta))
         with self._lock:
             self._db.execute("BEGIN")
             try:
-                self._db.executemany("DELETE FROM vector_meta WHERE id = ?",
-                                     [(r[0],) for r in rows])  # fmt: skip
-                self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?,?,?)", rows)
-                self._db.executemany("INSERT OR IGNORE INTO vector_meta VALUES (?,?,?)", metas)
+                for id, blob, text, meta in rows:
+                    self._unterm(id)
+                    # an upsert keeps the row's rowid, which the filter index names
+                    rowid = self._db.execute(
+                        "INSERT INTO vectors VALUES (?,?,?) ON CONFLICT(id) DO UPDATE SET "
+                        "vec = excluded.vec, meta = excluded.meta RETURNING rowid",
+                        (id, blob, text)).fetchone()[0]  # fmt: skip
+                    self._db.executemany("INSERT OR IGNORE INTO vector_meta VALUES (?,?,?)",
+                                         [(r, k, v) for k, v, r in _terms(rowid, meta)])
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -183,29 +200,35 @@ class SQLiteVectors(_SQLite):
             self._cache = None
             self._rows.clear()
 
+    def _unterm(self, id: str) -> None:
+        """Take the filter terms of vector ``id`` (if held) out of the index."""
+        held = self._db.execute("SELECT rowid, meta FROM vectors WHERE id = ?", (id,)).fetchone()
+        if held is not None:
+            self._db.executemany("DELETE FROM vector_meta WHERE key = ? AND value = ? AND id = ?",
+                                 _terms(held[0], json.loads(held[1])))  # fmt: skip
+
     def delete(self, id: str) -> bool:
         with self._lock:
-            self._db.execute("DELETE FROM vector_meta WHERE id = ?", (id,))
+            self._unterm(id)
             cur = self._db.execute("DELETE FROM vectors WHERE id = ?", (id,))
             self._cache = None
             self._rows.clear()
         return cur.rowcount > 0
 
-    def _loaded(self) -> tuple[list[str], dict[str, int], npt.NDArray[np.float32]]:
+    def _loaded(self) -> tuple[list[str], dict[int, int], Rows]:
         if self._cache is None:
-            rows = self._db.execute("SELECT id, vec FROM vectors").fetchall()
-            ids = [r[0] for r in rows]
-            dim = self.dim or 0
-            mat = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
-            self._cache = (ids, {i: n for n, i in enumerate(ids)}, mat.reshape(len(ids), dim))
+            rows = self._db.execute("SELECT rowid, id, vec FROM vectors ORDER BY rowid").fetchall()
+            ids = [r[1] for r in rows]
+            mat = Rows([r[2] for r in rows], self.dim or 0)
+            self._cache = (ids, {r[0]: n for n, r in enumerate(rows)}, mat)
         return self._cache
 
-    def _select(self, cond: filters.Cond) -> set[str]:
-        """Ids whose metadata satisfies one condition: equality and ``in`` by the index,
+    def _select(self, cond: filters.Cond) -> set[int]:
+        """Rowids whose metadata satisfies one condition: equality and ``in`` by the index,
         a range by testing each distinct term of the key (the rule of :mod:`.filters`)."""
         if cond.equal is not None:
             wanted = [filters.term_json(t) for t in cond.equal]
-            out: set[str] = set()
+            out: set[int] = set()
             for at in range(0, len(wanted), 500):  # bounded statement size
                 part = wanted[at : at + 500]
                 sql = ("SELECT id FROM vector_meta WHERE key = ? AND value IN "
@@ -228,17 +251,17 @@ class SQLiteVectors(_SQLite):
             if conds:
                 held = self._rows.get(conds)
                 if held is None:
-                    found: set[str] | None = None
+                    found: set[int] | None = None
                     for cond in conds:
                         got = self._select(cond)
                         found = got if found is None else found & got
-                    hit = sorted(found or (), key=pos.__getitem__)
-                    rows = np.fromiter((pos[i] for i in hit), dtype=np.intp, count=len(hit))
-                    held = self._rows[conds] = (hit, rows)
+                    at = sorted(pos[r] for r in found or ())
+                    rows = np.asarray(at, dtype=np.intp)
+                    held = self._rows[conds] = ([ids[i] for i in at], rows)
                 hit, rows = held
-                best = top_k(hit, mat[rows] @ q, k)
+                best = top_k(hit, mat.dot(q, rows), k)
             else:
-                best = top_k(ids, mat @ q, k)
+                best = top_k(ids, mat.dot(q), k)
             out = []
             for i, score in best:
                 meta = self._db.execute("SELECT meta FROM vectors WHERE id = ?", (i,)).fetchone()
@@ -259,7 +282,7 @@ class SQLiteGraph(_SQLite):
             old = self.props(id) or {}
             old.update(props)
             self._db.execute("INSERT OR REPLACE INTO nodes VALUES (?, ?)",
-                             (id, json.dumps(old, sort_keys=True)))  # fmt: skip
+                             (id, _json(old)))  # fmt: skip
 
     def edge(self, src: str, dst: str, label: str) -> None:
         with self._lock:
@@ -306,8 +329,8 @@ class SQLiteDocs(_SQLite):
         with self._lock:
             self._db.execute("BEGIN")
             try:
-                self._db.execute("INSERT OR REPLACE INTO docs VALUES (?, ?, ?, ?)",
-                                 (doc.id, doc.source, doc.text, json.dumps(doc.meta)))  # fmt: skip
+                row = (doc.id, doc.source, doc.text, _json(doc.meta, sort=False))
+                self._db.execute("INSERT OR REPLACE INTO docs VALUES (?, ?, ?, ?)", row)
                 self._db.execute("DELETE FROM chunks WHERE doc_id = ?", (doc.id,))
                 self._db.executemany(
                     "INSERT INTO chunks VALUES (?, ?, ?, ?, ?)",

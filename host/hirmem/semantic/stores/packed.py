@@ -1,0 +1,150 @@
+"""Vectors as compact blobs, and a matrix of them that scores a query without unpacking.
+
+A blob is one of three layouts, told apart by its length and first byte:
+
+- ``S``: sparse — ``S``, the dimension (uint32, little-endian), then the positions of the
+  non-zero entries (uint16, or uint32 past 65,536 dimensions) and their float32 values. Exact:
+  a hashed embedding of a sentence has a handful of non-zero entries out of a thousand, so it
+  costs tens of bytes instead of 4 KiB, and no score changes.
+- ``H``: dense float16 — ``H`` then the entries, when the writer asks for half precision
+  and sparse would not be smaller; it halves float32 at a small cost in recall, measured
+  against float32 by ``tools/bench_semantic.py``.
+- a bare float32 array (a length that is a multiple of 4): dense and exact, and what earlier
+  versions always wrote. A tagged blob always has an odd length, so the two never look alike.
+
+:class:`Rows` holds many blobs as one matrix — sparse rows (CSR) when the rows are sparse,
+dense float32 otherwise — so a query costs its non-zero entries per row, not the dimension.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from hirmem.semantic.errors import SemanticError
+
+__all__ = ["Rows", "dim_of", "pack", "unpack"]
+
+F32 = npt.NDArray[np.float32]
+SPARSE, HALF = b"S", b"H"
+_HEAD = struct.Struct("<cI")
+
+
+def _index_dtype(dim: int) -> type[np.unsignedinteger[Any]]:
+    return np.uint16 if dim <= 1 << 16 else np.uint32
+
+
+def pack(vec: npt.ArrayLike, *, half: bool = False) -> bytes:
+    """``vec`` sparse when that is smaller, else dense: float16 when ``half`` (smaller, not
+    exact), bare float32 otherwise (exact)."""
+    v = np.asarray(vec, dtype=np.float32).reshape(-1)
+    dim = int(v.shape[0])
+    nz = np.flatnonzero(v)
+    idx = _index_dtype(dim)
+    sparse_size = _HEAD.size + len(nz) * (np.dtype(idx).itemsize + 4)
+    if sparse_size <= (1 + 2 * dim if half else 4 * dim):
+        return _HEAD.pack(SPARSE, dim) + nz.astype(idx).tobytes() + v[nz].tobytes()
+    return HALF + v.astype(np.float16).tobytes() if half else v.tobytes()
+
+
+def dim_of(blob: bytes) -> int:
+    """The dimension of a packed (or bare float32) vector."""
+    if len(blob) % 2 == 0:
+        if len(blob) % 4:
+            raise SemanticError(f"a vector blob of {len(blob)} bytes is no known layout")
+        return len(blob) // 4
+    if blob[:1] == SPARSE:
+        return int(_HEAD.unpack_from(blob)[1])
+    if blob[:1] == HALF:
+        return (len(blob) - 1) // 2
+    raise SemanticError(f"a vector blob starting {blob[:1]!r} is no known layout")
+
+
+def _sparse(blob: bytes) -> tuple[int, npt.NDArray[np.int64], F32]:
+    dim = int(_HEAD.unpack_from(blob)[1])
+    idx = _index_dtype(dim)
+    n = (len(blob) - _HEAD.size) // (np.dtype(idx).itemsize + 4)
+    cut = _HEAD.size + n * np.dtype(idx).itemsize
+    where = np.frombuffer(blob, dtype=idx, count=n, offset=_HEAD.size).astype(np.int64)
+    return dim, where, np.frombuffer(blob, dtype=np.float32, count=n, offset=cut)
+
+
+def unpack(blob: bytes) -> F32:
+    """The float32 vector a blob holds."""
+    dim = dim_of(blob)
+    if blob[:1] == SPARSE and len(blob) % 2:
+        _, where, vals = _sparse(blob)
+        out = np.zeros(dim, dtype=np.float32)
+        out[where] = vals
+        return out
+    if blob[:1] == HALF and len(blob) % 2:
+        return np.frombuffer(blob, dtype=np.float16, offset=1).astype(np.float32)
+    return np.frombuffer(blob, dtype=np.float32).copy()
+
+
+class Rows:
+    """Vectors as the rows of one matrix, built from their blobs."""
+
+    def __init__(self, blobs: Sequence[bytes], dim: int) -> None:
+        self.dim = dim
+        self.n = len(blobs)
+        self._dense: F32 | None = None
+        if all(b[:1] == SPARSE and len(b) % 2 for b in blobs):
+            parts = [_sparse(b) for b in blobs]
+            for d, _, _ in parts:
+                if d != dim:
+                    raise SemanticError(f"vector of dimension {d}, the matrix holds {dim}")
+            counts = np.fromiter((len(w) for _, w, _ in parts), dtype=np.int64, count=self.n)
+            self._indptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+            self._indices = (np.concatenate([w for _, w, _ in parts]) if parts
+                             else np.zeros(0, dtype=np.int64))  # fmt: skip
+            self._data = (np.concatenate([v for _, _, v in parts]) if parts
+                          else np.zeros(0, dtype=np.float32))  # fmt: skip
+            self._row_of = np.repeat(np.arange(self.n, dtype=np.int64), counts)
+        else:
+            mat = np.zeros((self.n, dim), dtype=np.float32)
+            for i, b in enumerate(blobs):
+                v = unpack(b)
+                if v.shape[0] != dim:
+                    raise SemanticError(f"vector of dimension {v.shape[0]}, the matrix holds {dim}")
+                mat[i] = v
+            self._dense = mat
+        self.norms = self._norms()
+
+    @property
+    def sparse(self) -> bool:
+        return self._dense is None
+
+    def _norms(self) -> F32:
+        if self._dense is not None:
+            out: F32 = np.linalg.norm(self._dense, axis=1).astype(np.float32)
+            return out
+        sq = np.bincount(self._row_of, weights=self._data.astype(np.float64) ** 2,
+                         minlength=self.n)  # fmt: skip
+        return np.sqrt(sq).astype(np.float32)
+
+    def dot(self, q: F32, rows: npt.NDArray[np.intp] | None = None) -> F32:
+        """``M @ q`` (float32), for every row or for ``rows`` in that order."""
+        q = np.asarray(q, dtype=np.float32).reshape(-1)
+        if self._dense is not None:
+            m = self._dense if rows is None else self._dense[rows]
+            out: F32 = (m @ q).astype(np.float32)
+            return out
+        if rows is None:
+            prod = self._data * q[self._indices]
+            return np.bincount(self._row_of, weights=prod, minlength=self.n).astype(np.float32)
+        rows = np.asarray(rows, dtype=np.intp)
+        if not len(rows):
+            return np.zeros(0, dtype=np.float32)
+        starts, ends = self._indptr[rows], self._indptr[rows + 1]
+        counts = ends - starts
+        # positions of every stored entry of the chosen rows, row by row
+        offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
+        at = np.arange(int(counts.sum()), dtype=np.int64) + offsets
+        which = np.repeat(np.arange(len(rows), dtype=np.int64), counts)
+        prod = self._data[at] * q[self._indices[at]]
+        return np.bincount(which, weights=prod, minlength=len(rows)).astype(np.float32)
