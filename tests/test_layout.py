@@ -130,3 +130,15 @@ def test_the_checker_sees_a_crossing(tmp_path: Path, module: str, source: str, b
     path.parent.mkdir(parents=True)
     path.write_text(source)
     assert bool(violations(path, root)) is bad
+
+
+def test_the_read_door_never_creates_a_store(tmp_path: Path) -> None:
+    """memory and semantic read the daemon's store through hirmem.daemon.reader; a path
+    with nothing there is refused, and nothing is created at it."""
+    from hirmem.daemon.reader import open_intake
+    from hirmem.protocol.errors import HirmemError
+
+    missing = tmp_path / "typo.db"
+    with pytest.raises(HirmemError, match="no daemon store here"), open_intake(missing):
+        pass
+    assert not missing.exists()

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
-from hirmem.daemon.store import DeviceRow, Store, StoredPack
+from hirmem.daemon.store import DeviceRow, Store, StoredPack, StoreError
 from hirmem.protocol.packs import Pack
 from hirmem.protocol.records import Record
 
@@ -47,6 +47,12 @@ class IntakeReader(Protocol):
 
 @contextmanager
 def open_intake(path: str | Path) -> Iterator[IntakeReader]:
-    """Open the daemon's store at ``path`` for reading; closed when the block ends."""
+    """Open the daemon's store at ``path`` for reading; closed when the block ends.
+
+    A reader never creates a store: a path with nothing there (a mistyped one, or a daemon
+    that has not run yet) is refused, rather than answered from a new empty store."""
+    if not Path(path).is_file():
+        raise StoreError(f"{path}: no daemon store here (is the path right? the daemon "
+                         "creates it when it first runs)")  # fmt: skip
     with Store(path) as store:
         yield store
