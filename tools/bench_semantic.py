@@ -63,6 +63,7 @@ _FIRST = ("Alice Bob Carol Dave Erin Frank Grace Heidi Ivan Judy Mallory Niaj Ol
 FIRST = _FIRST.split(" ")
 _LAST = "Smith Jones Garcia Okafor Tanaka Novak Silva Haddad Kowalski Larsen Moreau"
 LAST = _LAST.split(" ")
+PEOPLE = [f"{f} {ln}" for f in FIRST for ln in LAST]
 ORG = ("Acme Corp", "Initech", "Globex", "Umbrella Labs", "Stark Industries", "Wayne Enterprises",
        "Hooli", "Vandelay Industries", "Soylent", "Tyrell Systems")  # fmt: skip
 CITY = ("Berlin", "Paris", "Lagos", "Osaka", "Lima", "Oslo", "Nairobi", "Toronto", "Hanoi",
@@ -80,12 +81,11 @@ FILLER = (
 def corpus(root: Path, target_bytes: int, seed: int = 526) -> tuple[int, int]:
     """Write a deterministic corpus of markdown files under ``root``; (files, bytes)."""
     rng = random.Random(seed)
-    people = [f"{f} {ln}" for f in FIRST for ln in LAST]
     total = files = 0
     while total < target_bytes:
         lines = [f"# Notes {files}", ""]
         for _ in range(rng.randint(30, 60)):
-            a, b = rng.sample(people, 2)
+            a, b = rng.sample(PEOPLE, 2)
             r = rng.random()
             if r < 0.18:
                 lines.append(f"{a} works at {rng.choice(ORG)}. {rng.choice(FILLER)}")
@@ -130,10 +130,9 @@ def bench_ingest(root: Path, sub: Substrate, label: str) -> None:
 def short_docs(n: int, seed: int = 526) -> list[str]:
     """``n`` one-line documents about the generated people, places and employers."""
     rng = random.Random(seed)
-    people = [f"{f} {ln}" for f in FIRST for ln in LAST]
     out = []
     for _ in range(n):
-        a, b = rng.sample(people, 2)
+        a, b = rng.sample(PEOPLE, 2)
         r = rng.random()
         if r < 0.3:
             out.append(f"{a} works at {rng.choice(ORG)}. {rng.choice(FILLER)}")
@@ -181,9 +180,8 @@ def bench_ask(n: int, tmp: Path, queries: int = 200) -> None:
     print(f"  store on disk after a checkpoint {disk / 1e6:.1f} MB = {disk / text_bytes:.1f}x "
           f"the text (goal < 10x)")  # fmt: skip
     rng = random.Random(7)
-    people = [f"{f} {ln}" for f in FIRST for ln in LAST]
     asks = [rng.choice([f"Where does {p} live?", f"Where does {p} work?", f"What does {p} like?"])
-            for p in rng.sample(people, min(queries, len(people)))]  # fmt: skip
+            for p in rng.sample(PEOPLE, min(queries, len(PEOPLE)))]  # fmt: skip
     for name, call in (
         ("ask (assertions)", lambda q: sub.ask(q, 5)),
         ("recall (passages)", lambda q: sub.recall(q, {"bench"}, 10)),
@@ -228,8 +226,7 @@ def bench_packed(n: int, dim: int, queries: int = 200, k: int = 10) -> None:
     blobs = [pack(e.embed(t)) for t in texts]
     sparse = Rows(blobs, e.dim)
     dense = np.stack([e.embed(t) for t in texts])
-    people = [f"{f} {ln}" for f in FIRST for ln in LAST]
-    asks = [e.embed(f"Where does {p} live?") for p in people[:queries]]
+    asks = [e.embed(f"Where does {p} live?") for p in PEOPLE[:queries]]
     rs = statistics.mean(overlap(dense @ q, sparse.dot(q)) for q in asks)
     print(f"  hashed embedding (dim {e.dim}) of {len(texts):,} short documents: float32 "
           f"{4 * e.dim} B, sparse {statistics.mean(map(len, blobs)):.0f} B per vector on "

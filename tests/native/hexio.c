@@ -89,3 +89,11 @@ void hexio_end(void) {
     fflush(stdout);
     first_field = 1;
 }
+
+int hexio_args(const hexio_req *req, const char *kinds) {
+    size_t n = strlen(kinds);
+    if ((size_t)req->argc != n) return 0;
+    for (size_t i = 0; i < n; i++)
+        if ((kinds[i] == 'x') != (req->is_bytes[i] != 0)) return 0;
+    return 1;
+}

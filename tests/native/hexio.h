@@ -29,6 +29,9 @@ typedef struct {
 int hexio_next(hexio_req *req);
 /* Release the byte buffers of a request. */
 void hexio_free(hexio_req *req);
+/* 1 when the request has exactly the arguments ``kinds`` names, one letter each:
+ * 'x' a hex byte string, anything else a number. */
+int hexio_args(const hexio_req *req, const char *kinds);
 
 /* Answer fields, then hexio_end() to finish the line. */
 void hexio_num(uint64_t value);

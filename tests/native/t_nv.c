@@ -40,14 +40,6 @@ static const char *word_of(hm_nv_status st) {
     return "unknown";
 }
 
-static int args_ok(const hexio_req *req, const char *kinds) {
-    size_t n = strlen(kinds);
-    if ((size_t)req->argc != n) return 0;
-    for (size_t i = 0; i < n; i++)
-        if ((kinds[i] == 'x') != (req->is_bytes[i] != 0)) return 0;
-    return 1;
-}
-
 static void answer_state(void) {
     const hm_persist_state *s = &store.st;
     hexio_num(store.found);
@@ -66,7 +58,7 @@ int main(void) {
     hexio_req req;
     while (hexio_next(&req)) {
         const char *c = req.cmd;
-        if (!strcmp(c, "flash") && args_ok(&req, "nnnn") && req.num[0] && req.num[1] &&
+        if (!strcmp(c, "flash") && hexio_args(&req, "nnnn") && req.num[0] && req.num[1] &&
             req.num[0] * req.num[1] <= 1u << 20 && (req.num[2] == 4 || req.num[2] == 8) &&
             req.num[1] % req.num[2] == 0) {
             free(mem);
@@ -78,20 +70,20 @@ int main(void) {
             hexio_word("ok");
         } else if (!mem) {
             hexio_word("no-flash");
-        } else if (!strcmp(c, "cut") && args_ok(&req, "n")) {
+        } else if (!strcmp(c, "cut") && hexio_args(&req, "n")) {
             hm_nvram_cut_after(&ram, (uint32_t)req.num[0]);
             hexio_word("ok");
-        } else if (!strcmp(c, "power") && args_ok(&req, "")) {
+        } else if (!strcmp(c, "power") && hexio_args(&req, "")) {
             hm_nvram_power_on(&ram);
             hexio_word("ok");
-        } else if (!strcmp(c, "writes") && args_ok(&req, "")) {
+        } else if (!strcmp(c, "writes") && hexio_args(&req, "")) {
             hexio_num(ram.writes);
-        } else if (!strcmp(c, "erase") && args_ok(&req, "n")) {
+        } else if (!strcmp(c, "erase") && hexio_args(&req, "n")) {
             hexio_word(word_of(nv.erase(&nv, (uint32_t)req.num[0])));
-        } else if (!strcmp(c, "program") && args_ok(&req, "nx")) {
+        } else if (!strcmp(c, "program") && hexio_args(&req, "nx")) {
             hexio_word(word_of(nv.program(&nv, (uint32_t)req.num[0], req.bytes[1],
                                           (uint32_t)req.len[1])));
-        } else if (!strcmp(c, "read") && args_ok(&req, "nn") && req.num[1] <= 1u << 20) {
+        } else if (!strcmp(c, "read") && hexio_args(&req, "nn") && req.num[1] <= 1u << 20) {
             uint8_t *buf = malloc((size_t)req.num[1] + 1u);
             hm_nv_status st;
             if (!buf) return 1;
@@ -99,10 +91,10 @@ int main(void) {
             if (st == HM_NV_OK) hexio_bytes(buf, (size_t)req.num[1]);
             else hexio_word(word_of(st));
             free(buf);
-        } else if (!strcmp(c, "mount") && args_ok(&req, "n")) {
+        } else if (!strcmp(c, "mount") && hexio_args(&req, "n")) {
             hexio_word(word_of(hm_persist_mount(&store, &nv, (uint32_t)req.num[0])));
             answer_state();
-        } else if (!strcmp(c, "save") && args_ok(&req, "nnnxnx") && req.len[3] == 32 &&
+        } else if (!strcmp(c, "save") && hexio_args(&req, "nnnxnx") && req.len[3] == 32 &&
                    req.len[5] == 32) {
             hm_persist_state s;
             s.boot = (uint32_t)req.num[0];
@@ -112,11 +104,11 @@ int main(void) {
             s.knowledge_seq = req.num[4];
             memcpy(s.knowledge_hash, req.bytes[5], 32);
             hexio_word(word_of(hm_persist_save(&store, &s)));
-        } else if (!strcmp(c, "boot") && args_ok(&req, "n")) {
+        } else if (!strcmp(c, "boot") && hexio_args(&req, "n")) {
             uint32_t boot = 0;
             hexio_word(word_of(hm_persist_boot(&store, (uint32_t)req.num[0], &boot)));
             hexio_num(boot);
-        } else if (!strcmp(c, "reserve") && args_ok(&req, "nn")) {
+        } else if (!strcmp(c, "reserve") && hexio_args(&req, "nn")) {
             hexio_word(word_of(hm_persist_reserve(&store, (uint32_t)req.num[0],
                                                   (uint32_t)req.num[1])));
             hexio_num(store.st.seq_reserved);

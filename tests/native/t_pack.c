@@ -114,14 +114,6 @@ static const char *pack_word(hm_pack_err e) {
     return "?";
 }
 
-static int args_ok(const hexio_req *req, const char *kinds) {
-    size_t n = strlen(kinds);
-    if ((size_t)req->argc != n) return 0;
-    for (size_t i = 0; i < n; i++)
-        if ((kinds[i] == 'x') != (req->is_bytes[i] != 0)) return 0;
-    return 1;
-}
-
 static const uint8_t *ctx_or_null(const hexio_req *req, int i) {
     return req->len[i] == HM_HASH_SIZE ? req->bytes[i] : NULL;
 }
@@ -392,7 +384,7 @@ int main(void) {
     hm_knowledge_init(&know, NULL);
     while (hexio_next(&req)) {
         const char *c = req.cmd;
-        if (!strcmp(c, "init") && (args_ok(&req, "xnxx") || args_ok(&req, "xnxxnn")) &&
+        if (!strcmp(c, "init") && (hexio_args(&req, "xnxx") || hexio_args(&req, "xnxxnn")) &&
             req.len[0] == HM_ID_SIZE && req.len[2] == HM_SEED_SIZE && req.len[3] == HM_KID_SIZE) {
             unsigned cap = req.argc == 6 ? (unsigned)req.num[4] : HM_RING_CAPACITY;
             unsigned arena = req.argc == 6 ? (unsigned)req.num[5] : HM_ARENA_SIZE;
@@ -403,33 +395,33 @@ int main(void) {
             hm_pack_init(&packer, req.bytes[0], (uint32_t)req.num[1], req.bytes[2], pub,
                          req.bytes[3]);
             hexio_word(ring_status_word(st));
-        } else if (!strcmp(c, "capture") && args_ok(&req, "xxnxnnnn")) {
+        } else if (!strcmp(c, "capture") && hexio_args(&req, "xxnxnnnn")) {
             cmd_capture(&req, 1);
-        } else if (!strcmp(c, "capturev") && args_ok(&req, "xxnx")) {
+        } else if (!strcmp(c, "capturev") && hexio_args(&req, "xxnx")) {
             cmd_capture(&req, 0);
-        } else if (!strcmp(c, "record") && args_ok(&req, "nx")) {
+        } else if (!strcmp(c, "record") && hexio_args(&req, "nx")) {
             cmd_record(&req);
-        } else if (!strcmp(c, "build") && args_ok(&req, "nn")) {
+        } else if (!strcmp(c, "build") && hexio_args(&req, "nn")) {
             cmd_build(&req);
-        } else if (!strcmp(c, "result") && args_ok(&req, "nnn")) {
+        } else if (!strcmp(c, "result") && hexio_args(&req, "nnn")) {
             hexio_word(pack_word(hm_pack_result(&packer, &ring, req.num[0], (unsigned)req.num[1],
                                                 (unsigned)req.num[2])));
-        } else if (!strcmp(c, "head") && args_ok(&req, "nx") && req.len[1] == HM_HASH_SIZE) {
+        } else if (!strcmp(c, "head") && hexio_args(&req, "nx") && req.len[1] == HM_HASH_SIZE) {
             hm_pack_set_head(&packer, &ring, req.num[0], req.bytes[1]);
             hexio_word("ok");
-        } else if (!strcmp(c, "packer") && args_ok(&req, "")) {
+        } else if (!strcmp(c, "packer") && hexio_args(&req, "")) {
             cmd_packer();
-        } else if (!strcmp(c, "counters") && args_ok(&req, "")) {
+        } else if (!strcmp(c, "counters") && hexio_args(&req, "")) {
             cmd_counters();
-        } else if (!strcmp(c, "ring") && args_ok(&req, "")) {
+        } else if (!strcmp(c, "ring") && hexio_args(&req, "")) {
             hexio_num(ring.counters.used);
             hexio_num(ring.counters.pinned);
             hexio_num(ring.counters.volatiles);
             hexio_num(ring.counters.captures);
             hexio_num(ring.counters.refusals);
-        } else if (!strcmp(c, "ring_list") && args_ok(&req, "")) {
+        } else if (!strcmp(c, "ring_list") && hexio_args(&req, "")) {
             cmd_ring_list();
-        } else if (!strcmp(c, "k_init") && args_ok(&req, "xxx") &&
+        } else if (!strcmp(c, "k_init") && hexio_args(&req, "xxx") &&
                    req.len[0] == HM_PUBLIC_KEY_SIZE && req.len[1] == HM_KID_SIZE &&
                    req.len[2] == HM_ID_SIZE) {
             memcpy(host_key.public_key, req.bytes[0], HM_PUBLIC_KEY_SIZE);
@@ -437,30 +429,30 @@ int main(void) {
             memcpy(host_key.host_id, req.bytes[2], HM_ID_SIZE);
             hm_knowledge_init(&know, &host_key);
             hexio_word("ok");
-        } else if (!strcmp(c, "k_init") && args_ok(&req, "")) {
+        } else if (!strcmp(c, "k_init") && hexio_args(&req, "")) {
             hm_knowledge_init(&know, NULL);
             hexio_word("ok");
-        } else if (!strcmp(c, "k_head") && args_ok(&req, "nx") && req.len[1] == HM_HASH_SIZE) {
+        } else if (!strcmp(c, "k_head") && hexio_args(&req, "nx") && req.len[1] == HM_HASH_SIZE) {
             hm_knowledge_set_head(&know, req.num[0], req.bytes[1]);
             hexio_word("ok");
-        } else if (!strcmp(c, "k_accept") && args_ok(&req, "x")) {
+        } else if (!strcmp(c, "k_accept") && hexio_args(&req, "x")) {
             cmd_k_accept(&req);
-        } else if (!strcmp(c, "k_items") && args_ok(&req, "")) {
+        } else if (!strcmp(c, "k_items") && hexio_args(&req, "")) {
             cmd_k_items();
-        } else if (!strcmp(c, "sizes") && args_ok(&req, "")) {
+        } else if (!strcmp(c, "sizes") && hexio_args(&req, "")) {
             hexio_num(sizeof(hm_packer));
             hexio_num(sizeof(hm_knowledge));
             hexio_num(sizeof(hm_knowledge_item));
             hexio_num(sizeof(hm_pack_pending));
             hexio_num(sizeof(hm_ring));
-        } else if (!strcmp(c, "limits") && args_ok(&req, "")) {
+        } else if (!strcmp(c, "limits") && hexio_args(&req, "")) {
             hexio_num(HM_PACK_PENDING);
             hexio_num(HM_KNOWLEDGE_CAPACITY);
             hexio_num(HM_KNOWLEDGE_TEXT);
             hexio_num(HM_PACK_MIN_CAP);
             hexio_num(HM_RECORD_MAX_SIZE);
             hexio_num(HM_RING_CAPACITY);
-        } else if (!strcmp(c, "selftest") && args_ok(&req, "")) {
+        } else if (!strcmp(c, "selftest") && hexio_args(&req, "")) {
             int line = selftest();
             if (line) {
                 hexio_word("fail");
