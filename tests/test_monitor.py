@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from board_host import BOARDS, ROOT, BoardHost, LineTap, provisioned
@@ -30,7 +30,7 @@ from hirmem.emulation.provision import HostTrust, SlotSettings
 from hirmem.emulation.qemu import QemuBoard
 from hirmem.protocol import cbor
 from hirmem.protocol.fragments import split
-from hirmem.protocol.frames import encode_frame
+from hirmem.protocol.frames import FrameDecoder, encode_frame
 from hirmem.protocol.gate import Hard, Verdict
 from hirmem.protocol.keys import derive_test_key
 from hirmem.protocol.messages import (
@@ -180,6 +180,26 @@ def test_random_streams_whatever_the_chunking(items: list[tuple[str, Any]], rnd:
     assert len(got) == len(want)
     for line, expected in zip(got, want, strict=True):
         assert line.startswith(expected), (line, expected)
+
+
+@settings(max_examples=1000)
+@given(st.lists(st.tuples(st.binary(max_size=40), st.text(max_size=20)), max_size=8))
+def test_a_frame_after_a_delimiter_survives_any_garbage(
+    pieces: list[tuple[bytes, str]],
+) -> None:
+    """Random bytes (zeros, stray code bytes, CBOR-looking heads) between frames: the
+    view never fails, and every frame that follows a 0x00 comes back as its line,
+    as the host codec (FrameDecoder) would take it."""
+    stream = b""
+    for garbage, text in pieces:
+        stream += garbage + b"\x00" + frame(Log(0, text), 0, 0)
+    view = WireView()
+    got = view.feed(stream).splitlines()
+    logs = [g for g in got if g.startswith("LOG seq=0 ack=0 level=DEBUG text=")]
+    assert [g.split(" text=", 1)[1] for g in logs] == [repr(t) for _, t in pieces]
+    decoder = FrameDecoder(4096)
+    good = [b for b in decoder.feed(stream) if isinstance(b, bytes)]
+    assert view.frames == len(good)  # the same frames as the host codec, no more
 
 
 # ---- a recorded QEMU stream through the PlatformIO filter --------------------------------
