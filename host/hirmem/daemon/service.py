@@ -39,6 +39,7 @@ from hirmem.daemon.config import DaemonConfig, DeviceConfig
 from hirmem.daemon.endpoint import Endpoint
 from hirmem.daemon.intake import StoreIntake
 from hirmem.daemon.metrics import daemon_registry, render_metrics
+from hirmem.daemon.outbox import Outbox
 from hirmem.daemon.store import DeviceLimits, Store, now_ms
 from hirmem.link.line import Link
 from hirmem.link.session import (
@@ -646,6 +647,10 @@ class Daemon:
         self.endpoint: Endpoint | None = None
         self._knowledge_cache: tuple[int, bytes] | None = None
         self._started = False
+        self.outbox: Outbox | None = None  # forwards accepted packs to the fleet
+        if config.fleet is not None:
+            self.outbox = Outbox(self.store, config.fleet)
+            self.add_background(self.outbox)
         for job in background:
             self.add_background(job)
 
