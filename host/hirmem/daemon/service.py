@@ -33,13 +33,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import fields
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hirmem.daemon.config import DaemonConfig, DeviceConfig
 from hirmem.daemon.endpoint import Endpoint
 from hirmem.daemon.intake import StoreIntake
 from hirmem.daemon.metrics import daemon_registry, render_metrics
-from hirmem.daemon.outbox import Outbox
 from hirmem.daemon.store import DeviceLimits, Store, now_ms
 from hirmem.link.line import Link
 from hirmem.link.session import (
@@ -78,6 +77,9 @@ from hirmem.protocol.messages import (
 )
 from hirmem.protocol.packs import KnowledgeItem, Pack, PackKind, Reason, sign_pack
 from hirmem.protocol.records import GENESIS
+
+if TYPE_CHECKING:
+    from hirmem.daemon.outbox import Outbox
 
 log = logging.getLogger("hirmem.daemon")
 
@@ -648,7 +650,9 @@ class Daemon:
         self._knowledge_cache: tuple[int, bytes] | None = None
         self._started = False
         self.outbox: Outbox | None = None  # forwards accepted packs to the fleet
-        if config.fleet is not None:
+        if config.fleet is not None:  # imported here: a daemon without a fleet loads no HTTP
+            from hirmem.daemon.outbox import Outbox
+
             self.outbox = Outbox(self.store, config.fleet)
             self.add_background(self.outbox)
         for job in background:
