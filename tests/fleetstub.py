@@ -45,6 +45,7 @@ class FleetStub:
         self.log: list[tuple[str, int, str]] = []  # (pack id, status, reason) per request
         self.script: deque[str] = deque()
         self.delay = 0.0  # seconds each request waits before it is handled
+        self.hang_up = False  # close each connection after its answer, unannounced
         self.nonces = httpsig.NonceCache()
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -156,6 +157,8 @@ def _handler(stub: FleetStub) -> type[BaseHTTPRequestHandler]:
                 stub.log.append((pack_hex, status, str(answer.get("reason", ""))))
             if status:
                 self._answer(status, answer, extra)
+            if stub.hang_up:  # as a server does with a keep-alive connection left idle
+                self.close_connection = True
 
         def _answer(self, status: int, answer: dict[str, Any], extra: dict[str, str]) -> None:
             data = json.dumps(answer).encode()

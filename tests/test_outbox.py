@@ -126,7 +126,7 @@ def test_every_accepted_pack_reaches_the_fleet_once_in_order(
 
 
 def test_a_refusal_is_recorded_and_not_retried_until_requeued(
-    tmp_path: Path, fleet: FleetStub, key_file: Path
+    tmp_path: Path, fleet: FleetStub, key_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     del fleet.devices[KEY_B.kid]  # the fleet does not know device B yet
     store = open_store(tmp_path / "d.db")
@@ -144,8 +144,17 @@ def test_a_refusal_is_recorded_and_not_retried_until_requeued(
     status = store.outbox_status()
     assert status is not None and status.refused == 2 and "unknown-device" in str(
         status.last_error)
+    db = str(tmp_path / "d.db")
+    assert hirmem_main(["outbox", "--database", db, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert [(r["device"], r["status"], r["reason"]) for r in shown["refusals"]] == [
+        (DEV_B.hex(), 403, "unknown-device")] * 2
+    assert shown["outbox"]["depth"] == 0 and shown["outbox"]["refused"] == 2
     fleet.register_device(DEV_B, KEY_B)
-    assert store.outbox_requeue(DEV_B) == 2
+    assert hirmem_main(["outbox", "--database", db, "--requeue", "--device", DEV_A.hex()]) == 0
+    assert "0 refused packs queued again" in capsys.readouterr().out
+    assert hirmem_main(["outbox", "--database", db, "--requeue", "--device", DEV_B.hex()]) == 0
+    assert "2 refused packs queued again" in capsys.readouterr().out
     drain(outbox)
     assert len(fleet.stored) == 4 and store.fleet_refusals() == []
 
@@ -199,6 +208,21 @@ def test_a_lost_answer_after_the_fleet_commit_is_a_repeat_not_a_second_copy(
     drain(outbox)
     assert fleet.stored[packs[0].pack_id.hex()] == 1
     assert [s for _, s, _ in fleet.log] == [0, 200]  # no answer, then the original one
+
+
+def test_a_kept_alive_connection_the_fleet_closed_is_reopened_not_backed_off(
+    tmp_path: Path, fleet: FleetStub, key_file: Path
+) -> None:
+    store = open_store(tmp_path / "d.db")
+    outbox = Outbox(store, fleet_config(fleet.url, key_file))
+    fleet.hang_up = True
+    dev = Device(DEV_A, KEY_A)
+    for _ in range(4):
+        store.take_pack(DEV_A, dev.pack().encoded)
+        time.sleep(0.05)  # the server has closed its side by now
+        assert outbox.tick() == 1
+    status = store.outbox_status()
+    assert status is not None and (status.acked, status.errors) == (4, 0)
 
 
 def test_a_full_outbox_defers_intake_and_nothing_is_dropped(

@@ -107,6 +107,18 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     _store_options(st)
     options.add_json(st)
 
+    ob = sub.add_parser(
+        "outbox", help="the fleet outbox: what waits for the fleet, what it refused; requeue"
+    )
+    _store_options(ob)
+    options.add_json(ob)
+    ob.add_argument(
+        "--requeue", action="store_true",
+        help="send the packs the fleet refused again (once the cause is fixed, e.g. the "
+        "device registered at the fleet); the running daemon picks them up",
+    )  # fmt: skip
+    ob.add_argument("--device", help="with --requeue: only this device's packs (16 hex digits)")
+
     it = sub.add_parser("intake", help="what arrived: packs, records, refusals")
     _store_options(it)
     options.add_json(it)
@@ -135,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
         "push": _push,
         "status": _status,
         "intake": _intake,
+        "outbox": _outbox,
     }[args.command]
     try:
         return handler(args)
@@ -445,6 +458,42 @@ def _status(args: argparse.Namespace) -> int:
         print(f"warning: {warning} (hirmem intake lists them)")
     if outbox is not None:
         print(outbox_line(outbox, now_ms()))
+    return 0
+
+
+def _outbox(args: argparse.Namespace) -> int:
+    device = _hex(args.device, ID_SIZE, "--device") if args.device else None
+    if device is not None and not args.requeue:
+        raise HirmemError("--device selects the packs --requeue sends again; add --requeue")
+    with _open_existing(args.database, args.create) as store:
+        requeued = store.outbox_requeue(device) if args.requeue else None
+        outbox = store.outbox_status()
+        refusals = store.fleet_refusals()
+    if args.json:
+        print(json.dumps({
+            "outbox": None if outbox is None else {
+                "url": outbox.url, "depth": outbox.depth, "bytes": outbox.size,
+                "oldest_received_ms": outbox.oldest_received, "max_packs": outbox.max_packs,
+                "max_bytes": outbox.max_bytes, "full_since_ms": outbox.full_since,
+                "acked": outbox.acked, "refused": outbox.refused, "errors": outbox.errors,
+                "deferred": outbox.deferred, "last_ok_ms": outbox.last_ok_at,
+                "last_error": outbox.last_error, "last_error_ms": outbox.last_error_at,
+            },
+            "refusals": [{"pack_id": r.pack_id.hex(), "device": r.device_id.hex(),
+                          "status": r.status, "reason": r.reason, "detail": r.detail,
+                          "at_ms": r.at} for r in refusals],
+            "requeued": requeued,
+        }, indent=2))  # fmt: skip
+        return 0
+    if outbox is None:
+        print("no fleet outbox: add a [fleet] table to the daemon's configuration")
+        return 0
+    print(outbox_line(outbox, now_ms()))
+    for r in refusals:
+        print(f"refused pack {r.pack_id.hex()} device {r.device_id.hex()}: {r.status} "
+              f"{r.reason}: {r.detail}")  # fmt: skip
+    if requeued is not None:
+        print(f"{requeued} refused pack{'s' if requeued != 1 else ''} queued again")
     return 0
 
 

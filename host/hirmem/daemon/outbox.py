@@ -187,16 +187,23 @@ class Outbox:
             int(self._clock()), nonce,
         ))  # fmt: skip
         headers["Host"] = self.authority
-        try:
-            conn = self._connection()
-            conn.request("PUT", path, body=pack.raw, headers=headers)
-            answer = conn.getresponse()
-            body = answer.read(ANSWER_MAX)
-            if not answer.isclosed():  # more than we read: the connection cannot be reused
+        for fresh in (self._conn is None, True):
+            try:
+                conn = self._connection()
+                conn.request("PUT", path, body=pack.raw, headers=headers)
+                answer = conn.getresponse()
+                body = answer.read(ANSWER_MAX)
+                if not answer.isclosed():  # more than was read: the connection is spent
+                    self._drop_connection()
+                break
+            except (OSError, http.client.HTTPException) as exc:
                 self._drop_connection()
-        except (OSError, http.client.HTTPException) as exc:
-            self._drop_connection()
-            return Outcome("retry", 0, "network", f"{type(exc).__name__}: {exc}")
+                # a kept-alive connection the fleet closed while idle: once more on a new
+                # one at once (a PUT of the same pack is idempotent), not a backoff
+                stale = isinstance(exc, http.client.RemoteDisconnected | ConnectionResetError |
+                                   BrokenPipeError)  # fmt: skip
+                if fresh or not stale:
+                    return Outcome("retry", 0, "network", f"{type(exc).__name__}: {exc}")
         return self.classify(pack, answer.status, answer.getheader("Retry-After"), body)
 
     def classify(
