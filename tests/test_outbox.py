@@ -19,6 +19,7 @@ import textwrap
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -31,8 +32,9 @@ from hirmem.daemon.intake import StoreIntake
 from hirmem.daemon.metrics import render_metrics
 from hirmem.daemon.outbox import Outbox, retry_after_seconds
 from hirmem.daemon.service import Daemon
-from hirmem.daemon.store import Store
+from hirmem.daemon.store import OutboxStatus, Store
 from hirmem.emulation.faultproxy import FaultProxy
+from hirmem.emulation.simdevice import SimDevice
 from hirmem.link.session import DeviceInfo
 from hirmem.protocol.keys import derive_test_key, write_key_file
 from hirmem.protocol.messages import PackStatus
@@ -309,7 +311,7 @@ CHILD = textwrap.dedent("""
     from pathlib import Path
     from hirmem.daemon.config import FleetConfig
     from hirmem.daemon.outbox import Outbox
-    from hirmem.daemon.store import Store
+    from hirmem.daemon.store import OutboxStatus, Store
     store = Store(sys.argv[1])
     outbox = Outbox(store, FleetConfig(sys.argv[2], Path(sys.argv[3]), "gw-1",
                                        backoff_min=0.01, backoff_max=0.1))
@@ -404,3 +406,76 @@ def test_fleet_configuration_is_checked(tmp_path: Path, key_file: Path) -> None:
     text = str(info.value)
     for says in ("fleet.url", "fleet.key", "fleet.max_packs", "backoff_max", "fleet.colour"):
         assert says in text, says
+
+
+def test_devices_to_daemon_to_fleet_through_a_partition_a_full_outbox_and_sigkills(
+    tmp_path: Path, fleet: FleetStub, key_file: Path
+) -> None:
+    """The whole chain with real processes: simulated devices on socket lines, `hirmem
+    daemon` with a [fleet] (a small outbox bound), the fleet behind the fault proxy.
+    The network starts cut: the outbox fills, intake defers, the devices keep their
+    packs. Then it heals while the daemon is SIGKILLed and restarted three times. In
+    the end each device's every pack is at the fleet exactly once."""
+    sims = [SimDevice(bytes.fromhex(f"5e0000000000000{n}"), derive_test_key(f"outbox sim {n}"),
+                      records_per_pack=4, packs_to_make=25, pack_every_s=0.01)
+            for n in (1, 2)]  # fmt: skip
+    db = tmp_path / "daemon.db"
+    with Store(db) as store:
+        for sim in sims:
+            store.register_device(sim.device_id, sim.key.public.raw, sim.board)
+            fleet.register_device(sim.device_id, sim.key)
+    with FaultProxy(("127.0.0.1", fleet.port), seed=5) as proxy, ExitStack() as stack:
+        for sim in sims:
+            stack.callback(sim.close)
+            sim.start()
+        proxy.partition()
+        lines = "".join(f'\n[[device]]\nurl = "{s.url}"\n' for s in sims)
+        config = tmp_path / "hirmem.toml"
+        config.write_text(
+            f'[host]\nid = "a1a2a3a4a5a6a7a8"\ndatabase = "{db}"\nmemory_every = 0\n'
+            "max_frame = 1024\n"
+            "save_every = 0.2\nstatus_every = 0\nreconnect_min = 0.05\nreconnect_max = 0.3\n"
+            f'[fleet]\nurl = "http://127.0.0.1:{proxy.port}"\nkey = "{key_file}"\n'
+            'keyid = "gw-1"\nmax_packs = 6\nbackoff_min = 0.05\nbackoff_max = 0.3\n' + lines
+        )
+        env = {**os.environ, "PYTHONPATH": str(ROOT / "host")}
+        argv = [sys.executable, "-m", "hirmem.cli", "daemon", "--config", str(config)]
+
+        def daemon() -> subprocess.Popen[bytes]:
+            log = (tmp_path / "daemon.log").open("ab")
+            return subprocess.Popen(argv, env=env, stdout=log, stderr=log)
+
+        def outbox_status() -> OutboxStatus | None:
+            with Store(db) as store:
+                return store.outbox_status()
+
+        proc = daemon()
+        try:
+            deadline = time.monotonic() + 60
+            while not ((s := outbox_status()) and s.full and sum(x.deferred for x in sims)):
+                assert time.monotonic() < deadline, (
+                    "the outbox never filled", outbox_status(), [x.deferred for x in sims],
+                    [x.accepted for x in sims], [x.sessions for x in sims])
+                time.sleep(0.1)
+            proxy.heal()
+            rng = random.Random(11)
+            for _ in range(3):
+                time.sleep(rng.uniform(0.5, 1.5))
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                proc = daemon()
+            deadline = time.monotonic() + 120
+            while not (all(s.done for s in sims) and (o := outbox_status()) and o.depth == 0):
+                assert time.monotonic() < deadline, (outbox_status(), [s.accepted for s in sims])
+                time.sleep(0.1)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+    with Store(db) as store:
+        stored = {p.pack_id.hex() for p in store.packs()}
+        assert store.check_integrity() == []
+    assert len(stored) == 50 and set(fleet.stored) == stored
+    assert max(fleet.stored.values()) == 1
+    for sim in sims:
+        assert sim.error is None and sim.deferred > 0
+        assert sim.accepted == sorted(sim.accepted) and len(sim.accepted) == 25
