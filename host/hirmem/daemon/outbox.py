@@ -3,13 +3,15 @@
 Store and forward. The queue is the ``outbox`` table of the daemon's store, filled in
 the very transaction that stores an accepted pack (:meth:`Store.take_pack`), so a pack
 is queued exactly when it is durable, whatever kills the daemon. This job sends the
-queue's packs in the order they were stored (each device's in seq order, as the fleet's
-chain check needs) with ``PUT /v1/packs/{pack_id hex}``, the pack's COSE_Sign1 bytes as
-the body, signed with the gateway's Ed25519 key (RFC 9421, :mod:`hirmem.protocol.httpsig`).
-A pack leaves the queue only after the fleet's 201 (stored) or 200 (stored before: a
-repeat after a lost answer), whose body names the same pack id; a daemon killed between
-the fleet's commit and its own is answered 200 on the next attempt. Nothing is forgotten
-locally in any case: the outbox forgets, the store keeps every pack.
+queue's packs in the order they were stored, each device's in seq order as the fleet's
+chain check needs (up to LANES devices at once, one connection each), with
+``PUT /v1/packs/{pack_id hex}``, the pack's COSE_Sign1 bytes as the body, signed with
+the gateway's Ed25519 key (RFC 9421, :mod:`hirmem.protocol.httpsig`). A pack leaves the
+queue (one local transaction per batch) only after the fleet's 201 (stored) or 200
+(stored before: a repeat after a lost answer), whose body names the same pack id; a
+daemon killed between the fleet's commit and its own is answered 200 on the next
+attempt. Nothing is forgotten locally in any case: the outbox forgets, the store keeps
+every pack.
 
 Answers and what follows:
 
@@ -39,8 +41,10 @@ import json
 import os
 import random
 import ssl
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import NamedTuple
 from urllib.parse import urlsplit
@@ -57,6 +61,7 @@ RETRY_AFTER_MAX = 3600.0  # seconds: a Retry-After beyond this is taken as this
 ANSWER_MAX = 64 << 10  # bytes of a fleet answer read
 BATCH = 64  # packs read from the queue at a time
 TICK_BUDGET = 2.0  # seconds one tick sends for at most (the daemon's stop waits for it)
+LANES = 4  # devices whose packs are sent at the same time (one connection each)
 RETRIED_4XX = frozenset({401, 408, 429})
 
 
@@ -120,7 +125,10 @@ class Outbox:
         self._prefix = parts.path.rstrip("/")
         self._clock = clock
         self._rng = rng or random.Random()
-        self._conn: http.client.HTTPConnection | None = None
+        self._local = threading.local()  # each lane's thread keeps its own connection
+        self._conns: list[http.client.HTTPConnection] = []
+        self._conns_lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(LANES, thread_name_prefix="outbox")
         self.failures = 0  # consecutive failed attempts (the backoff's exponent)
         self.next_at = 0.0  # clock time before which nothing is sent
         self.answers: dict[str, int] = {}  # outcome kind and status, e.g. "acked 201"
@@ -138,25 +146,45 @@ class Outbox:
             batch = self.store.outbox_batch(BATCH)
             if not batch:
                 break
-            for pack in batch:
-                outcome = self.send(pack)
+            results = self._send_lanes(batch)
+            for _, outcome in results:
                 key = f"{outcome.kind} {outcome.status or outcome.reason}"
                 self.answers[key] = self.answers.get(key, 0) + 1
-                if outcome.kind == "acked":
-                    self.store.outbox_acked(pack.pack_id)
-                    self.failures = 0
-                elif outcome.kind == "refused":
+            # one local transaction for the batch's acknowledgements: a kill before it
+            # commits only means these are sent again, and the fleet answers 200
+            self.store.outbox_acked(*[p.pack_id for p, o in results if o.kind == "acked"])
+            for pack, outcome in results:
+                if outcome.kind == "refused":
                     self.store.outbox_refused(
                         pack.pack_id, outcome.status, outcome.reason, outcome.detail
                     )
-                    self.failures = 0
-                else:
-                    self._retry_later(pack, outcome)
-                    return settled
-                settled += 1
-                if time.monotonic() >= deadline:
-                    break
+            failed = [(p, o) for p, o in results if o.kind == "retry"]
+            settled += len(results) - len(failed)
+            if failed:
+                self._retry_later(*failed[0])
+                return settled
+            self.failures = 0
         return settled
+
+    def _send_lanes(self, batch: list[OutboxPack]) -> list[tuple[OutboxPack, Outcome]]:
+        """Each device's packs in order on a lane of their own, up to LANES devices at
+        once; a lane stops at its first pack to retry (the later ones wait for it)."""
+        lanes: dict[bytes, list[OutboxPack]] = {}
+        for pack in batch:
+            lanes.setdefault(pack.device_id, []).append(pack)
+
+        def lane(packs: list[OutboxPack]) -> list[tuple[OutboxPack, Outcome]]:
+            done = []
+            for pack in packs:
+                outcome = self.send(pack)
+                done.append((pack, outcome))
+                if outcome.kind == "retry":
+                    break
+            return done
+
+        if len(lanes) == 1:
+            return lane(batch)
+        return [r for found in self._pool.map(lane, lanes.values()) for r in found]
 
     def _retry_later(self, pack: OutboxPack, outcome: Outcome) -> None:
         self.failures += 1
@@ -174,7 +202,11 @@ class Outbox:
         )
 
     def close(self) -> None:
-        self._drop_connection()
+        self._pool.shutdown(wait=True)
+        with self._conns_lock:
+            for conn in self._conns:
+                conn.close()
+            self._conns.clear()
 
     # ---- one upload -------------------------------------------------------------------
 
@@ -187,7 +219,7 @@ class Outbox:
             int(self._clock()), nonce,
         ))  # fmt: skip
         headers["Host"] = self.authority
-        for fresh in (self._conn is None, True):
+        for fresh in (getattr(self._local, "conn", None) is None, True):
             try:
                 conn = self._connection()
                 conn.request("PUT", path, body=pack.raw, headers=headers)
@@ -230,23 +262,31 @@ class Outbox:
         return Outcome("retry", status, reason, detail)
 
     def _connection(self) -> http.client.HTTPConnection:
-        if self._conn is None:
+        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+        if conn is None:
             timeout = self.config.timeout
             if self._https:
                 context = ssl.create_default_context(
                     cafile=str(self.config.ca) if self.config.ca else None
                 )
-                self._conn = http.client.HTTPSConnection(
+                conn = http.client.HTTPSConnection(
                     self._host, self._port, timeout=timeout, context=context
                 )
             else:
-                self._conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
-        return self._conn
+                conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+            self._local.conn = conn
+            with self._conns_lock:
+                self._conns.append(conn)
+        return conn
 
     def _drop_connection(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+            with self._conns_lock:
+                if conn in self._conns:
+                    self._conns.remove(conn)
 
     # ---- figures ------------------------------------------------------------------------
 

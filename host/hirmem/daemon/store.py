@@ -855,11 +855,18 @@ class Store:
         return [OutboxPack(bytes(a), bytes(b), u64_out(c), int(d), bytes(e))
                 for a, b, c, d, e in rows]  # fmt: skip
 
-    def outbox_acked(self, pack_id: bytes) -> None:
-        """The fleet acknowledged the pack (stored, or stored before): forget it here."""
+    def outbox_acked(self, *pack_ids: bytes) -> None:
+        """The fleet acknowledged these packs (stored, or stored before): forget them
+        here, in one transaction."""
+        if not pack_ids:
+            return
         with self._transaction() as db:
-            self._outbox_take(db, pack_id)
-            db.execute("UPDATE fleet_outbox SET acked = acked + 1, last_ok_at = ?", (now_ms(),))
+            for pack_id in pack_ids:
+                self._outbox_take(db, pack_id)
+            db.execute(
+                "UPDATE fleet_outbox SET acked = acked + ?, last_ok_at = ?",
+                (len(pack_ids), now_ms()),
+            )
 
     def outbox_refused(self, pack_id: bytes, status: int, reason: str, detail: str) -> None:
         """The fleet refused the pack for good: recorded with its reason, not sent again
