@@ -14,6 +14,7 @@ commit). ``stored`` counts how many times each pack was stored: the tests want 1
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 import time
 from collections import Counter, deque
@@ -34,7 +35,7 @@ CHAIN_STATUS = {Reason.ROLLBACK: 409, Reason.REPLAY: 409, Reason.BROKEN_CHAIN: 4
 
 
 class FleetStub:
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.gateways: dict[str, Ed25519PublicKey] = {}
         self.devices: dict[bytes, TrustedKey] = {}  # by kid
         self.answers: dict[str, dict[str, Any]] = {}
@@ -50,6 +51,10 @@ class FleetStub:
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.server.daemon_threads = True
+        self.scheme = "http"
+        if tls is not None:
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+            self.scheme = "https"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
@@ -58,7 +63,7 @@ class FleetStub:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{self.scheme}://127.0.0.1:{self.port}"
 
     def register_gateway(self, keyid: str, key: SigningKey) -> None:
         self.gateways[keyid] = Ed25519PublicKey.from_public_bytes(key.public.raw)

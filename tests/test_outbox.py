@@ -9,10 +9,13 @@ fault proxy and a SIGKILLed daemon lose nothing and store nothing twice at the f
 
 from __future__ import annotations
 
+import datetime
+import ipaddress
 import json
 import os
 import random
 import signal
+import ssl
 import subprocess
 import sys
 import textwrap
@@ -23,6 +26,10 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from prometheus_client.parser import text_string_to_metric_families
 
 from fleetstub import FleetStub
@@ -479,3 +486,52 @@ def test_devices_to_daemon_to_fleet_through_a_partition_a_full_outbox_and_sigkil
     for sim in sims:
         assert sim.error is None and sim.deferred > 0
         assert sim.accepted == sorted(sim.accepted) and len(sim.accepted) == 25
+
+
+def _certificates(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A CA, and a server certificate for 127.0.0.1 it signed: (ca.pem, cert.pem, key.pem)."""
+    now = datetime.datetime.now(datetime.UTC)
+
+    def name(cn: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = (x509.CertificateBuilder().subject_name(name("test fleet CA")).issuer_name(
+        name("test fleet CA")).public_key(ca_key.public_key()).serial_number(1)
+        .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256()))  # fmt: skip
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (x509.CertificateBuilder().subject_name(name("127.0.0.1")).issuer_name(
+        ca.subject).public_key(key.public_key()).serial_number(2)
+        .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName(
+            [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .sign(ca_key, hashes.SHA256()))  # fmt: skip
+    paths = tmp_path / "ca.pem", tmp_path / "cert.pem", tmp_path / "key.pem"
+    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths[2].write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))  # fmt: skip
+    return paths
+
+
+def test_https_with_the_fleet_ca_and_not_without_it(tmp_path: Path, key_file: Path) -> None:
+    ca, cert, key = _certificates(tmp_path)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    with FleetStub(tls) as fleet:
+        fleet.register_gateway("gw-1", GATEWAY)
+        fleet.register_device(DEV_A, KEY_A)
+        store = open_store(tmp_path / "d.db")
+        store.take_pack(DEV_A, Device(DEV_A, KEY_A).pack().encoded)
+        untrusting = Outbox(store, fleet_config(fleet.url, key_file))  # the system's CAs
+        assert untrusting.tick() == 0
+        status = store.outbox_status()
+        assert status is not None and "CERTIFICATE_VERIFY_FAILED" in str(status.last_error)
+        untrusting.close()
+        trusting = Outbox(store, fleet_config(fleet.url, key_file, ca=ca))
+        drain(trusting)
+        trusting.close()
+        assert len(fleet.stored) == 1
