@@ -19,6 +19,8 @@ Background jobs given by the caller (:class:`Background`: the memory keeper that
 decay scheduler) each get a thread that calls ``tick()`` every ``interval`` seconds;
 a failing tick is logged and counted, and the next one retries. At stop each job's
 thread is joined and its ``close()`` runs (the memory keeper signs an audit checkpoint).
+With a ``[fleet]`` in the configuration the daemon adds one of its own: the outbox
+(:mod:`hirmem.daemon.outbox`), which forwards every accepted pack to the fleet node.
 
 SIGTERM or SIGINT stops it cleanly: links stop within 50 ms, lines close, the last
 counters are saved, the store is closed.
