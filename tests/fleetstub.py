@@ -6,7 +6,8 @@ registered device keys and each device's chain (as the daemon's store does), the
 pack is stored: 201 with ``{"pack_id", "device", "seq", "records", "stored_at"}`` the
 first time, 200 with that same answer on a repeat, RFC 9457 problems otherwise (400,
 401, 403, 409, 413, 415). A script of upcoming behaviours drives the failure cases:
-``"503:7"`` answers 503 with ``Retry-After: 7``; ``"500"`` answers 500; ``"drop"``
+``"ok"`` handles the upload as usual; ``"503:7"`` answers 503 with ``Retry-After: 7``;
+``"500"`` answers 500; ``"drop"``
 stores the pack and closes the connection without an answer (the answer lost after the
 commit). ``stored`` counts how many times each pack was stored: the tests want 1.
 """
@@ -102,6 +103,8 @@ class FleetStub:
             return 401, problem(exc.reason, exc.detail), {}
         if self.script:
             step = self.script.popleft()
+            if step == "ok":
+                return self._store(pack_hex, body)
             if step.startswith("503:"):
                 return 503, problem("overloaded", "busy"), {"Retry-After": step[4:]}
             if step == "500":

@@ -199,6 +199,43 @@ def test_retry_after_is_honoured_and_backoff_is_full_jitter(
     assert status is not None and status.errors == 9 and status.acked == 1
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_random_fleet_failures_never_lose_reorder_or_double_a_pack(
+    tmp_path: Path, fleet: FleetStub, key_file: Path, seed: int
+) -> None:
+    """Uploads from three devices on concurrent lanes meet a random script of fleet
+    answers (500, 503, answers lost after the commit, successes) while new packs keep
+    arriving: each pack is stored once, each device's in order, and the outbox empties."""
+    rng = random.Random(seed)
+    fleet.script.extend(rng.choice(["ok", "ok", "ok", "500", "503:0", "drop"])
+                        for _ in range(150))  # fmt: skip
+    store = open_store(tmp_path / "d.db")
+    third = (bytes.fromhex("0c0c0c0c0c0c0c03"), derive_test_key("outbox device c"))
+    store.register_device(third[0], third[1].public.raw)
+    fleet.register_device(*third)
+    devices = [Device(DEV_A, KEY_A), Device(DEV_B, KEY_B), Device(*third)]
+    outbox = Outbox(store, fleet_config(fleet.url, key_file, backoff_min=0.001,
+                                        backoff_max=0.01), rng=random.Random(seed))  # fmt: skip
+    packs = []
+    for _ in range(6):
+        for _ in range(rng.randrange(5, 15)):
+            dev = rng.choice(devices)
+            p = dev.pack(rng.randrange(1, 6))
+            assert store.take_pack(dev.device_id, p.encoded).status == "accepted"
+            packs.append(p)
+        for _ in range(rng.randrange(1, 4)):
+            outbox.tick()
+            time.sleep(0.01)
+    drain(outbox, rounds=2000)
+    outbox.close()
+    assert set(fleet.stored) == {p.pack_id.hex() for p in packs}
+    assert max(fleet.stored.values()) == 1
+    for dev in devices:
+        mine = [h for h in fleet.order if bytes.fromhex(h)[:8] == dev.device_id]
+        assert mine == [p.pack_id.hex() for p in packs if p.signer == dev.device_id]
+    assert store.fleet_refusals() == []
+
+
 def test_retry_after_forms() -> None:
     assert retry_after_seconds("12", 0.0) == 12.0
     assert retry_after_seconds("999999", 0.0) == 3600.0  # bounded
