@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from hirmem.cli import options
 from hirmem.daemon.config import ConfigError, DaemonConfig, load_config
 from hirmem.daemon.service import Daemon, setup_logging, sign_knowledge, undeliverable
-from hirmem.daemon.store import DeviceRow, Store, StoreError, now_ms
+from hirmem.daemon.store import DeviceRow, OutboxStatus, Store, StoreError, now_ms
 from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.identity import triple_id
 from hirmem.protocol.keys import ID_SIZE, SigningKey, read_key_file, write_key_file
@@ -107,6 +107,18 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     _store_options(st)
     options.add_json(st)
 
+    ob = sub.add_parser(
+        "outbox", help="the fleet outbox: what waits for the fleet, what it refused; requeue"
+    )
+    _store_options(ob)
+    options.add_json(ob)
+    ob.add_argument(
+        "--requeue", action="store_true",
+        help="send the packs the fleet refused again (once the cause is fixed, e.g. the "
+        "device registered at the fleet); the running daemon picks them up",
+    )  # fmt: skip
+    ob.add_argument("--device", help="with --requeue: only this device's packs (16 hex digits)")
+
     it = sub.add_parser("intake", help="what arrived: packs, records, refusals")
     _store_options(it)
     options.add_json(it)
@@ -135,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
         "push": _push,
         "status": _status,
         "intake": _intake,
+        "outbox": _outbox,
     }[args.command]
     try:
         return handler(args)
@@ -324,6 +337,7 @@ def status_rows(store: Store) -> list[dict[str, object]]:
     """One dict per registered device: identity, session, stored data, key counters."""
     sessions = store.sessions()
     names = store.session_names()
+    outbox = store.outbox_status()  # None: no fleet outbox was ever enabled
     now = now_ms()
     rows: list[dict[str, object]] = []
     for d in store.devices():
@@ -354,20 +368,61 @@ def status_rows(store: Store) -> list[dict[str, object]]:
                 "evictions": c.get("device.evictions", 0),
                 "device_refusals": c.get("device.refusals", 0),
                 "knowledge": max((k[0] for k in held), default=0),
+                **_fleet_fields(outbox, d.device_id, now),
             }
         )
     return rows
+
+
+def _fleet_fields(outbox: OutboxStatus | None, device_id: bytes, now: int) -> dict[str, object]:
+    """A device's part of the fleet outbox (all None when there is no outbox)."""
+    if outbox is None:
+        return dict.fromkeys(("fleet_unsent", "fleet_unsent_oldest_s", "fleet_full",
+                              "fleet_error"))  # fmt: skip
+    unsent, oldest = outbox.per_device.get(device_id, (0, None))
+    return {
+        "fleet_unsent": unsent,
+        "fleet_unsent_oldest_s": None if oldest is None else round((now - oldest) / 1000, 1),
+        "fleet_full": outbox.full,
+        "fleet_error": outbox.last_error,
+    }
+
+
+def outbox_line(outbox: OutboxStatus, now: int) -> str:
+    """The fleet outbox in one line of ``hirmem status``."""
+    oldest = "" if outbox.oldest_received is None else (
+        f", oldest {(now - outbox.oldest_received) / 1000:.1f} s"
+    )  # fmt: skip
+    line = (
+        f"fleet outbox to {outbox.url}: {outbox.depth} packs unsent ({outbox.size} bytes"
+        f"{oldest}); bound {outbox.max_packs} packs / {outbox.max_bytes} bytes; "
+        f"acked {outbox.acked}, refused {outbox.refused}, failed attempts {outbox.errors}"
+    )
+    if outbox.full_since is not None:
+        line += (
+            f"; FULL for {(now - outbox.full_since) / 1000:.1f} s: intake defers new packs "
+            f"({outbox.deferred} deferred so far)"
+        )
+    if outbox.last_error is not None and outbox.last_error_at is not None:
+        line += (
+            f"; last fleet error {(now - outbox.last_error_at) / 1000:.1f} s ago: "
+            f"{outbox.last_error}"
+        )
+    return line
 
 
 def _status(args: argparse.Namespace) -> int:
     with _open_existing(args.database, args.create) as store:
         rows = status_rows(store)
         warnings = store.integrity_warnings()
+        outbox = store.outbox_status()
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     if not rows:
         print("no devices registered (hirmem device add)")
+        if outbox is not None:
+            print(outbox_line(outbox, now_ms()))
         return 0
     cols = (
         "device",
@@ -401,6 +456,44 @@ def _status(args: argparse.Namespace) -> int:
             print("  ".join("-" * w for w in widths))
     for warning in warnings:
         print(f"warning: {warning} (hirmem intake lists them)")
+    if outbox is not None:
+        print(outbox_line(outbox, now_ms()))
+    return 0
+
+
+def _outbox(args: argparse.Namespace) -> int:
+    device = _hex(args.device, ID_SIZE, "--device") if args.device else None
+    if device is not None and not args.requeue:
+        raise HirmemError("--device selects the packs --requeue sends again; add --requeue")
+    with _open_existing(args.database, args.create) as store:
+        requeued = store.outbox_requeue(device) if args.requeue else None
+        outbox = store.outbox_status()
+        refusals = store.fleet_refusals()
+    if args.json:
+        print(json.dumps({
+            "outbox": None if outbox is None else {
+                "url": outbox.url, "depth": outbox.depth, "bytes": outbox.size,
+                "oldest_received_ms": outbox.oldest_received, "max_packs": outbox.max_packs,
+                "max_bytes": outbox.max_bytes, "full_since_ms": outbox.full_since,
+                "acked": outbox.acked, "refused": outbox.refused, "errors": outbox.errors,
+                "deferred": outbox.deferred, "last_ok_ms": outbox.last_ok_at,
+                "last_error": outbox.last_error, "last_error_ms": outbox.last_error_at,
+            },
+            "refusals": [{"pack_id": r.pack_id.hex(), "device": r.device_id.hex(),
+                          "status": r.status, "reason": r.reason, "detail": r.detail,
+                          "at_ms": r.at} for r in refusals],
+            "requeued": requeued,
+        }, indent=2))  # fmt: skip
+        return 0
+    if outbox is None:
+        print("no fleet outbox: add a [fleet] table to the daemon's configuration")
+        return 0
+    print(outbox_line(outbox, now_ms()))
+    for r in refusals:
+        print(f"refused pack {r.pack_id.hex()} device {r.device_id.hex()}: {r.status} "
+              f"{r.reason}: {r.detail}")  # fmt: skip
+    if requeued is not None:
+        print(f"{requeued} refused pack{'s' if requeued != 1 else ''} queued again")
     return 0
 
 

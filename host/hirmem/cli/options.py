@@ -40,7 +40,7 @@ DEPRECATED: dict[tuple[str, str], str] = {
 
 # commands (as "command subcommand") that take --database, and what they do with it
 READS = frozenset({"status", "intake", "device list", "device remove", "memory follow",
-                   "semantic devices", "daemon"})  # fmt: skip
+                   "semantic devices", "daemon", "outbox"})  # fmt: skip
 WRITES = frozenset({"device add", "push"})  # create the store when it is missing
 
 

@@ -25,6 +25,7 @@ _STATUS = {
     "accepted": PackStatus.ACCEPTED,
     "duplicate": PackStatus.DUPLICATE,
     "refused": PackStatus.REFUSED,
+    "deferred": PackStatus.DEFERRED,  # the fleet outbox is full: the device keeps the pack
 }
 
 
@@ -54,7 +55,7 @@ class StoreIntake:
                                "seq": taken.seq, "count": len(taken.conflicts),
                                "ids": ",".join(ids)}},
             )  # fmt: skip
-        reason = taken.reason if taken.status == "refused" else Reason.NONE
+        reason = taken.reason if taken.status in ("refused", "deferred") else Reason.NONE
         status = _STATUS[taken.status]
         return PackDisposition(status, reason, taken.pack_id, taken.seq, taken.detail)
 

@@ -19,6 +19,8 @@ Background jobs given by the caller (:class:`Background`: the memory keeper that
 decay scheduler) each get a thread that calls ``tick()`` every ``interval`` seconds;
 a failing tick is logged and counted, and the next one retries. At stop each job's
 thread is joined and its ``close()`` runs (the memory keeper signs an audit checkpoint).
+With a ``[fleet]`` in the configuration the daemon adds one of its own: the outbox
+(:mod:`hirmem.daemon.outbox`), which forwards every accepted pack to the fleet node.
 
 SIGTERM or SIGINT stops it cleanly: links stop within 50 ms, lines close, the last
 counters are saved, the store is closed.
@@ -33,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import fields
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hirmem.daemon.config import DaemonConfig, DeviceConfig
 from hirmem.daemon.endpoint import Endpoint
@@ -77,6 +79,9 @@ from hirmem.protocol.messages import (
 )
 from hirmem.protocol.packs import KnowledgeItem, Pack, PackKind, Reason, sign_pack
 from hirmem.protocol.records import GENESIS
+
+if TYPE_CHECKING:
+    from hirmem.daemon.outbox import Outbox
 
 log = logging.getLogger("hirmem.daemon")
 
@@ -646,6 +651,12 @@ class Daemon:
         self.endpoint: Endpoint | None = None
         self._knowledge_cache: tuple[int, bytes] | None = None
         self._started = False
+        self.outbox: Outbox | None = None  # forwards accepted packs to the fleet
+        if config.fleet is not None:  # imported here: a daemon without a fleet loads no HTTP
+            from hirmem.daemon.outbox import Outbox
+
+            self.outbox = Outbox(self.store, config.fleet)
+            self.add_background(self.outbox)
         for job in background:
             self.add_background(job)
 
