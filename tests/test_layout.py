@@ -10,6 +10,7 @@ and fails on the first import that crosses a line the layout draws:
     emulation  ← link, protocol
     memory     ← protocol, daemon.reader (the store, read-only)
     semantic   ← protocol, daemon.reader
+    fleet      ← protocol, memory, semantic, daemon.reader
     cli        ← anything
 """
 
@@ -32,7 +33,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     "emulation": frozenset({"protocol", "link", "emulation"}),
     "memory": frozenset({"protocol", "memory", "daemon.reader"}),
     "semantic": frozenset({"protocol", "semantic", "daemon.reader"}),
-    "cli": frozenset({"protocol", "link", "daemon", "emulation", "memory", "semantic", "cli"}),
+    "fleet": frozenset({"protocol", "memory", "semantic", "daemon.reader", "fleet"}),
+    "cli": frozenset(
+        {"protocol", "link", "daemon", "emulation", "memory", "semantic", "fleet", "cli"}
+    ),
     # hirmem/__init__.py re-exports the error family and nothing else
     "": frozenset({"protocol.errors"}),
 }
