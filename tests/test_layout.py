@@ -102,8 +102,8 @@ def test_every_module_keeps_the_import_rules() -> None:
 
 def test_only_the_packages_of_the_layout_at_the_top() -> None:
     top = {p.name for p in PACKAGE.iterdir() if not p.name.startswith(("_", "."))}
-    assert top == {"protocol", "link", "daemon", "emulation", "memory", "semantic", "cli",
-                   "py.typed"}  # fmt: skip
+    assert top == {"protocol", "link", "daemon", "emulation", "memory", "semantic", "fleet",
+                   "cli", "py.typed"}  # fmt: skip
 
 
 @pytest.mark.parametrize("package", sorted(p for p in ALLOWED if p))
@@ -125,6 +125,9 @@ def test_each_package_says_what_it_may_import(package: str) -> None:
         ("hirmem.semantic.cli", "from hirmem.memory import MemoryEngine\n", True),
         ("hirmem.emulation.rogue", "import hirmem.protocol.packs as p\n", False),
         ("hirmem.cli.demo", "from hirmem.daemon.service import Daemon\n", False),
+        ("hirmem.fleet.tenant", "from hirmem.daemon.store import Store\n", True),
+        ("hirmem.fleet.consolidate", "from hirmem.memory.follow import intake_records\n", False),
+        ("hirmem.daemon.service", "from hirmem.fleet.app import create_app\n", True),
     ],
 )
 def test_the_checker_sees_a_crossing(tmp_path: Path, module: str, source: str, bad: bool) -> None:
