@@ -478,18 +478,19 @@ class TenantStore:
         with self.backend.transaction() as tx:
             return int(tx.rows("SELECT count(*) FROM jobs WHERE done_at IS NULL")[0][0])
 
-    def pack_by_n(self, pack_n: int) -> Pack:
-        """A stored pack verified again with its device's key (the store is not trusted)."""
+    def pack_by_n(self, pack_n: int) -> tuple[Pack, int]:
+        """A stored pack verified again with its device's key (the store is not trusted),
+        and when it was stored."""
         with self.backend.transaction() as tx:
             rows = tx.rows(
-                "SELECT p.raw, d.device_id, d.public_key FROM packs p JOIN devices d "
+                "SELECT p.raw, d.device_id, d.public_key, p.received FROM packs p JOIN devices d "
                 "ON d.device_id = p.device_id WHERE p.n = ?",
                 (pack_n,),
             )
         if not rows:
             raise TenantStoreError(f"no stored pack {pack_n}")
-        raw, dev, pub = rows[0]
-        return _reverify(bytes(raw), bytes(dev), bytes(pub), pack_n)
+        raw, dev, pub, received = rows[0]
+        return _reverify(bytes(raw), bytes(dev), bytes(pub), pack_n), int(received)
 
     # ---- the IntakeReader (memory engine, semantic substrate) ------------------------------
 
