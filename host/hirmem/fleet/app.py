@@ -25,12 +25,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from starlette.applications import Starlette
@@ -45,7 +47,12 @@ from hirmem.fleet.tenant import Accepted, Refused
 from hirmem.protocol.httpsig import HttpSignatureError, NonceCache, verify_request
 from hirmem.protocol.packs import MAX_PACK
 
+if TYPE_CHECKING:
+    from hirmem.fleet.consolidate import Consolidator
+
 __all__ = ["FleetConfig", "create_app"]
+
+log = logging.getLogger("hirmem.fleet")
 
 MEDIA_TYPE = 'application/cose; cose-type="cose-sign1"'
 PACK_PATH = "/v1/packs/{pack_id}"
@@ -59,6 +66,7 @@ class FleetConfig:
     retry_after: int = 1  # seconds, the Retry-After of a 503
     max_skew: int = 300
     pg_pool: int = 8
+    consolidate_every: float = 0.0  # seconds between consolidation rounds here; 0: none
 
 
 def _is_cose(content_type: str | None) -> bool:
@@ -115,6 +123,19 @@ class FleetNode:
         self.overloaded = 0  # 503s answered since start
         self._unwritten = 0  # 503s not yet added to the registry's counts
         self.worker_id = f"{os.getpid()}-{secrets.token_hex(4)}"
+        self.consolidator: Consolidator | None = None
+        self.consolidation_failures = 0
+
+    def consolidate(self) -> None:
+        """One consolidation round over every tenant (a worker thread)."""
+        from hirmem.fleet.consolidate import Consolidator
+
+        if self.consolidator is None:
+            self.consolidator = Consolidator(self.config.directory, self.worker_id)
+        for tenant in self.registry.tenants():
+            store = self.registry.store(tenant.name)
+            while self.consolidator.run(tenant.name, store).packs:
+                pass
 
     def refuse(self, reason: str, gateway: str, detail: str, **extra: object) -> Response:
         self.registry.refuse(STATUS[reason], reason, gateway, detail)
@@ -217,7 +238,14 @@ def create_app(config: FleetConfig) -> Starlette:
         )
 
     async def healthz(request: Request) -> Response:
-        return JSONResponse({"ok": True, "inflight": node.inflight, "overloaded": node.overloaded})
+        return JSONResponse(
+            {
+                "ok": True,
+                "inflight": node.inflight,
+                "overloaded": node.overloaded,
+                "consolidation_failures": node.consolidation_failures,
+            }
+        )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -226,12 +254,26 @@ def create_app(config: FleetConfig) -> Starlette:
                 await asyncio.sleep(1)
                 await run_in_threadpool(node.flush_overloaded)
 
-        task = asyncio.create_task(flusher())
+        async def consolidating() -> None:
+            while True:
+                await asyncio.sleep(config.consolidate_every)
+                try:
+                    await run_in_threadpool(node.consolidate)
+                except Exception:  # counted and logged; the next round retries (leases)
+                    node.consolidation_failures += 1
+                    log.exception("consolidation round failed")
+
+        tasks = [asyncio.create_task(flusher())]
+        if config.consolidate_every > 0:
+            tasks.append(asyncio.create_task(consolidating()))
         try:
             yield
         finally:
-            task.cancel()
+            for task in tasks:
+                task.cancel()
             node.flush_overloaded()
+            if node.consolidator is not None:
+                node.consolidator.close()
             node.registry.close()
 
     app = Starlette(
