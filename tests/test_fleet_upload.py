@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import secrets
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -262,3 +263,93 @@ def test_a_body_over_the_limit_is_refused_while_read(fleet: Fleet) -> None:
     assert resp.status == 413
     conn.close()
     assert fleet.registry.refusal_counts()["too-large"] == 2
+
+
+def test_racing_forks_of_one_chain_store_exactly_one(fleet: Fleet) -> None:
+    """Eight different packs at the same seq (a forked chain) and the same pack eight
+    times, all at once through three gateways: the head moves by compare-and-set, so one
+    fork is stored and seven refused, the one pack stored once and answered alike."""
+    dev = fleet.devices["acme"][0]
+    gws = fleet.gateways["acme"]
+    for rnd in range(3):
+        race_round(fleet, dev, gws, rnd)
+    assert fleet.counts("acme")["packs"] == 3 and fleet.counts("acme")["records"] == 6
+
+
+def race_round(fleet: Fleet, dev: Device, gws: list[Gateway], rnd: int) -> None:
+    forks = []
+    for f in range(8):
+        twin = Device(dev.device_id, dev.key)
+        twin.prev, twin.capture_seq, twin.pack_n = dev.prev, 1000 * (f + 1) + rnd, dev.pack_n
+        forks.append(twin.pack(2))
+    same = forks[0]
+    barrier = threading.Barrier(16)
+    replies: list[tuple[int, dict[str, object]]] = []
+    lock = threading.Lock()
+
+    def send(i: int) -> None:
+        pack = forks[i] if i < 8 else same
+        barrier.wait()
+        r = gws[i % 3].put(fleet.port, pack)
+        with lock:
+            replies.append((i, {"status": r.status, **r.body}))
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    statuses = sorted(int(str(r["status"])) for _, r in replies)
+    assert statuses.count(201) == 1 and 500 not in statuses, replies
+    winner = next(r for _, r in replies if r["status"] == 201)
+    won_fork = next(
+        p
+        for p in forks
+        if p.pack_id.hex() == winner["pack_id"]
+        and p.hash == fleet.registry.store("acme").packs(dev.device_id)[-1].hash
+    )
+    assert all(
+        r["reason"] == "duplicate-seq-different-pack" for _, r in replies if r["status"] == 409
+    )
+    # every request carrying the winning bytes got the winner's answer
+    for i, r in replies:
+        if (forks[i] if i < 8 else same).hash == won_fork.hash:
+            assert {k: v for k, v in r.items()} == winner | {"status": r["status"]}
+    dev.prev, dev.pack_n = won_fork.hash, dev.pack_n + 1
+
+
+def test_past_the_in_flight_bound_the_answer_is_503_with_retry_after(tmp_path: Path) -> None:
+    f = Fleet(tmp_path / "fleet", "sqlite", None, max_inflight=2)
+    try:
+        import http.client
+
+        stuck = []
+        for _ in range(2):  # two uploads whose bodies never finish arriving
+            conn = http.client.HTTPConnection("127.0.0.1", f.port, timeout=30)
+            conn.putrequest("PUT", "/v1/packs/" + "00" * 16)
+            conn.putheader("Content-Type", 'application/cose; cose-type="cose-sign1"')
+            conn.putheader("Content-Length", "1000")
+            conn.endheaders()
+            conn.send(b"\x00" * 10)
+            stuck.append(conn)
+        deadline = time.monotonic() + 10
+        while request(f.port, "GET", "/v1/healthz").body["inflight"] < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        pack = f.devices["acme"][0].pack(1)
+        r = f.gateways["acme"][0].put(f.port, pack)
+        assert (r.status, r.body["reason"]) == (503, "overloaded")
+        assert r.headers["retry-after"] == "1"
+        for conn in stuck:
+            conn.close()
+        deadline = time.monotonic() + 10
+        while request(f.port, "GET", "/v1/healthz").body["inflight"] > 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert f.gateways["acme"][0].put(f.port, pack).status == 201
+        deadline = time.monotonic() + 10  # the 503 reaches the registry's counts
+        while f.registry.refusal_counts().get("overloaded") != 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    finally:
+        f.served.stop()
