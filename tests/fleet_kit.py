@@ -5,18 +5,19 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import secrets
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+import pytest
 import uvicorn
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from hirmem.emulation import postgres
 from hirmem.fleet.app import MEDIA_TYPE, FleetConfig, create_app
 from hirmem.protocol.httpsig import sign_request
 from hirmem.protocol.keys import SigningKey
@@ -137,67 +138,17 @@ def wait_healthy(port: int, timeout: float = 30) -> None:
         time.sleep(0.05)
 
 
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
+def pg_skip() -> pytest.MarkDecorator:
+    """Skip a test where no PostgreSQL server can be started."""
+    reason = postgres.available()
+    return pytest.mark.skipif(reason is not None, reason=reason or "")
 
 
-def pg_available() -> bool:
-    return (PG_BIN / "initdb").exists() and os.geteuid() == 0
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pg_skip())]
 
 
-class PgCluster:
-    """A throwaway PostgreSQL 15 server on loopback under a temp dir (run as postgres)."""
-
-    def __init__(self) -> None:
-        import shutil
-        import subprocess
-        import tempfile
-
-        self._shutil, self._subprocess = shutil, subprocess
-        self.root = Path(tempfile.mkdtemp(prefix="hirmem-pg-"))
-        shutil.chown(self.root, "postgres", "postgres")
-        self.data = self.root / "data"
-        self.port = free_port()
-        self._as_postgres(
-            [
-                str(PG_BIN / "initdb"),
-                "-D",
-                str(self.data),
-                "-U",
-                "postgres",
-                "--auth=trust",
-                "-E",
-                "UTF8",
-                "--no-sync",
-            ]
-        )
-        self._as_postgres(
-            [
-                str(PG_BIN / "pg_ctl"),
-                "-D",
-                str(self.data),
-                "-w",
-                "-l",
-                str(self.root / "log"),
-                "-o",
-                f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
-                "-c max_connections=200",
-                "start",
-            ]
-        )
-        self.admin = f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres"
-
-    def _as_postgres(self, argv: list[str]) -> None:
-        self._subprocess.run(
-            ["runuser", "-u", "postgres", "--", *argv],
-            check=True,
-            stdout=self._subprocess.DEVNULL,
-            stderr=self._subprocess.PIPE,
-        )
-
-    def stop(self) -> None:
-        try:
-            self._as_postgres(
-                [str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop"]
-            )
-        finally:
-            self._shutil.rmtree(self.root, ignore_errors=True)
+@pytest.fixture(scope="module")
+def pg() -> Iterator[postgres.Primary]:
+    """One PostgreSQL primary per test module (each tenant gets a database of its own)."""
+    with postgres.Primary("fleet") as primary:
+        yield primary

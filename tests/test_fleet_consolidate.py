@@ -12,29 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from fleet_kit import PgCluster, pg_available
+import fleet_kit
+from fleet_kit import BACKENDS
 from hirmem.fleet.consolidate import Consolidator
 from hirmem.fleet.registry import Registry
 from hirmem.fleet.tenant import Accepted, TenantStore
 from hirmem.protocol.keys import derive_test_key
 from test_store import Device
 
-BACKENDS = [
-    "sqlite",
-    pytest.param(
-        "postgres",
-        marks=pytest.mark.skipif(
-            not pg_available(), reason="PostgreSQL 15 binaries and root are needed"
-        ),
-    ),
-]
-
-
-@pytest.fixture(scope="module")
-def pg() -> Iterator[PgCluster]:
-    cluster = PgCluster()
-    yield cluster
-    cluster.stop()
+pg = fleet_kit.pg  # the PostgreSQL primary of the module (a fixture)
 
 
 @pytest.fixture(params=BACKENDS)
@@ -42,7 +28,7 @@ def tenant(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Reg
     reg = Registry(tmp_path / "fleet")
     if request.param == "postgres":
         pg = request.getfixturevalue("pg")
-        reg.add_tenant("acme", pg.admin, f"hirmem_acme_{secrets.token_hex(4)}")
+        reg.add_tenant("acme", pg.dsn, f"hirmem_acme_{secrets.token_hex(4)}")
     else:
         reg.add_tenant("acme")
     yield reg, "acme"

@@ -17,36 +17,23 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fleet_kit import Gateway, PgCluster, free_port, pg_available, wait_healthy
+import fleet_kit
+from fleet_kit import BACKENDS, Gateway, free_port, wait_healthy
+from hirmem.emulation import postgres
 from hirmem.fleet.registry import Registry
 from hirmem.protocol.keys import derive_test_key
 from hirmem.protocol.packs import Pack
 from test_store import Device
 
+pg = fleet_kit.pg  # the PostgreSQL primary of the module (a fixture)
+
 ROOT = Path(__file__).resolve().parents[1]
-BACKENDS = [
-    "sqlite",
-    pytest.param(
-        "postgres",
-        marks=pytest.mark.skipif(
-            not pg_available(), reason="PostgreSQL 15 binaries and root are needed"
-        ),
-    ),
-]
 DEVICES, GATEWAYS, CHAIN = 8, 4, 24
-
-
-@pytest.fixture(scope="module")
-def pg() -> Iterator[PgCluster]:
-    cluster = PgCluster()
-    yield cluster
-    cluster.stop()
 
 
 class Node:
@@ -91,8 +78,8 @@ def test_sigkill_mid_ingest_loses_nothing_acknowledged_and_stores_nothing_twice(
     directory = tmp_path / "fleet"
     reg = Registry(directory)
     if backend == "postgres":
-        cluster: PgCluster = request.getfixturevalue("pg")
-        reg.add_tenant("acme", cluster.admin, f"hirmem_kill_{secrets.token_hex(4)}")
+        cluster: postgres.Primary = request.getfixturevalue("pg")
+        reg.add_tenant("acme", cluster.dsn, f"hirmem_kill_{secrets.token_hex(4)}")
     else:
         reg.add_tenant("acme")
     gateways = [Gateway(derive_test_key(f"kill gateway {g}")) for g in range(GATEWAYS)]

@@ -17,28 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from fleet_kit import Gateway, PgCluster, ServedFleet, pg_available, request
+import fleet_kit
+from fleet_kit import BACKENDS, Gateway, ServedFleet, request
+from hirmem.emulation import postgres
 from hirmem.fleet.app import FleetConfig
 from hirmem.fleet.registry import Registry
 from hirmem.protocol.keys import derive_test_key
 from test_store import Device
 
-BACKENDS = [
-    "sqlite",
-    pytest.param(
-        "postgres",
-        marks=pytest.mark.skipif(
-            not pg_available(), reason="PostgreSQL 15 binaries and root are needed"
-        ),
-    ),
-]
-
-
-@pytest.fixture(scope="module")
-def pg() -> Iterator[PgCluster]:
-    cluster = PgCluster()
-    yield cluster
-    cluster.stop()
+pg = fleet_kit.pg  # the PostgreSQL primary of the module (a fixture)
 
 
 class Fleet:
@@ -49,7 +36,7 @@ class Fleet:
         self,
         directory: Path,
         backend: str,
-        pg: PgCluster | None,
+        pg: postgres.Primary | None,
         max_body: int = 65536,
         max_inflight: int = 64,
     ) -> None:
@@ -62,7 +49,7 @@ class Fleet:
             if pg is None:
                 reg.add_tenant(tenant)
             else:
-                reg.add_tenant(tenant, pg.admin, f"hirmem_{tenant}_{suffix}")
+                reg.add_tenant(tenant, pg.dsn, f"hirmem_{tenant}_{suffix}")
             self.gateways[tenant] = []
             for g in range(3):
                 gw = Gateway(derive_test_key(f"fleet gateway {tenant} {g}"))
