@@ -163,8 +163,13 @@ def test_refusals_have_their_status_and_reason_and_are_recorded(fleet: Fleet) ->
     assert (r.status, r.body["reason"]) == (400, "pack-id-mismatch")
     r = gw.put(fleet.port, b"\xa0not cose", "00" * 16)
     assert (r.status, r.body["reason"]) == (400, "malformed")
+    # a revoked device: its next pack is refused, what it sent before stays
+    fleet.registry.revoke_device("acme", dev.device_id)
+    r = gw.put(fleet.port, dev.pack(1, prev=p2.hash, seq=p2.seq + 1))
+    assert (r.status, r.body["reason"]) == (403, "revoked")
     counts = store.refusal_counts()
     assert counts == {
+        "revoked": 1,
         "duplicate-seq-different-pack": 1,
         "broken-chain": 1,
         "unknown-device": 1,
@@ -340,3 +345,38 @@ def test_past_the_in_flight_bound_the_answer_is_503_with_retry_after(tmp_path: P
             time.sleep(0.1)
     finally:
         f.served.stop()
+
+
+@fleet_kit.pg_skip()
+def test_a_tenant_database_that_goes_away_is_503_and_nothing_is_acknowledged(
+    tmp_path: Path,
+) -> None:
+    """The tenant's PostgreSQL killed: uploads are answered 503 storage-unavailable with
+    Retry-After (recorded in the registry), none acknowledged; restarted, the same
+    uploads are stored, each once."""
+    with postgres.Primary("fleet-gone") as primary:
+        f = Fleet(tmp_path / "fleet", "postgres", primary)
+        try:
+            gw, dev = f.gateways["acme"][0], f.devices["acme"][0]
+            assert gw.put(f.port, dev.pack(2)).status == 201
+            port = primary.port
+            primary.kill()
+            pending = [dev.pack(2) for _ in range(3)]
+            r = gw.put(f.port, pending[0])
+            assert (r.status, r.body["reason"]) == (503, "storage-unavailable")
+            assert r.headers["retry-after"] == "1"
+            assert f.registry.refusal_counts()["storage-unavailable"] >= 1
+            primary.restart()  # on another port: the placement moves the tenant there
+            tenant = f.registry.tenant("acme")
+            assert tenant is not None
+            location = tenant.location.replace(f"port={port}", "")
+            f.registry.move_tenant("acme", f"{location} port={primary.port}")
+            for pack in pending:
+                for _ in range(20):  # the pool drops each broken connection it meets
+                    r = gw.put(f.port, pack)
+                    if r.status != 503:
+                        break
+                assert r.status == 201, r.body
+            assert f.counts("acme")["packs"] == 4 and f.counts("acme")["records"] == 8
+        finally:
+            f.served.stop()

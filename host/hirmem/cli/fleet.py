@@ -3,10 +3,12 @@
     hirmem fleet serve [--database-dir fleet] [--host 127.0.0.1] [--port 8470] [--workers N]
     hirmem fleet tenant add NAME [--postgres CONNINFO [--pg-database DB]] [--json]
     hirmem fleet tenant list [--json]
+    hirmem fleet tenant move NAME --postgres CONNINFO   # after a failover
     hirmem fleet gateway add --tenant T (--public-key HEX | --key FILE [--new-key]) [--json]
     hirmem fleet gateway revoke KEYID
     hirmem fleet gateway list [--json]
     hirmem fleet device add --tenant T --device-id HEX (--public-key HEX | --key FILE) [--json]
+    hirmem fleet device revoke --tenant T --device-id HEX
     hirmem fleet status [--json]                    # per tenant: devices, packs, refusals
     hirmem fleet consolidate [--tenant T] [--every S]
     hirmem fleet recall --tenant T TEXT [-k 5] [--json]
@@ -81,6 +83,19 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     tadd.add_argument("--pg-database", help="the new database's name (default hirmem_<name>)")
     _leaf(tsub, "list", table=True, help="tenants and where their stores are")
+    tmove = _leaf(
+        tsub,
+        "move",
+        table=True,
+        help="point a PostgreSQL tenant at the server now holding its database",
+    )
+    tmove.add_argument("name")
+    tmove.add_argument(
+        "--postgres",
+        required=True,
+        metavar="CONNINFO",
+        help="the tenant database's conninfo there (a promoted standby, ...)",
+    )
 
     gw = sub.add_parser("gateway", help="gateways: add, revoke, list")
     gsub = gw.add_subparsers(dest="gateway_command", required=True)
@@ -99,6 +114,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     dadd.add_argument("--device-id", required=True, help="16 hex digits")
     _key_options(dadd, new=False)
     dadd.add_argument("--label", default="")
+    drev = _leaf(dsub, "revoke", help="refuse a device's packs from now on (its stored ones stay)")
+    drev.add_argument("--tenant", required=True)
+    drev.add_argument("--device-id", required=True, help="16 hex digits")
 
     _leaf(sub, "status", table=True, help="per tenant: devices, packs, records, refusals")
     cons = _leaf(
@@ -219,6 +237,10 @@ def run(args: argparse.Namespace) -> int:
             return _tenant(args, reg)
         if cmd == "gateway":
             return _gateway(args, reg)
+        if cmd == "device" and args.device_command == "revoke":
+            reg.revoke_device(args.tenant, _device_id(args.device_id))
+            print(f"device {args.device_id} revoked for tenant {args.tenant}")
+            return 0
         if cmd == "device":
             device_id = _device_id(args.device_id)
             reg.add_device(args.tenant, device_id, _public_key(args), args.label)
@@ -248,8 +270,9 @@ def _device_id(text: str) -> bytes:
 
 def _tenant(args: argparse.Namespace, reg: Any) -> int:
     if args.tenant_command == "add":
-        t = reg.add_tenant(args.name, args.postgres, args.pg_database)
-        rows = [t]
+        rows = [reg.add_tenant(args.name, args.postgres, args.pg_database)]
+    elif args.tenant_command == "move":
+        rows = [reg.move_tenant(args.name, args.postgres)]
     else:
         rows = reg.tenants()
     data = [{"tenant": t.name, "backend": t.backend, "location": _safe(t.location)} for t in rows]

@@ -186,15 +186,25 @@ class FleetNode:
         except HttpSignatureError as exc:
             return self.refuse(exc.reason, "", exc.detail)
         tenant = tenant_of[keyid]
-        store = self.registry.store(tenant)
 
         def elsewhere(kid: bytes) -> bool:
             holder = self.registry.device_tenant(kid)
             return holder is not None and holder != tenant
 
-        outcome = store.take(pack_id, body, keyid, elsewhere)
-        if isinstance(outcome, Refused):
-            return problem(outcome.reason, outcome.detail)  # recorded by the store
+        try:
+            outcome = self.registry.store(tenant).take(pack_id, body, keyid, elsewhere)
+        except Exception as exc:  # the tenant's database, not the upload: retry later
+            log.warning("tenant %s: the store failed: %s", tenant, exc)
+            return self.refuse(
+                "storage-unavailable",
+                keyid,
+                f"tenant store: {type(exc).__name__}; nothing was stored",
+                retry_after=self.config.retry_after,
+            )
+        if isinstance(outcome, Refused):  # recorded by the store
+            if STATUS[outcome.reason] == 503:
+                return problem(outcome.reason, outcome.detail, retry_after=self.config.retry_after)
+            return problem(outcome.reason, outcome.detail)
         assert isinstance(outcome, Accepted)
         return JSONResponse(outcome.answer(), 201 if outcome.first else 200)
 

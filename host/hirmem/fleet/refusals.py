@@ -32,6 +32,7 @@ STATUS: dict[str, int] = {
     "too-large": 413,
     "unsupported-media-type": 415,
     "overloaded": 503,
+    "storage-unavailable": 503,  # the tenant's database failed: nothing stored, retry
 }
 
 # the daemon's pack refusal codes (protocol SPEC §8.4) as fleet reasons

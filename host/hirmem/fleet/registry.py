@@ -98,6 +98,7 @@ class Registry:
         self.pg_pool = pg_pool
         self._lock = threading.Lock()
         self._stores: dict[str, TenantStore] = {}
+        self._where: dict[str, str] = {}  # the location each open store was opened at
         try:
             self._db = sqlite3.connect(
                 str(self.directory / "fleet.db"),
@@ -174,21 +175,40 @@ class Registry:
         return TenantStore(backend, tenant.name)
 
     def store(self, name: str) -> TenantStore:
-        """The tenant's store, opened once per registry."""
-        with self._lock:
-            found = self._stores.get(name)
-        if found is not None:
-            return found
+        """The tenant's store, opened once per registry and opened again when the
+        placement moved it (:meth:`move_tenant`, read on every call: a process serving
+        the tenant follows a failover from its next request)."""
         tenant = self.tenant(name)
         if tenant is None:
             raise RegistryError(f"no tenant {name}")
+        with self._lock:
+            found = self._stores.get(name)
+            if found is not None and self._where.get(name) == tenant.location:
+                return found
         opened = self.open_tenant(tenant)
         with self._lock:
-            if name in self._stores:
+            old = self._stores.get(name)
+            if old is not None and self._where.get(name) == tenant.location:
                 opened.close()
-                return self._stores[name]
-            self._stores[name] = opened
-            return opened
+                return old
+            self._stores[name], self._where[name] = opened, tenant.location
+        if old is not None:
+            old.close()  # its transactions still running finish on their connections
+        return opened
+
+    def move_tenant(self, name: str, postgres: str) -> Tenant:
+        """Point a PostgreSQL tenant at another server holding its database (a promoted
+        standby, a cluster it was copied to): ``postgres`` is the database's conninfo.
+        The store there is opened (and its schema checked) before the move is written."""
+        tenant = self.tenant(name)
+        if tenant is None:
+            raise RegistryError(f"no tenant {name}")
+        if tenant.backend != "postgres":
+            raise RegistryError(f"tenant {name} is on SQLite; only PostgreSQL tenants move")
+        moved = Tenant(name, "postgres", postgres)
+        self.open_tenant(moved).close()
+        self._write("UPDATE tenants SET location = ? WHERE name = ?", (postgres, name))
+        return moved
 
     # ---- gateways ------------------------------------------------------------------------
 
