@@ -174,41 +174,9 @@ def run_one(
 ) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="hirmem-bench-fleet-") as tmp:
         directory = Path(tmp) / "fleet"
-        reg = Registry(directory)
-        if backend == "postgres":
-            assert pg_dsn is not None
-            reg.add_tenant("bench", pg_dsn, f"hirmem_bench_{secrets.token_hex(4)}")
-        else:
-            reg.add_tenant("bench")
-        for gw in gateways:
-            reg.add_gateway("bench", gw.public.raw)
-        for i, key in enumerate(devices):
-            reg.add_device("bench", device_id(i), key.public.raw)
-        reg.close()
+        setup_fleet(directory, backend, gateways, devices, pg_dsn)
         port = free_port()
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "hirmem.cli",
-                "fleet",
-                "serve",
-                "--database-dir",
-                str(directory),
-                "--port",
-                str(port),
-                "--workers",
-                str(processes),
-                "--consolidate-every",
-                "0",
-                "--max-inflight",
-                "256",
-            ],
-            env=dict(os.environ, PYTHONPATH=str(ROOT / "host")),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
+        server = start_node(directory, port, processes)
         try:
             wait_healthy(port)
             time.sleep(0.5 * processes)  # every worker process up
@@ -246,6 +214,89 @@ def run_one(
         "retried": float(sum(r[1] for r in results)),
         "wall_s": wall,
     }
+
+
+def start_node(directory: Path, port: int, processes: int) -> subprocess.Popen[bytes]:
+    argv = [
+        "fleet",
+        "serve",
+        "--database-dir",
+        str(directory),
+        "--port",
+        str(port),
+        "--workers",
+        str(processes),
+        "--consolidate-every",
+        "0",
+        "--max-inflight",
+        "256",
+    ]
+    return subprocess.Popen(
+        [sys.executable, "-m", "hirmem.cli", *argv],
+        env=dict(os.environ, PYTHONPATH=str(ROOT / "host")),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+
+
+def setup_fleet(
+    directory: Path,
+    backend: str,
+    gateways: list[SigningKey],
+    devices: list[SigningKey],
+    pg_dsn: str | None,
+) -> None:
+    reg = Registry(directory)
+    if backend == "postgres":
+        assert pg_dsn is not None
+        reg.add_tenant("bench", pg_dsn, f"hirmem_bench_{secrets.token_hex(4)}")
+    else:
+        reg.add_tenant("bench")
+    for gw in gateways:
+        reg.add_gateway("bench", gw.public.raw)
+    for i, key in enumerate(devices):
+        reg.add_device("bench", device_id(i), key.public.raw)
+    reg.close()
+
+
+def recovery_after_sigkill(
+    backend: str,
+    args: argparse.Namespace,
+    chains: list[Chain],
+    gateways: list[SigningKey],
+    devices: list[SigningKey],
+    pg_dsn: str | None,
+) -> tuple[float, float]:
+    """(seconds from SIGKILL to the restarted node's first stored upload, of which the
+    process start), uploads running when the node is killed."""
+    with tempfile.TemporaryDirectory(prefix="hirmem-bench-fleet-") as tmp:
+        directory = Path(tmp) / "fleet"
+        setup_fleet(directory, backend, gateways, devices, pg_dsn)
+        port = free_port()
+        server = start_node(directory, port, 1)
+        wait_healthy(port)
+        queue: mp.Queue = mp.Queue()  # type: ignore[type-arg]
+        seeds = [g.seed() for g in gateways]
+        load = mp.Process(target=client, args=(port, chains[1:], seeds, 4, queue))
+        load.start()
+        time.sleep(1.0)
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait(30)
+        killed = time.perf_counter()
+        server = start_node(directory, port, 1)
+        try:
+            wait_healthy(port, 120)
+            healthy = time.perf_counter()
+            client(port, [chains[0][:1]], seeds, 1, queue)  # one upload, answered
+            queue.get()  # its own result; the load's comes after
+            stored = time.perf_counter()
+            queue.get()
+            load.join(120)
+        finally:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(60)
+    return stored - killed, healthy - killed
 
 
 def device_id(i: int) -> bytes:
@@ -366,6 +417,16 @@ def main() -> int:
                     f"{r['p99_ms']:>8.1f} {int(r['retried']):>6} {r['wall_s']:>7.1f}",
                     flush=True,
                 )
+        print()
+        for backend in backends:
+            total, start = recovery_after_sigkill(
+                backend, args, chains, gateways, devices, primary.dsn if primary else None
+            )
+            print(
+                f"recovery after SIGKILL mid-ingest, {backend}: {total:.2f} s to the first "
+                f"stored upload ({start:.2f} s of it the process start)",
+                flush=True,
+            )
     finally:
         if primary is not None:
             primary.close()
