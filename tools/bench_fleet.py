@@ -184,6 +184,7 @@ def run_one(
             per = args.concurrency // args.clients
             shares = [chains[c :: args.clients] for c in range(args.clients)]
             seeds = [g.seed() for g in gateways]
+            cpu_before = group_cpu_seconds(server.pid)
             start = time.perf_counter()
             procs = [
                 mp.Process(target=client, args=(port, share, seeds, per, queue)) for share in shares
@@ -192,6 +193,7 @@ def run_one(
                 p.start()
             results = [queue.get() for _ in procs]
             wall = time.perf_counter() - start
+            server_cpu = group_cpu_seconds(server.pid) - cpu_before
             for p in procs:
                 p.join()
         finally:
@@ -213,6 +215,7 @@ def run_one(
         "p99_ms": 1000 * latencies[int(0.99 * (len(latencies) - 1))],
         "retried": float(sum(r[1] for r in results)),
         "wall_s": wall,
+        "cpu_ms": 1000 * server_cpu / max(stored, 1),
     }
 
 
@@ -297,6 +300,68 @@ def recovery_after_sigkill(
             os.killpg(server.pid, signal.SIGTERM)
             server.wait(60)
     return stored - killed, healthy - killed
+
+
+def judge_rate(
+    backend: str,
+    chains: list[Chain],
+    gateways: list[SigningKey],
+    devices: list[SigningKey],
+    pg_dsn: str | None,
+) -> tuple[float, float]:
+    """Uploads judged per second in one thread without HTTP (the signature checked, the
+    pack verified and stored, as :meth:`FleetNode.judge` does behind the ASGI app), and
+    the CPU ms of each."""
+    from hirmem.fleet.app import FleetConfig, FleetNode
+
+    with tempfile.TemporaryDirectory(prefix="hirmem-bench-fleet-") as tmp:
+        directory = Path(tmp) / "fleet"
+        setup_fleet(directory, backend, gateways, devices, pg_dsn)
+        node = FleetNode(FleetConfig(directory))
+        authority, requests = "fleet.example:8470", []
+        for n, chain in enumerate(chains):
+            key = Ed25519PrivateKey.from_private_bytes(gateways[n % len(gateways)].seed())
+            keyid = gateways[n % len(gateways)].kid.hex()
+            for pid, body in chain:
+                headers = {"content-type": MEDIA_TYPE}
+                headers |= {
+                    k.lower(): v
+                    for k, v in sign_request(
+                        "PUT",
+                        authority,
+                        f"/v1/packs/{pid}",
+                        headers,
+                        body,
+                        key,
+                        keyid,
+                        int(time.time()),
+                        secrets.token_hex(8),
+                    ).items()
+                }
+                requests.append((pid, body, headers))
+        cpu, start = time.process_time(), time.perf_counter()
+        for pid, body, headers in requests:
+            answer = node.judge("PUT", authority, f"/v1/packs/{pid}", headers, pid, body)
+            assert answer.status_code == 201, answer.body
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+        node.registry.close()
+    return len(requests) / wall, 1000 * cpu / len(requests)
+
+
+def group_cpu_seconds(pgid: int) -> float:
+    """CPU time (user + system) of the live processes in process group ``pgid``."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:  # pgrp; utime, stime are fields 14, 15 of stat
+            total += int(fields[11]) + int(fields[12])
+    return total / tick
 
 
 def device_id(i: int) -> bytes:
@@ -402,10 +467,19 @@ def main() -> int:
                     f"ceiling: PostgreSQL rows of one pack per transaction, {c} "
                     f"connection{'s' if c > 1 else ''}: {rate:,.0f} packs/s"
                 )
+        for backend in backends:
+            rate, ms = judge_rate(
+                backend, chains, gateways, devices, primary.dsn if primary else None
+            )
+            print(
+                f"ceiling: judged without HTTP, one thread, {backend}: {rate:,.0f} packs/s "
+                f"({ms:.2f} ms CPU each)",
+                flush=True,
+            )
         print()
         print(
             f"{'backend':<10} {'processes':>9} {'packs/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
-            f"{'503s':>6} {'wall s':>7}"
+            f"{'503s':>6} {'wall s':>7} {'node CPU ms/pack':>17}"
         )
         for backend in backends:
             for n in (int(x) for x in args.processes.split(",")):
@@ -414,7 +488,8 @@ def main() -> int:
                 )
                 print(
                     f"{backend:<10} {n:>9} {r['packs_s']:>9,.0f} {r['p50_ms']:>8.1f} "
-                    f"{r['p99_ms']:>8.1f} {int(r['retried']):>6} {r['wall_s']:>7.1f}",
+                    f"{r['p99_ms']:>8.1f} {int(r['retried']):>6} {r['wall_s']:>7.1f} "
+                    f"{r['cpu_ms']:>17.2f}",
                     flush=True,
                 )
         print()
