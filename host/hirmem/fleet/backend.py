@@ -47,6 +47,9 @@ class Backend(Protocol):
     def transaction(self) -> Any:  # a context manager yielding a Tx
         ...
 
+    def reading(self) -> Any:  # a context manager yielding a Tx that only reads
+        ...
+
     def schema(self, ddl: str) -> str: ...
 
     def close(self) -> None: ...
@@ -72,6 +75,8 @@ class SqliteBackend:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
+        self._local = threading.local()  # each thread's read connection
+        self._readers: list[sqlite3.Connection] = []
         try:
             self._db = sqlite3.connect(
                 str(self.path), isolation_level=None, check_same_thread=False, timeout=30
@@ -97,9 +102,30 @@ class SqliteBackend:
                         self._db.execute("ROLLBACK")
                 raise
 
+    @contextmanager
+    def reading(self) -> Iterator[Tx]:
+        """A snapshot on this thread's own connection: WAL readers never wait for the
+        writer (nor take its lock), in this process or another."""
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(
+                str(self.path), isolation_level=None, check_same_thread=False, timeout=30
+            )
+            self._local.db = db
+            with self._lock:
+                self._readers.append(db)
+        db.execute("BEGIN")
+        try:
+            yield _SqliteTx(db)
+        finally:
+            db.execute("COMMIT")
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
+            for db in self._readers:
+                db.close()
+            self._readers.clear()
 
 
 class _PgTx:
@@ -170,6 +196,9 @@ class PostgresBackend:
                     self._idle.put(conn)
         finally:
             self._slots.release()
+
+    def reading(self) -> Any:
+        return self.transaction()  # READ COMMITTED: a read takes no lock a writer waits on
 
     def close(self) -> None:
         with self._lock:

@@ -233,7 +233,7 @@ class TenantStore:
             "FROM devices WHERE kid = ?"
         )
         if tx is None:
-            with self.backend.transaction() as own:
+            with self.backend.reading() as own:
                 rows = own.rows(sql, (kid,))
         else:
             rows = tx.rows(sql, (kid,))
@@ -280,7 +280,7 @@ class TenantStore:
                 pack.seq,
                 f"the address names {path_id[:40]}, the pack is {pack.pack_id.hex()}",
             )
-        with self.backend.transaction() as tx:
+        with self.backend.reading() as tx:
             stored = self._stored(tx, "hash = ?", digest)
             device = None if stored is not None else self.device_by_kid(pack.kid, tx)
         if stored is not None:
@@ -319,7 +319,7 @@ class TenantStore:
         return self._store(verified.pack, device, gateway)
 
     def _seq_taken(self, pack: Pack) -> bool:
-        with self.backend.transaction() as tx:
+        with self.backend.reading() as tx:
             return bool(
                 tx.rows(
                     "SELECT 1 FROM packs WHERE kid = ? AND seq = ?", (pack.kid, pack.seq - _U64)
@@ -370,11 +370,15 @@ class TenantStore:
                     pack.encoded,
                 ),
             )[0][0]
+            rows: list[object] = []
             for idx, rec in enumerate(pack.items):
                 assert isinstance(rec, Record)
+                rows += (pack_n, idx, rec.id, rec.hash, cbor.encode(rec.to_wire()))
+            if pack.items:  # one statement, one round trip to a server
                 tx.run(
-                    "INSERT INTO records (pack_n, idx, id, hash, wire) VALUES (?, ?, ?, ?, ?)",
-                    (pack_n, idx, rec.id, rec.hash, cbor.encode(rec.to_wire())),
+                    "INSERT INTO records (pack_n, idx, id, hash, wire) VALUES "
+                    + ", ".join(["(?, ?, ?, ?, ?)"] * len(pack.items)),
+                    rows,
                 )
             tx.run("INSERT INTO jobs (pack_n, enqueued) VALUES (?, ?)", (pack_n, t))
         return Accepted(pack.pack_id, pack.signer, pack.seq, len(pack.items), t, True)
@@ -433,7 +437,7 @@ class TenantStore:
     def refusal_counts(self) -> dict[str, int]:
         """Offers refused, by reason: the digests kept and those rotated out."""
         counts: dict[str, int] = {}
-        with self.backend.transaction() as tx:
+        with self.backend.reading() as tx:
             for reason, offers in tx.rows(
                 "SELECT reason, sum(offers) FROM refusals GROUP BY reason"
             ):
@@ -444,7 +448,7 @@ class TenantStore:
 
     def refusals(self) -> list[tuple[bytes, str, int, str]]:
         """The digests kept: (sha256, reason, offers, detail), oldest first."""
-        with self.backend.transaction() as tx:
+        with self.backend.reading() as tx:
             rows = tx.rows(
                 "SELECT sha256, reason, offers, detail FROM refusals ORDER BY first_at, sha256"
             )
@@ -475,13 +479,13 @@ class TenantStore:
                 tx.run("UPDATE jobs SET done_at = ? WHERE n = ?", (now_ms(), job.n))
 
     def open_jobs(self) -> int:
-        with self.backend.transaction() as tx:
+        with self.backend.reading() as tx:
             return int(tx.rows("SELECT count(*) FROM jobs WHERE done_at IS NULL")[0][0])
 
     def pack_by_n(self, pack_n: int) -> tuple[Pack, int]:
         """A stored pack verified again with its device's key (the store is not trusted),
         and when it was stored."""
-        with self.backend.transaction() as tx:
+        with self.backend.reading() as tx:
             rows = tx.rows(
                 "SELECT p.raw, d.device_id, d.public_key, p.received FROM packs p JOIN devices d "
                 "ON d.device_id = p.device_id WHERE p.n = ?",
@@ -495,7 +499,7 @@ class TenantStore:
     # ---- the IntakeReader (memory engine, semantic substrate) ------------------------------
 
     def devices(self) -> list[DeviceRow]:
-        with self.backend.transaction() as tx:
+        with self.backend.reading() as tx:
             rows = tx.rows(
                 "SELECT device_id, public_key, kid, label, registered, head_seq, "
                 "head_hash FROM devices ORDER BY device_id"
@@ -518,7 +522,7 @@ class TenantStore:
 
     def packs(self, device_id: bytes | None = None) -> list[StoredPack]:
         sql = "SELECT pack_id, device_id, seq, hash, prev, created, received, nrecords FROM packs"
-        with self.backend.transaction() as tx:
+        with self.backend.reading() as tx:
             if device_id is None:
                 rows = tx.rows(sql + " ORDER BY device_id, seq")
             else:
@@ -533,7 +537,7 @@ class TenantStore:
     def packs_since(self, after: int = 0, limit: int = 100) -> list[tuple[int, Pack]]:
         """Accepted packs by store order (on PostgreSQL a later commit may hold a lower
         number: followers there use the job queue, :meth:`claim`)."""
-        with self.backend.transaction() as tx:
+        with self.backend.reading() as tx:
             rows = tx.rows(
                 "SELECT p.n, p.raw, d.device_id, d.public_key FROM packs p JOIN "
                 "devices d ON d.device_id = p.device_id WHERE p.n > ? ORDER BY p.n "
@@ -546,7 +550,7 @@ class TenantStore:
         ]
 
     def records(self, after: int = 0, limit: int = 1000) -> list[tuple[int, Record, bytes]]:
-        with self.backend.transaction() as tx:
+        with self.backend.reading() as tx:
             rows = tx.rows(
                 "SELECT r.n, r.wire, p.pack_id FROM records r JOIN packs p ON "
                 "p.n = r.pack_n WHERE r.n > ? ORDER BY r.n LIMIT ?",
@@ -556,7 +560,7 @@ class TenantStore:
 
     def record_conflicts(self) -> list[tuple[bytes, bytes, int, bytes]]:
         """Records whose id an earlier, different record holds (a device that reused ids)."""
-        with self.backend.transaction() as tx:
+        with self.backend.reading() as tx:
             rows = tx.rows(
                 "SELECT r.id, p.pack_id, r.idx, r.hash FROM records r JOIN packs p ON "
                 "p.n = r.pack_n WHERE EXISTS (SELECT 1 FROM records o WHERE o.id = r.id AND "
@@ -566,7 +570,7 @@ class TenantStore:
 
     def record_origin(self, record_id: bytes) -> tuple[bytes, bytes, bytes] | None:
         """(pack_id, device_id, kid) of the first pack that carried a record."""
-        with self.backend.transaction() as tx:
+        with self.backend.reading() as tx:
             rows = tx.rows(
                 "SELECT p.pack_id, p.device_id, p.kid FROM records r JOIN packs p "
                 "ON p.n = r.pack_n WHERE r.id = ? ORDER BY r.n LIMIT 1",
@@ -575,7 +579,7 @@ class TenantStore:
         return None if not rows else (bytes(rows[0][0]), bytes(rows[0][1]), bytes(rows[0][2]))
 
     def counts(self) -> dict[str, int]:
-        with self.backend.transaction() as tx:
+        with self.backend.reading() as tx:
             return {
                 t: int(tx.rows(f"SELECT count(*) FROM {t}")[0][0])
                 for t in ("devices", "packs", "records", "jobs")
