@@ -54,6 +54,12 @@ def test_recall_at_the_fleet_traces_every_answer_to_device_pack_and_key(
     reg, name = tenant
     devices = fill(reg, name)
     store = reg.store(name)
+    # the store reads as the daemon's intake does (the IntakeReader the engine follows)
+    recs = store.records(0, 1000)
+    assert len(recs) == 60 and [n for n, _, _ in recs] == sorted(n for n, _, _ in recs)
+    assert all(rec.id[:8] == pid[:8] for _, rec, pid in recs)
+    assert len({rec.id for _, rec, _ in recs}) == 60 and store.record_conflicts() == []
+    assert [n for n, _ in store.packs_since(0, 5)] == [n for n, _ in store.packs_since(0, 100)][:5]
     worker = Consolidator(tmp_path / "fleet", "w1")
     try:
         report = worker.run(name, store, limit=100)

@@ -35,6 +35,7 @@ from hirmem.protocol import cbor
 from hirmem.protocol.errors import HirmemError, PackError
 from hirmem.protocol.keys import ID_SIZE, PublicKey, key_id
 from hirmem.protocol.packs import (
+    HDR_KID,
     ChainHead,
     Pack,
     PackKind,
@@ -86,7 +87,6 @@ CREATE TABLE IF NOT EXISTS records (
     idx         INTEGER NOT NULL,
     id          {bytes} NOT NULL,
     hash        {bytes} NOT NULL,
-    wire        {bytes} NOT NULL,
     UNIQUE (pack_n, idx)
 );
 CREATE INDEX IF NOT EXISTS records_id ON records(id);
@@ -266,44 +266,20 @@ class TenantStore:
     def _judge(
         self, path_id: str, data: bytes, gateway: str, elsewhere: Elsewhere
     ) -> Accepted | Refused | None:
+        """One round: the answer, or None when the chain head moved under it."""
         digest = hashlib.sha256(data).digest()
-        try:
-            pack = read_unverified(data, PackKind.MEMORY)
-        except PackError as exc:
-            return self._refuse(data, gateway, PACK_REASONS[_reason(exc)], None, None, exc.detail)
-        if path_id != pack.pack_id.hex():
-            return self._refuse(
-                data,
-                gateway,
-                "pack-id-mismatch",
-                pack.signer,
-                pack.seq,
-                f"the address names {path_id[:40]}, the pack is {pack.pack_id.hex()}",
-            )
+        kid = _peek_kid(data)  # the payload is decoded once, by verify_pack below
         with self.backend.reading() as tx:
             stored = self._stored(tx, "hash = ?", digest)
-            device = None if stored is not None else self.device_by_kid(pack.kid, tx)
+            device = None if stored is not None or kid is None else self.device_by_kid(kid, tx)
         if stored is not None:
+            if stored.pack_id.hex() != path_id:
+                return self._mismatch(
+                    data, gateway, path_id, stored.device, stored.seq, stored.pack_id
+                )
             return stored
-        if device is None:
-            reason = "device-of-another-tenant" if elsewhere(pack.kid) else "unknown-device"
-            return self._refuse(
-                data,
-                gateway,
-                reason,
-                pack.signer,
-                pack.seq,
-                f"no device of this tenant has key {pack.kid.hex()}",
-            )
-        if device.revoked:
-            return self._refuse(
-                data,
-                gateway,
-                "revoked",
-                pack.signer,
-                pack.seq,
-                f"device {device.device_id.hex()} is revoked",
-            )
+        if device is None or device.revoked:
+            return self._refuse_unverified(data, gateway, path_id, device, elsewhere)
         keys = {
             device.kid: TrustedKey(PublicKey(device.public_key), device.device_id, PackKind.MEMORY)
         }
@@ -311,20 +287,44 @@ class TenantStore:
             verified = verify_pack(data, keys, device.head, PackKind.MEMORY, require_chain=True)
         except PackError as exc:
             reason = PACK_REASONS[_reason(exc)]
-            if reason == "rollback" and self._seq_taken(pack):
+            seq = exc.seq if exc.pack_id != bytes(16) else None
+            if reason == "rollback" and seq is not None and self._seq_taken(device.kid, seq):
                 reason = "duplicate-seq-different-pack"
-            return self._refuse(data, gateway, reason, pack.signer, pack.seq, exc.detail)
+            return self._refuse(data, gateway, reason, device.device_id, seq, exc.detail)
+        pack = verified.pack
+        if pack.pack_id.hex() != path_id:
+            return self._mismatch(data, gateway, path_id, pack.signer, pack.seq, pack.pack_id)
         if verified.duplicate:  # the head itself: stored, found by hash on the next round
             return None
-        return self._store(verified.pack, device, gateway)
+        return self._store(pack, device, gateway)
 
-    def _seq_taken(self, pack: Pack) -> bool:
+    def _mismatch(
+        self, data: bytes, gateway: str, path_id: str, device: bytes, seq: int, pack_id: bytes
+    ) -> Refused:
+        detail = f"the address names {path_id[:40]}, the pack is {pack_id.hex()}"
+        return self._refuse(data, gateway, "pack-id-mismatch", device, seq, detail)
+
+    def _refuse_unverified(
+        self, data: bytes, gateway: str, path_id: str, device: Device | None, elsewhere: Elsewhere
+    ) -> Refused:
+        """The refusal of a pack no device of this tenant may send (unknown, revoked, or
+        not a pack at all), with what the pack says of itself, unverified."""
+        try:
+            pack = read_unverified(data, PackKind.MEMORY)
+        except PackError as exc:
+            return self._refuse(data, gateway, PACK_REASONS[_reason(exc)], None, None, exc.detail)
+        if pack.pack_id.hex() != path_id:
+            return self._mismatch(data, gateway, path_id, pack.signer, pack.seq, pack.pack_id)
+        if device is not None:
+            detail = f"device {device.device_id.hex()} is revoked"
+            return self._refuse(data, gateway, "revoked", pack.signer, pack.seq, detail)
+        reason = "device-of-another-tenant" if elsewhere(pack.kid) else "unknown-device"
+        detail = f"no device of this tenant has key {pack.kid.hex()}"
+        return self._refuse(data, gateway, reason, pack.signer, pack.seq, detail)
+
+    def _seq_taken(self, kid: bytes, seq: int) -> bool:
         with self.backend.reading() as tx:
-            return bool(
-                tx.rows(
-                    "SELECT 1 FROM packs WHERE kid = ? AND seq = ?", (pack.kid, pack.seq - _U64)
-                )
-            )
+            return bool(tx.rows("SELECT 1 FROM packs WHERE kid = ? AND seq = ?", (kid, seq - _U64)))
 
     def _stored(self, tx: Tx, where: str, *args: object) -> Accepted | None:
         rows = tx.rows(
@@ -370,14 +370,14 @@ class TenantStore:
                     pack.encoded,
                 ),
             )[0][0]
-            rows: list[object] = []
+            rows: list[object] = []  # the record itself stays in the pack's bytes
             for idx, rec in enumerate(pack.items):
                 assert isinstance(rec, Record)
-                rows += (pack_n, idx, rec.id, rec.hash, cbor.encode(rec.to_wire()))
+                rows += (pack_n, idx, rec.id, rec.hash)
             if pack.items:  # one statement, one round trip to a server
                 tx.run(
-                    "INSERT INTO records (pack_n, idx, id, hash, wire) VALUES "
-                    + ", ".join(["(?, ?, ?, ?, ?)"] * len(pack.items)),
+                    "INSERT INTO records (pack_n, idx, id, hash) VALUES "
+                    + ", ".join(["(?, ?, ?, ?)"] * len(pack.items)),
                     rows,
                 )
             tx.run("INSERT INTO jobs (pack_n, enqueued) VALUES (?, ?)", (pack_n, t))
@@ -550,13 +550,32 @@ class TenantStore:
         ]
 
     def records(self, after: int = 0, limit: int = 1000) -> list[tuple[int, Record, bytes]]:
+        """Stored records by store order, (n, record, pack id), read from their packs."""
         with self.backend.reading() as tx:
             rows = tx.rows(
-                "SELECT r.n, r.wire, p.pack_id FROM records r JOIN packs p ON "
-                "p.n = r.pack_n WHERE r.n > ? ORDER BY r.n LIMIT ?",
+                "SELECT r.n, r.idx, r.pack_n FROM records r WHERE r.n > ? ORDER BY r.n LIMIT ?",
                 (after, limit),
             )
-        return [(int(n), Record.from_wire(cbor.decode(bytes(w))), bytes(p)) for n, w, p in rows]
+            wanted = sorted({int(r[2]) for r in rows})
+            raws = (
+                {
+                    int(n): bytes(raw)
+                    for n, raw in tx.rows(
+                        f"SELECT n, raw FROM packs WHERE n IN ({', '.join('?' * len(wanted))})",
+                        wanted,
+                    )
+                }
+                if wanted
+                else {}
+            )
+        packs = {n: read_unverified(raw, PackKind.MEMORY) for n, raw in raws.items()}
+        out = []
+        for n, idx, pack_n in rows:
+            pack = packs[int(pack_n)]
+            rec = pack.items[int(idx)]
+            assert isinstance(rec, Record)
+            out.append((int(n), rec, pack.pack_id))
+        return out
 
     def record_conflicts(self) -> list[tuple[bytes, bytes, int, bytes]]:
         """Records whose id an earlier, different record holds (a device that reused ids)."""
@@ -584,6 +603,17 @@ class TenantStore:
                 t: int(tx.rows(f"SELECT count(*) FROM {t}")[0][0])
                 for t in ("devices", "packs", "records", "jobs")
             }
+
+
+def _peek_kid(data: bytes) -> bytes | None:
+    """The key id in a pack's protected header, read without decoding its payload; None
+    for anything that is not so (read_unverified then says precisely what is wrong)."""
+    try:
+        outer = cbor.decode(data)
+        kid = cbor.decode(outer.value[0])[HDR_KID]
+    except Exception:
+        return None
+    return kid if type(kid) is bytes else None
 
 
 def _reason(exc: PackError) -> Reason:
