@@ -24,6 +24,7 @@ engine and the semantic substrate read a tenant as they read a daemon's intake.
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ __all__ = ["Accepted", "Refused", "TenantStore", "TenantStoreError"]
 REFUSALS_KEPT = 10_000  # digests kept per tenant; older ones become per-reason counts
 REFUSAL_DETAIL = 240
 CAS_ROUNDS = 64  # judgements of one upload while other uploads keep moving its head
+GROUP_MAX = 64  # packs in one SQLite group commit
 
 # every u64 (seq, created) is stored as value - 2**63: signed 64-bit columns, order kept
 _U64 = 1 << 63
@@ -186,6 +188,7 @@ class TenantStore:
     def __init__(self, backend: Backend, name: str = "") -> None:
         self.backend = backend
         self.name = name
+        self._group = GroupCommit(self) if backend.kind == "sqlite" else None
         with backend.transaction() as tx:
             for statement in backend.schema(SCHEMA).split(";"):
                 if statement.strip():
@@ -335,52 +338,61 @@ class TenantStore:
         pid, dev, seq, n, received = rows[0]
         return Accepted(bytes(pid), bytes(dev), int(seq) + _U64, int(n), int(received), False)
 
-    def _store(self, pack: Pack, device: Device, gateway: str) -> Accepted | Refused | None:
+    def _store(self, pack: Pack, device: Device, gateway: str) -> Accepted | None:
+        """Write a verified pack in a transaction of its own (PostgreSQL: each connection
+        commits by itself) or, on SQLite's one writer, in the next group commit."""
+        if self._group is not None:
+            return self._group.write(pack, device, gateway)
+        with self.backend.transaction() as tx:
+            return self._write(tx, pack, device, gateway)
+
+    def _write(self, tx: Tx, pack: Pack, device: Device, gateway: str) -> Accepted | None:
+        """Inside ``tx``: move the head by compare-and-set, store the pack, its records and
+        its job; None (nothing written) when the head is no longer the one verified against."""
         t = now_ms()
         old_hash = None if device.head is None else device.head.hash
-        with self.backend.transaction() as tx:
-            moved = tx.run(
-                "UPDATE devices SET head_seq = ?, head_hash = ? WHERE device_id = ? AND "
-                "revoked_at IS NULL AND "
-                + ("head_hash IS NULL" if old_hash is None else "head_hash = ?"),
-                (
-                    pack.seq - _U64,
-                    pack.hash,
-                    device.device_id,
-                    *(() if old_hash is None else (old_hash,)),
-                ),
+        moved = tx.run(
+            "UPDATE devices SET head_seq = ?, head_hash = ? WHERE device_id = ? AND "
+            "revoked_at IS NULL AND "
+            + ("head_hash IS NULL" if old_hash is None else "head_hash = ?"),
+            (
+                pack.seq - _U64,
+                pack.hash,
+                device.device_id,
+                *(() if old_hash is None else (old_hash,)),
+            ),
+        )
+        if moved != 1:
+            return None  # another upload moved the head (or a revocation): judge again
+        pack_n = tx.rows(
+            "INSERT INTO packs (pack_id, device_id, kid, seq, hash, prev, created, "
+            "received, nrecords, gateway, raw) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "RETURNING n",
+            (
+                pack.pack_id,
+                pack.signer,
+                pack.kid,
+                pack.seq - _U64,
+                pack.hash,
+                pack.prev,
+                pack.created - _U64,
+                t,
+                len(pack.items),
+                gateway,
+                pack.encoded,
+            ),
+        )[0][0]
+        rows: list[object] = []  # the record itself stays in the pack's bytes
+        for idx, rec in enumerate(pack.items):
+            assert isinstance(rec, Record)
+            rows += (pack_n, idx, rec.id, rec.hash)
+        if pack.items:  # one statement, one round trip to a server
+            tx.run(
+                "INSERT INTO records (pack_n, idx, id, hash) VALUES "
+                + ", ".join(["(?, ?, ?, ?)"] * len(pack.items)),
+                rows,
             )
-            if moved != 1:
-                return None  # another upload moved the head (or a revocation): judge again
-            pack_n = tx.rows(
-                "INSERT INTO packs (pack_id, device_id, kid, seq, hash, prev, created, "
-                "received, nrecords, gateway, raw) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                "RETURNING n",
-                (
-                    pack.pack_id,
-                    pack.signer,
-                    pack.kid,
-                    pack.seq - _U64,
-                    pack.hash,
-                    pack.prev,
-                    pack.created - _U64,
-                    t,
-                    len(pack.items),
-                    gateway,
-                    pack.encoded,
-                ),
-            )[0][0]
-            rows: list[object] = []  # the record itself stays in the pack's bytes
-            for idx, rec in enumerate(pack.items):
-                assert isinstance(rec, Record)
-                rows += (pack_n, idx, rec.id, rec.hash)
-            if pack.items:  # one statement, one round trip to a server
-                tx.run(
-                    "INSERT INTO records (pack_n, idx, id, hash) VALUES "
-                    + ", ".join(["(?, ?, ?, ?)"] * len(pack.items)),
-                    rows,
-                )
-            tx.run("INSERT INTO jobs (pack_n, enqueued) VALUES (?, ?)", (pack_n, t))
+        tx.run("INSERT INTO jobs (pack_n, enqueued) VALUES (?, ?)", (pack_n, t))
         return Accepted(pack.pack_id, pack.signer, pack.seq, len(pack.items), t, True)
 
     # ---- refusals ----------------------------------------------------------------------
@@ -603,6 +615,76 @@ class TenantStore:
                 t: int(tx.rows(f"SELECT count(*) FROM {t}")[0][0])
                 for t in ("devices", "packs", "records", "jobs")
             }
+
+
+class _Waiter:
+    __slots__ = ("device", "done", "error", "gateway", "pack", "result")
+
+    def __init__(self, pack: Pack, device: Device, gateway: str) -> None:
+        self.pack, self.device, self.gateway = pack, device, gateway
+        self.done = False
+        self.result: Accepted | None = None
+        self.error: BaseException | None = None
+
+
+def _answer(w: _Waiter) -> Accepted | None:
+    if w.error is not None:
+        raise w.error
+    return w.result
+
+
+class GroupCommit:
+    """Uploads verified at the same time written in one SQLite transaction: one fsync
+    for up to :data:`GROUP_MAX` packs instead of one each.
+
+    A writer queues its pack; whoever finds no leader becomes it, writes every queued
+    pack (each with its own compare-and-set, so one that lost its head changes nothing
+    and is judged again) in one transaction, and wakes their writers after COMMIT. An
+    error fails that transaction's writers alone (nothing of it was stored). The leader
+    stops once its own pack is written and hands the queue to a waiting writer.
+    """
+
+    def __init__(self, store: TenantStore) -> None:
+        self.store = store
+        self._cond = threading.Condition()
+        self._queue: list[_Waiter] = []
+        self._leading = False
+
+    def write(self, pack: Pack, device: Device, gateway: str) -> Accepted | None:
+        me = _Waiter(pack, device, gateway)
+        with self._cond:
+            self._queue.append(me)
+            while not me.done and self._leading:
+                self._cond.wait()
+            if me.done:
+                return _answer(me)
+            self._leading = True
+        try:
+            while not me.done:
+                with self._cond:
+                    batch, self._queue = self._queue[:GROUP_MAX], self._queue[GROUP_MAX:]
+                self._commit(batch)
+        finally:
+            with self._cond:
+                self._leading = False
+                if not me.done and me in self._queue:  # a failed batch before ours
+                    self._queue.remove(me)
+                self._cond.notify_all()  # a waiting writer leads next
+        return _answer(me)
+
+    def _commit(self, batch: list[_Waiter]) -> None:
+        try:
+            with self.store.backend.transaction() as tx:
+                results = [self.store._write(tx, w.pack, w.device, w.gateway) for w in batch]
+        except BaseException as exc:
+            with self._cond:
+                for w in batch:
+                    w.error, w.done = exc, True
+            raise
+        with self._cond:
+            for w, result in zip(batch, results, strict=True):
+                w.result, w.done = result, True
+            self._cond.notify_all()
 
 
 def _peek_kid(data: bytes) -> bytes | None:
