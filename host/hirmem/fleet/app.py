@@ -17,7 +17,15 @@ a second, so an overloaded node does not write per refusal.
 Backpressure: at most ``max_inflight`` uploads are judged at once; one more is answered
 503 with ``Retry-After`` at once, before its body is read.
 
-``GET /v1/healthz`` — 200 ``{"ok": true, "inflight", "overloaded"}``.
+A failure of the tenant's database is 503 ``storage-unavailable`` with ``Retry-After``
+(recorded in the registry): nothing was stored, the gateway sends again.
+
+The nonce cache of the signature check is per process: with ``--workers N`` a request
+replayed to another process passes it, and is harmless there (an upload is idempotent:
+the same pack gets the original answer and nothing is stored twice).
+
+``GET /v1/healthz`` — 200 ``{"ok": true, "inflight", "overloaded",
+"consolidation_failures"}``.
 """
 
 from __future__ import annotations

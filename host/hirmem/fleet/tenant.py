@@ -2,16 +2,19 @@
 
 :meth:`TenantStore.take` is the upload contract (``PUT /v1/packs/{id}``) without HTTP:
 
-1. the pack is read (well formed, its path id is its pack id); a pack whose bytes are
-   already stored gets the original answer again and nothing is written;
-2. the device is found by the pack's key id in this tenant's registry (unknown, revoked
-   or another tenant's: refused) and the pack verified with its key against the chain
-   head read (:func:`hirmem.protocol.packs.verify_pack`: signature, signer, sequence,
-   chain, every record);
+1. a pack whose bytes are already stored gets the original answer again (if its address
+   is its pack id) and nothing is written;
+2. the device is found by the key id of the pack's protected header in this tenant's
+   registry (unknown, revoked or another tenant's: refused, with what the pack says of
+   itself) and the pack verified with its key against the chain head read
+   (:func:`hirmem.protocol.packs.verify_pack`: signature, signer, sequence, chain, every
+   record); its address must be its pack id;
 3. one transaction stores the pack (unique on (device key, seq)) and its records, moves
    the device's head only if it is still the head read in step 2 (compare-and-set; when
-   another upload moved it first, everything rolls back and the upload is judged again
-   from step 1), and enqueues the consolidation job; the answer exists only after commit.
+   another upload moved it first, nothing is written and the upload is judged again
+   from step 1), and enqueues the consolidation job; the answer exists only after
+   commit. On SQLite, packs verified at the same time share one transaction
+   (:class:`GroupCommit`), each with its own compare-and-set.
 
 A refusal is recorded before it is answered, as a digest (SHA-256 of the bytes, reason,
 detail, offers), at most :data:`REFUSALS_KEPT` digests; older ones are rotated out into
