@@ -1,7 +1,7 @@
 """Figures of the fleet node: gateways uploading signed 8-record packs over HTTP.
 
     python tools/bench_fleet.py [--packs 1500] [--clients 2] [--concurrency 16]
-                                [--processes 1,2,4] [--backends sqlite,postgres]
+                                [--processes 1,2,4] [--backends sqlite,postgres] [--no-clusters]
 
 For each backend (a SQLite file per tenant; a PostgreSQL 15 database per tenant, the
 server started here under a temp dir by :mod:`hirmem.emulation.postgres`, fsync on)
@@ -13,7 +13,10 @@ its gateway as it is sent. Printed: stored packs per second over the run, upload
 latency p50 / p99 (request sent to answer read), 503s retried. The same run's ceilings:
 Ed25519 verifications per second on one core (``cryptography``), and PostgreSQL's own
 rate from the benchmark client for the rows one pack writes (one pack row, eight record
-rows, one job row, a head update), one transaction per pack, 1 and 4 connections.
+rows, one job row, a head update), one transaction per pack, 1 and 4 connections; the
+uploads judged in one thread without HTTP. Then two tenants placed on one PostgreSQL
+cluster against the same two placed on two clusters, and the time from a SIGKILL of a
+node in mid-ingest to the restarted node's first stored upload.
 
 Everything shares this machine's cores: the clients, the fleet processes and the
 database compete for them, so the figures are for this machine, in this run.
@@ -138,7 +141,7 @@ def client(port: int, chains: list[Chain], seeds: list[bytes], threads: int, out
                         conn.request("PUT", path, body, headers)
                         resp = conn.getresponse()
                         resp.read()
-                    except OSError:
+                    except (OSError, http.client.HTTPException):  # the node went away
                         conn.close()
                         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
                         continue
@@ -171,10 +174,11 @@ def run_one(
     gateways: list[SigningKey],
     devices: list[SigningKey],
     pg_dsn: str | None,
+    placement: list[str] | None = None,
 ) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="hirmem-bench-fleet-") as tmp:
         directory = Path(tmp) / "fleet"
-        setup_fleet(directory, backend, gateways, devices, pg_dsn)
+        names = setup_fleet(directory, backend, gateways, devices, pg_dsn, placement)
         port = free_port()
         server = start_node(directory, port, processes)
         try:
@@ -200,7 +204,7 @@ def run_one(
             os.killpg(server.pid, signal.SIGTERM)
             server.wait(60)
         reg = Registry(directory)
-        stored = reg.store("bench").counts()["packs"]
+        stored = sum(reg.store(name).counts()["packs"] for name in names)
         reg.close()
     latencies = sorted(x for r in results for x in r[0])
     failures = [f for r in results for f in r[2]]
@@ -249,18 +253,26 @@ def setup_fleet(
     gateways: list[SigningKey],
     devices: list[SigningKey],
     pg_dsn: str | None,
-) -> None:
+    placement: list[str] | None = None,
+) -> list[str]:
+    """One tenant (or one per entry of ``placement``: the cluster each is placed on);
+    gateway g and the devices it carries belong to tenant g mod the number of tenants.
+    The tenants' names."""
     reg = Registry(directory)
-    if backend == "postgres":
-        assert pg_dsn is not None
-        reg.add_tenant("bench", pg_dsn, f"hirmem_bench_{secrets.token_hex(4)}")
-    else:
-        reg.add_tenant("bench")
-    for gw in gateways:
-        reg.add_gateway("bench", gw.public.raw)
-    for i, key in enumerate(devices):
-        reg.add_device("bench", device_id(i), key.public.raw)
+    where: list[str | None] = list(placement) if placement else [pg_dsn]
+    names = [f"bench{t}" for t in range(len(where))]
+    for name, dsn in zip(names, where, strict=True):
+        if backend == "postgres":
+            assert dsn is not None
+            reg.add_tenant(name, dsn, f"hirmem_{name}_{secrets.token_hex(4)}")
+        else:
+            reg.add_tenant(name)
+    for g, gw in enumerate(gateways):
+        reg.add_gateway(names[g % len(names)], gw.public.raw)
+    for i, key in enumerate(devices):  # chain i is sent by gateway i mod len(gateways)
+        reg.add_device(names[(i % len(gateways)) % len(names)], device_id(i), key.public.raw)
     reg.close()
+    return names
 
 
 def recovery_after_sigkill(
@@ -433,6 +445,12 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, default=16, help="connections in all")
     ap.add_argument("--processes", default="1,2,4", help="fleet-node processes to try")
     ap.add_argument("--backends", default="sqlite,postgres")
+    ap.add_argument(
+        "--no-clusters",
+        dest="clusters",
+        action="store_false",
+        help="skip two tenants on one PostgreSQL cluster against two clusters",
+    )
     args = ap.parse_args()
 
     per_device = max(1, args.packs // args.devices)
@@ -492,6 +510,21 @@ def main() -> int:
                     f"{r['cpu_ms']:>17.2f}",
                     flush=True,
                 )
+        if primary is not None and args.clusters:
+            from hirmem.emulation import postgres
+
+            print()
+            with postgres.Primary("bench-second") as second:
+                for label, placement in (
+                    ("one cluster", [primary.dsn, primary.dsn]),
+                    ("two clusters", [primary.dsn, second.dsn]),
+                ):
+                    r = run_one("postgres", 2, args, chains, gateways, devices, None, placement)
+                    print(
+                        f"two tenants on {label:<12} (2 processes): {r['packs_s']:,.0f} "
+                        f"packs/s, p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms",
+                        flush=True,
+                    )
         print()
         for backend in backends:
             total, start = recovery_after_sigkill(
