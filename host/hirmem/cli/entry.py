@@ -12,6 +12,7 @@ import argcomplete
 from argcomplete import shell_integration
 
 from hirmem.cli import commands, options
+from hirmem.cli import fleet as fleet_cli
 from hirmem.emulation import provision as provision_module
 from hirmem.memory import cli as memory_cli
 from hirmem.protocol import identity
@@ -49,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parsers(sub)
     memory_cli.add_parser(sub)
     semantic_cli.add_parser(sub)
+    fleet_cli.add_parser(sub)
     return parser
 
 
@@ -96,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "memory":
             return memory_cli.run(args)
+        if args.command == "fleet":
+            return fleet_cli.run(args)
         if args.command == "semantic":
             if args.semantic_command == "devices" and args.memory is not None:
                 return _devices_with_memory(args)
