@@ -10,6 +10,7 @@ and fails on the first import that crosses a line the layout draws:
     emulation  ← link, protocol
     memory     ← protocol, daemon.reader (the store, read-only)
     semantic   ← protocol, daemon.reader
+    api        ← protocol, daemon.reader, memory, semantic
     cli        ← anything
 """
 
@@ -32,7 +33,12 @@ ALLOWED: dict[str, frozenset[str]] = {
     "emulation": frozenset({"protocol", "link", "emulation"}),
     "memory": frozenset({"protocol", "memory", "daemon.reader"}),
     "semantic": frozenset({"protocol", "semantic", "daemon.reader"}),
-    "cli": frozenset({"protocol", "link", "daemon", "emulation", "memory", "semantic", "cli"}),
+    # the HTTP API: over the read door, the engine and the substrate; the daemon hands
+    # its health and metrics in as callables (hirmem.api.sources)
+    "api": frozenset({"protocol", "daemon.reader", "memory", "semantic", "api"}),
+    "cli": frozenset(
+        {"protocol", "link", "daemon", "emulation", "memory", "semantic", "api", "cli"}
+    ),
     # hirmem/__init__.py re-exports the error family and nothing else
     "": frozenset({"protocol.errors"}),
 }
@@ -98,8 +104,8 @@ def test_every_module_keeps_the_import_rules() -> None:
 
 def test_only_the_packages_of_the_layout_at_the_top() -> None:
     top = {p.name for p in PACKAGE.iterdir() if not p.name.startswith(("_", "."))}
-    assert top == {"protocol", "link", "daemon", "emulation", "memory", "semantic", "cli",
-                   "py.typed"}  # fmt: skip
+    assert top == {"protocol", "link", "daemon", "emulation", "memory", "semantic", "api",
+                   "cli", "py.typed"}  # fmt: skip
 
 
 @pytest.mark.parametrize("package", sorted(p for p in ALLOWED if p))
@@ -121,6 +127,9 @@ def test_each_package_says_what_it_may_import(package: str) -> None:
         ("hirmem.semantic.cli", "from hirmem.memory import MemoryEngine\n", True),
         ("hirmem.emulation.rogue", "import hirmem.protocol.packs as p\n", False),
         ("hirmem.cli.demo", "from hirmem.daemon.service import Daemon\n", False),
+        ("hirmem.api.app", "from hirmem.memory.engine import MemoryEngine\n", False),
+        ("hirmem.api.app", "from hirmem.daemon.store import Store\n", True),
+        ("hirmem.api.app", "from hirmem.daemon.health import health_report\n", True),
     ],
 )
 def test_the_checker_sees_a_crossing(tmp_path: Path, module: str, source: str, bad: bool) -> None:
