@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hirmem.api.app import create_app
+from hirmem.api.dashboard import application
 from hirmem.api.server import ApiServer
 from hirmem.api.sources import LocalSources
 from hirmem.api.tokens import TokenStore
@@ -131,7 +131,7 @@ def serve(world: World, **app_options: Any) -> Iterator[World]:
         stack.callback(sources.close)
         tokens = TokenStore(world.root / "hirmem.db")
         stack.callback(tokens.close)
-        app = create_app(sources, tokens, **app_options)
+        app = application(sources, tokens, **app_options)
         server = stack.enter_context(ApiServer(app))
         world.url, world.sources = server.url, sources
         yield world

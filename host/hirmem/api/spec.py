@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hirmem.api.app import create_app
+from hirmem.api.dashboard import application
 from hirmem.api.sources import LocalSources
 from hirmem.api.tokens import TokenStore
 
@@ -19,7 +19,7 @@ from hirmem.api.tokens import TokenStore
 def document() -> dict[str, Any]:
     tokens = TokenStore(":memory:")
     try:
-        app = create_app(LocalSources(Path("/nonexistent/hirmem.db")), tokens)
+        app = application(LocalSources(Path("/nonexistent/hirmem.db")), tokens)
         return app.openapi()
     finally:
         tokens.close()

@@ -218,7 +218,7 @@ def serve_api(
 ) -> Iterator[ApiServer]:  # fmt: skip
     """The HTTP API and dashboard of ``config.api`` over this daemon's stores, served
     on a thread of its own while the block runs."""
-    from hirmem.api.app import create_app
+    from hirmem.api.dashboard import application
     from hirmem.api.server import ApiServer
     from hirmem.api.sources import LocalSources
     from hirmem.api.tokens import TokenStore
@@ -233,7 +233,7 @@ def serve_api(
         metrics=lambda: render_metrics(daemon).encode(),
     )  # fmt: skip
     tokens = TokenStore(config.database)
-    app = create_app(sources, tokens, rate=api.rate, burst=api.burst)
+    app = application(sources, tokens, rate=api.rate, burst=api.burst)
     server = ApiServer(app, api.listen.host, api.listen.port)
     try:
         server.start()
