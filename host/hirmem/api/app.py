@@ -43,6 +43,8 @@ class AdmitRequest(BaseModel):
     kind: str = Field(default="fact", max_length=32)
     confidence: float = Field(default=1.0, ge=0.0, le=1.0)
     provenance: float = Field(default=1.0, ge=0.0, le=1.0)
+    flags: int = Field(default=0xFFF, ge=0, le=0xFFF,
+                       description="the sub-check results (ACTION_FLAGS, bit set = passed)")
 
 
 class RecallRequest(BaseModel):
@@ -264,7 +266,8 @@ def _memory_routes(app: FastAPI) -> None:
         engine = engine_of(request, who)
         m = engine.admit(body.text, body.source, subject=body.subject,
                          attribute=body.attribute, value=body.value, kind=body.kind,
-                         confidence=body.confidence, provenance=body.provenance)  # fmt: skip
+                         confidence=body.confidence, provenance=body.provenance,
+                         flags=body.flags)  # fmt: skip
         return views.memory_view(m)
 
     @app.post("/v1/memories/recall", tags=["memory"],
