@@ -268,3 +268,84 @@ def test_the_api_section_of_the_daemon_configuration_is_checked(tmp_path: Path) 
     assert "api.rate" in said and "api.colour: unknown key" in said
     public = build_config({**base, "api": {"listen": "0.0.0.0:0", "public": True}}, tmp_path, [])
     assert public.api is not None and not public.api.listen.loopback
+
+
+def test_the_demo_serves_its_stores_until_told_to_stop(tmp_path: Path) -> None:
+    import threading
+
+    from hirmem.cli.demo import serve_dashboard
+    from hirmem.protocol.keys import write_key_file
+
+    world = api_world.build(tmp_path)
+    write_key_file(tmp_path / "memory.db.key", api_world.HOST_KEY)  # the demo's key file
+    stop, ready = threading.Event(), threading.Event()
+    seen: list[tuple[str, str]] = []
+
+    def on_ready(url: str, token: str) -> None:
+        seen.append((url, token))
+        ready.set()
+
+    thread = threading.Thread(target=serve_dashboard,
+                              args=(tmp_path, "127.0.0.1:0", stop, on_ready))  # fmt: skip
+    thread.start()
+    try:
+        assert ready.wait(30)
+        world.url, token = seen[0]
+        status, fleet = world.json("GET", "/v1/fleet", token=token)
+        assert status == 200 and fleet["devices"] == 3
+        status, _headers, page = world.call("GET", "/ui/login", scope=None)
+        assert status == 200 and b'<label for="token">' in page
+    finally:
+        stop.set()
+        thread.join(30)
+    assert not thread.is_alive()
+
+
+def test_the_daemon_serves_the_api_from_its_configuration(tmp_path: Path) -> None:
+    """``hirmem daemon`` with ``[api]``: the dashboard's address on stderr, the API up
+    while the daemon runs (a token from ``hirmem token create``), gone after SIGTERM."""
+    import re
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from test_cli_convention import cli_env
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    db = tmp_path / "hirmem.db"
+    (tmp_path / "hirmem.toml").write_text(
+        f'[host]\nid = "a1a2a3a4a5a6a7a8"\ndatabase = "hirmem.db"\nmemory_every = 0\n'
+        f'[api]\nlisten = "127.0.0.1:{port}"\n[[device]]\nurl = "loop://"\n'
+    )
+    made = subprocess.run(
+        [sys.executable, "-m", "hirmem.cli", "token", "create", "--database", str(db),
+         "--name", "ops", "--scope", "read"],
+        capture_output=True, text=True, env=cli_env(), check=True,
+    )  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hirmem.cli", "daemon", "--config",
+         str(tmp_path / "hirmem.toml"), "--create"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=cli_env(),
+    )  # fmt: skip
+    world = World(tmp_path, url=f"http://127.0.0.1:{port}",
+                  tokens={"read": made.stdout.strip()})  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                status, fleet = world.json("GET", "/v1/fleet")
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, "no API"
+                time.sleep(0.2)
+        assert status == 200 and fleet["devices"] == 0
+        assert world.call("GET", "/ui/login", scope=None)[0] == 200
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
+    assert re.search(rf"dashboard at http://127\.0\.0\.1:{port}/ui/", out)
