@@ -349,3 +349,12 @@ def test_the_daemon_serves_the_api_from_its_configuration(tmp_path: Path) -> Non
         out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0, out
     assert re.search(rf"dashboard at http://127\.0\.0\.1:{port}/ui/", out)
+
+
+def test_the_device_table_reads_each_device_s_own_counters(world: World) -> None:
+    """The page's counters come from one query for all its devices: each row still gets
+    its own device's (a differential check against the one-device route)."""
+    status, page = world.json("GET", "/v1/devices")
+    for row in page["items"]:
+        status, one = world.json("GET", f"/v1/devices/{row['device']}")
+        assert {k: one[k] for k in row} == row

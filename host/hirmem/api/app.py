@@ -159,6 +159,8 @@ def create_app(
 ) -> FastAPI:
     """The API, and whatever ``mounts`` add to it (the dashboard's pages)."""
     app = FastAPI(
+        docs_url=None,  # the interactive pages load their scripts from a CDN: not here
+        redoc_url=None,
         title="hirmem",
         version=API_VERSION,
         description="The edge-memory host: devices, intake, memory, review, audit, "
@@ -189,7 +191,7 @@ def _device_routes(app: FastAPI) -> None:
             rows = [d for d in reader.devices() if d.device_id.hex() > after]
             page = rows[:limit]
             ctx = views.FleetContext.read(reader)
-            items = [views.device_row(reader, d, ctx) for d in page]
+            items = views.device_rows(reader, page, ctx)
         more = len(rows) > limit
         return {"items": items,
                 "next": paging.encode("devices", page[-1].device_id.hex()) if more else None}

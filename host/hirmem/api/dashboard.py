@@ -127,7 +127,7 @@ def _devices(request: Request, who: Principal) -> dict[str, Any]:
     with api.sources.fleet(who.tenant) as reader:
         ctx = views.FleetContext.read(reader)
         devices = reader.devices()
-        rows = [views.device_row(reader, d, ctx) for d in devices[:500]]
+        rows = views.device_rows(reader, devices[:500], ctx)
         return {"rows": rows, "more": max(0, len(devices) - 500),
                 "fleet": views.fleet_summary(devices, ctx.now), "updated": ctx.now}
 

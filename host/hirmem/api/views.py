@@ -54,10 +54,19 @@ class FleetContext:
         return cls(now_ms(), reader.sessions(), reader.session_names(), reader.last_packs())
 
 
-def device_row(reader: FleetReader, d: DeviceRow, ctx: FleetContext) -> dict[str, Any]:
+def device_rows(reader: FleetReader, devices: list[DeviceRow], ctx: FleetContext
+                ) -> list[dict[str, Any]]:  # fmt: skip
+    """A page of the device table (the counters read in one query)."""
+    counters = reader.counters_of([d.device_id for d in devices])
+    return [device_row(reader, d, ctx, counters[d.device_id]) for d in devices]
+
+
+def device_row(
+    reader: FleetReader, d: DeviceRow, ctx: FleetContext, counters: dict[str, int] | None = None
+) -> dict[str, Any]:
     """One device as the table shows it: liveness, last pack, chain head, ring, firmware."""
-    c = reader.counters(d.device_id)
-    url, session, since = ctx.sessions.get(d.device_id, ("", "never connected", ctx.now))
+    c = reader.counters(d.device_id) if counters is None else counters
+    url, session, since = ctx.sessions.get(d.device_id, ("", "never connected", None))
     last = ctx.last_packs.get(d.device_id)
     used, capacity = c.get("device.ring_used"), c.get("device.ring_capacity")
     return {

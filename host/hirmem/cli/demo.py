@@ -256,7 +256,8 @@ def serve_dashboard(
             _say(f"{exc}; serving on a free port instead")
             server = ApiServer(app, host, 0)
         with server:
-            _say(f"\ndashboard: {server.url}/ui/  (API: {server.url}/v1, {server.url}/docs)")
+            _say(f"\ndashboard: {server.url}/ui/  (API: {server.url}/v1, described at "
+                 f"{server.url}/openapi.json)")
             _say(f"sign in with this token (admin scope, made for the demo): {token}")
             _say("serving until interrupted (Ctrl-C)")
             if on_ready is not None:

@@ -8,7 +8,7 @@ so the store's schema, its write paths and the service can change behind it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
@@ -56,6 +56,10 @@ class FleetReader(IntakeReader, Protocol):
 
     def counters(self, device_id: bytes) -> dict[str, int]:
         """The counters the daemon last saved for the device (frames, refusals, …)."""
+        ...
+
+    def counters_of(self, device_ids: Sequence[bytes]) -> dict[bytes, dict[str, int]]:
+        """The saved counters of several devices at once."""
         ...
 
     def refusals(self, device_id: bytes | None = None) -> list[Refusal]: ...
