@@ -355,6 +355,7 @@ def test_the_device_table_reads_each_device_s_own_counters(world: World) -> None
     """The page's counters come from one query for all its devices: each row still gets
     its own device's (a differential check against the one-device route)."""
     status, page = world.json("GET", "/v1/devices")
+    assert status == 200 and len(page["items"]) == 3
     for row in page["items"]:
         status, one = world.json("GET", f"/v1/devices/{row['device']}")
-        assert {k: one[k] for k in row} == row
+        assert status == 200 and {k: one[k] for k in row} == row
