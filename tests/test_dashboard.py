@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import re
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,6 +19,7 @@ from prometheus_client.registry import Collector
 from hirmem.api import charts
 from hirmem.api.dashboard import HERE, intake_p99
 from hirmem.daemon.metrics import INTAKE_BUCKETS, LatencyHistogram
+from hirmem.memory.recall import RecallHit
 
 SVG = "{http://www.w3.org/2000/svg}"
 names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1,
@@ -119,3 +121,51 @@ def test_the_vendored_htmx_is_the_recorded_file() -> None:
     assert hashlib.sha256(data).hexdigest() == digest.group(1)
     assert b'version:"2.0.11"' in data and "2.0.11" in record
     assert "Zero-Clause BSD" in (HERE / "static" / "htmx.LICENSE").read_text(encoding="utf-8")
+
+
+def test_recalls_answered_together_are_what_each_would_get_alone(tmp_path: Path) -> None:
+    """A differential test: 200 random queries (k of 1, 5 or 10; the texts share words,
+    so scores tie) from 16 threads through the batcher against the same queries one by
+    one (touch off, so neither changes the memory)."""
+    import random
+    import threading
+
+    from hirmem.api.batching import RecallBatcher
+    from hirmem.memory.engine import MemoryEngine
+
+    rng = random.Random(18)
+    words = ["pump", "valve", "zone", "hall", "fan", "motor", "line", "door", "level",
+             "alarm", "flow", "temp", "pressure", "north", "south"]  # fmt: skip
+    engine = MemoryEngine(tmp_path / "m.db", clock=lambda: 1_780_000_000.0)
+    try:
+        for n in range(300):
+            engine.admit(" ".join(rng.sample(words, 4)) + f" {n}", "test")
+        asks = [(" ".join(rng.sample(words, 3)), rng.choice([1, 5, 10])) for _ in range(200)]
+        alone = [engine.recall(q, k, touch=False) for q, k in asks]
+        batcher = RecallBatcher(engine, max_batch=16)
+        got: dict[int, list[RecallHit]] = {}
+        start = threading.Barrier(16)
+
+        def ask(mine: list[int]) -> None:
+            start.wait()
+            for i in mine:
+                got[i] = batcher.recall(asks[i][0], asks[i][1], False)
+
+        threads = [threading.Thread(target=ask, args=(list(range(t, 200, 16)),))
+                   for t in range(16)]  # fmt: skip
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        for i, want in enumerate(alone):
+            # the same scores in the same order; which of two memories tied at the k-th
+            # score comes back may differ (the batch ranks more candidates), every
+            # memory scored above the last one is the same
+            assert [round(h.score, 9) for h in got[i]] == [round(h.score, 9) for h in want]
+            if want:
+                floor = round(want[-1].score, 9)
+                assert {h.id for h in got[i] if round(h.score, 9) > floor} == {
+                    h.id for h in want if round(h.score, 9) > floor}  # fmt: skip
+        assert batcher.batches < 200 and batcher.largest > 1  # they were answered together
+    finally:
+        engine.close()

@@ -8,6 +8,7 @@ limited per token, and answers errors as problem details. The tenant is the toke
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any, Literal
 
@@ -17,6 +18,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 
 from hirmem.api import paging, problems, views
+from hirmem.api.batching import RecallBatcher
 from hirmem.api.problems import Problem
 from hirmem.api.ratelimit import RateLimiter, retry_after
 from hirmem.api.sources import Sources
@@ -59,10 +61,21 @@ class DecideRequest(BaseModel):
 
 
 class Api:
-    """What the routes share: the sources, the tokens and the rate limiter."""
+    """What the routes share: the sources, the tokens, the rate limiter, and a recall
+    batcher per memory engine."""
 
     def __init__(self, sources: Sources, tokens: TokenStore, limiter: RateLimiter) -> None:
         self.sources, self.tokens, self.limiter = sources, tokens, limiter
+        self._batchers: dict[int, tuple[MemoryEngine, RecallBatcher]] = {}
+        self._batchers_lock = threading.Lock()
+
+    def batcher(self, engine: MemoryEngine) -> RecallBatcher:
+        with self._batchers_lock:
+            held = self._batchers.get(id(engine))
+            if held is None or held[0] is not engine:  # bounded: one per engine served
+                held = (engine, RecallBatcher(engine))
+                self._batchers[id(engine)] = held
+            return held[1]
 
     def authenticate(self, request: Request, token: str | None) -> Principal:
         """The principal of ``token`` (or of the dashboard's cookie), rate limited."""
@@ -276,7 +289,7 @@ def _memory_routes(app: FastAPI) -> None:
               summary="top-k by Sim x M x Rec x Trust, with each factor")  # fmt: skip
     def recall(request: Request, who: Read, body: RecallRequest) -> dict[str, Any]:
         engine = engine_of(request, who)
-        hits = engine.recall(body.query, body.k, touch=body.touch)
+        hits = _api(request).batcher(engine).recall(body.query, body.k, body.touch)
         # a Trust = 0 memory is reached by its id only, never by a search
         shown = [h for h in hits if h.trust > 0]
         return {
