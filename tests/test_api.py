@@ -359,3 +359,47 @@ def test_the_device_table_reads_each_device_s_own_counters(world: World) -> None
     for row in page["items"]:
         status, one = world.json("GET", f"/v1/devices/{row['device']}")
         assert status == 200 and {k: one[k] for k in row} == row
+
+
+def test_the_dashboard_signs_in_by_cookie_and_keeps_to_the_token_s_scope(world: World) -> None:
+    """A read token sees the review queue with its buttons disabled and cannot decide; a
+    review token's cookie cannot be used by another site's form."""
+    import http.cookiejar
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    def signed_in(token: str) -> urllib.request.OpenerDirector:
+        jar = http.cookiejar.CookieJar()
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+        page = opener.open(world.url + "/ui/login",
+                           data=urllib.parse.urlencode({"token": token}).encode())  # fmt: skip
+        assert page.url.endswith("/ui/")
+        cookie = next(iter(jar))
+        assert cookie.has_nonstandard_attr("HttpOnly") and cookie.value == token
+        return opener
+
+    status, made = world.json("POST", "/v1/memories", scope="admin",
+                              body={"text": "door 4 open and shut at once", "flags": 0xFBF})
+    assert status == 201 and made["state"] == "quarantined"
+    target = made["id"]
+    reader = signed_in(world.tokens["read"])
+    page = reader.open(world.url + "/ui/review").read().decode()
+    assert target in page and "deciding needs review" in page
+    assert page.count(" disabled") >= 4  # the reason field and the three buttons
+    form = urllib.parse.urlencode({"decision": "keep", "reason": "fine"}).encode()
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        reader.open(world.url + f"/ui/review/{target}", data=form)
+    assert refused.value.code == 403
+    steward = signed_in(world.tokens["review"])
+    forged = urllib.request.Request(world.url + f"/ui/review/{target}", data=form,
+                                    headers={"Sec-Fetch-Site": "cross-site"})  # fmt: skip
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        steward.open(forged)
+    assert refused.value.code == 403 and b"this site's own pages" in refused.value.read()
+    status, still = world.json("GET", f"/v1/memories/{target}")
+    assert status == 200 and still["state"] == "quarantined"
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(world.url + "/ui/login", timeout=10,
+                               data=urllib.parse.urlencode({"token": "nope"}).encode())
+    assert refused.value.code == 401 and b'role="alert"' in refused.value.read()
