@@ -210,8 +210,17 @@ def test_semantic_ask_with_evidence_and_trace_in_two_formats(world: World) -> No
 
 
 def test_health_and_metrics_without_a_daemon(world: World) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
     assert world.json("GET", "/healthz", scope=None) == (200, {"status": "ok"})
-    _problem(world, "GET", "/v1/metrics", 503)
+    _problem(world, "GET", "/v1/nothing-here", 404)
+    status, _, raw = world.call("GET", "/v1/metrics")
+    assert status == 200
+    families = {f.name: f for f in text_string_to_metric_families(raw.decode())}
+    refused = {(s.labels["status"], s.labels["kind"]): s.value
+               for s in families["hirmem_api_problems"].samples}  # fmt: skip
+    assert refused[("404", "not-found")] >= 1 and refused[("401", "no-token")] >= 1
+    assert families["hirmem_api_recall_batches"].samples[0].value >= 1
 
 
 def test_a_token_over_its_rate_is_told_when_to_come_back(tmp_path: Path) -> None:

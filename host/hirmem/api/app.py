@@ -69,6 +69,10 @@ class Api:
         self._batchers: dict[int, tuple[MemoryEngine, RecallBatcher]] = {}
         self._batchers_lock = threading.Lock()
 
+    def batcher_list(self) -> list[tuple[MemoryEngine, RecallBatcher]]:
+        with self._batchers_lock:
+            return list(self._batchers.values())
+
     def batcher(self, engine: MemoryEngine) -> RecallBatcher:
         with self._batchers_lock:
             held = self._batchers.get(id(engine))
@@ -383,6 +387,22 @@ def _memory_routes(app: FastAPI) -> None:
                 "now": views.memory_view(engine.require(memory_id))}  # fmt: skip
 
 
+def api_metrics(app: FastAPI) -> bytes:
+    """The API's own families in the Prometheus text format: problems answered (by
+    status and kind, rate limiting among them) and recall batches."""
+    api: Api = app.state.api
+    counts: problems.ProblemCounts = app.state.problems
+    lines = ["# HELP hirmem_api_problems_total Problem documents answered, by status and kind.",
+             "# TYPE hirmem_api_problems_total counter"]  # fmt: skip
+    for (status, kind), n in sorted(counts.snapshot().items()):
+        lines.append(f'hirmem_api_problems_total{{status="{status}",kind="{kind}"}} {n}')
+    batches = sum(b.batches for _, b in api.batcher_list())
+    lines += ["# HELP hirmem_api_recall_batches_total Recall batches run (one index pass each).",
+              "# TYPE hirmem_api_recall_batches_total counter",
+              f"hirmem_api_recall_batches_total {batches}"]  # fmt: skip
+    return ("\n".join(lines) + "\n").encode()
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.hex()
@@ -450,9 +470,14 @@ def _other_routes(app: FastAPI) -> None:
             return Response(sub.prov.to_provjson([eid]), media_type="application/json")
 
     @app.get("/v1/metrics", tags=["operations"], response_class=PlainTextResponse,
-             summary="the daemon's Prometheus metrics")  # fmt: skip
+             summary="the daemon's Prometheus metrics and the API's own")  # fmt: skip
     def metrics(request: Request, who: Read) -> PlainTextResponse:
-        return PlainTextResponse(_api(request).sources.metrics(),
+        api = _api(request)
+        try:
+            daemon = api.sources.metrics()
+        except Problem:
+            daemon = b""  # no daemon in this process: the API's figures alone
+        return PlainTextResponse(daemon + api_metrics(request.app),
                                  media_type="text/plain; version=0.0.4")
 
     @app.get("/v1/health", tags=["operations"], summary="the daemon's health document")

@@ -7,6 +7,7 @@ short ``title``, the HTTP ``status`` and a ``detail`` that says what was wrong.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -43,10 +44,29 @@ class Problem(Exception):
         self.extra = extra
 
 
+class ProblemCounts:
+    """Every problem answered, by status and kind (the API's refusals, for /v1/metrics)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.counts: dict[tuple[int, str], int] = {}
+
+    def add(self, status: int, kind: str) -> None:
+        with self._lock:
+            self.counts[(status, kind)] = self.counts.get((status, kind), 0) + 1
+
+    def snapshot(self) -> dict[tuple[int, str], int]:
+        with self._lock:
+            return dict(self.counts)
+
+
 def problem_response(
     request: Request, status: int, kind: str, detail: str,
     headers: dict[str, str] | None = None, **extra: Any,
 ) -> JSONResponse:  # fmt: skip
+    counts = getattr(request.app.state, "problems", None)
+    if isinstance(counts, ProblemCounts):
+        counts.add(status, kind)
     body = {
         "type": PROBLEM_BASE + kind,
         "title": TITLES.get(status, "Error"),
@@ -59,7 +79,8 @@ def problem_response(
 
 
 def install(app: FastAPI) -> None:
-    """Every error path of ``app`` answers a problem document."""
+    """Every error path of ``app`` answers a problem document, counted."""
+    app.state.problems = ProblemCounts()
 
     async def on_problem(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, Problem)
