@@ -14,7 +14,8 @@ keep-alive connection, with one admin token (its rate limit set out of the way).
 Printed per route: requests, wall time, requests/s, p50, p99 and max latency, and
 the first call (a recall's first call loads the recall index from SQLite). Recall is
 measured as a look (``touch: false``, a read) and as a use (``touch: true``: each hit
-a rehearsal, written in one transaction per request).
+a rehearsal, written in one transaction per batch); then how many recalls each
+batch answered (concurrent recalls share one pass over the index).
 """
 
 from __future__ import annotations
@@ -157,6 +158,14 @@ def measure(port: int, token: str, label: str, requests: int, clients: int,
           f"max {latencies[-1] * 1000:7.1f} ms")  # fmt: skip
 
 
+def recall_batches(port: int, token: str) -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("GET", "/v1/metrics", headers={"Authorization": f"Bearer {token}"})
+    text = conn.getresponse().read().decode()
+    line = next(x for x in text.splitlines() if x.startswith("hirmem_api_recall_batches_total"))
+    return int(float(line.split()[-1]))
+
+
 def query(rng: random.Random) -> str:
     return " ".join(rng.sample(WORDS, 3))
 
@@ -219,6 +228,10 @@ def main(argv: list[str] | None = None) -> int:
             measure(port, token, f"POST recall k=10, use ({args.memories:,} mem)", n // 4, c,
                     lambda rng: ("POST", "/v1/memories/recall",
                                  {"query": query(rng), "k": 10, "touch": True}))  # fmt: skip
+            batches = recall_batches(port, token)
+            recalls = n // c * c + n // 4 // c * c + 1
+            print(f"recalls answered in {batches:,} batches (one index pass each): "
+                  f"{recalls / max(batches, 1):.1f} per batch")  # fmt: skip
         finally:
             server.terminate()
             server.wait(60)
