@@ -11,6 +11,7 @@ and fails on the first import that crosses a line the layout draws:
     memory     ← protocol, daemon.reader (the store, read-only)
     semantic   ← protocol, daemon.reader
     fleet      ← protocol, memory, semantic, daemon.reader
+    api        ← protocol, daemon.reader, memory, semantic
     cli        ← anything
 """
 
@@ -34,8 +35,11 @@ ALLOWED: dict[str, frozenset[str]] = {
     "memory": frozenset({"protocol", "memory", "daemon.reader"}),
     "semantic": frozenset({"protocol", "semantic", "daemon.reader"}),
     "fleet": frozenset({"protocol", "memory", "semantic", "daemon.reader", "fleet"}),
+    # the HTTP API: over the read door, the engine and the substrate; the daemon hands
+    # its health and metrics in as callables (hirmem.api.sources)
+    "api": frozenset({"protocol", "daemon.reader", "memory", "semantic", "api"}),
     "cli": frozenset(
-        {"protocol", "link", "daemon", "emulation", "memory", "semantic", "fleet", "cli"}
+        {"protocol", "link", "daemon", "emulation", "memory", "semantic", "fleet", "api", "cli"}
     ),
     # hirmem/__init__.py re-exports the error family and nothing else
     "": frozenset({"protocol.errors"}),
@@ -103,6 +107,7 @@ def test_every_module_keeps_the_import_rules() -> None:
 def test_only_the_packages_of_the_layout_at_the_top() -> None:
     top = {p.name for p in PACKAGE.iterdir() if not p.name.startswith(("_", "."))}
     assert top == {"protocol", "link", "daemon", "emulation", "memory", "semantic", "fleet",
+                   "api",
                    "cli", "py.typed"}  # fmt: skip
 
 
@@ -128,6 +133,9 @@ def test_each_package_says_what_it_may_import(package: str) -> None:
         ("hirmem.fleet.tenant", "from hirmem.daemon.store import Store\n", True),
         ("hirmem.fleet.consolidate", "from hirmem.memory.follow import intake_records\n", False),
         ("hirmem.daemon.service", "from hirmem.fleet.app import create_app\n", True),
+        ("hirmem.api.app", "from hirmem.memory.engine import MemoryEngine\n", False),
+        ("hirmem.api.app", "from hirmem.daemon.store import Store\n", True),
+        ("hirmem.api.app", "from hirmem.daemon.health import health_report\n", True),
     ],
 )
 def test_the_checker_sees_a_crossing(tmp_path: Path, module: str, source: str, bad: bool) -> None:

@@ -14,6 +14,7 @@ import json
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,7 @@ from hirmem.protocol.packs import KnowledgeItem, Pack, Reason
 from hirmem.protocol.records import Record
 
 if TYPE_CHECKING:
+    from hirmem.api.server import ApiServer
     from hirmem.memory.config import MemoryConfig
     from hirmem.memory.keeper import Figure, MemoryKeeper
 
@@ -132,6 +134,23 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
 
 
+    tok = sub.add_parser("token", help="API bearer tokens: create, list, revoke")
+    _store_options(tok, create=False)
+    tsub = tok.add_subparsers(dest="token_command", required=True)
+    tc = tsub.add_parser("create", help="a new token, printed once (kept hashed)")
+    _store_options(tc, create=False)
+    tc.add_argument("--name", required=True, help="who holds it (the steward of its reviews)")
+    tc.add_argument("--scope", choices=("read", "review", "admin"), default="read",
+                    help="read < review (decide quarantined memories) < admin (admit)")
+    tc.add_argument("--tenant", default="local", help="whose data it reaches (default local)")
+    tl = tsub.add_parser("list", help="the tokens (never their secrets)")
+    _store_options(tl)
+    options.add_json(tl)
+    tr = tsub.add_parser("revoke", help="stop accepting a token")
+    _store_options(tr)
+    tr.add_argument("id", help="the token's id (16 hex digits, `token list`)")
+
+
 def _store_options(parser: argparse.ArgumentParser, create: bool = True) -> None:
     """The store a command works on: ``--database``, ``--config`` (its default), and
     ``--create`` where a missing store is otherwise refused."""
@@ -148,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
         "status": _status,
         "intake": _intake,
         "outbox": _outbox,
+        "token": _token,
     }[args.command]
     try:
         return handler(args)
@@ -180,20 +200,63 @@ def _daemon(args: argparse.Namespace) -> int:
         options.require_existing(config.database)
     setup_logging(args.log_format, options.level_number(args.log_level or "info"))
     daemon = Daemon(config)  # creates the intake database the memory keeper reads
-    if config.memory is not None:
-        try:
-            mcfg: MemoryConfig | None = None
-            if config.memory_config:  # checked before anything serves
-                from hirmem.memory.config import MemoryConfig
+    mcfg: MemoryConfig | None = None
+    key = None
+    try:
+        if config.memory_config:  # checked before anything serves
+            from hirmem.memory.config import MemoryConfig
 
-                mcfg = MemoryConfig.load(config.memory_config)
-            key = read_key_file(config.host_key) if config.host_key else None
+            mcfg = MemoryConfig.load(config.memory_config)
+        key = read_key_file(config.host_key) if config.host_key else None
+        if config.memory is not None:
             daemon.add_background(_MemoryJob(config, mcfg, key))
-        except BaseException:
-            daemon.stop()
-            raise
-    daemon.run()
+    except BaseException:
+        daemon.stop()
+        raise
+    with ExitStack() as stack:
+        if config.api is not None:
+            try:
+                stack.enter_context(serve_api(daemon, config, mcfg, key))
+            except BaseException:
+                daemon.stop()
+                raise
+        daemon.run()
     return 0
+
+
+@contextmanager
+def serve_api(
+    daemon: Daemon, config: DaemonConfig, memory_config: MemoryConfig | None,
+    key: SigningKey | None,
+) -> Iterator[ApiServer]:  # fmt: skip
+    """The HTTP API and dashboard of ``config.api`` over this daemon's stores, served
+    on a thread of its own while the block runs."""
+    from hirmem.api.dashboard import application
+    from hirmem.api.server import ApiServer
+    from hirmem.api.sources import LocalSources
+    from hirmem.api.tokens import TokenStore
+    from hirmem.daemon.health import health_report
+    from hirmem.daemon.metrics import render_metrics
+
+    api = config.api
+    assert api is not None
+    sources = LocalSources(
+        config.database, config.memory, api.semantic, signing_key=key,
+        memory_config=memory_config, health=lambda: health_report(daemon),
+        metrics=lambda: render_metrics(daemon).encode(),
+    )  # fmt: skip
+    tokens = TokenStore(config.database)
+    app = application(sources, tokens, rate=api.rate, burst=api.burst)
+    server = ApiServer(app, api.listen.host, api.listen.port)
+    try:
+        server.start()
+        print(f"hirmem: dashboard at {server.url}/ui/ (API at {server.url}/v1, "
+              "tokens: hirmem token create)", file=sys.stderr, flush=True)  # fmt: skip
+        yield server
+    finally:
+        server.stop()
+        sources.close()
+        tokens.close()
 
 
 class _MemoryJob:
@@ -274,6 +337,40 @@ def device_row(d: DeviceRow) -> dict[str, object]:
         "last_seen_ms": d.last_seen,
         "head_seq": d.head.seq if d.head else None,
     }
+
+
+def _token(args: argparse.Namespace) -> int:
+    from hirmem.api.tokens import TokenStore
+
+    tokens = TokenStore(args.database)
+    try:
+        if args.token_command == "create":
+            token, row = tokens.create(args.name, args.scope, args.tenant)
+            print(token)
+            print(f"token {row.id} for {row.name} (scope {row.scope}, tenant {row.tenant}); "
+                  "shown once, kept only as its SHA-256", file=sys.stderr)  # fmt: skip
+            return 0
+        if args.token_command == "revoke":
+            row = tokens.revoke(args.id)
+            print(f"token {row.id} ({row.name}) revoked")
+            return 0
+        rows = tokens.list()
+        if args.json:
+            print(json.dumps([vars_of(r) for r in rows], indent=2))
+            return 0
+        for r in rows:
+            state = "revoked" if r.revoked_ms is not None else "live"
+            print(f"{r.id}  {r.name:<16} {r.scope:<7} {r.tenant:<10} {state}")
+        return 0
+    finally:
+        tokens.close()
+
+
+def vars_of(row: object) -> dict[str, object]:
+    from dataclasses import asdict, is_dataclass
+
+    assert is_dataclass(row) and not isinstance(row, type)
+    return asdict(row)
 
 
 def _keys(args: argparse.Namespace) -> int:

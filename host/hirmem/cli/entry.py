@@ -35,6 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--simulated", action="store_true", help="the wire contract alone over a simulated line"
     )
+    demo.add_argument(
+        "--serve", nargs="?", const="127.0.0.1:8080", default=None, metavar="ADDR:PORT",
+        help="afterwards, serve the dashboard over the demo's stores until interrupted "
+        "(default 127.0.0.1:8080)",
+    )
     demo.add_argument("--seed", type=int, default=2026, help="(--simulated) noise seed")
     demo.add_argument("--flip", type=float, default=0.001, help="(--simulated) bit flips/byte")
     demo.add_argument("--drop", type=float, default=0.0005, help="(--simulated) byte drop rate")
@@ -88,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "demo":
             from hirmem.cli import demo as demo_module
 
-            return demo_module.run(args.seconds, args.sensor_ms)
+            return demo_module.run(args.seconds, args.sensor_ms, serve=args.serve)
         if args.command == "provision":
             return provision_module.run_cli(args)
         if args.command == "id":

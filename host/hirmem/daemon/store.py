@@ -980,6 +980,34 @@ class Store:
             for r in rows
         ]
 
+    def last_packs(self) -> dict[bytes, tuple[int, int]]:
+        """device → (seq, received ms) of its latest accepted pack, in one query."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT device_id, max(seq), max(received) FROM packs GROUP BY device_id"
+            ).fetchall()
+        return {bytes(d): (u64_out(s), int(r)) for d, s, r in rows}
+
+    def received_since(self, since_ms: int) -> list[int]:
+        """When each pack accepted at or after ``since_ms`` arrived (ms), oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT received FROM packs WHERE received >= ? ORDER BY received", (since_ms,)
+            ).fetchall()
+        return [int(r[0]) for r in rows]
+
+    def pack_boots(self, device_id: bytes) -> dict[bytes, tuple[int, int]]:
+        """pack id → (lowest, highest) boot counter in its records' ids, for a device's
+        timeline: a pack whose boots run above the previous pack's shows a reboot."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT pack_id, min(substr(id, 9, 4)), max(substr(id, 9, 4)) FROM records "
+                "WHERE device_id = ? GROUP BY pack_id",
+                (device_id,),
+            ).fetchall()
+        return {bytes(p): (int.from_bytes(lo, "big"), int.from_bytes(hi, "big"))
+                for p, lo, hi in rows}  # fmt: skip
+
     def packs_since(self, after: int = 0, limit: int = 100) -> list[tuple[int, Pack]]:
         """Accepted packs in arrival order, (cursor, pack) with cursor > ``after``.
 
@@ -1226,6 +1254,21 @@ class Store:
                 (device_id,),
             ).fetchall()
         return {str(n): u64_out(v) for n, v in rows}
+
+    def counters_of(self, device_ids: Sequence[bytes]) -> dict[bytes, dict[str, int]]:
+        """The saved counters of several devices in one query (a page of the device table)."""
+        out: dict[bytes, dict[str, int]] = {d: {} for d in device_ids}
+        for start in range(0, len(device_ids), 500):  # within SQLite's variable limit
+            chunk = list(device_ids[start:start + 500])
+            with self._lock:
+                rows = self._db.execute(
+                    "SELECT device_id, name, value FROM device_counters WHERE device_id IN "
+                    f"({', '.join('?' * len(chunk))})",
+                    chunk,
+                ).fetchall()
+            for d, n, v in rows:
+                out[bytes(d)][str(n)] = u64_out(v)
+        return out
 
     def set_session(self, device_id: bytes, url: str, state: str, name: str = "") -> None:
         with self._transaction() as db:
