@@ -7,7 +7,8 @@ its own thread (``threading.Thread(target=link.run)``) and end it with
 :meth:`Link.stop`; requests from other threads go through :meth:`Link.call`, which
 holds the same lock as the loop, so the session is only ever touched by one thread
 at a time, or :meth:`Link.post`, which never waits: the loop runs the action on its
-next turn (within ``max_wait_s``).
+next turn (within ``max_wait_s``). ``after_step`` (optional) runs on the loop's thread
+after every turn: what must look at the line as it is read (a flood) goes there.
 
 Bytes leave in order and never under the session lock: output taken from the session
 is appended to one queue, and whoever holds the write lock drains it. A line whose
@@ -46,6 +47,7 @@ class Link:
         on_event: Callable[[Event], None] | None = None,
         clock_ms: Callable[[], int] = monotonic_ms,
         max_wait_s: float = MAX_WAIT_S,
+        after_step: Callable[[], None] | None = None,
     ) -> None:
         self.transport = transport
         self.session = session
@@ -59,6 +61,7 @@ class Link:
         self._posted: deque[Callable[[Session], object]] = deque()
         self._stop = threading.Event()
         self._paused_until = 0.0  # time.monotonic(): do not read before this
+        self._after_step = after_step  # on the loop's thread, after every turn
 
     def now_ms(self) -> int:
         return self._clock_ms()
@@ -125,6 +128,8 @@ class Link:
             events = self._flush(now)
         self._send()
         self._dispatch(events)
+        if self._after_step is not None:
+            self._after_step()
 
     def run(self) -> None:
         """Loop until :meth:`stop`; the transport is closed on the way out.
