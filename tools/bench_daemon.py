@@ -55,7 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "host"))
 
 from hirmem.daemon.config import DaemonConfig, build_config  # noqa: E402
-from hirmem.daemon.service import Daemon  # noqa: E402
+from hirmem.daemon.service import Daemon, DeviceWorker  # noqa: E402
 from hirmem.daemon.store import Store  # noqa: E402
 from hirmem.emulation.faultproxy import FaultPlan, FaultProxy  # noqa: E402
 from hirmem.emulation.provision import SlotSettings, provision_image  # noqa: E402
@@ -81,6 +81,7 @@ class Figures:
     bytes_in: int = 0  # read from every line in the window
     stalled_bytes_in: int = 0  # of it, from the stalled line
     stalled_reconnects: int = 0
+    stalled_cpu_s: float = 0.0  # CPU time of the stalled line's worker thread
 
     @property
     def rate(self) -> float:
@@ -131,12 +132,15 @@ def measure(daemon: Daemon, db: Path, warmup: float, seconds: float, stalled: in
             counts = [w.session.counters.bytes_in for w in daemon.workers]
             return sum(counts), sum(counts[:stalled])
 
+        def stalled_cpu() -> float:  # the stalled lines' own threads: no other load in it
+            return sum(thread_cpu_s(w) for w in daemon.workers[:stalled])
+
         time.sleep(warmup)
         count0, cpu0, t0 = daemon.store.count_records(), time.process_time(), time.monotonic()
-        wall0, (bytes0, hostile0) = time.time() * 1000, read()
+        wall0, (bytes0, hostile0), hcpu0 = time.time() * 1000, read(), stalled_cpu()
         time.sleep(seconds)
         count1, cpu1, t1 = daemon.store.count_records(), time.process_time(), time.monotonic()
-        wall1, (bytes1, hostile1) = time.time() * 1000, read()
+        wall1, (bytes1, hostile1), hcpu1 = time.time() * 1000, read(), stalled_cpu()
         reconnects = sum(w.reconnects for w in daemon.workers[:stalled])
     finally:
         daemon.stop()
@@ -148,7 +152,18 @@ def measure(daemon: Daemon, db: Path, warmup: float, seconds: float, stalled: in
             if wall0 <= received[pack_id] <= wall1
         ]
     return Figures(count1 - count0, t1 - t0, cpu1 - cpu0, latencies, bytes1 - bytes0,
-                   hostile1 - hostile0, reconnects)  # fmt: skip
+                   hostile1 - hostile0, reconnects, hcpu1 - hcpu0)  # fmt: skip
+
+
+def thread_cpu_s(worker: DeviceWorker) -> float:
+    """CPU seconds a worker's thread has used (0 once it ended)."""
+    ident = worker._thread.ident
+    if ident is None or not worker.alive:
+        return 0.0
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(ident))
+    except OSError:
+        return 0.0
 
 
 @contextmanager
@@ -299,7 +314,7 @@ def compare_stalled(
     lines = [
         f"{label}: {repeat} runs of each, alternated; mean ± standard deviation",
         f"{'stalled':>8} " + " ".join(f"{name:>{width}}" for name, _, _ in COMPARED)
-        + f" {'stalled MB read':>16} {'reconnects':>10}",
+        + f" {'stalled MB read':>16} {'stalled CPU s':>14} {'reconnects':>10}",
     ]  # fmt: skip
     stats: dict[bool, list[tuple[float, float]]] = {}
     for stalled in (False, True):
@@ -312,10 +327,11 @@ def compare_stalled(
             cells.append(f"{mean:.{digits}f} ± {sd:.{digits}f}".rjust(width))
         mb = statistics.fmean(f.stalled_bytes_in / 1e6 for f in runs[stalled])
         reconnects = statistics.fmean(f.stalled_reconnects for f in runs[stalled])
+        hcpu = statistics.fmean(f.stalled_cpu_s for f in runs[stalled])
         lines.append(
             f"{'1 line' if stalled else '-':>8} "
             + " ".join(cells)
-            + f" {mb:>16.3f} {reconnects:>10.1f}"
+            + f" {mb:>16.3f} {hcpu:>14.2f} {reconnects:>10.1f}"
         )
     verdicts, matched = [], True
     for (name, digits, _), (base, base_sd), (hostile, hostile_sd) in zip(

@@ -30,6 +30,12 @@ from hirmem.link.transport import Transport, TransportClosed
 T = TypeVar("T")
 
 MAX_WAIT_S = 0.05  # the loop looks at stop() and requests at least this often
+# What one turn hands the session of what was read (a read takes up to 64 KiB): the
+# rest waits for the next turns, which do not read. So ``after_step`` sees a flood
+# after a few hundred frames at most, not after a whole read of them: a peer that
+# floods the host costs a slice of parsing per pause, and the interpreter's lock
+# is never held for a whole read's worth of frames.
+FEED_SLICE = 4096
 
 
 def monotonic_ms() -> int:
@@ -61,6 +67,7 @@ class Link:
         self._posted: deque[Callable[[Session], object]] = deque()
         self._stop = threading.Event()
         self._paused_until = 0.0  # time.monotonic(): do not read before this
+        self._unfed = bytearray()  # read from the line, not yet fed to the session
         self._after_step = after_step  # on the loop's thread, after every turn
 
     def now_ms(self) -> int:
@@ -116,12 +123,17 @@ class Link:
         if pause > 0:
             self._stop.wait(min(wait, pause))
             data = b""
+        elif self._unfed:
+            data = b""  # the last read is fed first
         else:
             data = self.transport.read(wait)
         with self._lock:
             now = self.now_ms()
-            if data:
-                self.session.feed(data, now)
+            self._unfed += data
+            if self._unfed and pause <= 0:
+                piece = bytes(self._unfed[:FEED_SLICE])
+                del self._unfed[:FEED_SLICE]
+                self.session.feed(piece, now)
             while self._posted:
                 self._posted.popleft()(self.session)
             self.session.poll(now)
