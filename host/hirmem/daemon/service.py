@@ -96,15 +96,16 @@ TRAFFIC_FIELDS = frozenset(
 # rest are counted (device_logs_dropped) and the next line logged says how many.
 LOG_BURST = 20
 LOG_RATE = 5.0
-TRUST_HINT_EVERY_S = 300.0
+TRUST_HINT_EVERY_S = 300.0  # how often an untrusted device's hint (`device add`) repeats
 # A line that sends more than NOISE_PER_S frames the host must refuse or cannot read
 # (damaged, malformed, of a host's type) per second is not read for a while: its bytes
 # wait in the kernel's buffers, so a flooding peer costs little CPU. The pause starts
 # at NOISE_PAUSE_S and doubles while the line stays noisy, up to NOISE_PAUSE_MAX_S.
-# The line's own thread judges it after every read, over the last NOISE_LOOK_S, and
-# at once when a flood's worth (more than NOISE_PER_S) came in less: a peer that
-# writes as fast as loopback allows is paused after one read, not after a second of
-# parsing that holds the interpreter's lock the honest lines need.
+# The line's own thread judges it after every turn of its loop (a turn parses at
+# most hirmem.link.line.FEED_SLICE bytes), over the last NOISE_LOOK_S, and at once
+# when a flood's worth (more than NOISE_PER_S) came in less: a peer that writes as
+# fast as loopback allows is paused after one slice, not after a second of parsing
+# that holds the interpreter's lock the honest lines need.
 NOISE_PER_S = 200
 NOISE_PAUSE_S = 1.0
 NOISE_PAUSE_MAX_S = 30.0
@@ -566,7 +567,7 @@ class DeviceWorker:
 
     def _quieten(self, now: float) -> None:
         """Pause reading a line that floods the host with frames it must refuse (on the
-        link's thread, after every read; see NOISE_LOOK_S)."""
+        link's thread, after every turn; see NOISE_LOOK_S)."""
         noise, at = self.noise(), self._noise_at
         if now < self._paused_until:
             # paused: the count stands still; the next window starts when reading does
