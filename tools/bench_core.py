@@ -548,7 +548,7 @@ def report(runs: Sequence[BenchRun]) -> tuple[str, bool]:
     )
     out = [
         f"hirmem core: instructions executed per operation in QEMU 7.2 ({how}); "
-        "gcc 12 -Os, picolibc",
+        "gcc 12 -Os -flto (the core; the bench caller without), picolibc",
         "",
     ]
     table, missed = instruction_table(runs)

@@ -137,7 +137,7 @@ static uint64_t load_uint(const uint8_t *src, unsigned size) {
 
 hm_error_code hm_msg_decode(const uint8_t *body, size_t len, int inner, hm_msg *m) {
     hm_cbor_r r;
-    uint64_t n, v[3] = {0, 0, 0}, ack;
+    uint64_t n = 0, v[3] = {0, 0, 0}, ack = 0; /* set on every path LTO cannot see */
     int neg[3] = {1, 1, 1}, k = 0;
     m->type = 0;
     m->seq = m->ack = 0;
@@ -167,7 +167,7 @@ hm_error_code hm_msg_decode(const uint8_t *body, size_t len, int inner, hm_msg *
         unsigned kind = fields[i].kind;
         uint8_t *dst = base + fields[i].off;
         if (kind < K_BSTR) {
-            uint64_t x;
+            uint64_t x = 0;
             if (hm_cbor_get_uint(&r, UINT64_MAX, &x) || !int_ok(kind, x)) return HM_E_MALFORMED;
             store_uint(dst, int_size[kind], x);
         } else {

@@ -89,20 +89,35 @@ __all__ = ["Daemon", "DeviceWorker", "render_metrics", "sign_knowledge"]
 
 # STATUS fields the device reports (SPEC §5.10), kept as device.<name> counters.
 DEVICE_FIELDS = tuple(f.name for f in fields(Status))
+# Session counters a debug "line traffic" summary carries (their change since the last).
+TRAFFIC_FIELDS = frozenset(
+    {"bytes_in", "bytes_out", "frames_good", "frames_bad", "frames_out", "messages_in",
+     "messages_out", "refused_in", "retransmissions", "timeouts", "packs_accepted",
+     "packs_duplicate", "packs_deferred", "packs_refused"}
+)  # fmt: skip
 
 
 # Device LOG lines: at most LOG_BURST at once, LOG_RATE per second after that; the
 # rest are counted (device_logs_dropped) and the next line logged says how many.
 LOG_BURST = 20
 LOG_RATE = 5.0
-TRUST_HINT_EVERY_S = 300.0
+TRUST_HINT_EVERY_S = 300.0  # how often an untrusted device's hint (`device add`) repeats
 # A line that sends more than NOISE_PER_S frames the host must refuse or cannot read
 # (damaged, malformed, of a host's type) per second is not read for a while: its bytes
 # wait in the kernel's buffers, so a flooding peer costs little CPU. The pause starts
 # at NOISE_PAUSE_S and doubles while the line stays noisy, up to NOISE_PAUSE_MAX_S.
+# The line's own thread judges it after every turn of its loop (a turn parses at
+# most hirmem.link.line.FEED_SLICE bytes), over the last NOISE_LOOK_S, and at once
+# when a flood's worth (more than NOISE_PER_S) came in less: a peer that writes as
+# fast as loopback allows is paused after one slice, not after a second of parsing
+# that holds the interpreter's lock the honest lines need.
 NOISE_PER_S = 200
 NOISE_PAUSE_S = 1.0
-NOISE_PAUSE_MAX_S = 30.0  # how often an untrusted device's hint (`device add`) repeats
+NOISE_PAUSE_MAX_S = 30.0
+NOISE_LOOK_S = 1.0
+# Debug level: a line's traffic (frames, bytes, messages, saves) is summed up at most
+# once per TRAFFIC_LOG_EVERY_S, not logged frame by frame.
+TRAFFIC_LOG_EVERY_S = 5.0
 
 
 class RateLimit:
@@ -237,6 +252,8 @@ class DeviceWorker:
         self.reconnects = 0
         self._stalled = False  # the line last ended at a write deadline
         self._noise_at: tuple[int, float] | None = None  # (noise, when) at the last look
+        self._traffic_at: tuple[dict[str, int], float] | None = None  # at the last summary
+        self._saves = 0  # counter saves since the last traffic summary
         self.line_pauses = 0
         self._pause_s = NOISE_PAUSE_S  # the next pause of a noisy line
         self._paused_until = 0.0
@@ -308,7 +325,15 @@ class DeviceWorker:
             baudrate=self.config.baudrate,
             write_timeout_s=self.daemon.config.write_timeout,
         )
-        link = Link(transport, self.session, on_event=self._on_event)
+        link = Link(
+            transport,
+            self.session,
+            on_event=self._on_event,
+            after_step=lambda: self._quieten(time.monotonic()),
+        )
+        paused_s = self._paused_until - time.monotonic()
+        if paused_s > 0:  # a pause outlives the line it was given to
+            link.pause_reading(paused_s)
         self.link = link
         self._stalled = False
         self._set_state("connecting")
@@ -336,11 +361,18 @@ class DeviceWorker:
             self.store_errors += 1
             log.warning("store write failed", extra=self._ctx(write=what, detail=f"{exc}"))
             return False
+        if what == "counters":
+            self._saves += 1  # once a second per line: summed up in "line traffic"
+        else:
+            log.debug("store committed", extra=self._ctx(write=what))
         return True
 
     def _set_state(self, phase: str, state: str | None = None) -> None:
+        state = phase if state is None else state
+        if state != self.state:
+            log.debug("line state", extra=self._ctx(state=state, was=self.state))
         self.phase = phase
-        self.state = phase if state is None else state
+        self.state = state
         self._state_saved = self._save_state()
 
     def _save_state(self) -> bool:
@@ -408,6 +440,7 @@ class DeviceWorker:
             st = event.status
             self.device_status = {name: int(getattr(st, name)) for name in DEVICE_FIELDS}
             self.reported_knowledge = int(st.knowledge_seq)
+            log.debug("status report", extra=self._ctx(**self.device_status))
         elif isinstance(event, KnowledgeDone):
             self._knowledge_done(event)
         elif isinstance(event, LogLine):
@@ -497,15 +530,40 @@ class DeviceWorker:
     def housekeeping(self, now: float) -> None:
         if not self._state_saved:
             self._state_saved = self._save_state()  # the store missed it: try again
-        self._quieten(now)
         link = self.link
         if link is None or not self.session.is_open or self.device_id is None:
             return
         cfg = self.daemon.config
         if cfg.status_every and now - self.last_status_request >= cfg.status_every:
             self.last_status_request = now
+            log.debug("status requested", extra=self._ctx())
             link.post(self._request_status)
         self._maybe_push(link)
+
+    def traffic(self, now: float) -> None:
+        """At debug level, once per TRAFFIC_LOG_EVERY_S: what the line carried since the
+        last summary (frames and bytes each way, messages by type, counter saves)."""
+        if not log.isEnabledFor(logging.DEBUG):
+            return
+        at = self._traffic_at
+        if at is not None and now - at[1] < TRAFFIC_LOG_EVERY_S:
+            return
+        flat = flatten_counters(self.session.counters.snapshot())
+        self._traffic_at = (flat, now)
+        if at is None:
+            return
+        before = at[0]
+        moved = {k: v - before.get(k, 0) for k, v in flat.items() if v != before.get(k, 0)}
+        if not moved and not self._saves:
+            return
+        summary = {
+            k.replace(".", "_"): v for k, v in moved.items() if k.split(".")[0] in TRAFFIC_FIELDS
+        }
+        log.debug(
+            "line traffic",
+            extra=self._ctx(seconds=round(now - at[1], 1), saves=self._saves, **summary),
+        )
+        self._saves = 0
 
     def noise(self) -> int:
         """Frames this line sent that were damaged or had to be refused, all sessions."""
@@ -513,16 +571,24 @@ class DeviceWorker:
         return c.frames_bad_total + sum(c.refused_in.values())
 
     def _quieten(self, now: float) -> None:
-        """Pause reading a line that floods the host with frames it must refuse."""
+        """Pause reading a line that floods the host with frames it must refuse (on the
+        link's thread, after every turn; see NOISE_LOOK_S)."""
         noise, at = self.noise(), self._noise_at
+        if now < self._paused_until:
+            # paused: the count stands still; the next window starts when reading does
+            # (a window over the pause would find the line quiet and forget the flood)
+            self._noise_at = (noise, now)
+            return
+        if at is not None and now - at[1] < NOISE_LOOK_S and noise - at[0] <= NOISE_PER_S:
+            return  # too soon to judge, and not yet a flood's worth
         self._noise_at = (noise, now)
         link = self.link
         if at is None or link is None or now <= at[1]:
             return
-        if now < self._paused_until:
-            return  # paused: the count stands still; judge it when reading starts again
         rate = (noise - at[0]) / (now - at[1])
         if rate <= NOISE_PER_S:
+            if self._pause_s != NOISE_PAUSE_S:
+                log.debug("line quiet again", extra=self._ctx(refused_per_s=round(rate)))
             self._pause_s = NOISE_PAUSE_S
             return
         self.line_pauses += 1
@@ -562,6 +628,7 @@ class DeviceWorker:
                 return
             self.knowledge_repushed.add(seq)
             log.warning("device lost knowledge", extra=self._ctx(seq=seq, held=held))
+        log.debug("knowledge push posted", extra=self._ctx(seq=seq, held=self.reported_knowledge))
         self.knowledge_posted = seq
         link.post(lambda session: self._push(session, seq, raw))
 
@@ -766,6 +833,7 @@ class Daemon:
                 try:
                     worker.housekeeping(now)
                     worker.save()
+                    worker.traffic(now)
                 except Exception:
                     log.exception("housekeeping failed", extra=worker._ctx())
 
