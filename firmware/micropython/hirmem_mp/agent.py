@@ -23,6 +23,7 @@ reached 2^32 - 1.
 """
 
 import time
+from hashlib import sha256
 
 from micropython import const
 
@@ -41,6 +42,7 @@ OWN_RESERVE = const(2)  # as HM_AGENT_OWN_RESERVE
 PACK_CAP = const(1536)
 MAX_FRAME = const(512)
 SEQ_LAST = const(0xFFFFFFFF)
+PROOF_LABEL = b"hirmem session proof v1"
 
 CAP_CAPTURE = const(0x01)
 CAP_KNOWLEDGE = const(0x02)
@@ -217,6 +219,17 @@ class Agent:
         self.hold_until = 0
         self.packer.set_head(self.ring, pseq, phash)
         self._owe_ack()
+        self._queue(msg.PROOF, (self._proof(m[4], m[11]),))  # seq 2, carries the ack
+
+    def _proof(self, host_id: bytes, challenge: bytes) -> bytes:
+        """PROOF (SPEC 5.15): the device key over label, host id, the host's challenge,
+        device id, boot (u32 BE) and SHA-256 of the HELLO as sent."""
+        from . import ed25519
+
+        cfg = self.cfg
+        data = (PROOF_LABEL + host_id + challenge + cfg.device_id + cfg.boot.to_bytes(4, "big")
+                + sha256(self.hello).digest())
+        return ed25519.sign(cfg.seed, data)
 
     # ---- sending -------------------------------------------------------------------
 

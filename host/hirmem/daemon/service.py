@@ -51,6 +51,7 @@ from hirmem.link.session import (
     LogLine,
     PackReceived,
     PackRefused,
+    ProofRefused,
     RequestFailed,
     Session,
     SessionConfig,
@@ -227,7 +228,8 @@ class DeviceWorker:
         self.state = "starting"  # the phase with its detail, as saved and shown
         self.last_heard: float | None = None  # Unix time of the last good frame seen
         self._state_saved = True  # False: the store missed the last state change
-        self.device_id: bytes | None = None
+        self.device_id: bytes | None = None  # the device proven on this line (SPEC §6.5)
+        self.claimed_id: bytes | None = None  # the id of an unregistered device on the line
         self.device_status: dict[str, int] = {}
         self.reconnects = 0
         self._stalled = False  # the line last ended at a write deadline
@@ -235,6 +237,7 @@ class DeviceWorker:
         self.line_pauses = 0
         self._pause_s = NOISE_PAUSE_S  # the next pause of a noisy line
         self._paused_until = 0.0
+        self._proof_refused_at = -NOISE_PAUSE_MAX_S * 2  # when a PROOF was last refused
         self.store_errors = 0
         self.worker_errors = 0
         self._frames_saved = 0  # frames_good at the last counter save
@@ -270,6 +273,12 @@ class DeviceWorker:
 
     def join(self, timeout: float) -> None:
         self._thread.join(timeout)
+
+    @property
+    def line_device(self) -> bytes | None:
+        """The device id this line's session is under, proven or (unregistered) claimed:
+        for labels and logs; only :attr:`device_id` is recorded in the store."""
+        return self.device_id or self.claimed_id
 
     @property
     def alive(self) -> bool:
@@ -350,8 +359,9 @@ class DeviceWorker:
         )
 
     def _ctx(self, **more: Any) -> dict[str, Any]:
+        shown = self.line_device
         ctx: dict[str, Any] = {
-            "device": self.device_id.hex() if self.device_id else None,
+            "device": shown.hex() if shown else None,
             "name": self.config.name or None,
             "url": self.config.url,
         }
@@ -362,9 +372,16 @@ class DeviceWorker:
 
     def _on_event(self, event: SessionEvent) -> None:
         store = self.daemon.store
-        if isinstance(event, SessionOpened):
+        if isinstance(event, SessionOpened) and not event.proven:
+            # no key is registered for this id: the session only refuses its packs
+            # (recorded as refusals); nothing else of the line is kept under that id
+            self.device_id = None
+            self.claimed_id = event.device.device_id
+            log.warning("session open, device not registered", extra=self._ctx())
+        elif isinstance(event, SessionOpened):
             dev = event.device
             self.device_id = dev.device_id
+            self.claimed_id = None
             self.last_heard = time.time()
             limits = DeviceLimits(dev.capabilities, dev.max_frame, dev.max_message, dev.host_kid)
             self._store_write(
@@ -385,6 +402,8 @@ class DeviceWorker:
                     pack_seq=event.pack_seq,
                 ),
             )
+        elif isinstance(event, ProofRefused):
+            self._proof_refused(event)
         elif isinstance(event, SessionLost):
             self._set_state("lost", f"lost: {event.reason}")
             log.warning("session lost", extra=self._ctx(reason=event.reason))
@@ -413,6 +432,24 @@ class DeviceWorker:
             )
         elif isinstance(event, RequestFailed | IntakeFailed):
             log.warning("request failed", extra=self._ctx(detail=str(event)))
+
+    def _proof_refused(self, event: ProofRefused) -> None:
+        """A line whose device failed its PROOF: nothing was recorded of it but the
+        refusal (the intake did that); the line is not read for a while, longer each
+        time, as a flooding line is not (see NOISE_PAUSE_S)."""
+        link = self.link
+        if link is not None:
+            self.line_pauses += 1
+            link.pause_reading(self._pause_s)
+            self._paused_until = self._clock() + self._pause_s
+        self._proof_refused_at = self._clock()
+        if self.refusal_limit.take():
+            log.warning(
+                "session proof refused",
+                extra=self._ctx(claimed=event.device_id.hex(), reason=event.reason,
+                                detail=event.detail, pause_s=self._pause_s),
+            )  # fmt: skip
+        self._pause_s = min(self._pause_s * 2, NOISE_PAUSE_MAX_S)
 
     def _pack_refused(self, event: PackRefused) -> None:
         """Log a refusal (rate-limited, the rest counted in the session's counters); for a
@@ -518,7 +555,8 @@ class DeviceWorker:
             return  # paused: the count stands still; judge it when reading starts again
         rate = (noise - at[0]) / (now - at[1])
         if rate <= NOISE_PER_S:
-            self._pause_s = NOISE_PAUSE_S
+            if now - self._proof_refused_at > NOISE_PAUSE_MAX_S:  # quiet, and no impostor
+                self._pause_s = NOISE_PAUSE_S
             return
         self.line_pauses += 1
         link.pause_reading(self._pause_s)

@@ -690,6 +690,15 @@ class Store:
                     (dev, offers),
                 )
 
+    def refuse_proof(self, line_device: bytes, body: bytes, reason: Reason, detail: str) -> None:
+        """Record a session PROOF the host refused (SPEC §6.5) for the device id its HELLO
+        claimed, in the same bounded digest as refused packs."""
+        digest = hashlib.sha256(body).digest()
+        with self._transaction() as db:
+            self._refuse(
+                db, line_device, body, digest, reason, f"session proof: {detail}", ZERO_PACK_ID, 0
+            )
+
     # ---- reading -----------------------------------------------------------------------
 
     def packs(self, device_id: bytes | None = None) -> list[StoredPack]:
