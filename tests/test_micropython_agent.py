@@ -84,8 +84,9 @@ def test_agent_end_to_end(host: MpHost) -> None:
     # ---- handshake
     host.handshake(T0)
     assert host.hello == Hello(
-        DEVICE_ID, "unix-pty", "0.1.0", BOOT, 0x1F, 512, 4096, 4, DEVICE_KEY.kid, HOST_KEY.kid
-    )
+        DEVICE_ID, "unix-pty", "0.1.0", BOOT, 0x1F, 512, 4096, 4, DEVICE_KEY.kid, HOST_KEY.kid,
+        8, 32,  # KNOWLEDGE_CAPACITY facts of KNOWLEDGE_TEXT bytes
+    )  # fmt: skip
     host.pump(0.1)
     # the HELLO_ACK is acknowledged by the PROOF (seq 2, ack 1), which signs the challenge
     assert [env.ack for _, _, env in host.frames if env.seq == 2][:1] == [1]

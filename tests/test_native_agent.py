@@ -186,8 +186,9 @@ def test_hello_fields_and_resends(dev: Device) -> None:
     assert out[:1] == b"\x00"
     host.feed(out)
     assert host.hello == Hello(
-        DEVICE_ID, "native", "0.1.0", 9, ALL_CAPS, 512, 4096, 4, DEVICE_KEY.kid, HOST_KEY.kid
-    )
+        DEVICE_ID, "native", "0.1.0", 9, ALL_CAPS, 512, 4096, 4, DEVICE_KEY.kid, HOST_KEY.kid,
+        8, 32,  # HM_KNOWLEDGE_CAPACITY facts of HM_KNOWLEDGE_TEXT bytes (KNOWLEDGE announced)
+    )  # fmt: skip
     first = host.wire_bodies[-1]
     assert len(first) + 4 <= 128
     # resent byte-identical at 0.25, 0.75, 1.75, 3.75, 7.75, then every 4 s: never gives up

@@ -182,7 +182,9 @@ def sample_messages(
     return [
         (
             "hello",
-            Hello(DEVICE_ID, "mps2-an385", "0.1.0", 7, 0x1F, 512, 4096, 4, kid, HOST_KEY.kid),
+            Hello(
+                DEVICE_ID, "mps2-an385", "0.1.0", 7, 0x1F, 512, 4096, 4, kid, HOST_KEY.kid, 8, 32
+            ),
             1,
             0,
         ),
@@ -269,7 +271,7 @@ CHALLENGE = bytes(range(0x10, 0x20))  # the "hello-ack" vector's challenge
 def hello_vector_body() -> bytes:
     """The body of the "hello" vector: what the "proof" vector covers."""
     kid = DEVICE_KEY.kid
-    hello = Hello(DEVICE_ID, "mps2-an385", "0.1.0", 7, 0x1F, 512, 4096, 4, kid, HOST_KEY.kid)
+    hello = Hello(DEVICE_ID, "mps2-an385", "0.1.0", 7, 0x1F, 512, 4096, 4, kid, HOST_KEY.kid, 8, 32)
     return encode_message(hello, 1, 0)
 
 

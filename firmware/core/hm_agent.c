@@ -87,6 +87,10 @@ static void hello_msg(const hm_agent *a, hm_msg *m) {
     m->u.hello.device_kid.len = HM_KID_SIZE;
     m->u.hello.host_kid.ptr = a->host_key ? a->host_key->kid : a->device_kid;
     m->u.hello.host_kid.len = a->host_key ? HM_KID_SIZE : 0;
+    if (a->capabilities & HM_CAP_KNOWLEDGE) { /* what hm_knowledge keeps (SPEC 5.2) */
+        m->u.hello.knowledge_facts = HM_KNOWLEDGE_CAPACITY;
+        m->u.hello.knowledge_text = HM_KNOWLEDGE_TEXT;
+    }
 }
 
 /* The HELLO body into scratch; 0 if it does not fit a 128-byte frame. */

@@ -42,6 +42,7 @@ static const field fields[] = {
     F(hm_msg_hello, capabilities, K_U64), F(hm_msg_hello, max_frame, K_U16),
     F(hm_msg_hello, max_message, K_U32), F(hm_msg_hello, window, K_U16),
     F(hm_msg_hello, device_kid, K_B8), F(hm_msg_hello, host_kid, K_B0_8),
+    F(hm_msg_hello, knowledge_facts, K_U16), F(hm_msg_hello, knowledge_text, K_U16),
     /* 2 HELLO_ACK */
     F(hm_msg_hello_ack, host_id, K_B8), F(hm_msg_hello_ack, max_frame, K_U16),
     F(hm_msg_hello_ack, max_message, K_U32), F(hm_msg_hello_ack, window, K_U16),
@@ -94,10 +95,10 @@ static const field fields[] = {
     F(hm_msg_proof, signature, K_B64),
 };
 
-static const uint8_t first[16] = {0, 10, 18, 25, 39, 40, 43, 44, 48, 48, 62, 64, 67, 67, 71, 72};
+static const uint8_t first[16] = {0, 12, 20, 27, 41, 42, 45, 46, 50, 50, 64, 66, 69, 69, 73, 74};
 
 /* compile-time: the table and the index agree, and every offset fits its byte */
-typedef char hm_msg_table_check[sizeof fields / sizeof fields[0] == 72 ? 1 : -1];
+typedef char hm_msg_table_check[sizeof fields / sizeof fields[0] == 74 ? 1 : -1];
 typedef char hm_msg_offset_check[sizeof(((hm_msg *)0)->u) <= 256 ? 1 : -1];
 
 int hm_msg_unsequenced(unsigned type) {

@@ -91,6 +91,8 @@ typedef struct {
     uint16_t window;
     hm_bytes device_kid; /* 8 */
     hm_bytes host_kid;   /* 0 or 8 */
+    uint16_t knowledge_facts; /* facts kept from one knowledge pack; 0: not stated */
+    uint16_t knowledge_text;  /* longest fact text kept, in bytes; 0: not stated */
 } hm_msg_hello;
 
 typedef struct {

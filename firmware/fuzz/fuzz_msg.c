@@ -19,7 +19,7 @@
 #define U32_MAX 0xFFFFFFFFu
 
 /* SPEC §5.1: field count of types 1..15. */
-static const unsigned field_count[16] = {0, 10, 8, 7, 14, 1, 3, 1, 4, 0, 14, 2, 3, 0, 4, 1};
+static const unsigned field_count[16] = {0, 12, 8, 7, 14, 1, 3, 1, 4, 0, 14, 2, 3, 0, 4, 1};
 
 /* One head at *pos of an input already known to be valid deterministic CBOR. */
 static void head_at(const uint8_t *p, size_t *pos, unsigned *mt, uint64_t *arg) {

@@ -57,6 +57,7 @@ static int slots_of(hm_msg *m, slot *s) {
         hm_msg_hello *x = &m->u.hello;
         B(x->device_id), B(x->board), B(x->firmware), U(x->boot), U(x->capabilities);
         U(x->max_frame), U(x->max_message), U(x->window), B(x->device_kid), B(x->host_kid);
+        U(x->knowledge_facts), U(x->knowledge_text);
     } break;
     case HM_MSG_HELLO_ACK: {
         hm_msg_hello_ack *x = &m->u.hello_ack;

@@ -14,7 +14,8 @@ from hirmem_mp.sha512 import sha512
 
 NAMES = {
     "HELLO": (1, ("device_id", "board", "firmware", "boot", "capabilities", "max_frame",
-                  "max_message", "window", "device_kid", "host_kid")),
+                  "max_message", "window", "device_kid", "host_kid", "knowledge_facts",
+                  "knowledge_text")),
     "HELLO_ACK": (2, ("host_id", "max_frame", "max_message", "window", "time_ms",
                       "pack_seq", "pack_hash", "challenge")),
     "CAPTURE": (3, ("source", "payload", "context", "flags", "confidence", "provenance",

@@ -29,7 +29,7 @@ from micropython import const
 
 from . import frag, frames, msg, pack
 from .cbor import utf8_valid
-from .packer import Knowledge, Packer
+from .packer import KNOWLEDGE_CAPACITY, KNOWLEDGE_TEXT, Knowledge, Packer
 from .ring import Ring
 
 ACK_DELAY_MS = const(20)
@@ -114,7 +114,9 @@ class Agent:
         self.crcbuf = bytearray(MAX_FRAME)
         self.hello = msg.encode(msg.HELLO, 1, 0, (
             cfg.device_id, cfg.board, cfg.firmware, cfg.boot, cfg.capabilities, cfg.max_frame,
-            cfg.max_message, cfg.window, self.kid, self.host_kid))
+            cfg.max_message, cfg.window, self.kid, self.host_kid)
+            + ((KNOWLEDGE_CAPACITY, KNOWLEDGE_TEXT) if cfg.capabilities & CAP_KNOWLEDGE
+               else (0, 0)))
         if len(self.hello) + 4 > 128:
             raise ValueError("HELLO does not fit 128 bytes: shorten board/firmware")
         # counters

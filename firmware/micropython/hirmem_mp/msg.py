@@ -42,7 +42,7 @@ _U32 = const(0xFFFFFFFF)
 #  n <=11, e 1..8
 KINDS = (
     "",  # no type 0
-    "ittlqwlwij",  # 1 HELLO
+    "ittlqwlwijww",  # 1 HELLO
     "iwlwqqhk",  # 2 HELLO_ACK
     "tphwfff",  # 3 CAPTURE
     "lsrwfffffffsxz",  # 4 CAPTURE_RESULT

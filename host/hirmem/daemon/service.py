@@ -59,6 +59,8 @@ from hirmem.link.session import (
     SessionLost,
     SessionOpened,
     StatusReport,
+    capacity_problem,
+    knowledge_size,
     request_problem,
 )
 from hirmem.link.session import Event as SessionEvent
@@ -195,9 +197,11 @@ def undeliverable(store: Store, pack: Pack, max_frame: int) -> dict[bytes, str]:
             continue
         device = DeviceInfo(row.device_id, row.board, row.firmware, row.boot,
                             limits.capabilities, limits.max_frame, limits.max_message, 1,
-                            row.kid, limits.host_kid)  # fmt: skip
+                            row.kid, limits.host_kid, limits.knowledge_facts,
+                            limits.knowledge_text)  # fmt: skip
         frame = min(max_frame, limits.max_frame)
         problem = request_problem(device, "knowledge", pack.kid, inner, frame)
+        problem = problem or capacity_problem(device, knowledge_size(pack))
         if problem:
             problems[row.device_id] = problem
     return problems
@@ -383,7 +387,8 @@ class DeviceWorker:
             self.device_id = dev.device_id
             self.claimed_id = None
             self.last_heard = time.time()
-            limits = DeviceLimits(dev.capabilities, dev.max_frame, dev.max_message, dev.host_kid)
+            limits = DeviceLimits(dev.capabilities, dev.max_frame, dev.max_message, dev.host_kid,
+                                  dev.knowledge_facts, dev.knowledge_text)  # fmt: skip
             self._store_write(
                 "device seen",
                 lambda: store.seen(dev.device_id, dev.board, dev.firmware, dev.boot, limits),
@@ -495,12 +500,16 @@ class DeviceWorker:
         device_id = self.device_id
         if event.status is None:
             # Not delivered, and the session will not try again (the device cannot take
-            # it: no KNOWLEDGE capability, another host key, too large; or a newer
-            # version superseded it). Recorded, so the next version is not held up.
+            # it: no KNOWLEDGE capability, another host key, too large, more facts than
+            # it says it keeps; or a newer version superseded it). Recorded, so the next
+            # version is not held up; the device's stated limits make it *refused*.
             self.knowledge_given_up.add(event.seq)
+            status = "refused" if event.reason == Reason.STORAGE else "not-sent"
             self._store_write(
                 "device knowledge",
-                lambda: self.daemon.store.set_device_knowledge(device_id, event.seq, "not-sent"),
+                lambda: self.daemon.store.set_device_knowledge(
+                    device_id, event.seq, status, int(event.reason)
+                ),
             )
             log.warning(
                 "knowledge not delivered", extra=self._ctx(seq=event.seq, detail=event.detail)

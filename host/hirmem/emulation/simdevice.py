@@ -138,6 +138,7 @@ class SimDevice:
     wall_timestamps: bool = False  # … or the wall clock in ms at capture (benchmarks)
     host_key: PublicKey | None = None  # the knowledge key it trusts (None: it takes none)
     max_facts: int = 8
+    state_capacity: bool = True  # say max_facts in HELLO (False: the host learns by deferrals)
     max_frame: int = 1024
     retry_s: float = 0.2
     resend_s: float = 0.25
@@ -243,9 +244,10 @@ class SimDevice:
         self._sent_at = 0.0
         self._hello_ack: HelloAck | None = None
         self._offered = False  # a pack offered on the last line is offered again
+        facts = self.max_facts if self.state_capacity else 0
         hello = Hello(self.device_id, self.board, "sim-0.1", self.boot, ALL_CAPS, self.max_frame,
-                      4096, 1, self.key.kid,
-                      self.host_key.kid if self.host_key else b"")  # fmt: skip
+                      4096, 1, self.key.kid, self.host_key.kid if self.host_key else b"",
+                      facts, 240 if facts else 0)  # fmt: skip
         self._hello_body = encode_message(hello, 1, 0)
         hello_frame = b"\x00" + encode_frame(self._hello_body, self.max_frame)
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a UART does not wait

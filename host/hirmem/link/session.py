@@ -77,6 +77,7 @@ from hirmem.protocol.messages import (
 from hirmem.protocol.messages import Error as ErrorMsg
 from hirmem.protocol.packs import (
     ChainHead,
+    KnowledgeItem,
     Pack,
     PackKind,
     Reason,
@@ -140,6 +141,8 @@ class DeviceInfo:
     window: int
     device_kid: bytes
     host_kid: bytes
+    knowledge_facts: int = 0  # most facts it keeps from one pack (0: not stated)
+    knowledge_text: int = 0  # longest text of a fact it keeps, in bytes
 
     @classmethod
     def from_hello(cls, hello: Hello) -> DeviceInfo:
@@ -154,6 +157,8 @@ class DeviceInfo:
             hello.window,
             hello.device_kid,
             hello.host_kid,
+            hello.knowledge_facts,
+            hello.knowledge_text,
         )
 
     def can(self, capability: Capability) -> bool:
@@ -350,7 +355,7 @@ class KnowledgeDone:
     pack_id: bytes
     seq: int
     status: PackStatus | None  # None: not delivered (see detail)
-    reason: Reason
+    reason: Reason  # with status None: STORAGE when the device's stated limits rule it out
     held_seq: int | None  # what the device holds now, when it answered
     detail: str = ""
 
@@ -541,6 +546,7 @@ class _Request:
     pack_id: bytes = ZERO_PACK_ID
     seq: int = 0
     kid: bytes = b""
+    size: tuple[int, int] = (0, 0)  # facts, longest text
     retry_at: int | None = None
     deferrals: int = 0
 
@@ -590,6 +596,30 @@ def request_problem(
         )
     if too_big and not device.can(Capability.FRAGMENTS):
         return "the message needs fragments and the device did not announce FRAGMENTS"
+    return ""
+
+
+def knowledge_size(pack: Pack) -> tuple[int, int]:
+    """(facts, longest subject/predicate/object in bytes) of a knowledge pack."""
+    longest = 0
+    for item in pack.items:
+        if isinstance(item, KnowledgeItem):
+            for text in (item.subject, item.predicate, item.obj):
+                longest = max(longest, len(text.encode("utf-8")))
+    return len(pack.items), longest
+
+
+def capacity_problem(device: DeviceInfo, size: tuple[int, int]) -> str:
+    """Why ``device`` could not keep a knowledge pack of ``size`` (facts, longest text)
+    by the limits its HELLO states (SPEC §5.2); "" when it can or did not state them."""
+    facts, longest = size
+    if device.knowledge_facts and facts > device.knowledge_facts:
+        return f"the device keeps at most {device.knowledge_facts} facts, the pack has {facts}"
+    if device.knowledge_text and longest > device.knowledge_text:
+        return (
+            f"the device keeps texts of at most {device.knowledge_text} bytes, the pack has "
+            f"one of {longest}"
+        )
     return ""
 
 
@@ -775,6 +805,7 @@ class Session:
         except PackError as exc:
             raise SessionError(f"not a knowledge pack: {exc}") from None
         pack_id, seq, kid = known.pack_id, known.seq, known.kid
+        size = knowledge_size(known)
         message = KnowledgePush(pack)
         self._check_encodable(message)
         for older in [j for j in self._knowledge if j.seq < seq and j.retry_at is not None]:
@@ -783,7 +814,9 @@ class Session:
             self._finish_knowledge(
                 older, None, Reason.NONE, None, f"superseded by knowledge pack seq {seq}"
             )
-        job = _Request(self._token(), "knowledge", message, pack_id=pack_id, seq=seq, kid=kid)
+        job = _Request(
+            self._token(), "knowledge", message, pack_id=pack_id, seq=seq, kid=kid, size=size
+        )
         self._knowledge.append(job)
         if self.is_open:
             self._admit(_Out(message, job))
@@ -1238,6 +1271,13 @@ class Session:
         if problem:
             self._fail(request, problem)
             return
+        if request.kind == "knowledge":
+            cannot_keep = capacity_problem(self.device, request.size)
+            if cannot_keep:  # known before sending: refused for this device, not sent
+                request.done = True
+                _bump(self.counters.knowledge_refused, Reason.STORAGE.name.lower())
+                self._finish_knowledge(request, None, Reason.STORAGE, None, cannot_keep)
+                return
         self._queue.append(item)
 
     def _fail(self, request: _Request, reason: str) -> None:

@@ -125,7 +125,8 @@ class Message:
 @dataclass(frozen=True, slots=True)
 class Hello(Message):
     TYPE = MsgType.HELLO
-    FIELDS = (BSTR8, TSTR, TSTR, UINT32, UINT, UINT16, UINT32, UINT16, BSTR8, BSTR0_8)
+    FIELDS = (BSTR8, TSTR, TSTR, UINT32, UINT, UINT16, UINT32, UINT16, BSTR8, BSTR0_8, UINT16,
+              UINT16)  # fmt: skip
     device_id: bytes
     board: str
     firmware: str
@@ -136,6 +137,8 @@ class Hello(Message):
     window: int
     device_kid: bytes
     host_kid: bytes  # the host key this device trusts; empty when it holds none
+    knowledge_facts: int = 0  # most facts it keeps from one knowledge pack; 0: not stated
+    knowledge_text: int = 0  # longest subject, predicate or object it keeps, in bytes
 
 
 @dataclass(frozen=True, slots=True)
