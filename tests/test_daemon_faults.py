@@ -446,5 +446,6 @@ def test_a_simulated_device_on_a_pty_is_served(tmp_path: Path) -> None:
     with Store(db) as store:
         assert stored_seqs(store, device.device_id) == device.accepted
         # what its HELLO said it can take is kept for `hirmem push` to check against
-        limits = DeviceLimits(0x1F, device.max_frame, 4096, HOST_KEY.public.kid)
+        limits = DeviceLimits(0x1F, device.max_frame, 4096, HOST_KEY.public.kid,
+                              device.max_facts, 240)  # and the knowledge it keeps  # fmt: skip
         assert store.device_limits(device.device_id) == limits
