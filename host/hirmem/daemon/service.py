@@ -53,6 +53,7 @@ from hirmem.link.session import (
     LogLine,
     PackReceived,
     PackRefused,
+    ProofRefused,
     RequestFailed,
     Session,
     SessionConfig,
@@ -60,6 +61,8 @@ from hirmem.link.session import (
     SessionLost,
     SessionOpened,
     StatusReport,
+    capacity_problem,
+    knowledge_size,
     request_problem,
 )
 from hirmem.link.session import Event as SessionEvent
@@ -214,9 +217,11 @@ def undeliverable(store: Store, pack: Pack, max_frame: int) -> dict[bytes, str]:
             continue
         device = DeviceInfo(row.device_id, row.board, row.firmware, row.boot,
                             limits.capabilities, limits.max_frame, limits.max_message, 1,
-                            row.kid, limits.host_kid)  # fmt: skip
+                            row.kid, limits.host_kid, limits.knowledge_facts,
+                            limits.knowledge_text)  # fmt: skip
         frame = min(max_frame, limits.max_frame)
         problem = request_problem(device, "knowledge", pack.kid, inner, frame)
+        problem = problem or capacity_problem(device, knowledge_size(pack))
         if problem:
             problems[row.device_id] = problem
     return problems
@@ -247,7 +252,8 @@ class DeviceWorker:
         self.state = "starting"  # the phase with its detail, as saved and shown
         self.last_heard: float | None = None  # Unix time of the last good frame seen
         self._state_saved = True  # False: the store missed the last state change
-        self.device_id: bytes | None = None
+        self.device_id: bytes | None = None  # the device proven on this line (SPEC §6.5)
+        self.claimed_id: bytes | None = None  # the id of an unregistered device on the line
         self.device_status: dict[str, int] = {}
         self.reconnects = 0
         self._stalled = False  # the line last ended at a write deadline
@@ -257,6 +263,7 @@ class DeviceWorker:
         self.line_pauses = 0
         self._pause_s = NOISE_PAUSE_S  # the next pause of a noisy line
         self._paused_until = 0.0
+        self._proof_refused_at = -NOISE_PAUSE_MAX_S * 2  # when a PROOF was last refused
         self.store_errors = 0
         self.worker_errors = 0
         self._frames_saved = 0  # frames_good at the last counter save
@@ -294,6 +301,12 @@ class DeviceWorker:
         self._thread.join(timeout)
 
     @property
+    def line_device(self) -> bytes | None:
+        """The device id this line's session is under, proven or (unregistered) claimed:
+        for labels and logs; only :attr:`device_id` is recorded in the store."""
+        return self.device_id or self.claimed_id
+
+    @property
     def alive(self) -> bool:
         return self._thread.is_alive()
 
@@ -329,7 +342,7 @@ class DeviceWorker:
             transport,
             self.session,
             on_event=self._on_event,
-            after_step=lambda: self._quieten(time.monotonic()),
+            after_step=lambda: self._quieten(self._clock()),
         )
         paused_s = self._paused_until - time.monotonic()
         if paused_s > 0:  # a pause outlives the line it was given to
@@ -387,8 +400,9 @@ class DeviceWorker:
         )
 
     def _ctx(self, **more: Any) -> dict[str, Any]:
+        shown = self.line_device
         ctx: dict[str, Any] = {
-            "device": self.device_id.hex() if self.device_id else None,
+            "device": shown.hex() if shown else None,
             "name": self.config.name or None,
             "url": self.config.url,
         }
@@ -399,11 +413,19 @@ class DeviceWorker:
 
     def _on_event(self, event: SessionEvent) -> None:
         store = self.daemon.store
-        if isinstance(event, SessionOpened):
+        if isinstance(event, SessionOpened) and not event.proven:
+            # no key is registered for this id: the session only refuses its packs
+            # (recorded as refusals); nothing else of the line is kept under that id
+            self.device_id = None
+            self.claimed_id = event.device.device_id
+            log.warning("session open, device not registered", extra=self._ctx())
+        elif isinstance(event, SessionOpened):
             dev = event.device
             self.device_id = dev.device_id
+            self.claimed_id = None
             self.last_heard = time.time()
-            limits = DeviceLimits(dev.capabilities, dev.max_frame, dev.max_message, dev.host_kid)
+            limits = DeviceLimits(dev.capabilities, dev.max_frame, dev.max_message, dev.host_kid,
+                                  dev.knowledge_facts, dev.knowledge_text)  # fmt: skip
             self._store_write(
                 "device seen",
                 lambda: store.seen(dev.device_id, dev.board, dev.firmware, dev.boot, limits),
@@ -422,6 +444,8 @@ class DeviceWorker:
                     pack_seq=event.pack_seq,
                 ),
             )
+        elif isinstance(event, ProofRefused):
+            self._proof_refused(event)
         elif isinstance(event, SessionLost):
             self._set_state("lost", f"lost: {event.reason}")
             log.warning("session lost", extra=self._ctx(reason=event.reason))
@@ -451,6 +475,24 @@ class DeviceWorker:
             )
         elif isinstance(event, RequestFailed | IntakeFailed):
             log.warning("request failed", extra=self._ctx(detail=str(event)))
+
+    def _proof_refused(self, event: ProofRefused) -> None:
+        """A line whose device failed its PROOF: nothing was recorded of it but the
+        refusal (the intake did that); the line is not read for a while, longer each
+        time, as a flooding line is not (see NOISE_PAUSE_S)."""
+        link = self.link
+        if link is not None:
+            self.line_pauses += 1
+            link.pause_reading(self._pause_s)
+            self._paused_until = self._clock() + self._pause_s
+        self._proof_refused_at = self._clock()
+        if self.refusal_limit.take():
+            log.warning(
+                "session proof refused",
+                extra=self._ctx(claimed=event.device_id.hex(), reason=event.reason,
+                                detail=event.detail, pause_s=self._pause_s),
+            )  # fmt: skip
+        self._pause_s = min(self._pause_s * 2, NOISE_PAUSE_MAX_S)
 
     def _pack_refused(self, event: PackRefused) -> None:
         """Log a refusal (rate-limited, the rest counted in the session's counters); for a
@@ -496,12 +538,16 @@ class DeviceWorker:
         device_id = self.device_id
         if event.status is None:
             # Not delivered, and the session will not try again (the device cannot take
-            # it: no KNOWLEDGE capability, another host key, too large; or a newer
-            # version superseded it). Recorded, so the next version is not held up.
+            # it: no KNOWLEDGE capability, another host key, too large, more facts than
+            # it says it keeps; or a newer version superseded it). Recorded, so the next
+            # version is not held up; the device's stated limits make it *refused*.
             self.knowledge_given_up.add(event.seq)
+            status = "refused" if event.reason == Reason.STORAGE else "not-sent"
             self._store_write(
                 "device knowledge",
-                lambda: self.daemon.store.set_device_knowledge(device_id, event.seq, "not-sent"),
+                lambda: self.daemon.store.set_device_knowledge(
+                    device_id, event.seq, status, int(event.reason)
+                ),
             )
             log.warning(
                 "knowledge not delivered", extra=self._ctx(seq=event.seq, detail=event.detail)
@@ -587,9 +633,10 @@ class DeviceWorker:
             return
         rate = (noise - at[0]) / (now - at[1])
         if rate <= NOISE_PER_S:
-            if self._pause_s != NOISE_PAUSE_S:
-                log.debug("line quiet again", extra=self._ctx(refused_per_s=round(rate)))
-            self._pause_s = NOISE_PAUSE_S
+            if now - self._proof_refused_at > NOISE_PAUSE_MAX_S:  # quiet, and no impostor
+                if self._pause_s != NOISE_PAUSE_S:
+                    log.debug("line quiet again", extra=self._ctx(refused_per_s=round(rate)))
+                self._pause_s = NOISE_PAUSE_S
             return
         self.line_pauses += 1
         link.pause_reading(self._pause_s)

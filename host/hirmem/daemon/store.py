@@ -244,6 +244,12 @@ MIGRATIONS = (
         last_error_at   INTEGER
     );
     """,
+    # 9: the knowledge a device's last HELLO says it keeps (facts per pack, longest text;
+    # 0: not stated), so that `hirmem push` and the daemon refuse a version it cannot
+    """
+    ALTER TABLE devices ADD COLUMN knowledge_facts INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE devices ADD COLUMN knowledge_text INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 U64_OFFSET = 1 << 63
@@ -300,6 +306,8 @@ class DeviceLimits:
     max_frame: int
     max_message: int
     host_kid: bytes  # the knowledge key it trusts; empty: none
+    knowledge_facts: int = 0  # facts it keeps from one pack; 0: not stated
+    knowledge_text: int = 0  # longest text of a fact it keeps, in bytes; 0: not stated
 
 
 @dataclass(frozen=True, slots=True)
@@ -608,22 +616,24 @@ class Store:
             if limits is not None:
                 db.execute(
                     "UPDATE devices SET capabilities = ?, max_frame = ?, max_message = ?, "
-                    "host_kid = ? WHERE device_id = ?",
+                    "host_kid = ?, knowledge_facts = ?, knowledge_text = ? WHERE device_id = ?",
                     (limits.capabilities, limits.max_frame, limits.max_message,
-                     limits.host_kid, device_id),
+                     limits.host_kid, limits.knowledge_facts, limits.knowledge_text, device_id),
                 )  # fmt: skip
 
     def device_limits(self, device_id: bytes) -> DeviceLimits | None:
         """What the device's last HELLO said it can take; None before its first HELLO."""
         with self._lock:
             row = self._db.execute(
-                "SELECT capabilities, max_frame, max_message, host_kid FROM devices "
-                "WHERE device_id = ?",
+                "SELECT capabilities, max_frame, max_message, host_kid, knowledge_facts, "
+                "knowledge_text FROM devices WHERE device_id = ?",
                 (device_id,),
             ).fetchone()
         if row is None or row[0] is None:
             return None
-        return DeviceLimits(int(row[0]), int(row[1]), int(row[2]), bytes(row[3]))
+        return DeviceLimits(
+            int(row[0]), int(row[1]), int(row[2]), bytes(row[3]), int(row[4]), int(row[5])
+        )
 
     def chain_head(self, device_id: bytes) -> ChainHead | None:
         device = self.device(device_id)
@@ -964,6 +974,13 @@ class Store:
             acked=int(row[4]), refused=int(row[5]), errors=int(row[6]), deferred=int(row[7]),
             last_ok_at=row[8], last_error=row[9], last_error_at=row[10], per_device=per_device,
         )  # fmt: skip
+
+    def refuse_proof(self, line_device: bytes, body: bytes, reason: Reason, detail: str) -> None:
+        """Record a session PROOF the host refused (SPEC §6.5) for the device id its HELLO
+        claimed, in the same bounded digest as refused packs."""
+        digest = hashlib.sha256(body).digest()
+            self._refuse(
+                db, line_device, body, digest, reason, f"session proof: {detail}", ZERO_PACK_ID, 0
 
     # ---- reading -----------------------------------------------------------------------
 
