@@ -979,8 +979,10 @@ class Store:
         """Record a session PROOF the host refused (SPEC §6.5) for the device id its HELLO
         claimed, in the same bounded digest as refused packs."""
         digest = hashlib.sha256(body).digest()
+        with self._transaction() as db:
             self._refuse(
                 db, line_device, body, digest, reason, f"session proof: {detail}", ZERO_PACK_ID, 0
+            )
 
     # ---- reading -----------------------------------------------------------------------
 
