@@ -148,6 +148,7 @@ def test_a_boards_records_are_recalled_at_the_fleet_traced_to_its_key(
             memory = engine.get(rid)
             assert memory is not None, f"record {rid} of the board is not in the fleet's memory"
             assert "temp0" in memory.text()
+        entities = worker.substrate("acme").prov.entities
     finally:
         worker.close()
     hits = hirmem(capsys, "fleet", "recall", "--tenant", "acme", "temp0", "-k", "12", *fleet_dir)
@@ -159,3 +160,6 @@ def test_a_boards_records_are_recalled_at_the_fleet_traced_to_its_key(
         assert hit["device"] == DEVICE.hex() and hit["kid"] == DEVICE_KEY.kid.hex()
         assert here[hit["pack"]].device_id == DEVICE
         assert "temp0" in hit["text"]
+        # and the substrate's PROV log says the same: record → pack, key → device
+        assert entities[f"record:{hit['record']}"].derived_from == (f"pack:{hit['pack']}",)
+        assert entities[f"key:{hit['kid']}"].attributed_to == f"device:{hit['device']}"
