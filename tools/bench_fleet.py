@@ -2,6 +2,7 @@
 
     python tools/bench_fleet.py [--packs 1500] [--clients 2] [--concurrency 16]
                                 [--processes 1,2,4] [--backends sqlite,postgres] [--no-clusters]
+                                [--no-failover] [--only-recovery]
 
 For each backend (a SQLite file per tenant; a PostgreSQL 15 database per tenant, the
 server started here under a temp dir by :mod:`hirmem.emulation.postgres`, fsync on)
@@ -16,7 +17,9 @@ rate from the benchmark client for the rows one pack writes (one pack row, eight
 rows, one job row, a head update), one transaction per pack, 1 and 4 connections; the
 uploads judged in one thread without HTTP. Then two tenants placed on one PostgreSQL
 cluster against the same two placed on two clusters, and the time from a SIGKILL of a
-node in mid-ingest to the restarted node's first stored upload.
+node in mid-ingest to the restarted node's first stored upload, and from a SIGKILL of
+the tenant's PostgreSQL primary (its synchronous standby promoted, ``hirmem fleet tenant
+move`` run) to the first stored upload (``--only-recovery``: these two figures alone).
 
 Everything shares this machine's cores: the clients, the fleet processes and the
 database compete for them, so the figures are for this machine, in this run.
@@ -38,6 +41,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "host"))
@@ -238,13 +242,16 @@ def start_node(directory: Path, port: int, processes: int) -> subprocess.Popen[b
         "--max-inflight",
         "256",
     ]
-    return subprocess.Popen(
-        [sys.executable, "-m", "hirmem.cli", *argv],
-        env=dict(os.environ, PYTHONPATH=str(ROOT / "host")),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    # its log to a file beside the fleet directory: a pipe nobody reads would stop the
+    # node mid-run once a failover fills it with errors
+    with (directory.parent / "node.log").open("ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "hirmem.cli", *argv],
+            env=dict(os.environ, PYTHONPATH=str(ROOT / "host")),
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            start_new_session=True,
+        )
 
 
 def setup_fleet(
@@ -312,6 +319,83 @@ def recovery_after_sigkill(
             os.killpg(server.pid, signal.SIGTERM)
             server.wait(60)
     return stored - killed, healthy - killed
+
+
+def recovery_after_failover(
+    args: argparse.Namespace,
+    chains: list[Chain],
+    gateways: list[SigningKey],
+    devices: list[SigningKey],
+) -> dict[str, float]:
+    """A tenant on a PostgreSQL primary with a synchronous standby, uploads running: the
+    primary SIGKILLed, the standby promoted, ``hirmem fleet tenant move`` run as an
+    operator would, and a gateway that keeps sending one pack from the moment of the
+    kill (retrying its 503s). Seconds from the kill to: the promotion done, the move
+    written, that pack stored; and the packs stored in the end against those sent."""
+    from hirmem.emulation import postgres
+
+    with (
+        tempfile.TemporaryDirectory(prefix="hirmem-bench-fleet-") as tmp,
+        postgres.Primary("bench-failover") as primary,
+        postgres.Standby(primary, "bench_failover_standby") as standby,
+    ):
+        directory = Path(tmp) / "fleet"
+        [name] = setup_fleet(directory, "postgres", gateways, devices, primary.dsn)
+        reg = Registry(directory)
+        tenant = reg.tenant(name)
+        reg.close()
+        assert tenant is not None
+        dbname = tenant.location.split("dbname=")[1].split()[0]
+        port = free_port()
+        server = start_node(directory, port, 1)
+        try:
+            wait_healthy(port)
+            queue: mp.Queue = mp.Queue()  # type: ignore[type-arg]
+            seeds = [g.seed() for g in gateways]
+            load = mp.Process(target=client, args=(port, chains[1:], seeds, 4, queue))
+            load.start()
+            time.sleep(1.0)
+            probe_queue: mp.Queue = mp.Queue()  # type: ignore[type-arg]
+            probe = threading.Thread(
+                target=client, args=(port, [chains[0][:1]], seeds, 1, probe_queue)
+            )
+            primary.kill()
+            killed = time.perf_counter()
+            probe.start()  # the first upload after the kill: 503s until the move
+            standby.promote()
+            promoted = time.perf_counter()
+            move = subprocess.run(
+                [sys.executable, "-m", "hirmem.cli", "fleet", "tenant", "move", name,
+                 "--postgres", f"host=127.0.0.1 port={standby.port} user=hirmem dbname={dbname}",
+                 "--database-dir", str(directory)],
+                env=dict(os.environ, PYTHONPATH=str(ROOT / "host")),
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            moved = time.perf_counter()
+            if move.returncode != 0:
+                raise SystemExit(f"tenant move failed: {move.stderr.strip()}")
+            probe.join(300)
+            stored_first = time.perf_counter()
+            _, probe_retried, probe_failures = probe_queue.get()
+            _, _, load_failures = queue.get()
+            load.join(300)
+        finally:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(60)
+        reg = Registry(directory)
+        stored = reg.store(name).counts()["packs"]
+        reg.close()
+    failures = probe_failures + load_failures
+    if failures:
+        print(f"  {len(failures)} uploads refused, e.g. {failures[:3]}", file=sys.stderr)
+    return {
+        "promoted_s": promoted - killed,
+        "moved_s": moved - killed,
+        "stored_s": stored_first - killed,
+        "probe_503s": float(probe_retried),
+        "stored": float(stored),
+        "sent": float(1 + sum(len(c) for c in chains[1:])),
+    }
 
 
 def judge_rate(
@@ -451,6 +535,17 @@ def main() -> int:
         action="store_false",
         help="skip two tenants on one PostgreSQL cluster against two clusters",
     )
+    ap.add_argument(
+        "--no-failover",
+        dest="failover",
+        action="store_false",
+        help="skip the time to recover after the tenant's primary fails over",
+    )
+    ap.add_argument(
+        "--only-recovery",
+        action="store_true",
+        help="only the recovery figures (after a SIGKILL of the node, after a failover)",
+    )
     args = ap.parse_args()
 
     per_device = max(1, args.packs // args.devices)
@@ -463,8 +558,9 @@ def main() -> int:
         f"{args.gateways} gateways, {args.clients} client processes x "
         f"{args.concurrency // args.clients} connections; {os.cpu_count()} cores"
     )
-    verify = ed25519_verifies_per_second()
-    print(f"ceiling: Ed25519 verifications on one core: {verify:,.0f}/s")
+    if not args.only_recovery:
+        verify = ed25519_verifies_per_second()
+        print(f"ceiling: Ed25519 verifications on one core: {verify:,.0f}/s")
 
     backends = args.backends.split(",")
     primary = None
@@ -478,14 +574,14 @@ def main() -> int:
         else:
             primary = postgres.Primary("bench")
     try:
-        if primary is not None:
+        if primary is not None and not args.only_recovery:
             for c in (1, 4):
                 rate = pg_insert_rate(primary.dsn, c)
                 print(
                     f"ceiling: PostgreSQL rows of one pack per transaction, {c} "
                     f"connection{'s' if c > 1 else ''}: {rate:,.0f} packs/s"
                 )
-        for backend in backends:
+        for backend in [] if args.only_recovery else backends:
             rate, ms = judge_rate(
                 backend, chains, gateways, devices, primary.dsn if primary else None
             )
@@ -494,23 +590,10 @@ def main() -> int:
                 f"({ms:.2f} ms CPU each)",
                 flush=True,
             )
-        print()
-        print(
-            f"{'backend':<10} {'processes':>9} {'packs/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
-            f"{'503s':>6} {'wall s':>7} {'node CPU ms/pack':>17}"
-        )
-        for backend in backends:
-            for n in (int(x) for x in args.processes.split(",")):
-                r = run_one(
-                    backend, n, args, chains, gateways, devices, primary.dsn if primary else None
-                )
-                print(
-                    f"{backend:<10} {n:>9} {r['packs_s']:>9,.0f} {r['p50_ms']:>8.1f} "
-                    f"{r['p99_ms']:>8.1f} {int(r['retried']):>6} {r['wall_s']:>7.1f} "
-                    f"{r['cpu_ms']:>17.2f}",
-                    flush=True,
-                )
-        if primary is not None and args.clusters:
+        if not args.only_recovery:
+            print()
+            print_scaling_table(args, backends, chains, gateways, devices, primary)
+        if primary is not None and args.clusters and not args.only_recovery:
             from hirmem.emulation import postgres
 
             print()
@@ -535,10 +618,45 @@ def main() -> int:
                 f"stored upload ({start:.2f} s of it the process start)",
                 flush=True,
             )
+        if primary is not None and args.failover:
+            r = recovery_after_failover(args, chains, gateways, devices)
+            print(
+                f"recovery after a failover mid-ingest, postgres: {r['stored_s']:.2f} s from the "
+                f"primary's SIGKILL to the first stored upload (standby promoted at "
+                f"{r['promoted_s']:.2f} s, tenant moved at {r['moved_s']:.2f} s; "
+                f"{r['stored']:.0f} of {r['sent']:.0f} packs stored in the end)",
+                flush=True,
+            )
     finally:
         if primary is not None:
             primary.close()
     return 0
+
+
+def print_scaling_table(
+    args: argparse.Namespace,
+    backends: list[str],
+    chains: list[Chain],
+    gateways: list[SigningKey],
+    devices: list[SigningKey],
+    primary: Any,
+) -> None:
+    """Packs/s, p50/p99 per backend and number of fleet-node processes."""
+    print(
+        f"{'backend':<10} {'processes':>9} {'packs/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
+        f"{'503s':>6} {'wall s':>7} {'node CPU ms/pack':>17}"
+    )
+    for backend in backends:
+        for n in (int(x) for x in args.processes.split(",")):
+            r = run_one(
+                backend, n, args, chains, gateways, devices, primary.dsn if primary else None
+            )
+            print(
+                f"{backend:<10} {n:>9} {r['packs_s']:>9,.0f} {r['p50_ms']:>8.1f} "
+                f"{r['p99_ms']:>8.1f} {int(r['retried']):>6} {r['wall_s']:>7.1f} "
+                f"{r['cpu_ms']:>17.2f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":
