@@ -33,7 +33,11 @@
  *   liveness (LTL, weak fairness): every pack the device releases is eventually stored.
  *
  * Planted bugs (-D flags; tools/verify.py shows that each is caught):
- *   BUG_HELLO_FRESH  the host's freshness test forgets "sent nothing after HELLO_ACK";
+ *   BUG_HELLO_FRESH  the host takes every HELLO of the session's boot for a retransmission;
+ *   HELLO_FRESH_HALF (not a bug since the session proof) the freshness test without "sent
+ *                    nothing after HELLO_ACK": the host sends nothing before the PROOF is
+ *                    delivered, and once it is the session is not fresh, so the second
+ *                    condition is implied; the check shows the model agrees;
  *   BUG_DUP_DELIVER  the device lets a duplicate CAPTURE (seq below expected) take effect. */
 
 #ifndef NPACK
@@ -62,18 +66,25 @@
 /* a process's scratch variables are zeroed after use, so they add no states */
 #define CLEAR5(p, q, r, u, v) p = 0; q = 0; r = 0; u = 0; v = 0
 
-#ifdef BUG_HELLO_FRESH
-#define SENT_NOTHING_AFTER_ACK true
+/* §6.5 host step 2: "fresh" is nothing delivered after HELLO (the PROOF not yet) and
+   nothing sent after HELLO_ACK */
+#if defined(BUG_HELLO_FRESH)
+#define FRESH true
+#elif defined(HELLO_FRESH_HALF)
+#define FRESH (h_exp == 2)
 #else
-#define SENT_NOTHING_AFTER_ACK (h_next == 2)
+#define FRESH (h_exp == 2 && h_next == 2)
 #endif
 
-mtype = { HELLO, HELLO_ACK, OFFER, RESULT, CAPTURE, CRESULT, ACK, ERR_NOSESSION };
-mtype = { ACCEPTED, DUPLICATE, REFUSED };
+mtype = { HELLO, HELLO_ACK, PROOF, OFFER, RESULT, CAPTURE, CRESULT, ACK, ERR_NOSESSION };
+/* the fifth field: a PACK_RESULT's status, a HELLO_ACK's or a PROOF's challenge */
+#define ACCEPTED 0
+#define DUPLICATE 1
+#define REFUSED 2
 
 /* type, seq, ack, arg (boot | head | pack | capture), status */
-chan d2h = [CAP] of { mtype, byte, byte, byte, mtype };
-chan h2d = [CAP] of { mtype, byte, byte, byte, mtype };
+chan d2h = [CAP] of { mtype, byte, byte, byte, byte };
+chan h2d = [CAP] of { mtype, byte, byte, byte, byte };
 
 byte faults = 0;
 byte early = 0;
@@ -95,8 +106,8 @@ byte head = 0;            /* the host's chain head (durable) */
     :: faults < FAULTS && !late -> faults++; late = true; lt = mt; ls = ms; la = ma; lx = mx; lst = mst \
     fi
 
-bool dl = false; mtype dl_t, dl_st; byte dl_s, dl_a, dl_x;   /* held back on device -> host */
-bool hl = false; mtype hl_t, hl_st; byte hl_s, hl_a, hl_x;   /* held back on host -> device */
+bool dl = false; mtype dl_t; byte dl_st, dl_s, dl_a, dl_x;   /* held back on device -> host */
+bool hl = false; mtype hl_t; byte hl_st, hl_s, hl_a, hl_x;   /* held back on host -> device */
 #define SEND_D(mt, ms, ma, mx, mst) XMIT(d2h, dl, dl_t, dl_s, dl_a, dl_x, dl_st, mt, ms, ma, mx, mst)
 #ifdef REORDER_H2D
 #define SEND_H(mt, ms, ma, mx, mst) XMIT(h2d, hl, hl_t, hl_s, hl_a, hl_x, hl_st, mt, ms, ma, mx, mst)
@@ -125,7 +136,9 @@ byte d_ua[WIN];           /* and arguments */
 bool d_owe = false;       /* an ack is owed (§6.2) */
 byte d_held = 0;          /* packs 1..d_held are held by the host, as the device knows */
 byte d_offered = 0;       /* highest pack offered in this session */
-byte d_answer = 0;        /* a capture delivered, its CAPTURE_RESULT not yet sent */
+byte d_answer = 0;
+bool d_proof = false;      /* PROOF due: the first message of a session (SPEC §5.15) */
+byte d_chal = 0;          /* the challenge of the HELLO_ACK that opened the session */        /* a capture delivered, its CAPTURE_RESULT not yet sent */
 byte resets = 0, deaths = 0;
 byte d_tries = 0;         /* consecutive timeouts without progress */
 
@@ -145,6 +158,7 @@ inline d_forget_upto(k) {
 
 inline d_lose_session() {
     d_open = false; d_nun = 0; d_owe = false; d_answer = 0; d_hello = true; d_tries = 0;
+    d_proof = false; d_chal = 0;
     /* a frame is never delayed past the end of its session: a session ends after 19.75 s
        of timeouts or a reset, and a line keeps a frame for milliseconds */
     dl = false; CLEAR5(dl_t, dl_s, dl_a, dl_x, dl_st);
@@ -173,21 +187,21 @@ inline d_send(t, x) {
     :: else
     fi;
     d_nun++;
-    SEND_D(t,d_next,d_exp - 1,x,ACCEPTED);
+    SEND_D(t,d_next,d_exp - 1,x,(t == PROOF -> d_chal : ACCEPTED));
     d_next++; d_owe = false
 }
 
 inline d_resend() {
     i = 0;
     do
-    :: i < d_nun -> SEND_D(d_ut[i],d_base + i,d_exp - 1,d_ua[i],ACCEPTED); i++
+    :: i < d_nun -> SEND_D(d_ut[i],d_base + i,d_exp - 1,d_ua[i],(d_ut[i] == PROOF -> d_chal : ACCEPTED)); i++
     :: else -> break
     od;
     i = 0; d_owe = false
 }
 
 proctype Device() {
-    mtype t, st; byte s, a, x, i, j, drop;
+    mtype t; byte st; byte s, a, x, i, j, drop;
     end:
     do
     /* the device makes a pack as it captures (the rest were made before boot) */
@@ -198,9 +212,11 @@ proctype Device() {
     :: atomic { !d_open && !d_hello && timeout -> d_hello = true }
 
     /* a session: offer the next held pack, answer a capture, acknowledge */
-    :: atomic { d_open && d_answer == 0 && d_nun < WIN && d_offered < released && nfull(d2h) ->
+    :: atomic { d_open && d_proof && d_nun < WIN && nfull(d2h) ->
+        d_send(PROOF, boot); d_proof = false }
+    :: atomic { d_open && !d_proof && d_answer == 0 && d_nun < WIN && d_offered < released && nfull(d2h) ->
         d_offered++; d_send(OFFER, d_offered) }
-    :: atomic { d_open && d_answer != 0 && d_nun < WIN && nfull(d2h) ->
+    :: atomic { d_open && !d_proof && d_answer != 0 && d_nun < WIN && nfull(d2h) ->
         d_send(CRESULT, d_answer); d_answer = 0 }
     :: atomic { d_open && d_owe && nfull(d2h) -> SEND_D(ACK,0,d_exp - 1,0,ACCEPTED); d_owe = false }
 
@@ -228,7 +244,8 @@ proctype Device() {
         :: t == ERR_NOSESSION -> d_lose_session()
         :: !d_open && t == HELLO_ACK && s == 1 && a == 1 ->
             /* §6.5 device step 3: HELLO acknowledged, HELLO_ACK delivered */
-            d_open = true; d_next = 2; d_exp = 2; d_owe = true; d_nun = 0;
+            d_open = true; d_next = 2; d_exp = 2; d_nun = 0;
+            d_proof = true; d_chal = st;   /* the PROOF acknowledges HELLO_ACK */
             d_forget_upto(x);
             d_offered = d_held
         :: !d_open && t != ERR_NOSESSION && !(t == HELLO_ACK && s == 1 && a == 1) ->
@@ -276,12 +293,14 @@ byte h_base;
 byte h_nun = 0;
 mtype h_ut[WIN];
 byte h_ua[WIN];
-mtype h_us[WIN];
+byte h_us[WIN];
 bool h_owe = false;
 byte h_cap = 0;           /* captures sent (each once: §6.6, a sent capture is never re-queued) */
 byte h_ack_head;          /* the head the stored HELLO_ACK carries */
+byte h_chal = 0;          /* its challenge: fresh for each new session */
+byte proofs_refused = 0;
 byte h_pending = 0;       /* a pack delivered, its PACK_RESULT not yet sent */
-mtype h_pstatus;
+byte h_pstatus;
 
 inline h_take_ack(a) {
     if
@@ -294,10 +313,6 @@ inline h_take_ack(a) {
         :: else -> break
         od;
         h_nun = h_nun - drop; h_base = a + 1; h_tries = 0;
-        if
-        :: h_phase == 1 && h_base > 1 -> h_phase = 2   /* HELLO_ACK acknowledged: open */
-        :: else
-        fi
     :: else
     fi
 }
@@ -323,7 +338,7 @@ inline h_resend() {
 }
 
 proctype Host() {
-    mtype t, st; byte s, a, x, i, drop;
+    mtype t; byte st; byte s, a, x, i, drop;
     end:
     do
     /* open: ask for a capture, answer a pack, acknowledge */
@@ -347,20 +362,20 @@ proctype Host() {
         if
         :: t == HELLO ->
             if
-            :: h_phase != 0 && h_boot == x && h_exp == 2 && SENT_NOTHING_AFTER_ACK ->
+            :: h_phase != 0 && h_boot == x && FRESH ->
                 /* §6.5 host step 2: a retransmission; resend the stored HELLO_ACK */
                 if
-                :: nfull(h2d) -> SEND_H(HELLO_ACK,1,1,h_ack_head,ACCEPTED)
+                :: nfull(h2d) -> SEND_H(HELLO_ACK,1,1,h_ack_head,h_chal)
                 :: full(h2d)    /* the line is full: as good as lost */
                 fi
-            :: !(h_phase != 0 && h_boot == x && h_exp == 2 && SENT_NOTHING_AFTER_ACK) ->
+            :: !(h_phase != 0 && h_boot == x && FRESH) ->
                 /* step 3: a new session; the old one's unacked messages are dropped */
                 h_phase = 1; h_boot = x; h_exp = 2; h_next = 1; h_nun = 0; h_tries = 0;
-                h_pending = 0; h_owe = false; h_ack_head = head;
+                h_pending = 0; h_owe = false; h_ack_head = head; h_chal++;
                 hl = false; CLEAR5(hl_t, hl_s, hl_a, hl_x, hl_st);
                 if
-                :: nfull(h2d) -> h_send(HELLO_ACK, head, ACCEPTED)
-                :: full(h2d) -> h_ut[0] = HELLO_ACK; h_ua[0] = head; h_us[0] = ACCEPTED;
+                :: nfull(h2d) -> h_send(HELLO_ACK, head, h_chal)
+                :: full(h2d) -> h_ut[0] = HELLO_ACK; h_ua[0] = head; h_us[0] = h_chal;
                            h_base = 1; h_nun = 1; h_next = 2   /* sent into a full line: lost */
                 fi
             fi
@@ -388,7 +403,16 @@ proctype Host() {
                 :: t == CRESULT -> skip
                 fi
             :: h_phase == 2 && s == h_exp && h_pending != 0 -> skip   /* busy */
-            :: h_phase == 1 && s == h_exp -> skip  /* not open yet: not delivered, not acked */
+            :: h_phase == 1 && s == h_exp && t == PROOF && x == h_boot && st == h_chal ->
+                /* the proof verifies: the session opens (SPEC §6.5 host step 4) */
+                h_exp++; h_owe = true; h_phase = 2
+            :: h_phase == 1 && s == h_exp && !(t == PROOF && x == h_boot && st == h_chal) ->
+                /* no proof, or a proof of another session: refused, nothing kept */
+                proofs_refused++; h_phase = 0; h_nun = 0; h_owe = false;
+                if
+                :: nfull(h2d) -> SEND_H(ERR_NOSESSION,0,0,s,ACCEPTED)
+                :: full(h2d)
+                fi
             :: s != h_exp -> h_owe = true
             fi
         fi;
