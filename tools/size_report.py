@@ -32,9 +32,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BUDGET = 24 * 1024
-# Room the budget should keep for what is planned next (the session proof's PROOF
-# message builder): reported, not judged.
-RESERVE = 400
+# Room below which the report warns that the next feature may not fit (reported, not
+# judged; the session proof, once planned here, is in the figures now).
+RESERVE = 200
 
 
 @dataclass(frozen=True)
@@ -182,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if left >= 0:
             verdict = f"within budget, {left:,} bytes left"
             if left < RESERVE:
-                verdict += f" (less than the {RESERVE} planned for the session proof)"
+                verdict += f" (less than {RESERVE}: little room for what comes next)"
         else:
             verdict = f"OVER BUDGET by {-left:,} bytes"
             over = True
