@@ -34,8 +34,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hirmem.memory.engine import MemoryEngine
-from hirmem.memory.model import Memory
+from hirmem.memory.audit import Entry
+from hirmem.memory.engine import Captured, MemoryEngine
+from hirmem.memory.model import Memory, State, memory_text
 from hirmem.memory.observe import describe
 from hirmem.protocol.fixedpoint import ONE
 from hirmem.protocol.gate import evaluate
@@ -88,21 +89,28 @@ def intake_records(
 ) -> IntakeReport:
     """Admit the records of one verified pack (``pack_prev`` = the pack's ``prev``;
     ``signature_verified``: the caller verified the pack's signature with the device's
-    key, which is what sets signature_intact)."""
+    key, which is what sets signature_intact), in one transaction
+    (:meth:`MemoryEngine.admit_captured`)."""
     report = IntakeReport()
     link = pack_prev
+    actor = f"intake:{device_id.hex()}"
+    device, key_id = device_id.hex(), kid.hex()
+    records = list(records)
     with engine.store.transaction():
+        now = engine.clock()
+        held = engine.store.hashes_of([rec.id.hex() for rec in records])
+        items: list[Captured] = []
         for rec in records:
             mid = rec.id.hex()
             problem = check_record(rec, device_id, link)
             link = rec.hash
-            held = engine.store.hash_of(mid)
-            if held is not None:
-                (report.duplicates if held == rec.hash else report.conflicts).append(mid)
+            if mid in held:
+                (report.duplicates if held[mid] == rec.hash else report.conflicts).append(mid)
                 continue
-            now = engine.clock()
+            held[mid] = rec.hash  # the same id again in this pack is a duplicate too
             flags, disagreement = host_flags(rec, signature_verified)
             seen = describe(rec.payload, rec.source)  # a fact, a reading or an action
+            text = memory_text(rec.payload, seen.subject, seen.attribute, seen.value)
             m = Memory(
                 id=mid,
                 payload=rec.payload,
@@ -122,25 +130,22 @@ def intake_records(
                 value=seen.value,
                 negated=seen.negated,
                 kind=seen.kind,
-                device=device_id.hex(),
-                kid=kid.hex(),
+                device=device,
+                kid=key_id,
                 device_scores=(rec.h, rec.i, rec.r, rec.f, rec.c, rec.rn, rec.w),
                 created=now,
+                embedding=engine.embedder.embed(text).astype(np.float32).tobytes(),
             )
-            m = m.replace(embedding=engine.embedder.embed(m.text()).astype(np.float32).tobytes())
-            m = engine.insert_volatile(m, now, actor=f"intake:{device_id.hex()}")
+            notes: tuple[Entry, ...] = ()
             if disagreement:
                 report.disagreed[mid] = disagreement
-                engine.audit.append(
-                    "intake-mismatch", mid, {"flags": rec.flags, "reason": disagreement},
-                    actor=f"intake:{device_id.hex()}", ts=now,
-                )  # fmt: skip
+                notes = (Entry("intake-mismatch", mid,
+                               {"flags": rec.flags, "reason": disagreement}, actor),)  # fmt: skip
             if problem:
                 report.mismatched[mid] = problem
-            out = engine.process(mid, device_check=problem and f"device record: {problem}",
-                                 mode="fixed", held=m)  # fmt: skip
-            if out.state.name == "QUARANTINED":
-                report.quarantined.append(mid)
-            else:
-                report.admitted.append(mid)
+            items.append(Captured(m, problem and f"device record: {problem}", actor, notes))
+        for out in engine.admit_captured(items, now, mode="fixed"):
+            (report.quarantined if out.state is State.QUARANTINED else report.admitted).append(
+                out.id
+            )
     return report
