@@ -36,10 +36,18 @@ class Tag:
     value: Any
 
 
+# one-byte heads (argument < 24) of every major type, made once
+_SMALL_HEADS = tuple(tuple(bytes(((major << 5) | n,)) for n in range(24)) for major in range(8))
+# encodings of map keys seen before (audit details, pack fields: a small, fixed set);
+# bounded, so an adversary's many distinct keys only stop it from growing
+_KEY_CACHE: dict[int | bytes | str, bytes] = {}
+_KEY_CACHE_MAX = 4096
+
+
 def _head(major: int, n: int) -> bytes:
-    mt = major << 5
     if n < 24:
-        return bytes((mt | n,))
+        return _SMALL_HEADS[major][n]
+    mt = major << 5
     if n < 0x100:
         return bytes((mt | 24, n))
     if n < 0x10000:
@@ -81,10 +89,7 @@ def _encode_into(out: list[bytes], obj: object, depth: int) -> None:
             _encode_into(out, item, depth + 1)
     elif t is dict:
         mapping: dict[object, object] = obj  # type: ignore[assignment]
-        for k in mapping:
-            if type(k) not in _KEY_TYPES:
-                raise CborError(f"map key {k!r}: keys are integers, byte strings or text")
-        pairs = sorted((encode(k), v) for k, v in mapping.items())
+        pairs = sorted((_key(k), v) for k, v in mapping.items())
         out.append(_head(5, len(pairs)))
         previous = None
         for key, value in pairs:
@@ -105,6 +110,19 @@ def _encode_into(out: list[bytes], obj: object, depth: int) -> None:
         _encode_into(out, tag.value, depth + 1)
     else:
         raise CborError(f"cannot encode {t.__name__} in hirmem CBOR (no floats, no custom types)")
+
+
+def _key(k: object) -> bytes:
+    """A map key's encoding (the key's type is checked first: True == 1 in Python)."""
+    if type(k) not in _KEY_TYPES:
+        raise CborError(f"map key {k!r}: keys are integers, byte strings or text")
+    key: int | bytes | str = k  # type: ignore[assignment]
+    got = _KEY_CACHE.get(key)
+    if got is None:
+        got = encode(key)
+        if len(_KEY_CACHE) < _KEY_CACHE_MAX:
+            _KEY_CACHE[key] = got
+    return got
 
 
 def encode(obj: object) -> bytes:
