@@ -218,11 +218,17 @@ def device_records(flags: list[int], prev: bytes = GENESIS) -> list[Record]:
 
 def test_intake_keeps_device_scores_and_applies_the_lifecycle() -> None:
     e = MemoryEngine(":memory:", MemoryConfig(gate_mode="float"), clock=Clock())
-    recs = device_records([0x0FFF, 0x0C7F, 0x07FF, 0x0D4F])
+    # the second word fails bit 5 (the host cannot judge reversibility); the fourth
+    # asserts bit 7 failed, but the payload is well-formed JSON: the host evaluates
+    # structure itself (issue 13, §5), so that record is YELLOW, not RED, and the
+    # disagreement is reported
+    recs = device_records([0x0FFF, 0x0CDF, 0x07FF, 0x0D4F])
     rep = intake_records(e, recs, DEVICE, b"kid1", GENESIS)
     states = [e.require(r.id.hex()).state for r in recs]
-    assert states == [State.CONSOLIDATED, State.CANDIDATE, State.QUARANTINED, State.QUARANTINED]
-    assert rep.admitted == [recs[0].id.hex(), recs[1].id.hex()] and not rep.mismatched
+    assert states == [State.CONSOLIDATED, State.CANDIDATE, State.QUARANTINED, State.CANDIDATE]
+    assert rep.admitted == [recs[j].id.hex() for j in (0, 1, 3)] and not rep.mismatched
+    assert list(rep.disagreed) == [recs[3].id.hex()]
+    assert "structurally_consistent passed" in rep.disagreed[recs[3].id.hex()]
     m = e.require(recs[1].id.hex())
     assert m.device_scores == (recs[1].h, recs[1].i, recs[1].r, recs[1].f, recs[1].c,
                                recs[1].rn, recs[1].w)  # fmt: skip

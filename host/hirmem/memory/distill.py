@@ -59,8 +59,8 @@ from hirmem.protocol.identity import fold
 if TYPE_CHECKING:  # the engine imports this module
     from hirmem.memory.engine import MemoryEngine
 
-__all__ = ["SCHEMA", "Distillate", "Stats", "distillate_of", "episodes_of", "on_episode",
-           "on_episodes", "patterns", "reconsider"]  # fmt: skip
+__all__ = ["SCHEMA", "Distillate", "Stats", "baseline", "baseline_aligned", "distillate_of",
+           "episodes_of", "on_episode", "on_episodes", "patterns", "reconsider"]  # fmt: skip
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS distillates (
@@ -236,7 +236,7 @@ def _absorb(d: Distillate, m: Memory, engine: MemoryEngine) -> bool:
         if v is None:
             return False
         if s.n >= 2:
-            agrees = abs(v - s.mean) <= max(3 * s.sd, engine.config.value_abs_tolerance)
+            agrees = _within(v, s, engine)
         t = (m.timestamp - s.first_ms) / 1000.0
         s.sum_v += v
         s.sum_vv += v * v
@@ -270,6 +270,36 @@ def _absorb(d: Distillate, m: Memory, engine: MemoryEngine) -> bool:
     s.sum_r += m.r
     s.sum_w += m.w
     return agrees
+
+
+def _within(v: float, s: Stats, engine: MemoryEngine) -> bool:
+    """Whether reading ``v`` agrees with the statistics so far (see MemoryConfig)."""
+    cfg = engine.config
+    return abs(v - s.mean) <= max(cfg.baseline_sigmas * s.sd, cfg.value_abs_tolerance)
+
+
+def baseline(engine: MemoryEngine, device: str, subject: str, attribute: str) -> Stats | None:
+    """The baseline of a sensor: the statistics of the distilled pattern of (device,
+    subject, attribute) in its open window, once it rests on ``baseline_min_episodes``
+    readings (None before)."""
+    r = engine.store.db.execute(
+        _SELECT + " WHERE device = ? AND subject = ? AND attribute = ? AND value_key = '' "
+        "AND form = 'reading' AND open = 1",
+        (device, subject, attribute),
+    ).fetchone()
+    if r is None:
+        return None
+    d = _row(r)
+    if not d.memory_id or d.stats.n < engine.config.baseline_min_episodes:
+        return None
+    return d.stats
+
+
+def baseline_aligned(engine: MemoryEngine, base: Stats | None, value: str) -> bool | None:
+    """Sub-check baseline_aligned of a reading against its sensor's :func:`baseline`:
+    None when there is none or the value is not a number, else whether it agrees."""
+    v = number(value)
+    return None if base is None or v is None else _within(v, base, engine)
 
 
 def _result_of(m: Memory) -> str:

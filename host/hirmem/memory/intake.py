@@ -17,15 +17,21 @@ A record whose id is already stored is a duplicate (a re-sent pack) and is skipp
 
 **Which sub-checks the host evaluates itself**
 (:func:`hirmem.protocol.records.host_flags`). Of the twelve ACTION_FLAGS bits a device
-asserts, the host recomputes four from what it holds and gates on its own findings: bit
-2 source_present and bit 3 schema_valid from the record (§9.3, as the device must), bit
-1 signature_intact from the pack signature it verified (and the record's hash over its
-content), bit 0 uncertainty_disclosed from the confidence field (the record states its
-confidence as a probability, 0 ≤ Q ≤ 1). The other eight (baseline, reversibility,
-invariants, structure, life-first, coercion, consent, domination) stay the device's
-assertion. When the device asserted bit 0 or 1 differently, the host's value is used and
-the disagreement is appended to the audit chain (``intake-mismatch``, with the device's
-flags and the bits named) and reported. """
+asserts, the host recomputes what it can from what it holds and gates on its own
+findings: bit 2 source_present and bit 3 schema_valid from the record (§9.3, as the
+device must); bit 1 signature_intact from the pack signature it verified (and the
+record's hash over its content); bit 0 uncertainty_disclosed from the confidence field
+(a probability, 0 ≤ Q ≤ 1); bit 7 structurally_consistent from the payload's own schema
+when it declares one (JSON: :func:`hirmem.protocol.records.structurally_consistent`);
+bit 4 baseline_aligned for a reading whose sensor has a distilled baseline
+(:func:`hirmem.memory.distill.baseline`: the pattern as the pack found it, resting on at
+least ``baseline_min_episodes`` readings; within ``baseline_sigmas`` standard deviations
+of its mean). The others (reversibility, invariants, life-first, coercion, consent,
+domination; structure of a payload that declares no schema; the baseline of anything
+else) stay the device's assertion. When the device asserted an evaluated bit
+differently, the host's value is used and the disagreement is appended to the audit
+chain (``intake-mismatch``, with the device's flags and the bits named) and reported.
+"""
 
 from __future__ import annotations
 
@@ -34,6 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hirmem.memory import distill
 from hirmem.memory.audit import Entry
 from hirmem.memory.engine import Captured, MemoryEngine
 from hirmem.memory.model import Memory, State, memory_text
@@ -100,6 +107,7 @@ def intake_records(
         now = engine.clock()
         held = engine.store.hashes_of([rec.id.hex() for rec in records])
         items: list[Captured] = []
+        baselines: dict[tuple[str, str], distill.Stats | None] = {}
         for rec in records:
             mid = rec.id.hex()
             problem = check_record(rec, device_id, link)
@@ -108,8 +116,14 @@ def intake_records(
                 (report.duplicates if held[mid] == rec.hash else report.conflicts).append(mid)
                 continue
             held[mid] = rec.hash  # the same id again in this pack is a duplicate too
-            flags, disagreement = host_flags(rec, signature_verified)
             seen = describe(rec.payload, rec.source)  # a fact, a reading or an action
+            aligned = None
+            if seen.kind == "reading":  # against its sensor's pattern as the pack found it
+                sensor = (seen.subject, seen.attribute)
+                if sensor not in baselines:
+                    baselines[sensor] = distill.baseline(engine, device, *sensor)
+                aligned = distill.baseline_aligned(engine, baselines[sensor], seen.value)
+            flags, disagreement = host_flags(rec, signature_verified, aligned)
             text = memory_text(rec.payload, seen.subject, seen.attribute, seen.value)
             m = Memory(
                 id=mid,
