@@ -35,6 +35,7 @@ chain (``intake-mismatch``, with the device's flags and the bits named) and repo
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -66,6 +67,10 @@ class IntakeReport:
     conflicts: list[str] = field(default_factory=list)
 
 
+# the fixed-point gate is a pure function of (flags, Q, P): remembered, bounded
+_device_gate = functools.lru_cache(maxsize=4096)(evaluate)
+
+
 def check_record(rec: Record, device_id: bytes, link: bytes | None) -> str:
     """What is wrong with a device record, or "" when the host agrees with the device."""
     if rec.id[: len(device_id)] != device_id:
@@ -78,7 +83,7 @@ def check_record(rec: Record, device_id: bytes, link: bytes | None) -> str:
         return "hash does not match the record content (corrupted)"
     if normalise(rec.flags, rec.payload, rec.source, rec.timestamp, rec.context) != rec.flags:
         return "flags are not normalised (schema_valid / source_present)"
-    g = evaluate(rec.flags, rec.confidence, rec.provenance)
+    g = _device_gate(rec.flags, rec.confidence, rec.provenance)
     if (rec.h, rec.i, rec.r, rec.f, rec.c, rec.rn, rec.w) != (g.h, g.i, g.r, g.f, g.c, g.rn, g.w):
         return "device gate scores differ from the host's fixed-point gate"
     if (rec.state, rec.layer) != (int(g.disposition), int(Layer.EPISODIC)):

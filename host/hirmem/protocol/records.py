@@ -250,10 +250,10 @@ _FORM_FIELDS = ("subject", "attribute", "value")
 
 
 def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [k for k, _ in pairs]
-    if len(set(keys)) != len(keys):
+    out = dict(pairs)
+    if len(out) != len(pairs):
         raise ValueError("a key appears twice")
-    return dict(pairs)
+    return out
 
 
 def _no_constant(name: str) -> Any:
