@@ -475,3 +475,27 @@ def test_recall_index_top_k_equals_brute_force_on_larger_populations(
             score[~allowed] = 0
             want = np.sort(score[score > 0])[::-1][:k]
             assert np.allclose([h.score for h in got[j]], want, rtol=1e-4, atol=1e-12)
+
+
+def test_blocked_top_k_equals_a_full_partition() -> None:
+    """The batched search's block-by-block selection (the best kept per query, later
+    blocks only compared with its bar) against one partition of every key: 300 random
+    populations, blocks from 1 row to more than all of them, k below and above a block."""
+    from hirmem.memory.recall import RecallIndex
+
+    rng = np.random.default_rng(17)
+    for _ in range(300):
+        n, m, k = int(rng.integers(1, 400)), int(rng.integers(1, 6)), int(rng.integers(1, 50))
+        kk = min(k, n)
+        idx = RecallIndex(16, 3600.0, 0.0)
+        idx.n = n
+        idx.emb = rng.standard_normal((n, 16)).astype(np.float32)
+        idx.block = int(rng.choice([1, 3, 7, 16, 100, 1000]))
+        scale = rng.uniform(0.1, 1, n).astype(np.float32)
+        q = rng.standard_normal((m, 16)).astype(np.float32)
+        top, keys = idx._blocked(q, scale, kk)
+        full = (q @ idx.emb.T) * scale
+        for j in range(m):
+            assert len(set(top[j].tolist())) == kk
+            assert np.allclose(np.sort(full[j][top[j]]), np.sort(full[j])[-kk:], atol=1e-5)
+            assert np.allclose(np.sort(keys[j]), np.sort(full[j])[-kk:], atol=1e-5)
