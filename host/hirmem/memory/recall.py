@@ -400,7 +400,7 @@ class RecallIndex:
 
     def _blocked(self, q2: F32, scale: F32, kk: int) -> tuple[npt.NDArray[np.intp], F32]:
         """Top-kk keys per query, computed block by block of rows: the matrix is read
-        once and the key buffer is one preallocated (queries, block) array.
+        once and the key buffer is one (queries, block) array at a time.
 
         The first block is partitioned; after it each query keeps its kk best so far and
         their least key as a bar, and a later block is only compared with the bar: the
@@ -408,15 +408,13 @@ class RecallIndex:
         the best with one small partition, all queries at once. So most blocks cost one
         product and one comparison, not a partition of every key."""
         m, block = len(q2), self.block
-        buf = np.empty((m, min(block, self.n)), dtype=np.float32)
         best_idx: npt.NDArray[np.intp] = np.empty((m, 0), dtype=np.intp)
         best_key: F32 = np.empty((m, 0), dtype=np.float32)
         bar: F32 = np.full(m, -np.inf, dtype=np.float32)
         rows_of = np.arange(m)[:, None]
         for start in range(0, self.n, block):
             stop = min(start + block, self.n)
-            keys = buf[:, : stop - start]
-            np.matmul(q2, self.emb[start:stop].T, out=keys)
+            keys = q2 @ self.emb[start:stop].T  # (matmul into a given out= skips BLAS)
             np.multiply(keys, scale[start:stop], out=keys)
             if best_key.shape[1] < kk:  # the first block(s): every key, then the best kk
                 width = keys.shape[1]
