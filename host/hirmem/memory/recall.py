@@ -127,7 +127,9 @@ class RecallIndex:
         self.t0 = t0
         self.n = 0
         self.cap = 0
-        self.block = 16384  # rows per block for batched queries
+        # rows per block for batched queries: few products (each one a multi-threaded
+        # BLAS call that waits for every core) and 16 MiB of keys for 64 queries
+        self.block = 65536
         self.emb: F32 = np.zeros((0, dim), np.float32)
         self.ids: npt.NDArray[np.uint8] = np.zeros((0, 16), np.uint8)
         self.rowid: npt.NDArray[np.int64] = np.zeros(0, np.int64)
@@ -416,8 +418,13 @@ class RecallIndex:
             stop = min(start + block, self.n)
             keys = q2 @ self.emb[start:stop].T  # (matmul into a given out= skips BLAS)
             np.multiply(keys, scale[start:stop], out=keys)
-            if best_key.shape[1] < kk:  # the first block(s): every key, then the best kk
-                width = keys.shape[1]
+            width = keys.shape[1]
+            if best_key.shape[1] == 0 and width >= kk:  # the first block: its best kk
+                part = np.argpartition(keys, width - kk, axis=1)[:, width - kk :]
+                best_idx, best_key = part + start, np.take_along_axis(keys, part, 1)
+                bar = best_key.min(axis=1)
+                continue
+            if best_key.shape[1] < kk:  # blocks narrower than kk: every key, then the best
                 all_key = np.concatenate([best_key, keys], axis=1)
                 all_idx = np.concatenate(
                     [best_idx, np.broadcast_to(np.arange(start, start + width), (m, width))],
