@@ -7,6 +7,7 @@ import argparse
 import sqlite3
 import sys
 from importlib import metadata
+from pathlib import Path
 
 import argcomplete
 from argcomplete import shell_integration
@@ -106,8 +107,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "fleet":
             return fleet_cli.run(args)
         if args.command == "semantic":
-            if args.semantic_command == "devices" and args.memory is not None:
-                return _devices_with_memory(args)
+            if args.semantic_command == "devices":
+                if args.memory is None:
+                    args.memory = _default_memory(args)
+                if args.memory is not None:
+                    return _devices_with_memory(args)
             return semantic_cli.run(args)
         return commands.run(args)
     except HirmemError as exc:
@@ -120,6 +124,20 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+
+
+def _default_memory(args: argparse.Namespace) -> Path | None:
+    """``semantic devices`` without ``--memory``: the memory engine's store where the
+    daemon keeps it (``hirmem-memory.sqlite`` beside the intake database), when there is
+    one; else None, and a note (not with ``--json``) that only the record-level guard
+    applies."""
+    database = Path(getattr(args, "database", None) or "hirmem.db")
+    beside = database.parent / "hirmem-memory.sqlite"
+    if beside.exists():
+        return beside
+    if not args.json:
+        print(f"guard: record-level only (no memory store at {beside}; --memory names one)")
+    return None
 
 
 def _devices_with_memory(args: argparse.Namespace) -> int:

@@ -1,9 +1,10 @@
 """The one door into the daemon's store for the memory engine and the semantic substrate.
 
-They read what the daemon took in — the device registry, accepted packs (each verified
-again with its device's key on the way out) and records, in arrival order from a cursor —
-and never write to it. They import this module and nothing else of :mod:`hirmem.daemon`,
-so the store's schema, its write paths and the service can change behind it.
+They read what the daemon took in — the device registry, accepted packs (verified once,
+on intake; on the way out checked against the hash recorded then and against their
+device's key id) and records, in arrival order from a cursor — and never write to it.
+They import this module and nothing else of :mod:`hirmem.daemon`, so the store's
+schema, its write paths and the service can change behind it.
 """
 
 from __future__ import annotations
