@@ -13,6 +13,7 @@
 #include "hm_frag.h"
 #include "hm_frame.h"
 #include "hm_msg.h"
+#include "hm_pack.h"
 
 static uint8_t wire[HM_MAX_FRAME];
 
@@ -96,4 +97,26 @@ void eva_frag(void) {
         if (Frama_C_interval(0, 7) == 0) hm_reasm_reset(&ra);
         (void)hm_reasm_add(&ra, &f, &inner_len);
     }
+}
+
+/* The knowledge-pack verifier (SPEC §8.4) on any pushed pack up to HM_MAX_MESSAGE
+ * bytes (the largest message a device reassembles), with or without a host key and
+ * with any held head. Ed25519 is eva_crypto.c's stand-in (reads, any verdict). */
+static uint8_t pushed[HM_MAX_MESSAGE];
+static hm_host_key host_key;
+static hm_knowledge know;
+
+void eva_pack(void) {
+    uint8_t head_hash[HM_HASH_SIZE];
+    hm_pack_reason reason;
+    size_t len;
+    Frama_C_make_unknown((char *)pushed, sizeof pushed);
+    Frama_C_make_unknown((char *)&host_key, sizeof host_key);
+    Frama_C_make_unknown((char *)head_hash, sizeof head_hash);
+    len = Frama_C_size_t_interval(0, sizeof pushed);
+    hm_knowledge_init(&know, Frama_C_interval(0, 1) ? &host_key : NULL);
+    if (Frama_C_interval(0, 1))
+        hm_knowledge_set_head(&know, Frama_C_unsigned_long_long_interval(0, UINT64_MAX),
+                              head_hash);
+    (void)hm_knowledge_accept(&know, pushed, len, Frama_C_interval(0, 1) ? &reason : NULL);
 }

@@ -16,7 +16,10 @@
  * hm_ring_validate (the resume check), and a model kept here independently of the ring:
  * the recency order of the volatile records (I2), and for each capture the outcome the
  * contract demands (I3, I4, I6): which LRU records are evicted (the fewest, oldest
- * first), the first-fit block, or a refusal that leaves the ring unchanged.
+ * first), the first-fit block, or a refusal that leaves the ring unchanged; every
+ * live record still holds the bytes it was captured with (I6: bytes never move); a
+ * gating is counted once as a candidate or a quarantine (I8); an operation the ring
+ * refuses changes nothing (a refused capture only its two counters).
  *
  * Search: depth-first; a state (the whole ring struct plus the model) already explored
  * with at least as many steps left is not explored again (the ring is deterministic,
@@ -196,7 +199,10 @@ static void step(state *s, int op, int depth) {
         const hm_ring_record *r = hm_ring_peek(rg, k);
         uint32_t seq = r ? r->seq : 0;
         int vol = r && r->state == HM_STATE_VOLATILE;
+        hm_ring before;
+        memcpy(&before, rg, sizeof before);
         static const uint8_t hash[HM_HASH_SIZE] = {5}, prev[HM_HASH_SIZE] = {6};
+        uint32_t cands = rg->counters.candidates, quars = rg->counters.quarantines;
         switch (op % NSLOTOPS) {
         case OP_GET:
             if ((hm_ring_get(rg, k) != NULL) != (r != NULL)) fail(depth, "get");
@@ -211,7 +217,18 @@ static void step(state *s, int op, int depth) {
         case OP_UNPIN: st = hm_ring_unpin(rg, k); break;
         default: st = hm_ring_release(rg, k); break;
         }
-        if (st == HM_RING_OK && vol) forget(s, seq); /* gated: off the recency order */
+        if (st == HM_RING_OK && vol) { /* gated: off the recency order, counted (I8) */
+            forget(s, seq);
+            if (rg->counters.candidates - cands + rg->counters.quarantines - quars != 1 ||
+                (rg->rec[k].state == HM_STATE_CANDIDATE) != (rg->counters.candidates != cands))
+                fail(depth, "gating not counted as a candidate or quarantine (I8)");
+        } else if (rg->counters.candidates != cands || rg->counters.quarantines != quars) {
+            fail(depth, "candidates or quarantines counted without a gating (I8)");
+        }
+        if (st == HM_RING_OK && op % NSLOTOPS == OP_UNPIN && rg->rec[k].chained)
+            fail(depth, "unpinned record still chained (I7)");
+        if (st != HM_RING_OK && memcmp(&before, rg, sizeof *rg) != 0)
+            fail(depth, "a refused operation changed the ring");
         if (st == HM_RING_OK && op % NSLOTOPS == OP_RELEASE && slot_of(rg, seq) >= 0)
             fail(depth, "released record still live");
         if (st == HM_RING_OK && op % NSLOTOPS == OP_RELEASE && (!r || vol))
@@ -239,6 +256,12 @@ static void check_model(const state *s, int depth) {
         if (i >= s->nrec || rg->rec[k].seq != s->recency[i])
             fail(depth, "volatile list is not in order of last access (I2)");
     if (i != s->nrec) fail(depth, "volatile list is not in order of last access (I2)");
+    for (unsigned k = 0; k < rg->capacity; k++) { /* bytes never move (I6) */
+        const hm_ring_record *r = &rg->rec[k];
+        if (r->seq && (memcmp(hm_ring_payload(rg, r), payload, r->payload_len) != 0 ||
+                       memcmp(hm_ring_source(rg, r), source, r->source_len) != 0))
+            fail(depth, "a live record's bytes changed (I6)");
+    }
 }
 
 /* ---- visited states: open addressing over 64-bit hashes ---- */
