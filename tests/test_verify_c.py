@@ -1,7 +1,8 @@
 """The C verification of issue 20 (tools/verify_c.py), its fast subset.
 
 - Frama-C EVA over every decoder entry point (verify/framac/eva_decoders.c: any bytes,
-  any length up to HM_MAX_FRAME) leaves only the alarms reviewed as imprecision in
+  any length up to HM_MAX_FRAME; the knowledge-pack verifier up to HM_MAX_MESSAGE)
+  leaves only the alarms reviewed as imprecision in
   verify/framac/eva_reviewed.txt; every entry point is analysed.
 - EVA catches the planted off-by-one of the frame receiver (HM_PLANT_OOB) as a new
   alarm at the buffer write.

@@ -8,9 +8,12 @@ exploration of the ring. tools/verify.py calls these; run alone it runs both.
 check_decoders: Frama-C EVA (Debian frama-c-base) analyses each entry point of
 verify/framac/eva_decoders.c, i.e. hm_cbor (check, skip and every getter), the frame
 receiver and hm_cobs_decode, hm_msg_decode (outer and inner) and the reassembler, each
-over a buffer of any content and any length up to HM_MAX_FRAME. Every alarm EVA leaves
-is compared with verify/framac/eva_reviewed.txt, the alarms reviewed as imprecision
-(with the reason); any other alarm fails the check and is printed with its place.
+over a buffer of any content and any length up to HM_MAX_FRAME, and the knowledge-pack
+verifier hm_knowledge_accept over any pushed pack up to HM_MAX_MESSAGE bytes (with
+verify/framac/eva_crypto.c: real SHA-256, Ed25519 replaced by a reader of its inputs).
+Every alarm EVA leaves is compared with verify/framac/eva_reviewed.txt, the alarms
+reviewed as imprecision (with the reason); any other alarm fails the check and is
+printed with its place.
 An entry point with no alarm at all is proved free of runtime errors for those inputs.
 
 check_ring: build/verify/ring_explore (make -C firmware ring-explore) enumerates every
@@ -41,12 +44,13 @@ HARNESS = ROOT / "verify" / "framac" / "eva_decoders.c"
 REVIEWED = ROOT / "verify" / "framac" / "eva_reviewed.txt"
 RING_BUILD = ROOT / "build" / "verify"
 
-# Entry point -> the core files it needs.
+# Entry point -> the files it needs besides the harness (core files by name).
 EVA_ENTRIES: dict[str, tuple[str, ...]] = {
     "eva_cbor": ("hm_cbor.c",),
     "eva_frame": ("hm_frame.c", "hm_crc32.c"),
     "eva_msg": ("hm_msg.c", "hm_cbor.c"),
     "eva_frag": ("hm_frag.c", "hm_msg.c", "hm_cbor.c"),
+    "eva_pack": ("hm_pack.c", "hm_cbor.c", "hm_sha2.c", "../../verify/framac/eva_crypto.c"),
 }
 DECODER_PLANTS = {"oob": "HM_PLANT_OOB"}
 RING_PLANTS = {"lru": "ring_explore_planted"}
@@ -106,9 +110,10 @@ def run_eva(entry: str, defines: tuple[str, ...] = (), precision: int = EVA_PREC
     with tempfile.TemporaryDirectory(prefix="hm-eva-") as tmp:
         report = Path(tmp) / "report.csv"
         cpp = " ".join([f"-I{CORE}", *(f"-D{d}" for d in defines)])
+        sources = [str((CORE / f).resolve()) for f in EVA_ENTRIES[entry]]
         cmd = ["frama-c", f"-cpp-extra-args={cpp}", "-machdep", "x86_64", "-eva",
                "-eva-precision", str(precision), "-main", entry, "-eva-no-show-progress",
-               "-eva-no-print", str(HARNESS), *(str(CORE / f) for f in EVA_ENTRIES[entry]),
+               "-eva-no-print", str(HARNESS), *sources,
                "-then", "-report-csv", str(report), "-report-no-proven"]
         start = time.monotonic()
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=1800)
@@ -144,7 +149,7 @@ def check_decoders(planted: str | None = None, precision: int = EVA_PRECISION) -
         run = run_eva(entry, defines, precision)
         new = [a for a in run.alarms if a.key not in reviewed]
         seen.update(a.key for a in run.alarms)
-        files = " ".join(EVA_ENTRIES[entry])
+        files = " ".join(Path(f).name for f in EVA_ENTRIES[entry])
         verdict = ("no alarm: proved free of runtime errors" if not run.alarms
                    else f"{len(run.alarms)} alarms, {len(run.alarms) - len(new)} reviewed")
         report.lines.append(f"{entry} ({files}): {run.functions}; {verdict}; "
