@@ -33,6 +33,10 @@ def test_decoders_leave_only_reviewed_alarms() -> None:
     for entry in verify_c.EVA_ENTRIES:  # every entry point ran and reported coverage
         assert re.search(rf"^{entry} \(.*\): \d+ functions, \d+/\d+ statements reached", text,
                          re.M), text
+    # the byte-stream frame receiver is proved: no alarm anywhere on its path
+    m = re.search(r"^eva_frame .*\n  no alarm in the body of: (.*)$", text, re.M)
+    assert m, text
+    assert {"hm_frame_rx_push", "rx_finish", "rx_put", "hm_crc32"} <= set(m.group(1).split(", "))
 
 
 def test_planted_out_of_bounds_write_is_caught() -> None:
