@@ -207,8 +207,15 @@ def check_ring(depth: int, planted: str | None = None) -> Report:
     if proc.returncode == 0:
         report.lines.append(f"{proc.stdout.strip()}; {seconds:.1f} s")
     else:
-        report.lines.append(f"violation (exit {proc.returncode}) after {seconds:.1f} s:")
-        report.lines.extend("  " + ln for ln in proc.stderr.strip().splitlines()[-6:])
+        report.lines.append(f"violation (exit {proc.returncode}) after {seconds:.1f} s")
+        # the search is depth-first: the shallowest depth that fails gives a shortest trail
+        for shallow in range(1, depth + 1):
+            short = subprocess.run([str(RING_BUILD / program), str(shallow)],
+                                   capture_output=True, text=True, timeout=3600)
+            if short.returncode != 0:
+                report.lines.append(f"shortest trail ({shallow} operations):")
+                report.lines.extend("  " + ln for ln in short.stderr.strip().splitlines()[-6:])
+                break
     return report
 
 
