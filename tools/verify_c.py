@@ -152,7 +152,7 @@ def check_decoders(planted: str | None = None, precision: int = EVA_PRECISION) -
     if planted is not None:
         if planted not in DECODER_PLANTS:
             raise ValueError(f"unknown planted bug {planted!r}: {sorted(DECODER_PLANTS)}")
-        defines = (DECODER_PLANTS[planted],)
+        defines = (DECODER_PLANTS[planted], "HM_VERIFY_PLANTED")
     reviewed = reviewed_alarms()
     report = Report("decoders (Frama-C EVA)" + (f", planted {planted}" if planted else ""), True)
     seen: set[tuple[str, str, str, str]] = set()
