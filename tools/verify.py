@@ -258,13 +258,13 @@ def _other_methods(fast: bool) -> list[tuple[str, Runner]]:
     import verify_c  # tools/ is not a package: imported by path
     import verify_memory
 
-    ring_depth = 4 if fast else 6
+    ring_depth = 5 if fast else 8
     mem_depth = 3 if fast else 4
     runners: list[tuple[str, Runner]] = [
         ("c-decoders", lambda: _as_report(verify_c.check_decoders())),
         ("c-decoders-planted", lambda: _planted(verify_c.check_decoders(planted="oob"))),
         ("ring", lambda: _as_report(verify_c.check_ring(ring_depth))),
-        ("ring-planted", lambda: _planted(verify_c.check_ring(ring_depth, planted="bug"))),
+        ("ring-planted", lambda: _planted(verify_c.check_ring(ring_depth, planted="lru"))),
         ("memory", lambda: _as_report(verify_memory.explore(mem_depth, 2))),
         (
             "memory-planted",
