@@ -12,7 +12,8 @@ caught.
 
 The methods:
   * SPIN (Debian ``spin``) over ``verify/session.pml`` (SPEC §5-§8: go-back-N, acks,
-    the handshake and its HELLO retransmission rule, resets, the pack chain) and
+    the handshake with its session proof and HELLO retransmission rule, resets, the pack
+    chain), ``verify/fragments.pml`` (§6.8 reassembly against any fragment sequence) and
     ``verify/acceptance.pml`` (pack and knowledge acceptance across power cuts over
     hm_persist's NV store). Safety by exhaustive search (assertions, with state
     compression), liveness as an LTL property under weak fairness.
@@ -127,7 +128,25 @@ SPIN_CHECKS: tuple[SpinCheck, ...] = (
         "planted: mount takes the first valid record, not the newest",
         expect_violation=True,
     ),
+    SpinCheck(
+        "fragments-safety", "fragments.pml", ("-DFRAGS=6",),
+        "any sequence of delivered FRAGMENTs (every field the peer's choice): never more "
+        "than the limit held, a completed message is one (msg_id, total) contiguous from 0, "
+        "a refusal leaves the receiver idle",
+    ),
+    SpinCheck(
+        "fragments-bug-gap", "fragments.pml", ("-DFRAGS=6", "-DBUG_GAP"),
+        "planted: a fragment continues a reassembly with a gap", expect_violation=True,
+    ),
+    SpinCheck(
+        "fragments-bug-no-limit", "fragments.pml", ("-DFRAGS=6", "-DBUG_NO_LIMIT"),
+        "planted: total not checked against max_message", expect_violation=True,
+    ),
     # full runs
+    SpinCheck(
+        "fragments-safety-long", "fragments.pml", ("-DFRAGS=10",),
+        "the reassembly properties over ten fragments", fast=False,
+    ),
     SpinCheck(
         "session-safety-resets", "session.pml", SESSION_FULL,
         SAFE + "; with a device reset and early retransmissions", fast=False,
