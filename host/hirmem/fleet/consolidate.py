@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -113,6 +114,24 @@ class Consolidator:
             self._substrates[tenant] = Substrate.open(path)
         return self._substrates[tenant]
 
+    def _kept(self, kind: str, tenant: str, held: Container[str]) -> bool:
+        """Whether the tenant's ``kind`` store is open or on disk (never made by a read)."""
+        return tenant in held or (self.directory / kind / f"{tenant}.db").is_file()
+
+    def served_engine(self, tenant: str) -> MemoryEngine | None:
+        """The tenant's engine for the API in this process (thread-safe on its own), None
+        before the tenant's first consolidation made its store."""
+        with self._lock:
+            return self.engine(tenant) if self._kept("memory", tenant, self._engines) else None
+
+    @contextmanager
+    def served_substrate(self, tenant: str) -> Iterator[Substrate | None]:
+        """The tenant's substrate for the API, used between rounds (None before the first
+        one): the rounds' own, so an answer sees every round that finished."""
+        with self._lock:
+            kept = self._kept("semantic", tenant, self._substrates)
+            yield self.substrate(tenant) if kept else None
+
     def close(self) -> None:
         with self._lock:
             for engine in self._engines.values():
@@ -146,6 +165,7 @@ class Consolidator:
                 report.duplicates += len(got.duplicates)
                 report.assertions += len(fed.triples)
                 report.conflicts += got.conflicts
+            engine.checkpoint()  # the chain's head signed: what the API's audit shows
         return report
 
     def recall(self, tenant: str, store: TenantStore, query: str, k: int = 5) -> list[Recalled]:
