@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,9 +92,10 @@ class Fleet:
         return status, json.loads(raw)
 
 
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
-    where = tmp_path_factory.mktemp("fleet-api") / "fleet"
+@contextmanager
+def _served(where: Path) -> Iterator[tuple[Fleet, ServedFleet, dict[str, Gateway]]]:
+    """Two tenants with tokens, devices and gateways; three packs per device uploaded
+    over HTTP and consolidated; a forged upload refused."""
     reg, tokens = Registry(where), token_store(where)
     gateways, minted = {}, {}
     try:
@@ -124,9 +127,15 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         forged = _packs(DEVICES["alpha"][0], derive_test_key("fleet api forger"), ["x"], 1)[0]
         assert gateways["alpha"].put(served.port, forged).status == 403
         served.app.state.node.consolidate()
-        yield Fleet(f"http://127.0.0.1:{served.port}", minted)
+        yield Fleet(f"http://127.0.0.1:{served.port}", minted), served, gateways
     finally:
         served.stop()
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    with _served(tmp_path_factory.mktemp("fleet-api") / "fleet") as (world, _, _):
+        yield world
 
 
 def _own(tenant: str, device_hex: str) -> bool:
@@ -355,3 +364,40 @@ def test_hirmem_fleet_token_creates_lists_and_revokes(
         tokens.close()
     assert main(["fleet", "token", "revoke", row["id"], *d]) == 2
     assert "already revoked" in capsys.readouterr().err
+
+
+def test_the_api_answers_while_a_consolidation_round_runs(tmp_path: Path) -> None:
+    """Requests of both tenants during a round (a thread of the node's): each answered,
+    each its own tenant's; afterwards the new packs' memories are there."""
+    with _served(tmp_path / "fleet") as (world, served, gateways):
+        for tenant in ("alpha", "beta"):
+            for device_id in DEVICES[tenant]:
+                key = derive_test_key(f"fleet api {device_id.hex()}")
+                for pack in _packs(device_id, key, SAYS[tenant], 6)[3:]:
+                    assert gateways[tenant].put(served.port, pack).status == 201
+        failures: list[BaseException] = []
+
+        def round_() -> None:
+            try:
+                served.app.state.node.consolidate()
+            except BaseException as exc:  # reported by the test, not lost in the thread
+                failures.append(exc)
+
+        thread = threading.Thread(target=round_)
+        thread.start()
+        answered = 0
+        while thread.is_alive() or answered < 4:
+            for tenant in ("alpha", "beta"):
+                status, hits = world.json("POST", "/v1/memories/recall", tenant,
+                                          body={"query": "Ann works", "touch": False})  # fmt: skip
+                assert status == 200
+                assert all(_own(tenant, h["memory"]["device"]) for h in hits["items"])
+                status, ask = world.json("GET", "/v1/semantic/ask?q=where%20does%20Ann%20work",
+                                         tenant)  # fmt: skip
+                assert status == 200 and {h["object"] for h in ask["items"]} <= {PLACE[tenant]}
+                answered += 1
+        thread.join()
+        assert not failures
+        for tenant in ("alpha", "beta"):
+            status, stats = world.json("GET", "/v1/memories/stats", tenant)
+            assert stats["states"]["consolidated"] == 24 and stats["states"]["quarantined"] == 12

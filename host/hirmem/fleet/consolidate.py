@@ -99,13 +99,15 @@ class Consolidator:
         self._engines: dict[str, MemoryEngine] = {}
         self._substrates: dict[str, Substrate] = {}
         self._lock = threading.Lock()  # one round at a time per process: one engine writer
+        self._opening = threading.Lock()  # the engines' table (the API reads it mid-round)
 
     def engine(self, tenant: str) -> MemoryEngine:
-        if tenant not in self._engines:
-            path = self.directory / "memory" / f"{tenant}.db"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._engines[tenant] = MemoryEngine(path, clock=self.clock)
-        return self._engines[tenant]
+        with self._opening:
+            if tenant not in self._engines:
+                path = self.directory / "memory" / f"{tenant}.db"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._engines[tenant] = MemoryEngine(path, clock=self.clock)
+            return self._engines[tenant]
 
     def substrate(self, tenant: str) -> Substrate:
         if tenant not in self._substrates:
@@ -120,9 +122,11 @@ class Consolidator:
 
     def served_engine(self, tenant: str) -> MemoryEngine | None:
         """The tenant's engine for the API in this process (thread-safe on its own), None
-        before the tenant's first consolidation made its store."""
-        with self._lock:
-            return self.engine(tenant) if self._kept("memory", tenant, self._engines) else None
+        before the tenant's first consolidation made its store. It does not wait for a
+        round: the engine serialises its own writes."""
+        if not self._kept("memory", tenant, self._engines):
+            return None
+        return self.engine(tenant)
 
     @contextmanager
     def served_substrate(self, tenant: str) -> Iterator[Substrate | None]:
@@ -133,7 +137,7 @@ class Consolidator:
             yield self.substrate(tenant) if kept else None
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._opening:
             for engine in self._engines.values():
                 engine.close()
             for sub in self._substrates.values():
