@@ -23,10 +23,14 @@ from typing import Any
 import pytest
 
 from conftest import ROOT
-from fleet_kit import Gateway, ServedFleet
+from fleet_kit import Gateway, ServedFleet, pg_skip
+from hirmem.api import views as api_views
+from hirmem.emulation import postgres
 from hirmem.fleet.app import FleetConfig
 from hirmem.fleet.registry import Registry, RegistryError
 from hirmem.fleet.serving import create_token, token_store
+from hirmem.fleet.tenant import Accepted, Refused
+from hirmem.fleet.view import TenantView
 from hirmem.protocol.keys import SigningKey, derive_test_key
 from hirmem.protocol.packs import Pack, PackKind, sign_pack
 from hirmem.protocol.records import GENESIS, Record, record_id
@@ -46,21 +50,25 @@ DEVICES = {
 }
 
 
-def _packs(device_id: bytes, key: SigningKey, texts: list[str], count: int) -> list[Pack]:
+def _packs(
+    device_id: bytes, key: SigningKey, texts: list[str], count: int, reboot_at: int = 0
+) -> list[Pack]:
     """``count`` chained packs of one device, one record per text (boot 1), the last
-    text's record a suspect one."""
-    out, prev, n = [], GENESIS, 0
+    text's record a suspect one; from pack ``reboot_at`` on (if given), boot 2."""
+    out, prev, n, boot = [], GENESIS, 0, 1
     for seq in range(1, count + 1):
+        if seq == reboot_at:
+            boot, n = 2, 0
         records, link = [], prev  # a pack's records chain from the pack before it
         for i, text in enumerate(texts):
             n += 1
             flags = SUSPECT_FLAGS if i == len(texts) - 1 else 0x0FFF
-            rec = Record.capture(record_id(device_id, 1, n), f"{text} ({seq})".encode(),
+            rec = Record.capture(record_id(device_id, boot, n), f"{text} ({seq})".encode(),
                                  "report", T0 + n, CONTEXT, flags, 0x10000, 0xE666,
                                  0x8000, link)  # fmt: skip
             records.append(rec)
             link = rec.hash
-        pack = sign_pack(key, PackKind.MEMORY, device_id, (1 << 32) | seq, prev, T0 + seq,
+        pack = sign_pack(key, PackKind.MEMORY, device_id, (boot << 32) | seq, prev, T0 + seq,
                          records)  # fmt: skip
         out.append(pack)
         prev = pack.hash
@@ -401,3 +409,48 @@ def test_the_api_answers_while_a_consolidation_round_runs(tmp_path: Path) -> Non
         for tenant in ("alpha", "beta"):
             status, stats = world.json("GET", "/v1/memories/stats", tenant)
             assert stats["states"]["consolidated"] == 24 and stats["states"]["quarantined"] == 12
+
+
+@pg_skip()
+def test_a_tenant_reads_alike_on_sqlite_and_postgresql(tmp_path: Path) -> None:
+    """The view's own SQL, differentially: the same uploads into a SQLite tenant and a
+    PostgreSQL one read the same (arrival times aside), and the reboot is where the
+    packs put it."""
+    key = derive_test_key("fleet view device")
+    device_id = DEVICES["alpha"][0]
+    packs = _packs(device_id, key, SAYS["alpha"], 5, reboot_at=4)
+    forged = _packs(device_id, derive_test_key("fleet view forger"), ["x"], 1)[0]
+    reg = Registry(tmp_path / "fleet")
+    try:
+        with postgres.Primary("fleetview") as primary:
+            reg.add_tenant("lite")
+            reg.add_tenant("big", primary.dsn, "hirmem_fleetview")
+            views = []
+            for name in ("lite", "big"):
+                store = reg.store(name)
+                store.add_device(device_id, key.public.raw, "bench")
+                for pack in packs:
+                    assert isinstance(store.take(pack.pack_id.hex(), pack.encoded, "gw"), Accepted)
+                assert isinstance(store.take(forged.pack_id.hex(), forged.encoded, "gw"), Refused)
+                views.append(TenantView(store))
+
+            def shape(v: TenantView) -> tuple[object, ...]:
+                (d,) = v.devices()
+                return (
+                    (d.device_id, d.kid, d.head, d.first_seen is not None),
+                    [(p.pack_id, p.seq, p.hash, p.nrecords) for p in v.packs(device_id)],
+                    v.count_packs(), v.count_packs(device_id), v.count_records(device_id),
+                    v.pack_boots(device_id), {k: s for k, (s, _) in v.last_packs().items()},
+                    [(r.reason, r.detail, r.seq, r.offers) for r in v.refusals(device_id)],
+                    len(v.received_since(0)), v.device(device_id) == d,
+                )  # fmt: skip
+
+            lite, big = views
+            assert shape(lite) == shape(big)
+            boots = lite.pack_boots(device_id)
+            assert [boots[p.pack_id] for p in packs] == [(1, 1)] * 3 + [(2, 2)] * 2
+            assert lite.count_records() == 15 and len(lite.refusals()) == 1
+            kinds = [e["kind"] for e in api_views.timeline(big, device_id)]
+            assert kinds.count("reboot") == 1 and kinds.count("refusal") == 1
+    finally:
+        reg.close()
