@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from fleet_kit import Gateway, free_port, wait_healthy
+from fleet_kit import Gateway, free_port, request, wait_healthy
 from hirmem.cli.entry import main
 from hirmem.protocol.keys import derive_test_key, read_key_file
 from test_store import Device
@@ -154,6 +154,18 @@ def test_served_fleet_consolidates_and_recalls_with_the_trace(
         while as_json(capsys, "fleet", "status", *d)["tenants"][0]["open_jobs"]:
             assert time.monotonic() < deadline, "consolidation did not run"
             time.sleep(0.2)
+        # the same process serves the HTTP API over the tenant, to a token of the tenant's
+        code, token, err = run(capsys, "fleet", "token", "create", "--tenant", "acme", *d)
+        assert code == 0, err
+        auth = {"Authorization": f"Bearer {token.strip()}"}
+        page = request(port, "GET", "/v1/devices", headers=auth)
+        assert page.status == 200
+        assert [i["device"] for i in page.body["items"]] == [d.device_id.hex() for d in devices]
+        body = json.dumps({"query": "temp0", "k": 3}).encode()
+        hits = request(port, "POST", "/v1/memories/recall", body,
+                       {**auth, "Content-Type": "application/json"})  # fmt: skip
+        assert hits.status == 200 and len(hits.body["items"]) == 3
+        assert request(port, "GET", "/v1/devices").status == 401
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)

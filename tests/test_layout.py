@@ -10,7 +10,7 @@ and fails on the first import that crosses a line the layout draws:
     emulation  ← link, protocol
     memory     ← protocol, daemon.reader (the store, read-only)
     semantic   ← protocol, daemon.reader
-    fleet      ← protocol, memory, semantic, daemon.reader
+    fleet      ← protocol, memory, semantic, daemon.reader, api
     api        ← protocol, daemon.reader, memory, semantic
     cli        ← anything
 """
@@ -34,7 +34,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "emulation": frozenset({"protocol", "link", "emulation"}),
     "memory": frozenset({"protocol", "memory", "daemon.reader"}),
     "semantic": frozenset({"protocol", "semantic", "daemon.reader"}),
-    "fleet": frozenset({"protocol", "memory", "semantic", "daemon.reader", "fleet"}),
+    # the fleet node serves the API's application over its tenants (api never imports fleet)
+    "fleet": frozenset({"protocol", "memory", "semantic", "daemon.reader", "api", "fleet"}),
     # the HTTP API: over the read door, the engine and the substrate; the daemon hands
     # its health and metrics in as callables (hirmem.api.sources)
     "api": frozenset({"protocol", "daemon.reader", "memory", "semantic", "api"}),

@@ -12,6 +12,9 @@
     hirmem fleet status [--json]                    # per tenant: devices, packs, refusals
     hirmem fleet consolidate [--tenant T] [--every S]
     hirmem fleet recall --tenant T TEXT [-k 5] [--json]
+    hirmem fleet token create --tenant T [--scope read|review|admin] [--name N]
+    hirmem fleet token list [--json]
+    hirmem fleet token revoke ID
 
 The fleet's directory (``--database-dir``) holds the registry (``fleet.db``), the SQLite
 tenant stores and the consolidation's memory and semantic files; its default is
@@ -48,7 +51,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     _dir_option(p)
     sub = p.add_subparsers(dest="fleet_command", required=True)
 
-    serve = _leaf(sub, "serve", help="serve PUT /v1/packs/{id} and GET /v1/healthz")
+    serve = _leaf(
+        sub, "serve", help="serve PUT /v1/packs/{id}, GET /v1/healthz, the API and dashboard"
+    )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT)
     serve.add_argument("--workers", type=int, default=1, help="fleet-node processes")
@@ -137,6 +142,21 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     rec.add_argument("--tenant", required=True)
     rec.add_argument("text")
     rec.add_argument("-k", type=int, default=5)
+
+    tok = sub.add_parser("token", help="API bearer tokens, each bound to one tenant")
+    toksub = tok.add_subparsers(dest="token_command", required=True)
+    tc = _leaf(toksub, "create", help="a new token, printed once (kept hashed)")
+    tc.add_argument("--tenant", required=True, help="the one tenant whose data it reaches")
+    tc.add_argument(
+        "--scope",
+        choices=("read", "review", "admin"),
+        default="read",
+        help="read < review (decide quarantined memories) < admin (admit)",
+    )
+    tc.add_argument("--name", help="who holds it, the steward of its reviews (default T-SCOPE)")
+    _leaf(toksub, "list", table=True, help="the tokens (never their secrets)")
+    tr = _leaf(toksub, "revoke", help="stop accepting a token")
+    tr.add_argument("id", help="the token's id (16 hex digits, `fleet token list`)")
     return p
 
 
@@ -253,6 +273,8 @@ def run(args: argparse.Namespace) -> int:
             return _consolidate(args, reg, where)
         if cmd == "recall":
             return _recall(args, reg, where)
+        if cmd == "token":
+            return _token(args, reg, where)
     finally:
         reg.close()
     raise HirmemError(f"unknown fleet command {cmd}")
@@ -407,6 +429,50 @@ def _recall(args: argparse.Namespace, reg: Any, where: Path) -> int:
         ],
     )
     return 0
+
+
+def _token(args: argparse.Namespace, reg: Any, where: Path) -> int:
+    from hirmem.fleet.serving import create_token, token_store
+
+    tokens = token_store(where)
+    try:
+        if args.token_command == "create":
+            name = args.name or f"{args.tenant}-{args.scope}"
+            token, row = create_token(reg, tokens, args.tenant, name, args.scope)
+            print(token)
+            print(
+                f"token {row.id} for {row.name} (scope {row.scope}, tenant {row.tenant}); "
+                "shown once, kept only as its SHA-256",
+                file=sys.stderr,
+            )
+            return 0
+        if args.token_command == "revoke":
+            row = tokens.revoke(args.id)
+            print(f"token {row.id} ({row.name}) revoked")
+            return 0
+        data = [
+            {
+                "id": r.id,
+                "name": r.name,
+                "tenant": r.tenant,
+                "scope": r.scope,
+                "created_ms": r.created_ms,
+                "revoked_ms": r.revoked_ms,
+            }
+            for r in tokens.list()
+        ]
+        _emit(
+            args,
+            data,
+            [
+                f"{d['id']}  {d['name']:<16} {d['scope']:<7} {d['tenant']:<20} "
+                f"{'revoked' if d['revoked_ms'] is not None else 'live'}"
+                for d in data
+            ],
+        )
+        return 0
+    finally:
+        tokens.close()
 
 
 def _serve(args: argparse.Namespace, where: Path) -> int:

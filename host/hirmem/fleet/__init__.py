@@ -11,9 +11,13 @@
   refusals that happen before a tenant is known
 * :mod:`~hirmem.fleet.app` — the ASGI application (Starlette): ``PUT /v1/packs/{id}``,
   ``GET /v1/healthz``
+* :mod:`~hirmem.fleet.view` — a tenant's store read as the HTTP API reads an intake;
+  :mod:`~hirmem.fleet.serving` — the API and dashboard of :mod:`hirmem.api` over the
+  node's tenants (tokens in the registry, each bound to one tenant), mounted by ``app``
 * :mod:`~hirmem.fleet.consolidate` — the worker that runs the memory engine and the
   semantic substrate over a tenant's accepted packs
 
-May import: :mod:`hirmem.protocol`, :mod:`hirmem.memory`, :mod:`hirmem.semantic` and of
-the daemon only :mod:`hirmem.daemon.reader`. The daemon never imports the fleet.
+May import: :mod:`hirmem.protocol`, :mod:`hirmem.memory`, :mod:`hirmem.semantic`,
+:mod:`hirmem.api` and of the daemon only :mod:`hirmem.daemon.reader`. The daemon and the
+API never import the fleet.
 """

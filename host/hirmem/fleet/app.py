@@ -26,6 +26,10 @@ the same pack gets the original answer and nothing is stored twice).
 
 ``GET /v1/healthz`` — 200 ``{"ok": true, "inflight", "overloaded",
 "consolidation_failures"}``.
+
+Every other path is the HTTP API and dashboard of :mod:`hirmem.api` (the daemon's
+application, :mod:`hirmem.fleet.serving`): bearer tokens from ``hirmem fleet token
+create``, the tenant the token's.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import json
 import logging
 import os
 import secrets
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -47,7 +52,7 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 
 from hirmem.fleet.refusals import STATUS, TITLES
 from hirmem.fleet.registry import Registry
@@ -132,17 +137,24 @@ class FleetNode:
         self._unwritten = 0  # 503s not yet added to the registry's counts
         self.worker_id = f"{os.getpid()}-{secrets.token_hex(4)}"
         self.consolidator: Consolidator | None = None
+        self._consolidator_lock = threading.Lock()
         self.consolidation_failures = 0
+
+    def worker(self) -> Consolidator:
+        """This process's consolidator (the rounds and the API share its engines)."""
+        from hirmem.fleet.consolidate import Consolidator
+
+        with self._consolidator_lock:
+            if self.consolidator is None:
+                self.consolidator = Consolidator(self.config.directory, self.worker_id)
+            return self.consolidator
 
     def consolidate(self) -> None:
         """One consolidation round over every tenant (a worker thread)."""
-        from hirmem.fleet.consolidate import Consolidator
-
-        if self.consolidator is None:
-            self.consolidator = Consolidator(self.config.directory, self.worker_id)
+        worker = self.worker()
         for tenant in self.registry.tenants():
             store = self.registry.store(tenant.name)
-            while self.consolidator.run(tenant.name, store).packs:
+            while worker.run(tenant.name, store).packs:
                 pass
 
     def refuse(self, reason: str, gateway: str, detail: str, **extra: object) -> Response:
@@ -218,7 +230,12 @@ class FleetNode:
 
 
 def create_app(config: FleetConfig) -> Starlette:
+    """The upload routes, and under them the HTTP API and dashboard of :mod:`hirmem.api`
+    (every other path: ``/v1/…``, ``/ui/…``, ``/openapi.json``) over the node's tenants."""
+    from hirmem.fleet.serving import api_app, token_store
+
     node = FleetNode(config)
+    tokens = token_store(config.directory)
 
     async def put_pack(request: Request) -> Response:
         if node.inflight >= config.max_inflight:
@@ -292,12 +309,14 @@ def create_app(config: FleetConfig) -> Starlette:
             node.flush_overloaded()
             if node.consolidator is not None:
                 node.consolidator.close()
+            tokens.close()
             node.registry.close()
 
     app = Starlette(
         routes=[
             Route(PACK_PATH, put_pack, methods=["PUT"]),
             Route("/v1/healthz", healthz, methods=["GET"]),
+            Mount("", app=api_app(node, tokens)),
         ],
         lifespan=lifespan,
     )

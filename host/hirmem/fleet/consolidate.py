@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,13 +99,15 @@ class Consolidator:
         self._engines: dict[str, MemoryEngine] = {}
         self._substrates: dict[str, Substrate] = {}
         self._lock = threading.Lock()  # one round at a time per process: one engine writer
+        self._opening = threading.Lock()  # the engines' table (the API reads it mid-round)
 
     def engine(self, tenant: str) -> MemoryEngine:
-        if tenant not in self._engines:
-            path = self.directory / "memory" / f"{tenant}.db"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._engines[tenant] = MemoryEngine(path, clock=self.clock)
-        return self._engines[tenant]
+        with self._opening:
+            if tenant not in self._engines:
+                path = self.directory / "memory" / f"{tenant}.db"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._engines[tenant] = MemoryEngine(path, clock=self.clock)
+            return self._engines[tenant]
 
     def substrate(self, tenant: str) -> Substrate:
         if tenant not in self._substrates:
@@ -113,8 +116,28 @@ class Consolidator:
             self._substrates[tenant] = Substrate.open(path)
         return self._substrates[tenant]
 
-    def close(self) -> None:
+    def _kept(self, kind: str, tenant: str, held: Container[str]) -> bool:
+        """Whether the tenant's ``kind`` store is open or on disk (never made by a read)."""
+        return tenant in held or (self.directory / kind / f"{tenant}.db").is_file()
+
+    def served_engine(self, tenant: str) -> MemoryEngine | None:
+        """The tenant's engine for the API in this process (thread-safe on its own), None
+        before the tenant's first consolidation made its store. It does not wait for a
+        round: the engine serialises its own writes."""
+        if not self._kept("memory", tenant, self._engines):
+            return None
+        return self.engine(tenant)
+
+    @contextmanager
+    def served_substrate(self, tenant: str) -> Iterator[Substrate | None]:
+        """The tenant's substrate for the API, used between rounds (None before the first
+        one): the rounds' own, so an answer sees every round that finished."""
         with self._lock:
+            kept = self._kept("semantic", tenant, self._substrates)
+            yield self.substrate(tenant) if kept else None
+
+    def close(self) -> None:
+        with self._lock, self._opening:
             for engine in self._engines.values():
                 engine.close()
             for sub in self._substrates.values():
@@ -146,6 +169,7 @@ class Consolidator:
                 report.duplicates += len(got.duplicates)
                 report.assertions += len(fed.triples)
                 report.conflicts += got.conflicts
+            engine.checkpoint()  # the chain's head signed: what the API's audit shows
         return report
 
     def recall(self, tenant: str, store: TenantStore, query: str, k: int = 5) -> list[Recalled]:
