@@ -41,6 +41,7 @@ from hirmem.protocol.messages import (
     HelloAck,
     Log,
     Message,
+    MsgType,
     PackOffer,
     Status,
     StatusRequest,
@@ -113,10 +114,10 @@ def test_a_damaged_frame_is_reported_and_the_next_one_decoded() -> None:
 
 
 def test_types_and_fields_this_host_does_not_know_are_shown_by_number() -> None:
-    """What s14proof's PROOF (type 15) and a HELLO_ACK with a challenge look like to a
-    monitor that predates them: named when the number is known, fields shown raw."""
+    """What a newer peer's messages look like to this monitor: a type it does not know
+    is shown by number, a known type with a field more is named, its fields shown raw."""
     view = WireView()
-    ack = encode_message(HelloAck(HOST_ID, 256, 1024, 4, T0, 0, bytes(32)), 1, 1)
+    ack = encode_message(HelloAck(HOST_ID, 256, 1024, 4, T0, 0, bytes(32), bytes(16)), 1, 1)
     longer = cbor.encode([*cbor.decode(ack), b"\xaa" * 16])  # one field more
     got = lines(view, raw_frame(1, 99, 4, 3, b"\x01" * 40, "t", 7) + encode_frame(longer))
     assert got[0].startswith("type 99 seq=4 ack=3 01010101010101" "01…(40 bytes) 't' 7 (")
@@ -146,7 +147,7 @@ ITEM = st.one_of(
     st.tuples(st.just("log"), TEXT),
     st.tuples(st.just("text"), TEXT),
     st.tuples(st.just("status"), st.integers(0, 2**40)),
-    st.tuples(st.just("unknown"), st.integers(15, 255)),
+    st.tuples(st.just("unknown"), st.integers(max(MsgType) + 1, 255)),
 )
 
 
