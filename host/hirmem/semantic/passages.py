@@ -127,19 +127,47 @@ _NOT_NAMES = frozenset(
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;\n][\"')\]]*\s+)$")
 
 
+# A name said to someone ("Thanks, Caroline!", "Hey Jon,", "..., Maya.") names the
+# listener, not what the text is about: after a greeting or a reply word, or set off by a
+# comma at a sentence's end, or opening a sentence before a comma.
+_GREETING = (r"(?:hey|hi|hello|hiya|yo|dear|thanks|thank you|thx|congrats|congratulations|"
+             r"sorry|welcome|bye|goodbye|wow|whoa|woah|oh|ah|aw+|ha(?:ha)+|lol|omg|yes|yeah|"
+             r"yep|no|nope|sure|definitely|absolutely|totally|ok|okay|great|awesome|cool|nice|"
+             r"good|right|exactly|true|morning|evening|night|cheers|man|glad)")
+_VOCATIVE = re.compile(
+    rf"(?i:\b{_GREETING})[,!.]?\s+(?P<a>[A-Z][\w'\u2019-]*)(?=\s*(?:[,!.?;:\n]|$))"
+    r"|,\s*(?P<b>[A-Z][\w'\u2019-]*)(?=\s*(?:[!.?\n]|$))"
+    r"|(?:^|[.!?\n]\s*)(?P<c>[A-Z][\w'\u2019-]*)(?=\s*,)"
+)
+
+
+def _vocatives(text: str) -> set[int]:
+    """Start offsets of the names ``text`` addresses its listener by."""
+    out: set[int] = set()
+    for m in _VOCATIVE.finditer(text):
+        for g in ("a", "b", "c"):
+            if m.group(g) and fold(m.group(g)) not in _NOT_NAMES:
+                out.add(m.start(g))
+    return out
+
+
 def entities_in(text: str) -> tuple[set[str], set[str]]:
     """The names ``text`` writes (folded), with the aliases it equates: (strong, weak). A
     capital that only starts a sentence is weak evidence of a name ("Pottery is fun"), so
     a name standing first in a sentence is weak; it counts once the name is known from a
-    strong mention elsewhere."""
+    strong mention elsewhere. A name only said to the listener (:data:`_VOCATIVE`) is not
+    a mention: the text is addressed to them, not about them."""
     strong: set[str] = set()
     weak: set[str] = set()
+    addressed = _vocatives(text)
     for m in _NAME.finditer(text):
         words = m.group(0).split()
         first = bool(_SENTENCE_START.search(text[: m.start()]))
         while words and fold(words[0]) in _NOT_NAMES:
             words, first = words[1:], False
         if not words:
+            continue
+        if len(words) == 1 and m.start() + m.group(0).rfind(words[0]) in addressed:
             continue
         if first and len(words) == 1:
             weak.add(fold(words[0]))
