@@ -8,8 +8,9 @@ and fails on the first import that crosses a line the layout draws:
     link       ← protocol
     daemon     ← link, protocol
     emulation  ← link, protocol
-    memory     ← protocol, daemon.reader (the store, read-only)
-    semantic   ← protocol, daemon.reader
+    embed      ← protocol
+    memory     ← protocol, embed, daemon.reader (the store, read-only)
+    semantic   ← protocol, embed, daemon.reader
     cli        ← anything
 """
 
@@ -30,9 +31,12 @@ ALLOWED: dict[str, frozenset[str]] = {
     "link": frozenset({"protocol", "link"}),
     "daemon": frozenset({"protocol", "link", "daemon"}),
     "emulation": frozenset({"protocol", "link", "emulation"}),
-    "memory": frozenset({"protocol", "memory", "daemon.reader"}),
-    "semantic": frozenset({"protocol", "semantic", "daemon.reader"}),
-    "cli": frozenset({"protocol", "link", "daemon", "emulation", "memory", "semantic", "cli"}),
+    "embed": frozenset({"protocol", "embed"}),
+    "memory": frozenset({"protocol", "embed", "memory", "daemon.reader"}),
+    "semantic": frozenset({"protocol", "embed", "semantic", "daemon.reader"}),
+    "cli": frozenset(
+        {"protocol", "link", "daemon", "emulation", "embed", "memory", "semantic", "cli"}
+    ),
     # hirmem/__init__.py re-exports the error family and nothing else
     "": frozenset({"protocol.errors"}),
 }
@@ -98,8 +102,8 @@ def test_every_module_keeps_the_import_rules() -> None:
 
 def test_only_the_packages_of_the_layout_at_the_top() -> None:
     top = {p.name for p in PACKAGE.iterdir() if not p.name.startswith(("_", "."))}
-    assert top == {"protocol", "link", "daemon", "emulation", "memory", "semantic", "cli",
-                   "py.typed"}  # fmt: skip
+    assert top == {"protocol", "link", "daemon", "emulation", "embed", "memory", "semantic",
+                   "cli", "py.typed"}  # fmt: skip
 
 
 @pytest.mark.parametrize("package", sorted(p for p in ALLOWED if p))
@@ -121,6 +125,10 @@ def test_each_package_says_what_it_may_import(package: str) -> None:
         ("hirmem.semantic.cli", "from hirmem.memory import MemoryEngine\n", True),
         ("hirmem.emulation.rogue", "import hirmem.protocol.packs as p\n", False),
         ("hirmem.cli.demo", "from hirmem.daemon.service import Daemon\n", False),
+        ("hirmem.semantic.passages", "from hirmem.embed.minilm import MiniLMEmbedder\n", False),
+        ("hirmem.memory.embed", "from hirmem.embed.minilm import MiniLMEmbedder\n", False),
+        ("hirmem.embed.minilm", "from hirmem.memory.embed import HashEmbedder\n", True),
+        ("hirmem.embed.minilm", "from hirmem.semantic.retrieve import Embedder\n", True),
     ],
 )
 def test_the_checker_sees_a_crossing(tmp_path: Path, module: str, source: str, bad: bool) -> None:
