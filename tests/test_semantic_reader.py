@@ -63,7 +63,10 @@ def test_min_support_is_a_share() -> None:
         ("Which city did Omar visit?", "place"),
         ("Why did Tomas quit the choir?", "reason"),
         ("Would Ines enjoy a zoo?", "yesno"),
-        ("What cities has Jo visited?", "list"),
+        ("What cities has Jo visited?", "places"),
+        ("What activities has Jo done with her kids?", "list"),
+        ("What are Nate's favourite desserts?", "list"),
+        ("What is Nate's favourite dessert?", "thing"),
         ("What are the names of Omar's kids?", "list"),
         ("What did Lena cook?", "thing"),
         ("What kind of cake did Omar bake?", "thing"),
@@ -119,3 +122,37 @@ def test_a_list_span_is_verified_like_any_other() -> None:
     assert not got.abstained
     for part in got.text.split(", "):
         assert any(all(w in ev.text for w in part.split()) for ev in e)
+
+
+@pytest.mark.parametrize(
+    ("sentence", "want"),
+    [
+        ("Last Friday I went kayaking.", "the Friday before 3 March 2024"),
+        ("I went kayaking this weekend.", "the weekend of 3 March 2024"),
+        ("I went kayaking two weeks ago.", "the week of 18 February 2024"),
+        ("I went kayaking 3 days ago.", "29 February 2024"),  # a leap year
+        ("I went kayaking last summer.", "the summer of 2023"),
+        ("I went kayaking two years ago.", "2022"),
+        ("I went kayaking a few days ago.", "a few days before 3 March 2024"),
+    ],
+)
+def test_more_relative_times_are_resolved(sentence: str, want: str) -> None:
+    assert Reader(0.0).read("When did I go kayaking?", [Evidence(sentence, SAID)]).text == want
+
+
+def test_the_relative_time_may_stand_in_another_sentence_of_the_passage() -> None:
+    e = [Evidence("Last week was wild. I went kayaking with my cousin!", SAID)]
+    assert Reader(0.5).read("When did I go kayaking?", e).text == "the week before 3 March 2024"
+
+
+def test_how_long_ago_keeps_the_span_as_said() -> None:
+    e = [Evidence("My 18th birthday was ten years ago, can you believe it.", SAID)]
+    assert Reader(0.5).read("How long ago was my 18th birthday?", e).text == "ten years ago"
+
+
+def test_a_question_in_the_evidence_supports_nothing() -> None:
+    asked = [Evidence("Wow, what dance piece did your team perform to win first place?", SAID)]
+    assert Reader(0.5).read("What dance piece did the team perform to win?", asked).abstained
+    told = [Evidence("Our team performed a dance piece called Finding Freedom to win.", SAID)]
+    got = Reader(0.5).read("What dance piece did the team perform to win?", told)
+    assert not got.abstained and "Finding Freedom" in got.text

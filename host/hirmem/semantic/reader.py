@@ -26,6 +26,7 @@ Invariants:
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -96,21 +97,64 @@ def _day(d: datetime) -> str:
     return f"{d.day} {d.strftime('%B')} {d.year}"
 
 
-_RELATIVE: tuple[tuple[str, Callable[[datetime], str]], ...] = (
-    ("yesterday", lambda d: _day(d - timedelta(days=1))),
-    ("last night", lambda d: _day(d - timedelta(days=1))),
-    ("today", _day),
-    ("tonight", _day),
-    ("this morning", _day),
-    ("last weekend", lambda d: f"the weekend before {_day(d)}"),
-    ("last week", lambda d: f"the week before {_day(d)}"),
-    ("last month", lambda d: (d.replace(day=1) - timedelta(days=1)).strftime("%B %Y")),
-    ("last year", lambda d: str(d.year - 1)),
-    ("next month", lambda d: (d.replace(day=28) + timedelta(days=4)).strftime("%B %Y")),
-    ("next year", lambda d: str(d.year + 1)),
-    ("this month", lambda d: d.strftime("%B %Y")),
-    ("this year", lambda d: str(d.year)),
-)
+_WEEKDAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+_COUNT = {w: i for i, w in enumerate(
+    re.findall(r"\w+", "zero one two three four five six seven eight nine ten eleven twelve"))}
+_COUNT["a"] = 1
+
+
+def _ago(d: datetime, m: re.Match[str]) -> str:
+    """ "three weeks ago" said on ``d``: the day, the month or the year it points at."""
+    n = int(m.group(1)) if m.group(1).isdigit() else _COUNT.get(m.group(1).lower(), 0)
+    unit = m.group(2).lower().rstrip("s")
+    if not n:
+        return f"{m.group(1)} {m.group(2)} before {_day(d)}"
+    if unit == "day":
+        return _day(d - timedelta(days=n))
+    if unit == "week":
+        return f"the week of {_day(d - timedelta(weeks=n))}"
+    if unit == "month":
+        month, year = d.month - n, d.year
+        while month < 1:
+            month, year = month + 12, year - 1
+        return f"{_MONTHS[month - 1].capitalize()} {year}"
+    return str(d.year - n)
+
+
+_Resolve = Callable[[datetime, re.Match[str]], str]
+# relative times, resolved against when the evidence was said; the first that matches wins
+_RELATIVE: tuple[tuple[re.Pattern[str], _Resolve], ...] = tuple(
+    (re.compile(rf"\b{p}\b", re.IGNORECASE), f)
+    for p, f in (
+        ("yesterday|last night", lambda d, m: _day(d - timedelta(days=1))),
+        ("tomorrow", lambda d, m: _day(d + timedelta(days=1))),
+        ("today|tonight|this morning|this afternoon|this evening|just now",
+         lambda d, m: _day(d)),
+        (rf"last ({_WEEKDAYS})|this past ({_WEEKDAYS})",
+         lambda d, m: f"the {(m.group(1) or m.group(2)).capitalize()} before {_day(d)}"),
+        ("last weekend", lambda d, m: f"the weekend before {_day(d)}"),
+        ("this weekend|over the weekend", lambda d, m: f"the weekend of {_day(d)}"),
+        ("last week", lambda d, m: f"the week before {_day(d)}"),
+        ("next week", lambda d, m: f"the week after {_day(d)}"),
+        ("last month",
+         lambda d, m: (d.replace(day=1) - timedelta(days=1)).strftime("%B %Y")),
+        ("next month",
+         lambda d, m: (d.replace(day=28) + timedelta(days=4)).strftime("%B %Y")),
+        ("this month", lambda d, m: d.strftime("%B %Y")),
+        ("last (summer|winter|spring|fall|autumn)",
+         lambda d, m: f"the {m.group(1).lower()} of {d.year - 1}"),
+        ("this (summer|winter|spring|fall|autumn)",
+         lambda d, m: f"the {m.group(1).lower()} of {d.year}"),
+        ("last year", lambda d, m: str(d.year - 1)),
+        ("next year", lambda d, m: str(d.year + 1)),
+        ("this year", lambda d, m: str(d.year)),
+        (r"(\d+|a|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a few|"
+         r"a couple of|several) (days?|weeks?|months?|years?) ago", _ago),
+    )
+)  # fmt: skip
+_AGO = re.compile(r"\b(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|"
+                  r"twelve|a few|a couple of|several) (?:days?|weeks?|months?|years?) ago\b",
+                  re.IGNORECASE)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,12 +221,6 @@ _KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("reason", re.compile(r"^why\b")),
     ("yesno", re.compile(r"^(?:would|did|is|are|does|do|has|have|was|were|can|could|will)\b")),
 )
-_LIST = re.compile(
-    r"\b(?:names|both)\b|^(?:what|which) (?:kinds? of |types? of |sorts? of )?"
-    r"\w+(?<!ss)s\b|^what (?:\w+ ){0,3}has\b .* (?:done|made|been|seen|visited)\b"
-)
-
-
 _HEAD = re.compile(r"^(?:what|which) (?:kinds?|types?|sorts?|genres?|forms?) of ([^\W_]+)", re.I)
 
 
@@ -192,13 +230,36 @@ def head_noun(question: str) -> str:
     return _stem(m.group(1)) if m else ""
 
 
+_PLACES = re.compile(r"^(?:what|which|in which|in what) (?:\w+ )?(?:cities|countries|states|"
+                     r"places|towns|parks|regions|locations|areas)\b")  # fmt: skip
+_AUX = frozenset(re.findall(r"\w+", "has have does do did is are was were can will would"))
+
+
+def _plural(w: str) -> bool:
+    return len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is", "'s"))
+
+
 def answer_kind(question: str) -> str:
-    """What the question asks for: when, figure, person, place, reason, yesno, list, thing."""
-    low = " ".join(question.strip().lower().split())
+    """What the question asks for: when, figure, person, place, reason, yesno, places (a
+    list of places), list (several things: a plural head noun, "the names of", "both"),
+    or thing."""
+    low = " ".join(question.strip().lower().replace("\u2019", "'").split())
     for kind, pattern in _KINDS:
         if pattern.search(low):
             return kind
-    return "list" if _LIST.search(low) else "thing"
+    if _PLACES.search(low):
+        return "places"
+    words = re.findall(r"[\w']+", low)
+    if {"names", "both"} & set(words):
+        return "list"
+    if words and words[0] in ("what", "which"):
+        rest = words[1:]
+        if rest and rest[0] in ("are", "were"):  # "what are Nate's favourite desserts"
+            return "list" if any(_plural(w) for w in rest[1:]) else "thing"
+        head = next((i for i, w in enumerate(rest) if w in _AUX), len(rest))
+        if any(_plural(w) for w in rest[:head]):  # "what activities has Melanie done"
+            return "list"
+    return "thing"
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +329,7 @@ def _spans(toks: list[_Tok], kind: str, head: str = "") -> list[tuple[float, int
                 kind == "person" and any(w[0].isupper() for w in words)
             ):
                 score += 3.0
-            elif kind == "place" and (
+            elif kind in ("place", "places") and (
                 any(w[0].isupper() for w in words) or _PLACE_PREPOSITIONS & set(lead)
             ):
                 score += 2.0 + any(w[0].isupper() for w in words)
@@ -286,7 +347,7 @@ def _narrow(words: list[str], kind: str) -> list[str]:
         for i, w in enumerate(words):
             if _figure(w):
                 return words[i : i + 2]
-    if kind in ("person", "place"):
+    if kind in ("person", "place", "places"):
         names = [w for w in words if w[0].isupper()]
         if names:
             return names
@@ -300,9 +361,15 @@ def _holds_kind(text: str, kind: str) -> bool:
         return bool(_DATE.search(text) or _YEAR.search(text))
     if kind == "figure":
         return any(_figure(w) for w in _WORD.findall(text))
-    if kind in ("person", "place"):
+    if kind in ("person", "place", "places"):
         return bool(_CAPITAL.search(text))
     return False
+
+
+def _statements(text: str) -> str:
+    """``text`` without its questions ("Did you make it?" states nothing)."""
+    kept = [s for s in _SENT.findall(text) if not s.rstrip().endswith("?")]
+    return " ".join(s.strip() for s in kept)
 
 
 class Reader:
@@ -320,25 +387,35 @@ class Reader:
         if not evidence:
             return Reply(ABSTAIN, True, 0.0)
         kind = answer_kind(question)
+        # a question asserts nothing: what a passage holds is what its statements hold
+        stated = [_statements(e.text) for e in evidence]
+        held = [asked & _terms(t) for t in stated]
+        # a word the question shares with every passage tells them apart least: the choice
+        # weighs each word by how few of the passages hold it
+        df = {t: sum(t in h for h in held) for t in asked}
+        weight = {t: math.log(1.0 + len(evidence) / df[t]) for t in asked if df[t]}
+        total = sum(math.log(1.0 + len(evidence) / 1) for _ in asked) or 1.0
         ranked = sorted(
             (
                 (
-                    len(asked & _terms(e.text)) / len(asked) if asked else 1.0,
-                    _holds_kind(e.text, kind),
+                    sum(weight[t] for t in h) / total,
+                    _holds_kind(t, kind),
                     -i,
                     e,
+                    len(h) / len(asked) if asked else 1.0,
                 )
-                for i, e in enumerate(evidence)
+                for i, (h, t, e) in enumerate(zip(held, stated, evidence, strict=True))
             ),
             key=lambda r: r[:3],
             reverse=True,
         )
-        support, _, _, best = ranked[0]
+        support = max(r[4] for r in ranked)
+        best = ranked[0][3]
         if support < self.min_support:
             return Reply(ABSTAIN, True, support)
         if kind == "when":
             return Reply(
-                self._when(self._sentence(asked, best.text, kind), best),
+                self._when(self._sentence(asked, _statements(best.text), kind), best, question),
                 False,
                 support,
                 best.source,
@@ -347,10 +424,10 @@ class Reader:
         parts: list[str] = []
         head = head_noun(question)
         chosen = [best]
-        if kind == "list":
-            chosen += [r[3] for r in ranked[1:] if r[0] >= max(self.min_support, support * 0.75)]
+        if kind in ("list", "places"):
+            chosen += [r[3] for r in ranked[1:] if r[4] >= max(self.min_support, support * 0.75)]
         for e in chosen[: self.LIST_PARTS]:
-            span = self._span(skip, asked, e.text, kind, head)
+            span = self._span(skip, asked, _statements(e.text), kind, head)
             if span and self._verified(span, e.text) and span not in parts:
                 parts.append(span)
         if not parts:
@@ -380,16 +457,23 @@ class Reader:
         return "" if best is None else " ".join(_narrow(best[2], kind))
 
     @staticmethod
-    def _when(sentence: str, e: Evidence) -> str:
+    def _when(sentence: str, e: Evidence, question: str = "") -> str:
+        """The time ``sentence`` (of ``e``) states; else the relative time it, or failing
+        that its passage, uses, resolved against when it was said; else that day."""
+        if question.strip().lower().startswith("how long ago"):
+            ago = _AGO.search(sentence) or _AGO.search(e.text)
+            if ago is not None:
+                return ago.group(0)
         m = _DATE.search(sentence) or _YEAR.search(sentence)
         if m is not None:
             return m.group(0)
         if e.said_at:
             said = datetime.fromtimestamp(e.said_at / 1000, tz=UTC)
-            low = sentence.lower()
-            for phrase, resolve in _RELATIVE:
-                if phrase in low:
-                    return resolve(said)
+            for text in (sentence, e.text):
+                for pattern, resolve in _RELATIVE:
+                    rel = pattern.search(text)
+                    if rel is not None:
+                        return resolve(said, rel)
             return _day(said)
         return sentence.strip()
 
