@@ -156,3 +156,11 @@ def test_a_question_in_the_evidence_supports_nothing() -> None:
     told = [Evidence("Our team performed a dance piece called Finding Freedom to win.", SAID)]
     got = Reader(0.5).read("What dance piece did the team perform to win?", told)
     assert not got.abstained and "Finding Freedom" in got.text
+
+
+def test_the_time_a_question_names_is_not_what_the_evidence_must_hold() -> None:
+    # recall looked in June 2023; the turn itself does not repeat the date
+    e = [Evidence("I just started pottery, a new hobby for me!", SAID)]
+    q = "What new hobby did Ines start recently, as mentioned on 3 June, 2023?"
+    got = Reader(0.5).read(q, e, "Ines")
+    assert not got.abstained and "pottery" in got.text and got.support == pytest.approx(1.0)

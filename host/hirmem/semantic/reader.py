@@ -66,6 +66,13 @@ _DATE = re.compile(
 )
 _WHEN = ("when", "what year", "which year", "what month", "what date", "how long ago")
 _FIGURE = re.compile(r"\d[\d,.]*")
+_DATED = re.compile(
+    rf"\b(?:(?:as )?(?:mentioned|said|stated) )?(?:on |in |during |around |as of |by )?"
+    rf"(?:the )?(?:\d{{1,2}}(?:st|nd|rd|th)? )?(?:of )?(?:{'|'.join(_MONTHS)})"
+    rf"(?: \d{{1,2}}(?:st|nd|rd|th)?)?,? (?:19|20)\d{{2}}\b"
+    r"|\b(?:in|during|since) (?:19|20)\d{2}\b",
+    re.IGNORECASE,
+)
 _CAPITAL = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+\b")
 _NUMBER_WORDS = frozenset(
     re.findall(
@@ -196,6 +203,15 @@ def _stem(w: str) -> str:
 
 def _terms(text: str) -> set[str]:
     return {_stem(w) for w in _WORD.findall(text) if fold(w) not in _QUESTION_WORDS}
+
+
+# words that frame a question rather than say what it is about
+_FRAMING = frozenset(
+    _stem(w)
+    for w in re.findall(
+        r"\w+", "mention mentioned recently according say said talk talked tell told describe"
+    )
+)
 
 
 _KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -383,7 +399,11 @@ class Reader:
     def read(
         self, question: str, evidence: Sequence[Evidence], subject: str | None = None
     ) -> Reply:
-        asked = _terms(question) - (_terms(subject) if subject else set())
+        # the time a question names ("in May 2023", "as mentioned on 3 June, 2023") says
+        # when to look, which recall has used; it is not what the evidence must hold, and
+        # neither are the words that only frame a question ("mentioned", "recently")
+        asked = (_terms(_DATED.sub(" ", question)) - _FRAMING
+                 - (_terms(subject) if subject else set()))  # fmt: skip
         if not evidence:
             return Reply(ABSTAIN, True, 0.0)
         kind = answer_kind(question)
