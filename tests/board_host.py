@@ -33,7 +33,7 @@ from urllib.parse import urlparse
 
 import serial
 
-from codec_receiver import CodecReceiver
+from codec_receiver import CHALLENGE, CodecReceiver
 from hirmem.emulation.provision import SlotSettings, provision_image
 from hirmem.link.line import Link
 from hirmem.link.session import (
@@ -172,12 +172,15 @@ class BoardHost(CodecReceiver):
             time_ms,
             pack_seq,
             pack_hash,
+            CHALLENGE,
         )
         self.max_frame, self.window = ack.max_frame, ack.window
         self.next_seq, self.expected = 2, 2
         self.write(encode_frame(encode_message(ack, 1, 1), 128))
-        # the device acknowledges the HELLO_ACK (ack 1) within its delayed-ack time
-        self.wait_for(lambda: self.last_ack >= 1, timeout, "the acknowledgement of HELLO_ACK")
+        # the device answers with its PROOF (seq 2), which acknowledges the HELLO_ACK
+        proofs = len(self.proofs)
+        self.wait_for(lambda: len(self.proofs) > proofs, timeout, "the PROOF")
+        assert self.last_ack >= 1
         return ack
 
 

@@ -6,7 +6,9 @@ each play a small host over their own line. What they do with received bytes is 
 same and lives here: frames through :class:`FrameDecoder`, bodies through
 :func:`decode_message`, sequenced messages delivered in order (FRAGMENTs reassembled
 first), duplicates and messages from the future re-acknowledged, unsequenced ones kept
-apart. The real host session (hirmem.link.session) is not used on purpose: these tests
+apart; a PROOF (the first message of a session) is kept apart too, in ``proofs``,
+and :meth:`CodecReceiver.proof_verifies` checks it against the HELLO it answered.
+The real host session (hirmem.link.session) is not used on purpose: these tests
 check the devices against an independent, minimal reading of SPEC §6.
 """
 
@@ -18,7 +20,20 @@ from dataclasses import dataclass, field
 from hirmem.protocol.errors import FrameError
 from hirmem.protocol.fragments import Reassembler
 from hirmem.protocol.frames import FrameDecoder
-from hirmem.protocol.messages import Ack, Envelope, Error, Fragment, Hello, Message, decode_message
+from hirmem.protocol.keys import PublicKey
+from hirmem.protocol.messages import (
+    Ack,
+    Envelope,
+    Error,
+    Fragment,
+    Hello,
+    Message,
+    Proof,
+    decode_message,
+)
+from hirmem.protocol.proof import verify_proof
+
+CHALLENGE = bytes(range(0x40, 0x50))  # the challenge these hosts' HELLO_ACKs carry
 
 
 @dataclass(kw_only=True)
@@ -31,7 +46,9 @@ class CodecReceiver:
     frame_errors: list[FrameError] = field(default_factory=list)
     frames: list[tuple[float, bytes, Envelope]] = field(default_factory=list)  # good frames
     hello: Hello | None = None
+    hello_body: bytes = b""  # the last HELLO as received: what a PROOF covers
     hellos: int = 0
+    proofs: list[tuple[int, Proof, bytes]] = field(default_factory=list)  # (seq, PROOF, HELLO)
     owed: bool = False  # a sequenced message arrived: an acknowledgement is owed
     duplicates: int = 0  # below expected
     out_of_order: int = 0  # above expected
@@ -52,6 +69,7 @@ class CodecReceiver:
                 self.unsequenced.append(env)
             elif isinstance(env.message, Hello):
                 self.hello = env.message
+                self.hello_body = bytes(item)
                 self.hellos += 1
             elif env.seq == self.expected:
                 self.owed = True
@@ -61,6 +79,8 @@ class CodecReceiver:
                     if inner is not None:
                         msg = decode_message(inner, inner=True).message
                         self.delivered.append((env.message.msg_id, msg))
+                elif isinstance(env.message, Proof):
+                    self.proofs.append((env.seq, env.message, self.hello_body))
                 else:
                     self.delivered.append((env.seq, env.message))
             else:  # a duplicate or one from the future: re-acknowledge
@@ -69,6 +89,21 @@ class CodecReceiver:
                     self.duplicates += 1
                 else:
                     self.out_of_order += 1
+
+    def proof_verifies(
+        self, public_key: PublicKey, host_id: bytes, challenge: bytes = CHALLENGE
+    ) -> bool:
+        """The last PROOF arrived as seq 2 and signs ``challenge`` with ``public_key`` for
+        the HELLO received before it (SPEC §6.5), checked with the host's verifier."""
+        if not self.proofs or self.hello is None:
+            return False
+        seq, proof, hello_body = self.proofs[-1]
+        hello = decode_message(hello_body).message
+        assert isinstance(hello, Hello)
+        return seq == 2 and verify_proof(
+            public_key, proof.signature, host_id, challenge, hello.device_id, hello.boot,
+            hello_body,
+        )  # fmt: skip
 
     @property
     def wire_bodies(self) -> list[bytes]:

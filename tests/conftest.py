@@ -121,3 +121,40 @@ def no_qemu_outlives_its_module(request: pytest.FixtureRequest) -> Iterator[None
         listing = "\n".join(f"  {pid}: {cmd}" for pid, cmd in left)
         pytest.fail(f"{request.module.__name__} left {len(left)} QEMU process(es) "
                     f"running:\n{listing}", pytrace=False)
+
+
+# ---- board suites on pytest-embedded (tests/test_embedded_boards.py) -----------------
+
+EMBEDDED_SUITE = "test_embedded_boards.py"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("hirmem real boards", "tests/test_embedded_boards.py on hardware")
+    group.addoption("--flash-command", default=None,
+                    help="shell command that flashes a provisioned image; {elf} {bin} "
+                    "{board} {port} are filled in")  # fmt: skip
+    group.addoption("--reset-command", default=None,
+                    help="shell command that resets the board (warm reset); {board} {port}")
+    group.addoption("--image", default=None,
+                    help="the board's unprovisioned ELF (default: PlatformIO's build of "
+                    "hifive1-revb / stm32f4-disco)")  # fmt: skip
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for board in ("mps2_an385", "hifive1", "stm32f4"):
+        config.addinivalue_line("markers", f"{board}: a board suite case on the {board} board")
+    config.addinivalue_line(
+        "markers", "board_setup(unprovisioned, nv, qmp, **slot): how the image goes on the board"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.pluginmanager.has_plugin("pytest_embedded"):
+        return
+    skip = pytest.mark.skip(
+        reason="pytest-embedded is not loaded (pyproject: -p no:pytest_embedded); run "
+        f"pytest -p pytest_embedded tests/{EMBEDDED_SUITE} (tools/run test does)"
+    )
+    for item in items:
+        if item.path.name == EMBEDDED_SUITE:
+            item.add_marker(skip)

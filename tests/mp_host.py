@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from codec_receiver import CodecReceiver
+from codec_receiver import CHALLENGE, CodecReceiver
 from hirmem.protocol.fragments import Reassembler, split
 from hirmem.protocol.frames import encode_frame
 from hirmem.protocol.messages import (
@@ -180,7 +180,7 @@ class MpHost(CodecReceiver):
         assert self.hello is not None, "no HELLO from the agent"
         ack = HelloAck(
             self.host_id, min(self.max_frame, self.hello.max_frame), 65536,
-            min(self.window, self.hello.window), time_ms, pack_seq, pack_hash,
+            min(self.window, self.hello.window), time_ms, pack_seq, pack_hash, CHALLENGE,
         )  # fmt: skip
         self.max_frame, self.window = ack.max_frame, ack.window
         self.next_seq, self.expected = 2, 2

@@ -182,6 +182,41 @@ def test_push_refuses_a_version_a_known_device_cannot_take(
         assert latest is not None and latest.seq == 2
 
 
+def test_push_refuses_more_facts_than_a_known_device_keeps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 15 §4: a device's HELLO said it keeps 8 facts of at most 32 bytes: 9 facts,
+    or one longer text, are refused by `hirmem push` (nothing kept); 8 go; --anyway
+    keeps an oversized version all the same (the daemon then records it refused)."""
+    db = tmp_path / "h.db"
+    key = tmp_path / "host.key"
+    assert run(capsys, "keys", "--out", str(key))[0] == 0
+    host = read_key_file(key)
+    board = bytes.fromhex("0c0c0c0c0c0c0c08")
+    with Store(db) as store:
+        store.register_device(board, derive_test_key("eight facts").public.raw)
+        store.seen(board, "hifive1", "1.0", 1, DeviceLimits(0x1F, 512, 4096, host.kid, 8, 32))
+    argv = ["push", "--database", str(db), "--key", str(key), "--host-id", HOST_ID]
+
+    def facts(n: int, subject: str = "pump") -> list[str]:
+        return [a for k in range(n) for a in ("--fact", f"{subject}|serves|zone {k}|0.9")]
+
+    code, out, err = run(capsys, *argv, *facts(9))
+    assert code == 2, out
+    assert board.hex() in err and "keeps at most 8 facts, the pack has 9" in err
+    code, _, err = run(capsys, *argv, *facts(1, "p" * 33))
+    assert code == 2 and "texts of at most 32 bytes" in err
+    with Store(db) as store:
+        assert store.knowledge() is None
+    assert run(capsys, *argv, *facts(8))[0] == 0
+    assert run(capsys, *argv, "--anyway", *facts(9))[0] == 0
+    with Store(db) as store:
+        latest = store.knowledge()
+        assert latest is not None and latest.seq == 2 and latest.nitems == 9
+        limits = store.device_limits(board)
+        assert limits is not None and (limits.knowledge_facts, limits.knowledge_text) == (8, 32)
+
+
 def test_record_conflicts_are_shown_everywhere(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -31,9 +31,11 @@ from hirmem.daemon.store import (
 )
 from hirmem.emulation.rogue import RogueDevice
 from hirmem.emulation.simdevice import SimDevice
+from hirmem.link.line import FEED_SLICE
+from hirmem.protocol.frames import encode_frame
 from hirmem.protocol.identity import triple_id
 from hirmem.protocol.keys import derive_test_key, write_key_file
-from hirmem.protocol.messages import PackStatus
+from hirmem.protocol.messages import PackStatus, StatusRequest, encode_message
 from hirmem.protocol.packs import KnowledgeItem
 
 HOST_ID = bytes.fromhex("f1f2f3f4f5f6f7f8")
@@ -289,10 +291,11 @@ def facts(version: int, n: int) -> list[KnowledgeItem]:
 def test_a_knowledge_version_a_device_cannot_hold_does_not_block_the_next(
     tmp_path: Path,
 ) -> None:
-    """9 facts for an 8-fact device: it answers deferred each time; after a few tries the
-    version is recorded as deferred (storage) by that device and later versions go out;
-    a newer version pushed while an older one waits for its retry replaces it."""
-    device = sim(31, pack_every_s=0.1, max_facts=8)
+    """9 facts for an 8-fact device that does not state its capacity in HELLO: it answers
+    deferred each time; after a few tries the version is recorded as deferred (storage)
+    by that device and later versions go out; a newer version pushed while an older one
+    waits for its retry replaces it."""
+    device = sim(31, pack_every_s=0.1, max_facts=8, state_capacity=False)
     db = tmp_path / "knowledge.db"
     register(db, [device])
     with running([device]):
@@ -321,6 +324,37 @@ def test_a_knowledge_version_a_device_cannot_hold_does_not_block_the_next(
         finally:
             daemon.stop()
     assert device.knowledge[-1] == (4, 0)
+
+
+def test_a_version_beyond_the_stated_capacity_is_refused_not_sent(tmp_path: Path) -> None:
+    """Issue 15 §4: the device states in HELLO that it keeps 8 facts. A version of 9 (kept
+    by `hirmem push --anyway`) is recorded refused (storage) for it without being sent;
+    the next version, of 8, goes out and is accepted."""
+    device = sim(32, pack_every_s=0.1, max_facts=8)
+    db = tmp_path / "capacity.db"
+    register(db, [device])
+    with running([device]):
+        daemon = daemon_for(tmp_path, db, [device])
+        daemon.start()
+        store = daemon.store
+        dev = device.device_id
+        try:
+            wait_until(lambda: device.sessions >= 1, 20, "the session")
+            wait_until(lambda: store.device_limits(dev) is not None, 5, "the HELLO kept")
+            limits = store.device_limits(dev)
+            assert limits is not None and limits.knowledge_facts == 8
+            too_big = sign_knowledge(store, HOST_KEY, HOST_ID, facts(1, 9), now_ms())
+            wait_until(lambda: [(s, st, r) for s, st, r, _ in store.device_knowledge(dev)]
+                       == [(too_big.seq, "refused", 11)], 10, "v1 refused")  # fmt: skip
+            fits = sign_knowledge(store, HOST_KEY, HOST_ID, facts(2, 8), now_ms())
+            wait_until(lambda: (fits.seq, 0) in device.knowledge, 10, "v2 accepted")
+            time.sleep(0.5)  # housekeeping rounds: v1 is not offered again either
+            counters = daemon.workers[0].session.counters
+            assert counters.knowledge_refused == {"storage": 1}
+            assert counters.knowledge_pushed == 1
+        finally:
+            daemon.stop()
+    assert device.knowledge == [(2, 0)]  # the device never saw version 1
 
 
 def test_pack_seqs_and_timestamps_above_2_63_are_stored(tmp_path: Path) -> None:
@@ -414,5 +448,38 @@ def test_a_simulated_device_on_a_pty_is_served(tmp_path: Path) -> None:
     with Store(db) as store:
         assert stored_seqs(store, device.device_id) == device.accepted
         # what its HELLO said it can take is kept for `hirmem push` to check against
-        limits = DeviceLimits(0x1F, device.max_frame, 4096, HOST_KEY.public.kid)
+        limits = DeviceLimits(0x1F, device.max_frame, 4096, HOST_KEY.public.kid,
+                              device.max_facts, 240)  # and the knowledge it keeps  # fmt: skip
         assert store.device_limits(device.device_id) == limits
+
+
+def test_a_flooding_peer_is_paused_at_its_first_read_not_after_a_second_of_it(
+    tmp_path: Path,
+) -> None:
+    """The flood check runs on the line's own thread after every slice of a read the
+    session is fed (FEED_SLICE bytes): a peer that writes frames the host must refuse
+    as fast as loopback allows gets at most one slice parsed per pause, not whatever
+    arrives until the next housekeeping round (save_every, 1 s here), which holds the
+    interpreter's lock the honest lines need. Before, the stalled line of
+    tools/bench_daemon.py took 0.6 s of CPU in 6 (0.03 s now)."""
+    hostile = sim(81, pack_every_s=0.05)
+    db = tmp_path / "flood.db"
+    register(db, [hostile])
+    frame = len(encode_frame(encode_message(StatusRequest(), 1, 0), hostile.max_frame))
+    per_slice = FEED_SLICE // frame + 1  # the most frames one slice can carry
+    with running([hostile]):
+        daemon = daemon_for(tmp_path, db, [hostile], save_every=1.0, status_every=0)
+        daemon.start()
+        try:
+            wait_until(lambda: hostile.sessions >= 1 and bool(hostile.accepted), 30, "a session")
+            worker = daemon.workers[0]
+            before = worker.noise()
+            hostile.stall()  # reads nothing from now on, and floods STATUS_REQUESTs
+            wait_until(lambda: worker.line_pauses >= 2, 30, "two pauses of the flood")
+            time.sleep(2.0)
+            pauses, parsed = worker.line_pauses, worker.noise() - before
+        finally:
+            daemon.stop()
+    assert hostile.stall_writes > 0
+    # one slice before each pause, one after the last, and one that was under way
+    assert parsed <= (pauses + 2) * per_slice, (parsed, pauses, per_slice)

@@ -5,14 +5,22 @@ of the daemon's own (a newline, a Unicode line separator, non-breaking spaces th
 look like the separators of ``key=value`` pairs), drive the operator's terminal
 (escape sequences), or flood the log. The worker is driven with the session's
 events directly, on a fake clock.
+
+And ``--log-level debug`` says more than info: a daemon serving a simulated device
+logs line states, traffic summaries, store commits, STATUS requests and reports at
+debug, none of which reach an info log.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
 
+import pytest
+
+import hirmem.daemon.service as service
 from hirmem.daemon.config import build_config
 from hirmem.daemon.service import (
     LOG_BURST,
@@ -28,6 +36,7 @@ from hirmem.daemon.service import (
 from hirmem.link.session import LogLine, PackDisposition, PackRefused
 from hirmem.protocol.messages import LogLevel
 from hirmem.protocol.packs import Reason
+from test_daemon_faults import daemon_for, register, running, sim, wait_until
 
 FORGED = (
     "ok\n2026-12-01T21:00:00.000Z info    daemon stopped\u00a0device=\u00a0x"
@@ -181,3 +190,51 @@ def test_a_flooding_line_is_paused_longer_while_it_keeps_flooding(tmp_path: Path
     finally:
         logging.getLogger("hirmem.daemon").removeHandler(lines)
         daemon.stop()
+
+
+def served_log(tmp_path: Path, level: int) -> list[logging.LogRecord]:
+    """The daemon's log records at ``level`` while it serves one simulated device."""
+    device = sim(91, pack_every_s=0.05)
+    db = tmp_path / f"{logging.getLevelName(level)}.db"
+    register(db, [device])
+    lines = Lines()
+    logger = logging.getLogger("hirmem.daemon")
+    before = logger.level
+    logger.addHandler(lines)
+    logger.setLevel(level)
+    try:
+        with running([device]):
+            daemon = daemon_for(tmp_path, db, [device], status_every=0.2)
+            daemon.start()
+            try:
+                wait_until(
+                    lambda: len(device.accepted) >= 3 and device.status_answers >= 2,
+                    30,
+                    "packs stored and STATUS answered",
+                )
+                time.sleep(0.6)  # a traffic summary or two
+            finally:
+                daemon.stop()
+    finally:
+        logger.removeHandler(lines)
+        logger.setLevel(before)
+    return lines.records
+
+
+def test_debug_logs_say_more_than_info(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(service, "TRAFFIC_LOG_EVERY_S", 0.2)
+    info = served_log(tmp_path, logging.INFO)
+    debug = served_log(tmp_path, logging.DEBUG)
+    assert all(r.levelno >= logging.INFO for r in info)
+    said_info = {r.getMessage() for r in info}
+    said_debug = {r.getMessage() for r in debug}
+    assert "session open" in said_info and said_info <= said_debug
+    only_debug = {r.getMessage() for r in debug if r.levelno == logging.DEBUG}
+    expected = {"line state", "line traffic", "store committed", "status requested"}
+    assert expected | {"status report"} <= only_debug, only_debug
+    assert not only_debug & said_info
+    traffic = [r for r in debug if r.getMessage() == "line traffic"]
+    ctx = traffic[-1].ctx  # type: ignore[attr-defined]
+    assert ctx["bytes_in"] > 0 and ctx["frames_good"] > 0 and ctx["saves"] >= 1, ctx
+    states = [r.ctx["state"] for r in debug if r.getMessage() == "line state"]  # type: ignore[attr-defined]
+    assert states[:2] == ["connecting", "open"], states

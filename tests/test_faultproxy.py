@@ -452,6 +452,30 @@ def test_cut_now_and_the_client_reconnects(upstream: Upstream) -> None:
         assert proxy.stats().manual_cuts == 1
 
 
+def test_a_partition_cuts_and_refuses_until_healed() -> None:
+    up = Upstream(echo=True)
+    try:
+        with FaultProxy(up.address) as proxy:
+            sock = connect(proxy)
+            sock.sendall(b"ping")
+            assert sock.recv(4) == b"ping"
+            proxy.partition()
+            assert read_all(sock) == b""  # the open session is cut
+            sock.close()
+            for _ in range(3):  # and every new client is closed at once, never served
+                with connect(proxy) as refused:
+                    assert read_all(refused) == b""
+            assert len(up.received) == 1 and proxy.partitioned
+            proxy.heal()
+            with connect(proxy) as healed:
+                healed.sendall(b"pong")
+                assert healed.recv(4) == b"pong"
+            stats = proxy.stats()
+            assert (stats.partition_refusals, stats.manual_cuts, stats.sessions) == (3, 1, 2)
+    finally:
+        up.close()
+
+
 def test_a_delay_holds_the_stream(upstream: Upstream) -> None:
     plan = FaultPlan(delay=1.0, delay_ms=100)
     with FaultProxy(upstream.address, to_upstream=plan) as proxy, connect(proxy) as sock:

@@ -218,11 +218,17 @@ def device_records(flags: list[int], prev: bytes = GENESIS) -> list[Record]:
 
 def test_intake_keeps_device_scores_and_applies_the_lifecycle() -> None:
     e = MemoryEngine(":memory:", MemoryConfig(gate_mode="float"), clock=Clock())
-    recs = device_records([0x0FFF, 0x0C7F, 0x07FF, 0x0D4F])
+    # the second word fails bit 5 (the host cannot judge reversibility); the fourth
+    # asserts bit 7 failed, but the payload is well-formed JSON: the host evaluates
+    # structure itself (issue 13, §5), so that record is YELLOW, not RED, and the
+    # disagreement is reported
+    recs = device_records([0x0FFF, 0x0CDF, 0x07FF, 0x0D4F])
     rep = intake_records(e, recs, DEVICE, b"kid1", GENESIS)
     states = [e.require(r.id.hex()).state for r in recs]
-    assert states == [State.CONSOLIDATED, State.CANDIDATE, State.QUARANTINED, State.QUARANTINED]
-    assert rep.admitted == [recs[0].id.hex(), recs[1].id.hex()] and not rep.mismatched
+    assert states == [State.CONSOLIDATED, State.CANDIDATE, State.QUARANTINED, State.CANDIDATE]
+    assert rep.admitted == [recs[j].id.hex() for j in (0, 1, 3)] and not rep.mismatched
+    assert list(rep.disagreed) == [recs[3].id.hex()]
+    assert "structurally_consistent passed" in rep.disagreed[recs[3].id.hex()]
     m = e.require(recs[1].id.hex())
     assert m.device_scores == (recs[1].h, recs[1].i, recs[1].r, recs[1].f, recs[1].c,
                                recs[1].rn, recs[1].w)  # fmt: skip
@@ -469,3 +475,27 @@ def test_recall_index_top_k_equals_brute_force_on_larger_populations(
             score[~allowed] = 0
             want = np.sort(score[score > 0])[::-1][:k]
             assert np.allclose([h.score for h in got[j]], want, rtol=1e-4, atol=1e-12)
+
+
+def test_blocked_top_k_equals_a_full_partition() -> None:
+    """The batched search's block-by-block selection (the best kept per query, later
+    blocks only compared with its bar) against one partition of every key: 300 random
+    populations, blocks from 1 row to more than all of them, k below and above a block."""
+    from hirmem.memory.recall import RecallIndex
+
+    rng = np.random.default_rng(17)
+    for _ in range(300):
+        n, m, k = int(rng.integers(1, 400)), int(rng.integers(1, 6)), int(rng.integers(1, 50))
+        kk = min(k, n)
+        idx = RecallIndex(16, 3600.0, 0.0)
+        idx.n = n
+        idx.emb = rng.standard_normal((n, 16)).astype(np.float32)
+        idx.block = int(rng.choice([1, 3, 7, 16, 100, 1000]))
+        scale = rng.uniform(0.1, 1, n).astype(np.float32)
+        q = rng.standard_normal((m, 16)).astype(np.float32)
+        top, keys = idx._blocked(q, scale, kk)
+        full = (q @ idx.emb.T) * scale
+        for j in range(m):
+            assert len(set(top[j].tolist())) == kk
+            assert np.allclose(np.sort(full[j][top[j]]), np.sort(full[j])[-kk:], atol=1e-5)
+            assert np.allclose(np.sort(keys[j]), np.sort(full[j])[-kk:], atol=1e-5)

@@ -64,3 +64,39 @@ def test_a_hard_fail_from_a_device_is_quarantined_on_the_host(tmp_path: Path) ->
     assert (report.admitted, report.quarantined) == (0, 1)
     [m] = engine.store.select()
     assert m.state.name == "QUARANTINED" and m.trust == 0
+
+
+def test_a_stored_pack_changed_after_its_verification_is_refused(tmp_path: Path) -> None:
+    """Issue 13, one verification: follow does not verify a pack's signature again, it
+    checks the bytes against the hash the daemon stored with them when it verified them,
+    and the pack's key id against its device's. A byte changed in the file is named."""
+    import sqlite3
+
+    from hirmem.daemon.store import StoreError
+
+    store = Store(tmp_path / "intake.db")
+    store.register_device(DEV_A, KEY_A.public.raw)
+    dev = Device(DEV_A, KEY_A)
+    for p in (dev.pack(2), dev.pack(2)):
+        assert store.take_pack(DEV_A, p.encoded).status == "accepted"
+    assert [rowid for rowid, _ in store.packs_since(0)] == [1, 2]
+    store.close()
+    raw = sqlite3.connect(tmp_path / "intake.db")
+    (data,) = raw.execute("SELECT raw FROM packs WHERE rowid = 2").fetchone()
+    changed = bytearray(data)
+    changed[-1] ^= 1  # a bit of the signature
+    raw.execute("DROP TRIGGER IF EXISTS packs_no_update")
+    raw.execute("UPDATE packs SET raw = ? WHERE rowid = 2", (bytes(changed),))
+    raw.commit()
+    raw.close()
+    store = Store(tmp_path / "intake.db")
+    engine = MemoryEngine(tmp_path / "memory.db")
+    try:
+        follow_intake(engine, store)
+    except StoreError as exc:
+        assert "stored pack 2 changed since it was verified" in str(exc)
+    else:
+        raise AssertionError("a changed stored pack was followed")
+    assert engine.store.meta(CURSOR_KEY) is None  # the batch it came in is refused whole
+    engine.close()
+    store.close()

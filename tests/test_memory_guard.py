@@ -153,3 +153,78 @@ def test_the_semantic_cli_takes_the_memory_engines_verdicts(
     assert main(["semantic", "devices", "--store", intake, "--db", sem,
                  "--memory", str(tmp_path / "none.db")]) == 2  # fmt: skip
     assert "no memory store" in capsys.readouterr().err
+
+
+def _valve_claim(n: int, value: str, q: int, link: bytes) -> Record:
+    body = json.dumps({"subject": "valve 7", "attribute": "position", "value": value})
+    return Record.capture(record_id(DEV, 1, n), body.encode(), "plc", T0, CONTEXT, 0x0FFF,
+                          q, 0xE666, 0x8000, link)  # fmt: skip
+
+
+def _take(store: Store, n: int, prev: bytes, rec: Record) -> bytes:
+    """Sign and store pack ``n`` of DEV holding ``rec``; returns the pack's hash."""
+    pack = sign_pack(KEY, PackKind.MEMORY, DEV, (1 << 32) | n, prev, T0 + 10 * n, [rec])
+    taken = store.take_pack(DEV, pack.encoded)
+    assert taken.status == "accepted", taken.detail
+    return pack.hash
+
+
+def test_a_record_quarantined_after_it_was_fed_is_retracted(tmp_path: Path) -> None:
+    """Issue 13, one guard: the feed took a weak claim while the engine still held it; a
+    later pack (a strong claim of the same instant) makes the engine quarantine it; the
+    next recheck retracts what it asserted (kept as history, with the reason) and
+    withdraws its passages: no answer names it."""
+    store = Store(tmp_path / "hirmem.db")
+    store.register_device(DEV, KEY.public.raw, "guarded")
+    engine = MemoryEngine(tmp_path / "memory.db")
+    sub = Substrate.in_memory()
+    weak = _valve_claim(1, "wide open", 0x1000, GENESIS)
+    first = _take(store, 1, GENESIS, weak)
+    follow_intake(engine, store)
+    assert engine.withheld(weak.id) == ""
+    feed = DeviceFeed(store, sub, verdict=engine.withheld)
+    cursor, result = feed.pull()
+    assert any("wide open" in t.object for t in result.triples)
+    assert feed.recheck() == 0  # nothing to take back yet
+    _take(store, 2, first, _valve_claim(2, "shut", 0x10000, first))
+    follow_intake(engine, store)
+    assert engine.require(weak.id.hex()).state is State.QUARANTINED
+    feed.pull(cursor)
+    assert feed.recheck() == 1
+    gone = [e for e in sub.ledger.edges(include_retracted=True) if "wide open" in e.object]
+    assert gone and all(e.retracted_at and "withheld after it was fed" in e.retraction
+                        for e in gone)  # fmt: skip
+    ans = sub.ask("what is the position of valve 7?")
+    assert ans.hits and all("wide open" not in h.evidence for h in ans.hits)
+    assert feed.recheck() == 0  # taken back once
+    assert sum(feed.withheld.values()) == 1
+    engine.close()
+    store.close()
+
+
+def test_semantic_devices_finds_the_memory_store_beside_the_intake(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without ``--memory`` the engine's store the daemon keeps beside the intake is
+    used; with none there, the output says only the record-level guard applies."""
+    from hirmem.cli.entry import main
+
+    store = Store(tmp_path / "hirmem.db")
+    store.register_device(DEV, KEY.public.raw, "guarded")
+    first = _take(store, 1, GENESIS, _valve_claim(1, "wide open", 0x1000, GENESIS))
+    store.close()
+    intake, sem = str(tmp_path / "hirmem.db"), str(tmp_path / "sem.db")
+    argv = ["semantic", "devices", "--database", intake, "--substrate", sem]
+    assert main(argv) == 0
+    out = capsys.readouterr()
+    assert "guard: record-level only" in out.out and "fed 1 records" in out.out
+    store = Store(tmp_path / "hirmem.db")
+    _take(store, 2, first, _valve_claim(2, "shut", 0x10000, first))
+    store.close()
+    mem = str(tmp_path / "hirmem-memory.sqlite")
+    assert main(["memory", "--db", mem, "follow", "--intake", intake]) == 0
+    capsys.readouterr()
+    assert main(argv) == 0
+    out = capsys.readouterr()
+    assert "record-level" not in out.out
+    assert "fed 1 records" in out.out and "(1 fed earlier, retracted now)" in out.out

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from hirmem.memory import cli, review
+from hirmem.memory import cli, distill, review
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.intake import intake_records
 from hirmem.memory.model import Layer, State
@@ -210,8 +210,14 @@ def test_a_pack_is_one_transaction_and_each_record_written_once(tmp_path: Path) 
     assert sum(s.startswith("INSERT INTO MEMORIES") for s in upper) == 32
     assert sum(s.startswith("INSERT INTO EMBEDDINGS") for s in upper) == 32
     full_rows = [s for s in upper if s.startswith("UPDATE MEMORIES SET FLAGS")]
-    # one final write per record and one reinforcement of its pattern per record
-    assert len(full_rows) == 2 * 32, len(full_rows)
+    # each record's row is inserted in its final state and never rewritten; each of the
+    # two patterns (temp0, temp1) is written once for the whole pack (issue 13: one
+    # write of the distilled row per pack, not per record)
+    patterns = {p.memory_id.upper() for p in distill.patterns(engine)}
+    assert len(patterns) == 2
+    assert len(full_rows) == 2, len(full_rows)
+    assert {s.rsplit("WHERE ID = '", 1)[1][:32] for s in full_rows} == patterns
+    assert not any("UPDATE MEMORIES SET STATE" in s for s in upper)
     assert not any("EMBEDDING" in s for s in upper if s.startswith("UPDATE"))
     assert engine.verify_audit().ok
     engine.close()

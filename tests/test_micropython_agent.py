@@ -20,7 +20,6 @@ from hirmem.protocol import identity
 from hirmem.protocol.gate import evaluate
 from hirmem.protocol.keys import SigningKey
 from hirmem.protocol.messages import (
-    Ack,
     Capture,
     CaptureResult,
     Hello,
@@ -85,10 +84,13 @@ def test_agent_end_to_end(host: MpHost) -> None:
     # ---- handshake
     host.handshake(T0)
     assert host.hello == Hello(
-        DEVICE_ID, "unix-pty", "0.1.0", BOOT, 0x1F, 512, 4096, 4, DEVICE_KEY.kid, HOST_KEY.kid
-    )
+        DEVICE_ID, "unix-pty", "0.1.0", BOOT, 0x1F, 512, 4096, 4, DEVICE_KEY.kid, HOST_KEY.kid,
+        8, 32,  # KNOWLEDGE_CAPACITY facts of KNOWLEDGE_TEXT bytes
+    )  # fmt: skip
     host.pump(0.1)
-    assert [e.ack for e in host.unsequenced if isinstance(e.message, Ack)][:1] == [1]
+    # the HELLO_ACK is acknowledged by the PROOF (seq 2, ack 1), which signs the challenge
+    assert [env.ack for _, _, env in host.frames if env.seq == 2][:1] == [1]
+    assert host.proof_verifies(DEVICE_KEY.public, HOST_ID)
 
     # ---- captures and verdicts (the third one triggers a pack: offer_threshold 3)
     cases = [

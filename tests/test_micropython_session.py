@@ -126,7 +126,7 @@ def test_session_dies_after_8_timeouts_and_comes_back(make_host: Any) -> None:
     t_hello = until(host, lambda: host.hellos > hellos, 25)
     sent = sent_bodies(host, Status)
     # the STATUS 8 times, byte-identical (go-back-N resends the encoded body), then HELLO
-    assert len(sent) == 8 and len({body for _, body, _ in sent}) == 1 and sent[0][2] == 2
+    assert len(sent) == 8 and len({body for _, body, _ in sent}) == 1 and sent[0][2] == 3
     times = [t for t, _, _ in sent] + [t_hello]
     gaps = [round((b - a) * 1000) for a, b in itertools.pairwise(times)]
     for gap, want in zip(gaps, [*RTO_STEPS, 4000], strict=True):
@@ -136,14 +136,15 @@ def test_session_dies_after_8_timeouts_and_comes_back(make_host: Any) -> None:
     until(host, lambda: host.hellos > hellos + 1, 2)
     again = [t for t, _, env in host.log if isinstance(env.message, Hello)][-1]
     assert 220 <= (again - first_hello) * 1000 <= 550
-    # and a new session works: seqs start at 2 again, the device counted 7 retransmissions
+    # and a new session works: seqs start at 2 again (the PROOF, then the STATUS at 3),
+    # the device counted 7 retransmissions
     host.hear()
     host.hello = None
     host.delivered.clear()  # the old session's STATUS
     host.handshake(T0 + 30_000)
     st = status(host)
     assert st.retransmits == 7
-    assert sent_bodies(host, Status)[-1][2] == 2
+    assert sent_bodies(host, Status)[-1][2] == 3
 
 
 def test_error_no_session_starts_a_handshake_at_once(make_host: Any) -> None:
@@ -159,7 +160,7 @@ def test_error_no_session_starts_a_handshake_at_once(make_host: Any) -> None:
     host.hello = None
     host.handshake(T0 + 1000)
     st = status(host)
-    assert sent_bodies(host, Status)[-1][2] == 2 and st.captures == 0
+    assert sent_bodies(host, Status)[-1][2] == 3 and st.captures == 0
 
 
 # ---- packs: refused, deferred, accepted ----------------------------------------------------
@@ -334,7 +335,7 @@ def test_sequence_numbers_end_the_session_before_they_wrap() -> None:
     assert (o["first"], o["lost_after_first"], o["sessions"]) == (0, 1, 2)
     assert o["second"] == (3 << 32) | 2  # re-packed after the new HELLO_ACK, seq not reused
     frags = [m for s, m in messages("offer") if type(m).__name__ == "Fragment"]
-    assert frags and frags[0].msg_id == 2
+    assert frags and frags[0].msg_id == 3  # after the new session's PROOF (seq 2)
     # the ring: the last id is ...ffffffff, then refused full (ids never repeat)
     r = [m for _, m in messages("ring") if isinstance(m, CaptureResult)]
     assert [c.status for c in r] == [0, 1]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from codec_receiver import CodecReceiver
+from codec_receiver import CHALLENGE, CodecReceiver
 from hirmem.protocol import identity
 from hirmem.protocol.fragments import split
 from hirmem.protocol.frames import encode_frame
@@ -132,11 +132,15 @@ class Host(CodecReceiver):
             T0,
             pack_seq,
             pack_hash,
+            CHALLENGE,
         )
         self.max_frame, self.window = ack.max_frame, ack.window
         self.next_seq, self.expected = 2, 2
         wire = encode_frame(encode_message(ack, 1, 1), 128)
+        proofs = len(self.proofs)
         self.feed(self.dev.out("input", wire))
+        # the device's first message: its PROOF, seq 2, carrying the ack of HELLO_ACK
+        assert len(self.proofs) == proofs + 1 and self.proof_verifies(DEVICE_KEY.public, HOST_ID)
         self.advance(20)
         return ack
 
@@ -182,8 +186,9 @@ def test_hello_fields_and_resends(dev: Device) -> None:
     assert out[:1] == b"\x00"
     host.feed(out)
     assert host.hello == Hello(
-        DEVICE_ID, "native", "0.1.0", 9, ALL_CAPS, 512, 4096, 4, DEVICE_KEY.kid, HOST_KEY.kid
-    )
+        DEVICE_ID, "native", "0.1.0", 9, ALL_CAPS, 512, 4096, 4, DEVICE_KEY.kid, HOST_KEY.kid,
+        8, 32,  # HM_KNOWLEDGE_CAPACITY facts of HM_KNOWLEDGE_TEXT bytes (KNOWLEDGE announced)
+    )  # fmt: skip
     first = host.wire_bodies[-1]
     assert len(first) + 4 <= 128
     # resent byte-identical at 0.25, 0.75, 1.75, 3.75, 7.75, then every 4 s: never gives up
@@ -212,16 +217,17 @@ def test_handshake_agreement(dev: Device) -> None:
     host.feed(dev.init())
     host.handshake()
     session, next_seq, _una, _nxt, expected, _rto, mf, win, wall = dev.state()
-    assert (session, next_seq, expected, mf, win) == (1, 2, 2, 256, 2)
+    assert (session, next_seq, expected, mf, win) == (1, 3, 2, 256, 2)  # PROOF was seq 2
     assert T0 <= wall <= T0 + 100
-    # the HELLO_ACK was acknowledged (an ACK with ack 1 within 20 ms)
-    assert [e.ack for e in host.unsequenced if isinstance(e.message, Ack)] == [1]
+    # the HELLO_ACK was acknowledged at once by the PROOF (ack 1), so no separate ACK
+    assert [e.ack for e in host.unsequenced if isinstance(e.message, Ack)] == []
+    assert [env.ack for _, _, env in host.frames if env.seq == 2] == [1]
 
 
 def test_hello_ack_beyond_offer_is_malformed(dev: Device) -> None:
     host = Host(dev)
     host.feed(dev.init(window=2))
-    bad = HelloAck(HOST_ID, 512, 4096, 3, T0, 0, GENESIS)  # window above the offer
+    bad = HelloAck(HOST_ID, 512, 4096, 3, T0, 0, GENESIS, CHALLENGE)  # window above the offer
     host.feed(dev.out("input", encode_frame(encode_message(bad, 1, 1), 128)))
     errors = [e.message for e in host.unsequenced if isinstance(e.message, Error)]
     assert [(e.code, e.ref) for e in errors] == [(3, 1)]
@@ -254,7 +260,7 @@ def test_capture_result_matches_gate(dev: Device, flags: int, q: int, p: int, so
         2, 0, record_id(DEVICE_ID, 7, 1), g.flags, g.h, g.i, g.r, g.f, g.c, g.rn, g.w,
         int(g.verdict), int(g.hard), int(g.disposition),
     )  # fmt: skip
-    assert seq == 2
+    assert seq == 3  # after the PROOF (seq 2)
 
 
 def test_capture_refusals(dev: Device) -> None:
@@ -419,15 +425,15 @@ def test_reset_continues_chain_above_host_head(dev: Device) -> None:
 
 def test_lost_device_frame_is_retransmitted(dev: Device) -> None:
     host = connect(dev)
-    out1 = dev.out("input", host.frame(capture(host, 1)))  # CAPTURE_RESULT seq 2: lost
-    host.feed(dev.out("input", host.frame(capture(host, 2))))  # seq 3 arrives: out of order
+    out1 = dev.out("input", host.frame(capture(host, 1)))  # CAPTURE_RESULT seq 3: lost
+    host.feed(dev.out("input", host.frame(capture(host, 2))))  # seq 4 arrives: out of order
     assert out1 and host.out_of_order == 1 and host.delivered == []
-    host.ack()  # the host re-acknowledges 1
+    host.ack()  # the host re-acknowledges 2 (the PROOF)
     for _ in range(22):
         assert dev.out("advance", 10) == b""  # nothing before the RTO (250 ms)
     host.advance(30, step=1)
     got = host.take(CaptureResult)
-    assert [(s, m.ref) for s, m in got if isinstance(m, CaptureResult)] == [(2, 2), (3, 3)]
+    assert [(s, m.ref) for s, m in got if isinstance(m, CaptureResult)] == [(3, 2), (4, 3)]
     assert dev.status()["retransmits"] == 2
     host.advance(500)
     assert host.take(CaptureResult) == []  # each message exactly once

@@ -42,6 +42,7 @@ from hirmem.protocol.messages import (
     BSTR8,
     BSTR16,
     BSTR32,
+    BSTR64,
     CAPTURE_STATUS,
     CLASSES,
     ERROR_CODE,
@@ -114,7 +115,12 @@ def expect_decode(body: bytes, inner: bool) -> Answer:
         head = item[:3]
         if all(type(x) is int for x in head) and 0 <= head[2] <= U32:
             ref = head[2]
-        if type(head[0]) is int and head[0] == 1 and type(head[1]) is int and 1 <= head[1] <= 14:
+        if (
+            type(head[0]) is int
+            and head[0] == 1
+            and type(head[1]) is int
+            and 1 <= head[1] <= len(MsgType)
+        ):
             typ = head[1]
     try:
         env = decode_message(body, inner=inner)
@@ -357,7 +363,7 @@ INT_EDGE = {
     HARD: 15, STATE: 4, PACK_STATUS: 3, REASON: 11, LOG_LEVEL: 3, ERROR_CODE: 8,
 }  # fmt: skip
 BYTES_SIZES = {
-    BSTR8: (8,), BSTR16: (16,), BSTR32: (32,), BSTR0_8: (0, 8), BSTR0_16: (0, 16),
+    BSTR8: (8,), BSTR16: (16,), BSTR32: (32,), BSTR64: (64,), BSTR0_8: (0, 8), BSTR0_16: (0, 16),
 }  # fmt: skip
 
 
@@ -388,7 +394,7 @@ def rand_value(rng: random.Random, kind: str, valid: bool = True) -> object:
 
 
 def rand_message(rng: random.Random, valid: bool = True) -> Message:
-    cls = CLASSES[rng.randint(1, 14)]
+    cls = CLASSES[rng.randint(1, len(MsgType))]
     return cls(*(rand_value(rng, kind, valid) for kind in cls.FIELDS))
 
 
@@ -623,7 +629,7 @@ def test_fuzz_message_decode() -> None:
         expected.append(expect_decode(body, inner))
     outcomes = {(a[0], a[1]) for a in expected}
     assert {("err", c) for c in (1, 2, 3, 6)} <= outcomes
-    assert len({a[1] for a in expected if a[0] == "ok"}) == 14  # every type accepted
+    assert len({a[1] for a in expected if a[0] == "ok"}) == len(MsgType)  # every type accepted
     check_batch(requests, expected, lambda i: f"body {requests[i][1]!r}")
 
 

@@ -19,12 +19,10 @@ ELF's loadable image.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
 import pytest
@@ -34,6 +32,7 @@ from hirmem.emulation.provision import HostTrust, SlotSettings, provision_image
 from hirmem.emulation.qemu import QemuBoard
 from hirmem.protocol.keys import derive_test_key
 from hirmem.protocol.messages import Hello, Status, StatusRequest
+from pio_host import PIO, SETUP, can_unshare_network, prepare_core
 
 COMPILERS = ("arm-none-eabi-gcc", "riscv64-unknown-elf-gcc")
 pytestmark = pytest.mark.skipif(
@@ -42,8 +41,6 @@ pytestmark = pytest.mark.skipif(
     "are not installed",
 )
 
-PIO = Path(sys.executable).with_name("pio")
-SETUP = ROOT / "tools" / "pio_setup.py"
 T0 = 1_780_000_000_000
 DEVICE_ID = bytes.fromhex("50494f0000000001")
 HOST_ID = bytes.fromhex("b1b2b3b4b5b6b7b8")
@@ -69,34 +66,11 @@ class PioRun:
     isolated: bool  # ran in a network namespace without network
 
 
-@cache
-def can_unshare_network() -> bool:
-    if shutil.which("unshare") is None:
-        return False
-    proc = subprocess.run(["unshare", "-rn", "true"], capture_output=True)
-    return proc.returncode == 0
-
-
-def offline_env(core: Path, build: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PLATFORMIO_")}
-    dead = "http://127.0.0.1:9"  # discard port: nothing listens, a request fails at once
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
-        env[name] = dead
-    env.update(PLATFORMIO_CORE_DIR=str(core), PLATFORMIO_BUILD_DIR=str(build))
-    return env
-
-
 @pytest.fixture(scope="module")
 def pio_run(tmp_path_factory: pytest.TempPathFactory) -> PioRun:
     base = tmp_path_factory.mktemp("pio")
     core, build = base / "core", base / "build"
-    env = offline_env(core, build)
-    setup = subprocess.run(
-        [sys.executable, str(SETUP), "--core-dir", str(core)],
-        capture_output=True, text=True, env=env, cwd=ROOT,
-    )  # fmt: skip
-    assert setup.returncode == 0, setup.stderr
-    assert "updated" in setup.stdout, setup.stdout
+    env = prepare_core(base)
     cmd = [str(PIO), "run", *(a for b in BOARDS for a in ("-e", b))]
     isolated = can_unshare_network()
     if isolated:

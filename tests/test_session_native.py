@@ -62,6 +62,8 @@ def open_bench(agent: Agent, config: SessionConfig | None = None, **init: int | 
     bench = Bench(agent, config=config)
     bench.start(**init)
     bench.run_until(lambda: bench.session.is_open, 100)
+    # and the device has the host's acknowledgement of its PROOF (the delayed ACK)
+    bench.run_until(lambda: (lambda st: st[2] == st[1])(agent.state()), 100)
     return bench
 
 
@@ -102,16 +104,17 @@ def test_handshake_agrees_and_carries_chain_head(agent: Agent) -> None:
     bench = Bench(agent, config=SessionConfig(HOST_ID, max_frame=256, window=2))
     bench.intake.heads[DEVICE_ID] = head
     bench.start(boot=7)
-    assert bench.session.phase == "handshake"  # HELLO_ACK sent, not yet acknowledged
-    bench.run_until(lambda: bench.session.is_open, 40)
+    # the device answers HELLO_ACK at once with its PROOF (which carries the ack): the
+    # session is open as soon as the host verified it (SPEC §6.5)
+    assert bench.session.phase == "open" and bench.session.counters.proofs_verified == 1
     [opened] = bench.take(SessionOpened)
     assert opened.device.device_id == DEVICE_ID and opened.device.boot == 7
     assert (opened.max_frame, opened.window, opened.pack_seq) == (256, 2, head.seq)
     session, next_seq, _una, _nxt, expected, _rto, max_frame, window, wall = agent.state()
-    assert (session, next_seq, expected, max_frame, window) == (1, 2, 2, 256, 2)
+    assert (session, next_seq, expected, max_frame, window) == (1, 3, 2, 256, 2)  # PROOF: 2
     assert abs(wall - (T0 + bench.now)) <= 25  # the device took the host's clock
     # the device continues the host's chain: its first pack links to the head we sent
-    assert bench.session.counters.delivered == 0 and bench.session.counters.hellos == 1
+    assert bench.session.counters.delivered == 1 and bench.session.counters.hellos == 1
 
 
 def test_hello_without_host_key_and_small_device(agent: Agent) -> None:

@@ -26,19 +26,32 @@ from hirmem.protocol.messages import (
     Hello,
     HelloAck,
     Message,
+    Proof,
     decode_message,
     encode_message,
 )
+from hirmem.protocol.proof import sign_proof
 from session_peer import MEMORY_KEYS, T0
 
 CONTEXT = bytes(32)
+CHALLENGE = bytes(range(16))  # what new_session's HELLO_ACKs carry
 
 
-def hello(boot: int = 7, max_frame: int = 512, window: int = 4) -> bytes:
+def hello_body(boot: int = 7, max_frame: int = 512, window: int = 4) -> bytes:
     message = Hello(
         DEVICE_ID, "sim", "0", boot, 0x1F, max_frame, 4096, window, DEVICE_KEY.kid, HOST_KEY.kid
     )
-    return encode_frame(encode_message(message, 1, 0), 128)
+    return encode_message(message, 1, 0)
+
+
+def hello(boot: int = 7, max_frame: int = 512, window: int = 4) -> bytes:
+    return encode_frame(hello_body(boot, max_frame, window), 128)
+
+
+def proof(boot: int = 7) -> bytes:
+    """The device's PROOF (seq 2, ack 1) for the default HELLO: it opens the session."""
+    signature = sign_proof(DEVICE_KEY, HOST_ID, CHALLENGE, DEVICE_ID, boot, hello_body(boot))
+    return frame(Proof(signature), 2, 1)
 
 
 def frame(message: Message, seq: int, ack: int) -> bytes:
@@ -54,7 +67,12 @@ def decode_all(data: bytes) -> list[Envelope]:
 
 
 def new_session(**config: int) -> Session:
-    return Session(SessionConfig(HOST_ID, **config), MemoryIntake(MEMORY_KEYS), wall_ms=lambda: T0)
+    return Session(
+        SessionConfig(HOST_ID, **config),
+        MemoryIntake(MEMORY_KEYS),
+        wall_ms=lambda: T0,
+        challenge=lambda: CHALLENGE,
+    )
 
 
 def result(ref: int) -> CaptureResult:
@@ -68,7 +86,7 @@ def test_hello_ack_and_its_retransmission_schedule() -> None:
     assert first[:1] == b"\x00"  # flush the device's receiver before the first frame
     [env] = decode_all(first)
     assert (env.seq, env.ack) == (1, 1)
-    assert env.message == HelloAck(HOST_ID, 256, 65536 + 16, 2, T0, 0, bytes(32))
+    assert env.message == HelloAck(HOST_ID, 256, 65536 + 16, 2, T0, 0, bytes(32), CHALLENGE)
     times = []
     for now in range(1, 21_000):
         s.poll(now)
@@ -89,10 +107,11 @@ def test_repeated_hello_of_a_fresh_session_gets_the_same_answer() -> None:
     s.feed(hello(), 100)
     assert s.take_output() == first
     assert s.counters.hello_retransmits == 1 and s.take_events() == []
-    # acknowledged: the session opens, and a CAPTURE_RESULT makes it not fresh
-    s.feed(frame(Ack(), 0, 1), 110)
+    # proven: the session opens (and is no longer fresh: the PROOF was delivered)
+    s.feed(proof(), 110)
     assert isinstance(s.take_events()[0], SessionOpened)
-    s.feed(frame(result(0), 2, 1), 120)
+    s.feed(frame(result(0), 3, 1), 120)
+    s.take_output()  # the PROOF's ACK
     s.feed(hello(), 130)  # same boot, not fresh: the device lost its session
     events = s.take_events()
     assert [type(e).__name__ for e in events] == ["CaptureDone", "SessionLost"]
@@ -122,7 +141,9 @@ def test_no_session_answer_and_frame_limit_before_handshake() -> None:
     s.feed(hello(), 10)
     out = s.take_output()
     assert [type(e.message) for e in decode_all(out)] == [HelloAck]
-    s.feed(frame(Ack(), 0, 1), 20)
+    s.feed(frame(Ack(), 0, 1), 20)  # acknowledged, not proven: the session is not open
+    assert s.take_output() == b"" and s.phase == "handshake" and s.take_events() == []
+    s.feed(proof(), 21)
     envs = decode_all(s.take_output())
     assert [type(e.message).__name__ for e in envs] == ["Capture"]
     assert s.take_events()[0].__class__ is SessionOpened and token == 1
@@ -132,15 +153,18 @@ def test_delayed_ack_and_window() -> None:
     s = new_session(window=2, ack_delay_ms=15)
     s.feed(hello(), 0)
     s.take_output()
-    s.feed(frame(Ack(), 0, 1), 5)
+    s.feed(proof(), 5)
     s.take_events()
-    s.feed(frame(result(0), 2, 1), 100)
+    s.poll(20)
+    [env] = decode_all(s.take_output())
+    assert isinstance(env.message, Ack) and env.ack == 2  # the PROOF, acknowledged
+    s.feed(frame(result(0), 3, 1), 100)
     assert s.take_output() == b""  # the ACK is delayed ...
     s.poll(114)
     assert s.take_output() == b""
     s.poll(115)  # ... by exactly ack_delay_ms
     [env] = decode_all(s.take_output())
-    assert isinstance(env.message, Ack) and env.ack == 2
+    assert isinstance(env.message, Ack) and env.ack == 3
     for n in range(4):
         s.capture(f"s{n}", b"x", CONTEXT, 0x0FFF, 1, 1)
     s.poll(200)
@@ -149,9 +173,9 @@ def test_delayed_ack_and_window() -> None:
     s.feed(frame(Ack(), 0, 2), 210)  # one acknowledged: one more goes
     assert [e.seq for e in decode_all(s.take_output())] == [4]
     # a delivered message is acknowledged by the next frame we send, not a separate ACK
-    s.feed(frame(result(2), 3, 4), 220)
+    s.feed(frame(result(2), 4, 4), 220)
     [env] = decode_all(s.take_output())
-    assert env.seq == 5 and env.ack == 3
+    assert env.seq == 5 and env.ack == 4
     s.poll(400)
     assert all(not isinstance(e.message, Ack) for e in decode_all(s.take_output()))
 
@@ -159,7 +183,7 @@ def test_delayed_ack_and_window() -> None:
 def test_unanswerable_requests_fail_and_lost_session_fails_sent_ones() -> None:
     s = new_session()
     s.feed(hello(), 0)
-    s.feed(frame(Ack(), 0, 1), 1)
+    s.feed(proof(), 1)
     s.take_output()
     s.take_events()
     sent = s.capture("a", b"x", CONTEXT, 0x0FFF, 1, 1)
@@ -176,15 +200,15 @@ def test_unanswerable_requests_fail_and_lost_session_fails_sent_ones() -> None:
 def test_hello_after_host_sent_requests_starts_a_new_session() -> None:
     s = new_session()
     s.feed(hello(), 0)
-    s.feed(frame(Ack(), 0, 1), 1)
+    s.feed(proof(), 1)
     s.take_output()
     s.take_events()
     token = s.capture("a", b"x", CONTEXT, 0x0FFF, 1, 1)
     s.poll(2)
     assert [e.seq for e in decode_all(s.take_output())] == [2]
-    # nothing delivered from the device (expected is 2), but the CAPTURE seq 2 is out:
-    # a HELLO now means the device lost its session; replaying the old HELLO_ACK would
-    # let the device deliver our seq 2 again in its new session
+    # the CAPTURE seq 2 is out: a HELLO now means the device lost its session;
+    # replaying the old HELLO_ACK would let the device deliver our seq 2 again in its
+    # new session (and since the PROOF, expected is 3: not fresh either)
     s.feed(hello(), 300)
     events = s.take_events()
     assert [type(e).__name__ for e in events] == ["SessionLost", "RequestFailed"]

@@ -364,6 +364,7 @@ ROWS = (
     Row("Ed25519 public key from seed", ("ed25519.public_key",)),
     Row("Ed25519 sign, 127 B", ("ed25519.sign",), 6_000_000, (CORTEX_M3,)),
     Row("Ed25519 verify, 127 B", ("ed25519.verify",), 12_000_000, (CORTEX_M3,)),
+    Row("session PROOF: SHA-256 of HELLO + sign 91 B", ("session.proof",)),
     Row("Ed25519 verify, 127 B, rejected", ("ed25519.verify_reject",)),
     Row("NV store: mount, 2 pages of 256 B, erased", ("persist.mount_empty",)),
     Row("NV store: mount, 3 records", ("persist.mount",)),
@@ -548,7 +549,7 @@ def report(runs: Sequence[BenchRun]) -> tuple[str, bool]:
     )
     out = [
         f"hirmem core: instructions executed per operation in QEMU 7.2 ({how}); "
-        "gcc 12 -Os, picolibc",
+        "gcc 12 -Os -flto (the core; the bench caller without), picolibc",
         "",
     ]
     table, missed = instruction_table(runs)

@@ -10,8 +10,10 @@ Prints:
   more audit appends, SQLite WAL commit), one transaction per record; and device
   intake of packs of 32 records, one transaction per pack;
 * end to end: 64 devices' signed packs of 8 records through the daemon's store (verify,
-  store) and the memory engine (follow: verify again, admit), against a plain SQLite
-  insert of the same records in the same run;
+  store) and the memory engine (follow: the stored bytes checked against the hash
+  recorded at verification, each pack admitted in one transaction), against a plain
+  SQLite insert of the same records in the same run; ``--profile`` adds where its CPU
+  goes (cProfile, top functions by own time);
 * a decay sweep over N memories (columns loaded from SQLite, the strength equation
   vectorised in numpy, changed rows written back), its WAL bytes, and the idempotent
   repeat; below 1,000,000 the 1 M figures are extrapolated linearly and say so;
@@ -162,15 +164,43 @@ def fleet_packs(devices: int, per_pack: int, packs_each: int) -> list[tuple[byte
     return out
 
 
-def bench_end_to_end(tmp: Path, devices: int, per_pack: int, packs_each: int, now: float) -> None:
+def profile_end_to_end(tmp: Path, devices: int, per_pack: int, packs_each: int,
+                       now: float) -> None:  # fmt: skip
+    """The end-to-end run again under cProfile (CPU time): the functions that cost the
+    most CPU of their own, per record (the profiler's overhead inflates small calls)."""
+    import cProfile
+    import pstats
+
+    packs = fleet_packs(devices, per_pack, packs_each)  # signing them is not profiled
+    prof = cProfile.Profile(time.process_time)
+    prof.enable()
+    bench_end_to_end(tmp, devices, per_pack, packs_each, now, label="profiled run",
+                     packs=packs)  # fmt: skip
+    prof.disable()
+    n = devices * per_pack * packs_each
+    stats = pstats.Stats(prof)
+    rows = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])  # type: ignore[attr-defined]
+    print("  where the CPU goes (own time per record, top 15):")
+    for (path, line, name), (_, calls, own, _cum, _) in rows[:15]:
+        where = f"{Path(path).name}:{line}({name})" if line else name
+        print(f"    {own / n * 1e6:7.1f} µs  {calls / n:6.2f} calls  {where}")
+
+
+def bench_end_to_end(
+    tmp: Path, devices: int, per_pack: int, packs_each: int, now: float, label: str = "",
+    packs: list[tuple[bytes, bytes, Pack]] | None = None,
+) -> None:  # fmt: skip
     """Signed packs of a fleet through the daemon's store (verify, store) and the memory
-    engine (follow: verify again, admit), against a plain SQLite insert of the same
+    engine (follow: hash check, admit), against a plain SQLite insert of the same
     records in the same run."""
     from hirmem.daemon.store import Store as DaemonStore
     from hirmem.memory.follow import follow_intake
 
-    packs = fleet_packs(devices, per_pack, packs_each)
+    if packs is None:
+        packs = fleet_packs(devices, per_pack, packs_each)
     n = per_pack * len(packs)
+    for stale in tmp.glob("e2e-*"):  # a second run (the profiled one) starts afresh
+        stale.unlink()
     intake = DaemonStore(tmp / "e2e-intake.db")
     for dev, public, _ in packs[:devices]:
         intake.register_device(dev, public)
@@ -201,7 +231,8 @@ def bench_end_to_end(tmp: Path, devices: int, per_pack: int, packs_each: int, no
         plain.execute("COMMIT")
     t_plain = time.perf_counter() - t
     plain.close()
-    print(f"end to end, {devices} devices' signed packs of {per_pack} records ({n:,} records): "
+    print(f"end to end{f' ({label})' if label else ''}, {devices} devices' signed packs of "
+          f"{per_pack} records ({n:,} records): "
           f"{n / total:,.0f} records/s, {cpu_total / n * 1e6:,.0f} µs CPU per record "
           f"(daemon verify + store {t_store / n * 1e6:,.0f} µs, {cpu_store / n * 1e6:,.0f} µs CPU;"
           f" memory follow {(total - t_store) / n * 1e6:,.0f} µs per record); plain SQLite "
@@ -413,6 +444,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--admit", type=int, default=3000, help="records for the admission figure")
     ap.add_argument("--dir", help="where to put the SQLite files (default: a temp dir)")
     ap.add_argument("--distil-only", action="store_true", help="only the distillation figure")
+    ap.add_argument("--profile", action="store_true",
+                    help="also profile the end-to-end run (where its CPU goes)")  # fmt: skip
     args = ap.parse_args(argv)
     now = 1_780_000_000.0
     cfg = MemoryConfig()
@@ -421,6 +454,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.distil_only:
             return 0
         bench_end_to_end(Path(tmp), 64, 8, max(1, args.admit // (64 * 8)), now)
+        if args.profile:
+            profile_end_to_end(Path(tmp), 64, 8, max(1, args.admit // (64 * 8)), now)
         bench_admission(Path(tmp) / "admit.sqlite", args.admit, now)
 
         path = Path(tmp) / "bulk.sqlite"

@@ -64,6 +64,7 @@ from hirmem.protocol.messages import (  # noqa: E402
     MsgType,
     PackOffer,
     PackResult,
+    Proof,
     Status,
     StatusRequest,
     decode_message,
@@ -216,7 +217,7 @@ def build_messages(pack: bytes, knowledge: bytes) -> list[bytes]:
     samples: list[tuple[Message, int, int]] = [
         (Hello(DEVICE_ID, "mps2-an385", "0.1.0", 7, 0x1F, 512, 4096, 4, kid, HOST_KEY.kid), 1, 0),
         (Hello(DEVICE_ID, "b" * 240, "", 0xFFFFFFFF, 1 << 63, 128, 0, 0xFFFF, kid, b""), 1, 0),
-        (HelloAck(HOST_ID, 512, 4096, 4, T0, (3 << 32) | 2, bytes(range(32))), 1, 1),
+        (HelloAck(HOST_ID, 512, 4096, 4, T0, (3 << 32) | 2, bytes(range(32)), bytes(16)), 1, 1),
         (Capture("temp0", b'{"t":21.5}', bytes(32), 0x0FFF, 0x10000, 0xE666, 0x8000), 2, 1),
         (CaptureResult(2, 0, bytes(16), 0x0FFF, *(0x10000,) * 7, 0, 0, 1), 2, 2),
         (CaptureResult(0, 1, b"", 0, 0, 0, 0, 0, 0, 0, 0, 2, 15, 3), 0xFFFFFFFF, 0),
@@ -230,6 +231,7 @@ def build_messages(pack: bytes, knowledge: bytes) -> list[bytes]:
         (Error(int(ErrorCode.UNKNOWN_TYPE), 9, "unknown message type 99"), 0, 9),
         (Ack(), 0, 12),
         (Fragment(8, 0, 700, bytes(range(200))), 8, 5),
+        (Proof(bytes(range(64))), 2, 1),
     ]
     covered = {int(m.TYPE) for m, _, _ in samples}
     assert covered == {int(t) for t in MsgType}, "a message type has no seed"

@@ -40,6 +40,7 @@ from hirmem.protocol.messages import (  # noqa: E402
     Message,
     PackOffer,
     PackResult,
+    Proof,
     Status,
     StatusRequest,
     decode_message,
@@ -56,6 +57,7 @@ from hirmem.protocol.packs import (  # noqa: E402
     sign_pack,
     verify_pack,
 )
+from hirmem.protocol.proof import proof_input, sign_proof  # noqa: E402
 from hirmem.protocol.records import GENESIS, Record, record_id  # noqa: E402
 from rfc8032_cases import RFC8032_CASES  # noqa: E402
 
@@ -180,7 +182,9 @@ def sample_messages(
     return [
         (
             "hello",
-            Hello(DEVICE_ID, "mps2-an385", "0.1.0", 7, 0x1F, 512, 4096, 4, kid, HOST_KEY.kid),
+            Hello(
+                DEVICE_ID, "mps2-an385", "0.1.0", 7, 0x1F, 512, 4096, 4, kid, HOST_KEY.kid, 8, 32
+            ),
             1,
             0,
         ),
@@ -190,11 +194,12 @@ def sample_messages(
             1,
             0,
         ),
-        ("hello-ack", HelloAck(HOST_ID, 512, 4096, 4, T0, 0, GENESIS), 1, 1),
+        ("hello-ack", HelloAck(HOST_ID, 512, 4096, 4, T0, 0, GENESIS, CHALLENGE), 1, 1),
         (
             "hello-ack with chain head",
             HelloAck(
-                HOST_ID, 128, 1024, 1, T0 + 5, (7 << 32) | 3, hashlib.sha256(b"head").digest()
+                HOST_ID, 128, 1024, 1, T0 + 5, (7 << 32) | 3, hashlib.sha256(b"head").digest(),
+                bytes(range(0xF0, 0x100)),
             ),
             1,
             1,
@@ -256,7 +261,39 @@ def sample_messages(
         ("error", Error(2, 9, "unknown message type 99"), 0, 9),
         ("ack", Ack(), 0, 12),
         ("fragment", Fragment(8, 0, 700, bytes(range(200))), 8, 5),
+        ("proof", Proof(proof_signature()), 2, 1),
     ]
+
+
+CHALLENGE = bytes(range(0x10, 0x20))  # the "hello-ack" vector's challenge
+
+
+def hello_vector_body() -> bytes:
+    """The body of the "hello" vector: what the "proof" vector covers."""
+    kid = DEVICE_KEY.kid
+    hello = Hello(DEVICE_ID, "mps2-an385", "0.1.0", 7, 0x1F, 512, 4096, 4, kid, HOST_KEY.kid, 8, 32)
+    return encode_message(hello, 1, 0)
+
+
+def proof_signature() -> bytes:
+    """PROOF of the "hello" device answering the "hello-ack" vector (SPEC §5.15)."""
+    return sign_proof(DEVICE_KEY, HOST_ID, CHALLENGE, DEVICE_ID, 7, hello_vector_body())
+
+
+def proof_vector() -> dict[str, Any]:
+    body = hello_vector_body()
+    message = proof_input(HOST_ID, CHALLENGE, DEVICE_ID, 7, body)
+    return {
+        "description": "SPEC §5.15: the bytes a PROOF signs for the 'hello' vector's device "
+        "answering the 'hello-ack' vector, and the signature (device vector key).",
+        "host_id": HOST_ID.hex(),
+        "challenge": CHALLENGE.hex(),
+        "device_id": DEVICE_ID.hex(),
+        "boot": 7,
+        "hello_body": body.hex(),
+        "input": message.hex(),
+        "signature": proof_signature().hex(),
+    }
 
 
 def record_pack_id(encoded: bytes) -> bytes:
@@ -326,6 +363,7 @@ def messages(record_pack: bytes, knowledge_pack: bytes) -> Vector:
         "body has seq 0 and ack 0). Invalid bodies give the ERROR code a receiver answers with.",
         "valid": valid,
         "invalid": invalid,
+        "proof": proof_vector(),
     }
 
 

@@ -13,6 +13,9 @@ here instead, from what is installed (TOOLCHAIN.md, "PlatformIO offline"):
 - $PLATFORMIO_CORE_DIR/packages/tool-scons: a package.json, a .piopm that names the
   owner and the version the installed PlatformIO core requires, and a scons.py that
   runs SCons from the PyPI `scons` package (in this Python environment);
+- $PLATFORMIO_CORE_DIR/platforms/platformio.pio-link: the dev-platform installed as
+  a link to boards/platformio (what `pio run` would do on its first build), so that
+  `pio device monitor` finds the platform, and its monitor filter, before any build;
 - $PLATFORMIO_CORE_DIR/appstate.json: telemetry off, no upgrade check, and the core
   version recorded (a version change would make PlatformIO update its packages
   from the registry on the next command).
@@ -199,6 +202,30 @@ def setup_toolchains(changed: list[Path]) -> dict[str, list[str]]:
     return report
 
 
+def setup_platform(core_dir: Path, changed: list[Path]) -> None:
+    """Install boards/platformio into the core as a link, through PlatformIO itself
+    (a symlink:// package: nothing is downloaded)."""
+    code = (
+        "import sys\n"
+        "from platformio.package.manager.platform import PlatformPackageManager\n"
+        "pm = PlatformPackageManager()\n"
+        "spec = 'symlink://' + sys.argv[1]\n"
+        "if pm.get_package(spec) is None:\n"
+        "    pm.set_log_level(40)\n"
+        "    pm.install(spec, skip_dependencies=True)\n"
+        "    print('HM-LINKED')\n"
+    )
+    env = dict(os.environ, PLATFORMIO_CORE_DIR=str(core_dir))
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(PLATFORM_DIR)],
+        capture_output=True, text=True, env=env, cwd=ROOT,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise SetupError(f"PlatformIO could not link {PLATFORM_DIR}: {proc.stderr.strip()}")
+    if "HM-LINKED" in proc.stdout.split():
+        changed.append(core_dir / "platforms")
+
+
 def check_core(core_dir: Path) -> str:
     """Ask PlatformIO itself, without installing anything, where tool-scons is."""
     code = (
@@ -225,6 +252,7 @@ def setup(core_dir: Path) -> Result:
     scons, version = setup_tool_scons(core_dir, changed)
     setup_appstate(core_dir, changed)
     toolchains = setup_toolchains(changed)
+    setup_platform(core_dir, changed)
     check_core(core_dir)
     return Result(core_dir, scons, version, toolchains, changed)
 

@@ -3,14 +3,18 @@
     python tools/size_report.py [--rebuild] [--no-build] [--budget BYTES]
 
 Runs ``make -C firmware cross`` (build/<arch>/libhmcore.a for Cortex-M3, Cortex-M4F and
-rv32imac, gcc 12 -Os -ffunction-sections -fdata-sections, the host build's warnings
-with -Werror), then prints text, data and bss of every core module per arch as
-``<prefix>size`` reports them for the objects (text includes read-only data), and the
-totals. Then the core as a firmware image carries it: build/<arch>/agent.elf, the
-archive linked with --gc-sections from the agent's entry points with picolibc's
-memcpy/memset and libgcc. That text is what a board flashes for the core, and it is
-what is checked against the budget (24 KB by default). The object totals hold every
-function of the core, also those no agent calls: an upper bound, printed, not judged.
+rv32imac, gcc 12 -Os -flto -ffunction-sections -fdata-sections, the host build's
+warnings with -Werror), then prints text, data and bss of every core module per arch
+as ``<prefix>size`` reports them for the objects (text includes read-only data; the
+objects are fat LTO objects, so this is each module compiled on its own), and the
+totals. Then the core as a firmware image carries it, linked with link-time
+optimisation and --gc-sections with picolibc's memcpy/memset and libgcc:
+build/<arch>/agent.elf from the agent's entry points, and build/<arch>/agent-nv.elf
+from those plus the power-safe store (hm_persist), which every board with a
+non-volatile region links. The latter is what a board flashes for the core, and it
+is what is checked against the budget (24 KB by default); the difference is printed
+as the store's cost. The object totals hold every function of the core, also those no
+agent calls: an upper bound, printed, not judged.
 
 ``--rebuild`` recompiles every object (make -B), so that the build output is complete
 and a warning anywhere is seen. Exit status: 0 within budget, 1 over budget (by how
@@ -28,6 +32,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BUDGET = 24 * 1024
+# Room below which the report warns that the next feature may not fit (reported, not
+# judged; the session proof, once planned here, is in the figures now).
+RESERVE = 200
 
 
 @dataclass(frozen=True)
@@ -97,6 +104,14 @@ def _size_rows(arch: Arch, files: Sequence[Path]) -> dict[str, Size]:
     return sizes
 
 
+def image_text(arch: Arch, name: str) -> int:
+    """Text (with rodata) of build/<arch>/<name>; SizeError if it was not built."""
+    image = ROOT / "build" / arch.name / name
+    if not image.exists():
+        raise SizeError(f"{image} was not built")
+    return sum(s.text for s in _size_rows(arch, [image]).values())
+
+
 def table(per_arch: dict[str, dict[str, Size]]) -> list[str]:
     modules = sorted({m for sizes in per_arch.values() for m in sizes})
     head1 = f"{'':<14}" + "".join(f"{a.label:^24}" for a in ARCHS if a.name in per_arch)
@@ -140,8 +155,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"size_report: {exc}", file=sys.stderr)
         return 2
     print(
-        "firmware core, gcc 12 -Os -ffunction-sections -fdata-sections; bytes per object "
-        "(text includes rodata)"
+        "firmware core, gcc 12 -Os -flto -ffunction-sections -fdata-sections; bytes per "
+        "object (text includes rodata)"
     )
     print()
     print("\n".join(table(per_arch)))
@@ -150,22 +165,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         text = sum(s.text for s in per_arch[arch.name].values())
         print(f"{arch.label:<11} all objects {text:>6,} (upper bound, not judged)")
     print()
-    print("linked into an agent image (--gc-sections from hm_agent.h's entry points, with")
-    print("picolibc memcpy/memset and libgcc; what a board flashes for the core):")
+    print("linked into an agent image (-flto, --gc-sections from hm_agent.h's entry points,")
+    print("with picolibc memcpy/memset and libgcc); the budgeted figure adds hm_persist,")
+    print("the power-safe store every board with a non-volatile region links:")
     over = False
     for arch in ARCHS:
-        image = ROOT / "build" / arch.name / "agent.elf"
-        if not image.exists():
-            print(f"size_report: {image} was not built", file=sys.stderr)
+        try:
+            agent, with_nv = (image_text(arch, name) for name in ("agent.elf", "agent-nv.elf"))
+        except SizeError as exc:
+            print(f"size_report: {exc}", file=sys.stderr)
             return 2
-        text = sum(s.text for s in _size_rows(arch, [image]).values())
-        if text <= args.budget:
-            verdict = f"within budget, {args.budget - text:,} bytes left"
+        print(f"{arch.label:<11} agent {agent:>6,} + hm_persist {with_nv - agent:>4,}")
+    for arch in ARCHS:
+        text = image_text(arch, "agent-nv.elf")
+        left = args.budget - text
+        if left >= 0:
+            verdict = f"within budget, {left:,} bytes left"
+            if left < RESERVE:
+                verdict += f" (less than {RESERVE}: little room for what comes next)"
         else:
-            verdict = f"OVER BUDGET by {text - args.budget:,} bytes"
+            verdict = f"OVER BUDGET by {-left:,} bytes"
             over = True
         share = 100 * text / args.budget
-        print(f"{arch.label:<11} text {text:>6,} of {args.budget:,} ({share:.0f} %): {verdict}")
+        print(
+            f"{arch.label:<11} text {text:>6,} of {args.budget:,} ({share:.0f} %), core + "
+            f"hm_persist: {verdict}"
+        )
     return 1 if over else 0
 
 

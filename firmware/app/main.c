@@ -19,7 +19,12 @@
  *  On a board with a non-volatile region (board_nv), the boot counter is taken from
  *  hm_persist (above every earlier one, saved before use) and each accepted knowledge
  *  head is saved there too, so both survive a power cycle; a failure there is
- *  board_exit(5) (BOARD_EXIT_NV).
+ *  board_exit(5) (BOARD_EXIT_NV). hm_persist's reserved sequence mark and chain head
+ *  are left unused here, on purpose: record ids are boot.n and pack seqs boot << 32 | n
+ *  (hm_agent.h), so a boot counter saved greater before its boot uses it already makes
+ *  every id and seq of a power-on new, whatever a cut took (tests/test_power_cuts.py,
+ *  tests/test_board_nv_cuts.py); the host's chain head comes back in every HELLO_ACK.
+ *  Reserving seqs would add an NV write per block of packs and flash for nothing.
  *  Boot counter and knowledge head (boards/include/board_noinit.h): kept in .noinit
  *  RAM with a magic and a CRC. A warm reset (watchdog, reset pin, QEMU system_reset)
  *  boots with the saved boot + 1 and the saved knowledge head (so a rollback stays

@@ -87,6 +87,10 @@ static void hello_msg(const hm_agent *a, hm_msg *m) {
     m->u.hello.device_kid.len = HM_KID_SIZE;
     m->u.hello.host_kid.ptr = a->host_key ? a->host_key->kid : a->device_kid;
     m->u.hello.host_kid.len = a->host_key ? HM_KID_SIZE : 0;
+    if (a->capabilities & HM_CAP_KNOWLEDGE) { /* what hm_knowledge keeps (SPEC 5.2) */
+        m->u.hello.knowledge_facts = HM_KNOWLEDGE_CAPACITY;
+        m->u.hello.knowledge_text = HM_KNOWLEDGE_TEXT;
+    }
 }
 
 /* The HELLO body into scratch; 0 if it does not fit a 128-byte frame. */
@@ -376,10 +380,10 @@ unsigned hm_agent_capture(hm_agent *a, const uint8_t *payload, size_t payload_le
  * The types that need a capability are exactly those whose delivery queues an
  * answer. */
 #define NEVER 0x80u
-static const uint8_t accept_needs[15] = {
+static const uint8_t accept_needs[16] = {
     NEVER, NEVER /* HELLO */, 0 /* HELLO_ACK */, HM_CAP_CAPTURE, NEVER, NEVER,
     0 /* PACK_RESULT */, HM_CAP_KNOWLEDGE, NEVER, HM_CAP_STATUS, NEVER, NEVER,
-    0 /* ERROR */, 0 /* ACK */, HM_CAP_FRAGMENTS};
+    0 /* ERROR */, 0 /* ACK */, HM_CAP_FRAGMENTS, NEVER /* PROOF */};
 typedef char hm_agent_never_check[(HM_CAP_ALL & NEVER) == 0 ? 1 : -1];
 
 /* 1 if the device accepts this type (1..14) from the host. */
@@ -472,6 +476,39 @@ static void on_capture(hm_agent *a, const hm_msg_capture *c, uint32_t ref) {
     (void)queue_small(a, &m);
 }
 
+/* ---- session proof ---------------------------------------------------------- */
+
+/* SPEC §5.15: the session's first message, PROOF, signs with the device key
+ * label || host_id || challenge || device_id || boot (u32 BE) || SHA-256(HELLO body). */
+static const char proof_label[] = "hirmem session proof v1";
+#define PROOF_LABEL_SIZE (sizeof proof_label - 1)
+#define PROOF_INPUT_SIZE (PROOF_LABEL_SIZE + 2 * HM_ID_SIZE + 16 + 4 + HM_SHA256_DIGEST_SIZE)
+
+static void queue_proof(hm_agent *a, const hm_msg_hello_ack *h) {
+    uint8_t in[PROOF_INPUT_SIZE], sig[HM_SIGNATURE_SIZE], *p = in;
+    hm_msg m;
+    size_t len = hello_body(a); /* the HELLO as sent: its encoding is deterministic */
+    memcpy(p, proof_label, PROOF_LABEL_SIZE);
+    p += PROOF_LABEL_SIZE;
+    memcpy(p, h->host_id.ptr, HM_ID_SIZE);
+    p += HM_ID_SIZE;
+    memcpy(p, h->challenge.ptr, 16);
+    p += 16;
+    memcpy(p, a->device_id, HM_ID_SIZE);
+    p += HM_ID_SIZE;
+    p[0] = (uint8_t)(a->boot >> 24);
+    p[1] = (uint8_t)(a->boot >> 16);
+    p[2] = (uint8_t)(a->boot >> 8);
+    p[3] = (uint8_t)a->boot;
+    hm_hash_sha256(p + 4, a->scratch, len);
+    hm_sign(sig, a->packer.seed, a->packer.pub, in, sizeof in);
+    memset(&m, 0, sizeof m);
+    m.type = HM_MSG_PROOF;
+    m.u.proof.signature.ptr = sig;
+    m.u.proof.signature.len = sizeof sig;
+    (void)queue_small(a, &m); /* seq 2: the queue is empty in a new session */
+}
+
 /* Deliver a message (seq: its seq, or the msg_id of a reassembled one). base/wbase:
  * the buffer its views point into and a writable alias of it. */
 static void deliver(hm_agent *a, const hm_msg *m, uint32_t seq, const uint8_t *base,
@@ -555,6 +592,7 @@ static void on_hello_ack(hm_agent *a, const hm_msg_hello_ack *h, uint32_t seq, u
     a->last_offer = a->last_status = (uint32_t)a->now;
     a->hold_ms = 0;
     owe_ack(a);
+    queue_proof(a, h); /* carries the ack of HELLO_ACK */
     if (a->counters.resume_failed && a->counters.sessions == 1) {
         static const char lost[] = "resume failed: memory lost";
         (void)hm_agent_log(a, 2, (const uint8_t *)lost, sizeof lost - 1);

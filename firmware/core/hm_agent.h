@@ -25,7 +25,9 @@
  *    with seq 1, ack 1, 128 <= max_frame <= offer, 1 <= window <= offer opens the
  *    session: next_seq = expected = 2, the clock offset is set from time_ms, the
  *    packer takes pack_seq/pack_hash as the host's head (hm_pack_set_head), and the
- *    HELLO_ACK is acknowledged. Any other HELLO_ACK: ERROR malformed, no session.
+ *    first message of the session, PROOF (seq 2, SPEC 5.15: the device key over the
+ *    HELLO_ACK's host_id and challenge and the HELLO as sent), is queued at once; it
+ *    acknowledges the HELLO_ACK. Any other HELLO_ACK: ERROR malformed, no session.
  *  - Receiving: frame -> hm_msg_decode -> type check (the H->D types the device
  *    announced, plus HELLO_ACK, PACK_RESULT, ERROR, ACK; else ERROR unknown-type) ->
  *    ack processing (§6.2) -> sequencing (§6.3). Decode failures are answered with

@@ -41,6 +41,11 @@
 #if HM_MAX_FRAME < 128
 #error "HM_MAX_FRAME is below the protocol floor of 128"
 #endif
+/* Planted bugs exist only for tools/verify_c.py, which shows its checkers catch them;
+ * a build that sets one by mistake stops here. */
+#if (defined(HM_PLANT_OOB) || defined(HM_PLANT_RING_LRU)) && !defined(HM_VERIFY_PLANTED)
+#error "HM_PLANT_* are planted bugs for tools/verify_c.py only"
+#endif
 #if HM_WINDOW < 1 || HM_WINDOW > 8
 #error "HM_WINDOW must be 1..8"
 #endif

@@ -9,21 +9,15 @@ hm_fixed_status hm_q_mul(uint32_t a, uint32_t b, uint32_t *out) {
     return HM_FIXED_OK;
 }
 
-/* floor(sqrt(z)) for z = 64..255, the first digit of every normalised input. */
-static const uint8_t root8[192] = {
-    8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,  8,
-    8,  9,  9,  9,  9,  9,  9,  9,  9,  9,  9,  9,  9,  9,  9,  9,
-    9,  9,  9,  9,  10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10,
-    10, 10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11,
-    11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11,
-    12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12,
-    12, 12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13,
-    13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13, 13,
-    13, 13, 13, 13, 14, 14, 14, 14, 14, 14, 14, 14, 14, 14, 14, 14,
-    14, 14, 14, 14, 14, 14, 14, 14, 14, 14, 14, 14, 14, 14, 14, 14,
-    14, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15,
-    15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15,
-};
+/* floor(sqrt(z)) for z = 64..255 (the first digit of every normalised input): a root
+ * in 8..15 found bit by bit (4, 2, 1 added where its square still fits), a dozen
+ * instructions instead of a 192-byte table. */
+static uint32_t root8(uint32_t z) {
+    uint32_t s = z >= 144u ? 12u : 8u;
+    if (z >= (s + 2u) * (s + 2u)) s += 2u;
+    if (z >= (s + 1u) * (s + 1u)) s += 1u;
+    return s;
+}
 
 /* One level of Zimmermann's Karatsuba square root with digits of `d` bits.
  *
@@ -53,7 +47,7 @@ static const uint8_t root8[192] = {
 /* x in [2^30, 2^32): returns floor(sqrt(x)) in [2^15, 2^16), *rem = x - root^2. */
 static uint32_t sqrtrem32(uint32_t x, uint32_t *rem) {
     uint32_t z = x >> 24;                 /* 64..255 */
-    uint32_t s3 = root8[z - 64u], r3 = z - s3 * s3;
+    uint32_t s3 = root8(z), r3 = z - s3 * s3;
     uint32_t s2, r2, s1, r1;
     /* 16-bit value x >> 16 = z*2^8 + digits (x >> 20) & 15, (x >> 16) & 15. */
     HM_KARATSUBA_LEVEL(4, s3, r3, (x >> 20) & 15u, (x >> 16) & 15u, s2, r2);

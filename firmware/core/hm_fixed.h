@@ -24,8 +24,9 @@
  *
  * Cost. hm_isqrt_round is the recursive digit-by-digit ("Karatsuba") square root of
  * Zimmermann (1999): the input is normalised (shifted left by an even count until one
- * of its top two bits is set), the top 8 bits take their root from a 192-byte table,
- * and each further level appends one digit of 4, 8 and 16 bits with ONE 32-bit by
+ * of its top two bits is set), the top 8 bits take their root (8..15) from three
+ * compare-and-add steps (a 192-byte table did it in one load, at 152 bytes of flash
+ * more on rv32), and each further level appends one digit of 4, 8 and 16 bits with ONE 32-bit by
  * 32-bit division (UDIV on Cortex-M3, DIVU on RV32M: a single instruction; never a
  * 64-bit division, never a libgcc call) and at most one correction. A result that
  * fits 16 bits (n < 2^32, the gate's case) skips the 16-bit level. There is no loop
@@ -34,7 +35,9 @@
  * the reference it is checked against). On a core without a hardware divider
  * (Cortex-M0) each division becomes a __aeabi_uidiv call; use a bitwise isqrt there.
  * Measured over random 64-bit inputs of every magnitude (GCC 12 -Os, QEMU instruction
- * trace): Cortex-M3 mean 69, max 84 instructions; RV32IMAC (no CLZ) mean 114, max 145.
+ * trace), with the table: Cortex-M3 mean 69, max 84 instructions; RV32IMAC (no CLZ)
+ * mean 114, max 145; the compare steps add about 10 (the gate's worst vector: +33 on
+ * Cortex-M3, +20 on rv32, tools/bench_core.py).
  */
 #ifndef HM_FIXED_H
 #define HM_FIXED_H

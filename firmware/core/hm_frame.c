@@ -99,7 +99,11 @@ int hm_frame_rx_init(hm_frame_rx *rx, size_t max_frame) {
 }
 
 static void rx_put(hm_frame_rx *rx, uint8_t x) {
+#ifdef HM_PLANT_OOB /* planted bug for tools/verify_c.py (EVA must flag it); never built */
+    if (rx->dec <= sizeof rx->buf) rx->buf[rx->dec] = x;
+#else
     if (rx->dec < sizeof rx->buf) rx->buf[rx->dec] = x; /* beyond: counted, too long */
+#endif
     rx->dec++;
 }
 

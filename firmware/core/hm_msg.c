@@ -17,7 +17,7 @@ const char *hm_error_name(hm_error_code code) {
 enum {
     K_U64, K_U32, K_U16, K_Q16, K_CSTATUS, K_VERDICT, K_HARD, K_STATE, K_PSTATUS,
     K_REASON, K_LEVEL, K_ECODE,
-    K_BSTR, K_PAYLOAD, K_B8, K_B16, K_B32, K_B0_8, K_B0_16, K_TSTR
+    K_BSTR, K_PAYLOAD, K_B8, K_B16, K_B32, K_B0_8, K_B0_16, K_TSTR, K_B64
 };
 
 /* Integer kinds: largest value (K_U64: any) and size of the C member. */
@@ -25,7 +25,7 @@ static const uint32_t int_max[K_BSTR] = {U32_MAX, U32_MAX, 0xFFFF, 0x10000, 2, 2
                                          15,      4,       3,      11,      3, 8};
 static const uint8_t int_size[K_BSTR] = {8, 4, 2, 4, 1, 1, 1, 1, 1, 1, 1, 1};
 /* String kinds from K_PAYLOAD on: largest length (K_BSTR: any). */
-static const uint8_t str_max[] = {0, 0 /* 256 */, 8, 16, 32, 8, 16, 240};
+static const uint8_t str_max[] = {0, 0 /* 256 */, 8, 16, 32, 8, 16, 240, 64};
 
 typedef struct {
     uint8_t kind;
@@ -42,11 +42,12 @@ static const field fields[] = {
     F(hm_msg_hello, capabilities, K_U64), F(hm_msg_hello, max_frame, K_U16),
     F(hm_msg_hello, max_message, K_U32), F(hm_msg_hello, window, K_U16),
     F(hm_msg_hello, device_kid, K_B8), F(hm_msg_hello, host_kid, K_B0_8),
+    F(hm_msg_hello, knowledge_facts, K_U16), F(hm_msg_hello, knowledge_text, K_U16),
     /* 2 HELLO_ACK */
     F(hm_msg_hello_ack, host_id, K_B8), F(hm_msg_hello_ack, max_frame, K_U16),
     F(hm_msg_hello_ack, max_message, K_U32), F(hm_msg_hello_ack, window, K_U16),
     F(hm_msg_hello_ack, time_ms, K_U64), F(hm_msg_hello_ack, pack_seq, K_U64),
-    F(hm_msg_hello_ack, pack_hash, K_B32),
+    F(hm_msg_hello_ack, pack_hash, K_B32), F(hm_msg_hello_ack, challenge, K_B16),
     /* 3 CAPTURE */
     F(hm_msg_capture, source, K_TSTR), F(hm_msg_capture, payload, K_PAYLOAD),
     F(hm_msg_capture, context, K_B32), F(hm_msg_capture, flags, K_U16),
@@ -90,12 +91,14 @@ static const field fields[] = {
     /* 14 FRAGMENT */
     F(hm_msg_fragment, msg_id, K_U32), F(hm_msg_fragment, offset, K_U32),
     F(hm_msg_fragment, total, K_U32), F(hm_msg_fragment, chunk, K_BSTR),
+    /* 15 PROOF */
+    F(hm_msg_proof, signature, K_B64),
 };
 
-static const uint8_t first[15] = {0, 10, 17, 24, 38, 39, 42, 43, 47, 47, 61, 63, 66, 66, 70};
+static const uint8_t first[16] = {0, 12, 20, 27, 41, 42, 45, 46, 50, 50, 64, 66, 69, 69, 73, 74};
 
 /* compile-time: the table and the index agree, and every offset fits its byte */
-typedef char hm_msg_table_check[sizeof fields / sizeof fields[0] == 70 ? 1 : -1];
+typedef char hm_msg_table_check[sizeof fields / sizeof fields[0] == 74 ? 1 : -1];
 typedef char hm_msg_offset_check[sizeof(((hm_msg *)0)->u) <= 256 ? 1 : -1];
 
 int hm_msg_unsequenced(unsigned type) {
@@ -137,7 +140,7 @@ static uint64_t load_uint(const uint8_t *src, unsigned size) {
 
 hm_error_code hm_msg_decode(const uint8_t *body, size_t len, int inner, hm_msg *m) {
     hm_cbor_r r;
-    uint64_t n, v[3] = {0, 0, 0}, ack;
+    uint64_t n = 0, v[3] = {0, 0, 0}, ack = 0; /* set on every path LTO cannot see */
     int neg[3] = {1, 1, 1}, k = 0;
     m->type = 0;
     m->seq = m->ack = 0;
@@ -150,7 +153,7 @@ hm_error_code hm_msg_decode(const uint8_t *body, size_t len, int inner, hm_msg *
     }
     if (k == 3 && !neg[2] && v[2] <= U32_MAX) m->seq = (uint32_t)v[2]; /* ERROR ref */
     if (neg[0] || v[0] != HM_VERSION) return HM_E_UNKNOWN_VERSION;     /* step 3 */
-    if (neg[1] || v[1] < 1 || v[1] > 14) return HM_E_UNKNOWN_TYPE;     /* step 4 */
+    if (neg[1] || v[1] < 1 || v[1] > HM_MSG_PROOF) return HM_E_UNKNOWN_TYPE; /* step 4 */
     unsigned t = (unsigned)v[1];
     m->type = (uint8_t)t;
     if (neg[2] || v[2] > U32_MAX || hm_cbor_get_uint(&r, U32_MAX, &ack)) /* step 5 */
@@ -167,7 +170,7 @@ hm_error_code hm_msg_decode(const uint8_t *body, size_t len, int inner, hm_msg *
         unsigned kind = fields[i].kind;
         uint8_t *dst = base + fields[i].off;
         if (kind < K_BSTR) {
-            uint64_t x;
+            uint64_t x = 0;
             if (hm_cbor_get_uint(&r, UINT64_MAX, &x) || !int_ok(kind, x)) return HM_E_MALFORMED;
             store_uint(dst, int_size[kind], x);
         } else {
@@ -186,7 +189,7 @@ hm_error_code hm_msg_encode(const hm_msg *m, int inner, uint8_t *out, size_t cap
                             size_t *len) {
     hm_cbor_w w;
     unsigned t = m->type;
-    if (t < 1 || t > 14) return HM_E_MALFORMED;
+    if (t < 1 || t > HM_MSG_PROOF) return HM_E_MALFORMED;
     if (inner ? (m->seq || m->ack || t == HM_MSG_FRAGMENT)
               : hm_msg_unsequenced(t) != (m->seq == 0))
         return HM_E_MALFORMED;

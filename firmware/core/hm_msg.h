@@ -54,7 +54,8 @@ typedef enum {
     HM_MSG_LOG = 11,
     HM_MSG_ERROR = 12,
     HM_MSG_ACK = 13,
-    HM_MSG_FRAGMENT = 14
+    HM_MSG_FRAGMENT = 14,
+    HM_MSG_PROOF = 15
 } hm_msg_type;
 
 /* ERROR codes of SPEC §5.12 (0: no error). */
@@ -90,6 +91,8 @@ typedef struct {
     uint16_t window;
     hm_bytes device_kid; /* 8 */
     hm_bytes host_kid;   /* 0 or 8 */
+    uint16_t knowledge_facts; /* facts kept from one knowledge pack; 0: not stated */
+    uint16_t knowledge_text;  /* longest fact text kept, in bytes; 0: not stated */
 } hm_msg_hello;
 
 typedef struct {
@@ -100,6 +103,7 @@ typedef struct {
     uint64_t time_ms;
     uint64_t pack_seq;
     hm_bytes pack_hash; /* 32 */
+    hm_bytes challenge; /* 16: what the device's PROOF signs (SPEC §6.5) */
 } hm_msg_hello_ack;
 
 typedef struct {
@@ -161,6 +165,10 @@ typedef struct {
 } hm_msg_fragment;
 
 typedef struct {
+    hm_bytes signature; /* 64: Ed25519, SPEC §5.15 */
+} hm_msg_proof;
+
+typedef struct {
     uint8_t type; /* hm_msg_type */
     uint32_t seq;
     uint32_t ack;
@@ -177,6 +185,7 @@ typedef struct {
         hm_msg_log log;
         hm_msg_error error;
         hm_msg_fragment fragment;
+        hm_msg_proof proof;
     } u;
 } hm_msg;
 

@@ -245,7 +245,11 @@ hm_ring_status hm_ring_capture(hm_ring *ring, const uint8_t *payload, size_t pay
 
 const hm_ring_record *hm_ring_get(hm_ring *ring, int index) {
     hm_ring_record *rec = live(ring, index);
+#ifdef HM_PLANT_RING_LRU /* planted bug for tools/verify_c.py: an access is not counted */
+    if (0) {
+#else
     if (rec && rec->state == HM_STATE_VOLATILE && ring->mru != (uint8_t)index) {
+#endif
         lru_unlink(ring, (uint8_t)index);
         lru_push_front(ring, (uint8_t)index);
     }

@@ -17,8 +17,9 @@
  * pack verifier requires each record's state to be its gate disposition (§8.6), so a
  * device cannot quarantine a candidate afterwards either.
  *
- * INVARIANTS (kept by every function; tests/native/t_core.c checks them after every
- * operation of its scenarios):
+ * INVARIANTS (kept by every function; tests/native/ring_check.c checks them after every
+ * operation of t_core's scenarios, and verify/ring/ring_explore.c after every step of
+ * every operation sequence up to a bound, tools/verify_c.py):
  *  I1 Slots. Each of the `capacity` slots is free (seq == 0, on the free list) or
  *     live (seq >= 1). Live seqs are distinct and <= ring->seq, so record ids are
  *     unique within a boot; seq counts stored records from 1 (refusals use none).

@@ -108,7 +108,7 @@ static int is_seq_type(unsigned t) { return !hm_msg_unsequenced(t); }
 static int device_type(unsigned t) {
     return t == HM_MSG_HELLO || t == HM_MSG_CAPTURE_RESULT || t == HM_MSG_PACK_OFFER ||
            t == HM_MSG_KNOWLEDGE_RESULT || t == HM_MSG_STATUS || t == HM_MSG_LOG ||
-           t == HM_MSG_ERROR || t == HM_MSG_ACK || t == HM_MSG_FRAGMENT;
+           t == HM_MSG_ERROR || t == HM_MSG_ACK || t == HM_MSG_FRAGMENT || t == HM_MSG_PROOF;
 }
 
 static void track_reset(void) {
@@ -503,6 +503,8 @@ static void hello_ack(fuzz_in *in, hm_msg *m) {
     memset(hash, flags & 0x04 ? 0x33 : 0, sizeof hash);
     m->u.hello_ack.pack_hash.ptr = hash;
     m->u.hello_ack.pack_hash.len = HM_HASH_SIZE;
+    m->u.hello_ack.challenge.ptr = hash; /* any 16 bytes: the device signs what it gets */
+    m->u.hello_ack.challenge.len = 16;
 }
 
 /* A host message field by field; seq/ack the host's own unless the input says. */

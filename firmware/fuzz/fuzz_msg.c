@@ -18,8 +18,8 @@
 
 #define U32_MAX 0xFFFFFFFFu
 
-/* SPEC §5.1: field count of types 1..14. */
-static const unsigned field_count[15] = {0, 10, 7, 7, 14, 1, 3, 1, 4, 0, 14, 2, 3, 0, 4};
+/* SPEC §5.1: field count of types 1..15. */
+static const unsigned field_count[16] = {0, 12, 8, 7, 14, 1, 3, 1, 4, 0, 14, 2, 3, 0, 4, 1};
 
 /* One head at *pos of an input already known to be valid deterministic CBOR. */
 static void head_at(const uint8_t *p, size_t *pos, unsigned *mt, uint64_t *arg) {
@@ -61,7 +61,7 @@ static expectation oracle(const uint8_t *body, size_t len, int inner) {
         x.code = HM_E_UNKNOWN_VERSION;
         return x;
     }
-    if (k < 2 || mt[1] != 0 || v[1] < 1 || v[1] > 14) { /* step 4 */
+    if (k < 2 || mt[1] != 0 || v[1] < 1 || v[1] > 15) { /* step 4 */
         x.code = HM_E_UNKNOWN_TYPE;
         return x;
     }

@@ -54,6 +54,9 @@ CONTEXT = hashlib.sha256(b"robot").digest()
 FIRMWARE = "0.1.0"
 # what each board offers in HELLO: max_frame, max_message (BOARD_CFG_* in firmware/boards.mk)
 OFFER = {"mps2-an385": (512, 4096), "hifive1": (256, 1024), "stm32f4": (512, 4096)}
+# knowledge facts and text bytes each board keeps (HM_KNOWLEDGE_CAPACITY, _TEXT;
+# firmware/boards.mk builds the 16 KB hifive1 with 4 facts), stated in its HELLO
+KEEPS = {"mps2-an385": (8, 32), "hifive1": (4, 32), "stm32f4": (8, 32)}
 ALL_CAPABILITIES = sum(int(c) for c in Capability)  # firmware/app: HM_CAP_ALL
 
 
@@ -111,6 +114,7 @@ class HirmemLine:
         hello = Hello(
             DEVICE_ID, board, FIRMWARE, BOOT, ALL_CAPABILITIES, max_frame, max_message, 4,
             self.settings.device_key.kid, derive_test_key("host " + HOST_ID.hex()).kid,
+            *KEEPS[board],
         )  # fmt: skip
         return encode_frame(encode_message(hello, 1, 0), 128).hex(" ")
 
@@ -191,8 +195,9 @@ class HirmemLine:
         h = self.hello
         assert h is not None
         got = (h.board, h.firmware, h.device_id, h.boot, h.capabilities, h.max_frame,
-               h.max_message, h.window)  # fmt: skip
-        want = (self.board, FIRMWARE, DEVICE_ID, BOOT, ALL_CAPABILITIES, *OFFER[self.board], 4)
+               h.max_message, h.window, h.knowledge_facts, h.knowledge_text)  # fmt: skip
+        want = (self.board, FIRMWARE, DEVICE_ID, BOOT, ALL_CAPABILITIES, *OFFER[self.board], 4,
+                *KEEPS[self.board])  # fmt: skip
         if got != want:
             raise AssertionError(f"HELLO {got} != {want}")
         kids = (h.device_kid, h.host_kid)
@@ -200,12 +205,13 @@ class HirmemLine:
             raise AssertionError(f"HELLO names other keys: {kids}")
 
     def handshake(self, timeout: float = 5) -> None:
-        """HELLO_ACK for the device's HELLO; the device must acknowledge it."""
+        """HELLO_ACK for the device's HELLO; the device must prove its key (PROOF, seq 2,
+        which acknowledges it)."""
         self._wait(lambda: self.hello is not None, float(timeout), "HELLO")
         assert self.hello is not None
         ack = HelloAck(
             HOST_ID, min(512, self.hello.max_frame), 65536, min(4, self.hello.window), T0, 0,
-            bytes(32),
+            bytes(32), bytes(16),
         )  # fmt: skip
         self.max_frame = ack.max_frame
         self._write(encode_frame(encode_message(ack, 1, 1), 128))

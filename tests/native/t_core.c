@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "hexio.h"
+#include "ring_check.h"
 #include "ring_words.h"
 #include "hm_fixed.h"
 #include "hm_gate.h"
@@ -60,96 +61,6 @@ static uint64_t isqrt_round_ref(uint64_t n) {
         bit >>= 2;
     }
     return rem > r ? r + 1 : r;
-}
-
-/* ---- invariants of hm_ring.h, checked after every ring command ---- */
-
-static void broken(const char *what, unsigned slot) {
-    fprintf(stderr, "t_core: ring invariant broken: %s (slot %u)\n", what, slot);
-    exit(1);
-}
-
-static uint32_t rec_blocks_mask(const hm_ring_record *rec) {
-    uint32_t m = 0;
-    for (unsigned b = rec->block; b < (unsigned)rec->block + rec->nblocks; b++) m |= 1u << b;
-    return m;
-}
-
-static void check_ring(const hm_ring *rg) {
-    const hm_ring_counters *c = &rg->counters;
-    unsigned cap = rg->capacity, k, n, live = 0, vol = 0, pinned = 0;
-    uint8_t seen[HM_RING_CAPACITY];
-    uint32_t blocks = 0, vblocks = 0, nblocks = 0;
-
-    if (cap < 1 || cap > HM_RING_CAPACITY) broken("capacity", cap);
-    memset(seen, 0, sizeof seen);
-    /* I1: free list holds exactly the free slots. */
-    n = 0;
-    for (k = rg->free_head; k != HM_RING_NIL; k = rg->rec[k].next) {
-        if (k >= cap || seen[k] || ++n > cap) broken("free list", k);
-        if (rg->rec[k].seq != 0) broken("live slot on the free list", k);
-        seen[k] = 1;
-    }
-    for (k = 0; k < cap; k++) {
-        const hm_ring_record *r = &rg->rec[k];
-        if (r->seq == 0) {
-            if (!seen[k]) broken("free slot missing from the free list", k);
-            continue;
-        }
-        live++;
-        if (r->seq > rg->seq) broken("seq above the last assigned", k);
-        for (unsigned j = 0; j < k; j++)
-            if (rg->rec[j].seq == r->seq) broken("duplicate seq", k);
-        /* I5, I7 */
-        if (r->state != HM_STATE_VOLATILE && r->state != HM_STATE_CANDIDATE &&
-            r->state != HM_STATE_QUARANTINED)
-            broken("state", k);
-        if (r->pack) {
-            pinned++;
-            if (r->state == HM_STATE_VOLATILE) broken("pinned volatile record", k);
-        }
-        if (r->state == HM_STATE_VOLATILE) {
-            vol++;
-            vblocks |= rec_blocks_mask(r);
-            const hm_gate_result *g = &r->gate;
-            if (r->layer != HM_LAYER_WORKING || g->h || g->i || g->r || g->f || g->c || g->rn ||
-                g->w || g->flags || g->verdict || g->hard || g->state || r->confidence ||
-                r->provenance || r->priority || r->chained)
-                broken("volatile record with scores", k);
-        } else {
-            if (r->layer != HM_LAYER_EPISODIC) broken("gated record not episodic", k);
-            if (r->prev != HM_RING_NIL || r->next != HM_RING_NIL) broken("gated record linked", k);
-        }
-        if (r->payload_len > HM_MAX_PAYLOAD || r->source_len > HM_MAX_SOURCE)
-            broken("record sizes", k);
-        /* I6: the least number of blocks, inside the 32, disjoint from the others. */
-        if (r->nblocks != (r->payload_len + r->source_len + rg->block_size - 1u) / rg->block_size ||
-            (r->nblocks == 0 && r->block != 0) || r->block + r->nblocks > HM_RING_BLOCKS)
-            broken("record blocks", k);
-        if (blocks & rec_blocks_mask(r)) broken("overlapping records", k);
-        blocks |= rec_blocks_mask(r);
-        nblocks += r->nblocks;
-    }
-    if (live + n != cap) broken("slots neither live nor free", live);
-    if (blocks != rg->used_blocks || vblocks != rg->vol_blocks) broken("block maps", 0);
-    if (c->arena_used != nblocks * rg->block_size) broken("arena_used", nblocks);
-    /* I2: the volatile list is exactly the volatile records, links consistent. */
-    n = 0;
-    {
-        unsigned prev = HM_RING_NIL;
-        for (k = rg->mru; k != HM_RING_NIL; k = rg->rec[k].next) {
-            if (k >= cap || ++n > cap) broken("volatile list", k);
-            if (rg->rec[k].seq == 0 || rg->rec[k].state != HM_STATE_VOLATILE)
-                broken("non-volatile record on the volatile list", k);
-            if (rg->rec[k].prev != prev) broken("volatile list back link", k);
-            prev = k;
-        }
-        if (rg->lru != prev) broken("lru is not the list tail", prev);
-    }
-    if (n != vol || c->volatiles != vol) broken("volatile count", n);
-    /* I8 */
-    if (c->used != live || c->pinned != pinned) broken("used or pinned counter", live);
-    if (c->captures != rg->seq + c->refusals) broken("captures != stored + refusals", 0);
 }
 
 /* ---- answers ---- */
@@ -252,7 +163,7 @@ static int selftest(void) {
     CHECK(hm_ring_init_sized(&ring, dev, 1, 4, 319) == HM_RING_BAD_ARG);
     CHECK(hm_ring_init_sized(&ring, dev, 1, 4, HM_ARENA_SIZE + 1) == HM_RING_BAD_ARG);
     CHECK(hm_ring_init_sized(&ring, dev, 1, 4, 320) == HM_RING_OK);
-    check_ring(&ring);
+    check_ring_or_exit("t_core", &ring);
 
     /* NULL pointers with lengths are refused, and counted; NULL with length 0 is fine. */
     CHECK(hm_ring_capture(&ring, NULL, 1, NULL, 0, 1, ctx0, &idx) == HM_RING_REFUSED_INVALID);
@@ -260,7 +171,7 @@ static int selftest(void) {
     CHECK(hm_ring_capture(&ring, NULL, 0, NULL, 0, 1, NULL, &idx) == HM_RING_REFUSED_INVALID);
     CHECK(hm_ring_capture(&ring, NULL, 0, NULL, 0, 1, ctx0, NULL) == HM_RING_OK);
     CHECK(ring.counters.captures == 4 && ring.counters.refusals == 3 && ring.counters.used == 1);
-    check_ring(&ring);
+    check_ring_or_exit("t_core", &ring);
 
     /* The largest record fits an empty ring of the smallest arena: 32 blocks of 10. */
     memset(pl, 0x5A, sizeof pl);
@@ -271,7 +182,7 @@ static int selftest(void) {
      * evicting it frees no block, so the big one goes too). */
     CHECK(hm_ring_capture(&ring, pl, 1, NULL, 0, 1, ctx0, &idx) == HM_RING_OK);
     CHECK(ring.counters.evictions == 2 && ring.counters.used == 1 && ring.counters.arena_used == 10);
-    check_ring(&ring);
+    check_ring_or_exit("t_core", &ring);
 
     /* Every surviving byte stays where it was: records of distinct sizes and contents,
      * evicted from the middle by accessing around them. */
@@ -283,14 +194,14 @@ static int selftest(void) {
         CHECK(hm_ring_capture(&ring, p, (size_t)(37 * k % 200), s, (size_t)(k * 3 % 40), 5,
                               ctx0, &idx) == HM_RING_OK);
     }
-    check_ring(&ring);
+    check_ring_or_exit("t_core", &ring);
     for (int k = 0; k < 12; k += 2) CHECK(hm_ring_gate(&ring, k, 0x0FFF, HM_Q_ONE, HM_Q_ONE, 0, NULL) == HM_RING_OK);
     for (int k = 1; k < 12; k += 4) CHECK(hm_ring_get(&ring, k) != NULL);
     for (int k = 0; k < 6; k++) {
         uint8_t p[256];
         memset(p, 0xEE, sizeof p);
         CHECK(hm_ring_capture(&ring, p, 256, NULL, 0, 5, ctx0, &idx) == HM_RING_OK);
-        check_ring(&ring);
+        check_ring_or_exit("t_core", &ring);
     }
     for (int k = 0; k < HM_RING_CAPACITY; k++) {
         const hm_ring_record *r = hm_ring_peek(&ring, k);
@@ -314,7 +225,7 @@ static int selftest(void) {
     CHECK(memcmp(id, "\1\2\3\4\5\6\7\x08\xa0\xb0\xc0\xd0\xff\xff\xff\xff", 16) == 0);
     CHECK(hm_ring_capture(&ring, pl, 3, NULL, 0, 1, ctx0, &idx) == HM_RING_REFUSED_FULL);
     CHECK(ring.counters.refusals == 1 && ring.counters.used == 1);
-    check_ring(&ring);
+    check_ring_or_exit("t_core", &ring);
 
     /* Transitions, pins, chain fields, iteration order. */
     hm_ring_init_sized(&ring, dev, 2, 5, 1000);
@@ -361,12 +272,12 @@ static int selftest(void) {
     CHECK(hm_ring_release(&ring, 1) == HM_RING_BAD_STATE); /* not acknowledged */
     CHECK(hm_ring_release_pack(&ring, 0) == 0);
     CHECK(hm_ring_release_pack(&ring, 9) == 2 && ring.counters.used == 3);
-    check_ring(&ring);
+    check_ring_or_exit("t_core", &ring);
     /* Freed LIFO: slot 3 was freed last, so it is taken first, then 0. */
     CHECK(hm_ring_capture(&ring, pl, 1, NULL, 0, 1, ctx0, &idx) == HM_RING_OK && idx == 3);
     CHECK(hm_ring_capture(&ring, pl, 1, NULL, 0, 1, ctx0, &idx) == HM_RING_OK && idx == 0);
     CHECK(ring.counters.evictions == 0);
-    check_ring(&ring);
+    check_ring_or_exit("t_core", &ring);
 #undef CHECK
     return 0;
 }
@@ -498,7 +409,7 @@ int main(void) {
             return 2;
         }
         hexio_end();
-        if (ring_cmd) check_ring(&ring);
+        if (ring_cmd) check_ring_or_exit("t_core", &ring);
         hexio_free(&rq);
     }
     return 0;

@@ -57,11 +57,12 @@ static int slots_of(hm_msg *m, slot *s) {
         hm_msg_hello *x = &m->u.hello;
         B(x->device_id), B(x->board), B(x->firmware), U(x->boot), U(x->capabilities);
         U(x->max_frame), U(x->max_message), U(x->window), B(x->device_kid), B(x->host_kid);
+        U(x->knowledge_facts), U(x->knowledge_text);
     } break;
     case HM_MSG_HELLO_ACK: {
         hm_msg_hello_ack *x = &m->u.hello_ack;
         B(x->host_id), U(x->max_frame), U(x->max_message), U(x->window), U(x->time_ms);
-        U(x->pack_seq), B(x->pack_hash);
+        U(x->pack_seq), B(x->pack_hash), B(x->challenge);
     } break;
     case HM_MSG_CAPTURE: {
         hm_msg_capture *x = &m->u.capture;
@@ -96,6 +97,7 @@ static int slots_of(hm_msg *m, slot *s) {
         hm_msg_fragment *x = &m->u.fragment;
         U(x->msg_id), U(x->offset), U(x->total), B(x->chunk);
     } break;
+    case HM_MSG_PROOF: B(m->u.proof.signature); break;
     default: break; /* STATUS_REQUEST, ACK: no fields */
     }
 #undef B

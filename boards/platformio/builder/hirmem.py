@@ -13,8 +13,13 @@ import os
 
 import makeflags
 
-# What boards.mk's link rule adds to BOARD_CC besides the linker script.
-LINK_FLAGS = ["-nostartfiles", "-Wl,--gc-sections"]
+# What boards.mk's link rule adds to BOARD_CC besides the linker script. The objects
+# are compiled as boards.mk says (-flto -ffat-lto-objects), but linked from their
+# regular code (-fno-lto): boards.mk compiles a board's startup.c and slot.c without
+# LTO (BOARD_NO_LTO), which SCons's per-folder builds cannot say per file. So a
+# PlatformIO image is a few hundred bytes larger than make's; tools/size_report.py
+# judges the make build.
+LINK_FLAGS = ["-nostartfiles", "-Wl,--gc-sections", "-fno-lto"]
 
 
 def _object_dir(root, src_dir):

@@ -14,9 +14,10 @@ from hirmem_mp.sha512 import sha512
 
 NAMES = {
     "HELLO": (1, ("device_id", "board", "firmware", "boot", "capabilities", "max_frame",
-                  "max_message", "window", "device_kid", "host_kid")),
+                  "max_message", "window", "device_kid", "host_kid", "knowledge_facts",
+                  "knowledge_text")),
     "HELLO_ACK": (2, ("host_id", "max_frame", "max_message", "window", "time_ms",
-                      "pack_seq", "pack_hash")),
+                      "pack_seq", "pack_hash", "challenge")),
     "CAPTURE": (3, ("source", "payload", "context", "flags", "confidence", "provenance",
                     "priority")),
     "CAPTURE_RESULT": (4, ("ref", "status", "record_id", "flags", "h", "i", "r", "f", "c",
@@ -33,9 +34,10 @@ NAMES = {
     "ERROR": (12, ("code", "ref", "detail")),
     "ACK": (13, ()),
     "FRAGMENT": (14, ("msg_id", "offset", "total", "chunk")),
+    "PROOF": (15, ("signature",)),
 }
 TYPE_NAMES = {v[0]: k for k, v in NAMES.items()}
-ALL_TYPES = 0x7FFE
+ALL_TYPES = 0xFFFE
 
 
 def h(b) -> str:

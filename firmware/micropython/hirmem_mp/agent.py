@@ -23,12 +23,13 @@ reached 2^32 - 1.
 """
 
 import time
+from hashlib import sha256
 
 from micropython import const
 
 from . import frag, frames, msg, pack
 from .cbor import utf8_valid
-from .packer import Knowledge, Packer
+from .packer import KNOWLEDGE_CAPACITY, KNOWLEDGE_TEXT, Knowledge, Packer
 from .ring import Ring
 
 ACK_DELAY_MS = const(20)
@@ -41,6 +42,7 @@ OWN_RESERVE = const(2)  # as HM_AGENT_OWN_RESERVE
 PACK_CAP = const(1536)
 MAX_FRAME = const(512)
 SEQ_LAST = const(0xFFFFFFFF)
+PROOF_LABEL = b"hirmem session proof v1"
 
 CAP_CAPTURE = const(0x01)
 CAP_KNOWLEDGE = const(0x02)
@@ -112,7 +114,9 @@ class Agent:
         self.crcbuf = bytearray(MAX_FRAME)
         self.hello = msg.encode(msg.HELLO, 1, 0, (
             cfg.device_id, cfg.board, cfg.firmware, cfg.boot, cfg.capabilities, cfg.max_frame,
-            cfg.max_message, cfg.window, self.kid, self.host_kid))
+            cfg.max_message, cfg.window, self.kid, self.host_kid)
+            + ((KNOWLEDGE_CAPACITY, KNOWLEDGE_TEXT) if cfg.capabilities & CAP_KNOWLEDGE
+               else (0, 0)))
         if len(self.hello) + 4 > 128:
             raise ValueError("HELLO does not fit 128 bytes: shorten board/firmware")
         # counters
@@ -217,6 +221,17 @@ class Agent:
         self.hold_until = 0
         self.packer.set_head(self.ring, pseq, phash)
         self._owe_ack()
+        self._queue(msg.PROOF, (self._proof(m[4], m[11]),))  # seq 2, carries the ack
+
+    def _proof(self, host_id: bytes, challenge: bytes) -> bytes:
+        """PROOF (SPEC 5.15): the device key over label, host id, the host's challenge,
+        device id, boot (u32 BE) and SHA-256 of the HELLO as sent."""
+        from . import ed25519
+
+        cfg = self.cfg
+        data = (PROOF_LABEL + host_id + challenge + cfg.device_id + cfg.boot.to_bytes(4, "big")
+                + sha256(self.hello).digest())
+        return ed25519.sign(cfg.seed, data)
 
     # ---- sending -------------------------------------------------------------------
 

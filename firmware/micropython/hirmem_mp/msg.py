@@ -23,6 +23,7 @@ LOG = const(11)
 ERROR = const(12)
 ACK = const(13)
 FRAGMENT = const(14)
+PROOF = const(15)
 
 E_UNKNOWN_VERSION = const(1)
 E_UNKNOWN_TYPE = const(2)
@@ -36,13 +37,13 @@ E_INTERNAL = const(8)
 _U32 = const(0xFFFFFFFF)
 
 # Field kinds, one character each:
-#  w u16, l u32, q u64, f q16, i bstr(8), k bstr(16), h bstr(32), j bstr(0 or 8),
+#  w u16, l u32, q u64, f q16, i bstr(8), k bstr(16), h bstr(32), g bstr(64), j bstr(0 or 8),
 #  r bstr(16 or 0), t tstr<=240, p bstr<=256, b bstr, s <=2, x <=15, z <=4, a <=3,
 #  n <=11, e 1..8
 KINDS = (
     "",  # no type 0
-    "ittlqwlwij",  # 1 HELLO
-    "iwlwqqh",  # 2 HELLO_ACK
+    "ittlqwlwijww",  # 1 HELLO
+    "iwlwqqhk",  # 2 HELLO_ACK
     "tphwfff",  # 3 CAPTURE
     "lsrwfffffffsxz",  # 4 CAPTURE_RESULT
     "b",  # 5 PACK_OFFER
@@ -55,10 +56,11 @@ KINDS = (
     "elt",  # 12 ERROR
     "",  # 13 ACK
     "lllb",  # 14 FRAGMENT
+    "g",  # 15 PROOF
 )
 _MAXV = {"w": 0xFFFF, "l": _U32, "q": 0xFFFFFFFFFFFFFFFF, "f": 0x10000, "s": 2, "x": 15,
          "z": 4, "a": 3, "n": 11, "e": 8}
-_BLEN = {"i": (8, 8), "k": (16, 16), "h": (32, 32), "j": (0, 8), "r": (16, 0)}
+_BLEN = {"i": (8, 8), "k": (16, 16), "h": (32, 32), "g": (64, 64), "j": (0, 8), "r": (16, 0)}
 
 # H->D types a device accepts, by the capability bit that announces them
 DEVICE_ALWAYS = (HELLO_ACK, PACK_RESULT, ERROR, ACK)
@@ -79,7 +81,7 @@ def device_accepts(capabilities: int) -> int:
 
 HOST_ACCEPTS = (1 << HELLO) | (1 << CAPTURE_RESULT) | (1 << PACK_OFFER) | (
     1 << KNOWLEDGE_RESULT) | (1 << STATUS) | (1 << LOG) | (1 << ERROR) | (1 << ACK) | (
-    1 << FRAGMENT)
+    1 << FRAGMENT) | (1 << PROOF)
 
 
 class MsgError(Exception):
@@ -142,7 +144,7 @@ def decode(body, accepts: int, inner: bool = False) -> list:
         ref = seq
     if type(v) is not int or v != 1:  # noqa: E721
         raise MsgError(E_UNKNOWN_VERSION, ref, "unsupported version; this peer speaks 1")
-    if type(t) is not int or t < 1 or t > 14 or not (accepts >> t) & 1:  # noqa: E721
+    if type(t) is not int or t < 1 or t > PROOF or not (accepts >> t) & 1:  # noqa: E721
         raise MsgError(E_UNKNOWN_TYPE, ref, "unknown message type " + str(t))
     if (type(seq) is not int or type(ack) is not int or not 0 <= seq <= _U32  # noqa: E721
             or not 0 <= ack <= _U32):

@@ -14,13 +14,14 @@ import json
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hirmem.cli import options
 from hirmem.daemon.config import ConfigError, DaemonConfig, load_config
 from hirmem.daemon.service import Daemon, setup_logging, sign_knowledge, undeliverable
-from hirmem.daemon.store import DeviceRow, Store, StoreError, now_ms
+from hirmem.daemon.store import DeviceRow, OutboxStatus, Store, StoreError, now_ms
 from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.identity import triple_id
 from hirmem.protocol.keys import ID_SIZE, SigningKey, read_key_file, write_key_file
@@ -28,6 +29,7 @@ from hirmem.protocol.packs import KnowledgeItem, Pack, Reason
 from hirmem.protocol.records import Record
 
 if TYPE_CHECKING:
+    from hirmem.api.server import ApiServer
     from hirmem.memory.config import MemoryConfig
     from hirmem.memory.keeper import Figure, MemoryKeeper
 
@@ -107,6 +109,18 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     _store_options(st)
     options.add_json(st)
 
+    ob = sub.add_parser(
+        "outbox", help="the fleet outbox: what waits for the fleet, what it refused; requeue"
+    )
+    _store_options(ob)
+    options.add_json(ob)
+    ob.add_argument(
+        "--requeue", action="store_true",
+        help="send the packs the fleet refused again (once the cause is fixed, e.g. the "
+        "device registered at the fleet); the running daemon picks them up",
+    )  # fmt: skip
+    ob.add_argument("--device", help="with --requeue: only this device's packs (16 hex digits)")
+
     it = sub.add_parser("intake", help="what arrived: packs, records, refusals")
     _store_options(it)
     options.add_json(it)
@@ -118,6 +132,23 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="run the store's integrity check (exit 1 on a problem or a warning, such as "
         "record conflicts)",
     )
+
+
+    tok = sub.add_parser("token", help="API bearer tokens: create, list, revoke")
+    _store_options(tok, create=False)
+    tsub = tok.add_subparsers(dest="token_command", required=True)
+    tc = tsub.add_parser("create", help="a new token, printed once (kept hashed)")
+    _store_options(tc, create=False)
+    tc.add_argument("--name", required=True, help="who holds it (the steward of its reviews)")
+    tc.add_argument("--scope", choices=("read", "review", "admin"), default="read",
+                    help="read < review (decide quarantined memories) < admin (admit)")
+    tc.add_argument("--tenant", default="local", help="whose data it reaches (default local)")
+    tl = tsub.add_parser("list", help="the tokens (never their secrets)")
+    _store_options(tl)
+    options.add_json(tl)
+    tr = tsub.add_parser("revoke", help="stop accepting a token")
+    _store_options(tr)
+    tr.add_argument("id", help="the token's id (16 hex digits, `token list`)")
 
 
 def _store_options(parser: argparse.ArgumentParser, create: bool = True) -> None:
@@ -135,6 +166,8 @@ def run(args: argparse.Namespace) -> int:
         "push": _push,
         "status": _status,
         "intake": _intake,
+        "outbox": _outbox,
+        "token": _token,
     }[args.command]
     try:
         return handler(args)
@@ -167,20 +200,63 @@ def _daemon(args: argparse.Namespace) -> int:
         options.require_existing(config.database)
     setup_logging(args.log_format, options.level_number(args.log_level or "info"))
     daemon = Daemon(config)  # creates the intake database the memory keeper reads
-    if config.memory is not None:
-        try:
-            mcfg: MemoryConfig | None = None
-            if config.memory_config:  # checked before anything serves
-                from hirmem.memory.config import MemoryConfig
+    mcfg: MemoryConfig | None = None
+    key = None
+    try:
+        if config.memory_config:  # checked before anything serves
+            from hirmem.memory.config import MemoryConfig
 
-                mcfg = MemoryConfig.load(config.memory_config)
-            key = read_key_file(config.host_key) if config.host_key else None
+            mcfg = MemoryConfig.load(config.memory_config)
+        key = read_key_file(config.host_key) if config.host_key else None
+        if config.memory is not None:
             daemon.add_background(_MemoryJob(config, mcfg, key))
-        except BaseException:
-            daemon.stop()
-            raise
-    daemon.run()
+    except BaseException:
+        daemon.stop()
+        raise
+    with ExitStack() as stack:
+        if config.api is not None:
+            try:
+                stack.enter_context(serve_api(daemon, config, mcfg, key))
+            except BaseException:
+                daemon.stop()
+                raise
+        daemon.run()
     return 0
+
+
+@contextmanager
+def serve_api(
+    daemon: Daemon, config: DaemonConfig, memory_config: MemoryConfig | None,
+    key: SigningKey | None,
+) -> Iterator[ApiServer]:  # fmt: skip
+    """The HTTP API and dashboard of ``config.api`` over this daemon's stores, served
+    on a thread of its own while the block runs."""
+    from hirmem.api.dashboard import application
+    from hirmem.api.server import ApiServer
+    from hirmem.api.sources import LocalSources
+    from hirmem.api.tokens import TokenStore
+    from hirmem.daemon.health import health_report
+    from hirmem.daemon.metrics import render_metrics
+
+    api = config.api
+    assert api is not None
+    sources = LocalSources(
+        config.database, config.memory, api.semantic, signing_key=key,
+        memory_config=memory_config, health=lambda: health_report(daemon),
+        metrics=lambda: render_metrics(daemon).encode(),
+    )  # fmt: skip
+    tokens = TokenStore(config.database)
+    app = application(sources, tokens, rate=api.rate, burst=api.burst)
+    server = ApiServer(app, api.listen.host, api.listen.port)
+    try:
+        server.start()
+        print(f"hirmem: dashboard at {server.url}/ui/ (API at {server.url}/v1, "
+              "tokens: hirmem token create)", file=sys.stderr, flush=True)  # fmt: skip
+        yield server
+    finally:
+        server.stop()
+        sources.close()
+        tokens.close()
 
 
 class _MemoryJob:
@@ -263,6 +339,40 @@ def device_row(d: DeviceRow) -> dict[str, object]:
     }
 
 
+def _token(args: argparse.Namespace) -> int:
+    from hirmem.api.tokens import TokenStore
+
+    tokens = TokenStore(args.database)
+    try:
+        if args.token_command == "create":
+            token, row = tokens.create(args.name, args.scope, args.tenant)
+            print(token)
+            print(f"token {row.id} for {row.name} (scope {row.scope}, tenant {row.tenant}); "
+                  "shown once, kept only as its SHA-256", file=sys.stderr)  # fmt: skip
+            return 0
+        if args.token_command == "revoke":
+            row = tokens.revoke(args.id)
+            print(f"token {row.id} ({row.name}) revoked")
+            return 0
+        rows = tokens.list()
+        if args.json:
+            print(json.dumps([vars_of(r) for r in rows], indent=2))
+            return 0
+        for r in rows:
+            state = "revoked" if r.revoked_ms is not None else "live"
+            print(f"{r.id}  {r.name:<16} {r.scope:<7} {r.tenant:<10} {state}")
+        return 0
+    finally:
+        tokens.close()
+
+
+def vars_of(row: object) -> dict[str, object]:
+    from dataclasses import asdict, is_dataclass
+
+    assert is_dataclass(row) and not isinstance(row, type)
+    return asdict(row)
+
+
 def _keys(args: argparse.Namespace) -> int:
     key = SigningKey.generate()
     write_key_file(args.out, key)
@@ -324,6 +434,7 @@ def status_rows(store: Store) -> list[dict[str, object]]:
     """One dict per registered device: identity, session, stored data, key counters."""
     sessions = store.sessions()
     names = store.session_names()
+    outbox = store.outbox_status()  # None: no fleet outbox was ever enabled
     now = now_ms()
     rows: list[dict[str, object]] = []
     for d in store.devices():
@@ -354,20 +465,61 @@ def status_rows(store: Store) -> list[dict[str, object]]:
                 "evictions": c.get("device.evictions", 0),
                 "device_refusals": c.get("device.refusals", 0),
                 "knowledge": max((k[0] for k in held), default=0),
+                **_fleet_fields(outbox, d.device_id, now),
             }
         )
     return rows
+
+
+def _fleet_fields(outbox: OutboxStatus | None, device_id: bytes, now: int) -> dict[str, object]:
+    """A device's part of the fleet outbox (all None when there is no outbox)."""
+    if outbox is None:
+        return dict.fromkeys(("fleet_unsent", "fleet_unsent_oldest_s", "fleet_full",
+                              "fleet_error"))  # fmt: skip
+    unsent, oldest = outbox.per_device.get(device_id, (0, None))
+    return {
+        "fleet_unsent": unsent,
+        "fleet_unsent_oldest_s": None if oldest is None else round((now - oldest) / 1000, 1),
+        "fleet_full": outbox.full,
+        "fleet_error": outbox.last_error,
+    }
+
+
+def outbox_line(outbox: OutboxStatus, now: int) -> str:
+    """The fleet outbox in one line of ``hirmem status``."""
+    oldest = "" if outbox.oldest_received is None else (
+        f", oldest {(now - outbox.oldest_received) / 1000:.1f} s"
+    )  # fmt: skip
+    line = (
+        f"fleet outbox to {outbox.url}: {outbox.depth} packs unsent ({outbox.size} bytes"
+        f"{oldest}); bound {outbox.max_packs} packs / {outbox.max_bytes} bytes; "
+        f"acked {outbox.acked}, refused {outbox.refused}, failed attempts {outbox.errors}"
+    )
+    if outbox.full_since is not None:
+        line += (
+            f"; FULL for {(now - outbox.full_since) / 1000:.1f} s: intake defers new packs "
+            f"({outbox.deferred} deferred so far)"
+        )
+    if outbox.last_error is not None and outbox.last_error_at is not None:
+        line += (
+            f"; last fleet error {(now - outbox.last_error_at) / 1000:.1f} s ago: "
+            f"{outbox.last_error}"
+        )
+    return line
 
 
 def _status(args: argparse.Namespace) -> int:
     with _open_existing(args.database, args.create) as store:
         rows = status_rows(store)
         warnings = store.integrity_warnings()
+        outbox = store.outbox_status()
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     if not rows:
         print("no devices registered (hirmem device add)")
+        if outbox is not None:
+            print(outbox_line(outbox, now_ms()))
         return 0
     cols = (
         "device",
@@ -401,6 +553,44 @@ def _status(args: argparse.Namespace) -> int:
             print("  ".join("-" * w for w in widths))
     for warning in warnings:
         print(f"warning: {warning} (hirmem intake lists them)")
+    if outbox is not None:
+        print(outbox_line(outbox, now_ms()))
+    return 0
+
+
+def _outbox(args: argparse.Namespace) -> int:
+    device = _hex(args.device, ID_SIZE, "--device") if args.device else None
+    if device is not None and not args.requeue:
+        raise HirmemError("--device selects the packs --requeue sends again; add --requeue")
+    with _open_existing(args.database, args.create) as store:
+        requeued = store.outbox_requeue(device) if args.requeue else None
+        outbox = store.outbox_status()
+        refusals = store.fleet_refusals()
+    if args.json:
+        print(json.dumps({
+            "outbox": None if outbox is None else {
+                "url": outbox.url, "depth": outbox.depth, "bytes": outbox.size,
+                "oldest_received_ms": outbox.oldest_received, "max_packs": outbox.max_packs,
+                "max_bytes": outbox.max_bytes, "full_since_ms": outbox.full_since,
+                "acked": outbox.acked, "refused": outbox.refused, "errors": outbox.errors,
+                "deferred": outbox.deferred, "last_ok_ms": outbox.last_ok_at,
+                "last_error": outbox.last_error, "last_error_ms": outbox.last_error_at,
+            },
+            "refusals": [{"pack_id": r.pack_id.hex(), "device": r.device_id.hex(),
+                          "status": r.status, "reason": r.reason, "detail": r.detail,
+                          "at_ms": r.at} for r in refusals],
+            "requeued": requeued,
+        }, indent=2))  # fmt: skip
+        return 0
+    if outbox is None:
+        print("no fleet outbox: add a [fleet] table to the daemon's configuration")
+        return 0
+    print(outbox_line(outbox, now_ms()))
+    for r in refusals:
+        print(f"refused pack {r.pack_id.hex()} device {r.device_id.hex()}: {r.status} "
+              f"{r.reason}: {r.detail}")  # fmt: skip
+    if requeued is not None:
+        print(f"{requeued} refused pack{'s' if requeued != 1 else ''} queued again")
     return 0
 
 

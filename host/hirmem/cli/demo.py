@@ -26,8 +26,10 @@ from __future__ import annotations
 import logging
 import shutil
 import subprocess
+import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,7 +138,12 @@ def _rogue(daemon_store: Store) -> tuple[RogueDevice, bytes]:
     return RogueDevice(device_id, key), device_id
 
 
-def run(seconds: float = 15.0, sensor_ms: int = 50, workdir: Path | None = None) -> int:
+def run(
+    seconds: float = 15.0, sensor_ms: int = 50, workdir: Path | None = None,
+    serve: str | None = None,
+) -> int:  # fmt: skip
+    """The demo; with ``serve`` (an "address:port"), the dashboard over what it left,
+    until interrupted."""
     workdir = workdir or ROOT / "build" / "demo"
     if workdir.exists():
         shutil.rmtree(workdir)
@@ -212,7 +219,53 @@ def run(seconds: float = 15.0, sensor_ms: int = 50, workdir: Path | None = None)
     _say("\nchecks:")
     for name, ok in checks:
         _say(f"  [{'ok' if ok else 'FAILED'}] {name}")
-    return 0 if all(ok for _, ok in checks) else 1
+    status = 0 if all(ok for _, ok in checks) else 1
+    if serve is not None:
+        with terminate_on_signals():
+            try:
+                serve_dashboard(workdir, serve)
+            except KeyboardInterrupt:
+                _say("\ninterrupted: the dashboard stopped")
+    return status
+
+
+def serve_dashboard(
+    workdir: Path, listen: str, stop: threading.Event | None = None,
+    on_ready: Callable[[str, str], None] | None = None,
+) -> None:  # fmt: skip
+    """Serve the API and dashboard over the demo's stores in ``workdir`` (intake,
+    memory, semantic) on ``listen`` (a busy port: any free one), with a new admin token,
+    until ``stop`` is set (or forever)."""
+    from hirmem.api.dashboard import application
+    from hirmem.api.server import ApiServer
+    from hirmem.api.sources import LocalSources
+    from hirmem.api.tokens import TokenStore
+
+    host, _, port = listen.rpartition(":")
+    if not host or not port.isdigit():
+        raise HirmemError(f'--serve {listen!r}: give "address:port", like 127.0.0.1:8080')
+    db = workdir / "hirmem.db"
+    tokens = TokenStore(db)
+    sources = LocalSources(db, workdir / "memory.db", workdir / "semantic.db")
+    try:
+        token, _ = tokens.create("demo-steward", "admin")
+        app = application(sources, tokens)
+        try:
+            server = ApiServer(app, host, int(port))
+        except HirmemError as exc:
+            _say(f"{exc}; serving on a free port instead")
+            server = ApiServer(app, host, 0)
+        with server:
+            _say(f"\ndashboard: {server.url}/ui/  (API: {server.url}/v1, described at "
+                 f"{server.url}/openapi.json)")
+            _say(f"sign in with this token (admin scope, made for the demo): {token}")
+            _say("serving until interrupted (Ctrl-C)")
+            if on_ready is not None:
+                on_ready(server.url, token)
+            (stop or threading.Event()).wait()  # an Event never set: until interrupted
+    finally:
+        sources.close()
+        tokens.close()
 
 
 def _wait_knowledge(

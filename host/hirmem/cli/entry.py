@@ -7,11 +7,13 @@ import argparse
 import sqlite3
 import sys
 from importlib import metadata
+from pathlib import Path
 
 import argcomplete
 from argcomplete import shell_integration
 
 from hirmem.cli import commands, options
+from hirmem.cli import fleet as fleet_cli
 from hirmem.emulation import provision as provision_module
 from hirmem.memory import cli as memory_cli
 from hirmem.protocol import identity
@@ -34,6 +36,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--simulated", action="store_true", help="the wire contract alone over a simulated line"
     )
+    demo.add_argument(
+        "--serve", nargs="?", const="127.0.0.1:8080", default=None, metavar="ADDR:PORT",
+        help="afterwards, serve the dashboard over the demo's stores until interrupted "
+        "(default 127.0.0.1:8080)",
+    )
     demo.add_argument("--seed", type=int, default=2026, help="(--simulated) noise seed")
     demo.add_argument("--flip", type=float, default=0.001, help="(--simulated) bit flips/byte")
     demo.add_argument("--drop", type=float, default=0.0005, help="(--simulated) byte drop rate")
@@ -49,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parsers(sub)
     memory_cli.add_parser(sub)
     semantic_cli.add_parser(sub)
+    fleet_cli.add_parser(sub)
     return parser
 
 
@@ -86,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "demo":
             from hirmem.cli import demo as demo_module
 
-            return demo_module.run(args.seconds, args.sensor_ms)
+            return demo_module.run(args.seconds, args.sensor_ms, serve=args.serve)
         if args.command == "provision":
             return provision_module.run_cli(args)
         if args.command == "id":
@@ -96,9 +104,14 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "memory":
             return memory_cli.run(args)
+        if args.command == "fleet":
+            return fleet_cli.run(args)
         if args.command == "semantic":
-            if args.semantic_command == "devices" and args.memory is not None:
-                return _devices_with_memory(args)
+            if args.semantic_command == "devices":
+                if args.memory is None:
+                    args.memory = _default_memory(args)
+                if args.memory is not None:
+                    return _devices_with_memory(args)
             return semantic_cli.run(args)
         return commands.run(args)
     except HirmemError as exc:
@@ -111,6 +124,20 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+
+
+def _default_memory(args: argparse.Namespace) -> Path | None:
+    """``semantic devices`` without ``--memory``: the memory engine's store where the
+    daemon keeps it (``hirmem-memory.sqlite`` beside the intake database), when there is
+    one; else None, and a note (not with ``--json``) that only the record-level guard
+    applies."""
+    database = Path(getattr(args, "database", None) or "hirmem.db")
+    beside = database.parent / "hirmem-memory.sqlite"
+    if beside.exists():
+        return beside
+    if not args.json:
+        print(f"guard: record-level only (no memory store at {beside}; --memory names one)")
+    return None
 
 
 def _devices_with_memory(args: argparse.Namespace) -> int:

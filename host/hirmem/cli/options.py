@@ -40,8 +40,9 @@ DEPRECATED: dict[tuple[str, str], str] = {
 
 # commands (as "command subcommand") that take --database, and what they do with it
 READS = frozenset({"status", "intake", "device list", "device remove", "memory follow",
-                   "semantic devices", "daemon"})  # fmt: skip
-WRITES = frozenset({"device add", "push"})  # create the store when it is missing
+                   "semantic devices", "daemon", "outbox", "token list",
+                   "token revoke"})  # fmt: skip
+WRITES = frozenset({"device add", "push", "token create"})  # create the store when it is missing
 
 
 def add_database(parser: argparse.ArgumentParser, *aliases: str, create: bool = True) -> None:
@@ -95,7 +96,7 @@ def add_global(parser: argparse.ArgumentParser) -> None:
 def command_path(args: argparse.Namespace) -> str:
     """``"memory follow"``, ``"device list"``, ``"status"``: the command as typed."""
     sub = {"device": "device_command", "memory": "memory_command",
-           "semantic": "semantic_command"}.get(args.command)  # fmt: skip
+           "semantic": "semantic_command", "token": "token_command"}.get(args.command)  # fmt: skip
     return f"{args.command} {getattr(args, sub)}" if sub else str(args.command)
 
 

@@ -2,7 +2,9 @@
 
 Holds: ``service`` (the daemon: a worker per line, housekeeping, knowledge push,
 metrics, logs, SIGTERM), ``intake`` (the session's pack sink over the store), ``store``
-(SQLite: registry, packs, records, refusals, knowledge, counters, sessions), ``config``
+(SQLite: registry, packs, records, refusals, knowledge, counters, sessions, the fleet
+outbox's queue), ``outbox`` (store-and-forward of accepted packs to a fleet node over
+signed HTTP), ``config``
 (TOML and command-line settings, checked before anything starts) and ``reader`` (the
 read-only interface the memory engine and the semantic substrate use).
 

@@ -19,6 +19,24 @@ Example (every key but ``host.id`` and one device is optional)::
     memory_config = "memory.json"   # MemoryConfig overrides (JSON), defaults when absent
     write_timeout = 5.0             # a device line that takes no byte this long is dropped
 
+    [fleet]                         # optional: forward every accepted pack to a fleet node
+    url = "https://fleet.example:8443"
+    key = "keys/gateway.key"        # this gateway's Ed25519 key (hirmem keys)
+    keyid = "gw-0042"               # the name the fleet registered the key under
+                                    # (default: the key's kid, 16 hex digits)
+    max_packs = 100000              # the outbox bound: at this many unsent packs …
+    max_bytes = 268435456           # … or bytes, intake defers new packs (devices keep them)
+    timeout = 10.0                  # seconds for one upload
+    backoff_min = 0.5               # retry delays: full jitter over min·2^n, capped …
+    backoff_max = 300.0             # … at this; a 429/503 Retry-After is honoured
+    ca = "fleet-ca.pem"             # https: trust this CA instead of the system's
+    [api]                           # the HTTP API and dashboard (hirmem.api), off when absent
+    listen = "127.0.0.1:8080"       # loopback unless public = true
+    public = false
+    semantic = "semantic.db"        # a semantic substrate to serve (optional)
+    rate = 50.0                     # requests a second per token …
+    burst = 100                     # … in bursts of this many
+
     [[device]]
     url = "socket://127.0.0.1:5000" # any pyserial URL, a /dev path or a pty
     name = "bench-m3"               # for logs and `hirmem status`
@@ -126,7 +144,11 @@ def bind_problem(address: MetricsAddress, exc: OSError, key: str = "host.metrics
     return f"{where}: cannot listen there ({exc.strerror or exc})"
 
 
-def parse_metrics_address(text: str, public: bool, problems: list[str]) -> MetricsAddress | None:
+def parse_metrics_address(
+    text: str, public: bool, problems: list[str], key: str = "host.metrics",
+    public_key: str = "host.metrics_public",
+    what: str = "/metrics and /healthz (no authentication)",
+) -> MetricsAddress | None:  # fmt: skip
     """``"address:port"`` checked: an IP address or localhost, a port, loopback unless
     ``public``, and bindable now."""
     example = 'like "127.0.0.1:9464" or "[::1]:9464"'
@@ -136,11 +158,11 @@ def parse_metrics_address(text: str, public: bool, problems: list[str]) -> Metri
         host, sep, port_text = text.rpartition(":")
         if ":" in host:
             problems.append(
-                f"host.metrics = {text!r}: write an IPv6 address in brackets, {example}"
+                f"{key} = {text!r}: write an IPv6 address in brackets, {example}"
             )
             return None
     if not sep or not host or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        problems.append(f'host.metrics = {text!r}: give "address:port", {example}')
+        problems.append(f'{key} = {text!r}: give "address:port", {example}')
         return None
     if host == "localhost":
         host = "127.0.0.1"
@@ -148,24 +170,49 @@ def parse_metrics_address(text: str, public: bool, problems: list[str]) -> Metri
         ip = ipaddress.ip_address(host)
     except ValueError:
         problems.append(
-            f"host.metrics = {text!r}: {host!r} is not an IP address; give one, {example} "
+            f"{key} = {text!r}: {host!r} is not an IP address; give one, {example} "
             "(or localhost)"
         )
         return None
     address = MetricsAddress(str(ip), int(port_text), public)
     if not ip.is_loopback and not public:
         problems.append(
-            f"host.metrics = {text!r} is not a loopback address: /metrics and /healthz would "
-            "be reachable from other hosts, without authentication. Listen on 127.0.0.1 "
-            '(host.metrics = "127.0.0.1:9464"), or set host.metrics_public = true to expose them'
+            f"{key} = {text!r} is not a loopback address: {what} would be reachable from "
+            f'other hosts. Listen on 127.0.0.1 ({key} = "127.0.0.1:9464"), or set '
+            f"{public_key} = true to expose them"
         )
         return None
     try:
         open_listener(address).close()
     except OSError as exc:
-        problems.append(bind_problem(address, exc))
+        problems.append(bind_problem(address, exc, key))
         return None
     return address
+
+
+@dataclass(frozen=True, slots=True)
+class FleetConfig:
+    """Where the outbox sends accepted packs (hirmem.daemon.outbox)."""
+
+    url: str  # http:// or https://, host and port, optionally a path prefix
+    key: Path
+    keyid: str | None = None
+    max_packs: int = 100_000
+    max_bytes: int = 256 << 20
+    timeout: float = 10.0
+    backoff_min: float = 0.5
+    backoff_max: float = 300.0
+    ca: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ApiConfig:
+    """Where the HTTP API and dashboard listen, and what they serve besides the stores."""
+
+    listen: MetricsAddress
+    semantic: Path | None = None
+    rate: float = 50.0
+    burst: int = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +233,8 @@ class DaemonConfig:
     memory_config: Path | None = None
     write_timeout: float = 5.0
     extra: dict[str, Any] = field(default_factory=dict)
+    fleet: FleetConfig | None = None
+    api: ApiConfig | None = None
 
 
 def port_problem(url: str) -> str | None:
@@ -272,9 +321,11 @@ def build_config(data: dict[str, Any], base: Path, cli_devices: list[str]) -> Da
     host = data.get("host", {})
     if not isinstance(host, dict):
         raise ConfigError("[host] must be a table")
-    unknown = set(data) - {"host", "device"}
+    unknown = set(data) - {"host", "device", "fleet", "api"}
     if unknown:
-        problems.append(f"unknown top-level keys {sorted(unknown)}: only [host] and [[device]]")
+        problems.append(
+            f"unknown top-level keys {sorted(unknown)}: only [host], [fleet], [api] and [[device]]"
+        )
     known_host = {
         "id", "database", "key", "max_frame", "window", "metrics", "metrics_public",
         "status_every",
@@ -368,13 +419,131 @@ def build_config(data: dict[str, Any], base: Path, cli_devices: list[str]) -> Da
         if dev.url in seen:
             problems.append(f"device {dev.url} is listed twice")
         seen.add(dev.url)
+    fleet = _fleet_config(data.get("fleet"), base, problems)
+    api = _api_config(data.get("api"), base, problems)
     if problems:
         raise ConfigError("the configuration cannot be used:\n  - " + "\n  - ".join(problems))
     return DaemonConfig(
         host_id, database, tuple(devices), host_key, max_frame, window, metrics,
         status_every, save_every, reconnect_min, reconnect_max, memory, memory_every,
-        memory_config, write_timeout,
+        memory_config, write_timeout, fleet=fleet, api=api,
     )  # fmt: skip
+
+
+FLEET_KEYS = frozenset({"url", "key", "keyid", "max_packs", "max_bytes", "timeout",
+                        "backoff_min", "backoff_max", "ca"})  # fmt: skip
+
+
+def _fleet_config(table: object, base: Path, problems: list[str]) -> FleetConfig | None:
+    """The [fleet] table, checked (None when there is none: the daemon keeps no outbox)."""
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        problems.append("fleet must be a table: write [fleet] with url and key under it")
+        return None
+    before = len(problems)
+    for key in sorted(set(table) - FLEET_KEYS):
+        problems.append(f"fleet.{key}: unknown key (known: {', '.join(sorted(FLEET_KEYS))})")
+    url = _text(table, "url", "", "fleet", problems)
+    parts = urlsplit(url)
+    try:
+        port_ok = parts.port is not None or parts.scheme in ("http", "https")
+    except ValueError:
+        port_ok = False
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+        problems.append(
+            f"fleet.url = {url!r}: must be an http:// or https:// URL with a host, "
+            'like "https://fleet.example:8443"'
+        )
+    if parts.query or parts.fragment:
+        problems.append(f"fleet.url = {url!r}: no query or fragment (a path prefix is fine)")
+    key_text = _text(table, "key", "", "fleet", problems)
+    key = base / key_text
+    if not key_text:
+        problems.append('fleet.key is missing: the gateway key file, like "keys/gateway.key"')
+    else:
+        from hirmem.protocol.keys import KeyFileError, read_key_file
+
+        try:
+            read_key_file(key)
+        except KeyFileError as exc:
+            problems.append(f"fleet.key: {exc}")
+    keyid = table.get("keyid")
+    if keyid is not None and (not isinstance(keyid, str) or not keyid
+                              or not keyid.isascii() or not keyid.isprintable()):  # fmt: skip
+        problems.append(f"fleet.keyid = {keyid!r}: must be printable ASCII text in quotes")
+        keyid = None
+
+    def integer(name: str, default: int, low: int, high: int) -> int:
+        value = table.get(name, default)
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            problems.append(f"fleet.{name} = {value!r}: must be a whole number in {low}..{high}")
+            return default
+        return value
+
+    def number(name: str, default: float, low: float, high: float) -> float:
+        value = table.get(name, default)
+        if (isinstance(value, bool) or not isinstance(value, int | float)
+                or not low <= value <= high):  # fmt: skip
+            problems.append(f"fleet.{name} = {value!r}: must be a number in {low}..{high}")
+            return default
+        return float(value)
+
+    max_packs = integer("max_packs", 100_000, 1, 100_000_000)
+    max_bytes = integer("max_bytes", 256 << 20, 4096, 1 << 40)
+    timeout = number("timeout", 10.0, 0.1, 300.0)
+    backoff_min = number("backoff_min", 0.5, 0.001, 3600.0)
+    backoff_max = number("backoff_max", 300.0, 0.001, 86400.0)
+    if backoff_max < backoff_min:
+        problems.append(f"fleet.backoff_max = {backoff_max} is below backoff_min = {backoff_min}")
+    ca: Path | None = None
+    if "ca" in table:
+        ca = base / _text(table, "ca", "", "fleet", problems)
+        if not ca.is_file():
+            problems.append(f"fleet.ca = {str(ca)!r}: no such file")
+    if len(problems) > before:
+        return None
+    return FleetConfig(url.rstrip("/"), key, keyid if isinstance(keyid, str) else None,
+                       max_packs, max_bytes, timeout, backoff_min, backoff_max, ca)  # fmt: skip
+
+
+def _api_config(table: object, base: Path, problems: list[str]) -> ApiConfig | None:
+    """``[api]``: absent, no API; present, ``listen`` is required."""
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        problems.append("[api] must be a table")
+        return None
+    known = {"listen", "public", "semantic", "rate", "burst"}
+    for key in sorted(set(table) - known):
+        problems.append(f"api.{key}: unknown key (known: {', '.join(sorted(known))})")
+    public = table.get("public", False)
+    if not isinstance(public, bool):
+        problems.append(f"api.public = {public!r}: must be true or false")
+        public = False
+    listen = table.get("listen")
+    if not isinstance(listen, str):
+        problems.append('api.listen is missing or not text: add listen = "127.0.0.1:8080"')
+        return None
+    address = parse_metrics_address(listen, public, problems, "api.listen", "api.public",
+                                    "the API and dashboard")  # fmt: skip
+    semantic: Path | None = None
+    if "semantic" in table:
+        semantic = base / _text(table, "semantic", "semantic.db", "api", problems)
+        if not semantic.is_file():
+            problems.append(f"api.semantic = {str(semantic)!r}: no such file (fill one with "
+                            "`hirmem semantic devices`)")  # fmt: skip
+    rate = table.get("rate", 50.0)
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 < rate <= 1e6:
+        problems.append(f"api.rate = {rate!r}: must be a number of requests a second, > 0")
+        rate = 50.0
+    burst = table.get("burst", 100)
+    if isinstance(burst, bool) or not isinstance(burst, int) or not 1 <= burst <= 1_000_000:
+        problems.append(f"api.burst = {burst!r}: must be a whole number >= 1")
+        burst = 100
+    if address is None:
+        return None
+    return ApiConfig(address, semantic, float(rate), burst)
 
 
 def load_config(

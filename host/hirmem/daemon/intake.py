@@ -1,7 +1,9 @@
 """The daemon's pack intake: a session's PACK_OFFERs into the durable store.
 
 :class:`StoreIntake` is the :class:`hirmem.link.session.PackIntake` the daemon gives each
-session: ``offer`` verifies and commits in one transaction (:meth:`Store.take_pack`)
+session: ``device_key`` gives the registered key a session PROOF must verify with
+(a refused PROOF goes to the refusals digest), ``offer`` verifies and commits in
+one transaction (:meth:`Store.take_pack`)
 before the session sends its PACK_RESULT, and ``chain_head`` answers HELLO_ACK from
 the same database, so a restarted daemon continues every device's chain.
 
@@ -18,6 +20,7 @@ import time
 from hirmem.daemon.metrics import IntakeLatency
 from hirmem.daemon.store import Intake, Store
 from hirmem.link.session import DeviceInfo, PackDisposition
+from hirmem.protocol.keys import PublicKey
 from hirmem.protocol.messages import PackStatus
 from hirmem.protocol.packs import ChainHead, Reason
 
@@ -25,6 +28,7 @@ _STATUS = {
     "accepted": PackStatus.ACCEPTED,
     "duplicate": PackStatus.DUPLICATE,
     "refused": PackStatus.REFUSED,
+    "deferred": PackStatus.DEFERRED,  # the fleet outbox is full: the device keeps the pack
 }
 
 
@@ -43,6 +47,13 @@ class StoreIntake:
     def chain_head(self, device: DeviceInfo) -> ChainHead | None:
         return self.store.chain_head(device.device_id)
 
+    def device_key(self, device: DeviceInfo) -> PublicKey | None:
+        row = self.store.device(device.device_id)
+        return None if row is None else PublicKey(row.public_key)
+
+    def proof_refused(self, device: DeviceInfo, body: bytes, reason: Reason, detail: str) -> None:
+        self.store.refuse_proof(device.device_id, body, reason, detail)
+
     def offer(self, device: DeviceInfo, pack: bytes) -> PackDisposition:
         taken = self._take(device.device_id, pack)
         if taken.conflicts:
@@ -54,7 +65,7 @@ class StoreIntake:
                                "seq": taken.seq, "count": len(taken.conflicts),
                                "ids": ",".join(ids)}},
             )  # fmt: skip
-        reason = taken.reason if taken.status == "refused" else Reason.NONE
+        reason = taken.reason if taken.status in ("refused", "deferred") else Reason.NONE
         status = _STATUS[taken.status]
         return PackDisposition(status, reason, taken.pack_id, taken.seq, taken.detail)
 

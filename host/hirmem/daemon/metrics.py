@@ -87,6 +87,9 @@ SESSION_HELP: dict[str, tuple[str, str]] = {
     "hellos": ("HELLO messages received.", ""),
     "hello_retransmits": ("Repeated HELLOs answered with the stored HELLO_ACK.", ""),
     "sessions_opened": ("Sessions opened.", ""),
+    "proofs_verified": ("Session PROOFs verified with the device's registered key.", ""),
+    "proofs_unchecked": ("Session PROOFs of a device id with no registered key.", ""),
+    "proofs_refused": ("Session PROOFs refused (no session opened), by reason.", "reason"),
     "sessions_lost": ("Sessions lost (line drops, timeouts, new HELLOs).", ""),
     "device_resets": ("Device resets seen (a HELLO with a new boot counter).", ""),
     "no_session": ("Sequenced messages answered ERROR no-session.", ""),
@@ -196,7 +199,8 @@ LINE_LABELS = ["device", "name", "url"]
 
 
 def _line_labels(worker: DeviceWorker) -> list[str]:
-    device = worker.device_id.hex() if worker.device_id else ""
+    shown = worker.line_device
+    device = shown.hex() if shown else ""
     return [device, worker.config.name, worker.config.url]
 
 
@@ -320,8 +324,8 @@ class DaemonCollector(Collector):
         except Exception:  # a store that cannot be read still leaves the line's names
             names = {}
         for worker in self.daemon.workers:
-            if worker.device_id is not None:
-                names[worker.device_id] = worker.config.name
+            if worker.line_device is not None:
+                names[worker.line_device] = worker.config.name
         return names
 
     def _store_families(self) -> Iterator[Metric]:

@@ -19,6 +19,8 @@ Background jobs given by the caller (:class:`Background`: the memory keeper that
 decay scheduler) each get a thread that calls ``tick()`` every ``interval`` seconds;
 a failing tick is logged and counted, and the next one retries. At stop each job's
 thread is joined and its ``close()`` runs (the memory keeper signs an audit checkpoint).
+With a ``[fleet]`` in the configuration the daemon adds one of its own: the outbox
+(:mod:`hirmem.daemon.outbox`), which forwards every accepted pack to the fleet node.
 
 SIGTERM or SIGINT stops it cleanly: links stop within 50 ms, lines close, the last
 counters are saved, the store is closed.
@@ -33,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import fields
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hirmem.daemon.config import DaemonConfig, DeviceConfig
 from hirmem.daemon.endpoint import Endpoint
@@ -51,6 +53,7 @@ from hirmem.link.session import (
     LogLine,
     PackReceived,
     PackRefused,
+    ProofRefused,
     RequestFailed,
     Session,
     SessionConfig,
@@ -58,6 +61,8 @@ from hirmem.link.session import (
     SessionLost,
     SessionOpened,
     StatusReport,
+    capacity_problem,
+    knowledge_size,
     request_problem,
 )
 from hirmem.link.session import Event as SessionEvent
@@ -78,26 +83,44 @@ from hirmem.protocol.messages import (
 from hirmem.protocol.packs import KnowledgeItem, Pack, PackKind, Reason, sign_pack
 from hirmem.protocol.records import GENESIS
 
+if TYPE_CHECKING:
+    from hirmem.daemon.outbox import Outbox
+
 log = logging.getLogger("hirmem.daemon")
 
 __all__ = ["Daemon", "DeviceWorker", "render_metrics", "sign_knowledge"]
 
 # STATUS fields the device reports (SPEC §5.10), kept as device.<name> counters.
 DEVICE_FIELDS = tuple(f.name for f in fields(Status))
+# Session counters a debug "line traffic" summary carries (their change since the last).
+TRAFFIC_FIELDS = frozenset(
+    {"bytes_in", "bytes_out", "frames_good", "frames_bad", "frames_out", "messages_in",
+     "messages_out", "refused_in", "retransmissions", "timeouts", "packs_accepted",
+     "packs_duplicate", "packs_deferred", "packs_refused"}
+)  # fmt: skip
 
 
 # Device LOG lines: at most LOG_BURST at once, LOG_RATE per second after that; the
 # rest are counted (device_logs_dropped) and the next line logged says how many.
 LOG_BURST = 20
 LOG_RATE = 5.0
-TRUST_HINT_EVERY_S = 300.0
+TRUST_HINT_EVERY_S = 300.0  # how often an untrusted device's hint (`device add`) repeats
 # A line that sends more than NOISE_PER_S frames the host must refuse or cannot read
 # (damaged, malformed, of a host's type) per second is not read for a while: its bytes
 # wait in the kernel's buffers, so a flooding peer costs little CPU. The pause starts
 # at NOISE_PAUSE_S and doubles while the line stays noisy, up to NOISE_PAUSE_MAX_S.
+# The line's own thread judges it after every turn of its loop (a turn parses at
+# most hirmem.link.line.FEED_SLICE bytes), over the last NOISE_LOOK_S, and at once
+# when a flood's worth (more than NOISE_PER_S) came in less: a peer that writes as
+# fast as loopback allows is paused after one slice, not after a second of parsing
+# that holds the interpreter's lock the honest lines need.
 NOISE_PER_S = 200
 NOISE_PAUSE_S = 1.0
-NOISE_PAUSE_MAX_S = 30.0  # how often an untrusted device's hint (`device add`) repeats
+NOISE_PAUSE_MAX_S = 30.0
+NOISE_LOOK_S = 1.0
+# Debug level: a line's traffic (frames, bytes, messages, saves) is summed up at most
+# once per TRAFFIC_LOG_EVERY_S, not logged frame by frame.
+TRAFFIC_LOG_EVERY_S = 5.0
 
 
 class RateLimit:
@@ -194,9 +217,11 @@ def undeliverable(store: Store, pack: Pack, max_frame: int) -> dict[bytes, str]:
             continue
         device = DeviceInfo(row.device_id, row.board, row.firmware, row.boot,
                             limits.capabilities, limits.max_frame, limits.max_message, 1,
-                            row.kid, limits.host_kid)  # fmt: skip
+                            row.kid, limits.host_kid, limits.knowledge_facts,
+                            limits.knowledge_text)  # fmt: skip
         frame = min(max_frame, limits.max_frame)
         problem = request_problem(device, "knowledge", pack.kid, inner, frame)
+        problem = problem or capacity_problem(device, knowledge_size(pack))
         if problem:
             problems[row.device_id] = problem
     return problems
@@ -227,14 +252,18 @@ class DeviceWorker:
         self.state = "starting"  # the phase with its detail, as saved and shown
         self.last_heard: float | None = None  # Unix time of the last good frame seen
         self._state_saved = True  # False: the store missed the last state change
-        self.device_id: bytes | None = None
+        self.device_id: bytes | None = None  # the device proven on this line (SPEC §6.5)
+        self.claimed_id: bytes | None = None  # the id of an unregistered device on the line
         self.device_status: dict[str, int] = {}
         self.reconnects = 0
         self._stalled = False  # the line last ended at a write deadline
         self._noise_at: tuple[int, float] | None = None  # (noise, when) at the last look
+        self._traffic_at: tuple[dict[str, int], float] | None = None  # at the last summary
+        self._saves = 0  # counter saves since the last traffic summary
         self.line_pauses = 0
         self._pause_s = NOISE_PAUSE_S  # the next pause of a noisy line
         self._paused_until = 0.0
+        self._proof_refused_at = -NOISE_PAUSE_MAX_S * 2  # when a PROOF was last refused
         self.store_errors = 0
         self.worker_errors = 0
         self._frames_saved = 0  # frames_good at the last counter save
@@ -272,6 +301,12 @@ class DeviceWorker:
         self._thread.join(timeout)
 
     @property
+    def line_device(self) -> bytes | None:
+        """The device id this line's session is under, proven or (unregistered) claimed:
+        for labels and logs; only :attr:`device_id` is recorded in the store."""
+        return self.device_id or self.claimed_id
+
+    @property
     def alive(self) -> bool:
         return self._thread.is_alive()
 
@@ -303,7 +338,15 @@ class DeviceWorker:
             baudrate=self.config.baudrate,
             write_timeout_s=self.daemon.config.write_timeout,
         )
-        link = Link(transport, self.session, on_event=self._on_event)
+        link = Link(
+            transport,
+            self.session,
+            on_event=self._on_event,
+            after_step=lambda: self._quieten(self._clock()),
+        )
+        paused_s = self._paused_until - time.monotonic()
+        if paused_s > 0:  # a pause outlives the line it was given to
+            link.pause_reading(paused_s)
         self.link = link
         self._stalled = False
         self._set_state("connecting")
@@ -331,11 +374,18 @@ class DeviceWorker:
             self.store_errors += 1
             log.warning("store write failed", extra=self._ctx(write=what, detail=f"{exc}"))
             return False
+        if what == "counters":
+            self._saves += 1  # once a second per line: summed up in "line traffic"
+        else:
+            log.debug("store committed", extra=self._ctx(write=what))
         return True
 
     def _set_state(self, phase: str, state: str | None = None) -> None:
+        state = phase if state is None else state
+        if state != self.state:
+            log.debug("line state", extra=self._ctx(state=state, was=self.state))
         self.phase = phase
-        self.state = phase if state is None else state
+        self.state = state
         self._state_saved = self._save_state()
 
     def _save_state(self) -> bool:
@@ -350,8 +400,9 @@ class DeviceWorker:
         )
 
     def _ctx(self, **more: Any) -> dict[str, Any]:
+        shown = self.line_device
         ctx: dict[str, Any] = {
-            "device": self.device_id.hex() if self.device_id else None,
+            "device": shown.hex() if shown else None,
             "name": self.config.name or None,
             "url": self.config.url,
         }
@@ -362,11 +413,19 @@ class DeviceWorker:
 
     def _on_event(self, event: SessionEvent) -> None:
         store = self.daemon.store
-        if isinstance(event, SessionOpened):
+        if isinstance(event, SessionOpened) and not event.proven:
+            # no key is registered for this id: the session only refuses its packs
+            # (recorded as refusals); nothing else of the line is kept under that id
+            self.device_id = None
+            self.claimed_id = event.device.device_id
+            log.warning("session open, device not registered", extra=self._ctx())
+        elif isinstance(event, SessionOpened):
             dev = event.device
             self.device_id = dev.device_id
+            self.claimed_id = None
             self.last_heard = time.time()
-            limits = DeviceLimits(dev.capabilities, dev.max_frame, dev.max_message, dev.host_kid)
+            limits = DeviceLimits(dev.capabilities, dev.max_frame, dev.max_message, dev.host_kid,
+                                  dev.knowledge_facts, dev.knowledge_text)  # fmt: skip
             self._store_write(
                 "device seen",
                 lambda: store.seen(dev.device_id, dev.board, dev.firmware, dev.boot, limits),
@@ -385,6 +444,8 @@ class DeviceWorker:
                     pack_seq=event.pack_seq,
                 ),
             )
+        elif isinstance(event, ProofRefused):
+            self._proof_refused(event)
         elif isinstance(event, SessionLost):
             self._set_state("lost", f"lost: {event.reason}")
             log.warning("session lost", extra=self._ctx(reason=event.reason))
@@ -403,6 +464,7 @@ class DeviceWorker:
             st = event.status
             self.device_status = {name: int(getattr(st, name)) for name in DEVICE_FIELDS}
             self.reported_knowledge = int(st.knowledge_seq)
+            log.debug("status report", extra=self._ctx(**self.device_status))
         elif isinstance(event, KnowledgeDone):
             self._knowledge_done(event)
         elif isinstance(event, LogLine):
@@ -413,6 +475,24 @@ class DeviceWorker:
             )
         elif isinstance(event, RequestFailed | IntakeFailed):
             log.warning("request failed", extra=self._ctx(detail=str(event)))
+
+    def _proof_refused(self, event: ProofRefused) -> None:
+        """A line whose device failed its PROOF: nothing was recorded of it but the
+        refusal (the intake did that); the line is not read for a while, longer each
+        time, as a flooding line is not (see NOISE_PAUSE_S)."""
+        link = self.link
+        if link is not None:
+            self.line_pauses += 1
+            link.pause_reading(self._pause_s)
+            self._paused_until = self._clock() + self._pause_s
+        self._proof_refused_at = self._clock()
+        if self.refusal_limit.take():
+            log.warning(
+                "session proof refused",
+                extra=self._ctx(claimed=event.device_id.hex(), reason=event.reason,
+                                detail=event.detail, pause_s=self._pause_s),
+            )  # fmt: skip
+        self._pause_s = min(self._pause_s * 2, NOISE_PAUSE_MAX_S)
 
     def _pack_refused(self, event: PackRefused) -> None:
         """Log a refusal (rate-limited, the rest counted in the session's counters); for a
@@ -458,12 +538,16 @@ class DeviceWorker:
         device_id = self.device_id
         if event.status is None:
             # Not delivered, and the session will not try again (the device cannot take
-            # it: no KNOWLEDGE capability, another host key, too large; or a newer
-            # version superseded it). Recorded, so the next version is not held up.
+            # it: no KNOWLEDGE capability, another host key, too large, more facts than
+            # it says it keeps; or a newer version superseded it). Recorded, so the next
+            # version is not held up; the device's stated limits make it *refused*.
             self.knowledge_given_up.add(event.seq)
+            status = "refused" if event.reason == Reason.STORAGE else "not-sent"
             self._store_write(
                 "device knowledge",
-                lambda: self.daemon.store.set_device_knowledge(device_id, event.seq, "not-sent"),
+                lambda: self.daemon.store.set_device_knowledge(
+                    device_id, event.seq, status, int(event.reason)
+                ),
             )
             log.warning(
                 "knowledge not delivered", extra=self._ctx(seq=event.seq, detail=event.detail)
@@ -492,15 +576,40 @@ class DeviceWorker:
     def housekeeping(self, now: float) -> None:
         if not self._state_saved:
             self._state_saved = self._save_state()  # the store missed it: try again
-        self._quieten(now)
         link = self.link
         if link is None or not self.session.is_open or self.device_id is None:
             return
         cfg = self.daemon.config
         if cfg.status_every and now - self.last_status_request >= cfg.status_every:
             self.last_status_request = now
+            log.debug("status requested", extra=self._ctx())
             link.post(self._request_status)
         self._maybe_push(link)
+
+    def traffic(self, now: float) -> None:
+        """At debug level, once per TRAFFIC_LOG_EVERY_S: what the line carried since the
+        last summary (frames and bytes each way, messages by type, counter saves)."""
+        if not log.isEnabledFor(logging.DEBUG):
+            return
+        at = self._traffic_at
+        if at is not None and now - at[1] < TRAFFIC_LOG_EVERY_S:
+            return
+        flat = flatten_counters(self.session.counters.snapshot())
+        self._traffic_at = (flat, now)
+        if at is None:
+            return
+        before = at[0]
+        moved = {k: v - before.get(k, 0) for k, v in flat.items() if v != before.get(k, 0)}
+        if not moved and not self._saves:
+            return
+        summary = {
+            k.replace(".", "_"): v for k, v in moved.items() if k.split(".")[0] in TRAFFIC_FIELDS
+        }
+        log.debug(
+            "line traffic",
+            extra=self._ctx(seconds=round(now - at[1], 1), saves=self._saves, **summary),
+        )
+        self._saves = 0
 
     def noise(self) -> int:
         """Frames this line sent that were damaged or had to be refused, all sessions."""
@@ -508,17 +617,26 @@ class DeviceWorker:
         return c.frames_bad_total + sum(c.refused_in.values())
 
     def _quieten(self, now: float) -> None:
-        """Pause reading a line that floods the host with frames it must refuse."""
+        """Pause reading a line that floods the host with frames it must refuse (on the
+        link's thread, after every turn; see NOISE_LOOK_S)."""
         noise, at = self.noise(), self._noise_at
+        if now < self._paused_until:
+            # paused: the count stands still; the next window starts when reading does
+            # (a window over the pause would find the line quiet and forget the flood)
+            self._noise_at = (noise, now)
+            return
+        if at is not None and now - at[1] < NOISE_LOOK_S and noise - at[0] <= NOISE_PER_S:
+            return  # too soon to judge, and not yet a flood's worth
         self._noise_at = (noise, now)
         link = self.link
         if at is None or link is None or now <= at[1]:
             return
-        if now < self._paused_until:
-            return  # paused: the count stands still; judge it when reading starts again
         rate = (noise - at[0]) / (now - at[1])
         if rate <= NOISE_PER_S:
-            self._pause_s = NOISE_PAUSE_S
+            if now - self._proof_refused_at > NOISE_PAUSE_MAX_S:  # quiet, and no impostor
+                if self._pause_s != NOISE_PAUSE_S:
+                    log.debug("line quiet again", extra=self._ctx(refused_per_s=round(rate)))
+                self._pause_s = NOISE_PAUSE_S
             return
         self.line_pauses += 1
         link.pause_reading(self._pause_s)
@@ -557,6 +675,7 @@ class DeviceWorker:
                 return
             self.knowledge_repushed.add(seq)
             log.warning("device lost knowledge", extra=self._ctx(seq=seq, held=held))
+        log.debug("knowledge push posted", extra=self._ctx(seq=seq, held=self.reported_knowledge))
         self.knowledge_posted = seq
         link.post(lambda session: self._push(session, seq, raw))
 
@@ -646,6 +765,12 @@ class Daemon:
         self.endpoint: Endpoint | None = None
         self._knowledge_cache: tuple[int, bytes] | None = None
         self._started = False
+        self.outbox: Outbox | None = None  # forwards accepted packs to the fleet
+        if config.fleet is not None:  # imported here: a daemon without a fleet loads no HTTP
+            from hirmem.daemon.outbox import Outbox
+
+            self.outbox = Outbox(self.store, config.fleet)
+            self.add_background(self.outbox)
         for job in background:
             self.add_background(job)
 
@@ -755,6 +880,7 @@ class Daemon:
                 try:
                     worker.housekeeping(now)
                     worker.save()
+                    worker.traffic(now)
                 except Exception:
                     log.exception("housekeeping failed", extra=worker._ctx())
 

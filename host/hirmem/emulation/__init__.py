@@ -2,8 +2,9 @@
 
 Holds: ``qemu`` (boards in QEMU with their UART on a local socket, QMP resets),
 ``faultproxy`` (seeded, counted faults between a board and the host), ``rogue`` (a
-scripted hostile device) and ``provision`` (device keys and the key slot of a built
-board image).
+scripted hostile device), ``provision`` (device keys and the key slot of a built
+board image) and ``postgres`` (real PostgreSQL servers: primaries, synchronous
+standbys, kills and promotions).
 
 May import: :mod:`hirmem.protocol` and :mod:`hirmem.link`.
 

@@ -220,6 +220,7 @@ class ProxyStats:
     active: int = 0  # sessions open now
     upstream_failures: int = 0  # clients closed because the upstream refused
     manual_cuts: int = 0  # sessions cut by cut_now()
+    partition_refusals: int = 0  # clients closed at once while partitioned
     directions: dict[Direction, FaultCounters] = field(
         default_factory=lambda: {d: FaultCounters() for d in Direction}
     )
@@ -238,6 +239,7 @@ class ProxyStats:
             self.active,
             self.upstream_failures,
             self.manual_cuts,
+            self.partition_refusals,
             {d: c.copy() for d, c in self.directions.items()},
         )
 
@@ -247,6 +249,7 @@ class ProxyStats:
             "active": self.active,
             "upstream_failures": self.upstream_failures,
             "manual_cuts": self.manual_cuts,
+            "partition_refusals": self.partition_refusals,
             **{d.value: c.to_dict() for d, c in self.directions.items()},
         }
 
@@ -705,6 +708,7 @@ class FaultProxy:
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._cut_request = threading.Event()
+        self._partitioned = threading.Event()
         self._sessions: list[_Session] = []
         self._next_session = 0
         self.port = 0
@@ -757,6 +761,20 @@ class FaultProxy:
         """Cut every open session now (both sides), as a cable pull would."""
         self._cut_request.set()
         self._wake()
+
+    def partition(self) -> None:
+        """Cut every open session and close each new client at once, until
+        :meth:`heal`: the network between the two sides is down."""
+        self._partitioned.set()
+        self.cut_now()
+
+    def heal(self) -> None:
+        """End a :meth:`partition`: new clients are served again."""
+        self._partitioned.clear()
+
+    @property
+    def partitioned(self) -> bool:
+        return self._partitioned.is_set()
 
     def stats(self) -> ProxyStats:
         with self._lock:
@@ -841,6 +859,11 @@ class FaultProxy:
                 client, _addr = self._listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
+            if self._partitioned.is_set():
+                with self._lock:
+                    self._stats.partition_refusals += 1
+                client.close()
+                continue
             index = self._next_session
             self._next_session += 1
             with self._lock:

@@ -27,10 +27,13 @@ from hirmem.protocol.messages import (
     Message,
     PackOffer,
     PackResult,
+    Proof,
     decode_message,
     encode_message,
 )
+from hirmem.protocol.messages import Error as ErrorMsg
 from hirmem.protocol.packs import Pack, PackKind, sign_pack
+from hirmem.protocol.proof import sign_proof
 from hirmem.protocol.records import GENESIS, Record, record_id
 
 MAX_FRAME = 512
@@ -46,11 +49,21 @@ class RogueDevice:
     conn: socket.socket | None = None
     max_frame: int = MAX_FRAME  # offered in HELLO; a pack must fit one frame
     decoder: FrameDecoder = field(init=False)
-    next_seq: int = 2
+    next_seq: int = 3  # HELLO is 1, PROOF 2
     expected: int = 1  # next host seq
     acked: int = 0  # highest of our seqs the host acknowledged
     hello_ack: HelloAck | None = None
     results: list[PackResult] = field(default_factory=list)
+    # a PROOF to send instead of signing the challenge (a replay of an old session's)
+    replay_proof: Proof | None = None
+    proof: Proof = field(init=False)
+    errors: list[ErrorMsg] = field(default_factory=list)
+
+    @property
+    def hello_body(self) -> bytes:
+        hello = Hello(self.device_id, self.board, "0.1.0", self.boot, 0x1F, self.max_frame,
+                      4096, 1, self.key.kid, b"")  # fmt: skip
+        return encode_message(hello, 1, 0)
 
     def __post_init__(self) -> None:
         self.decoder = FrameDecoder(self.max_frame)
@@ -87,10 +100,14 @@ class RogueDevice:
                 continue
             env = decode_message(item)
             if isinstance(env.message, HelloAck):
-                self.hello_ack = env.message
-                self.expected = 2
-                self._send(Ack(), 0)
+                if self.hello_ack is None:  # prove the key: PROOF is seq 2 (SPEC §6.5)
+                    self.proof = self._proof(env.message)
+                    self.hello_ack = env.message
+                    self.expected = 2
+                self._send(self.proof, 2)
                 continue
+            if isinstance(env.message, ErrorMsg):
+                self.errors.append(env.message)
             if self.hello_ack is None:
                 continue
             self.acked = max(self.acked, env.ack)
@@ -102,20 +119,26 @@ class RogueDevice:
                     self.results.append(env.message)
             self._send(Ack(), 0)
 
+    def _proof(self, ack: HelloAck) -> Proof:
+        if self.replay_proof is not None:
+            return self.replay_proof
+        return Proof(sign_proof(self.key, ack.host_id, ack.challenge, self.device_id,
+                                self.boot, self.hello_body))  # fmt: skip
+
     def connect(self, timeout: float = 10.0) -> HelloAck:
-        """Wait for the host to connect, then handshake."""
+        """Wait for the host to connect, then handshake (HELLO, HELLO_ACK, PROOF)."""
         self.sock.settimeout(timeout)
         self.conn, _ = self.sock.accept()
-        hello = Hello(self.device_id, self.board, "0.1.0", self.boot, 0x1F, self.max_frame,
-                      4096, 1, self.key.kid, b"")  # fmt: skip
         deadline = time.monotonic() + timeout
-        while self.hello_ack is None:
+        while self.hello_ack is None or self.acked < 2:
             if time.monotonic() > deadline:
-                raise TimeoutError("no HELLO_ACK")
-            self.conn.sendall(b"\x00" + encode_frame(encode_message(hello, 1, 0), 128))
+                raise TimeoutError("no HELLO_ACK" if self.hello_ack is None else "PROOF refused")
+            if self.hello_ack is None:
+                self.conn.sendall(b"\x00" + encode_frame(self.hello_body, 128))
             end = time.monotonic() + 0.25
-            while self.hello_ack is None and time.monotonic() < end:
+            while (self.hello_ack is None or self.acked < 2) and time.monotonic() < end:
                 self._pump(0.05)
+        assert self.hello_ack is not None
         return self.hello_ack
 
     def offer(self, pack: bytes, timeout: float = 10.0) -> PackResult:

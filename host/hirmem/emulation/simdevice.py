@@ -52,6 +52,7 @@ from hirmem.protocol.messages import (
     PackOffer,
     PackResult,
     PackStatus,
+    Proof,
     Status,
     StatusRequest,
     decode_message,
@@ -66,6 +67,7 @@ from hirmem.protocol.packs import (
     sign_pack,
     verify_pack,
 )
+from hirmem.protocol.proof import sign_proof
 from hirmem.protocol.records import GENESIS, Record, record_id
 
 ALL_CAPS = 0x1F
@@ -136,6 +138,7 @@ class SimDevice:
     wall_timestamps: bool = False  # … or the wall clock in ms at capture (benchmarks)
     host_key: PublicKey | None = None  # the knowledge key it trusts (None: it takes none)
     max_facts: int = 8
+    state_capacity: bool = True  # say max_facts in HELLO (False: the host learns by deferrals)
     max_frame: int = 1024
     retry_s: float = 0.2
     resend_s: float = 0.25
@@ -241,10 +244,12 @@ class SimDevice:
         self._sent_at = 0.0
         self._hello_ack: HelloAck | None = None
         self._offered = False  # a pack offered on the last line is offered again
+        facts = self.max_facts if self.state_capacity else 0
         hello = Hello(self.device_id, self.board, "sim-0.1", self.boot, ALL_CAPS, self.max_frame,
-                      4096, 1, self.key.kid,
-                      self.host_key.kid if self.host_key else b"")  # fmt: skip
-        hello_frame = b"\x00" + encode_frame(encode_message(hello, 1, 0), self.max_frame)
+                      4096, 1, self.key.kid, self.host_key.kid if self.host_key else b"",
+                      facts, 240 if facts else 0)  # fmt: skip
+        self._hello_body = encode_message(hello, 1, 0)
+        hello_frame = b"\x00" + encode_frame(self._hello_body, self.max_frame)
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a UART does not wait
         conn.setblocking(False)
         next_hello = 0.0
@@ -322,6 +327,8 @@ class SimDevice:
                 self._expected = 2
                 if self._head is None and message.pack_seq:
                     self._head = (message.pack_seq, message.pack_hash)
+                self._queue(self._proof(message))  # seq 2: the session's first message
+                return
             self._send(conn, Ack(), 0)
             return
         if self._hello_ack is None:
@@ -333,6 +340,12 @@ class SimDevice:
             self._expected += 1
             self._deliver(message)
         self._send(conn, Ack(), 0)
+
+    def _proof(self, ack: HelloAck) -> Proof:
+        """PROOF for this session (SPEC §6.5): the device key over the host's challenge."""
+        signature = sign_proof(self.key, ack.host_id, ack.challenge, self.device_id, self.boot,
+                               self._hello_body)  # fmt: skip
+        return Proof(signature)
 
     def _deliver(self, message: Message) -> None:
         if isinstance(message, PackResult):

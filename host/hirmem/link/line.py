@@ -7,7 +7,8 @@ its own thread (``threading.Thread(target=link.run)``) and end it with
 :meth:`Link.stop`; requests from other threads go through :meth:`Link.call`, which
 holds the same lock as the loop, so the session is only ever touched by one thread
 at a time, or :meth:`Link.post`, which never waits: the loop runs the action on its
-next turn (within ``max_wait_s``).
+next turn (within ``max_wait_s``). ``after_step`` (optional) runs on the loop's thread
+after every turn: what must look at the line as it is read (a flood) goes there.
 
 Bytes leave in order and never under the session lock: output taken from the session
 is appended to one queue, and whoever holds the write lock drains it. A line whose
@@ -29,6 +30,12 @@ from hirmem.link.transport import Transport, TransportClosed
 T = TypeVar("T")
 
 MAX_WAIT_S = 0.05  # the loop looks at stop() and requests at least this often
+# What one turn hands the session of what was read (a read takes up to 64 KiB): the
+# rest waits for the next turns, which do not read. So ``after_step`` sees a flood
+# after a few hundred frames at most, not after a whole read of them: a peer that
+# floods the host costs a slice of parsing per pause, and the interpreter's lock
+# is never held for a whole read's worth of frames.
+FEED_SLICE = 4096
 
 
 def monotonic_ms() -> int:
@@ -46,6 +53,7 @@ class Link:
         on_event: Callable[[Event], None] | None = None,
         clock_ms: Callable[[], int] = monotonic_ms,
         max_wait_s: float = MAX_WAIT_S,
+        after_step: Callable[[], None] | None = None,
     ) -> None:
         self.transport = transport
         self.session = session
@@ -59,6 +67,8 @@ class Link:
         self._posted: deque[Callable[[Session], object]] = deque()
         self._stop = threading.Event()
         self._paused_until = 0.0  # time.monotonic(): do not read before this
+        self._unfed = bytearray()  # read from the line, not yet fed to the session
+        self._after_step = after_step  # on the loop's thread, after every turn
 
     def now_ms(self) -> int:
         return self._clock_ms()
@@ -113,18 +123,25 @@ class Link:
         if pause > 0:
             self._stop.wait(min(wait, pause))
             data = b""
+        elif self._unfed:
+            data = b""  # the last read is fed first
         else:
             data = self.transport.read(wait)
         with self._lock:
             now = self.now_ms()
-            if data:
-                self.session.feed(data, now)
+            self._unfed += data
+            if self._unfed and pause <= 0:
+                piece = bytes(self._unfed[:FEED_SLICE])
+                del self._unfed[:FEED_SLICE]
+                self.session.feed(piece, now)
             while self._posted:
                 self._posted.popleft()(self.session)
             self.session.poll(now)
             events = self._flush(now)
         self._send()
         self._dispatch(events)
+        if self._after_step is not None:
+            self._after_step()
 
     def run(self) -> None:
         """Loop until :meth:`stop`; the transport is closed on the way out.

@@ -10,9 +10,15 @@ bytes every time. :mod:`hirmem.link.line` runs it over a :mod:`hirmem.link.trans
 What it does, in the host's role:
 
 - answers HELLO with HELLO_ACK (agreed max_frame and window, its max_message, the wall
-  clock, and the device's chain head from the :class:`PackIntake`); resends the stored
-  HELLO_ACK byte-identical for a retransmitted HELLO; starts a new session for a new
-  boot or a device that lost its session (:class:`DeviceReset` when the boot changed);
+  clock, the device's chain head from the :class:`PackIntake`, and a fresh random
+  challenge); resends the stored HELLO_ACK byte-identical for a retransmitted HELLO;
+  starts a new session for a new boot or a device that lost its session;
+- opens the session only when the device's PROOF (its first sequenced message)
+  verifies with the key the intake registered for its id (§6.5): until then nothing
+  of the device is reported but a refusal (:class:`ProofRefused`, the intake's
+  ``proof_refused``). A device the intake holds no key for gets a session whose
+  :class:`SessionOpened` says ``proven=False`` (its packs are refused unknown-key);
+  :class:`DeviceReset` when a proven device's boot changed;
 - sequences, acknowledges (delayed ACK, ``ack_delay_ms`` ≤ 20 ms), retransmits
   go-back-N (RTO 250 ms doubling to 4 s, the session dies at the 8th timeout);
 - reassembles FRAGMENTs and fragments its own large messages (towards a device that
@@ -30,6 +36,7 @@ What it does, in the host's role:
 from __future__ import annotations
 
 import copy
+import os
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -40,7 +47,7 @@ from typing import Protocol
 from hirmem.protocol.errors import FrameError, HirmemError, MessageError, PackError
 from hirmem.protocol.fragments import Reassembler, split
 from hirmem.protocol.frames import CRC_SIZE, MIN_MAX_FRAME, FrameDecoder, encode_frame
-from hirmem.protocol.keys import ID_SIZE
+from hirmem.protocol.keys import ID_SIZE, PublicKey
 from hirmem.protocol.messages import (
     U32,
     Ack,
@@ -60,6 +67,7 @@ from hirmem.protocol.messages import (
     PackOffer,
     PackResult,
     PackStatus,
+    Proof,
     Status,
     StatusRequest,
     decode_message,
@@ -69,6 +77,7 @@ from hirmem.protocol.messages import (
 from hirmem.protocol.messages import Error as ErrorMsg
 from hirmem.protocol.packs import (
     ChainHead,
+    KnowledgeItem,
     Pack,
     PackKind,
     Reason,
@@ -76,6 +85,7 @@ from hirmem.protocol.packs import (
     read_unverified,
     verify_pack,
 )
+from hirmem.protocol.proof import CHALLENGE_SIZE, verify_proof
 from hirmem.protocol.records import GENESIS
 
 RTO_MS = 250
@@ -88,6 +98,7 @@ DEFER_MS = 4000  # a deferred knowledge push is offered again no sooner than thi
 # with that answer instead of blocking the versions after it.
 KNOWLEDGE_DEFERRALS = 3
 MAX_WINDOW = 8
+MAX_CLAIMED_BOOTS = 16  # unproven boots remembered between sessions (DeviceReset events)
 PRE_SESSION_TEXT = 100  # ERROR detail bytes before the handshake completes (§6.5)
 MAX_TEXT = 240
 ZERO_PACK_ID = bytes(16)
@@ -104,6 +115,7 @@ DEVICE_TYPES = frozenset(
         MsgType.ERROR,
         MsgType.ACK,
         MsgType.FRAGMENT,
+        MsgType.PROOF,
     }
 )
 
@@ -129,6 +141,8 @@ class DeviceInfo:
     window: int
     device_kid: bytes
     host_kid: bytes
+    knowledge_facts: int = 0  # most facts it keeps from one pack (0: not stated)
+    knowledge_text: int = 0  # longest text of a fact it keeps, in bytes
 
     @classmethod
     def from_hello(cls, hello: Hello) -> DeviceInfo:
@@ -143,6 +157,8 @@ class DeviceInfo:
             hello.window,
             hello.device_kid,
             hello.host_kid,
+            hello.knowledge_facts,
+            hello.knowledge_text,
         )
 
     def can(self, capability: Capability) -> bool:
@@ -204,11 +220,21 @@ class PackIntake(Protocol):
     same bytes offered again (the verifier's *duplicate* does that for the chain
     head). An exception from ``offer`` is answered *deferred* (storage): the device
     offers the same bytes again later. ``chain_head`` feeds HELLO_ACK.
+
+    ``device_key`` is the public key registered for the device's id (None: none is),
+    which its PROOF must verify with; ``proof_refused`` records a PROOF that did not
+    (the body as received, why), bounded as pack refusals are.
     """
 
     def chain_head(self, device: DeviceInfo) -> ChainHead | None: ...
 
     def offer(self, device: DeviceInfo, pack: bytes) -> PackDisposition: ...
+
+    def device_key(self, device: DeviceInfo) -> PublicKey | None: ...
+
+    def proof_refused(
+        self, device: DeviceInfo, body: bytes, reason: Reason, detail: str
+    ) -> None: ...
 
 
 class MemoryIntake:
@@ -225,9 +251,19 @@ class MemoryIntake:
         self.heads: dict[bytes, ChainHead] = dict(heads or {})
         self.accepted: list[Pack] = []
         self.answers: list[PackDisposition] = []
+        self.proofs_refused: list[tuple[bytes, Reason, str]] = []  # (device id, reason, detail)
 
     def chain_head(self, device: DeviceInfo) -> ChainHead | None:
         return self.heads.get(device.device_id)
+
+    def device_key(self, device: DeviceInfo) -> PublicKey | None:
+        for trusted in self.keys.values():
+            if trusted.kind == PackKind.MEMORY and trusted.signer == device.device_id:
+                return trusted.public
+        return None
+
+    def proof_refused(self, device: DeviceInfo, body: bytes, reason: Reason, detail: str) -> None:
+        self.proofs_refused.append((device.device_id, reason, detail))
 
     def offer(self, device: DeviceInfo, pack: bytes) -> PackDisposition:
         answer = self._verify(device, pack)
@@ -252,13 +288,28 @@ class MemoryIntake:
 
 @dataclass(frozen=True, slots=True)
 class SessionOpened:
-    """The handshake completed: the device acknowledged our HELLO_ACK."""
+    """The handshake completed: the device's PROOF arrived after our HELLO_ACK.
+
+    ``proven``: it verified with the key registered for the device's id. False only
+    when no key is registered for that id (nothing to impersonate; the session serves
+    to refuse the device's packs as unknown-key, and nothing else of it is recorded).
+    """
 
     device: DeviceInfo
     max_frame: int  # agreed
     window: int  # agreed
     pack_seq: int  # the chain head the HELLO_ACK carried
     at_ms: int
+    proven: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ProofRefused:
+    """A PROOF that did not verify (or a first message that was no PROOF): no session."""
+
+    device_id: bytes  # as the HELLO claimed it
+    reason: str  # "bad-signature" or "not-proof"
+    detail: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,7 +355,7 @@ class KnowledgeDone:
     pack_id: bytes
     seq: int
     status: PackStatus | None  # None: not delivered (see detail)
-    reason: Reason
+    reason: Reason  # with status None: STORAGE when the device's stated limits rule it out
     held_seq: int | None  # what the device holds now, when it answered
     detail: str = ""
 
@@ -359,6 +410,7 @@ class IntakeFailed:
 
 Event = (
     SessionOpened
+    | ProofRefused
     | SessionLost
     | DeviceReset
     | CaptureDone
@@ -403,6 +455,9 @@ class Counters:
     hellos: int = 0
     hello_retransmits: int = 0  # HELLO repeats answered with the stored HELLO_ACK
     sessions_opened: int = 0
+    proofs_verified: int = 0
+    proofs_unchecked: int = 0  # PROOFs of an id with no registered key (not verifiable)
+    proofs_refused: dict[str, int] = field(default_factory=dict)  # by reason
     sessions_lost: int = 0
     device_resets: int = 0
     no_session: int = 0  # sequenced messages answered ERROR no-session
@@ -491,6 +546,7 @@ class _Request:
     pack_id: bytes = ZERO_PACK_ID
     seq: int = 0
     kid: bytes = b""
+    size: tuple[int, int] = (0, 0)  # facts, longest text
     retry_at: int | None = None
     deferrals: int = 0
 
@@ -543,6 +599,30 @@ def request_problem(
     return ""
 
 
+def knowledge_size(pack: Pack) -> tuple[int, int]:
+    """(facts, longest subject/predicate/object in bytes) of a knowledge pack."""
+    longest = 0
+    for item in pack.items:
+        if isinstance(item, KnowledgeItem):
+            for text in (item.subject, item.predicate, item.obj):
+                longest = max(longest, len(text.encode("utf-8")))
+    return len(pack.items), longest
+
+
+def capacity_problem(device: DeviceInfo, size: tuple[int, int]) -> str:
+    """Why ``device`` could not keep a knowledge pack of ``size`` (facts, longest text)
+    by the limits its HELLO states (SPEC §5.2); "" when it can or did not state them."""
+    facts, longest = size
+    if device.knowledge_facts and facts > device.knowledge_facts:
+        return f"the device keeps at most {device.knowledge_facts} facts, the pack has {facts}"
+    if device.knowledge_text and longest > device.knowledge_text:
+        return (
+            f"the device keeps texts of at most {device.knowledge_text} bytes, the pack has "
+            f"one of {longest}"
+        )
+    return ""
+
+
 def _cut(text: str, limit: int) -> str:
     data = text.encode("utf-8")
     if len(data) <= limit:
@@ -563,10 +643,12 @@ class Session:
         intake: PackIntake,
         *,
         wall_ms: Callable[[], int] = _wall_ms,
+        challenge: Callable[[], bytes] = lambda: os.urandom(CHALLENGE_SIZE),
     ) -> None:
         self.config = config
         self.intake = intake
         self._wall_ms = wall_ms
+        self._new_challenge = challenge
         self.counters = Counters()
         self._rx = FrameDecoder(config.max_frame)
         self._reasm = Reassembler(config.max_message)
@@ -576,8 +658,12 @@ class Session:
         self._now = 0
         self._next_token = 1
         self.device: DeviceInfo | None = None  # of the current or the last session
+        self._proven: DeviceInfo | None = None  # of the last session opened
         self._phase = _Phase.IDLE
         self._hello_ack = b""
+        self._hello_body = b""  # the HELLO the PROOF must cover, as received
+        self._claimed_boots: list[int] = []  # boots of unproven HELLOs since the last session
+        self._challenge = bytes(CHALLENGE_SIZE)
         self._head_seq = 0
         self._agreed = (MIN_MAX_FRAME, 1)
         self._max_frame = MIN_MAX_FRAME  # what we send: 128 until the handshake completes
@@ -719,6 +805,7 @@ class Session:
         except PackError as exc:
             raise SessionError(f"not a knowledge pack: {exc}") from None
         pack_id, seq, kid = known.pack_id, known.seq, known.kid
+        size = knowledge_size(known)
         message = KnowledgePush(pack)
         self._check_encodable(message)
         for older in [j for j in self._knowledge if j.seq < seq and j.retry_at is not None]:
@@ -727,7 +814,9 @@ class Session:
             self._finish_knowledge(
                 older, None, Reason.NONE, None, f"superseded by knowledge pack seq {seq}"
             )
-        job = _Request(self._token(), "knowledge", message, pack_id=pack_id, seq=seq, kid=kid)
+        job = _Request(
+            self._token(), "knowledge", message, pack_id=pack_id, seq=seq, kid=kid, size=size
+        )
         self._knowledge.append(job)
         if self.is_open:
             self._admit(_Out(message, job))
@@ -760,7 +849,7 @@ class Session:
             return
         _bump(self.counters.messages_in, message.TYPE.name)
         if isinstance(message, Hello):
-            self._on_hello(message)
+            self._on_hello(message, body)
             return
         if self._phase is _Phase.IDLE:
             if message.TYPE in (MsgType.ACK, MsgType.LOG, MsgType.ERROR):
@@ -773,7 +862,9 @@ class Session:
         if message.TYPE in (MsgType.ACK, MsgType.LOG, MsgType.ERROR):
             self._on_unsequenced(message)
             return
-        if env.seq == self._expected:
+        if env.seq == self._expected and self._phase is _Phase.HANDSHAKE:
+            self._on_proof(message, body)  # the first message of a session (§6.5)
+        elif env.seq == self._expected:
             self._expected += 1
             self.counters.delivered += 1
             self._owe_ack()
@@ -803,8 +894,6 @@ class Session:
         self._rto = RTO_MS
         self._timeouts = 0
         self._timer_at = self._now + self._rto if self._unacked else None
-        if self._phase is _Phase.HANDSHAKE:
-            self._open()
 
     def _deliver(self, message: Message) -> None:
         if isinstance(message, Fragment):
@@ -825,7 +914,10 @@ class Session:
                 return
             self.counters.reassembled += 1
             inner_msg = env.message
-            if inner_msg.TYPE not in DEVICE_TYPES or inner_msg.TYPE == MsgType.HELLO:
+            if inner_msg.TYPE not in DEVICE_TYPES or inner_msg.TYPE in (
+                MsgType.HELLO,
+                MsgType.PROOF,
+            ):
                 self._refuse(
                     ErrorCode.UNKNOWN_TYPE
                     if inner_msg.TYPE not in DEVICE_TYPES
@@ -845,6 +937,8 @@ class Session:
             self._on_offer(message)
         elif isinstance(message, KnowledgeResult):
             self._on_knowledge_result(message)
+        elif isinstance(message, Proof):  # a PROOF is the first message, never a later one
+            self._refuse(ErrorCode.MALFORMED, self._expected - 1, "PROOF after the handshake")
         elif isinstance(message, Status):
             self.counters.status_reports += 1
             request = self._status_waiting.popleft() if self._status_waiting else None
@@ -945,7 +1039,7 @@ class Session:
 
     # ---- handshake and session lifetime ------------------------------------------------
 
-    def _on_hello(self, hello: Hello) -> None:
+    def _on_hello(self, hello: Hello, body: bytes) -> None:
         # Note on "fresh" (§6.5 host step 2): besides expected == 2, we also require that
         # the host sent nothing after HELLO_ACK. Otherwise a device that lost its session
         # would take the old HELLO_ACK, open with expected 2, and deliver our
@@ -981,12 +1075,19 @@ class Session:
             return
         if self._phase is not _Phase.IDLE:
             self._lose(f"device sent a new HELLO (boot {hello.boot}): starting a new session")
-        if old is not None and old.device_id == hello.device_id and old.boot != hello.boot:
-            self.counters.device_resets += 1
-            self._events.append(DeviceReset(hello.device_id, old.boot, hello.boot))
+        if old is not None and old is not self._proven and old.device_id == hello.device_id:
+            # a HELLO that was never proven: its boot counts if this device proves itself
+            self._claimed_boots = [*self._claimed_boots, old.boot][-MAX_CLAIMED_BOOTS:]
         self.device = device
         self._reset_sequence()
         self._expected = 2  # HELLO (seq 1) delivered
+        # a new challenge for every new session: a PROOF recorded in an earlier one
+        # signs another challenge and opens nothing (a retransmitted HELLO above gets
+        # the same HELLO_ACK, so the device's PROOF for it stays good)
+        self._challenge = self._new_challenge()
+        if len(self._challenge) != CHALLENGE_SIZE:
+            raise SessionError(f"a challenge is {CHALLENGE_SIZE} bytes")
+        self._hello_body = body
         agreed_frame = min(hello.max_frame, self.config.max_frame)
         agreed_window = min(hello.window, self.config.window)
         self._agreed = (agreed_frame, agreed_window)
@@ -999,18 +1100,86 @@ class Session:
             self._wall_ms(),
             self._head_seq,
             head.hash if head is not None else GENESIS,
+            self._challenge,
         )
         self._phase = _Phase.HANDSHAKE
         self._hello_ack = encode_message(answer, 1, 1)
         self._send_sequenced(self._hello_ack, 1)
 
-    def _open(self) -> None:
+    def _on_proof(self, message: Message, body: bytes) -> None:
+        """The message at seq 2 of a session in handshake: it must be a PROOF that
+        verifies with the device's registered key; only then is the session open."""
+        device = self.device
+        assert device is not None
+        if not isinstance(message, Proof):
+            self._refuse_proof(
+                body, "not-proof", f"the first message of a session must be PROOF, not "
+                f"{message.TYPE.name}",
+            )  # fmt: skip
+            return
+        try:
+            key = self.intake.device_key(device)
+        except Exception as exc:  # no answer: the device starts over and proves again
+            self.counters.intake_failures += 1
+            self._events.append(IntakeFailed("device_key", f"{type(exc).__name__}: {exc}"))
+            self._phase = _Phase.IDLE
+            self._reset_sequence()
+            self._send_error(ErrorCode.NO_SESSION, 2, "cannot check the proof now: retry")
+            return
+        if key is not None and not verify_proof(
+            key, message.signature, self.config.host_id, self._challenge, device.device_id,
+            device.boot, self._hello_body,
+        ):  # fmt: skip
+            self._refuse_proof(
+                body, "bad-signature", f"PROOF does not verify with the key registered for "
+                f"device {device.device_id.hex()}",
+            )  # fmt: skip
+            return
+        if key is None:
+            self.counters.proofs_unchecked += 1
+        else:
+            self.counters.proofs_verified += 1
+        self._expected += 1
+        self.counters.delivered += 1
+        self._owe_ack()
+        self._open(proven=key is not None)
+
+    def _refuse_proof(self, body: bytes, reason: str, detail: str) -> None:
+        device = self.device
+        assert device is not None
+        _bump(self.counters.proofs_refused, reason)
+        self._events.append(ProofRefused(device.device_id, reason, detail))
+        try:
+            self.intake.proof_refused(device, body, Reason.BAD_SIGNATURE, detail)
+        except Exception as exc:  # still refused; only the record is missing
+            self.counters.intake_failures += 1
+            self._events.append(IntakeFailed("proof_refused", f"{type(exc).__name__}: {exc}"))
+        self._phase = _Phase.IDLE
+        self._reset_sequence()
+        self.device = self._proven  # the claim was not proven: forget it
+        self._claimed_boots = []
+        self._send_error(ErrorCode.NO_SESSION, 2, "proof refused: no session")
+
+    def _open(self, proven: bool) -> None:
         assert self.device is not None
         self._phase = _Phase.OPEN
         self._max_frame, self._window = self._agreed
         self.counters.sessions_opened += 1
+        old, device = self._proven, self.device
+        if proven and old is not None and old.device_id == device.device_id:
+            # every boot change the HELLOs since the last session showed, now that the
+            # device proved it is the one that sent them (a board reset twice in a row)
+            boot = old.boot
+            for claimed in [*self._claimed_boots, device.boot]:
+                if claimed != boot:
+                    self.counters.device_resets += 1
+                    self._events.append(DeviceReset(device.device_id, boot, claimed))
+                    boot = claimed
+        self._claimed_boots = []
+        if proven:
+            self._proven = device
         self._events.append(
-            SessionOpened(self.device, self._max_frame, self._window, self._head_seq, self._now)
+            SessionOpened(device, self._max_frame, self._window, self._head_seq, self._now, proven)
         )
         waiting, self._queue = self._queue, deque()
         for item in waiting:
@@ -1102,6 +1271,13 @@ class Session:
         if problem:
             self._fail(request, problem)
             return
+        if request.kind == "knowledge":
+            cannot_keep = capacity_problem(self.device, request.size)
+            if cannot_keep:  # known before sending: refused for this device, not sent
+                request.done = True
+                _bump(self.counters.knowledge_refused, Reason.STORAGE.name.lower())
+                self._finish_knowledge(request, None, Reason.STORAGE, None, cannot_keep)
+                return
         self._queue.append(item)
 
     def _fail(self, request: _Request, reason: str) -> None:

@@ -22,14 +22,15 @@ import hashlib
 import math
 import sqlite3
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from hirmem.memory.store import Store
 from hirmem.protocol import cbor
 from hirmem.protocol.errors import HirmemError
 
-__all__ = ["ACTIONS", "DETAIL_KEYS", "GENESIS", "AuditLog", "AuditRecord", "Verification"]
+__all__ = ["ACTIONS", "DETAIL_KEYS", "GENESIS", "AuditLog", "AuditRecord", "Entry", "Verification"]
 
 GENESIS = bytes(32)
 
@@ -53,6 +54,15 @@ DETAIL_KEYS = frozenset(
 )  # fmt: skip
 
 _MAX_TEXT = 512
+
+
+class Entry(NamedTuple):
+    """One record to append: what happened, to which memory, the detail, and who did it."""
+
+    action: str
+    memory_id: str
+    detail: dict[str, Any]
+    actor: str = "system"
 
 
 @dataclass(frozen=True)
@@ -154,17 +164,25 @@ class AuditLog:
         ts: float | None = None,
     ) -> list[int]:
         """Append ``(action, memory_id, detail)`` records in order with one statement."""
-        _check_actor(actor)
+        return self.append_entries([Entry(a, m, d, actor) for a, m, d in entries], ts)
+
+    def append_entries(self, entries: Sequence[Entry], ts: float | None = None) -> list[int]:
+        """Append records, each with its own actor, in order with one statement (a
+        device pack's admissions: the capture is the device's, the gate's the system's)."""
         ms = int((time.time() if ts is None else ts) * 1000)
         bodies = []
-        for action, memory_id, detail in entries:
+        checked: set[str] = set()
+        for action, memory_id, detail, actor in entries:
+            if actor not in checked:
+                _check_actor(actor)
+                checked.add(actor)
             if action not in ACTIONS:
                 raise HirmemError(f"audit action {action!r} is not one of {sorted(ACTIONS)}")
-            bodies.append((action, memory_id, cbor.encode(_clean_detail(detail))))
+            bodies.append((action, memory_id, cbor.encode(_clean_detail(detail)), actor))
         with self.store.writing() as db:  # the head is read and moved by the writer only
             rows = []
             seq, prev = self.head_seq, self.head_hash
-            for action, memory_id, body in bodies:
+            for action, memory_id, body, actor in bodies:
                 seq += 1
                 digest = record_hash(seq, ms, action, memory_id, actor, body, prev)
                 rows.append((seq, ms, action, memory_id, actor, body, prev, digest))

@@ -89,6 +89,10 @@ Revision and distillation:
   episode opens a new window (a new pattern memory linked to the closed one).
 * ``procedure_min_successes = 3``, ``procedure_min_rate = 0.6`` — an action chain
   becomes a procedure once it succeeded this often at this success rate.
+* ``baseline_min_episodes = 8``, ``baseline_sigmas = 3.0`` — a sensor's distilled
+  pattern is its baseline once it rests on this many readings; a reading agrees with it
+  (reinforces the pattern, and passes sub-check baseline_aligned on intake) when it is
+  within this many standard deviations of the mean (or ``value_abs_tolerance``).
 """
 
 from __future__ import annotations
@@ -144,6 +148,8 @@ class MemoryConfig:
     distill_max_episodes: int = 512
     procedure_min_successes: int = 3
     procedure_min_rate: float = 0.6
+    baseline_min_episodes: int = 8
+    baseline_sigmas: float = 3.0
     max_strength: float = 1.0
     rehearsal_min_sim: float = 0.35
     review_strength: float = 0.90
@@ -202,6 +208,11 @@ class MemoryConfig:
             raise HirmemError(
                 "memory config needs 1 ≤ distill_min_episodes ≤ distill_max_episodes, got "
                 f"{self.distill_min_episodes}, {self.distill_max_episodes}"
+            )
+        if self.baseline_min_episodes < 2 or not self.baseline_sigmas > 0:
+            raise HirmemError(
+                "memory config needs baseline_min_episodes ≥ 2 and baseline_sigmas > 0, got "
+                f"{self.baseline_min_episodes}, {self.baseline_sigmas}"
             )
         if self.procedure_min_successes < 1 or not 0 <= self.procedure_min_rate <= 1:
             raise HirmemError(

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -58,8 +59,8 @@ from hirmem.protocol.identity import fold
 if TYPE_CHECKING:  # the engine imports this module
     from hirmem.memory.engine import MemoryEngine
 
-__all__ = ["SCHEMA", "Distillate", "Stats", "distillate_of", "episodes_of", "on_episode",
-           "patterns", "reconsider"]  # fmt: skip
+__all__ = ["SCHEMA", "Distillate", "Stats", "baseline", "baseline_aligned", "distillate_of",
+           "episodes_of", "on_episode", "on_episodes", "patterns", "reconsider"]  # fmt: skip
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS distillates (
@@ -204,7 +205,6 @@ def _key(engine: MemoryEngine, m: Memory) -> tuple[str, str, str, str, str]:
 
 def _open_distillate(engine: MemoryEngine, m: Memory) -> Distillate:
     form, device, subject, attribute, value_key = _key(engine, m)
-    cfg = engine.config
     r = engine.store.db.execute(
         _SELECT + " WHERE device = ? AND subject = ? AND attribute = ? AND value_key = ? "
         "AND form = ? AND open = 1",
@@ -213,10 +213,7 @@ def _open_distillate(engine: MemoryEngine, m: Memory) -> Distillate:
     prev = ""
     if r is not None:
         d = _row(r)
-        full = d.stats.n >= cfg.distill_max_episodes
-        # a routine is learnt over weeks: only the count bounds an action chain's window
-        late = form != "action" and m.timestamp - d.stats.first_ms > cfg.distill_window_s * 1000
-        if not (full or late):
+        if _fits(d, m, engine):
             return d
         engine.store.db.execute("UPDATE distillates SET open = 0 WHERE rowid = ?", (d.rowid,))
         prev = d.memory_id
@@ -239,7 +236,7 @@ def _absorb(d: Distillate, m: Memory, engine: MemoryEngine) -> bool:
         if v is None:
             return False
         if s.n >= 2:
-            agrees = abs(v - s.mean) <= max(3 * s.sd, engine.config.value_abs_tolerance)
+            agrees = _within(v, s, engine)
         t = (m.timestamp - s.first_ms) / 1000.0
         s.sum_v += v
         s.sum_vv += v * v
@@ -273,6 +270,36 @@ def _absorb(d: Distillate, m: Memory, engine: MemoryEngine) -> bool:
     s.sum_r += m.r
     s.sum_w += m.w
     return agrees
+
+
+def _within(v: float, s: Stats, engine: MemoryEngine) -> bool:
+    """Whether reading ``v`` agrees with the statistics so far (see MemoryConfig)."""
+    cfg = engine.config
+    return abs(v - s.mean) <= max(cfg.baseline_sigmas * s.sd, cfg.value_abs_tolerance)
+
+
+def baseline(engine: MemoryEngine, device: str, subject: str, attribute: str) -> Stats | None:
+    """The baseline of a sensor: the statistics of the distilled pattern of (device,
+    subject, attribute) in its open window, once it rests on ``baseline_min_episodes``
+    readings (None before)."""
+    r = engine.store.db.execute(
+        _SELECT + " WHERE device = ? AND subject = ? AND attribute = ? AND value_key = '' "
+        "AND form = 'reading' AND open = 1",
+        (device, subject, attribute),
+    ).fetchone()
+    if r is None:
+        return None
+    d = _row(r)
+    if not d.memory_id or d.stats.n < engine.config.baseline_min_episodes:
+        return None
+    return d.stats
+
+
+def baseline_aligned(engine: MemoryEngine, base: Stats | None, value: str) -> bool | None:
+    """Sub-check baseline_aligned of a reading against its sensor's :func:`baseline`:
+    None when there is none or the value is not a number, else whether it agrees."""
+    v = number(value)
+    return None if base is None or v is None else _within(v, base, engine)
 
 
 def _result_of(m: Memory) -> str:
@@ -332,13 +359,15 @@ def _ready(d: Distillate, engine: MemoryEngine) -> bool:
     return s.n >= cfg.distill_min_episodes
 
 
-def _scored(m: Memory, s: Stats, engine: MemoryEngine) -> Memory:
-    """Gate scores of a derived memory: the means of its episodes'."""
+def _scored(m: Memory, s: Stats, engine: MemoryEngine, **changes: object) -> Memory:
+    """Gate scores of a derived memory: the means of its episodes' (with ``changes``,
+    in the same copy)."""
     h, i, r, w = (x / s.n for x in (s.sum_h, s.sum_i, s.sum_r, s.sum_w))
     f, c = math.sqrt(h * i), math.sqrt(r * i)
     rn = math.sqrt(f * c)
     return m.replace(h=h, i=i, r=r, f=f, c=c, rn=rn, w=w, trust=h * i * r,
-                     verdict=int(verdict_of(to_q(rn))), gate_mode="derived")  # fmt: skip
+                     verdict=int(verdict_of(to_q(rn))), gate_mode="derived",
+                     **changes)  # fmt: skip
 
 
 def _save_stats(engine: MemoryEngine, d: Distillate, memory_id: str | None = None) -> None:
@@ -358,9 +387,8 @@ def _create(engine: MemoryEngine, d: Distillate) -> Memory:
     )  # fmt: skip
     _save_stats(engine, d, m.id)
     now = engine.clock()
-    m = _scored(m, d.stats, engine).replace(
-        device=d.device, strength=d.stats.sum_w / d.stats.n, last_access=now, decayed_at=now
-    )
+    m = _scored(m, d.stats, engine, device=d.device, strength=d.stats.sum_w / d.stats.n,
+                last_access=now, decayed_at=now)
     seq = 0
     for source in links:  # one PROV wasDerivedFrom per record (audit details are scalars)
         seq = engine.audit.append(
@@ -386,43 +414,120 @@ def episodes_of_row(engine: MemoryEngine, rowid: int) -> list[str]:
 def on_episode(engine: MemoryEngine, m: Memory) -> Memory | None:
     """Distil a freshly admitted live episode; returns the derived memory it now
     supports (created or reinforced), or None while the pattern is not yet one."""
-    if m.state not in (State.CANDIDATE, State.CONSOLIDATED) or m.flagged:
-        return None  # a disputed claim waits until its contradiction is settled
-    if not is_episode(m.kind, m.subject, m.attribute) or m.kind not in FORMS:
-        return None
-    if engine.store.db.execute(
-        "SELECT 1 FROM distill_links WHERE episode_id = ?", (m.id,)
-    ).fetchone():
-        return None  # already distilled
-    d = _open_distillate(engine, m)
-    agrees = _absorb(d, m, engine)
-    engine.store.db.execute(
-        "INSERT OR IGNORE INTO distill_links (episode_id, distillate) VALUES (?, ?)",
-        (m.id, d.rowid),
-    )
-    if not d.memory_id:
+    return on_episodes(engine, [m]).get(m.id)
+
+
+def on_episodes(engine: MemoryEngine, ms: Sequence[Memory]) -> dict[str, Memory | None]:
+    """Distil live episodes admitted together (one device pack), in their order: the
+    episodes of one key are absorbed one by one, and the pattern they support is
+    written once — its statement, its links, one ``derive`` record per episode, and
+    one step of the strength equation in which every agreeing episode is a rehearsal
+    (U = their number, as the sweep folds pending rehearsals). Returns, per episode
+    distilled, the derived memory it supports (None while the pattern is not yet one)."""
+    fresh = [
+        m for m in ms
+        if m.state in (State.CANDIDATE, State.CONSOLIDATED) and not m.flagged  # a disputed
+        and m.kind in FORMS and is_episode(m.kind, m.subject, m.attribute)  # claim waits
+    ]  # fmt: skip
+    if not fresh:
+        return {}
+    done = _distilled(engine, [m.id for m in fresh])
+    groups: dict[tuple[str, str, str, str, str], list[Memory]] = {}
+    for m in fresh:
+        if m.id not in done:  # already distilled
+            done.add(m.id)
+            groups.setdefault(_key(engine, m), []).append(m)
+    out: dict[str, Memory | None] = {}
+    for group in groups.values():
+        _distil_group(engine, group, out)
+    return out
+
+
+def _distilled(engine: MemoryEngine, ids: list[str]) -> set[str]:
+    """Which of ``ids`` already fed a distillate."""
+    out: set[str] = set()
+    for k in range(0, len(ids), 500):
+        chunk = ids[k : k + 500]
+        marks = ",".join("?" * len(chunk))
+        out.update(str(r[0]) for r in engine.store.db.execute(
+            f"SELECT episode_id FROM distill_links WHERE episode_id IN ({marks})", chunk))
+    return out
+
+
+def _fits(d: Distillate, m: Memory, engine: MemoryEngine) -> bool:
+    """Whether episode ``m`` belongs in the open window of ``d`` (not full, not late)."""
+    cfg = engine.config
+    if d.stats.n >= cfg.distill_max_episodes:
+        return False
+    # a routine is learnt over weeks: only the count bounds an action chain's window
+    return d.form == "action" or m.timestamp - d.stats.first_ms <= cfg.distill_window_s * 1000
+
+
+def _distil_group(
+    engine: MemoryEngine, group: list[Memory], out: dict[str, Memory | None]
+) -> None:
+    """Episodes of one key, in order (see :func:`on_episodes`)."""
+    d: Distillate | None = None
+    pending: list[tuple[Memory, bool]] = []  # absorbed, their pattern not yet written
+    for m in group:
+        if d is not None and not _fits(d, m, engine):
+            _reinforce(engine, d, pending, out)
+            d, pending = None, []
+        if d is None:
+            d = _open_distillate(engine, m)  # closes a full or late window
+        agrees = _absorb(d, m, engine)
+        if d.memory_id:
+            pending.append((m, agrees))
+            continue
+        _link(engine, d, [m])
         _save_stats(engine, d)
-        return _create(engine, d) if _ready(d, engine) else None
+        out[m.id] = None
+        if _ready(d, engine):
+            out[m.id] = _create(engine, d)
+            d = None  # re-read: the row now names its memory
+    if d is not None:
+        _reinforce(engine, d, pending, out)
+
+
+def _link(engine: MemoryEngine, d: Distillate, episodes: Sequence[Memory]) -> None:
+    engine.store.db.executemany(
+        "INSERT OR IGNORE INTO distill_links (episode_id, distillate) VALUES (?, ?)",
+        [(m.id, d.rowid) for m in episodes],
+    )
+
+
+def _reinforce(
+    engine: MemoryEngine, d: Distillate, pending: list[tuple[Memory, bool]],
+    out: dict[str, Memory | None],
+) -> None:  # fmt: skip
+    """Write what episodes ``pending`` did to the pattern of ``d``: its statistics, the
+    links, their ``derive`` records and one step of strength."""
+    if not pending:
+        return
+    _link(engine, d, [m for m, _ in pending])
     _save_stats(engine, d)
     p = engine.get(d.memory_id)
     if p is None or p.state not in (State.CANDIDATE, State.CONSOLIDATED):
-        return p  # a quarantined or archived pattern takes no new support
+        for m, _ in pending:  # a quarantined or archived pattern takes no new support
+            out[m.id] = p
+        return
     now = engine.clock()
     cfg = engine.config
-    # settle the decay owed so far, then count the episode as a rehearsal if it agrees
+    agreeing = sum(agrees for _, agrees in pending)
+    # settle the decay owed so far, then count each agreeing episode as a rehearsal
     owed = decay_between(p.last_access, p.decayed_at, now, cfg, cfg.tau_for(p.layer))
-    p = _scored(p, d.stats, engine).replace(
-        value=statement(d), links=(*p.links, m.id), decayed_at=max(p.decayed_at, now),
-        last_access=now if agrees else p.last_access,
-    )  # fmt: skip
-    seq = engine.audit.append(
-        "derive", p.id,
-        {"activity": "distill", "form": d.form, "wasDerivedFrom": m.id, "agrees": int(agrees)},
-        ts=now,
-    )  # fmt: skip
+    seqs = engine.audit.append_many([
+        ("derive", p.id, {"activity": "distill", "form": d.form, "wasDerivedFrom": m.id,
+                          "agrees": int(agrees)})
+        for m, agrees in pending], ts=now)  # fmt: skip
+    p = _scored(p, d.stats, engine, value=statement(d),
+                links=(*p.links, *(m.id for m, _ in pending)),
+                decayed_at=max(p.decayed_at, now),
+                last_access=now if agreeing else p.last_access, audit_seq=seqs[-1])  # fmt: skip
     # one write: apply_strength saves the updated pattern with its new strength
-    return engine.apply_strength(p.replace(audit_seq=seq), u=1.0 if agrees else 0.0, d=owed,
-                                 reason="distilled episode")  # fmt: skip
+    p = engine.apply_strength(p, u=float(agreeing), d=owed, reason="distilled episode")
+    for m, _ in pending:
+        out[m.id] = p
 
 
 def reconsider(engine: MemoryEngine, m: Memory) -> Memory | None:
@@ -472,6 +577,5 @@ def _rebuild(engine: MemoryEngine, m: Memory) -> Memory | None:
         return engine.transition(p.replace(audit_seq=seq), State.QUARANTINED,
                                  "every episode it rested on was quarantined")  # fmt: skip
     links = ([d.stats.prev] if d.stats.prev else []) + [e.id for e in live]
-    p = _scored(p, d.stats, engine).replace(value=statement(d), links=tuple(links),
-                                            audit_seq=seq)  # fmt: skip
+    p = _scored(p, d.stats, engine, value=statement(d), links=tuple(links), audit_seq=seq)
     return engine._save(p)

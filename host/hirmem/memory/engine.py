@@ -23,6 +23,7 @@ Every action is appended to the audit chain in the same transaction as the chang
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
 from collections.abc import Callable, Sequence
@@ -34,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hirmem.memory import contradiction, distill, dynamics, evidence, paths, revision
-from hirmem.memory.audit import AuditLog, Verification
+from hirmem.memory.audit import AuditLog, Entry, Verification
 from hirmem.memory.config import MemoryConfig
 from hirmem.memory.embed import Embedder, embed_batch, make_embedder
 from hirmem.memory.model import Layer, Memory, State, layer_for
@@ -50,7 +51,7 @@ from hirmem.protocol.identity import fold
 from hirmem.protocol.keys import SigningKey, read_key_file, write_key_file
 from hirmem.protocol.records import normalise, record_hash
 
-__all__ = ["GateScores", "MemoryEngine", "SweepReport"]
+__all__ = ["Captured", "GateScores", "MemoryEngine", "SweepReport"]
 
 HOST_ID = b"hirmhost"  # 8-byte prefix of host-assigned memory ids
 _PAGE = 1000  # rows per page of a streamed scan (check_integrity)
@@ -103,8 +104,10 @@ def _store_key(path: str | Path) -> SigningKey:
     return read_key_file(key_path)
 
 
+@functools.lru_cache(maxsize=4096)
 def gate_scores(flags: int, confidence: float, provenance: float, mode: str) -> GateScores:
-    """Stages 3 and 4 for one record, in the configured mode."""
+    """Stages 3 and 4 for one record, in the configured mode. A pure function of its
+    inputs, so remembered (bounded): a fleet's records share a handful of flag words."""
     if mode == "fixed":
         g = evaluate(flags, to_q(confidence), to_q(provenance))
         q = (g.h, g.i, g.r, g.f, g.c, g.rn, g.w)
@@ -112,6 +115,25 @@ def gate_scores(flags: int, confidence: float, provenance: float, mode: str) -> 
         return GateScores(flags, h, i, r, f, c, rn, w, g.verdict, g.hard, mode, q)
     fg = evaluate_float(flags, confidence, provenance)
     return GateScores(flags, fg.h, fg.i, fg.r, fg.f, fg.c, fg.rn, fg.w, fg.verdict, fg.hard, mode)
+
+
+@dataclass(frozen=True)
+class Captured:
+    """An object captured outside the engine (a device record), to admit: the memory
+    (volatile, its embedding computed), why intake found it inconsistent ("" when it
+    did not), who captured it, and audit records that follow its capture."""
+
+    memory: Memory
+    device_check: str = ""
+    actor: str = "system"
+    notes: tuple[Entry, ...] = ()
+
+
+def _live_steps(target: State, reason: str) -> list[tuple[State, str]]:
+    """Stage 5's steps for a gated object that goes live."""
+    if target is State.CONSOLIDATED:  # GREEN: volatile → candidate → consolidated
+        return [(State.CANDIDATE, "gate passed"), (State.CONSOLIDATED, "Rn ≥ green: direct")]
+    return [(State.CANDIDATE, reason or "Rn ≥ yellow: held")]
 
 
 def quarantine_reason(g: GateScores) -> str:
@@ -489,6 +511,27 @@ class MemoryEngine:
         if m.state is not State.VOLATILE:
             raise HirmemError(f"memory {m.id} was already gated ({m.state.name.lower()})")
         now = self.clock()
+        changes, g, target, reason, admitted = self._gated(m, device_check, mode, now)
+        with self.store.transaction():
+            scored = m.replace(**changes)
+            if target is State.QUARANTINED:
+                seq = self.audit.append(*admitted, ts=now)
+                self.store.update(scored.replace(audit_seq=seq))
+                out = self.transition(scored, target, reason)
+                rowid = self.store.rowid(out.id)
+            else:
+                out, rowid = self._admit_live(scored, admitted, _live_steps(target, reason), now)
+            if rowid is not None:
+                self._record_history(np.array([rowid]), now, np.array([g.w]), HISTORY_ADMIT)
+            if out.state in (State.CANDIDATE, State.CONSOLIDATED):
+                out = self._resolve_conflicts(out)
+            return self._revise_and_distil(out)
+
+    def _gated(
+        self, m: Memory, device_check: str, mode: str | None, now: float
+    ) -> tuple[dict[str, Any], GateScores, State, str, tuple[str, str, dict[str, Any]]]:
+        """Stages 2-5 decided for a volatile object, nothing written: the fields the gate
+        sets, its scores, the state it goes to, why, and the ``admit`` audit entry."""
         flags = normalise(m.flags, m.payload, m.source, m.timestamp, m.context)
         g = gate_scores(flags, m.confidence, m.provenance, mode or self.config.gate_mode)
         trust = g.h * g.i * g.r
@@ -504,52 +547,53 @@ class MemoryEngine:
                 # rehearsal may still reinforce, never consolidated at a strength the
                 # next sweep archives
                 target, reason = State.CANDIDATE, "Rn ≥ green but W below archive_strength: held"
-        with self.store.transaction():
-            scored = m.replace(
-                flags=flags, h=g.h, i=g.i, r=g.r, f=g.f, c=g.c, rn=g.rn, w=g.w,
-                verdict=int(g.verdict), hard=int(g.hard), trust=trust, gate_mode=g.mode,
-                strength=g.w, permanent=g.r == 0, last_access=now, decayed_at=now,
-            )  # fmt: skip
-            admitted = (
-                "admit",
-                m.id,
-                {
-                    "flags": flags,
-                    "h": g.h,
-                    "i": g.i,
-                    "r": g.r,
-                    "f": g.f,
-                    "c": g.c,
-                    "rn": g.rn,
-                    "w": g.w,
-                    "trust": trust,
-                    "verdict": int(g.verdict),
-                    "hard": int(g.hard),
-                    "gate_mode": g.mode,
-                    "to": target.name.lower(),
-                    "reason": reason or None,
-                    "device_scores": list(m.device_scores) or None,
-                },
-            )
-            if target is State.CONSOLIDATED:
-                # GREEN: stage 5 consolidates directly (volatile → candidate → consolidated).
-                out, rowid = self._admit_live(scored, admitted, [
-                    (State.CANDIDATE, "gate passed"), (State.CONSOLIDATED, "Rn ≥ green: direct"),
-                ], now)  # fmt: skip
-            elif target is State.CANDIDATE:
-                out, rowid = self._admit_live(
-                    scored, admitted, [(State.CANDIDATE, reason or "Rn ≥ yellow: held")], now
-                )
-            else:
-                seq = self.audit.append(*admitted, ts=now)
-                self.store.update(scored.replace(audit_seq=seq))
-                out = self.transition(scored, target, reason)
-                rowid = self.store.rowid(out.id)
-            if rowid is not None:
-                self._record_history(np.array([rowid]), now, np.array([g.w]), HISTORY_ADMIT)
-            if out.state in (State.CANDIDATE, State.CONSOLIDATED):
-                out = self._resolve_conflicts(out)
-            return self._revise_and_distil(out)
+        changes: dict[str, Any] = dict(
+            flags=flags, h=g.h, i=g.i, r=g.r, f=g.f, c=g.c, rn=g.rn, w=g.w,
+            verdict=int(g.verdict), hard=int(g.hard), trust=trust, gate_mode=g.mode,
+            strength=g.w, permanent=g.r == 0, last_access=now, decayed_at=now,
+        )  # fmt: skip
+        admitted = (
+            "admit",
+            m.id,
+            {
+                "flags": flags,
+                "h": g.h,
+                "i": g.i,
+                "r": g.r,
+                "f": g.f,
+                "c": g.c,
+                "rn": g.rn,
+                "w": g.w,
+                "trust": trust,
+                "verdict": int(g.verdict),
+                "hard": int(g.hard),
+                "gate_mode": g.mode,
+                "to": target.name.lower(),
+                "reason": reason or None,
+                "device_scores": list(m.device_scores) or None,
+            },
+        )
+        return changes, g, target, reason, admitted
+
+    def _steps(
+        self, m: Memory, steps: Sequence[tuple[State, str]], h: float
+    ) -> tuple[list[tuple[str, str, dict[str, Any]]], State, Layer]:
+        """The ``transition`` audit entries of a gated object's first steps (each one
+        checked as :meth:`transition` checks it; ``h``: its gated H), and the state and
+        layer it ends in."""
+        entries: list[tuple[str, str, dict[str, Any]]] = []
+        state, layer = m.state, m.layer
+        episode = is_episode(m.kind, m.subject, m.attribute)
+        for new, why in steps:
+            check_transition(m.id, state, new)
+            if new is State.CONSOLIDATED and h <= 0:
+                raise HirmemError(f"memory {m.id} has H = 0 and cannot consolidate (MEM-INV-1)")
+            layer = layer_for(new, m.kind, layer, episode)
+            entries.append(("transition", m.id, {
+                "from": state.name.lower(), "to": new.name.lower(), "reason": why,
+                "layer": layer.name.lower()}))  # fmt: skip
+            state = new
+        return entries, state, layer
 
     def _admit_live(
         self,
@@ -562,19 +606,8 @@ class MemoryEngine:
         audit records :meth:`transition` would append, in one append, and the row
         written once in its final state. These transitions neither start nor end a
         quarantine nor an archive, so none of transition's follow-ups apply."""
-        entries = [admitted]
-        state, layer = m.state, m.layer
-        episode = is_episode(m.kind, m.subject, m.attribute)
-        for new, why in steps:
-            check_transition(m.id, state, new)
-            if new is State.CONSOLIDATED and m.h <= 0:
-                raise HirmemError(f"memory {m.id} has H = 0 and cannot consolidate (MEM-INV-1)")
-            layer = layer_for(new, m.kind, layer, episode)
-            entries.append(("transition", m.id, {
-                "from": state.name.lower(), "to": new.name.lower(), "reason": why,
-                "layer": layer.name.lower()}))  # fmt: skip
-            state = new
-        seqs = self.audit.append_many(entries, ts=now)
+        entries, state, layer = self._steps(m, steps, m.h)
+        seqs = self.audit.append_many([admitted, *entries], ts=now)
         out = m.replace(state=state, layer=layer, audit_seq=seqs[-1])
         for new, _ in steps[:-1]:  # the database checks every step (memories_legal_state)
             self.store.db.execute("UPDATE memories SET state = ? WHERE id = ?", (int(new), m.id))
@@ -582,6 +615,79 @@ class MemoryEngine:
         if self._index is not None:
             self._index.upsert(rowid, out)
         return out, rowid
+
+    def admit_captured(
+        self, items: Sequence[Captured], now: float, mode: str | None = None
+    ) -> list[Memory]:
+        """Stages 1-5 for objects captured elsewhere (a device pack's records), in order,
+        in one transaction. Each ends exactly as :meth:`insert_volatile` then
+        :meth:`process` would leave it, with the same audit records (the capture's
+        ``actor`` is the item's, its ``notes`` follow the capture). What no other memory
+        can touch — anything but a stated fact, which may contradict or revise another —
+        is admitted in runs: one audit append and one insert per run, each row written
+        once in its final state, the run's episodes distilled together (one update of
+        each pattern, :func:`hirmem.memory.distill.on_episodes`). A stated fact goes
+        through the one-by-one path, in its place in the order."""
+        out: list[Memory] = []
+        run: list[Captured] = []
+        with self.store.transaction():
+            for item in items:
+                m = item.memory
+                if m.kind == "fact" and m.subject and m.attribute:
+                    out += self._admit_run(run, now, mode)
+                    run = []
+                    held = self.insert_volatile(m, now, actor=item.actor)
+                    if item.notes:
+                        self.audit.append_entries(item.notes, ts=now)
+                    out.append(self.process(m.id, device_check=item.device_check, mode=mode,
+                                            held=held))  # fmt: skip
+                else:
+                    run.append(item)
+            out += self._admit_run(run, now, mode)
+        return out
+
+    def _admit_run(self, run: Sequence[Captured], now: float, mode: str | None) -> list[Memory]:
+        """Admit fresh objects that contradict and revise nothing (see
+        :meth:`admit_captured`): gated, audited and inserted in their final state."""
+        if not run:
+            return []
+        entries: list[Entry] = []
+        plans: list[tuple[Memory, dict[str, Any], State, Layer, str, int]] = []
+        for item in run:
+            m = item.memory
+            if m.state is not State.VOLATILE or m.links:
+                raise HirmemError(f"memory {m.id} is not a fresh capture")
+            changes, _, target, reason, admitted = self._gated(m, item.device_check, mode, now)
+            steps = (
+                [(State.QUARANTINED, reason)]
+                if target is State.QUARANTINED
+                else _live_steps(target, reason)
+            )
+            moves, state, layer = self._steps(m, steps, changes["h"])
+            entries.append(Entry("capture", m.id, {"hash": m.hash, "device": m.device or None},
+                                 item.actor))  # fmt: skip
+            entries += item.notes
+            entries.append(Entry(*admitted))
+            entries += [Entry(*t) for t in moves]
+            why = reason if target is State.QUARANTINED else m.quarantine_reason
+            plans.append((m, changes, state, layer, why, len(entries) - 1))
+        first = self.audit.append_entries(entries, ts=now)[0]
+        out = [
+            m.replace(**changes, state=state, layer=layer, audit_seq=first + last,
+                      quarantine_reason=why)
+            for m, changes, state, layer, why, last in plans
+        ]  # fmt: skip
+        rowids = self.store.insert_many(out)
+        self._record_history(np.array(rowids, dtype=np.int64), now,
+                             np.array([m.w for m in out]), HISTORY_ADMIT)  # fmt: skip
+        if self._index is not None:
+            for rowid, m in zip(rowids, out, strict=True):
+                if m.state is not State.VOLATILE:
+                    self._index.upsert(rowid, m)
+        distill.on_episodes(
+            self, [m for m in out if m.state in (State.CANDIDATE, State.CONSOLIDATED)]
+        )
+        return out
 
     def _revise_and_distil(self, m: Memory) -> Memory:
         """After admission: revision by time (:mod:`.revision`), then distillation of a

@@ -1,12 +1,13 @@
 """The memory engine follows the daemon's intake: device packs become memories.
 
-:func:`follow_intake` reads the packs the daemon stored (:meth:`IntakeReader.packs_since`,
-each verified again with its device key) after the cursor kept in the engine's
-``meta`` table, and admits their records through :func:`intake_records` (the device's
-gate scores kept and re-checked on the host). The cursor advances in the same
-engine transaction as the records, so a crash between packs repeats nothing and
-skips nothing. A record whose id a different record already holds (a device that reused
-ids) is not admitted and is reported as a conflict, never as "already held".
+:func:`follow_intake` reads the packs the daemon stored (:meth:`IntakeReader.packs_since`:
+their bytes checked against the hash recorded when the daemon verified them) after the
+cursor kept in the engine's ``meta`` table, and admits their records through
+:func:`intake_records` (the device's gate scores kept and re-checked on the host). The
+cursor advances in the same engine transaction as the records, so a crash between packs
+repeats nothing and skips nothing. A record whose id a different record already holds
+(a device that reused ids) is not admitted and is reported as a conflict, never as
+"already held".
 """
 
 from __future__ import annotations

@@ -17,25 +17,34 @@ A record whose id is already stored is a duplicate (a re-sent pack) and is skipp
 
 **Which sub-checks the host evaluates itself**
 (:func:`hirmem.protocol.records.host_flags`). Of the twelve ACTION_FLAGS bits a device
-asserts, the host recomputes four from what it holds and gates on its own findings: bit
-2 source_present and bit 3 schema_valid from the record (§9.3, as the device must), bit
-1 signature_intact from the pack signature it verified (and the record's hash over its
-content), bit 0 uncertainty_disclosed from the confidence field (the record states its
-confidence as a probability, 0 ≤ Q ≤ 1). The other eight (baseline, reversibility,
-invariants, structure, life-first, coercion, consent, domination) stay the device's
-assertion. When the device asserted bit 0 or 1 differently, the host's value is used and
-the disagreement is appended to the audit chain (``intake-mismatch``, with the device's
-flags and the bits named) and reported. """
+asserts, the host recomputes what it can from what it holds and gates on its own
+findings: bit 2 source_present and bit 3 schema_valid from the record (§9.3, as the
+device must); bit 1 signature_intact from the pack signature it verified (and the
+record's hash over its content); bit 0 uncertainty_disclosed from the confidence field
+(a probability, 0 ≤ Q ≤ 1); bit 7 structurally_consistent from the payload's own schema
+when it declares one (JSON: :func:`hirmem.protocol.records.structurally_consistent`);
+bit 4 baseline_aligned for a reading whose sensor has a distilled baseline
+(:func:`hirmem.memory.distill.baseline`: the pattern as the pack found it, resting on at
+least ``baseline_min_episodes`` readings; within ``baseline_sigmas`` standard deviations
+of its mean). The others (reversibility, invariants, life-first, coercion, consent,
+domination; structure of a payload that declares no schema; the baseline of anything
+else) stay the device's assertion. When the device asserted an evaluated bit
+differently, the host's value is used and the disagreement is appended to the audit
+chain (``intake-mismatch``, with the device's flags and the bits named) and reported.
+"""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from hirmem.memory.engine import MemoryEngine
-from hirmem.memory.model import Memory
+from hirmem.memory import distill
+from hirmem.memory.audit import Entry
+from hirmem.memory.engine import Captured, MemoryEngine
+from hirmem.memory.model import Memory, State, memory_text
 from hirmem.memory.observe import describe
 from hirmem.protocol.fixedpoint import ONE
 from hirmem.protocol.gate import evaluate
@@ -58,6 +67,10 @@ class IntakeReport:
     conflicts: list[str] = field(default_factory=list)
 
 
+# the fixed-point gate is a pure function of (flags, Q, P): remembered, bounded
+_device_gate = functools.lru_cache(maxsize=4096)(evaluate)
+
+
 def check_record(rec: Record, device_id: bytes, link: bytes | None) -> str:
     """What is wrong with a device record, or "" when the host agrees with the device."""
     if rec.id[: len(device_id)] != device_id:
@@ -70,7 +83,7 @@ def check_record(rec: Record, device_id: bytes, link: bytes | None) -> str:
         return "hash does not match the record content (corrupted)"
     if normalise(rec.flags, rec.payload, rec.source, rec.timestamp, rec.context) != rec.flags:
         return "flags are not normalised (schema_valid / source_present)"
-    g = evaluate(rec.flags, rec.confidence, rec.provenance)
+    g = _device_gate(rec.flags, rec.confidence, rec.provenance)
     if (rec.h, rec.i, rec.r, rec.f, rec.c, rec.rn, rec.w) != (g.h, g.i, g.r, g.f, g.c, g.rn, g.w):
         return "device gate scores differ from the host's fixed-point gate"
     if (rec.state, rec.layer) != (int(g.disposition), int(Layer.EPISODIC)):
@@ -88,21 +101,35 @@ def intake_records(
 ) -> IntakeReport:
     """Admit the records of one verified pack (``pack_prev`` = the pack's ``prev``;
     ``signature_verified``: the caller verified the pack's signature with the device's
-    key, which is what sets signature_intact)."""
+    key, which is what sets signature_intact), in one transaction
+    (:meth:`MemoryEngine.admit_captured`)."""
     report = IntakeReport()
     link = pack_prev
+    actor = f"intake:{device_id.hex()}"
+    device, key_id = device_id.hex(), kid.hex()
+    records = list(records)
     with engine.store.transaction():
+        now = engine.clock()
+        held = engine.store.hashes_of([rec.id.hex() for rec in records])
+        items: list[Captured] = []
+        baselines: dict[tuple[str, str], distill.Stats | None] = {}
         for rec in records:
             mid = rec.id.hex()
             problem = check_record(rec, device_id, link)
             link = rec.hash
-            held = engine.store.hash_of(mid)
-            if held is not None:
-                (report.duplicates if held == rec.hash else report.conflicts).append(mid)
+            if mid in held:
+                (report.duplicates if held[mid] == rec.hash else report.conflicts).append(mid)
                 continue
-            now = engine.clock()
-            flags, disagreement = host_flags(rec, signature_verified)
+            held[mid] = rec.hash  # the same id again in this pack is a duplicate too
             seen = describe(rec.payload, rec.source)  # a fact, a reading or an action
+            aligned = None
+            if seen.kind == "reading":  # against its sensor's pattern as the pack found it
+                sensor = (seen.subject, seen.attribute)
+                if sensor not in baselines:
+                    baselines[sensor] = distill.baseline(engine, device, *sensor)
+                aligned = distill.baseline_aligned(engine, baselines[sensor], seen.value)
+            flags, disagreement = host_flags(rec, signature_verified, aligned)
+            text = memory_text(rec.payload, seen.subject, seen.attribute, seen.value)
             m = Memory(
                 id=mid,
                 payload=rec.payload,
@@ -122,25 +149,22 @@ def intake_records(
                 value=seen.value,
                 negated=seen.negated,
                 kind=seen.kind,
-                device=device_id.hex(),
-                kid=kid.hex(),
+                device=device,
+                kid=key_id,
                 device_scores=(rec.h, rec.i, rec.r, rec.f, rec.c, rec.rn, rec.w),
                 created=now,
+                embedding=engine.embedder.embed(text).astype(np.float32).tobytes(),
             )
-            m = m.replace(embedding=engine.embedder.embed(m.text()).astype(np.float32).tobytes())
-            m = engine.insert_volatile(m, now, actor=f"intake:{device_id.hex()}")
+            notes: tuple[Entry, ...] = ()
             if disagreement:
                 report.disagreed[mid] = disagreement
-                engine.audit.append(
-                    "intake-mismatch", mid, {"flags": rec.flags, "reason": disagreement},
-                    actor=f"intake:{device_id.hex()}", ts=now,
-                )  # fmt: skip
+                notes = (Entry("intake-mismatch", mid,
+                               {"flags": rec.flags, "reason": disagreement}, actor),)  # fmt: skip
             if problem:
                 report.mismatched[mid] = problem
-            out = engine.process(mid, device_check=problem and f"device record: {problem}",
-                                 mode="fixed", held=m)  # fmt: skip
-            if out.state.name == "QUARANTINED":
-                report.quarantined.append(mid)
-            else:
-                report.admitted.append(mid)
+            items.append(Captured(m, problem and f"device record: {problem}", actor, notes))
+        for out in engine.admit_captured(items, now, mode="fixed"):
+            (report.quarantined if out.state is State.QUARANTINED else report.admitted).append(
+                out.id
+            )
     return report

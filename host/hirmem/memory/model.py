@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from hirmem.protocol.records import Layer, State, record_hash
 
-__all__ = ["CONTENT_FIELDS", "Layer", "Memory", "State", "layer_for"]
+__all__ = ["CONTENT_FIELDS", "Layer", "Memory", "State", "layer_for", "memory_text"]
 
 CONTENT_FIELDS = ("id", "payload", "source", "timestamp", "context", "prev_hash")
 """Fields covered by :attr:`Memory.hash` (the rest is mutable engine state or scores)."""
@@ -63,6 +63,13 @@ def layer_for(state: State, kind: str, current: Layer, episode: bool = False) ->
             return Layer.PROCEDURAL
         return Layer.EPISODIC if episode else Layer.SEMANTIC
     return Layer.EPISODIC if current is Layer.WORKING else current
+
+
+def memory_text(payload: bytes, subject: str, attribute: str, value: str) -> str:
+    """The text an embedder sees: the payload (UTF-8, lenient) and structured parts."""
+    body = payload.decode("utf-8", errors="replace")
+    extra = " ".join(p for p in (subject, attribute, value) if p)
+    return f"{body} {extra}".strip() if extra else body
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,9 +139,7 @@ class Memory:
 
     def text(self) -> str:
         """The text an embedder sees: the payload (UTF-8, lenient) and structured parts."""
-        body = self.payload.decode("utf-8", errors="replace")
-        extra = " ".join(p for p in (self.subject, self.attribute, self.value) if p)
-        return f"{body} {extra}".strip() if extra else body
+        return memory_text(self.payload, self.subject, self.attribute, self.value)
 
     def replace(self, **changes: object) -> Memory:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

@@ -127,7 +127,9 @@ class RecallIndex:
         self.t0 = t0
         self.n = 0
         self.cap = 0
-        self.block = 16384  # rows per block for batched queries
+        # rows per block for batched queries: few products (each one a multi-threaded
+        # BLAS call that waits for every core) and 16 MiB of keys for 64 queries
+        self.block = 65536
         self.emb: F32 = np.zeros((0, dim), np.float32)
         self.ids: npt.NDArray[np.uint8] = np.zeros((0, 16), np.uint8)
         self.rowid: npt.NDArray[np.int64] = np.zeros(0, np.int64)
@@ -400,20 +402,60 @@ class RecallIndex:
 
     def _blocked(self, q2: F32, scale: F32, kk: int) -> tuple[npt.NDArray[np.intp], F32]:
         """Top-kk keys per query, computed block by block of rows: the matrix is read
-        once and the key buffers stay small (one (queries, block) array at a time)."""
-        idx_parts, key_parts = [], []
-        for start in range(0, self.n, self.block):
-            stop = min(start + self.block, self.n)
-            keys = q2 @ self.emb[start:stop].T
+        once and the key buffer is one (queries, block) array at a time.
+
+        The first block is partitioned; after it each query keeps its kk best so far and
+        their least key as a bar, and a later block is only compared with the bar: the
+        few keys above it (on random data about kk · block / rows seen) are merged into
+        the best with one small partition, all queries at once. So most blocks cost one
+        product and one comparison, not a partition of every key."""
+        m, block = len(q2), self.block
+        best_idx: npt.NDArray[np.intp] = np.empty((m, 0), dtype=np.intp)
+        best_key: F32 = np.empty((m, 0), dtype=np.float32)
+        bar: F32 = np.full(m, -np.inf, dtype=np.float32)
+        rows_of = np.arange(m)[:, None]
+        for start in range(0, self.n, block):
+            stop = min(start + block, self.n)
+            keys = q2 @ self.emb[start:stop].T  # (matmul into a given out= skips BLAS)
             np.multiply(keys, scale[start:stop], out=keys)
-            kb = min(kk, stop - start)
-            part = np.argpartition(keys, keys.shape[1] - kb, axis=1)[:, keys.shape[1] - kb :]
-            idx_parts.append(part + start)
-            key_parts.append(np.take_along_axis(keys, part, 1))
-        idx = np.concatenate(idx_parts, axis=1)
-        key = np.concatenate(key_parts, axis=1)
-        sel = np.argpartition(key, key.shape[1] - kk, axis=1)[:, key.shape[1] - kk :]
-        return np.take_along_axis(idx, sel, 1), np.take_along_axis(key, sel, 1)
+            width = keys.shape[1]
+            if best_key.shape[1] == 0 and width >= kk:  # the first block: its best kk
+                part = np.argpartition(keys, width - kk, axis=1)[:, width - kk :]
+                best_idx, best_key = part + start, np.take_along_axis(keys, part, 1)
+                bar = best_key.min(axis=1)
+                continue
+            if best_key.shape[1] < kk:  # blocks narrower than kk: every key, then the best
+                all_key = np.concatenate([best_key, keys], axis=1)
+                all_idx = np.concatenate(
+                    [best_idx, np.broadcast_to(np.arange(start, start + width), (m, width))],
+                    axis=1,
+                )
+                if all_key.shape[1] > kk:
+                    keep = np.argpartition(all_key, all_key.shape[1] - kk, axis=1)[:, -kk:]
+                    all_key, all_idx = all_key[rows_of, keep], all_idx[rows_of, keep]
+                best_key, best_idx = all_key, all_idx
+                if best_key.shape[1] == kk:
+                    bar = best_key.min(axis=1)
+                continue
+            above = keys > bar[:, None]
+            counts = above.sum(axis=1)
+            wide = int(counts.max())
+            if wide == 0:
+                continue
+            # the keys above each query's bar, packed left in a (queries, wide) array
+            r, c = np.nonzero(above)
+            slot = np.arange(len(r)) - np.repeat(np.cumsum(counts) - counts, counts)
+            cand_key = np.full((m, wide), -np.inf, dtype=np.float32)
+            cand_idx = np.zeros((m, wide), dtype=np.intp)
+            cand_key[r, slot] = keys[r, c]
+            cand_idx[r, slot] = c + start
+            all_key = np.concatenate([best_key, cand_key], axis=1)
+            all_idx = np.concatenate([best_idx, cand_idx], axis=1)
+            keep = np.argpartition(all_key, all_key.shape[1] - kk, axis=1)[:, -kk:]
+            best_key = all_key[rows_of, keep]
+            best_idx = all_idx[rows_of, keep]
+            bar = best_key.min(axis=1)
+        return best_idx, best_key
 
     @staticmethod
     def _exact(keys: F32, ranked: npt.NDArray[np.bool_], k: int) -> npt.NDArray[np.intp]:

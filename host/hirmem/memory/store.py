@@ -427,6 +427,41 @@ class Store:
             raise HirmemError(f"memory {m.id} cannot be stored: {exc}") from exc
         return rowid
 
+    def insert_many(self, ms: Sequence[Memory]) -> list[int]:
+        """Insert new memories and their embeddings with one statement each; returns
+        their rowids, in order (given explicitly: the writer holds the transaction)."""
+        names = ", ".join(COLUMNS)
+        marks = ", ".join(f":{c}" for c in COLUMNS)
+        try:
+            with self.writing() as db:
+                first = int(db.execute("SELECT coalesce(max(rowid), 0) FROM memories")
+                            .fetchone()[0]) + 1  # fmt: skip
+                rowids = list(range(first, first + len(ms)))
+                rows = [to_row(m) for m in ms]
+                for rowid, row in zip(rowids, rows, strict=True):
+                    row["rowid"] = rowid
+                db.executemany(
+                    f"INSERT INTO memories (rowid, {names}) VALUES (:rowid, {marks})", rows
+                )
+                db.executemany("INSERT INTO embeddings(memory, vector) VALUES (?, ?)",
+                               zip(rowids, (m.embedding for m in ms), strict=True))  # fmt: skip
+        except sqlite3.IntegrityError as exc:
+            raise HirmemError(f"memories {ms[0].id}… cannot be stored: {exc}") from exc
+        return rowids
+
+    def hashes_of(self, memory_ids: Sequence[str]) -> dict[str, bytes]:
+        """The content hashes of those of ``memory_ids`` that are stored."""
+        out: dict[str, bytes] = {}
+        with self.reading() as db:
+            for k in range(0, len(memory_ids), 500):
+                chunk = list(memory_ids[k : k + 500])
+                marks = ",".join("?" * len(chunk))
+                for mid, digest in db.execute(
+                    f"SELECT id, hash FROM memories WHERE id IN ({marks})", chunk
+                ):
+                    out[str(mid)] = bytes(digest)
+        return out
+
     def update(self, m: Memory) -> int:
         """Write the mutable fields of ``m`` (content fields are immutable, and so is the
         embedding, in its own table); returns the row's rowid."""

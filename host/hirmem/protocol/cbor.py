@@ -36,10 +36,18 @@ class Tag:
     value: Any
 
 
+# one-byte heads (argument < 24) of every major type, made once
+_SMALL_HEADS = tuple(tuple(bytes(((major << 5) | n,)) for n in range(24)) for major in range(8))
+# encodings of map keys seen before (audit details, pack fields: a small, fixed set);
+# bounded, so an adversary's many distinct keys only stop it from growing
+_KEY_CACHE: dict[int | bytes | str, bytes] = {}
+_KEY_CACHE_MAX = 4096
+
+
 def _head(major: int, n: int) -> bytes:
-    mt = major << 5
     if n < 24:
-        return bytes((mt | n,))
+        return _SMALL_HEADS[major][n]
+    mt = major << 5
     if n < 0x100:
         return bytes((mt | 24, n))
     if n < 0x10000:
@@ -78,13 +86,10 @@ def _encode_into(out: list[bytes], obj: object, depth: int) -> None:
         seq: list[object] | tuple[object, ...] = obj  # type: ignore[assignment]
         out.append(_head(4, len(seq)))
         for item in seq:
-            _encode_into(out, item, depth + 1)
+            _encode_item(out, item, depth + 1)
     elif t is dict:
         mapping: dict[object, object] = obj  # type: ignore[assignment]
-        for k in mapping:
-            if type(k) not in _KEY_TYPES:
-                raise CborError(f"map key {k!r}: keys are integers, byte strings or text")
-        pairs = sorted((encode(k), v) for k, v in mapping.items())
+        pairs = sorted((_key(k), v) for k, v in mapping.items())
         out.append(_head(5, len(pairs)))
         previous = None
         for key, value in pairs:
@@ -92,7 +97,7 @@ def _encode_into(out: list[bytes], obj: object, depth: int) -> None:
                 raise CborError("map has two keys with the same encoding")
             previous = key
             out.append(key)
-            _encode_into(out, value, depth + 1)
+            _encode_item(out, value, depth + 1)
     elif t is bool:
         out.append(b"\xf5" if obj else b"\xf4")
     elif obj is None:
@@ -105,6 +110,45 @@ def _encode_into(out: list[bytes], obj: object, depth: int) -> None:
         _encode_into(out, tag.value, depth + 1)
     else:
         raise CborError(f"cannot encode {t.__name__} in hirmem CBOR (no floats, no custom types)")
+
+
+def _encode_item(out: list[bytes], item: object, depth: int) -> None:
+    """One element of a container: the common scalars (short text, bytes, small
+    non-negative integers, null) written here, anything else by :func:`_encode_into`.
+    The same bytes either way; it only saves a call per element of the flat maps and
+    arrays hirmem encodes most (audit details, record fields)."""
+    t = type(item)
+    if t is str and depth <= MAX_DEPTH:
+        try:
+            b = item.encode("utf-8")  # type: ignore[attr-defined]
+        except UnicodeEncodeError as exc:
+            raise CborError(f"text is not encodable as UTF-8: {exc.reason}") from None
+        n = len(b)
+        out.append(_SMALL_HEADS[3][n] if n < 24 else _head(3, n))
+        out.append(b)
+    elif t is bytes and depth <= MAX_DEPTH:
+        n = len(item)  # type: ignore[arg-type]
+        out.append(_SMALL_HEADS[2][n] if n < 24 else _head(2, n))
+        out.append(item)  # type: ignore[arg-type]
+    elif t is int and 0 <= item < 24 and depth <= MAX_DEPTH:  # type: ignore[operator]
+        out.append(_SMALL_HEADS[0][item])  # type: ignore[call-overload]
+    elif item is None and depth <= MAX_DEPTH:
+        out.append(b"\xf6")
+    else:
+        _encode_into(out, item, depth)
+
+
+def _key(k: object) -> bytes:
+    """A map key's encoding (the key's type is checked first: True == 1 in Python)."""
+    if type(k) not in _KEY_TYPES:
+        raise CborError(f"map key {k!r}: keys are integers, byte strings or text")
+    key: int | bytes | str = k  # type: ignore[assignment]
+    got = _KEY_CACHE.get(key)
+    if got is None:
+        got = encode(key)
+        if len(_KEY_CACHE) < _KEY_CACHE_MAX:
+            _KEY_CACHE[key] = got
+    return got
 
 
 def encode(obj: object) -> bytes:

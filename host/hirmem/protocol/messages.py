@@ -43,6 +43,7 @@ class MsgType(IntEnum):
     ERROR = 12
     ACK = 13
     FRAGMENT = 14
+    PROOF = 15
 
 
 UNSEQUENCED = frozenset({MsgType.ACK, MsgType.LOG, MsgType.ERROR})
@@ -94,7 +95,8 @@ CAPTURE_STATUS, VERDICT, HARD, STATE = "capture_status", "verdict", "hard", "sta
 PACK_STATUS, REASON, LOG_LEVEL, ERROR_CODE = "pack_status", "reason", "log_level", "error_code"
 # Byte strings: ``bstrN`` has exactly N bytes (or one of _BSTR_SIZES), others a maximum.
 BSTR, PAYLOAD = "bstr", "payload"
-BSTR8, BSTR16, BSTR32, BSTR0_8, BSTR0_16 = "bstr8", "bstr16", "bstr32", "bstr0_8", "bstr0_16"
+BSTR8, BSTR16, BSTR32, BSTR64 = "bstr8", "bstr16", "bstr32", "bstr64"
+BSTR0_8, BSTR0_16 = "bstr0_8", "bstr0_16"
 TSTR = "tstr"
 
 MAX_TEXT = 240
@@ -106,7 +108,9 @@ _INT_LIMITS = {
     LOG_LEVEL: max(LogLevel), ERROR_CODE: max(ErrorCode),
 }  # fmt: skip
 _INT_MIN = {ERROR_CODE: min(ErrorCode)}
-_BSTR_SIZES = {BSTR8: (8,), BSTR16: (16,), BSTR32: (32,), BSTR0_8: (0, 8), BSTR0_16: (0, 16)}
+_BSTR_SIZES = {
+    BSTR8: (8,), BSTR16: (16,), BSTR32: (32,), BSTR64: (64,), BSTR0_8: (0, 8), BSTR0_16: (0, 16)
+}  # fmt: skip
 _BSTR_MAX = {PAYLOAD: MAX_PAYLOAD}
 _BYTES_KINDS = frozenset({BSTR, PAYLOAD, *_BSTR_SIZES})
 
@@ -121,7 +125,8 @@ class Message:
 @dataclass(frozen=True, slots=True)
 class Hello(Message):
     TYPE = MsgType.HELLO
-    FIELDS = (BSTR8, TSTR, TSTR, UINT32, UINT, UINT16, UINT32, UINT16, BSTR8, BSTR0_8)
+    FIELDS = (BSTR8, TSTR, TSTR, UINT32, UINT, UINT16, UINT32, UINT16, BSTR8, BSTR0_8, UINT16,
+              UINT16)  # fmt: skip
     device_id: bytes
     board: str
     firmware: str
@@ -132,12 +137,14 @@ class Hello(Message):
     window: int
     device_kid: bytes
     host_kid: bytes  # the host key this device trusts; empty when it holds none
+    knowledge_facts: int = 0  # most facts it keeps from one knowledge pack; 0: not stated
+    knowledge_text: int = 0  # longest subject, predicate or object it keeps, in bytes
 
 
 @dataclass(frozen=True, slots=True)
 class HelloAck(Message):
     TYPE = MsgType.HELLO_ACK
-    FIELDS = (BSTR8, UINT16, UINT32, UINT16, UINT, UINT, BSTR32)
+    FIELDS = (BSTR8, UINT16, UINT32, UINT16, UINT, UINT, BSTR32, BSTR16)
     host_id: bytes
     max_frame: int
     max_message: int
@@ -145,6 +152,7 @@ class HelloAck(Message):
     time_ms: int
     pack_seq: int  # the device's chain head as the host holds it (0: none yet)
     pack_hash: bytes
+    challenge: bytes  # fresh random per session: what the device's PROOF signs (§6.5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +280,15 @@ class Fragment(Message):
     chunk: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class Proof(Message):
+    """The device's first sequenced message of a session: it holds its key (§5.15)."""
+
+    TYPE = MsgType.PROOF
+    FIELDS = (BSTR64,)
+    signature: bytes  # Ed25519 over protocol.proof.proof_input(...)
+
+
 CLASSES: dict[int, type[Message]] = {
     int(cls.TYPE): cls
     for cls in (
@@ -289,6 +306,7 @@ CLASSES: dict[int, type[Message]] = {
         Error,
         Ack,
         Fragment,
+        Proof,
     )
 }
 

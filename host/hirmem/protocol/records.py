@@ -16,6 +16,7 @@ the signer's previous pack) and each later record to the one before it.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
@@ -241,14 +242,70 @@ _UINT_FIELDS = (
 )
 
 
-# the ACTION_FLAGS bits the host evaluates itself from what it holds, whatever the device said
+# the ACTION_FLAGS bits the host always evaluates itself from what it holds, whatever the
+# device said; bit 7 (structure) when the payload declares a schema, bit 4 (baseline)
+# when the memory engine holds a distilled baseline for the reading (see host_flags)
 HOST_EVALUATED = int(Check.UNCERTAINTY_DISCLOSED | Check.SIGNATURE_INTACT)
+_FORM_FIELDS = ("subject", "attribute", "value")
 
 
-def host_flags(rec: Record, signature_verified: bool) -> tuple[int, str]:
-    """The record's flags with bits 0 and 1 as the host finds them, and what the device
-    asserted differently ("" when it agrees)."""
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise ValueError("a key appears twice")
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def structurally_consistent(payload: bytes) -> bool | None:
+    """Bit 7 as the host finds it from the payload's own schema, or None when the
+    payload declares none (it does not open as JSON: the device's word stands).
+
+    A payload that opens as JSON (``{`` or ``[``) is consistent when it is UTF-8 JSON
+    that parses whole, with no key twice in an object and no NaN or Infinity, and when
+    an object that uses the fields of a structured form uses them whole: ``subject``,
+    ``attribute`` and ``value`` all present as scalars if any is; ``action`` (a step or
+    a list of steps) with an ``outcome`` string if either is present."""
+    head = payload.lstrip()[:1]
+    if head not in (b"{", b"["):
+        return None
+    try:
+        data = json.loads(payload.decode("utf-8"), object_pairs_hook=_unique_pairs,
+                          parse_constant=_no_constant)  # fmt: skip
+    except (UnicodeDecodeError, ValueError):
+        return False
+    if not isinstance(data, dict):
+        return True
+    fact = [data.get(k) for k in _FORM_FIELDS]
+    if any(k in data for k in _FORM_FIELDS) and not all(
+        isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in fact
+    ):
+        return False
+    if "action" in data or "outcome" in data:
+        steps = data.get("action")
+        steps = [steps] if isinstance(steps, str) else steps
+        if not (isinstance(steps, list) and steps and all(isinstance(x, str) for x in steps)
+                and isinstance(data.get("outcome"), str)):  # fmt: skip
+            return False
+    return True
+
+
+def host_flags(
+    rec: Record, signature_verified: bool, baseline_aligned: bool | None = None
+) -> tuple[int, str]:
+    """The record's flags with the sub-checks the host can evaluate as the host finds
+    them, and what the device asserted differently ("" when it agrees).
+
+    Always bits 0 (the confidence field is a probability) and 1 (the pack signature
+    the host verified, ``signature_verified``, and the record's hash); bit 7 from the
+    payload's schema when it declares one (:func:`structurally_consistent`); bit 4
+    when the caller holds a baseline for the record (``baseline_aligned``: the memory
+    engine, from the distilled pattern of the reading's sensor)."""
     found = 0
+    evaluated = HOST_EVALUATED
     intact = record_hash(
         rec.id, rec.payload, rec.source, rec.timestamp, rec.context, rec.prev_hash
     ) == rec.hash  # fmt: skip
@@ -256,13 +313,16 @@ def host_flags(rec: Record, signature_verified: bool) -> tuple[int, str]:
         found |= int(Check.SIGNATURE_INTACT)
     if 0 <= rec.confidence <= 0x10000:  # a probability in Q16.16
         found |= int(Check.UNCERTAINTY_DISCLOSED)
-    flags = (rec.flags & ~HOST_EVALUATED) | found
-    differ = (rec.flags ^ flags) & HOST_EVALUATED
-    named = [c.name.lower() for c in (Check.UNCERTAINTY_DISCLOSED, Check.SIGNATURE_INTACT)
-             if differ & c and c.name]  # fmt: skip
+    for check, passed in ((Check.STRUCTURALLY_CONSISTENT, structurally_consistent(rec.payload)),
+                          (Check.BASELINE_ALIGNED, baseline_aligned)):  # fmt: skip
+        if passed is not None:
+            evaluated |= int(check)
+            found |= int(check) if passed else 0
+    flags = (rec.flags & ~evaluated) | found
+    differ = (rec.flags ^ flags) & evaluated
+    named = [c.name.lower() for c in Check if differ & c and c.name]
     said = ", ".join(f"{n} {'passed' if flags & Check[n.upper()] else 'failed'}" for n in named)
     return flags, (f"host evaluated {said}; the device asserted otherwise" if named else "")
-
 
 
 def withheld(rec: Record, signature_verified: bool = True) -> str:

@@ -64,7 +64,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="record cursor to start after (default: where the last run on this store ended)",
     )
     dev.add_argument("--memory", type=Path,
-                     help="the memory engine's store: what it quarantined stays out")  # fmt: skip
+                     help="the memory engine's store: what it quarantined stays out, and "
+                     "what it quarantined since it was fed is retracted (default: "
+                     "hirmem-memory.sqlite beside the database, when there is one)")  # fmt: skip
     return p
 
 
@@ -150,16 +152,20 @@ def _run(args: argparse.Namespace, verdict: Verdict | None) -> int:
                     if cursor == after:
                         break
                 conflicts = feed.conflicts()
+                taken_back = feed.recheck()  # quarantined by the memory engine since fed
+                if taken_back:
+                    sub.save()
             if args.json:
                 print(json.dumps({
                     "fed": docs, "assertions": triples, "cursor": cursor,
-                    "withheld": sum(feed.withheld.values()),
+                    "withheld": sum(feed.withheld.values()), "retracted": taken_back,
                     "skipped": [{"ref": ref, "reason": why} for ref, why in feed.skipped],
                     "conflicts": [{"ref": ref, "reason": why} for ref, why in conflicts],
                 }, indent=2))  # fmt: skip
                 return 0
             print(f"fed {docs} records, {triples} assertions; cursor {cursor}; "
-                  f"withheld {sum(feed.withheld.values())}")  # fmt: skip
+                  f"withheld {sum(feed.withheld.values())}"
+                  + (f" ({taken_back} fed earlier, retracted now)" if taken_back else ""))
             for ref, why in feed.skipped:
                 print(f"skipped {ref}: {why}")
             if conflicts:

@@ -27,7 +27,10 @@ through ``verdict``: a callable from record id to the reason the memory engine k
 that record out ("" when it does not), which whoever composes the two layers passes in
 (``hirmem demo`` passes :meth:`hirmem.memory.engine.MemoryEngine.withheld`) — this
 layer never imports the engine. Each record withheld is counted by reason
-(:attr:`DeviceFeed.withheld`) and its reference kept (the last 1000).
+(:attr:`DeviceFeed.withheld`) and its reference kept (the last 1000). A record the
+engine keeps out only after it was fed (a contradiction lost later, a steward) is taken
+back by :meth:`DeviceFeed.recheck`: what it alone asserted is retracted (kept as
+history, never an answer) and its passages and claims are withdrawn.
 """
 
 from __future__ import annotations
@@ -167,6 +170,38 @@ class DeviceFeed:
             total.triples += result.triples
             total.runs += result.runs
         return cursor, total
+
+    def recheck(self) -> int:
+        """Ask ``verdict`` again about every device record fed so far and take back each
+        one it now keeps out: retract the assertions it alone supports
+        (:meth:`Substrate.retract`) and withdraw its passages and claims. Counted in
+        :attr:`withheld` like a record withheld at once; returns how many were taken back.
+        One pass over the live assertions and one verdict per fed record."""
+        if self.verdict is None:
+            return 0
+        sub = self.substrate
+        by_doc: dict[str, list[str]] = {}
+        for edge in sub.ledger.edges():
+            docs = {s.doc_id for s in edge.sources if s.kind == "extracted"}
+            if len(docs) == 1 and all(s.kind == "extracted" for s in edge.sources):
+                by_doc.setdefault(docs.pop(), []).append(edge.id)
+        taken = 0
+        for did, tids in by_doc.items():
+            doc = sub.docs.get(did)
+            fed = doc.meta.get("device") if doc is not None else None
+            if not isinstance(fed, dict) or "record" not in fed:
+                continue  # not a device record's document
+            why = self.verdict(bytes.fromhex(str(fed["record"])))
+            if not why:
+                continue
+            for tid in tids:
+                sub.retract(tid, f"withheld after it was fed: {why}")
+            sub.passages.remove(did)
+            sub.claims.withdraw(did)
+            self.withheld[why] += 1
+            self.withheld_refs.append((doc.source if doc is not None else did, why))
+            taken += 1
+        return taken
 
     def _provenance(self, c: Carried) -> str:
         """Record device, key, pack and record in the PROV log; the record's entity id."""

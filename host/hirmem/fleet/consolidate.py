@@ -1,0 +1,191 @@
+"""Fleet consolidation: a tenant's accepted packs through the memory engine and into the
+semantic substrate, across all its devices.
+
+A worker claims jobs from the tenant's queue (:meth:`TenantStore.claim`: on PostgreSQL
+``FOR UPDATE SKIP LOCKED``, so workers in several processes share the queue without
+waiting on each other), reads each pack back (verified again with its device's key),
+admits its records into the tenant's memory engine (:func:`intake_records`, which keeps
+each memory's device and key and skips a record it already holds), feeds the same
+records to the tenant's semantic substrate (a PROV trace record → pack → device → key),
+and only then marks the job done. A worker killed between the two leaves the job to be
+claimed again when its lease ends; the engine and the substrate see the repeat as a
+duplicate, so nothing is admitted twice.
+
+The memory engine and the substrate keep their state in SQLite files beside the fleet's
+registry (``memory/<tenant>.db``, ``semantic/<tenant>.db``), whatever holds the tenant's
+packs: their stores have one (SQLite) implementation.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Container, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hirmem.daemon.reader import DeviceRow, StoredPack
+from hirmem.fleet.tenant import TenantStore
+from hirmem.memory.engine import MemoryEngine
+from hirmem.memory.intake import intake_records
+from hirmem.protocol.packs import Pack
+from hirmem.protocol.records import Record
+from hirmem.semantic.devices import DeviceFeed
+from hirmem.semantic.substrate import Substrate
+
+__all__ = ["Consolidator", "Recalled", "RoundReport"]
+
+
+@dataclass
+class RoundReport:
+    packs: int = 0
+    admitted: int = 0
+    quarantined: int = 0
+    duplicates: int = 0
+    assertions: int = 0
+    conflicts: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Recalled:
+    """One recall answer at the fleet with its trace: record, pack, device, key."""
+
+    record: str
+    text: str
+    score: float
+    device: str
+    pack: str
+    kid: str
+
+
+class _OnePack:
+    """A tenant store seen through one pack: what :class:`DeviceFeed` reads, limited to
+    the records of the pack a job names (no cursor over the whole store, whose numbers
+    PostgreSQL may commit out of order)."""
+
+    def __init__(self, store: TenantStore, pack: Pack, received: int) -> None:
+        self.store, self.pack, self.received = store, pack, received
+
+    def devices(self) -> list[DeviceRow]:
+        return [d for d in self.store.devices() if d.device_id == self.pack.signer]
+
+    def packs(self, device_id: bytes | None = None) -> list[StoredPack]:
+        p = self.pack
+        return [
+            StoredPack(
+                p.pack_id, p.signer, p.seq, p.hash, p.prev, p.created, self.received, len(p.items)
+            )
+        ]
+
+    def packs_since(self, after: int = 0, limit: int = 100) -> list[tuple[int, Pack]]:
+        return [] if after else [(1, self.pack)]
+
+    def records(self, after: int = 0, limit: int = 1000) -> list[tuple[int, Record, bytes]]:
+        recs = [r for r in self.pack.items if isinstance(r, Record)]
+        return [(i + 1, r, self.pack.pack_id) for i, r in enumerate(recs) if i >= after][:limit]
+
+    def record_conflicts(self) -> list[tuple[bytes, bytes, int, bytes]]:
+        return []
+
+
+class Consolidator:
+    """Memory engines and substrates per tenant, under ``directory``; one per process."""
+
+    def __init__(self, directory: str | Path, worker: str, clock: Callable[[], float] = time.time):
+        self.directory = Path(directory)
+        self.worker = worker
+        self.clock = clock
+        self._engines: dict[str, MemoryEngine] = {}
+        self._substrates: dict[str, Substrate] = {}
+        self._lock = threading.Lock()  # one round at a time per process: one engine writer
+        self._opening = threading.Lock()  # the engines' table (the API reads it mid-round)
+
+    def engine(self, tenant: str) -> MemoryEngine:
+        with self._opening:
+            if tenant not in self._engines:
+                path = self.directory / "memory" / f"{tenant}.db"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._engines[tenant] = MemoryEngine(path, clock=self.clock)
+            return self._engines[tenant]
+
+    def substrate(self, tenant: str) -> Substrate:
+        if tenant not in self._substrates:
+            path = self.directory / "semantic" / f"{tenant}.db"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._substrates[tenant] = Substrate.open(path)
+        return self._substrates[tenant]
+
+    def _kept(self, kind: str, tenant: str, held: Container[str]) -> bool:
+        """Whether the tenant's ``kind`` store is open or on disk (never made by a read)."""
+        return tenant in held or (self.directory / kind / f"{tenant}.db").is_file()
+
+    def served_engine(self, tenant: str) -> MemoryEngine | None:
+        """The tenant's engine for the API in this process (thread-safe on its own), None
+        before the tenant's first consolidation made its store. It does not wait for a
+        round: the engine serialises its own writes."""
+        if not self._kept("memory", tenant, self._engines):
+            return None
+        return self.engine(tenant)
+
+    @contextmanager
+    def served_substrate(self, tenant: str) -> Iterator[Substrate | None]:
+        """The tenant's substrate for the API, used between rounds (None before the first
+        one): the rounds' own, so an answer sees every round that finished."""
+        with self._lock:
+            kept = self._kept("semantic", tenant, self._substrates)
+            yield self.substrate(tenant) if kept else None
+
+    def close(self) -> None:
+        with self._lock, self._opening:
+            for engine in self._engines.values():
+                engine.close()
+            for sub in self._substrates.values():
+                sub.close()
+            self._engines.clear()
+            self._substrates.clear()
+
+    def run(self, tenant: str, store: TenantStore, limit: int = 32) -> RoundReport:
+        """Claim and consolidate up to ``limit`` jobs of ``tenant``."""
+        report = RoundReport()
+        with self._lock:
+            jobs = store.claim(self.worker, limit)
+            if not jobs:
+                return report
+            engine, substrate = self.engine(tenant), self.substrate(tenant)
+            for job in jobs:
+                pack, received = store.pack_by_n(job.pack_n)
+                records = [r for r in pack.items if isinstance(r, Record)]
+                got = intake_records(engine, records, pack.signer, pack.kid, pack.prev)
+                feed = DeviceFeed(
+                    _OnePack(store, pack, received), substrate, verdict=engine.withheld
+                )
+                _, fed = feed.pull(0, len(records) + 1)
+                substrate.save()
+                store.finish([job])
+                report.packs += 1
+                report.admitted += len(got.admitted)
+                report.quarantined += len(got.quarantined)
+                report.duplicates += len(got.duplicates)
+                report.assertions += len(fed.triples)
+                report.conflicts += got.conflicts
+            engine.checkpoint()  # the chain's head signed: what the API's audit shows
+        return report
+
+    def recall(self, tenant: str, store: TenantStore, query: str, k: int = 5) -> list[Recalled]:
+        """The tenant's memory recalled across its devices, each answer traced to the
+        record, the pack that carried it, the device and the key that signed it."""
+        with self._lock:
+            engine = self.engine(tenant)
+            hits = engine.recall(query, k, touch=False)
+            out = []
+            for hit in hits:
+                m = engine.require(hit.id)
+                origin = store.record_origin(bytes.fromhex(m.id))
+                if origin is None:
+                    continue  # a memory of the host's own, not a device record
+                pack_id, device, kid = origin
+                out.append(
+                    Recalled(m.id, m.text(), hit.score, device.hex(), pack_id.hex(), kid.hex())
+                )
+        return out

@@ -1,0 +1,140 @@
+"""Fleet consolidation: a tenant's packs from all its devices into one memory engine and
+one semantic substrate, each answer traced to its record, pack, device and key; the job
+queue shared by workers (SKIP LOCKED on PostgreSQL) and safe against a worker that dies
+before it marks its jobs done."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import fleet_kit
+from fleet_kit import BACKENDS
+from hirmem.fleet.consolidate import Consolidator
+from hirmem.fleet.registry import Registry
+from hirmem.fleet.tenant import Accepted, TenantStore
+from hirmem.protocol.keys import derive_test_key
+from test_store import Device
+
+pg = fleet_kit.pg  # the PostgreSQL primary of the module (a fixture)
+
+
+@pytest.fixture(params=BACKENDS)
+def tenant(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Registry, str]]:
+    reg = Registry(tmp_path / "fleet")
+    if request.param == "postgres":
+        pg = request.getfixturevalue("pg")
+        reg.add_tenant("acme", pg.dsn, f"hirmem_acme_{secrets.token_hex(4)}")
+    else:
+        reg.add_tenant("acme")
+    yield reg, "acme"
+    reg.close()
+
+
+def fill(reg: Registry, name: str, devices: int = 3, packs: int = 4) -> list[Device]:
+    store = reg.store(name)
+    out = []
+    for d in range(devices):
+        dev = Device(bytes([0xC0, 0, 0, 0, 0, 0, 0, d + 1]), derive_test_key(f"consolidate {d}"))
+        reg.add_device(name, dev.device_id, dev.key.public.raw)
+        for _ in range(packs):
+            pack = dev.pack(5)
+            assert isinstance(store.take(pack.pack_id.hex(), pack.encoded, "gw"), Accepted)
+        out.append(dev)
+    return out
+
+
+def test_recall_at_the_fleet_traces_every_answer_to_device_pack_and_key(
+    tenant: tuple[Registry, str], tmp_path: Path
+) -> None:
+    reg, name = tenant
+    devices = fill(reg, name)
+    store = reg.store(name)
+    # the store reads as the daemon's intake does (the IntakeReader the engine follows)
+    recs = store.records(0, 1000)
+    assert len(recs) == 60 and [n for n, _, _ in recs] == sorted(n for n, _, _ in recs)
+    assert all(rec.id[:8] == pid[:8] for _, rec, pid in recs)
+    assert len({rec.id for _, rec, _ in recs}) == 60 and store.record_conflicts() == []
+    assert [n for n, _ in store.packs_since(0, 5)] == [n for n, _ in store.packs_since(0, 100)][:5]
+    worker = Consolidator(tmp_path / "fleet", "w1")
+    try:
+        report = worker.run(name, store, limit=100)
+        assert (report.packs, report.admitted + report.quarantined) == (12, 60)
+        assert store.open_jobs() == 0
+        hits = worker.recall(name, store, "temp0", k=20)
+        assert len(hits) == 20
+        kids = {d.device_id.hex(): d.key.kid.hex() for d in devices}
+        seen_devices = set()
+        for hit in hits:
+            assert hit.record.startswith(hit.device)  # a record id begins with its device
+            assert hit.kid == kids[hit.device]
+            assert hit.pack[:16] == hit.device
+            held = {p.pack_id.hex() for p in store.packs(bytes.fromhex(hit.device))}
+            assert hit.pack in held
+            seen_devices.add(hit.device)
+        assert len(seen_devices) == 3  # across devices
+        # the substrate holds the PROV trace of a record back to its key
+        sub = worker.substrate(name)
+        entities = sub.prov.entities
+        for hit in hits:
+            assert f"record:{hit.record}" in entities and f"key:{hit.kid}" in entities
+            assert entities[f"record:{hit.record}"].derived_from == (f"pack:{hit.pack}",)
+            assert entities[f"key:{hit.kid}"].attributed_to == f"device:{hit.device}"
+        assert report.assertions > 0
+    finally:
+        worker.close()
+
+
+def test_a_worker_that_dies_before_finishing_repeats_nothing(
+    tenant: tuple[Registry, str], tmp_path: Path
+) -> None:
+    reg, name = tenant
+    fill(reg, name, devices=2, packs=3)
+    store = reg.store(name)
+    dead = store.claim("dead worker", limit=4, lease_ms=0)  # claimed, never finished
+    assert len(dead) == 4
+    worker = Consolidator(tmp_path / "fleet", "w2")
+    try:
+        # the dead worker's half-done work: its first job reached the engine, not "done"
+        first_pack, _ = store.pack_by_n(dead[0].pack_n)
+        from hirmem.memory.intake import intake_records
+        from hirmem.protocol.records import Record
+
+        recs = [r for r in first_pack.items if isinstance(r, Record)]
+        intake_records(
+            worker.engine(name), recs, first_pack.signer, first_pack.kid, first_pack.prev
+        )
+        report = worker.run(name, store, limit=100)
+        assert report.packs == 6 and report.duplicates == 5
+        assert report.admitted + report.quarantined == 25
+        assert store.open_jobs() == 0
+        engine = worker.engine(name)
+        n = engine.store.db.execute("SELECT count(*) FROM memories").fetchone()[0]
+        assert n >= 30
+    finally:
+        worker.close()
+
+
+def test_workers_claim_disjoint_jobs(tenant: tuple[Registry, str]) -> None:
+    reg, name = tenant
+    fill(reg, name, devices=4, packs=10)
+    store: TenantStore = reg.store(name)
+    claimed: list[int] = []
+    lock = threading.Lock()
+
+    def work(w: int) -> None:
+        while jobs := store.claim(f"w{w}", limit=3):
+            with lock:
+                claimed.extend(j.n for j in jobs)
+            store.finish(jobs)
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(claimed) == sorted(set(claimed)) and len(claimed) == 40
