@@ -335,18 +335,22 @@ def canonical(v: View) -> bytes:
             tuple(rel(x) for x in json.loads(r["links"])), rel(r["supersedes"]),
             tuple(trace.get(r["id"], ())),
         ))  # fmt: skip
+    # a distillate's rowid says only the order distillates were opened in: its key instead
+    opened = {row[1]: row[3:8] for row in v.side if row[0] == "d"}
     side = []
     for row in v.side:
-        items = []
-        for x in row:
-            if isinstance(x, str) and x.startswith("{"):
+        items: list[Any] = []
+        for pos, x in enumerate(row):
+            if row[0] == "d" and pos == 1:
+                continue
+            if row[0] == "l" and pos == 2:
+                items.append(opened.get(x))
+            elif isinstance(x, str) and x.startswith("{"):
                 stats = json.loads(x)
                 for key in ("first_ms", "last_ms", "since_ms"):
                     stats[key] = round(v.now * 1000) - stats.get(key, 0)
                 stats["prev"] = rel(stats.get("prev", ""))
                 items.append(json.dumps(stats, sort_keys=True))
-            elif row[0] == "d" and isinstance(x, int) and x is row[1]:
-                items.append("rowid")
             else:
                 items.append(rel(x))
         side.append(tuple(items))
