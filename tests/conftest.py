@@ -33,6 +33,11 @@ settings.load_profile("explore" if os.environ.get("HIRMEM_EXPLORE") else "gate")
 RUN_MARK = "HIRMEM_TEST_RUN"
 os.environ[RUN_MARK] = f"{os.getpid()}-{uuid.uuid4().hex}"
 
+# The semantic substrate embeds passages with MiniLM where it is installed; the tests use
+# the hashed fallback unless they ask for MiniLM themselves: fast, and the same on every
+# machine whether or not the model is installed.
+os.environ.setdefault("HIRMEM_EMBEDDER", "hash")
+
 ROOT = Path(__file__).resolve().parent.parent
 VECTORS = ROOT / "protocol" / "vectors"
 CDDL = ROOT / "protocol" / "hirmem.cddl"

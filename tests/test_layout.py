@@ -8,8 +8,9 @@ and fails on the first import that crosses a line the layout draws:
     link       ← protocol
     daemon     ← link, protocol
     emulation  ← link, protocol
-    memory     ← protocol, daemon.reader (the store, read-only)
-    semantic   ← protocol, daemon.reader
+    embed      ← protocol
+    memory     ← protocol, embed, daemon.reader (the store, read-only)
+    semantic   ← protocol, embed, daemon.reader
     fleet      ← protocol, memory, semantic, daemon.reader, api
     api        ← protocol, daemon.reader, memory, semantic
     cli        ← anything
@@ -32,15 +33,17 @@ ALLOWED: dict[str, frozenset[str]] = {
     "link": frozenset({"protocol", "link"}),
     "daemon": frozenset({"protocol", "link", "daemon"}),
     "emulation": frozenset({"protocol", "link", "emulation"}),
-    "memory": frozenset({"protocol", "memory", "daemon.reader"}),
-    "semantic": frozenset({"protocol", "semantic", "daemon.reader"}),
+    "embed": frozenset({"protocol", "embed"}),
+    "memory": frozenset({"protocol", "embed", "memory", "daemon.reader"}),
+    "semantic": frozenset({"protocol", "embed", "semantic", "daemon.reader"}),
     # the fleet node serves the API's application over its tenants (api never imports fleet)
     "fleet": frozenset({"protocol", "memory", "semantic", "daemon.reader", "api", "fleet"}),
     # the HTTP API: over the read door, the engine and the substrate; the daemon hands
     # its health and metrics in as callables (hirmem.api.sources)
     "api": frozenset({"protocol", "daemon.reader", "memory", "semantic", "api"}),
     "cli": frozenset(
-        {"protocol", "link", "daemon", "emulation", "memory", "semantic", "fleet", "api", "cli"}
+        {"protocol", "link", "daemon", "emulation", "embed", "memory", "semantic", "fleet",
+         "api", "cli"}
     ),
     # hirmem/__init__.py re-exports the error family and nothing else
     "": frozenset({"protocol.errors"}),
@@ -107,8 +110,8 @@ def test_every_module_keeps_the_import_rules() -> None:
 
 def test_only_the_packages_of_the_layout_at_the_top() -> None:
     top = {p.name for p in PACKAGE.iterdir() if not p.name.startswith(("_", "."))}
-    assert top == {"protocol", "link", "daemon", "emulation", "memory", "semantic", "fleet",
-                   "api",
+    assert top == {"protocol", "link", "daemon", "emulation", "embed", "memory", "semantic",
+                   "fleet", "api",
                    "cli", "py.typed"}  # fmt: skip
 
 
@@ -131,6 +134,10 @@ def test_each_package_says_what_it_may_import(package: str) -> None:
         ("hirmem.semantic.cli", "from hirmem.memory import MemoryEngine\n", True),
         ("hirmem.emulation.rogue", "import hirmem.protocol.packs as p\n", False),
         ("hirmem.cli.demo", "from hirmem.daemon.service import Daemon\n", False),
+        ("hirmem.semantic.passages", "from hirmem.embed.minilm import MiniLMEmbedder\n", False),
+        ("hirmem.memory.embed", "from hirmem.embed.minilm import MiniLMEmbedder\n", False),
+        ("hirmem.embed.minilm", "from hirmem.memory.embed import HashEmbedder\n", True),
+        ("hirmem.embed.minilm", "from hirmem.semantic.retrieve import Embedder\n", True),
         ("hirmem.fleet.tenant", "from hirmem.daemon.store import Store\n", True),
         ("hirmem.fleet.consolidate", "from hirmem.memory.follow import intake_records\n", False),
         ("hirmem.daemon.service", "from hirmem.fleet.app import create_app\n", True),

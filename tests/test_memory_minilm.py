@@ -19,11 +19,12 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from hirmem.memory import cli, minilm
+from hirmem.embed import minilm
+from hirmem.embed.minilm import MiniLMEmbedder, MiniLMUnavailable, gelu
+from hirmem.memory import cli
 from hirmem.memory.config import MemoryConfig
 from hirmem.memory.embed import EMBEDDERS, HashEmbedder, embed_batch, make_embedder
 from hirmem.memory.engine import MemoryEngine
-from hirmem.memory.minilm import MiniLMEmbedder, MiniLMUnavailable, gelu
 from hirmem.protocol.errors import HirmemError
 
 F64 = npt.NDArray[np.float64]

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import itertools
 import random
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.extract import RuleExtractor
 from hirmem.semantic.ingest import MemoryIngester
 from hirmem.semantic.passages import (
@@ -71,6 +73,33 @@ def test_names_not_sentence_capitals() -> None:
     assert {"jonas", "maya lind", "lake como"} <= strong
     assert "pottery" in weak and "pottery" not in strong and "i" not in strong | weak
     assert "tibsovo" in entities_in("They prescribed Ivosidenib (Tibsovo) today.")[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "named", "not_named"),
+    [
+        ("Thanks, Caroline! These shoes are for running.", set(), {"caroline"}),
+        ("Hey Gina, I saw Marco at the gym.", {"marco"}, {"gina"}),
+        ("Wow, Maria, that is brave of Tomas.", {"tomas"}, {"maria"}),
+        ("That was fun, Nate. See you soon.", set(), {"nate"}),
+        ("Jonas, the pump failed again.", set(), {"jonas"}),
+        ("Hey Gina! I ran into Gina at the gym.", {"gina"}, set()),  # addressed, and named
+        ("I met John, and Maria came later.", {"john", "maria"}, set()),
+    ],
+)
+def test_a_name_said_to_the_listener_is_not_a_mention(
+    text: str, named: set[str], not_named: set[str]
+) -> None:
+    strong, weak = entities_in(text)
+    assert named <= strong
+    assert not (not_named & (strong | weak))
+
+
+def test_scoping_skips_a_turn_that_only_addresses_the_subject() -> None:
+    idx = _index([("c1", "team-a", "Maya", "Thanks, Jonas! I bought new running shoes."),
+                  ("c2", "team-a", "Jonas", "I run in the park most mornings.")])  # fmt: skip
+    hits = idx.search("What running shoes did Jonas buy?", 5, {"team-a"}, subject="jonas")
+    assert [h.doc for h in hits] == ["c2"]  # Maya spoke to Jonas about her own shoes
 
 
 def test_injection_markers() -> None:
@@ -201,3 +230,70 @@ def test_the_assertion_tier_is_fenced_too(tmp_path: Path, store: str, question: 
     assert sub.ask(question, 10, readable=set()).hits == ()
     assert all("Paris" not in h.evidence and "Initech" not in h.evidence
                for h in sub.ask(question, 10, readable={"a"}).hits)  # fmt: skip
+
+
+def test_the_default_embedder_is_minilm_where_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hirmem.embed.minilm import MiniLMEmbedder, MiniLMUnavailable
+    from hirmem.semantic.passages import EMBEDDER_ENV, default_embedder
+
+    monkeypatch.setenv(EMBEDDER_ENV, "hash")
+    assert isinstance(default_embedder(), Embedder)
+    monkeypatch.setenv(EMBEDDER_ENV, "bert")
+    with pytest.raises(SemanticError, match="'minilm' or 'hash'"):
+        default_embedder()
+    monkeypatch.delenv(EMBEDDER_ENV)
+    try:
+        MiniLMEmbedder()
+    except MiniLMUnavailable:
+        assert isinstance(default_embedder(), Embedder)  # the fallback, no error
+        monkeypatch.setenv(EMBEDDER_ENV, "minilm")
+        with pytest.raises(MiniLMUnavailable):
+            default_embedder()
+        return
+    assert isinstance(default_embedder(), MiniLMEmbedder)
+    monkeypatch.setenv(EMBEDDER_ENV, "hash")
+    assert isinstance(Substrate.in_memory().passages.embedder, Embedder)
+    monkeypatch.delenv(EMBEDDER_ENV)
+    assert isinstance(Substrate.in_memory().passages.embedder, MiniLMEmbedder)
+
+
+def test_minilm_keeps_its_old_import_path() -> None:
+    from hirmem.embed import minilm as home
+    from hirmem.memory import minilm as old
+
+    assert old.MiniLMEmbedder is home.MiniLMEmbedder
+    assert old.MiniLMUnavailable is home.MiniLMUnavailable
+
+
+def test_a_store_opened_with_another_embedder_embeds_its_passages_again(tmp_path: Path) -> None:
+    path = str(tmp_path / "p.db")
+    first = PassageIndex(Embedder(1024), path)
+    assert first.reembedded == 0
+    for doc, container, subject, text in MINE:
+        first.add(doc, text, container, subject=subject)
+    before = [h.doc for h in first.search("Where did Jonas move?", 4, {"team-a"})]
+    first.close()
+    again = PassageIndex(Embedder(1024), path)
+    assert again.reembedded == 0  # the same embedder: nothing to redo
+    again.close()
+    other = PassageIndex(Embedder(256), path)  # another space (MiniLM installed since)
+    assert other.reembedded == len(MINE)
+    hits = other.search("Where did Jonas move?", 4, {"team-a"})
+    assert all(0.0 <= h.similarity <= 1.0 + 1e-6 for h in hits)
+    assert {h.doc for h in hits} == set(before)
+    other.close()
+    assert PassageIndex(Embedder(256), path).reembedded == 0
+
+
+def test_a_question_naming_a_month_reaches_what_was_said_then() -> None:
+    idx = PassageIndex(Embedder())
+    may = int(datetime(2023, 5, 12, tzinfo=UTC).timestamp() * 1000)
+    for i in range(30):  # the same words all year round, but for May
+        month = 1 + i % 12
+        if month in (4, 5, 6):
+            continue
+        said = int(datetime(2023, month, 15, tzinfo=UTC).timestamp() * 1000)
+        idx.add(f"o{i}", f"We cooked dinner together, round {i:02d}.", "c", said_at=said)
+    idx.add("may", "We cooked dinner together, round 77.", "c", said_at=may)
+    hits = idx.search("What did Maria cook in May 2023?", 3, {"c"})
+    assert "may" in [h.doc for h in hits]

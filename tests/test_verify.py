@@ -57,3 +57,17 @@ def test_a_blind_check_fails() -> None:
     report = verify.run_spin(check)
     assert not report.ok
     assert any("NOT caught" in line for line in report.lines)
+
+
+def test_the_tool_runs_every_method_with_its_planted_bugs() -> None:
+    """One tool: SPIN, the C checks and the memory explorer, each with planted bugs."""
+    names = [name for name, _ in verify._other_methods(fast=True)]
+    assert {"c-decoders", "c-decoders-planted", "ring", "ring-planted", "memory"} <= set(names)
+    assert sum(name.startswith("memory-planted-") for name in names) == 4
+
+
+def test_a_planted_memory_bug_through_the_tool() -> None:
+    reports = verify.run(fast=True, only="memory-planted-rn-threshold")
+    assert len(reports) == 1
+    assert reports[0].ok, "\n".join(reports[0].lines)
+    assert any("planted bug caught" in line for line in reports[0].lines)

