@@ -152,8 +152,12 @@ SPIN_CHECKS: tuple[SpinCheck, ...] = (
         SAFE + "; with a device reset and early retransmissions", fast=False,
     ),
     SpinCheck(
-        "session-liveness-resets", "session.pml", SESSION_FULL,
-        "liveness with a device reset and early retransmissions", liveness=True, fast=False,
+        "session-gap-stale-hello-ack", "session.pml", SESSION_FULL,
+        "known gap (liveness): after a reset and one duplicated frame, a device that "
+        "restarts its handshake on ERROR no-session can keep taking the HELLO_ACK that "
+        "answered its previous HELLO, and the host keeps refusing that PROOF; every round "
+        "reproduces the lag (HELLO_ACK does not name the HELLO it answers)",
+        liveness=True, expect_violation=True, fast=False,
     ),
     SpinCheck(
         "session-liveness-lossy", "session.pml", SESSION_LOSSY,

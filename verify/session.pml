@@ -241,7 +241,8 @@ proctype Device() {
 
     :: atomic { h2d?t,s,a,x,st ->
         if
-        :: t == ERR_NOSESSION -> d_lose_session()
+        :: t == ERR_NOSESSION && d_open -> d_lose_session()
+        :: t == ERR_NOSESSION && !d_open -> skip   /* hm_agent: counted, nothing else */
         :: !d_open && t == HELLO_ACK && s == 1 && a == 1 ->
             /* §6.5 device step 3: HELLO acknowledged, HELLO_ACK delivered */
             d_open = true; d_next = 2; d_exp = 2; d_nun = 0;
