@@ -278,6 +278,19 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert out.strip() == f"hirmem {version()}" and re.search(r"\d+\.\d+", out)
 
 
+def wait_for_sigterm_handler(pid: int, timeout: float = 60.0) -> None:
+    """Until the process has installed its SIGTERM handler (Linux: SigCgt in
+    /proc/PID/status), which the daemon does once it runs; Python sets none by itself."""
+    bit = 1 << (signal.SIGTERM - 1)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("SigCgt:") and int(line.split()[1], 16) & bit:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} set no SIGTERM handler in {timeout} s")
+
+
 def test_log_level_on_the_daemon_and_globally(tmp_path: Path) -> None:
     """The daemon logs its start at info: --log-level warning hides it, before or after the
     command; debug shows more than the default."""
@@ -288,7 +301,7 @@ def test_log_level_on_the_daemon_and_globally(tmp_path: Path) -> None:
             [sys.executable, "-m", "hirmem.cli", *argv],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=cli_env(),
         )  # fmt: skip
-        time.sleep(2.0)
+        wait_for_sigterm_handler(proc.pid)  # up: a fixed sleep loses to a loaded machine
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)
         assert proc.returncode == 0, out

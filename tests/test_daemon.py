@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -215,6 +216,10 @@ def _daemon_process(config: Path) -> subprocess.Popen[str]:
 
 
 @needs_qemu
+def _stored_beyond(store: Store, device: bytes, count: int) -> bool:
+    return store.count_records(device) > count
+
+
 def test_sigkill_during_sync_loses_nothing(tmp_path: Path) -> None:
     names = ("mps2-an385",)
     db = tmp_path / "kill.db"
@@ -224,9 +229,14 @@ def test_sigkill_during_sync_loses_nothing(tmp_path: Path) -> None:
         config = _write_config(tmp_path, [qb.url], db)
         rng = random.Random(5)
         for _ in range(5):
-            # killed at a random moment of the sync: the sensor offers a pack every ~160 ms
-            proc = _daemon_process(config)
-            time.sleep(rng.uniform(0.4, 1.5))
+            # killed at a random moment of the sync (the sensor offers a pack every ~160 ms),
+            # once this run has stored something: on a loaded machine the start alone can
+            # outlast a fixed sleep
+            with Store(db) as store:
+                storing = partial(_stored_beyond, store, dev, store.count_records(dev))
+                proc = _daemon_process(config)
+                wait_until(storing, 60, "the run storing")
+            time.sleep(rng.uniform(0.0, 0.8))
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=10)
         proc = _daemon_process(config)
