@@ -35,21 +35,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "verify"
+sys.path.insert(0, str(ROOT / "tools"))  # tools/ is not a package: its modules by path
 
-
-@dataclass
-class Report:
-    """One check's outcome: ``ok`` and the lines that say what was checked."""
-
-    name: str
-    ok: bool
-    lines: list[str] = field(default_factory=list)
+from verify_c import Report  # noqa: E402 - one Report for every method of the tool
 
 
 @dataclass(frozen=True)
@@ -277,8 +270,7 @@ Runner = Callable[[], Report]
 
 def _other_methods(fast: bool) -> list[tuple[str, Runner]]:
     """The C and memory methods, from their own tools."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    import verify_c  # tools/ is not a package: imported by path
+    import verify_c
     import verify_memory
 
     ring_depth = 5 if fast else 8
@@ -286,11 +278,11 @@ def _other_methods(fast: bool) -> list[tuple[str, Runner]]:
     mem_depth, mem_slots = (2, 2) if fast else (3, 3)
     plant_outcomes = ("green", "amber", "red")  # enough to reach each planted bug
     runners: list[tuple[str, Runner]] = [
-        ("c-decoders", lambda: _as_report(verify_c.check_decoders())),
+        ("c-decoders", lambda: verify_c.check_decoders()),
         ("c-decoders-planted", lambda: _planted(verify_c.check_decoders(planted="oob"))),
-        ("ring", lambda: _as_report(verify_c.check_ring(ring_depth))),
+        ("ring", lambda: verify_c.check_ring(ring_depth)),
         ("ring-planted", lambda: _planted(verify_c.check_ring(ring_depth, planted="lru"))),
-        ("memory", lambda: _as_report(verify_memory.explore(mem_depth, mem_slots))),
+        ("memory", lambda: verify_memory.explore(mem_depth, mem_slots)),
     ]
 
     def planted_memory(plant: str) -> Runner:
@@ -301,21 +293,8 @@ def _other_methods(fast: bool) -> list[tuple[str, Runner]]:
     return runners
 
 
-class ReportLike(Protocol):
-    """What verify_c and verify_memory return (their own Report classes)."""
-
-    name: str
-    ok: bool
-    lines: list[str]
-
-
-def _as_report(r: ReportLike) -> Report:
-    return Report(r.name, r.ok, list(r.lines))
-
-
-def _planted(r: ReportLike) -> Report:
+def _planted(rep: Report) -> Report:
     """A planted bug's run passes when the method catches it (its own check fails)."""
-    rep = _as_report(r)
     caught = not rep.ok
     rep.lines.append("  planted bug caught" if caught else "  planted bug NOT caught")
     return Report(rep.name + " (planted)", caught, rep.lines)

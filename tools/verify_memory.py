@@ -54,6 +54,7 @@ from hirmem.memory.recall import RecallFilter, RecallHit, RecallIndex
 from hirmem.protocol import cbor
 from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.records import HASH_SIZE, MAX_PAYLOAD, MAX_SOURCE
+from verify_c import Report  # one Report for tools/verify.py's methods
 
 __all__ = ["OUTCOMES", "PLANTS", "SLOTS", "Report", "explore"]
 
@@ -148,11 +149,6 @@ def steps_for(cfg: MemoryConfig) -> dict[str, float]:
     }
 
 
-@dataclass
-class Report:
-    name: str
-    ok: bool
-    lines: list[str] = field(default_factory=list)
 
 
 # -- the planted bugs -------------------------------------------------------------------
