@@ -131,7 +131,7 @@ def wait_healthy(port: int, timeout: float = 30) -> None:
         try:
             if request(port, "GET", "/v1/healthz", timeout=2).status == 200:
                 return
-        except OSError:
+        except (OSError, http.client.HTTPException):
             pass
         if time.monotonic() > deadline:
             raise TimeoutError(f"the fleet node on port {port} did not become healthy")
