@@ -181,7 +181,12 @@ def replay_crashes(target: str, env: dict[str, str]) -> tuple[list[str], str]:
 
 
 def run_target(
-    target: str, seconds: int, env: dict[str, str], fresh: bool, work_root: Path = WORK
+    target: str,
+    seconds: int,
+    env: dict[str, str],
+    fresh: bool,
+    work_root: Path = WORK,
+    runs: int | None = None,
 ) -> Result:
     binary = BUILD / target
     work = work_root / target
@@ -195,6 +200,7 @@ def run_target(
     cmd = [
         str(binary),
         f"-max_total_time={seconds}",
+        *([f"-runs={runs}"] if runs is not None else []),
         f"-max_len={MAX_LEN}",
         f"-timeout={UNIT_TIMEOUT}",
         "-rss_limit_mb=2048",
@@ -242,8 +248,8 @@ def describe_input(path: Path, limit: int = 256) -> str:
     return shown + more
 
 
-def print_report(results: Sequence[Result], seconds: int) -> None:
-    print(f"\nlibFuzzer, {seconds} s per target")
+def print_report(results: Sequence[Result], size: str) -> None:
+    print(f"\nlibFuzzer, {size}")
     header = (
         f"{'target':<12} {'executions':>11} {'exec/s':>8} {'cov':>6} {'ft':>7}"
         f" {'corpus':>7} {'crashes':>8}"
@@ -284,6 +290,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--seconds", type=int, default=DEFAULT_SECONDS, help="per target (default %(default)s)"
     )
     time_group.add_argument("--long", action="store_true", help=f"{LONG_SECONDS} s per target")
+    parser.add_argument(
+        "--runs",
+        type=int,
+        help="stop each target after this many inputs, --seconds being then only the"
+        " ceiling: a run of a known size however loaded the machine is",
+    )
     parser.add_argument("--target", action="append", help="only this target (repeatable)")
     parser.add_argument(
         "--jobs",
@@ -305,8 +317,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     seconds = LONG_SECONDS if args.long else args.seconds
-    if seconds < 1 or args.jobs < 1:
-        parser.error("--seconds and --jobs must be at least 1")
+    if seconds < 1 or args.jobs < 1 or (args.runs is not None and args.runs < 1):
+        parser.error("--seconds, --runs and --jobs must be at least 1")
 
     cc = find_cc(args.cc)
     if cc is None:
@@ -341,12 +353,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("seeds: " + ", ".join(f"{t} {counts.get(t, 0)}" for t in targets), flush=True)
 
     env = sanitizer_env()
-    print(f"running {len(targets)} targets, {seconds} s each, {args.jobs} at a time", flush=True)
+    size = f"{seconds} s per target"
+    if args.runs:
+        size = f"{args.runs} inputs per target (at most {seconds} s)"
+    print(f"running {len(targets)} targets, {size}, {args.jobs} at a time", flush=True)
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         results = list(
-            pool.map(lambda t: run_target(t, seconds, env, args.fresh, args.work), targets)
+            pool.map(
+                lambda t: run_target(t, seconds, env, args.fresh, args.work, args.runs), targets
+            )
         )
-    print_report(results, seconds)
+    print_report(results, size)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(
