@@ -22,7 +22,14 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from hirmem.semantic.claims import ClaimRow, ClaimStore, Ontology, Template
+from hirmem.semantic.claims import (
+    READING,
+    ClaimRow,
+    ClaimStore,
+    Ontology,
+    Template,
+    reading_template,
+)
 
 __all__ = ["DEFAULT_ASKINGS", "DEFAULT_ONTOLOGY", "EXTRACTED", "Asking", "Plan", "Planner"]
 
@@ -49,7 +56,8 @@ DEFAULT_ONTOLOGY = Ontology([
     Template("thing.kind", False, "text"),
     Template("person.knows", False, "entity"),
     Template("person.manages", False, "entity"),
-])  # fmt: skip
+    Template("person.manager", True, "entity"),
+], families={READING: reading_template})  # fmt: skip
 
 _S = r"(?P<s>[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*)"
 _V = r"(?P<v>[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*)"
@@ -82,6 +90,8 @@ DEFAULT_ASKINGS = (
            said=(rf"^who (?:said|told us) (?:that )?{_S} works? (?:at|for) {_V}\??$",)),
     Asking("person.birthplace",
            lookup=(rf"^where was {_S} born\??$",)),
+    Asking("person.manager",
+           lookup=(rf"^who (?:does|did) {_S} report to{_YEAR}\??$",)),
 )  # fmt: skip
 
 
