@@ -443,15 +443,17 @@ class ClaimStore:
 
     def about(self, subject: str, readable: Collection[str], at: int | None = None
               ) -> list[ClaimRow]:  # fmt: skip
-        """Every claim true of ``subject`` (by any name it is known by) at ``at`` (default
-        now), supersession applied per predicate; newest statement first."""
+        """Every claim true at ``at`` (default now) of ``subject`` or with it as the value
+        (by any name it is known by: one stored fact answers both directions), supersession
+        applied per subject and predicate; newest statement first."""
         at = self.clock() if at is None else at
         where, args = self._subject(subject, readable)
-        by_predicate: dict[str, list[ClaimRow]] = {}
-        for r in self._rows(where, args, readable, at):
-            by_predicate.setdefault(r.predicate, []).append(r)
+        either = f"({where} OR {where.replace('c.subject', 'c.value')})"
+        by_key: dict[tuple[str, str], list[ClaimRow]] = {}
+        for r in self._rows(either, [*args, *args], readable, at):
+            by_key.setdefault((r.subject, r.predicate), []).append(r)
         out: list[ClaimRow] = []
-        for predicate, rows in by_predicate.items():
+        for (_, predicate), rows in by_key.items():
             rows.sort(key=lambda r: (r.since, r.id), reverse=True)
             single = predicate in self.ontology and self.ontology.get(predicate).single_valued
             out += rows[:1] if single else rows
