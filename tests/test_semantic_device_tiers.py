@@ -125,3 +125,28 @@ def test_a_reading_keeps_its_unit_and_refuses_one_it_does_not_know() -> None:
         assert not (("." in number) and number.endswith("0")) and not number.endswith(".")
         assert spelled == {"": "", "C": "degC", "degC": "degC", "%": "%", "hPa": "hPa",
                            "mV": "mV"}[unit]  # fmt: skip
+
+
+def test_semantic_devices_keeps_the_engines_distilled_memories(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``hirmem semantic devices --memory``: the engine's pattern over a sensor's readings
+    is kept in the substrate's file as a tier-1 memory, and running again updates it."""
+    from hirmem.cli.entry import main
+
+    store = Store(tmp_path / "hirmem.db")
+    store.register_device(DEV_A, KEY_A.public.raw, "a")
+    _pack(store, DEV_A, KEY_A, [("temp0", {"temp_c": v}) for v in (20.5, 21.0, 21.5, 22.0)])
+    store.close()
+    intake, mem, sem = (str(tmp_path / n) for n in ("hirmem.db", "memory.db", "sem.db"))
+    assert main(["memory", "--db", mem, "follow", "--intake", intake]) == 0
+    argv = ["semantic", "devices", "--store", intake, "--db", sem, "--memory", mem]
+    assert main(argv) == 0
+    assert "1 distilled memories kept" in capsys.readouterr().out
+    assert main(argv) == 0  # nothing new fed; the pattern's memory rewritten, not doubled
+    sub = Substrate.open(sem, passage_embedder=Embedder())
+    try:
+        [hit] = sub.memories.search("temp0 temp_c readings", 5, {f"local/{DEV_A.hex()}/distill"})
+        assert "4 readings" in hit.text and len(sub.memories) == 1
+    finally:
+        sub.close()

@@ -23,7 +23,8 @@ Invariants:
   leg scores only the fenced rows. No containers, no memories.
 - Recall is the fusion by reciprocal rank of a lexical (FTS5 BM25) and a vector (cosine)
   leg, filtered to ``at`` (valid from ≤ at < invalid at) and, when scoped, to memories
-  whose subject is, or whose text names, one of the subject's names.
+  whose subject is, or whose text names (:func:`~hirmem.semantic.passages.entities_in`,
+  kept in ``tier1_mentions``), one of the subject's names.
 """
 
 from __future__ import annotations
@@ -40,7 +41,13 @@ import numpy.typing as npt
 from hirmem.protocol.identity import fnv1a64, fold
 from hirmem.semantic.extract import PRONOUNS, hedge, stated_interval
 from hirmem.semantic.names import words_of
-from hirmem.semantic.passages import RRF_K, PassageEmbedder, embedder_identity, injection_marker
+from hirmem.semantic.passages import (
+    RRF_K,
+    PassageEmbedder,
+    embedder_identity,
+    entities_in,
+    injection_marker,
+)
 from hirmem.semantic.stores.packed import Rows, pack
 
 __all__ = ["CERTAINTIES", "MIN_WORDS", "MemoryHit", "MemoryIndex", "Note", "notes_of"]
@@ -150,6 +157,10 @@ class MemoryIndex:
                 said_at INTEGER NOT NULL, vec BLOB NOT NULL);
             CREATE INDEX IF NOT EXISTS tier1_memories_source ON tier1_memories(source);
             CREATE INDEX IF NOT EXISTS tier1_memories_container ON tier1_memories(container);
+            CREATE TABLE IF NOT EXISTS tier1_mentions (
+                entity TEXT NOT NULL, memory INTEGER NOT NULL,
+                PRIMARY KEY (entity, memory)) WITHOUT ROWID;
+            CREATE INDEX IF NOT EXISTS tier1_mentions_memory ON tier1_mentions(memory);
             CREATE TABLE IF NOT EXISTS tier1_containers (
                 id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
             CREATE TABLE IF NOT EXISTS tier1_refusals (
@@ -207,6 +218,10 @@ class MemoryIndex:
                      note.valid_from, end, note.said_at, vec),
                 )  # fmt: skip
                 mid = int(cur.lastrowid or 0)
+                strong, weak = entities_in(note.text)
+                named = {words_of(n) for n in (note.subject, *strong, *weak)} - {""}
+                self._db.executemany("INSERT OR IGNORE INTO tier1_mentions VALUES (?, ?)",
+                                     [(n, mid) for n in sorted(named)])  # fmt: skip
                 terms = self._terms_table(note.container, create=True)
                 self._db.execute(f"INSERT INTO {terms}(rowid, text, subject) VALUES (?, ?, ?)",
                                  (mid, note.text, fold(note.subject)))  # fmt: skip
@@ -265,6 +280,7 @@ class MemoryIndex:
         return True
 
     def _unterm(self, mid: int) -> None:
+        self._db.execute("DELETE FROM tier1_mentions WHERE memory = ?", (mid,))
         container, text, subject = self._db.execute(
             "SELECT container, text, subject FROM tier1_memories WHERE id = ?", (mid,)
         ).fetchone()  # fmt: skip
@@ -349,17 +365,14 @@ class MemoryIndex:
         return out
 
     def _allowed(self, where: str, args: list[object], names: Sequence[str]) -> set[int]:
-        """The ids inside the fence, valid at the time asked, about the subject asked."""
-        rows = self._db.execute(f"SELECT m.id, m.subject, m.text FROM tier1_memories m "
-                                f"WHERE {where}", args).fetchall()  # fmt: skip
-        if not names:
-            return {int(r[0]) for r in rows}
-        out = set()
-        for mid, subject, text in rows:
-            said = f" {words_of(text)} "
-            if words_of(subject) in names or any(f" {n} " in said for n in names):
-                out.add(int(mid))
-        return out
+        """The ids inside the fence, valid at the time asked, about the subject asked (its
+        subject or a name it writes is one of ``names``: an indexed lookup)."""
+        if names:
+            where += (" AND m.id IN (SELECT memory FROM tier1_mentions WHERE entity IN "
+                      f"({','.join('?' * len(names))}))")
+            args = [*args, *names]
+        return {int(r[0]) for r in self._db.execute(f"SELECT m.id FROM tier1_memories m "
+                                                     f"WHERE {where}", args)}  # fmt: skip
 
     def _lexical(self, terms: Sequence[str], readable: Collection[str], allowed: set[int],
                  limit: int) -> list[int]:  # fmt: skip

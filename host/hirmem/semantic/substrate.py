@@ -36,6 +36,19 @@ Invariants:
   naming the subject its ``meta["subject"]`` names (a conversation turn's speaker). A
   superseded or erased document's passages go with it. :meth:`Substrate.recall` reads them
   through the fence: only the containers the reader may read, nothing for none.
+- Tier 1: every absorbed text's self-contained sentences are memories
+  (:class:`~hirmem.semantic.memories.MemoryIndex`) in its container; a device record's
+  are the memory engine's distilled memories (:meth:`DeviceFeed.distilled`). Tier 2: an
+  assertion whose relation the vocabulary knows (:mod:`.relations`) is the typed claim,
+  the right way round; a device field is a ``reading.<field>`` claim of its sensor.
+  Names and the aliases a text equates are entities (:mod:`.entities`); an assertion
+  between two names in no vocabulary is an open edge. A quarantined text (an injection
+  marker) gives no row in any tier; a superseded, erased or withheld document's rows
+  leave every tier. A claim's subject is read by every name the reader's containers
+  equate with it.
+- :meth:`Substrate.remember` fuses the tiers by reciprocal rank: the passages, the
+  memories and (when the question names a subject) the claims true of it, each leg
+  behind the same fence at the same time; :meth:`Substrate.answer` reads that.
 - The library holds no tenant and no credential (§8): isolation is by opening a separate
   substrate (a separate file) per tenant, which a served surface resolves from the principal.
 """
