@@ -274,3 +274,15 @@ def test_the_fence_rows_of_an_unreadable_container_never_appear_nor_move_a_rank(
         assert shared.remember("Where does Bob work?", set()) == (None, [])
         assert shared.answer("Where does Bob work?", set())[0] == "abstained"
         shared.close()
+
+
+def test_one_stored_fact_answers_both_directions() -> None:
+    sub = _substrate()
+    _say(sub, "mem://o1", "Carol manages Dana. Erik reports to Carol.", at=T0)
+    _say(sub, "mem://o2", "Dana reports to Priya (Pri) Nair.", at=T0 + DAY)
+    assert sub.answer("Who reports to Carol?", {"team"}) == ("planned", "erik")  # Dana moved
+    assert sub.answer("Who does Carol manage?", {"team"}) == ("planned", "erik")
+    assert sub.answer("Who reports to Pri?", {"team"}) == ("planned", "dana")
+    assert sub.claims.holders("person.manager", "Carol", {"team"}, at=T0 + 1) != []
+    assert {r.subject for r in sub.claims.holders("person.manager", "Carol", {"team"},
+                                                  at=T0 + 1)} == {"dana", "erik"}  # fmt: skip

@@ -485,6 +485,23 @@ class ClaimStore:
             n += any(want is None or r.value == want for r in held)
         return n
 
+    def holders(self, predicate: str, value: str, readable: Collection[str],
+                at: int | None = None) -> list[ClaimRow]:  # fmt: skip
+        """The claims of ``predicate`` whose current value at ``at`` is ``value`` (by any
+        name it is known by): one stored fact read from its other end ("who reports to
+        Priya?" reads every person.manager claim whose value is Priya)."""
+        t = self.ontology.get(predicate)
+        where, args = self._subject(value, readable)
+        where = where.replace("c.subject", "c.value")
+        at = self.clock() if at is None else at
+        named = self._rows(f"{where} AND c.predicate = ?", [*args, predicate], readable, at)
+        out = []
+        for subject in sorted({r.subject for r in named}):
+            now = self.current(subject, predicate, readable, at) if t.single_valued else [
+                r for r in named if r.subject == subject]  # fmt: skip
+            out += [r for r in now if r.value in {str(a) for a in args}]
+        return out
+
     def sources(self, claim: ClaimRow) -> list[tuple[str, str, str]]:
         """(container, source, quote) of each readable statement of ``claim``: who told us."""
         return [(a.container, a.source, a.quote) for a in claim.attestations]

@@ -72,14 +72,16 @@ def aliases_in(text: str) -> list[tuple[str, str]]:
 
 
 def written(name: str, text: str) -> str:
-    """``name`` as ``text`` writes it in full: a name an extractor read as the tail of an
-    alias phrase ("Smith" of "Robert (Bob) Smith") is that phrase; else ``name`` itself."""
+    """``name`` as ``text`` writes it in full: a name an extractor read as the head or the
+    tail of an alias phrase ("Robert" or "Smith" of "Robert (Bob) Smith") is that phrase;
+    else ``name`` itself."""
     bare = name.strip()
     for rx in (_PAREN, _AKA, _SLASH):
         for m in rx.finditer(text):
             phrase = m.group(0)
-            if phrase == bare or (phrase.endswith(bare) and not phrase[: -len(bare)][-1:].isalnum()
-                                  and phrase[: -len(bare)].strip()):
+            head = phrase.startswith(bare) and not phrase[len(bare) : len(bare) + 1].isalnum()
+            tail = phrase.endswith(bare) and not phrase[: -len(bare)][-1:].isalnum()
+            if bare and (head or tail):
                 return phrase
     return bare
 
