@@ -145,7 +145,8 @@ class MemoryIndex:
     def __init__(self, embedder: PassageEmbedder, path: str = ":memory:") -> None:
         self.embedder = embedder
         self._lock = threading.RLock()
-        self._cache: dict[tuple[str, ...], tuple[npt.NDArray[np.int64], Rows]] = {}
+        self._cache: dict[tuple[str, ...], tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
+                                                 npt.NDArray[np.int64], Rows]] = {}  # fmt: skip
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._db.executescript(
             """
@@ -344,14 +345,17 @@ class MemoryIndex:
                       " AND (m.invalid_at = 0 OR ? < m.invalid_at)")
             args += [at, at]
         scoped = sorted({words_of(n) for n in names} - {""})
+        if scoped:
+            where += (" AND m.id IN (SELECT memory FROM tier1_mentions WHERE entity IN "
+                      f"({','.join('?' * len(scoped))}))")
+            args += scoped
         terms = [t for t in _TERM.findall(question.lower()) if len(t) > 1]
         if scoped:
             named = {w for n in scoped for w in n.split()}
             terms = [t for t in terms if t not in named] or terms
         with self._lock:
-            allowed = self._allowed(where, args, scoped)
-            legs = [self._lexical(terms, readable, allowed, candidates),
-                    self._vector(question, readable, allowed, candidates)]
+            legs = [self._lexical(terms, readable, where, args, candidates),
+                    self._vector(question, readable, at, scoped, candidates)]
             fused: dict[int, float] = {}
             for leg in legs:
                 for rank, mid in enumerate(leg):
@@ -364,19 +368,11 @@ class MemoryIndex:
                 out.append(_hit(row, score))
         return out
 
-    def _allowed(self, where: str, args: list[object], names: Sequence[str]) -> set[int]:
-        """The ids inside the fence, valid at the time asked, about the subject asked (its
-        subject or a name it writes is one of ``names``: an indexed lookup)."""
-        if names:
-            where += (" AND m.id IN (SELECT memory FROM tier1_mentions WHERE entity IN "
-                      f"({','.join('?' * len(names))}))")
-            args = [*args, *names]
-        return {int(r[0]) for r in self._db.execute(f"SELECT m.id FROM tier1_memories m "
-                                                     f"WHERE {where}", args)}  # fmt: skip
-
-    def _lexical(self, terms: Sequence[str], readable: Collection[str], allowed: set[int],
-                 limit: int) -> list[int]:  # fmt: skip
-        if not terms or not allowed:
+    def _lexical(self, terms: Sequence[str], readable: Collection[str], where: str,
+                 args: list[object], limit: int) -> list[int]:  # fmt: skip
+        """BM25 over each readable container's own index, the fence, the time and the
+        subject in the same WHERE, before the LIMIT; merged by score."""
+        if not terms:
             return []
         query = " OR ".join(f'"{t}"' for t in sorted(set(terms)))
         found: list[tuple[float, int]] = []
@@ -385,17 +381,27 @@ class MemoryIndex:
             if table is None:
                 continue
             found += [(float(r[0]), int(r[1])) for r in self._db.execute(
-                f"SELECT bm25({table}), rowid FROM {table} WHERE {table} MATCH ? "
-                f"ORDER BY bm25({table})", (query,)) if int(r[1]) in allowed]  # fmt: skip
+                f"SELECT bm25({table}), m.id FROM {table} JOIN tier1_memories m "
+                f"ON m.id = {table}.rowid WHERE {table} MATCH ? AND {where} "
+                f"ORDER BY bm25({table}) LIMIT ?", [query, *args, limit])]  # fmt: skip
         found.sort()
         return [mid for _, mid in found[:limit]]
 
-    def _vector(self, question: str, readable: Collection[str], allowed: set[int],
-                limit: int) -> list[int]:  # fmt: skip
-        ids, mat = self._fenced(readable)
-        if not len(ids) or not allowed:
+    def _vector(self, question: str, readable: Collection[str], at: int | None,
+                scoped: Sequence[str], limit: int) -> list[int]:  # fmt: skip
+        """Cosine over the fenced rows only, masked by time and subject before ranking."""
+        ids, vf, ia, mat = self._fenced(readable)
+        if not len(ids):
             return []
-        rows = np.flatnonzero(np.isin(ids, np.fromiter(allowed, dtype=np.int64)))
+        keep = np.ones(len(ids), dtype=bool)
+        if at is not None:
+            keep &= ((vf == 0) | (vf <= at)) & ((ia == 0) | (at < ia))
+        if scoped:
+            named = [r[0] for r in self._db.execute(
+                "SELECT memory FROM tier1_mentions WHERE entity IN "
+                f"({','.join('?' * len(scoped))})", list(scoped))]  # fmt: skip
+            keep &= np.isin(ids, np.asarray(named, dtype=np.int64))
+        rows = np.flatnonzero(keep)
         if not len(rows):
             return []
         q = np.asarray(self.embedder.embed(question), dtype=np.float32)
@@ -406,16 +412,24 @@ class MemoryIndex:
         top = np.argsort(-sims, kind="stable")[:limit]
         return [int(ids[rows[i]]) for i in top if sims[i] > 0]
 
-    def _fenced(self, readable: Collection[str]) -> tuple[npt.NDArray[np.int64], Rows]:
+    def _fenced(self, readable: Collection[str]) -> tuple[
+        npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], Rows
+    ]:
+        """The readable rows as arrays (id, valid from, invalid at, vectors); kept until
+        the next write."""
         key = tuple(sorted(readable))
         held = self._cache.get(key)
         if held is not None:
             return held
         fence = ",".join("?" * len(readable))
-        rows = self._db.execute(f"SELECT id, vec FROM tier1_memories WHERE container IN "
-                                f"({fence}) ORDER BY id", sorted(readable)).fetchall()  # fmt: skip
-        out = (np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
-               Rows([r[1] for r in rows], self.embedder.dim))  # fmt: skip
+        rows = self._db.execute(f"SELECT id, valid_from, invalid_at, vec FROM tier1_memories "
+                                f"WHERE container IN ({fence}) ORDER BY id",
+                                sorted(readable)).fetchall()  # fmt: skip
+        n = len(rows)
+        out = (np.fromiter((r[0] for r in rows), dtype=np.int64, count=n),
+               np.fromiter((r[1] for r in rows), dtype=np.int64, count=n),
+               np.fromiter((r[2] for r in rows), dtype=np.int64, count=n),
+               Rows([r[3] for r in rows], self.embedder.dim))  # fmt: skip
         if len(self._cache) >= 8:
             self._cache.clear()
         self._cache[key] = out
