@@ -134,6 +134,10 @@ def test_recall_fuses_passages_memories_and_the_claims_of_the_named_subject() ->
     _say(sub2, "mem://j", "Jordan Lee works at Acme. Jordan Lee enjoys sailing.")
     _, hits = sub2.remember("What about Jordan Lee and Acme?", {"team"})
     assert any(h.tier == "claim" and h.text == "Jordan Lee works at Acme." for h in hits)
+    # one sentence said once is one piece of evidence, though three tiers hold it
+    _say(sub2, "mem://k", "Kim Berg works at Initech.")
+    _, hits = sub2.remember("What about Kim Berg?", {"team"})
+    assert [(h.tier, h.text) for h in hits] == [("claim", "Kim Berg works at Initech.")]
     assert sub2.answer("Where does Jordan Lee work?", {"team"})[0] == "planned"
 
 

@@ -111,6 +111,7 @@ def container_of(doc: Doc | None) -> str:
 
 
 _WORDS = re.compile(r"[^\W_]+", re.UNICODE)
+_TIERS = ("passage", "memory", "claim")  # least to most typed
 _NAMED = re.compile(r"[A-Z0-9]")  # an edge joins two names, not a name and a phrase
 
 
@@ -774,12 +775,17 @@ class Substrate:
         ]  # fmt: skip
         if subject is not None:
             legs.append(self._claim_leg(question, subject, readable, at, k))
-        fused: dict[tuple[str, str, str], tuple[float, Recalled]] = {}
+        # one piece of evidence found in two tiers (a one-sentence text is its passage, its
+        # memory and the quote of its claim) is one entry, its ranks summed, under the most
+        # typed tier that holds it
+        fused: dict[tuple[str, str], tuple[float, Recalled]] = {}
         for leg in legs:
             for rank, r in enumerate(leg):
-                key = (r.tier, r.source, r.text)
-                held = fused.get(key, (0.0, r))[0]
-                fused[key] = (held + 1.0 / (RRF_K + rank + 1), r)
+                key = (r.source, " ".join(r.text.split()))
+                score, held = fused.get(key, (0.0, r))
+                if _TIERS.index(r.tier) > _TIERS.index(held.tier):
+                    held = r
+                fused[key] = (score + 1.0 / (RRF_K + rank + 1), held)
         best = sorted(fused.values(), key=lambda sr: (-sr[0], sr[1].tier, sr[1].text))[:k]
         return subject, [Recalled(r.tier, r.text, r.container, r.source, r.said_at, score)
                          for score, r in best]  # fmt: skip
