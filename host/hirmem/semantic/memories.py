@@ -186,50 +186,64 @@ class MemoryIndex:
     def write(self, note: Note) -> int | None:
         """Keep ``note`` (or update the memory of its key); its row id, None when refused
         (the refusal counted with its reason)."""
-        why = self._refusal(note)
-        if why:
-            with self._lock:
-                self._db.execute("INSERT INTO tier1_refusals VALUES (?, ?, ?)",
-                                 (note.container, note.source, why))  # fmt: skip
-            return None
-        end = note.invalid_at
-        if end and note.valid_from and end <= note.valid_from:
-            with self._lock:
-                self._db.execute("INSERT INTO tier1_refusals VALUES (?, ?, ?)",
-                                 (note.container, note.source,
-                                  "interval: the end is at or before the start; kept open"))
-            end = 0
-        vec = pack(self.embedder.embed(note.text), half=True)
-        key = note.identity()
+        return self.write_many([note])[0]
+
+    def write_many(self, notes: Sequence[Note]) -> list[int | None]:
+        """:meth:`write` for each of ``notes``, their vectors computed in one batch where
+        the embedder has ``embed_many`` (MiniLM), in one transaction."""
+        kept: list[tuple[int, Note, int]] = []  # (position, note, invalid at)
+        refused: list[tuple[str, str, str]] = []
+        for i, note in enumerate(notes):
+            why = self._refusal(note)
+            if why:
+                refused.append((note.container, note.source, why))
+                continue
+            end = note.invalid_at
+            if end and note.valid_from and end <= note.valid_from:
+                refused.append((note.container, note.source,
+                                "interval: the end is at or before the start; kept open"))
+                end = 0
+            kept.append((i, note, end))
+        texts = [n.text for _, n, _ in kept]
+        many = getattr(self.embedder, "embed_many", None)
+        vectors = list(many(texts)) if many is not None and texts else [
+            self.embedder.embed(t) for t in texts]  # fmt: skip
+        out: list[int | None] = [None] * len(notes)
         with self._lock:
             self._cache.clear()
             self._db.execute("BEGIN")
             try:
-                held = self._db.execute("SELECT id FROM tier1_memories WHERE key = ?",
-                                        (key,)).fetchone()  # fmt: skip
-                if held is not None:
-                    self._unterm(int(held[0]))
-                    self._db.execute("DELETE FROM tier1_memories WHERE id = ?", (held[0],))
-                cur = self._db.execute(
-                    "INSERT INTO tier1_memories (id, key, container, source, subject, text, "
-                    "certainty, valid_from, invalid_at, said_at, vec) "
-                    "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                    (held[0] if held is not None else None, key, note.container, note.source,
-                     " ".join(fold(note.subject).split()), note.text, note.certainty,
-                     note.valid_from, end, note.said_at, vec),
-                )  # fmt: skip
-                mid = int(cur.lastrowid or 0)
-                strong, weak = entities_in(note.text)
-                named = {words_of(n) for n in (note.subject, *strong, *weak)} - {""}
-                self._db.executemany("INSERT OR IGNORE INTO tier1_mentions VALUES (?, ?)",
-                                     [(n, mid) for n in sorted(named)])  # fmt: skip
-                terms = self._terms_table(note.container, create=True)
-                self._db.execute(f"INSERT INTO {terms}(rowid, text, subject) VALUES (?, ?, ?)",
-                                 (mid, note.text, fold(note.subject)))  # fmt: skip
+                self._db.executemany("INSERT INTO tier1_refusals VALUES (?, ?, ?)", refused)
+                for (i, note, end), vec in zip(kept, vectors, strict=True):
+                    out[i] = self._insert(note, end, pack(vec, half=True))
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
+        return out
+
+    def _insert(self, note: Note, end: int, vec: bytes) -> int:
+        key = note.identity()
+        held = self._db.execute("SELECT id FROM tier1_memories WHERE key = ?",
+                                (key,)).fetchone()  # fmt: skip
+        if held is not None:
+            self._unterm(int(held[0]))
+            self._db.execute("DELETE FROM tier1_memories WHERE id = ?", (held[0],))
+        cur = self._db.execute(
+            "INSERT INTO tier1_memories (id, key, container, source, subject, text, "
+            "certainty, valid_from, invalid_at, said_at, vec) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (held[0] if held is not None else None, key, note.container, note.source,
+             " ".join(fold(note.subject).split()), note.text, note.certainty,
+             note.valid_from, end, note.said_at, vec),
+        )  # fmt: skip
+        mid = int(cur.lastrowid or 0)
+        strong, weak = entities_in(note.text)
+        named = {words_of(n) for n in (note.subject, *strong, *weak)} - {""}
+        self._db.executemany("INSERT OR IGNORE INTO tier1_mentions VALUES (?, ?)",
+                             [(n, mid) for n in sorted(named)])  # fmt: skip
+        terms = self._terms_table(note.container, create=True)
+        self._db.execute(f"INSERT INTO {terms}(rowid, text, subject) VALUES (?, ?, ?)",
+                         (mid, note.text, fold(note.subject)))  # fmt: skip
         return mid
 
     @staticmethod

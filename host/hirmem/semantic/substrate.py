@@ -459,8 +459,8 @@ class Substrate:
         raw = doc.meta.get("origin")
         said = origin(doc).mtime if isinstance(raw, Mapping) else 0
         speaker = str(doc.meta.get("subject") or "")
-        for note in notes_of(doc.text, container, doc.id, speaker=speaker, said_at=said):
-            self.memories.write(note)
+        self.memories.write_many(notes_of(doc.text, container, doc.id, speaker=speaker,
+                                          said_at=said))  # fmt: skip
         self.entities.note_aliases(doc.text, container, doc.id)
 
     def _withdraw_tiers(self, doc_id: str) -> None:
