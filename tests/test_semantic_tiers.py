@@ -6,7 +6,11 @@ and point 3, the fence, checked against an oracle store holding only what a read
 from __future__ import annotations
 
 import random
+import threading
 
+import pytest
+
+from hirmem.semantic import memories
 from hirmem.semantic.entities import aliases_in, implied
 from hirmem.semantic.extract import RuleExtractor
 from hirmem.semantic.memories import MemoryIndex, Note, notes_of
@@ -93,7 +97,15 @@ def test_an_interval_ending_at_its_start_is_refused_kept_open_and_counted() -> N
     assert idx.refusals() == [("d", "interval: the end is at or before the start; kept open")]
     assert idx.write(Note("Omar ran the depot.", "team", "d", certainty="sure")) is None
     assert idx.write(Note("Omar ran the depot.", "", "d")) is None
-    assert len(idx.refusals()) == 3 and len(idx) == 1
+    assert len(idx.refusals()) == 3 and len(idx) == 1 and idx.refused() == 3
+
+
+def test_refusals_are_all_counted_and_the_latest_listed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(memories, "KEPT_REFUSALS", 5)
+    idx = MemoryIndex(Embedder())
+    idx.write_many([Note(f"fact {i} without a fence", "", f"d{i}") for i in range(12)])
+    assert idx.refused() == 12
+    assert [src for src, _ in idx.refusals()] == [f"d{i}" for i in range(7, 12)]
 
 
 def test_writing_a_key_again_updates_its_memory_in_place() -> None:
@@ -290,3 +302,46 @@ def test_one_stored_fact_answers_both_directions() -> None:
     assert sub.claims.holders("person.manager", "Carol", {"team"}, at=T0 + 1) != []
     assert {r.subject for r in sub.claims.holders("person.manager", "Carol", {"team"},
                                                   at=T0 + 1)} == {"dana", "erik"}  # fmt: skip
+
+
+def test_a_new_version_of_a_source_replaces_its_rows_in_every_tier() -> None:
+    sub = _substrate()
+    _say(sub, "mem://v", "Nadia (Nad) Berg works at Acme. Nadia Berg is renegotiating the lease.")
+    _say(sub, "mem://v", "Nadia Berg works at Initech. Nadia Berg is hiring two welders.",
+         at=T0 + DAY)  # fmt: skip
+    texts = {h.text for h in sub.memories.search("Nadia Berg lease welders", 10, {"team"})}
+    assert texts == {"Nadia Berg works at Initech.", "Nadia Berg is hiring two welders."}
+    assert [r.value for r in sub.claims.history("Nadia Berg", "person.employer", {"team"})] == [
+        "initech"]  # fmt: skip
+    assert sub.entities.names("Nad", {"team"}) == set()  # the alias went with its version
+
+
+def test_two_threads_write_and_read_tier_one_at_once() -> None:
+    idx = MemoryIndex(Embedder())
+    errors: list[BaseException] = []
+
+    def writer(w: int) -> None:
+        try:
+            for i in range(150):
+                idx.write(Note(f"Pump {w} pressure reading {i} is steady today.", f"c{w}",
+                               f"w{w}", key=f"{w}/{i % 50}"))  # fmt: skip
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    def reader() -> None:
+        try:
+            for _ in range(150):
+                for hit in idx.search("pump pressure reading", 5, {"c0"}):
+                    assert hit.container == "c0"
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in (0, 1)]
+    threads.append(threading.Thread(target=reader))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(idx) == 100  # 50 keys per writer, each updated in place
+    assert len(idx.search("pump pressure", 100, {"c0", "c1"})) == 100

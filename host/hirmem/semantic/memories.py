@@ -16,7 +16,9 @@ Invariants:
   distilled pattern); writing the same key again updates that row in place (its text, its
   vector, its times), so a reinforced pattern is one memory, never a copy.
 - Never true for zero time: an end at or before the beginning is refused, kept open, and
-  counted (:meth:`MemoryIndex.refusals`).
+  counted. Every refusal (no container, a certainty that is neither, an injection marker,
+  such an end) is counted (:meth:`MemoryIndex.refused`) and the latest
+  :data:`KEPT_REFUSALS` are listed with their reasons (:meth:`MemoryIndex.refusals`).
 - The fence: every row carries its container; every query takes the readable containers
   and applies them in SQL (the lexical leg runs over each readable container's own
   full-text index, so unreadable rows never weigh on a BM25 statistic) and the vector
@@ -50,11 +52,13 @@ from hirmem.semantic.passages import (
 )
 from hirmem.semantic.stores.packed import Rows, pack
 
-__all__ = ["CERTAINTIES", "MIN_WORDS", "MemoryHit", "MemoryIndex", "Note", "notes_of"]
+__all__ = ["CERTAINTIES", "KEPT_REFUSALS", "MIN_WORDS", "MemoryHit", "MemoryIndex", "Note",
+           "notes_of"]
 
 CERTAINTIES = ("asserted", "hedged")
 MIN_WORDS = 4  # fewer words are a fragment ("ok sure", "me too"), not a fact
 CANDIDATES = 100  # per leg, before fusion
+KEPT_REFUSALS = 10_000  # the latest refusals listed; every one is counted
 
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 _TERM = re.compile(r"[^\W_]+", re.UNICODE)
@@ -213,7 +217,8 @@ class MemoryIndex:
             self._cache.clear()
             self._db.execute("BEGIN")
             try:
-                self._db.executemany("INSERT INTO tier1_refusals VALUES (?, ?, ?)", refused)
+                if refused:
+                    self._refuse(refused)
                 for (i, note, end), vec in zip(kept, vectors, strict=True):
                     out[i] = self._insert(note, end, pack(vec, half=True))
                 self._db.execute("COMMIT")
@@ -221,6 +226,22 @@ class MemoryIndex:
                 self._db.execute("ROLLBACK")
                 raise
         return out
+
+    def _refuse(self, refused: Sequence[tuple[str, str, str]]) -> None:
+        """Record refusals: every one counted, the latest :data:`KEPT_REFUSALS` kept."""
+        self._db.executemany("INSERT INTO tier1_refusals VALUES (?, ?, ?)", refused)
+        self._db.execute("INSERT INTO tier1_meta VALUES ('refused', ?) ON CONFLICT(key) DO "
+                         "UPDATE SET value = CAST(value AS INTEGER) + ?",
+                         (str(len(refused)), len(refused)))  # fmt: skip
+        self._db.execute("DELETE FROM tier1_refusals WHERE rowid <= "
+                         "(SELECT max(rowid) FROM tier1_refusals) - ?", (KEPT_REFUSALS,))
+
+    def refused(self) -> int:
+        """How many memories were ever refused or kept open (beyond those still listed)."""
+        with self._lock:
+            row = self._db.execute("SELECT value FROM tier1_meta WHERE key = 'refused'"
+                                   ).fetchone()  # fmt: skip
+        return int(row[0]) if row is not None else 0
 
     def _insert(self, note: Note, end: int, vec: bytes) -> int:
         key = note.identity()
