@@ -422,7 +422,8 @@ class Substrate:
         typed = filed(s_name, t.predicate, o_name)
         if typed is not None:
             subject, predicate, value = typed
-            if self.claims.ontology.get(predicate).kind == "entity":
+            ontology = self.claims.ontology
+            if predicate in ontology and ontology.get(predicate).kind == "entity":
                 for name in (subject, value):
                     self.entities.note(name, container, doc.id)
             self.claims.write(Statement(subject, predicate, value, t.evidence, doc.id,
