@@ -345,3 +345,20 @@ def test_two_threads_write_and_read_tier_one_at_once() -> None:
     assert errors == []
     assert len(idx) == 100  # 50 keys per writer, each updated in place
     assert len(idx.search("pump pressure", 100, {"c0", "c1"})) == 100
+
+
+def test_a_substrate_with_its_own_ontology_refuses_what_it_has_no_template_for() -> None:
+    from hirmem.semantic.assertions import Ledger
+    from hirmem.semantic.claims import ClaimStore, Ontology
+    from hirmem.semantic.passages import PassageIndex
+    from hirmem.semantic.prov import Log
+    from hirmem.semantic.stores import open_store
+
+    sub = Substrate(docs=open_store("doc", "memory:"), triples=open_store("triple", "memory:"),
+                    vectors=open_store("vector", "memory:"), graph=open_store("graph", "memory:"),
+                    ledger=Ledger(lambda: NOW), prov=Log(), clock=lambda: NOW,
+                    passages=PassageIndex(Embedder()),
+                    claims=ClaimStore(Ontology(), clock=lambda: NOW))  # fmt: skip
+    _say(sub, "mem://o", "Carol manages Dana Reyes.")
+    assert [reason for reason, _ in sub.claims.refusals()] == ["no template"]
+    assert len(sub.memories) == 1 and len(sub.passages) == 1
