@@ -311,6 +311,7 @@ class ClaimStore:
                 value TEXT NOT NULL);
             CREATE INDEX IF NOT EXISTS claims_sp ON claims(subject, predicate);
             CREATE INDEX IF NOT EXISTS claims_pv ON claims(predicate, value);
+            CREATE INDEX IF NOT EXISTS claims_value ON claims(value);
             CREATE TABLE IF NOT EXISTS claim_attestations (
                 claim TEXT NOT NULL, container TEXT NOT NULL, source TEXT NOT NULL,
                 quote TEXT NOT NULL, valid_from INTEGER NOT NULL, invalid_at INTEGER NOT NULL,

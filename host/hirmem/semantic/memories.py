@@ -50,6 +50,7 @@ from hirmem.semantic.passages import (
     entities_in,
     injection_marker,
 )
+from hirmem.semantic.retrieve import STOP
 from hirmem.semantic.stores.packed import Rows, pack
 
 __all__ = ["CERTAINTIES", "KEPT_REFUSALS", "MIN_WORDS", "MemoryHit", "MemoryIndex", "Note",
@@ -384,7 +385,10 @@ class MemoryIndex:
             where += (" AND m.id IN (SELECT memory FROM tier1_mentions WHERE entity IN "
                       f"({','.join('?' * len(scoped))}))")
             args += scoped
-        terms = [t for t in _TERM.findall(question.lower()) if len(t) > 1]
+        asked = [t for t in _TERM.findall(question.lower()) if len(t) > 1]
+        # function words match nearly every memory and rank none: the lexical leg reads
+        # the question's content words (all of them when it has no other)
+        terms = [t for t in asked if t not in STOP] or asked
         if scoped:
             named = {w for n in scoped for w in n.split()}
             terms = [t for t in terms if t not in named] or terms
