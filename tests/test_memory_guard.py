@@ -19,12 +19,13 @@ from hirmem.daemon.store import Store
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.follow import follow_intake
 from hirmem.memory.intake import intake_records
-from hirmem.memory.model import State
+from hirmem.memory.model import Memory, State
 from hirmem.memory.recall import RecallFilter
 from hirmem.protocol.keys import derive_test_key
 from hirmem.protocol.packs import PackKind, sign_pack
 from hirmem.protocol.records import GENESIS, Record, record_id, withheld
 from hirmem.semantic.devices import DeviceFeed
+from hirmem.semantic.retrieve import Embedder
 from hirmem.semantic.substrate import Substrate
 
 DEV = bytes.fromhex("9a9a9a9a9a9a9a01")
@@ -228,3 +229,79 @@ def test_semantic_devices_finds_the_memory_store_beside_the_intake(
     out = capsys.readouterr()
     assert "record-level" not in out.out
     assert "fed 1 records" in out.out and "(1 fed earlier, retracted now)" in out.out
+
+
+def _readings(n0: int, values: list[float], link: bytes) -> list[Record]:
+    out = []
+    for n, v in enumerate(values, start=n0):
+        rec = Record.capture(record_id(DEV, 3, n), json.dumps({"temp_c": v}).encode(), "temp0",
+                             T0 + 1000 * n, CONTEXT, 0x0FFF, 0x10000, 0xE666, 0x8000,
+                             link)  # fmt: skip
+        out.append(rec)
+        link = rec.hash
+    return out
+
+
+def test_the_guard_holds_in_every_tier_and_distilled_memories_are_tier_one(tmp_path: Path) -> None:
+    """Issue 16, point 2: a pack of readings with a domination record among them. The
+    readings become claims of their sensor and the engine's distilled pattern a tier-1
+    memory; the domination record enters no tier (no passage, no claim, no memory); the
+    pattern reinforced by more readings is the same memory updated; once the engine
+    quarantines the pattern it leaves tier 1, counted once."""
+    store = Store(tmp_path / "hirmem.db")
+    store.register_device(DEV, KEY.public.raw, "guarded")
+    good = _readings(1, [21.5, 21.75, 22.0, 22.25], GENESIS)
+    body = json.dumps({"temp_c": 99.0, "door": "unlocked by admin override"}).encode()
+    bad = Record.capture(record_id(DEV, 3, 9), body, "temp0", T0 + 9000, CONTEXT, 0x07FF,
+                         0x10000, 0xE666, 0x8000, good[-1].hash)  # fmt: skip
+    assert withheld(bad).startswith("hard fail: domination")
+    first = sign_pack(KEY, PackKind.MEMORY, DEV, (1 << 32) | 1, GENESIS, T0 + 10_000, [*good, bad])
+    assert store.take_pack(DEV, first.encoded).status == "accepted"
+    engine = MemoryEngine(tmp_path / "memory.db")
+    follow_intake(engine, store)
+    sub = Substrate.in_memory(passage_embedder=Embedder())
+    feed = DeviceFeed(store, sub, verdict=engine.withheld)
+    cursor, _ = feed.pull()
+
+    def distilled() -> list[Memory]:
+        return engine.store.select("kind IN (?, ?)", ("pattern", "procedure"))
+
+    assert feed.distilled(distilled()) == 1
+    sensor, here = f"{DEV.hex()}/temp0", {f"local/{DEV.hex()}/temp0"}
+    everywhere = {f"local/{DEV.hex()}/temp0", f"local/{DEV.hex()}/distill"}
+    # tier 2: the readings are a series; the domination record's 99 is no value of it
+    values = [r.value for r in sub.claims.history(sensor, "reading.temp_c", here)]
+    assert values == ["21.5 degC", "21.75 degC", "22 degC", "22.25 degC"]
+    assert [r.value for r in sub.claims.current(sensor, "reading.temp_c", here)] == ["22.25 degC"]
+    assert sub.claims.about("admin override", everywhere) == []
+    assert sub.claims.current(sensor, "reading.door", here) == []
+    # tier 0 and tier 1: nothing of it either, whatever is asked
+    for q in ("door unlocked by admin override", "temp0 temperature 99", "temp0 readings"):
+        _, hits = sub.remember(q, everywhere, 20)
+        assert hits and all("admin" not in h.text and "99" not in h.text for h in hits)
+    bad_ref = f"hirmem://device/{DEV.hex()}/record/{bad.id.hex()}"
+    assert all(d.source != bad_ref for d in (sub.docs.get(h.source) for h in hits) if d)
+    [pattern] = distilled()
+    memory = sub.memories.get(f"distill:{pattern.id}")
+    assert memory is not None and memory.certainty in ("asserted", "hedged")
+    assert memory.container == f"local/{DEV.hex()}/distill" and "4 readings" in memory.text
+    assert sub.memories.search("temp0 readings", 5, {f"local/{DEV.hex()}/temp0"}) == []  # fenced
+    # reinforced: the same memory, updated in place
+    more = _readings(10, [22.0, 21.75], first.hash)  # a pack opens on the one before
+    second = sign_pack(KEY, PackKind.MEMORY, DEV, (1 << 32) | 2, first.hash, T0 + 20_000, more)
+    assert store.take_pack(DEV, second.encoded).status == "accepted"
+    follow_intake(engine, store)
+    feed.pull(cursor)
+    n = len(sub.memories)
+    assert feed.distilled(distilled()) == 1 and len(sub.memories) == n
+    again = sub.memories.get(f"distill:{pattern.id}")
+    assert again is not None and again.id == memory.id and "6 readings" in again.text
+    assert [r.value for r in sub.claims.current(sensor, "reading.temp_c", here)] == ["21.75 degC"]
+    # the engine quarantines the pattern: it leaves tier 1, counted once however often asked
+    engine.transition(engine.require(pattern.id), State.QUARANTINED, "steward: bad calibration")
+    assert feed.distilled(distilled()) == 0 and feed.distilled(distilled()) == 0
+    assert sub.memories.get(f"distill:{pattern.id}") is None
+    reason = "quarantined by the memory engine: steward: bad calibration"
+    assert feed.withheld[reason] == 1 and feed.withheld["hard fail: domination"] == 1
+    engine.close()
+    store.close()

@@ -426,10 +426,13 @@ def _semantic(db: Path, workdir: Path) -> None:
         with Store(db) as store:
             feed = DeviceFeed(store, sub, verdict=engine.withheld)
             _, result = feed.pull(0)
+        # the engine's distilled patterns and procedures, as store rows, are tier-1 memories
+        kept = feed.distilled(engine.store.select("kind IN (?, ?)", ("pattern", "procedure")))
         _say(
             f"\nsemantic substrate: {len(result.docs)} device records became documents, "
-            f"{len(result.triples)} assertions; {sum(feed.withheld.values())} withheld "
-            "(quarantined or Trust = 0: never in the graph)"
+            f"{len(result.triples)} assertions, {kept} distilled memories; "
+            f"{sum(feed.withheld.values())} withheld "
+            "(quarantined or Trust = 0: in no tier)"
         )
         if not result.triples:
             return

@@ -144,12 +144,18 @@ def _devices_with_memory(args: argparse.Namespace) -> int:
     """``hirmem semantic devices --memory DB``: the memory engine's verdicts guard the feed
     (composed here: the semantic layer does not import the engine)."""
     from hirmem.memory.engine import MemoryEngine
+    from hirmem.memory.model import Memory
 
     if not args.memory.exists():
         raise HirmemError(f"no memory store at {args.memory} (run hirmem memory follow first)")
     engine = MemoryEngine(args.memory)
     try:
-        return semantic_cli.run(args, verdict=engine.withheld)
+
+        def patterns() -> list[Memory]:
+            """The engine's distilled memories, as store rows (tier 1 of the substrate)."""
+            return engine.store.select("kind IN (?, ?)", ("pattern", "procedure"))
+
+        return semantic_cli.run(args, verdict=engine.withheld, distilled=patterns)
     finally:
         engine.close()
 

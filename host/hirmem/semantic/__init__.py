@@ -14,6 +14,11 @@ Modules, one job each:
   chaining; :mod:`~hirmem.semantic.decisions` — decisions; :mod:`~hirmem.semantic.retrieve`
   — subject-scoped retrieval; :mod:`~hirmem.semantic.substrate` — all of it kept together;
   :mod:`~hirmem.semantic.devices` — device records in; :mod:`~hirmem.semantic.cli`.
+- The tiers: :mod:`~hirmem.semantic.passages` (0, verbatim), :mod:`~hirmem.semantic.memories`
+  (1, self-contained facts and distilled patterns), :mod:`~hirmem.semantic.claims` (2,
+  typed, by ontology templates; :mod:`~hirmem.semantic.relations` files vocabulary
+  relations as claims), :mod:`~hirmem.semantic.entities` (names, source-stated aliases and
+  open edges); :mod:`~hirmem.semantic.planner` answers typed questions from claims.
 
 Identity is :func:`hirmem.protocol.identity.triple_id` (the reference implementation's fold and
 FNV-1a). The library holds no tenant and no credential and opens no listener (§1, §8): a

@@ -32,7 +32,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
@@ -41,6 +41,7 @@ from hirmem.protocol.identity import fnv1a64, fold
 from hirmem.semantic.errors import SemanticError
 
 __all__ = [
+    "READING",
     "Attestation",
     "ClaimRefused",
     "ClaimRow",
@@ -49,9 +50,11 @@ __all__ = [
     "Statement",
     "Template",
     "canonical",
+    "reading_template",
+    "unit_of",
 ]
 
-KINDS = ("text", "entity", "number", "money", "date")
+KINDS = ("text", "entity", "number", "money", "date", "reading")
 
 
 class ClaimRefused(SemanticError):
@@ -106,6 +109,39 @@ def _date(text: str) -> str:
     raise ClaimRefused("not a date", repr(text))
 
 
+# a sensor reading's unit, by how an attribute or a payload spells it
+_UNITS = {"c": "degC", "degc": "degC", "°c": "degC", "celsius": "degC", "f": "degF",
+          "degf": "degF", "°f": "degF", "k": "K", "v": "V", "mv": "mV", "a": "A", "ma": "mA",
+          "w": "W", "kw": "kW", "pct": "%", "percent": "%", "%": "%", "rh": "%RH",
+          "hpa": "hPa", "pa": "Pa", "kpa": "kPa", "bar": "bar", "ppm": "ppm", "db": "dB",
+          "dbm": "dBm", "s": "s", "ms": "ms", "m": "m", "cm": "cm", "mm": "mm", "kg": "kg",
+          "g": "g", "l": "L", "lux": "lx", "lx": "lx", "hz": "Hz", "rpm": "rpm"}  # fmt: skip
+_READING = re.compile(r"^\s*(?P<n>-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*(?P<u>\S*)\s*$")
+
+
+def unit_of(attribute: str) -> str:
+    """The unit an attribute's name ends in (``temp_c`` → ``degC``), "" when none."""
+    tail = attribute.rsplit("_", 1)[-1].lower() if "_" in attribute else ""
+    return _UNITS.get(tail, "")
+
+
+def _reading(text: str) -> str:
+    """A number with its unit ("21.50 C" → "21.5 degC"); a reading that is no number (a
+    state: "open") is its folded words. An unknown unit is refused, not guessed."""
+    m = _READING.match(text)
+    if m is None:
+        if any(c.isdigit() for c in text):
+            raise ClaimRefused("not a reading", f"{text!r} is neither a number with a unit "
+                                                "nor a state")  # fmt: skip
+        return " ".join(fold(text).split())
+    n = format(Decimal(m.group("n")).normalize(), "f")
+    n = n.rstrip("0").rstrip(".") if "." in n else n
+    unit = m.group("u")
+    if unit and unit.lower() not in _UNITS:
+        raise ClaimRefused("unknown unit", f"{unit!r} of {text!r} is in no unit table")
+    return f"{n} {_UNITS[unit.lower()]}" if unit else n
+
+
 def canonical(kind: str, value: str) -> str:
     """The one spelling of ``value`` for a value of ``kind``."""
     if kind == "number":
@@ -114,6 +150,8 @@ def canonical(kind: str, value: str) -> str:
         return _money(value)
     if kind == "date":
         return _date(value)
+    if kind == "reading":
+        return _reading(value)
     if kind in ("text", "entity"):
         return " ".join(fold(value).split())
     raise SemanticError(f"no value kind {kind!r}; the kinds are {', '.join(KINDS)}")
@@ -145,8 +183,16 @@ class Template:
 
 
 class Ontology:
-    def __init__(self, templates: Iterable[Template] = ()) -> None:
+    """Templates by predicate, and template families by prefix (``reading.`` gives every
+    sensor attribute its template: adding a domain is adding a family, not a pipeline)."""
+
+    def __init__(
+        self,
+        templates: Iterable[Template] = (),
+        families: Mapping[str, Callable[[str], Template]] | None = None,
+    ) -> None:
         self._by: dict[str, Template] = {}
+        self._families = dict(families or {})
         for t in templates:
             self.add(t)
 
@@ -158,11 +204,35 @@ class Ontology:
     def get(self, predicate: str) -> Template:
         t = self._by.get(predicate)
         if t is None:
+            t = self._family(predicate)
+        if t is None:
             raise ClaimRefused("no template", f"predicate {predicate!r} is in no template")
         return t
 
+    def _family(self, predicate: str) -> Template | None:
+        for prefix, make in self._families.items():
+            if predicate.startswith(prefix) and len(predicate) > len(prefix):
+                return make(predicate)
+        return None
+
     def __contains__(self, predicate: str) -> bool:
-        return predicate in self._by
+        return predicate in self._by or self._family(predicate) is not None
+
+
+READING = "reading."  # the predicate prefix of a device's readings
+
+
+def reading_template(predicate: str) -> Template:
+    """A sensor attribute: single-valued (successive readings are a series, the newest is
+    current, the others history), its value a number with the unit the attribute's name
+    ends in (``reading.temp_c``: degC) or a state."""
+    unit = unit_of(predicate.removeprefix(READING))
+
+    def with_unit(raw: str) -> str:
+        m = _READING.match(raw)
+        return f"{raw} {unit}" if m is not None and not m.group("u") else raw
+
+    return Template(predicate, True, "reading", normalise=with_unit if unit else None)
 
 
 # ---- rows -------------------------------------------------------------------------------------
@@ -229,6 +299,9 @@ class ClaimStore:
     ) -> None:
         self.ontology = ontology
         self.clock = clock if clock is not None else (lambda: time.time_ns() // 1_000_000)
+        # the names a subject is known by to a reader (its entity's aliases in the readable
+        # containers); the composing substrate sets it, alone a name is only itself
+        self.names: Callable[[str, Collection[str]], Collection[str]] | None = None
         self._lock = threading.RLock()
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._db.executescript(
@@ -238,6 +311,7 @@ class ClaimStore:
                 value TEXT NOT NULL);
             CREATE INDEX IF NOT EXISTS claims_sp ON claims(subject, predicate);
             CREATE INDEX IF NOT EXISTS claims_pv ON claims(predicate, value);
+            CREATE INDEX IF NOT EXISTS claims_value ON claims(value);
             CREATE TABLE IF NOT EXISTS claim_attestations (
                 claim TEXT NOT NULL, container TEXT NOT NULL, source TEXT NOT NULL,
                 quote TEXT NOT NULL, valid_from INTEGER NOT NULL, invalid_at INTEGER NOT NULL,
@@ -356,17 +430,42 @@ class ClaimStore:
         wins), every live row for an accumulating one."""
         at = self.clock() if at is None else at
         t = self.ontology.get(predicate)
-        live = self._rows("c.subject = ? AND c.predicate = ?",
-                          [" ".join(fold(subject).split()), predicate], readable, at)  # fmt: skip
+        where, args = self._subject(subject, readable)
+        live = self._rows(f"{where} AND c.predicate = ?", [*args, predicate], readable, at)
         live.sort(key=lambda r: (r.since, r.id), reverse=True)
         return live[:1] if t.single_valued else live
+
+    def _subject(self, subject: str, readable: Collection[str]) -> tuple[str, list[object]]:
+        """The claims' subject predicate for ``subject`` and every name it is known by."""
+        names = {" ".join(fold(subject).split())}
+        if self.names is not None:
+            names |= {" ".join(fold(n).split()) for n in self.names(subject, readable)}
+        return f"c.subject IN ({','.join('?' * len(names))})", list(sorted(names))
+
+    def about(self, subject: str, readable: Collection[str], at: int | None = None
+              ) -> list[ClaimRow]:  # fmt: skip
+        """Every claim true at ``at`` (default now) of ``subject`` or with it as the value
+        (by any name it is known by: one stored fact answers both directions), supersession
+        applied per subject and predicate; newest statement first."""
+        at = self.clock() if at is None else at
+        where, args = self._subject(subject, readable)
+        either = f"({where} OR {where.replace('c.subject', 'c.value')})"
+        by_key: dict[tuple[str, str], list[ClaimRow]] = {}
+        for r in self._rows(either, [*args, *args], readable, at):
+            by_key.setdefault((r.subject, r.predicate), []).append(r)
+        out: list[ClaimRow] = []
+        for (_, predicate), rows in by_key.items():
+            rows.sort(key=lambda r: (r.since, r.id), reverse=True)
+            single = predicate in self.ontology and self.ontology.get(predicate).single_valued
+            out += rows[:1] if single else rows
+        return sorted(out, key=lambda r: (-r.since, r.id))
 
     def history(
         self, subject: str, predicate: str, readable: Collection[str]
     ) -> list[ClaimRow]:
         """Every value the reader may read, oldest statement first."""
-        rows = self._rows("c.subject = ? AND c.predicate = ?",
-                          [" ".join(fold(subject).split()), predicate], readable, None)  # fmt: skip
+        where, args = self._subject(subject, readable)
+        rows = self._rows(f"{where} AND c.predicate = ?", [*args, predicate], readable, None)
         return sorted(rows, key=lambda r: (min(a.valid_from for a in r.attestations), r.id))
 
     def count(self, predicate: str, readable: Collection[str], value: str | None = None,
@@ -386,6 +485,23 @@ class ClaimStore:
                 held = [max(held, key=lambda r: (r.since, r.id))]
             n += any(want is None or r.value == want for r in held)
         return n
+
+    def holders(self, predicate: str, value: str, readable: Collection[str],
+                at: int | None = None) -> list[ClaimRow]:  # fmt: skip
+        """The claims of ``predicate`` whose current value at ``at`` is ``value`` (by any
+        name it is known by): one stored fact read from its other end ("who reports to
+        Priya?" reads every person.manager claim whose value is Priya)."""
+        t = self.ontology.get(predicate)
+        where, args = self._subject(value, readable)
+        where = where.replace("c.subject", "c.value")
+        at = self.clock() if at is None else at
+        named = self._rows(f"{where} AND c.predicate = ?", [*args, predicate], readable, at)
+        out = []
+        for subject in sorted({r.subject for r in named}):
+            now = self.current(subject, predicate, readable, at) if t.single_valued else [
+                r for r in named if r.subject == subject]  # fmt: skip
+            out += [r for r in now if r.value in {str(a) for a in args}]
+        return out
 
     def sources(self, claim: ClaimRow) -> list[tuple[str, str, str]]:
         """(container, source, quote) of each readable statement of ``claim``: who told us."""

@@ -22,7 +22,11 @@ from hirmem.semantic.stages import Pipeline
 from hirmem.semantic.substrate import Substrate
 
 if TYPE_CHECKING:  # the device feed (and the daemon's reader) load only when used
-    from hirmem.semantic.devices import Verdict
+    from collections.abc import Callable, Iterable
+
+    from hirmem.semantic.devices import Distilled, Verdict
+
+    Patterns = Callable[[], Iterable[Distilled]]
 
 __all__ = ["add_parser", "run"]
 
@@ -84,17 +88,20 @@ def _substrate(p: argparse.ArgumentParser, reads: bool = False) -> None:
 SHOWN_CONFLICTS = 20  # record conflicts listed by `semantic devices`; the count is whole
 
 
-def run(args: argparse.Namespace, verdict: Verdict | None = None) -> int:
+def run(
+    args: argparse.Namespace, verdict: Verdict | None = None, distilled: Patterns | None = None
+) -> int:
     """``verdict`` (the memory engine's, wired in by ``hirmem`` for ``devices --memory``)
-    keeps what the engine quarantined out of the graph."""
+    keeps what the engine quarantined out of the graph; ``distilled`` reads the engine's
+    distilled memories, which ``devices`` keeps as tier-1 memories."""
     try:
-        return _run(args, verdict)
+        return _run(args, verdict, distilled)
     except HirmemError as exc:
         print(f"hirmem semantic: {exc}", file=sys.stderr)
         return 2
 
 
-def _run(args: argparse.Namespace, verdict: Verdict | None) -> int:
+def _run(args: argparse.Namespace, verdict: Verdict | None, distilled: Patterns | None) -> int:
     cmd = args.semantic_command
     if cmd in ("ask", "trace") and not args.create and not Path(args.substrate).exists():
         raise HirmemError(
@@ -153,19 +160,22 @@ def _run(args: argparse.Namespace, verdict: Verdict | None) -> int:
                         break
                 conflicts = feed.conflicts()
                 taken_back = feed.recheck()  # quarantined by the memory engine since fed
-                if taken_back:
+                patterns = feed.distilled(distilled()) if distilled is not None else 0
+                if taken_back or patterns:
                     sub.save()
             if args.json:
                 print(json.dumps({
                     "fed": docs, "assertions": triples, "cursor": cursor,
                     "withheld": sum(feed.withheld.values()), "retracted": taken_back,
+                    "patterns": patterns,
                     "skipped": [{"ref": ref, "reason": why} for ref, why in feed.skipped],
                     "conflicts": [{"ref": ref, "reason": why} for ref, why in conflicts],
                 }, indent=2))  # fmt: skip
                 return 0
             print(f"fed {docs} records, {triples} assertions; cursor {cursor}; "
                   f"withheld {sum(feed.withheld.values())}"
-                  + (f" ({taken_back} fed earlier, retracted now)" if taken_back else ""))
+                  + (f" ({taken_back} fed earlier, retracted now)" if taken_back else "")
+                  + (f"; {patterns} distilled memories kept" if patterns else ""))
             for ref, why in feed.skipped:
                 print(f"skipped {ref}: {why}")
             if conflicts:

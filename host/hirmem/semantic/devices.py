@@ -31,29 +31,43 @@ layer never imports the engine. Each record withheld is counted by reason
 engine keeps out only after it was fed (a contradiction lost later, a steward) is taken
 back by :meth:`DeviceFeed.recheck`: what it alone asserted is retracted (kept as
 history, never an answer) and its passages and claims are withdrawn.
+
+The three tiers (issue 16): every row of a device record carries its container,
+``<tenant>/<device>/<source>`` (``Doc.meta["container"]``). Each field of a record is a
+claim of its sensor (tier 2; :meth:`Substrate._reading`): subject ``<device>/<source>``,
+predicate ``reading.<field>``, the value with its unit, valid from the capture time, so
+successive readings are a series whose newest is current and the others history. The
+memory engine's distilled memories (patterns and procedures; its store rows, handed in
+by whoever composes the layers) are tier-1 memories (:meth:`DeviceFeed.distilled`), one
+per distilled memory, updated in place when the pattern is reinforced, behind the same
+guard: a quarantined or Trust = 0 one enters no tier, and leaves it when it becomes so.
 """
 
 from __future__ import annotations
 
 import json
-from collections import Counter, deque
-from collections.abc import Callable
+from collections import Counter, OrderedDict, deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from hirmem.daemon.reader import IntakeReader
-from hirmem.protocol.records import Record, withheld
+from hirmem.protocol.records import Record, State, withheld
 from hirmem.semantic.errors import IngestError
 from hirmem.semantic.extract import FieldExtractor
+from hirmem.semantic.memories import Note
 from hirmem.semantic.split import SentenceSplitter
 from hirmem.semantic.stages import Pipeline, Result, StageRun
 from hirmem.semantic.substrate import Substrate
 from hirmem.semantic.values import Doc, Origin, doc_id, with_origin
 
-__all__ = ["DeviceFeed", "Verdict", "record_doc", "record_ref"]
+__all__ = ["DEFAULT_TENANT", "DeviceFeed", "Distilled", "Verdict", "record_doc", "record_ref"]
 
 Verdict = Callable[[bytes], str]
 """Record id → why the memory engine keeps it out of every answer ("" when it does not)."""
 
+DEFAULT_TENANT = "local"  # the tenant of a substrate that serves one
+DISTILLED = ("pattern", "procedure")  # the memory engine's kinds of distilled memory
 HOST_AGENT = "software:hirmem-host"
 INGEST_AGENT = "ingest/device-records"
 
@@ -74,7 +88,40 @@ class Carried:
     pack_received: int
 
 
-def record_doc(c: Carried) -> Doc:
+class Distilled(Protocol):
+    """What tier 1 reads of a distilled memory: the fields of the memory engine's store
+    row (:class:`hirmem.memory.model.Memory` has them; this layer does not import it)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def payload(self) -> bytes: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def timestamp(self) -> int: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def subject(self) -> str: ...
+    @property
+    def value(self) -> str: ...
+    @property
+    def trust(self) -> float: ...
+    @property
+    def state(self) -> State: ...
+    @property
+    def quarantine_reason(self) -> str: ...
+
+
+def container_of_record(tenant: str, device: str, source: str) -> str:
+    """The container of a device's rows: its tenant, the device and the record's source."""
+    return f"{tenant}/{device}/{source or 'record'}"
+
+
+def record_doc(c: Carried, tenant: str = DEFAULT_TENANT) -> Doc:
     """A device record as a document; raises :class:`IngestError` if it is not UTF-8."""
     rec = c.record
     ref = record_ref(c.device, rec.id)
@@ -89,6 +136,7 @@ def record_doc(c: Carried) -> Doc:
         media = "text/plain"
     org = Origin.of_bytes(ref, rec.payload, media, rec.timestamp)
     meta = with_origin({}, org)
+    meta["container"] = container_of_record(tenant, c.device.hex(), rec.source)
     meta["device"] = {
         "record": rec.id.hex(), "pack": c.pack_id.hex(), "device": c.device.hex(),
         "kid": c.kid.hex(), "record_hash": rec.hash.hex(), "source": rec.source,
@@ -106,14 +154,18 @@ class DeviceFeed:
         substrate: Substrate,
         chunk_bytes: int = 512,
         verdict: Verdict | None = None,
+        tenant: str = DEFAULT_TENANT,
     ) -> None:
         self.store = store
+        self.tenant = tenant
         self.verdict = verdict
         self.substrate = substrate
         self.splitter = SentenceSplitter(chunk_bytes)
         self.skipped: list[tuple[str, str]] = []
         self.withheld: Counter[str] = Counter()  # reason → records kept out of the graph
         self.withheld_refs: deque[tuple[str, str]] = deque(maxlen=1000)
+        # distilled memories withheld (id → reason), so a pass counts each once; bounded
+        self._held_back: OrderedDict[str, str] = OrderedDict()
 
     def _carried(self, after: int, limit: int) -> tuple[int, list[Carried]]:
         devices = {d.device_id: d for d in self.store.devices()}
@@ -151,7 +203,7 @@ class DeviceFeed:
                 self.withheld_refs.append((record_ref(c.device, c.record.id), why))
                 continue
             try:
-                doc = record_doc(c)
+                doc = record_doc(c, self.tenant)
             except IngestError as exc:
                 self.skipped.append((record_ref(c.device, c.record.id), str(exc)))
                 continue
@@ -198,10 +250,44 @@ class DeviceFeed:
                 sub.retract(tid, f"withheld after it was fed: {why}")
             sub.passages.remove(did)
             sub.claims.withdraw(did)
+            sub.memories.remove(did)
+            sub.entities.withdraw(did)
             self.withheld[why] += 1
             self.withheld_refs.append((doc.source if doc is not None else did, why))
             taken += 1
         return taken
+
+    def distilled(self, memories: Iterable[Distilled]) -> int:
+        """Tier 1 from the memory engine's distilled memories (its patterns and
+        procedures; other kinds are passed over): each is one memory, keyed by its id, so a
+        reinforced pattern updates its memory in place. A candidate pattern is kept as
+        hedged, a consolidated one as asserted. The guard: one quarantined, archived or
+        trusted at 0 is withheld (counted once in :attr:`withheld`, with its reason) and,
+        if it was in the tier, taken out. Returns how many memories were written."""
+        written = 0
+        for m in memories:
+            if m.kind not in DISTILLED:
+                continue
+            key = f"distill:{m.id}"
+            why = _withheld_distilled(m)
+            if why:
+                self.substrate.memories.remove_key(key)
+                if self._held_back.get(m.id) != why:
+                    self.withheld[why] += 1
+                    self.withheld_refs.append((key, why))
+                    self._held_back[m.id] = why
+                    while len(self._held_back) > HELD_BACK:
+                        self._held_back.popitem(last=False)
+                continue
+            self._held_back.pop(m.id, None)
+            body = m.payload.decode("utf-8", errors="replace")
+            hedged = m.state is not State.CONSOLIDATED
+            note = Note(f"{body}: {m.value}", container_of_record(self.tenant, m.device or "host",
+                                                                   m.source),
+                        key, m.subject, "hedged" if hedged else "asserted", said_at=m.timestamp,
+                        key=key)  # fmt: skip
+            written += self.substrate.memories.write(note) is not None
+        return written
 
     def _provenance(self, c: Carried) -> str:
         """Record device, key, pack and record in the PROV log; the record's entity id."""
@@ -221,3 +307,15 @@ class DeviceFeed:
         # the ref the ingest run names is a source too: the record itself
         log.entity(f"source:{record_ref(c.device, c.record.id)}", "source")
         return rid
+
+
+HELD_BACK = 10_000  # distilled memories whose withholding is remembered (to count it once)
+
+
+def _withheld_distilled(m: Distilled) -> str:
+    """Why a distilled memory enters no tier ("" when it may): the engine's guard."""
+    if m.state is State.QUARANTINED:
+        return f"quarantined by the memory engine: {m.quarantine_reason}"
+    if m.state is State.ARCHIVED:
+        return "archived by the memory engine"
+    return "Trust = 0 in the memory engine" if m.trust == 0 else ""

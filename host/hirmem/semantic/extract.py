@@ -53,6 +53,8 @@ __all__ = [
     "Rejection",
     "RuleExtractor",
     "Schema",
+    "hedge",
+    "stated_interval",
 ]
 
 
@@ -132,6 +134,7 @@ _RULES: tuple[tuple[str, str, float], ...] = (
     ("part_of", rf"(?P<s>{_NP})\s+is\s+(?:a\s+)?part\s+of\s+(?P<o>{_NP})", 0.85),
     ("knows", rf"(?P<s>{_NP})\s+(?:knows|met)\s+(?P<o>{_NP})", 0.8),
     ("manages", rf"(?P<s>{_NP})\s+(?:manages|leads)\s+(?P<o>{_NP})", 0.8),
+    ("reports_to", rf"(?P<s>{_NP})\s+(?:reports|reported)\s+to\s+(?P<o>{_NP})", 0.8),
     ("likes", rf"(?P<s>{_NP})\s+(?:likes|loves|enjoys)\s+(?P<o>[\w{_APOS} -]{{2,60}}?){_TAIL}",
      0.7),
     ("is_a", rf"(?P<s>{_NP})\s+is\s+(?:a|an)\s+(?P<o>[\w-]+(?:\s+[\w-]+)?){_TAIL}", 0.6),
@@ -203,6 +206,31 @@ def instant(date: str) -> int:
     if not 1 <= month <= 12 or not 1 <= day <= calendar.monthrange(year, month)[1]:
         raise ValueError(f"no such date: {date!r}")
     return calendar.timegm((year, month, day, 0, 0, 0)) * 1000
+
+
+def hedge(clause: str) -> str | None:
+    """The cue that makes ``clause`` a hedge rather than an assertion ("maybe", "I think",
+    a modal, a condition), or None when it asserts."""
+    found = _CONDITION.search(clause) or _HEDGE.search(clause) or _MODAL.search(clause)
+    return None if found is None else found.group(0)
+
+
+def stated_interval(sentence: str) -> tuple[int, int]:
+    """(valid from, invalid at) in ms that ``sentence`` states ("since March 2019", "until
+    2021"); 0 where it states none. A date that is no date, or an end at or before the
+    start, is not a bound (never true for zero time: kept open)."""
+    bounds = []
+    for rx in (_STARTS, _ENDS):
+        m = rx.search(sentence)
+        try:
+            at = instant(m.group("d")) if m is not None else OPEN
+        except ValueError:
+            at = OPEN
+        bounds.append(max(at, OPEN))
+    start, end = bounds
+    if start != OPEN and end != OPEN and end <= start:
+        end = OPEN
+    return start, end
 
 
 def _first_word(text: str) -> str:

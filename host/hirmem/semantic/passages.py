@@ -477,13 +477,15 @@ class PassageIndex:
         k: int,
         readable: Collection[str],
         *,
-        subject: str | None = None,
+        subject: str | Collection[str] | None = None,
         at: int | None = None,
         candidates: int = CANDIDATES,
     ) -> list[PassageHit]:
         """The ``k`` best passages for ``question`` among those the reader may read, valid
-        at ``at`` (when given), naming ``subject`` (when given): fused lexical and vector
-        ranks."""
+        at ``at`` (when given), naming ``subject`` (when given; or any of several names,
+        the aliases one entity is known by): fused lexical and vector ranks."""
+        names = None if subject is None else sorted(
+            {fold(subject)} if isinstance(subject, str) else {fold(n) for n in subject})
         if not readable or k <= 0:
             return []
         where, args = _fence(readable)
@@ -491,18 +493,19 @@ class PassageIndex:
             where += (" AND (p.valid_from = 0 OR p.valid_from <= ?)"
                       " AND (p.valid_until = 0 OR ? < p.valid_until)")
             args += [at, at]
-        if subject is not None:
-            where += " AND p.id IN (SELECT passage FROM passage_mentions WHERE entity = ?)"
-            args.append(fold(subject))
+        if names is not None:
+            where += (" AND p.id IN (SELECT passage FROM passage_mentions WHERE entity IN "
+                      f"({','.join('?' * len(names))}))")
+            args += names
         qvec = np.asarray(self.embedder.embed(question), dtype=np.float32)
         terms = [t for t in _TERM.findall(question.lower()) if len(t) > 1]
-        if subject is not None:  # the filter carries the subject; its name would match itself
-            named = set(_TERM.findall(fold(subject)))
+        if names is not None:  # the filter carries the subject; its name would match itself
+            named = {t for n in names for t in _TERM.findall(n)}
             terms = [t for t in terms if t not in named] or terms
         legs: list[list[int]] = []
         with self._lock:
             legs.append(self._lexical(terms, readable, where, args, candidates))
-            vec_leg, sims = self._vector(qvec, readable, at, subject, candidates)
+            vec_leg, sims = self._vector(qvec, readable, at, names, candidates)
             legs.append(vec_leg)
             if _FIGURE.search(question):
                 legs.append(self._lexical(terms, readable, where + " AND p.has_digit = 1", args,
@@ -566,7 +569,8 @@ class PassageIndex:
         return [r[2] for r in found[:limit]]
 
     def _vector(self, qvec: F32, readable: Collection[str], at: int | None,
-                subject: str | None, limit: int) -> tuple[list[int], dict[int, float]]:  # fmt: skip
+                names: Sequence[str] | None,
+                limit: int) -> tuple[list[int], dict[int, float]]:  # fmt: skip
         """Cosine over the fenced rows only: the matrix holds nothing else, and the time and
         subject filters mask it before any score is ranked."""
         ids, vf, vu, mat = self._fenced(readable)
@@ -575,10 +579,10 @@ class PassageIndex:
         keep = np.ones(len(ids), dtype=bool)
         if at is not None:
             keep &= ((vf == 0) | (vf <= at)) & ((vu == 0) | (at < vu))
-        if subject is not None:
+        if names is not None:
             named = [r[0] for r in self._db.execute(
-                "SELECT passage FROM passage_mentions WHERE entity = ?", (fold(subject),)
-            )]  # fmt: skip
+                "SELECT passage FROM passage_mentions WHERE entity IN "
+                f"({','.join('?' * len(names))})", names)]  # fmt: skip
             keep &= np.isin(ids, np.asarray(named, dtype=np.int64))
         rows = np.flatnonzero(keep)
         if not len(rows):

@@ -22,7 +22,14 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from hirmem.semantic.claims import ClaimRow, ClaimStore, Ontology, Template
+from hirmem.semantic.claims import (
+    READING,
+    ClaimRow,
+    ClaimStore,
+    Ontology,
+    Template,
+    reading_template,
+)
 
 __all__ = ["DEFAULT_ASKINGS", "DEFAULT_ONTOLOGY", "EXTRACTED", "Asking", "Plan", "Planner"]
 
@@ -49,7 +56,8 @@ DEFAULT_ONTOLOGY = Ontology([
     Template("thing.kind", False, "text"),
     Template("person.knows", False, "entity"),
     Template("person.manages", False, "entity"),
-])  # fmt: skip
+    Template("person.manager", True, "entity"),
+], families={READING: reading_template})  # fmt: skip
 
 _S = r"(?P<s>[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*)"
 _V = r"(?P<v>[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*)"
@@ -66,6 +74,7 @@ class Asking:
     history: tuple[str, ...] = ()
     count: tuple[str, ...] = ()
     said: tuple[str, ...] = ()
+    holders: tuple[str, ...] = ()  # whose value is ``v`` ("who reports to Priya?")
 
 
 DEFAULT_ASKINGS = (
@@ -82,12 +91,15 @@ DEFAULT_ASKINGS = (
            said=(rf"^who (?:said|told us) (?:that )?{_S} works? (?:at|for) {_V}\??$",)),
     Asking("person.birthplace",
            lookup=(rf"^where was {_S} born\??$",)),
+    Asking("person.manager",
+           lookup=(rf"^who (?:does|did) {_S} report to{_YEAR}\??$",),
+           holders=(rf"^who reports to {_V}\??$", rf"^who does {_V} manage\??$")),
 )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    kind: str  # lookup, history, count, said
+    kind: str  # lookup, history, count, said, holders
     predicate: str
     subject: str = ""
     value: str = ""
@@ -108,7 +120,8 @@ class Planner:
             (kind, a.predicate, re.compile(rx, re.IGNORECASE))
             for a in askings
             for kind, forms in (("lookup", a.lookup), ("history", a.history),
-                                ("count", a.count), ("said", a.said))
+                                ("count", a.count), ("said", a.said),
+                                ("holders", a.holders))
             for rx in forms
             if a.predicate in claims.ontology
         ]  # fmt: skip
@@ -133,6 +146,9 @@ class Planner:
         if plan is None:
             return None
         c = self.claims
+        if plan.kind == "holders":  # the same claims read from the other end
+            rows = c.holders(plan.predicate, plan.value, readable)
+            return Planned(plan, ", ".join(sorted({r.subject for r in rows})), tuple(rows))
         if plan.kind == "count":
             n = c.count(plan.predicate, readable, plan.value)
             return Planned(plan, str(n))

@@ -36,6 +36,19 @@ Invariants:
   naming the subject its ``meta["subject"]`` names (a conversation turn's speaker). A
   superseded or erased document's passages go with it. :meth:`Substrate.recall` reads them
   through the fence: only the containers the reader may read, nothing for none.
+- Tier 1: every absorbed text's self-contained sentences are memories
+  (:class:`~hirmem.semantic.memories.MemoryIndex`) in its container; a device record's
+  are the memory engine's distilled memories (:meth:`DeviceFeed.distilled`). Tier 2: an
+  assertion whose relation the vocabulary knows (:mod:`.relations`) is the typed claim,
+  the right way round; a device field is a ``reading.<field>`` claim of its sensor.
+  Names and the aliases a text equates are entities (:mod:`.entities`); an assertion
+  between two names in no vocabulary is an open edge. A quarantined text (an injection
+  marker) gives no row in any tier; a superseded, erased or withheld document's rows
+  leave every tier. A claim's subject is read by every name the reader's containers
+  equate with it.
+- :meth:`Substrate.remember` fuses the tiers by reciprocal rank: the passages, the
+  memories and (when the question names a subject) the claims true of it, each leg
+  behind the same fence at the same time; :meth:`Substrate.answer` reads that.
 - The library holds no tenant and no credential (§8): isolation is by opening a separate
   substrate (a separate file) per tenant, which a served surface resolves from the principal.
 """
@@ -43,11 +56,14 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from hirmem.semantic.assertions import Edge, Ledger, Lifted, SQLiteLedger, Tombstone, now_ms
-from hirmem.semantic.claims import ClaimStore, Statement
+from hirmem.semantic.claims import READING, ClaimRow, ClaimStore, Statement
 from hirmem.semantic.decisions import (
     Cause,
     Decider,
@@ -57,19 +73,30 @@ from hirmem.semantic.decisions import (
     SQLiteRecorder,
     decision_id,
 )
+from hirmem.semantic.entities import EntityIndex, written
 from hirmem.semantic.errors import LedgerError, ProvError, SemanticError
-from hirmem.semantic.passages import PassageEmbedder, PassageHit, PassageIndex, default_embedder
-from hirmem.semantic.planner import DEFAULT_ONTOLOGY, EXTRACTED, Planner
+from hirmem.semantic.extract import FieldExtractor
+from hirmem.semantic.memories import MemoryIndex, notes_of
+from hirmem.semantic.passages import (
+    RRF_K,
+    PassageEmbedder,
+    PassageHit,
+    PassageIndex,
+    default_embedder,
+    injection_marker,
+)
+from hirmem.semantic.planner import DEFAULT_ONTOLOGY, Planner
 from hirmem.semantic.prov import Activity, Entity, Log, SQLiteLog
 from hirmem.semantic.reader import ABSTAIN, Evidence, Reader
 from hirmem.semantic.reason import Chaining, Reasoner
+from hirmem.semantic.relations import filed
 from hirmem.semantic.retrieve import Answer, Embedder, Retriever
 from hirmem.semantic.stages import Pipeline, Rejection, Result, StageRun
 from hirmem.semantic.stores import open_store
 from hirmem.semantic.stores.base import DocStore, GraphStore, TripleStore, VectorStore
 from hirmem.semantic.values import Chunk, Claim, Doc, Triple, lineage, origin
 
-__all__ = ["ForgedAssertion", "Substrate"]
+__all__ = ["ForgedAssertion", "Recalled", "Substrate"]
 
 REASONER = "software:reasoner"
 DEFAULT_CONTAINER = "default"  # the container of a document that names none
@@ -81,6 +108,34 @@ def container_of(doc: Doc | None) -> str:
     if doc is None:
         return DEFAULT_CONTAINER
     return str(doc.meta.get("container") or DEFAULT_CONTAINER)
+
+
+_WORDS = re.compile(r"[^\W_]+", re.UNICODE)
+_TIERS = ("passage", "memory", "claim")  # least to most typed
+_NAMED = re.compile(r"[A-Z0-9]")  # an edge joins two names, not a name and a phrase
+
+
+@dataclass(frozen=True, slots=True)
+class Recalled:
+    """One piece of evidence of fused recall, from whichever tier held it."""
+
+    tier: str  # "passage", "memory" or "claim"
+    text: str
+    container: str
+    source: str  # the document (or distilled memory) it came from
+    said_at: int
+    score: float  # the fused reciprocal-rank score across the tiers
+
+
+def _structured(text: str) -> tuple[str, str] | None:
+    """(subject, attribute) of a record stating a value of a subject's attribute."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(body, dict) or not {"subject", "attribute", "value"} <= body.keys():
+        return None
+    return str(body["subject"]), str(body["attribute"])
 
 
 class ForgedAssertion(SemanticError):
@@ -109,6 +164,8 @@ class Substrate:
         passages: PassageIndex | None = None,
         passage_embedder: PassageEmbedder | None = None,
         claims: ClaimStore | None = None,
+        memories: MemoryIndex | None = None,
+        entities: EntityIndex | None = None,
     ) -> None:
         self.docs, self.triples, self.vectors, self.graph = docs, triples, vectors, graph
         self.ledger, self.prov, self.clock = ledger, prov, clock
@@ -116,6 +173,10 @@ class Substrate:
         self.passages = passages if passages is not None else PassageIndex(
             passage_embedder if passage_embedder is not None else default_embedder())
         self.claims = claims if claims is not None else ClaimStore(DEFAULT_ONTOLOGY, clock=clock)
+        # tier 1 shares the passages' embedder: one vector space for every tier
+        self.memories = memories if memories is not None else MemoryIndex(self.passages.embedder)
+        self.entities = entities if entities is not None else EntityIndex()
+        self.claims.names = self.entities.names
         self.planner = Planner(self.claims)
         self.reader = Reader()
         self.decisions = Recorder(prov) if decisions is None else decisions
@@ -143,12 +204,14 @@ class Substrate:
         dsn = f"sqlite:{path}"
         log = SQLiteLog(path)
         embedder = Embedder()
+        passages = PassageIndex(passage_embedder or default_embedder(), str(path))
         return cls(docs=open_store("doc", dsn), triples=open_store("triple", dsn),
                    vectors=open_store("vector", dsn), graph=open_store("graph", dsn),
                    ledger=SQLiteLedger(path, clock), prov=log, clock=clock,
                    decisions=SQLiteRecorder(path, log), embedder=embedder,
-                   passages=PassageIndex(passage_embedder or default_embedder(), str(path)),
-                   claims=ClaimStore(DEFAULT_ONTOLOGY, str(path), clock))  # fmt: skip
+                   passages=passages, claims=ClaimStore(DEFAULT_ONTOLOGY, str(path), clock),
+                   memories=MemoryIndex(passages.embedder, str(path)),
+                   entities=EntityIndex(str(path)))  # fmt: skip
 
     def save(self) -> None:
         for part in (self.ledger, self.prov):
@@ -159,7 +222,8 @@ class Substrate:
     def close(self) -> None:
         self.save()
         for part in (self.docs, self.triples, self.vectors, self.graph, self.ledger,
-                     self.decisions, self.prov, self.passages, self.claims):  # fmt: skip
+                     self.decisions, self.prov, self.passages, self.claims, self.memories,
+                     self.entities):  # fmt: skip
             close = getattr(part, "close", None)
             if close is not None:
                 close()
@@ -250,8 +314,9 @@ class Substrate:
             docs.get(t.from_chunk.doc_id) or self.docs.get(t.from_chunk.doc_id)))
         for doc in result.docs:
             self._keep_passages(doc)
+            self._keep_memories(doc)
         for t in result.triples:
-            self._claim(t, docs.get(t.from_chunk.doc_id) or self.docs.get(t.from_chunk.doc_id))
+            self._file(t, docs.get(t.from_chunk.doc_id) or self.docs.get(t.from_chunk.doc_id))
         for tid in bare:
             edge = self.ledger.get(tid)
             if edge is not None and not edge.sources:
@@ -330,8 +395,7 @@ class Substrate:
         if isinstance(before, str) and before and self.docs.get(before) is not None:
             self.graph.edge(before, doc.id, "superseded_by")  # history; state is `current`
             self._unindex(before)
-            self.passages.remove(before)
-            self.claims.withdraw(before)
+            self._withdraw_tiers(before)
             why = f"{SUPERSEDED}: doc:{before} was replaced by doc:{doc.id}"
             for e in self.ledger.edges():
                 if any(s.kind == "extracted" and s.doc_id == before for s in e.sources) and not (
@@ -339,17 +403,73 @@ class Substrate:
                 ):
                     self._withdraw(e.id, why)
 
-    def _claim(self, t: Triple, doc: Doc | None) -> None:
-        """Tier 2: an assertion whose predicate a template knows is also a claim (refused
-        there, with its reason, when its quote does not bear it out)."""
-        predicate = EXTRACTED.get(t.predicate)
-        if predicate is None or doc is None:
+    def _file(self, t: Triple, doc: Doc | None) -> None:
+        """Tiers 2 and the edges: a device's field is a reading of its sensor; an
+        assertion whose relation the vocabulary knows is the typed claim, the right way
+        round, its ends noted as entities; another relation between two names is an open
+        edge. Nothing of a quarantined text (an injection marker) is filed."""
+        if doc is None or injection_marker(doc.text) is not None:
+            return
+        container = container_of(doc)
+        fed = doc.meta.get("device")
+        if isinstance(fed, Mapping) and t.extractor == FieldExtractor.name:
+            self._reading(t, doc, fed, container)
             return
         raw = doc.meta.get("origin")
         said = origin(doc).mtime if isinstance(raw, Mapping) else 0
+        # a name read as the tail of an alias phrase is the phrase ("Robert (Bob) Smith")
+        s_name, o_name = written(t.subject, t.evidence), written(t.object, t.evidence)
+        typed = filed(s_name, t.predicate, o_name)
+        if typed is not None:
+            subject, predicate, value = typed
+            ontology = self.claims.ontology
+            if predicate in ontology and ontology.get(predicate).kind == "entity":
+                for name in (subject, value):
+                    self.entities.note(name, container, doc.id)
+            self.claims.write(Statement(subject, predicate, value, t.evidence, doc.id,
+                                        container, t.valid_from, t.valid_until,
+                                        said))  # fmt: skip
+        elif t.predicate != "said" and _NAMED.match(s_name) and _NAMED.match(o_name):
+            self.entities.edge(s_name, t.predicate, o_name, container, doc.id, t.evidence)
+
+    def _reading(self, t: Triple, doc: Doc, fed: Mapping[str, object], container: str) -> None:
+        """A device record's field as a claim of its sensor, valid from the capture time:
+        (device/sensor, ``reading.<field>``, the value with its unit). The quote is the
+        field as written, led by the record's own device and source (signed with it). A
+        structured record ({"subject", "attribute", "value"}) is one claim of its subject."""
+        ts = int(str(fed.get("timestamp") or 0))
+        quote = f"{t.subject}: {t.evidence}"
+        subject, attribute = t.subject, t.predicate
+        structured = _structured(doc.text)
+        if structured is not None:
+            if t.predicate != "value":
+                return  # the structured record is filed once, from its value
+            (subject, attribute), quote = structured, doc.text
+        value = t.object
+        self.claims.write(Statement(subject, READING + attribute, value, quote, doc.id,
+                                    container, ts, 0, ts))  # fmt: skip
+
+    def _keep_memories(self, doc: Doc) -> None:
+        """Tier 1 from a text: each self-contained sentence it states, and the aliases its
+        names equate. A device record's memories are the engine's distilled patterns
+        (:meth:`DeviceFeed.distilled`), not its payload's sentences; a quarantined text
+        gives none."""
+        if "device" in doc.meta or injection_marker(doc.text) is not None:
+            return
         container = container_of(doc)
-        self.claims.write(Statement(t.subject, predicate, t.object, t.evidence, doc.id,
-                                    container, t.valid_from, t.valid_until, said))  # fmt: skip
+        raw = doc.meta.get("origin")
+        said = origin(doc).mtime if isinstance(raw, Mapping) else 0
+        speaker = str(doc.meta.get("subject") or "")
+        self.memories.write_many(notes_of(doc.text, container, doc.id, speaker=speaker,
+                                          said_at=said))  # fmt: skip
+        self.entities.note_aliases(doc.text, container, doc.id)
+
+    def _withdraw_tiers(self, doc_id: str) -> None:
+        """A superseded, erased or withheld document leaves every tier."""
+        self.passages.remove(doc_id)
+        self.claims.withdraw(doc_id)
+        self.memories.remove(doc_id)
+        self.entities.withdraw(doc_id)
 
     def _keep_passages(self, doc: Doc) -> None:
         """Tier 0: the document's text, verbatim, in its container."""
@@ -595,8 +715,7 @@ class Substrate:
             self.vectors.delete(m.id)
         self.docs.delete(doc_id)
         self.graph.delete(doc_id)
-        self.passages.remove(doc_id)
-        self.claims.withdraw(doc_id)
+        self._withdraw_tiers(doc_id)
         stones.append(self.ledger.bury(f"doc:{doc_id}", reason))
         return stones
 
@@ -621,7 +740,73 @@ class Substrate:
         question names when ``scoped``. Returns the subject scoped to and the hits."""
         at = self.clock() if at is None else at
         subject = self.passages.subject_named(question, readable) if scoped else None
-        return subject, self.passages.search(question, k, readable, subject=subject, at=at)
+        names = self._names(subject, readable)
+        return subject, self.passages.search(question, k, readable, subject=names, at=at)
+
+    def _names(self, subject: str | None, readable: Collection[str]) -> set[str] | None:
+        """The names a subject is known by to this reader: itself and the aliases the
+        readable sources equate with it (never a name merged by similarity)."""
+        if subject is None:
+            return None
+        return self.entities.names(subject, readable) | {subject}
+
+    def remember(
+        self,
+        question: str,
+        readable: Collection[str],
+        k: int = 10,
+        scoped: bool = True,
+        *,
+        at: int | None = None,
+    ) -> tuple[str | None, list[Recalled]]:
+        """Recall across the tiers: passages (tier 0), memories (tier 1) and, when the
+        question names a subject, the claims true of it (tier 2), each ranked within its
+        tier behind the same fence and at the same time ``at``, fused by reciprocal rank.
+        Returns the subject scoped to and the ``k`` best."""
+        at = self.clock() if at is None else at
+        if not readable or k <= 0:
+            return None, []
+        subject = self.passages.subject_named(question, readable) if scoped else None
+        names = self._names(subject, readable)
+        legs: list[list[Recalled]] = [
+            [Recalled("passage", h.text, h.container, h.doc, h.said_at, 0.0)
+             for h in self.passages.search(question, k, readable, subject=names, at=at)],
+            [Recalled("memory", m.text, m.container, m.source, m.said_at, 0.0)
+             for m in self.memories.search(question, k, readable, names=names or (), at=at)],
+        ]  # fmt: skip
+        if subject is not None:
+            legs.append(self._claim_leg(question, subject, readable, at, k))
+        # one piece of evidence found in two tiers (a one-sentence text is its passage, its
+        # memory and the quote of its claim) is one entry, its ranks summed, under the most
+        # typed tier that holds it
+        fused: dict[tuple[str, str], tuple[float, Recalled]] = {}
+        for leg in legs:
+            for rank, r in enumerate(leg):
+                key = (r.source, " ".join(r.text.split()))
+                score, held = fused.get(key, (0.0, r))
+                if _TIERS.index(r.tier) > _TIERS.index(held.tier):
+                    held = r
+                fused[key] = (score + 1.0 / (RRF_K + rank + 1), held)
+        best = sorted(fused.values(), key=lambda sr: (-sr[0], sr[1].tier, sr[1].text))[:k]
+        return subject, [Recalled(r.tier, r.text, r.container, r.source, r.said_at, score)
+                         for score, r in best]  # fmt: skip
+
+    def _claim_leg(self, question: str, subject: str, readable: Collection[str], at: int,
+                   k: int) -> list[Recalled]:  # fmt: skip
+        """The claims true of ``subject`` at ``at``, those sharing most words with the
+        question first; each as the quote that states it (its newest readable one)."""
+        asked = set(_WORDS.findall(question.lower()))
+
+        def overlap(row: ClaimRow) -> int:
+            said = f"{row.predicate} {row.value} {row.attestations[-1].quote}".lower()
+            return len(asked & set(_WORDS.findall(said)))
+
+        rows = sorted(self.claims.about(subject, readable, at), key=lambda r: -overlap(r))
+        out = []
+        for row in rows[:k]:
+            a = max(row.attestations, key=lambda x: (x.said_at, x.valid_from))
+            out.append(Recalled("claim", a.quote, a.container, a.source, a.said_at, 0.0))
+        return out
 
     def answer(self, question: str, readable: Collection[str], k: int = 10) -> tuple[str, str]:
         """(how, answer): a typed question from the claims (``planned``), else the reader
@@ -631,8 +816,8 @@ class Substrate:
         planned = self.planner.answer(question, readable)
         if planned is not None and planned.answer:
             return "planned", planned.answer
-        subject, hits = self.recall(question, readable, k)
-        reply = self.reader.read(question, [Evidence(h.text, h.said_at, h.doc) for h in hits],
+        subject, hits = self.remember(question, readable, k)
+        reply = self.reader.read(question, [Evidence(h.text, h.said_at, h.source) for h in hits],
                                  subject)  # fmt: skip
         return ("abstained" if reply.abstained else "recalled"), reply.text
 

@@ -1,0 +1,229 @@
+"""Entities, the aliases a source equated, and the relation edges between entities.
+
+Invariants:
+
+- An entity is a name as a source wrote it, folded (its id: FNV-1a of the fold). Two names
+  are one entity only where a source equated them in writing: a parenthetical
+  ("Robert (Bob) Smith": entity "robert smith", alias "bob"), an "aka" ("Robert aka Bob")
+  or a spaced slash ("Bob / Robert"). Nothing is merged by similarity: "Scott" and
+  "Scott Waddell" stay two entities, and so do "IBM" and "International Business
+  Machines" unless some text wrote both as one.
+- Every alias row and every edge carries the container it was said in and the document
+  it was read from, and every read takes the reader's readable containers and applies them
+  in SQL: an alias stated only where the reader cannot read never equates two names for
+  them, an edge from there is never walked. No containers, nothing.
+- An edge is (subject entity, relation, object entity), both ends resolved through the
+  aliases of the container it was said in; it is kept only when no vocabulary predicate
+  states its relation (the substrate files those as typed claims, the right way round).
+  Edges are walked by entity id in both directions, never searched by similarity.
+- Withdrawing a document (superseded, erased, withheld) takes its aliases and edges with it.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from hirmem.protocol.identity import fnv1a64, fold
+
+__all__ = ["EdgeRow", "EntityIndex", "aliases_in", "entity_id", "implied", "written"]
+
+_CAP = r"[A-Z][\w'\u2019-]*"
+_RUN = rf"{_CAP}(?:[ \t]+{_CAP})*"
+# "Robert (Bob) Smith", "Ivosidenib (Tibsovo)", "Robert aka Bob", "Bob / Robert"
+_PAREN = re.compile(rf"(?P<a>{_RUN})[ \t]*\((?P<b>{_RUN})\)(?:[ \t]+(?P<c>{_RUN}))?")
+_AKA = re.compile(rf"(?P<a>{_RUN}),?[ \t]+(?:aka|a\.k\.a\.|also known as)[ \t]+(?P<b>{_RUN})")
+_SLASH = re.compile(rf"(?P<a>{_RUN})[ \t]+/[ \t]+(?P<b>{_RUN})")
+
+
+def _name(text: str) -> str:
+    return " ".join(fold(text).split())
+
+
+def entity_id(name: str) -> str:
+    return f"{fnv1a64(_name(name).encode()):016x}"
+
+
+def implied(name: str) -> tuple[str, list[str]]:
+    """The entity a written name stands for and the aliases it equates with it:
+    "Robert (Bob) Smith" → ("robert smith", ["bob"]); a plain name has none."""
+    m = _PAREN.fullmatch(name.strip())
+    if m is not None:
+        whole = " ".join(x for x in (m.group("a"), m.group("c")) if x)
+        return _name(whole), [_name(m.group("b"))]
+    for rx in (_AKA, _SLASH):
+        m = rx.fullmatch(name.strip())
+        if m is not None:
+            return _name(m.group("a")), [_name(m.group("b"))]
+    return _name(name), []
+
+
+def aliases_in(text: str) -> list[tuple[str, str]]:
+    """Every (entity name, alias) pair ``text`` equates, folded, in order."""
+    out: list[tuple[str, str]] = []
+    for rx in (_PAREN, _AKA, _SLASH):
+        for m in rx.finditer(text):
+            entity, aliases = implied(m.group(0))
+            out += [(entity, a) for a in aliases if a and a != entity]
+    return out
+
+
+def written(name: str, text: str) -> str:
+    """``name`` as ``text`` writes it in full: a name an extractor read as the head or the
+    tail of an alias phrase ("Robert" or "Smith" of "Robert (Bob) Smith") is that phrase;
+    else ``name`` itself."""
+    bare = name.strip()
+    for rx in (_PAREN, _AKA, _SLASH):
+        for m in rx.finditer(text):
+            phrase = m.group(0)
+            head = phrase.startswith(bare) and not phrase[len(bare) : len(bare) + 1].isalnum()
+            tail = phrase.endswith(bare) and not phrase[: -len(bare)][-1:].isalnum()
+            if bare and (head or tail):
+                return phrase
+    return bare
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeRow:
+    subject: str  # entity id
+    relation: str
+    object: str  # entity id
+    subject_name: str
+    object_name: str
+    container: str
+    source: str
+    quote: str
+    hedged: bool
+
+
+class EntityIndex:
+    """Entities, aliases and open edges in SQLite (``path``, or in memory)."""
+
+    def __init__(self, path: str = ":memory:") -> None:
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db.executescript(
+            """
+            CREATE TABLE IF NOT EXISTS entities (
+                id TEXT PRIMARY KEY, name TEXT NOT NULL);
+            CREATE TABLE IF NOT EXISTS entity_aliases (
+                alias TEXT NOT NULL, entity TEXT NOT NULL, container TEXT NOT NULL,
+                source TEXT NOT NULL, PRIMARY KEY (alias, entity, container, source));
+            CREATE INDEX IF NOT EXISTS entity_aliases_entity ON entity_aliases(entity);
+            CREATE INDEX IF NOT EXISTS entity_aliases_source ON entity_aliases(source);
+            CREATE TABLE IF NOT EXISTS entity_edges (
+                subject TEXT NOT NULL, relation TEXT NOT NULL, object TEXT NOT NULL,
+                container TEXT NOT NULL, source TEXT NOT NULL, quote TEXT NOT NULL,
+                hedged INTEGER NOT NULL,
+                PRIMARY KEY (subject, relation, object, container, source));
+            CREATE INDEX IF NOT EXISTS entity_edges_object ON entity_edges(object);
+            CREATE INDEX IF NOT EXISTS entity_edges_source ON entity_edges(source);
+            """
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # ---- writing --------------------------------------------------------------------------
+
+    def note(self, name: str, container: str, source: str) -> str:
+        """Record ``name`` as said in ``container`` by ``source``, with the aliases it
+        implies; the id of the entity it resolves to there."""
+        entity, aliases = implied(name)
+        if not entity:
+            return ""
+        with self._lock:
+            held = self._resolve_in(entity, container) if not aliases else None
+            eid = held or entity_id(entity)
+            self._db.execute("INSERT OR IGNORE INTO entities VALUES (?, ?)", (eid, entity))
+            # the written form too ("robert (bob) smith"): a claim keeps its subject as written
+            self._db.executemany(
+                "INSERT OR IGNORE INTO entity_aliases VALUES (?, ?, ?, ?)",
+                [(a, eid, container, source) for a in {entity, *aliases, _name(name)}],
+            )
+        return eid
+
+    def note_aliases(self, text: str, container: str, source: str) -> int:
+        """Record every alias ``text`` equates; how many pairs."""
+        pairs = aliases_in(text)
+        for entity, alias in pairs:
+            eid = entity_id(entity)
+            with self._lock:
+                self._db.execute("INSERT OR IGNORE INTO entities VALUES (?, ?)", (eid, entity))
+                self._db.executemany("INSERT OR IGNORE INTO entity_aliases VALUES (?, ?, ?, ?)",
+                                     [(entity, eid, container, source),
+                                      (alias, eid, container, source)])  # fmt: skip
+        return len(pairs)
+
+    def edge(self, subject: str, relation: str, obj: str, container: str, source: str,
+             quote: str, hedged: bool = False) -> EdgeRow:  # fmt: skip
+        """Keep an open edge, both ends resolved to entities where it was said."""
+        s = self.note(subject, container, source)
+        o = self.note(obj, container, source)
+        with self._lock:
+            self._db.execute("INSERT OR IGNORE INTO entity_edges VALUES (?, ?, ?, ?, ?, ?, ?)",
+                             (s, relation, o, container, source, quote, int(hedged)))  # fmt: skip
+        return EdgeRow(s, relation, o, implied(subject)[0], implied(obj)[0], container, source,
+                       quote, hedged)  # fmt: skip
+
+    def withdraw(self, source: str) -> int:
+        """Forget the aliases and edges read from ``source``."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            n = self._db.execute("DELETE FROM entity_aliases WHERE source = ?", (source,)).rowcount
+            n += self._db.execute("DELETE FROM entity_edges WHERE source = ?", (source,)).rowcount
+            self._db.execute("COMMIT")
+        return n
+
+    # ---- reading ----------------------------------------------------------------------------
+
+    def _resolve_in(self, name: str, container: str) -> str | None:
+        row = self._db.execute("SELECT entity FROM entity_aliases WHERE alias = ? AND "
+                               "container = ? ORDER BY entity LIMIT 1",
+                               (name, container)).fetchone()  # fmt: skip
+        return None if row is None else str(row[0])
+
+    def resolve(self, name: str, readable: Collection[str]) -> list[str]:
+        """The entities ``name`` stands for in what the reader may read (more than one
+        when the readable sources equate it with two different entities)."""
+        if not readable:
+            return []
+        marks = ",".join("?" * len(readable))
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT DISTINCT entity FROM entity_aliases WHERE alias = ? AND container IN "
+                f"({marks}) ORDER BY entity", [_name(name), *sorted(readable)],
+            ).fetchall()  # fmt: skip
+        return [str(r[0]) for r in rows]
+
+    def names(self, name: str, readable: Collection[str]) -> set[str]:
+        """Every name (folded) the reader's sources equate with ``name``, itself included;
+        empty when it is known under no readable name."""
+        ids = self.resolve(name, readable)
+        if not ids:
+            return set()
+        marks, fence = ",".join("?" * len(ids)), ",".join("?" * len(readable))
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT DISTINCT alias FROM entity_aliases WHERE entity IN ({marks}) AND "
+                f"container IN ({fence})", [*ids, *sorted(readable)]).fetchall()  # fmt: skip
+        return {str(r[0]) for r in rows} | {_name(name)}
+
+    def edges(self, entity: str, readable: Collection[str]) -> list[EdgeRow]:
+        """The open edges of ``entity`` (an id) in both directions, readable ones only."""
+        if not readable:
+            return []
+        fence = ",".join("?" * len(readable))
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT e.subject, e.relation, e.object, s.name, o.name, e.container, e.source, "
+                "e.quote, e.hedged FROM entity_edges e JOIN entities s ON s.id = e.subject "
+                f"JOIN entities o ON o.id = e.object WHERE e.container IN ({fence}) AND "
+                "(e.subject = ? OR e.object = ?) ORDER BY e.relation, e.subject, e.object",
+                [*sorted(readable), entity, entity]).fetchall()  # fmt: skip
+        return [EdgeRow(str(s), str(rel), str(o), str(sn), str(on), str(c), str(src), str(q),
+                        bool(h)) for s, rel, o, sn, on, c, src, q, h in rows]  # fmt: skip

@@ -1,0 +1,488 @@
+"""Tier 1: memories — self-contained facts in plain language, with no vocabulary at all.
+
+A memory is one fact a text states, or one pattern the memory engine distilled from a
+device's records: an optional subject, a certainty (``asserted`` or ``hedged``), a valid
+from only when the source stated one, an invalid at (honoured on read), the container
+and the source it came from, and a vector.
+
+Invariants:
+
+- Self-contained: a sentence is a memory only when it stands on its own. A question, a
+  fragment (fewer than :data:`MIN_WORDS` words) or a sentence whose subject is a pronoun
+  nobody resolves ("he", "they") is not one; a first-person sentence of a known speaker
+  is kept with the speaker named ("Maya: I'm learning Japanese."), its subject the
+  speaker. A hedge ("maybe", "I think", a modal, a condition) is kept as ``hedged``.
+- Keyed: a memory's ``key`` names what it is a memory of (a sentence of a document, a
+  distilled pattern); writing the same key again updates that row in place (its text, its
+  vector, its times), so a reinforced pattern is one memory, never a copy.
+- Never true for zero time: an end at or before the beginning is refused, kept open, and
+  counted. Every refusal (no container, a certainty that is neither, an injection marker,
+  such an end) is counted (:meth:`MemoryIndex.refused`) and the latest
+  :data:`KEPT_REFUSALS` are listed with their reasons (:meth:`MemoryIndex.refusals`).
+- The fence: every row carries its container; every query takes the readable containers
+  and applies them in SQL (the lexical leg runs over each readable container's own
+  full-text index, so unreadable rows never weigh on a BM25 statistic) and the vector
+  leg scores only the fenced rows. No containers, no memories.
+- Recall is the fusion by reciprocal rank of a lexical (FTS5 BM25) and a vector (cosine)
+  leg, filtered to ``at`` (valid from ≤ at < invalid at) and, when scoped, to memories
+  whose subject is, or whose text names (:func:`~hirmem.semantic.passages.entities_in`,
+  kept in ``tier1_mentions``), one of the subject's names.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from hirmem.protocol.identity import fnv1a64, fold
+from hirmem.semantic.extract import PRONOUNS, hedge, stated_interval
+from hirmem.semantic.names import words_of
+from hirmem.semantic.passages import (
+    RRF_K,
+    PassageEmbedder,
+    embedder_identity,
+    entities_in,
+    injection_marker,
+)
+from hirmem.semantic.retrieve import STOP
+from hirmem.semantic.stores.packed import Rows, pack
+
+__all__ = ["CERTAINTIES", "KEPT_REFUSALS", "MIN_WORDS", "MemoryHit", "MemoryIndex", "Note",
+           "notes_of"]
+
+CERTAINTIES = ("asserted", "hedged")
+MIN_WORDS = 4  # fewer words are a fragment ("ok sure", "me too"), not a fact
+CANDIDATES = 100  # per leg, before fusion
+KEPT_REFUSALS = 10_000  # the latest refusals listed; every one is counted
+
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
+_TERM = re.compile(r"[^\W_]+", re.UNICODE)
+_FIRST_PERSON = frozenset({"i", "i'm", "i've", "i'll", "i'd", "my", "we", "we're", "our", "me"})
+_ASKING = re.compile(r"^(?:who|whom|whose|what|which|where|when|why|how|is|are|do|does|did|"
+                     r"can|could|will|would|should|have|has)\b", re.IGNORECASE)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """A memory as it is handed in."""
+
+    text: str
+    container: str
+    source: str  # the document (or the distilled memory) it came from
+    subject: str = ""
+    certainty: str = "asserted"
+    valid_from: int = 0  # ms; 0 unless the source states a beginning
+    invalid_at: int = 0  # ms; 0: open
+    said_at: int = 0
+    key: str = ""  # what it is a memory of; "" is (source, text)
+
+    def identity(self) -> str:
+        return self.key or f"{self.source}#{fnv1a64(self.text.encode()):016x}"
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryHit:
+    id: int
+    key: str
+    text: str
+    subject: str
+    certainty: str
+    container: str
+    source: str
+    valid_from: int
+    invalid_at: int
+    said_at: int
+    score: float  # the fused reciprocal-rank score
+
+
+def notes_of(text: str, container: str, source: str, *, speaker: str = "",
+             said_at: int = 0) -> list[Note]:  # fmt: skip
+    """The memories ``text`` states, one per self-contained sentence."""
+    out: list[Note] = []
+    for m in _SENTENCE.finditer(text):
+        sentence = " ".join(m.group(0).split())
+        words = _TERM.findall(sentence)
+        if len(words) < MIN_WORDS or sentence.endswith("?") or _ASKING.match(sentence):
+            continue
+        first = sentence.split(" ", 1)[0].lower().rstrip(",")
+        subject = ""
+        if first in _FIRST_PERSON:
+            if not speaker:
+                continue  # "I" of nobody known
+            subject, sentence = speaker, f"{speaker}: {sentence}"
+        elif first in PRONOUNS:
+            continue  # "he", "they", "this": nobody until resolved
+        else:
+            subject = _leading_name(sentence)
+        start, end = stated_interval(sentence)
+        certainty = "hedged" if hedge(sentence) is not None else "asserted"
+        out.append(Note(sentence, container, source, subject, certainty, start, end, said_at))
+    return out
+
+
+_LEAD = re.compile(r"(?:[A-Z][\w\u2019'-]*[ \t]+)*[A-Z][\w\u2019'-]*")
+_OPENER_WORDS = ("the a an and but so then also yes no yesterday today tomorrow tonight heads "
+                 "well oh hey hi hello thanks sure okay ok actually honestly anyway still now")
+_OPENERS = frozenset(_OPENER_WORDS.split(" "))
+
+
+def _leading_name(sentence: str) -> str:
+    """The name a sentence opens with, its subject ("Acme's team ..." → "Acme"): its
+    leading capitalised words less openers and hedges ("Maybe", "Yesterday"); "" when it
+    opens with none."""
+    m = _LEAD.match(sentence)
+    words = m.group(0).split() if m is not None else []
+    while words and (words[0].lower() in _OPENERS or hedge(words[0]) is not None):
+        words = words[1:]
+    name = " ".join(words)
+    return re.sub(r"['\u2019]s$", "", name)
+
+
+class MemoryIndex:
+    """Memories in SQLite (``path``, or in memory), found by BM25 and by cosine, fused."""
+
+    def __init__(self, embedder: PassageEmbedder, path: str = ":memory:") -> None:
+        self.embedder = embedder
+        self._lock = threading.RLock()
+        self._cache: dict[tuple[str, ...], tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
+                                                 npt.NDArray[np.int64], Rows]] = {}  # fmt: skip
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db.executescript(
+            """
+            CREATE TABLE IF NOT EXISTS tier1_memories (
+                id INTEGER PRIMARY KEY, key TEXT UNIQUE NOT NULL, container TEXT NOT NULL,
+                source TEXT NOT NULL, subject TEXT NOT NULL, text TEXT NOT NULL,
+                certainty TEXT NOT NULL CHECK (certainty IN ('asserted', 'hedged')),
+                valid_from INTEGER NOT NULL, invalid_at INTEGER NOT NULL,
+                said_at INTEGER NOT NULL, vec BLOB NOT NULL);
+            CREATE INDEX IF NOT EXISTS tier1_memories_source ON tier1_memories(source);
+            CREATE INDEX IF NOT EXISTS tier1_memories_container ON tier1_memories(container);
+            CREATE TABLE IF NOT EXISTS tier1_mentions (
+                entity TEXT NOT NULL, memory INTEGER NOT NULL,
+                PRIMARY KEY (entity, memory)) WITHOUT ROWID;
+            CREATE INDEX IF NOT EXISTS tier1_mentions_memory ON tier1_mentions(memory);
+            CREATE TABLE IF NOT EXISTS tier1_containers (
+                id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
+            CREATE TABLE IF NOT EXISTS tier1_refusals (
+                container TEXT NOT NULL, source TEXT NOT NULL, reason TEXT NOT NULL);
+            CREATE TABLE IF NOT EXISTS tier1_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+            """
+        )
+        me = embedder_identity(embedder)
+        held = self._db.execute("SELECT value FROM tier1_meta WHERE key = 'embedder'").fetchone()
+        if held is not None and held[0] != me:  # vectors of one space only
+            rows = self._db.execute("SELECT id, text FROM tier1_memories").fetchall()
+            self._db.executemany("UPDATE tier1_memories SET vec = ? WHERE id = ?",
+                                 [(pack(embedder.embed(t), half=True), i) for i, t in rows])
+        self._db.execute("INSERT OR REPLACE INTO tier1_meta VALUES ('embedder', ?)", (me,))
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # ---- writing --------------------------------------------------------------------------
+
+    def write(self, note: Note) -> int | None:
+        """Keep ``note`` (or update the memory of its key); its row id, None when refused
+        (the refusal counted with its reason)."""
+        return self.write_many([note])[0]
+
+    def write_many(self, notes: Sequence[Note]) -> list[int | None]:
+        """:meth:`write` for each of ``notes``, their vectors computed in one batch where
+        the embedder has ``embed_many`` (MiniLM), in one transaction."""
+        kept: list[tuple[int, Note, int]] = []  # (position, note, invalid at)
+        refused: list[tuple[str, str, str]] = []
+        for i, note in enumerate(notes):
+            why = self._refusal(note)
+            if why:
+                refused.append((note.container, note.source, why))
+                continue
+            end = note.invalid_at
+            if end and note.valid_from and end <= note.valid_from:
+                refused.append((note.container, note.source,
+                                "interval: the end is at or before the start; kept open"))
+                end = 0
+            kept.append((i, note, end))
+        texts = [n.text for _, n, _ in kept]
+        many = getattr(self.embedder, "embed_many", None)
+        vectors = list(many(texts)) if many is not None and texts else [
+            self.embedder.embed(t) for t in texts]  # fmt: skip
+        out: list[int | None] = [None] * len(notes)
+        with self._lock:
+            self._cache.clear()
+            self._db.execute("BEGIN")
+            try:
+                if refused:
+                    self._refuse(refused)
+                for (i, note, end), vec in zip(kept, vectors, strict=True):
+                    out[i] = self._insert(note, end, pack(vec, half=True))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return out
+
+    def _refuse(self, refused: Sequence[tuple[str, str, str]]) -> None:
+        """Record refusals: every one counted, the latest :data:`KEPT_REFUSALS` kept."""
+        self._db.executemany("INSERT INTO tier1_refusals VALUES (?, ?, ?)", refused)
+        self._db.execute("INSERT INTO tier1_meta VALUES ('refused', ?) ON CONFLICT(key) DO "
+                         "UPDATE SET value = CAST(value AS INTEGER) + ?",
+                         (str(len(refused)), len(refused)))  # fmt: skip
+        self._db.execute("DELETE FROM tier1_refusals WHERE rowid <= "
+                         "(SELECT max(rowid) FROM tier1_refusals) - ?", (KEPT_REFUSALS,))
+
+    def refused(self) -> int:
+        """How many memories were ever refused or kept open (beyond those still listed)."""
+        with self._lock:
+            row = self._db.execute("SELECT value FROM tier1_meta WHERE key = 'refused'"
+                                   ).fetchone()  # fmt: skip
+        return int(row[0]) if row is not None else 0
+
+    def _insert(self, note: Note, end: int, vec: bytes) -> int:
+        key = note.identity()
+        held = self._db.execute("SELECT id FROM tier1_memories WHERE key = ?",
+                                (key,)).fetchone()  # fmt: skip
+        if held is not None:
+            self._unterm(int(held[0]))
+            self._db.execute("DELETE FROM tier1_memories WHERE id = ?", (held[0],))
+        cur = self._db.execute(
+            "INSERT INTO tier1_memories (id, key, container, source, subject, text, "
+            "certainty, valid_from, invalid_at, said_at, vec) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (held[0] if held is not None else None, key, note.container, note.source,
+             " ".join(fold(note.subject).split()), note.text, note.certainty,
+             note.valid_from, end, note.said_at, vec),
+        )  # fmt: skip
+        mid = int(cur.lastrowid or 0)
+        strong, weak = entities_in(note.text)
+        named = {words_of(n) for n in (note.subject, *strong, *weak)} - {""}
+        self._db.executemany("INSERT OR IGNORE INTO tier1_mentions VALUES (?, ?)",
+                             [(n, mid) for n in sorted(named)])  # fmt: skip
+        terms = self._terms_table(note.container, create=True)
+        self._db.execute(f"INSERT INTO {terms}(rowid, text, subject) VALUES (?, ?, ?)",
+                         (mid, note.text, fold(note.subject)))  # fmt: skip
+        return mid
+
+    @staticmethod
+    def _refusal(note: Note) -> str:
+        if not note.container:
+            return "no container: a memory without a container has no fence"
+        if note.certainty not in CERTAINTIES:
+            return f"certainty {note.certainty!r} is not one of {', '.join(CERTAINTIES)}"
+        if not note.text.strip():
+            return "empty: a memory states something"
+        marker = injection_marker(note.text)
+        if marker is not None:
+            return f"quarantined: prompt-injection marker {marker!r}"
+        return ""
+
+    def invalidate(self, key: str, at: int) -> bool:
+        """Mark the memory of ``key`` no longer true from ``at`` (kept, as history)."""
+        with self._lock:
+            self._cache.clear()
+            n = self._db.execute("UPDATE tier1_memories SET invalid_at = ? WHERE key = ? AND "
+                                 "(invalid_at = 0 OR invalid_at > ?) AND valid_from < ?",
+                                 (at, key, at, at)).rowcount  # fmt: skip
+        return n > 0
+
+    def remove(self, source: str) -> int:
+        """Forget every memory of ``source`` (a superseded, erased or withheld source)."""
+        with self._lock:
+            self._cache.clear()
+            self._db.execute("BEGIN")
+            ids = [int(r[0]) for r in self._db.execute(
+                "SELECT id FROM tier1_memories WHERE source = ?", (source,))]  # fmt: skip
+            for mid in ids:
+                self._unterm(mid)
+            self._db.execute("DELETE FROM tier1_memories WHERE source = ?", (source,))
+            self._db.execute("COMMIT")
+        return len(ids)
+
+    def remove_key(self, key: str) -> bool:
+        with self._lock:
+            self._cache.clear()
+            row = self._db.execute("SELECT id FROM tier1_memories WHERE key = ?",
+                                   (key,)).fetchone()  # fmt: skip
+            if row is None:
+                return False
+            self._db.execute("BEGIN")
+            self._unterm(int(row[0]))
+            self._db.execute("DELETE FROM tier1_memories WHERE id = ?", (row[0],))
+            self._db.execute("COMMIT")
+        return True
+
+    def _unterm(self, mid: int) -> None:
+        self._db.execute("DELETE FROM tier1_mentions WHERE memory = ?", (mid,))
+        container, text, subject = self._db.execute(
+            "SELECT container, text, subject FROM tier1_memories WHERE id = ?", (mid,)
+        ).fetchone()  # fmt: skip
+        terms = self._terms_table(container, create=False)
+        if terms is not None:
+            self._db.execute(f"INSERT INTO {terms}({terms}, rowid, text, subject) "
+                             "VALUES ('delete', ?, ?, ?)", (mid, text, subject))  # fmt: skip
+
+    def _terms_table(self, container: str, *, create: bool) -> str | None:
+        """The container's own full-text index (BM25 statistics from that container only)."""
+        row = self._db.execute("SELECT id FROM tier1_containers WHERE name = ?",
+                               (container,)).fetchone()  # fmt: skip
+        if row is None:
+            if not create:
+                return None
+            row = (self._db.execute("INSERT INTO tier1_containers(name) VALUES (?)",
+                                    (container,)).lastrowid,)  # fmt: skip
+        name = f"tier1_terms_{int(row[0])}"
+        if create:
+            self._db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING fts5(text, "
+                             "subject, content='tier1_memories', content_rowid='id', "
+                             "tokenize='porter unicode61')")  # fmt: skip
+        return name
+
+    # ---- reading ----------------------------------------------------------------------------
+
+    def refusals(self) -> list[tuple[str, str]]:
+        """(source, reason) of every memory refused or kept open, oldest first."""
+        with self._lock:
+            rows = self._db.execute("SELECT source, reason FROM tier1_refusals ORDER BY rowid")
+            return [(s, r) for s, r in rows]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT count(*) FROM tier1_memories").fetchone()[0])
+
+    def get(self, key: str) -> MemoryHit | None:
+        with self._lock:
+            row = self._db.execute(f"SELECT {_COLUMNS} FROM tier1_memories m WHERE key = ?",
+                                   (key,)).fetchone()  # fmt: skip
+        return None if row is None else _hit(row, 0.0)
+
+    def search(
+        self,
+        question: str,
+        k: int,
+        readable: Collection[str],
+        *,
+        names: Collection[str] = (),
+        at: int | None = None,
+        candidates: int = CANDIDATES,
+    ) -> list[MemoryHit]:
+        """The ``k`` best memories for ``question`` the reader may read, valid at ``at``
+        (when given), about one of ``names`` (when given: the subject's names, folded)."""
+        if not readable or k <= 0:
+            return []
+        fence = ",".join("?" * len(readable))
+        where, args = f"m.container IN ({fence})", list[object](sorted(readable))
+        if at is not None:
+            where += (" AND (m.valid_from = 0 OR m.valid_from <= ?)"
+                      " AND (m.invalid_at = 0 OR ? < m.invalid_at)")
+            args += [at, at]
+        scoped = sorted({words_of(n) for n in names} - {""})
+        if scoped:
+            where += (" AND m.id IN (SELECT memory FROM tier1_mentions WHERE entity IN "
+                      f"({','.join('?' * len(scoped))}))")
+            args += scoped
+        asked = [t for t in _TERM.findall(question.lower()) if len(t) > 1]
+        # function words match nearly every memory and rank none: the lexical leg reads
+        # the question's content words (all of them when it has no other)
+        terms = [t for t in asked if t not in STOP] or asked
+        if scoped:
+            named = {w for n in scoped for w in n.split()}
+            terms = [t for t in terms if t not in named] or terms
+        with self._lock:
+            legs = [self._lexical(terms, readable, where, args, candidates),
+                    self._vector(question, readable, at, scoped, candidates)]
+            fused: dict[int, float] = {}
+            for leg in legs:
+                for rank, mid in enumerate(leg):
+                    fused[mid] = fused.get(mid, 0.0) + 1.0 / (RRF_K + rank + 1)
+            best = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+            out = []
+            for mid, score in best:
+                row = self._db.execute(f"SELECT {_COLUMNS} FROM tier1_memories m WHERE id = ?",
+                                       (mid,)).fetchone()  # fmt: skip
+                out.append(_hit(row, score))
+        return out
+
+    def _lexical(self, terms: Sequence[str], readable: Collection[str], where: str,
+                 args: list[object], limit: int) -> list[int]:  # fmt: skip
+        """BM25 over each readable container's own index, the fence, the time and the
+        subject in the same WHERE, before the LIMIT; merged by score."""
+        if not terms:
+            return []
+        query = " OR ".join(f'"{t}"' for t in sorted(set(terms)))
+        found: list[tuple[float, int]] = []
+        for container in sorted(readable):
+            table = self._terms_table(container, create=False)
+            if table is None:
+                continue
+            found += [(float(r[0]), int(r[1])) for r in self._db.execute(
+                f"SELECT bm25({table}), m.id FROM {table} JOIN tier1_memories m "
+                f"ON m.id = {table}.rowid WHERE {table} MATCH ? AND {where} "
+                f"ORDER BY bm25({table}) LIMIT ?", [query, *args, limit])]  # fmt: skip
+        found.sort()
+        return [mid for _, mid in found[:limit]]
+
+    def _vector(self, question: str, readable: Collection[str], at: int | None,
+                scoped: Sequence[str], limit: int) -> list[int]:  # fmt: skip
+        """Cosine over the fenced rows only, masked by time and subject before ranking."""
+        ids, vf, ia, mat = self._fenced(readable)
+        if not len(ids):
+            return []
+        keep = np.ones(len(ids), dtype=bool)
+        if at is not None:
+            keep &= ((vf == 0) | (vf <= at)) & ((ia == 0) | (at < ia))
+        if scoped:
+            named = [r[0] for r in self._db.execute(
+                "SELECT memory FROM tier1_mentions WHERE entity IN "
+                f"({','.join('?' * len(scoped))})", list(scoped))]  # fmt: skip
+            keep &= np.isin(ids, np.asarray(named, dtype=np.int64))
+        rows = np.flatnonzero(keep)
+        if not len(rows):
+            return []
+        q = np.asarray(self.embedder.embed(question), dtype=np.float32)
+        qn = float(np.linalg.norm(q))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sims = mat.dot(q, rows) / (mat.norms[rows] * (qn if qn > 0 else np.inf))
+        sims = np.nan_to_num(sims.astype(np.float32), nan=0.0)
+        top = np.argsort(-sims, kind="stable")[:limit]
+        return [int(ids[rows[i]]) for i in top if sims[i] > 0]
+
+    def _fenced(self, readable: Collection[str]) -> tuple[
+        npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], Rows
+    ]:
+        """The readable rows as arrays (id, valid from, invalid at, vectors); kept until
+        the next write."""
+        key = tuple(sorted(readable))
+        held = self._cache.get(key)
+        if held is not None:
+            return held
+        fence = ",".join("?" * len(readable))
+        rows = self._db.execute(f"SELECT id, valid_from, invalid_at, vec FROM tier1_memories "
+                                f"WHERE container IN ({fence}) ORDER BY id",
+                                sorted(readable)).fetchall()  # fmt: skip
+        n = len(rows)
+        out = (np.fromiter((r[0] for r in rows), dtype=np.int64, count=n),
+               np.fromiter((r[1] for r in rows), dtype=np.int64, count=n),
+               np.fromiter((r[2] for r in rows), dtype=np.int64, count=n),
+               Rows([r[3] for r in rows], self.embedder.dim))  # fmt: skip
+        if len(self._cache) >= 8:
+            self._cache.clear()
+        self._cache[key] = out
+        return out
+
+
+_COLUMNS = ("m.id, m.key, m.text, m.subject, m.certainty, m.container, m.source, "
+            "m.valid_from, m.invalid_at, m.said_at")  # fmt: skip
+
+
+
+def _hit(row: Sequence[object], score: float) -> MemoryHit:
+    """A hit from the columns of :data:`_COLUMNS`, in order."""
+    mid, key, text, subject, certainty, container, source, vf, ia, said = row
+    return MemoryHit(int(str(mid)), str(key), str(text), str(subject), str(certainty),
+                     str(container), str(source), int(str(vf)), int(str(ia)), int(str(said)),
+                     score)  # fmt: skip
