@@ -133,6 +133,7 @@ class Host(CodecReceiver):
             pack_seq,
             pack_hash,
             CHALLENGE,
+            self.hello_echo,
         )
         self.max_frame, self.window = ack.max_frame, ack.window
         self.next_seq, self.expected = 2, 2
@@ -227,7 +228,8 @@ def test_handshake_agreement(dev: Device) -> None:
 def test_hello_ack_beyond_offer_is_malformed(dev: Device) -> None:
     host = Host(dev)
     host.feed(dev.init(window=2))
-    bad = HelloAck(HOST_ID, 512, 4096, 3, T0, 0, GENESIS, CHALLENGE)  # window above the offer
+    # window above the offer
+    bad = HelloAck(HOST_ID, 512, 4096, 3, T0, 0, GENESIS, CHALLENGE, host.hello_echo)
     host.feed(dev.out("input", encode_frame(encode_message(bad, 1, 1), 128)))
     errors = [e.message for e in host.unsequenced if isinstance(e.message, Error)]
     assert [(e.code, e.ref) for e in errors] == [(3, 1)]

@@ -145,12 +145,11 @@ SPIN_CHECKS: tuple[SpinCheck, ...] = (
         SAFE + "; with a device reset and early retransmissions", fast=False,
     ),
     SpinCheck(
-        "session-gap-stale-hello-ack", "session.pml", SESSION_FULL,
-        "known gap (liveness): after a reset and one duplicated frame, a device that "
-        "restarts its handshake on ERROR no-session can keep taking the HELLO_ACK that "
-        "answered its previous HELLO, and the host keeps refusing that PROOF; every round "
-        "reproduces the lag (HELLO_ACK does not name the HELLO it answers)",
-        liveness=True, expect_violation=True, fast=False,
+        "session-liveness-resets", "session.pml", SESSION_FULL,
+        "every released pack is eventually stored with a device reset, a duplicated frame "
+        "and early retransmissions: a device that restarts its handshake on ERROR no-session "
+        "never takes the HELLO_ACK of an older HELLO (HELLO_ACK echoes the HELLO it answers)",
+        liveness=True, fast=False,
     ),
     SpinCheck(
         "session-liveness-lossy", "session.pml", SESSION_LOSSY,
@@ -161,10 +160,14 @@ SPIN_CHECKS: tuple[SpinCheck, ...] = (
         SAFE + "; three packs and two captures, two faults", fast=False,
     ),
     SpinCheck(
-        "session-gap-reordered-hello-ack", "session.pml", (*SESSION_FULL, "-DREORDER_H2D"),
-        "known gap: a HELLO_ACK reordered past a device reset opens a session on the new "
-        "boot (HELLO_ACK does not name the HELLO it answers); lines that keep order do not "
-        "have it",
+        "session-safety-reorder", "session.pml", (*SESSION_FULL, "-DREORDER_H2D"),
+        SAFE + "; host frames reordered too, past a device reset: a HELLO_ACK of the old boot "
+        "opens nothing on the new one (it echoes the HELLO it answers)",
+        fast=False,
+    ),
+    SpinCheck(
+        "session-bug-no-echo", "session.pml", (*SESSION_FULL, "-DREORDER_H2D", "-DBUG_NO_ECHO"),
+        "planted: the device takes a HELLO_ACK without checking its echo of the HELLO",
         expect_violation=True, fast=False,
     ),
     SpinCheck(

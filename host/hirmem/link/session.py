@@ -85,7 +85,7 @@ from hirmem.protocol.packs import (
     read_unverified,
     verify_pack,
 )
-from hirmem.protocol.proof import CHALLENGE_SIZE, verify_proof
+from hirmem.protocol.proof import CHALLENGE_SIZE, hello_echo, verify_proof
 from hirmem.protocol.records import GENESIS
 
 RTO_MS = 250
@@ -1101,6 +1101,7 @@ class Session:
             self._head_seq,
             head.hash if head is not None else GENESIS,
             self._challenge,
+            hello_echo(body),  # names the HELLO it answers (§5.3)
         )
         self._phase = _Phase.HANDSHAKE
         self._hello_ack = encode_message(answer, 1, 1)
