@@ -1060,6 +1060,9 @@ class Session:
             self._phase is not _Phase.IDLE
             and old is not None
             and (old.device_id, old.boot) == (hello.device_id, hello.boot)
+            # byte for byte the HELLO we answered: the stored HELLO_ACK echoes its hash,
+            # and a device that sends another HELLO ignores that echo (§5.3, §6.5)
+            and body == self._hello_body
             and self._expected == 2
             and self._next_seq == 2  # we sent nothing after HELLO_ACK either (see note)
         ):
