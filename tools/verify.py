@@ -12,11 +12,12 @@ caught.
 
 The methods:
   * SPIN (Debian ``spin``) over ``verify/session.pml`` (SPEC §5-§8: go-back-N, acks,
-    the handshake with its session proof and HELLO retransmission rule, resets, the pack
-    chain), ``verify/fragments.pml`` (§6.8 reassembly against any fragment sequence) and
-    ``verify/acceptance.pml`` (pack and knowledge acceptance across power cuts over
-    hm_persist's NV store). Safety by exhaustive search (assertions, with state
-    compression), liveness as an LTL property under weak fairness.
+    the handshake with its session proof, HELLO_ACK's echo of the HELLO and the HELLO
+    retransmission rule, resets, the pack chain), ``verify/fragments.pml`` (§6.8
+    reassembly against any fragment sequence) and ``verify/acceptance.pml`` (pack and
+    knowledge acceptance across power cuts over hm_persist's NV store). Safety by
+    exhaustive search (assertions, with state compression), liveness as an LTL property
+    under weak fairness.
   * Frama-C EVA over the C decoders and bounded exploration of the ring's invariants
     (``tools/verify_c.py``).
   * Exhaustive exploration of the memory engine's state machine and MEM-INV-1..8
@@ -72,6 +73,9 @@ SESSION_SMALL = ("-DNPACK=2", "-DNCAP=1", "-DWIN=2", "-DFAULTS=1", "-DRESETS=0",
 SESSION_LOSSY = ("-DNPACK=1", "-DNCAP=1", "-DWIN=2", "-DFAULTS=3", "-DRESETS=0", "-DEARLY=0",
                  "-DTRIES=1")
 SESSION_FULL = ("-DNPACK=2", "-DNCAP=1", "-DWIN=2", "-DFAULTS=1", "-DRESETS=1", "-DEARLY=1")
+# two resets, host frames reordered as well: HELLO_ACKs of two older boots on the line
+SESSION_RESETS = ("-DNPACK=2", "-DNCAP=1", "-DWIN=2", "-DFAULTS=1", "-DRESETS=2", "-DEARLY=1",
+                  "-DREORDER_H2D")
 SESSION_WIDE = ("-DNPACK=3", "-DNCAP=2", "-DWIN=2", "-DFAULTS=2", "-DRESETS=0", "-DEARLY=0")
 ACCEPT_SMALL = ("-DSLOTS=2", "-DCUTS=2", "-DKVERSIONS=3", "-DOFFERS=3")
 ACCEPT_FULL = ("-DSLOTS=2", "-DCUTS=3", "-DKVERSIONS=3", "-DOFFERS=4")
@@ -164,6 +168,10 @@ SPIN_CHECKS: tuple[SpinCheck, ...] = (
         SAFE + "; host frames reordered too, past a device reset: a HELLO_ACK of the old boot "
         "opens nothing on the new one (it echoes the HELLO it answers)",
         fast=False,
+    ),
+    SpinCheck(
+        "session-safety-reorder-resets", "session.pml", SESSION_RESETS,
+        SAFE + "; host frames reordered, two device resets", fast=False,
     ),
     SpinCheck(
         "session-bug-no-echo", "session.pml", (*SESSION_FULL, "-DREORDER_H2D", "-DBUG_NO_ECHO"),
