@@ -4,7 +4,8 @@
  * What is modelled
  *   - lines that lose and duplicate frames in both directions, and hold a device frame
  *     back behind later ones of its session (reordering); host frames keep their order
- *     unless REORDER_H2D (see SEND_H for why);
+ *     unless REORDER_H2D (a real line keeps them in order; the checks with REORDER_H2D
+ *     show that the protocol does not rely on it, see SEND_H);
  *   - one device and the host; the device may reset (boot grows, §6.6) and may declare
  *     its session dead (the eighth timeout of §6.4, taken as a nondeterministic choice);
  *   - go-back-N with cumulative acks (§6.2), in-order delivery and duplicate
@@ -14,8 +15,8 @@
  *     while the answer is still on the line does);
  *   - HELLO_ACK's echo of the HELLO it answers (SPEC §5.3): the device ignores one that
  *     answers another HELLO;
- *   - the handshake and the HELLO retransmission rule of §6.5 host step 2 (same boot
- *     and fresh: nothing delivered after HELLO, nothing sent after HELLO_ACK), the host's
+ *   - the handshake and the HELLO retransmission rule of §6.5 host step 2 (same HELLO
+ *     (here: boot) and fresh: nothing delivered after HELLO, nothing sent after HELLO_ACK), the host's
  *     ERROR no-session (§6.5), §6.6 (host: captures already sent fail and are never
  *     re-queued; device: packs the host holds are not offered again);
  *   - the pack chain of §8.5: the host accepts a pack only if it extends its chain head
