@@ -163,8 +163,9 @@ SPIN_CHECKS: tuple[SpinCheck, ...] = (
     SpinCheck(
         "session-liveness-resets", "session.pml", SESSION_TWO_RESETS,
         "every released pack is eventually stored with two device resets, a line fault (a "
-        "duplicated frame, say) and early retransmissions: a device that restarts its handshake on ERROR no-session "
-        "never takes the HELLO_ACK of an older HELLO (HELLO_ACK echoes the HELLO it answers)",
+        "duplicated frame, say) and early retransmissions: a device that restarts its "
+        "handshake on ERROR no-session never takes the HELLO_ACK of an older HELLO "
+        "(HELLO_ACK echoes the HELLO it answers)",
         liveness=True, fast=False,
     ),
     SpinCheck(
