@@ -173,6 +173,7 @@ class BoardHost(CodecReceiver):
             pack_seq,
             pack_hash,
             CHALLENGE,
+            self.hello_echo,
         )
         self.max_frame, self.window = ack.max_frame, ack.window
         self.next_seq, self.expected = 2, 2

@@ -31,7 +31,7 @@ from hirmem.protocol.messages import (
     Proof,
     decode_message,
 )
-from hirmem.protocol.proof import verify_proof
+from hirmem.protocol.proof import hello_echo, verify_proof
 
 CHALLENGE = bytes(range(0x40, 0x50))  # the challenge these hosts' HELLO_ACKs carry
 
@@ -104,6 +104,11 @@ class CodecReceiver:
             public_key, proof.signature, host_id, challenge, hello.device_id, hello.boot,
             hello_body,
         )  # fmt: skip
+
+    @property
+    def hello_echo(self) -> bytes:
+        """What a HELLO_ACK answering the last HELLO carries as hello_hash (SPEC §5.3)."""
+        return hello_echo(self.hello_body)
 
     @property
     def wire_bodies(self) -> list[bytes]:

@@ -181,6 +181,7 @@ class MpHost(CodecReceiver):
         ack = HelloAck(
             self.host_id, min(self.max_frame, self.hello.max_frame), 65536,
             min(self.window, self.hello.window), time_ms, pack_seq, pack_hash, CHALLENGE,
+            self.hello_echo,
         )  # fmt: skip
         self.max_frame, self.window = ack.max_frame, ack.window
         self.next_seq, self.expected = 2, 2

@@ -17,6 +17,7 @@ import struct
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -32,19 +33,24 @@ from hirmem.emulation.provision import (
 )
 from hirmem.emulation.qemu import QemuBoard, QemuError
 from hirmem.protocol import identity
+from hirmem.protocol.frames import encode_frame
 from hirmem.protocol.gate import evaluate
 from hirmem.protocol.keys import derive_test_key
 from hirmem.protocol.messages import (
     Capture,
     CaptureResult,
+    Error,
+    HelloAck,
     KnowledgePush,
     KnowledgeResult,
     PackOffer,
     PackResult,
     Status,
     StatusRequest,
+    encode_message,
 )
 from hirmem.protocol.packs import KnowledgeItem, Pack, PackKind, TrustedKey, sign_pack, verify_pack
+from hirmem.protocol.proof import hello_echo
 from hirmem.protocol.records import GENESIS, Record, normalise, record_id
 
 T0 = 1_780_000_000_000
@@ -130,6 +136,37 @@ def test_hello_carries_the_provisioned_identity(board: str, tmp_path: Path) -> N
     assert (hello.device_kid, hello.host_kid) == (DEVICE_KEY.kid, HOST_KEY.kid)
     assert (hello.max_frame, hello.max_message, hello.window) == (max_frame, max_message, 4)
     assert host.frame_errors == []
+
+
+def test_a_hello_ack_of_another_hello_is_ignored_and_counted(board: str, tmp_path: Path) -> None:
+    """SPEC §6.5 device step 3: a HELLO_ACK that echoes another HELLO (the previous boot's,
+    late on the line, or one beyond the offer that is not for this HELLO either) opens no
+    session and draws no ERROR; the board keeps saying HELLO, counts them, and opens with
+    the HELLO_ACK of its current HELLO."""
+    elf = provisioned(board, tmp_path, settings())
+    with QemuBoard(board, elf, timeout=30) as qb:
+        host = BoardHost.connect(qb.url, HOST_ID)
+        try:
+            host.wait_for(lambda: host.hello is not None, 5, "HELLO")
+            assert host.hello is not None
+            older = replace(host.hello, boot=host.hello.boot - 1)  # what the last boot said
+            max_frame, _ = OFFER[board]
+            stale = HelloAck(HOST_ID, max_frame, 65536, 4, T0, 0, GENESIS, bytes(16),
+                             hello_echo(encode_message(older, 1, 0)))  # fmt: skip
+            beyond = replace(stale, window=9, hello_hash=bytes(16))  # beyond, and foreign
+            for ack in (stale, beyond):
+                host.write(encode_frame(encode_message(ack, 1, 1), 128))
+            hellos = host.hellos
+            host.wait_for(lambda: host.hellos >= hellos + 2, 5, "HELLO, still")
+            assert host.proofs == [] and host.last_ack == 0  # nothing opened
+            assert not any(isinstance(e.message, Error) for e in host.unsequenced)
+            host.handshake(T0)  # the HELLO_ACK of this HELLO opens the session
+            assert host.proof_verifies(DEVICE_KEY.public, HOST_ID)
+            host.wait_for(lambda: any(t.startswith("boot=") for t in host.logs()), 5, "boot LOG")
+        finally:
+            host.close()
+    boot_log = next(t for t in host.logs() if t.startswith("boot="))
+    assert boot_log == f"boot={BOOT} reset=cold warm_boots=0 stale_hello_acks=2"
 
 
 CASES = [

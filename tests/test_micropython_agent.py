@@ -12,27 +12,33 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from hirmem.protocol import identity
+from hirmem.protocol.frames import encode_frame
 from hirmem.protocol.gate import evaluate
 from hirmem.protocol.keys import SigningKey
 from hirmem.protocol.messages import (
     Capture,
     CaptureResult,
+    Error,
     Hello,
+    HelloAck,
     KnowledgePush,
     KnowledgeResult,
     PackOffer,
     PackResult,
     Status,
     StatusRequest,
+    encode_message,
 )
 from hirmem.protocol.packs import KnowledgeItem, PackKind, TrustedKey, sign_pack, verify_pack
+from hirmem.protocol.proof import hello_echo
 from hirmem.protocol.records import GENESIS, Record, normalise, record_id
-from mp_host import MpDevice, MpHost
+from mp_host import MpDevice, MpHost, until
 from mp_run import MICROPYTHON
 
 pytestmark = pytest.mark.skipif(MICROPYTHON is None, reason="micropython not installed")
@@ -78,6 +84,25 @@ def status(host: MpHost) -> Status:
     [st] = host.wait(Status)
     assert isinstance(st, Status)
     return st
+
+
+def test_a_hello_ack_of_another_hello_opens_nothing(host: MpHost) -> None:
+    """SPEC §6.5 device step 3: the HELLO_ACK of the previous boot's HELLO (and one beyond
+    the offer that is not for this HELLO either) is ignored: no PROOF, no ERROR, HELLO
+    goes on; the HELLO_ACK of the current HELLO opens the session."""
+    until(host, lambda: host.hello is not None, 10)
+    assert host.hello is not None
+    older = encode_message(replace(host.hello, boot=BOOT - 1), 1, 0)
+    stale = HelloAck(HOST_ID, 512, 65536, 4, T0, 0, GENESIS, bytes(16), hello_echo(older))
+    for ack in (stale, replace(stale, window=9)):
+        host.dev.write(encode_frame(encode_message(ack, 1, 1), 128))
+    hellos = host.hellos
+    until(host, lambda: host.hellos >= hellos + 1, 5)
+    assert host.proofs == [] and host.last_ack == 0
+    assert not any(isinstance(e.message, Error) for e in host.unsequenced)
+    host.handshake(T0)
+    host.pump(0.2)
+    assert host.proof_verifies(DEVICE_KEY.public, HOST_ID)
 
 
 def test_agent_end_to_end(host: MpHost) -> None:

@@ -318,6 +318,16 @@ def test_knowledge_head_survives_a_reset(make_host: Any, tmp_path: Path) -> None
 # ---- sequence limits (in process) ------------------------------------------------------------
 
 
+def test_only_the_hello_ack_of_the_current_hello_opens() -> None:
+    """SPEC §6.5 device step 3, in process: HELLO_ACKs that echo the previous boot's HELLO
+    or nothing are ignored and counted, without an ERROR; the right one opens."""
+    out = json.loads(run_mp(MP_DIR / "checks" / "hello_echo.py"))
+    # [session, sessions, stale_hello_acks, ignored, errors_sent]
+    assert out["previous_boot"] == [False, 0, 1, 0, 0]
+    assert out["foreign"] == [False, 0, 2, 0, 0]
+    assert out["current"] == [True, 1, 2, 0, 0]
+
+
 def test_sequence_numbers_end_the_session_before_they_wrap() -> None:
     out = json.loads(run_mp(MP_DIR / "checks" / "seq_limits.py"))
 

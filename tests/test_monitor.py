@@ -117,7 +117,8 @@ def test_types_and_fields_this_host_does_not_know_are_shown_by_number() -> None:
     """What a newer peer's messages look like to this monitor: a type it does not know
     is shown by number, a known type with a field more is named, its fields shown raw."""
     view = WireView()
-    ack = encode_message(HelloAck(HOST_ID, 256, 1024, 4, T0, 0, bytes(32), bytes(16)), 1, 1)
+    hello_ack = HelloAck(HOST_ID, 256, 1024, 4, T0, 0, bytes(32), bytes(16), bytes(16))
+    ack = encode_message(hello_ack, 1, 1)
     longer = cbor.encode([*cbor.decode(ack), b"\xaa" * 16])  # one field more
     got = lines(view, raw_frame(1, 99, 4, 3, b"\x01" * 40, "t", 7) + encode_frame(longer))
     assert got[0].startswith("type 99 seq=4 ack=3 01010101010101" "01…(40 bytes) 't' 7 (")

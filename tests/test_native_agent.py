@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -50,6 +50,7 @@ from hirmem.protocol.packs import (
     sign_pack,
     verify_pack,
 )
+from hirmem.protocol.proof import hello_echo
 from hirmem.protocol.records import GENESIS, Record, normalise, record_id
 from session_peer import Agent
 
@@ -133,6 +134,7 @@ class Host(CodecReceiver):
             pack_seq,
             pack_hash,
             CHALLENGE,
+            self.hello_echo,
         )
         self.max_frame, self.window = ack.max_frame, ack.window
         self.next_seq, self.expected = 2, 2
@@ -204,6 +206,28 @@ def test_hello_fields_and_resends(dev: Device) -> None:
     assert dev.out("input", host.frame(capture(host, 1), seq=2)) == b""
 
 
+def test_a_hello_ack_of_another_hello_is_ignored_and_counted(dev: Device) -> None:
+    """SPEC §6.5 device step 3: HELLO_ACK must echo the current HELLO (§5.3). One that
+    answered the previous boot's HELLO, late on the line, opens nothing and draws no ERROR,
+    even when its bounds are wrong too; each is counted. The right one then opens."""
+    host = Host(dev)
+    host.feed(dev.init(boot=9))
+    assert host.hello is not None
+    older = encode_message(replace(host.hello, boot=8), 1, 0)
+    stale = HelloAck(HOST_ID, 512, 65536, 4, T0, 0, GENESIS, CHALLENGE, hello_echo(older))
+    for ack in (stale, stale, replace(stale, window=9)):  # duplicated; beyond the offer
+        assert dev.out("input", encode_frame(encode_message(ack, 1, 1), 128)) == b""
+    assert dev.state()[0] == 0 and dev.status()["stale_hello_acks"] == 3
+    one_bit = bytearray(host.hello_echo)
+    one_bit[15] ^= 0x01  # a single bit off is as foreign as any other echo
+    foreign = replace(stale, hello_hash=bytes(one_bit))
+    assert dev.out("input", encode_frame(encode_message(foreign, 1, 1), 128)) == b""
+    assert dev.status()["stale_hello_acks"] == 4
+    host.handshake()
+    assert dev.state()[0] == 1 and dev.status()["stale_hello_acks"] == 4
+    assert dev.status()["ignored"] == 0  # counted as stale, not among the other ignored
+
+
 def test_hello_without_host_key(dev: Device) -> None:
     host = Host(dev)
     host.feed(dev.init(host_key=False, max_frame=128, window=1, caps=0x0B, max_message=1024))
@@ -227,7 +251,8 @@ def test_handshake_agreement(dev: Device) -> None:
 def test_hello_ack_beyond_offer_is_malformed(dev: Device) -> None:
     host = Host(dev)
     host.feed(dev.init(window=2))
-    bad = HelloAck(HOST_ID, 512, 4096, 3, T0, 0, GENESIS, CHALLENGE)  # window above the offer
+    # window above the offer
+    bad = HelloAck(HOST_ID, 512, 4096, 3, T0, 0, GENESIS, CHALLENGE, host.hello_echo)
     host.feed(dev.out("input", encode_frame(encode_message(bad, 1, 1), 128)))
     errors = [e.message for e in host.unsequenced if isinstance(e.message, Error)]
     assert [(e.code, e.ref) for e in errors] == [(3, 1)]

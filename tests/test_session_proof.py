@@ -56,7 +56,13 @@ from hirmem.protocol.messages import (
     encode_message,
 )
 from hirmem.protocol.packs import KnowledgeItem
-from hirmem.protocol.proof import PROOF_INPUT_SIZE, proof_input, sign_proof, verify_proof
+from hirmem.protocol.proof import (
+    PROOF_INPUT_SIZE,
+    hello_echo,
+    proof_input,
+    sign_proof,
+    verify_proof,
+)
 from session_peer import MEMORY_KEYS, T0
 from test_daemon import BOARDS, boards, needs_qemu
 from test_daemon import HOST_ID as BOARD_HOST_ID
@@ -190,6 +196,25 @@ def test_a_retransmitted_hello_keeps_its_challenge_and_the_first_message_must_pr
     c2 = challenge_of(line.send_body(body))
     assert c2 != c1
     line.send(Proof(sign_proof(DEVICE_KEY, HOST_ID, c2, DEVICE_ID, 7, body)), 2, 1)
+    assert line.session.is_open
+
+
+def test_hello_ack_echoes_the_hello_and_only_the_same_hello_is_a_retransmission() -> None:
+    """HELLO_ACK names the HELLO it answers (SPEC §5.3); host step 2 resends the stored
+    HELLO_ACK only for the same HELLO byte for byte: a HELLO of the same boot that says
+    something else gets a new session whose HELLO_ACK echoes it (with the stored one, a
+    device that checks the echo would wait forever)."""
+    line = Line([bytes(range(16)), bytes(range(5, 21)), bytes(range(9, 25))])
+    first, renamed = hello(), hello(board="sim-renamed")
+    [ack1] = [e.message for e in line.send_body(first) if isinstance(e.message, HelloAck)]
+    assert isinstance(ack1, HelloAck) and ack1.hello_hash == hello_echo(first)
+    assert ack1.hello_hash == hashlib.sha256(first).digest()[:16]
+    [again] = [e.message for e in line.send_body(first) if isinstance(e.message, HelloAck)]
+    assert again == ack1 and line.session.counters.hello_retransmits == 1
+    [ack2] = [e.message for e in line.send_body(renamed) if isinstance(e.message, HelloAck)]
+    assert isinstance(ack2, HelloAck) and ack2.hello_hash == hello_echo(renamed)
+    assert ack2.challenge != ack1.challenge and line.session.counters.hello_retransmits == 1
+    line.send(Proof(sign_proof(DEVICE_KEY, HOST_ID, ack2.challenge, DEVICE_ID, 7, renamed)), 2, 1)
     assert line.session.is_open
 
 

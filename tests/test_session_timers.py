@@ -30,7 +30,7 @@ from hirmem.protocol.messages import (
     decode_message,
     encode_message,
 )
-from hirmem.protocol.proof import sign_proof
+from hirmem.protocol.proof import hello_echo, sign_proof
 from session_peer import MEMORY_KEYS, T0
 
 CONTEXT = bytes(32)
@@ -86,7 +86,9 @@ def test_hello_ack_and_its_retransmission_schedule() -> None:
     assert first[:1] == b"\x00"  # flush the device's receiver before the first frame
     [env] = decode_all(first)
     assert (env.seq, env.ack) == (1, 1)
-    assert env.message == HelloAck(HOST_ID, 256, 65536 + 16, 2, T0, 0, bytes(32), CHALLENGE)
+    assert env.message == HelloAck(
+        HOST_ID, 256, 65536 + 16, 2, T0, 0, bytes(32), CHALLENGE, hello_echo(hello_body())
+    )
     times = []
     for now in range(1, 21_000):
         s.poll(now)

@@ -365,6 +365,7 @@ ROWS = (
     Row("Ed25519 sign, 127 B", ("ed25519.sign",), 6_000_000, (CORTEX_M3,)),
     Row("Ed25519 verify, 127 B", ("ed25519.verify",), 12_000_000, (CORTEX_M3,)),
     Row("session PROOF: SHA-256 of HELLO + sign 91 B", ("session.proof",)),
+    Row("HELLO_ACK echo: SHA-256 of HELLO + 16 B compare", ("session.echo_check",)),
     Row("Ed25519 verify, 127 B, rejected", ("ed25519.verify_reject",)),
     Row("NV store: mount, 2 pages of 256 B, erased", ("persist.mount_empty",)),
     Row("NV store: mount, 3 records", ("persist.mount",)),

@@ -217,7 +217,13 @@ def build_messages(pack: bytes, knowledge: bytes) -> list[bytes]:
     samples: list[tuple[Message, int, int]] = [
         (Hello(DEVICE_ID, "mps2-an385", "0.1.0", 7, 0x1F, 512, 4096, 4, kid, HOST_KEY.kid), 1, 0),
         (Hello(DEVICE_ID, "b" * 240, "", 0xFFFFFFFF, 1 << 63, 128, 0, 0xFFFF, kid, b""), 1, 0),
-        (HelloAck(HOST_ID, 512, 4096, 4, T0, (3 << 32) | 2, bytes(range(32)), bytes(16)), 1, 1),
+        (
+            HelloAck(
+                HOST_ID, 512, 4096, 4, T0, (3 << 32) | 2, bytes(range(32)), bytes(16), bytes(16)
+            ),
+            1,
+            1,
+        ),
         (Capture("temp0", b'{"t":21.5}', bytes(32), 0x0FFF, 0x10000, 0xE666, 0x8000), 2, 1),
         (CaptureResult(2, 0, bytes(16), 0x0FFF, *(0x10000,) * 7, 0, 0, 1), 2, 2),
         (CaptureResult(0, 1, b"", 0, 0, 0, 0, 0, 0, 0, 0, 2, 15, 3), 0xFFFFFFFF, 0),

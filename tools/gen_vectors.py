@@ -57,7 +57,7 @@ from hirmem.protocol.packs import (  # noqa: E402
     sign_pack,
     verify_pack,
 )
-from hirmem.protocol.proof import proof_input, sign_proof  # noqa: E402
+from hirmem.protocol.proof import hello_echo, proof_input, sign_proof  # noqa: E402
 from hirmem.protocol.records import GENESIS, Record, record_id  # noqa: E402
 from rfc8032_cases import RFC8032_CASES  # noqa: E402
 
@@ -190,17 +190,24 @@ def sample_messages(
         ),
         (
             "hello without host key",
-            Hello(DEVICE_ID, "hifive1", "0.1.0", 1, 0x09, 128, 1024, 1, kid, b""),
+            small_hello(),
             1,
             0,
         ),
-        ("hello-ack", HelloAck(HOST_ID, 512, 4096, 4, T0, 0, GENESIS, CHALLENGE), 1, 1),
+        (
+            "hello-ack",  # answers the "hello" vector
+            HelloAck(
+                HOST_ID, 512, 4096, 4, T0, 0, GENESIS, CHALLENGE, hello_echo(hello_vector_body())
+            ),
+            1,
+            1,
+        ),
         (
             "hello-ack with chain head",
             HelloAck(
                 HOST_ID, 128, 1024, 1, T0 + 5, (7 << 32) | 3, hashlib.sha256(b"head").digest(),
-                bytes(range(0xF0, 0x100)),
-            ),
+                bytes(range(0xF0, 0x100)), hello_echo(encode_message(small_hello(), 1, 0)),
+            ),  # answers the "hello without host key" vector
             1,
             1,
         ),
@@ -266,6 +273,11 @@ def sample_messages(
 
 
 CHALLENGE = bytes(range(0x10, 0x20))  # the "hello-ack" vector's challenge
+
+
+def small_hello() -> Hello:
+    """The "hello without host key" vector's HELLO, which "hello-ack with chain head" answers."""
+    return Hello(DEVICE_ID, "hifive1", "0.1.0", 1, 0x09, 128, 1024, 1, DEVICE_KEY.kid, b"")
 
 
 def hello_vector_body() -> bytes:

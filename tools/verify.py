@@ -12,11 +12,12 @@ caught.
 
 The methods:
   * SPIN (Debian ``spin``) over ``verify/session.pml`` (SPEC §5-§8: go-back-N, acks,
-    the handshake with its session proof and HELLO retransmission rule, resets, the pack
-    chain), ``verify/fragments.pml`` (§6.8 reassembly against any fragment sequence) and
-    ``verify/acceptance.pml`` (pack and knowledge acceptance across power cuts over
-    hm_persist's NV store). Safety by exhaustive search (assertions, with state
-    compression), liveness as an LTL property under weak fairness.
+    the handshake with its session proof, HELLO_ACK's echo of the HELLO and the HELLO
+    retransmission rule, resets, the pack chain), ``verify/fragments.pml`` (§6.8
+    reassembly against any fragment sequence) and ``verify/acceptance.pml`` (pack and
+    knowledge acceptance across power cuts over hm_persist's NV store). Safety by
+    exhaustive search (assertions, with state compression), liveness as an LTL property
+    under weak fairness.
   * Frama-C EVA over the C decoders and bounded exploration of the ring's invariants
     (``tools/verify_c.py``).
   * Exhaustive exploration of the memory engine's state machine and MEM-INV-1..8
@@ -72,6 +73,16 @@ SESSION_SMALL = ("-DNPACK=2", "-DNCAP=1", "-DWIN=2", "-DFAULTS=1", "-DRESETS=0",
 SESSION_LOSSY = ("-DNPACK=1", "-DNCAP=1", "-DWIN=2", "-DFAULTS=3", "-DRESETS=0", "-DEARLY=0",
                  "-DTRIES=1")
 SESSION_FULL = ("-DNPACK=2", "-DNCAP=1", "-DWIN=2", "-DFAULTS=1", "-DRESETS=1", "-DEARLY=1")
+# two resets, host frames reordered as well: HELLO_ACKs of two older boots on the line
+SESSION_RESETS = ("-DNPACK=2", "-DNCAP=1", "-DWIN=2", "-DFAULTS=1", "-DRESETS=2", "-DEARLY=1",
+                  "-DREORDER_H2D")
+SESSION_TWO_RESETS = ("-DNPACK=2", "-DNCAP=1", "-DWIN=2", "-DFAULTS=1", "-DRESETS=2",
+                      "-DEARLY=1")
+SESSION_RESET_FAULTS = ("-DNPACK=2", "-DNCAP=1", "-DWIN=2", "-DFAULTS=2", "-DRESETS=1",
+                        "-DEARLY=1")
+# the smallest bounds where a HELLO_ACK can outlive a reset: one pack, one capture
+SESSION_ECHO_BUG = ("-DNPACK=1", "-DNCAP=1", "-DWIN=2", "-DFAULTS=1", "-DRESETS=1", "-DEARLY=1",
+                    "-DREORDER_H2D", "-DBUG_NO_ECHO")
 SESSION_WIDE = ("-DNPACK=3", "-DNCAP=2", "-DWIN=2", "-DFAULTS=2", "-DRESETS=0", "-DEARLY=0")
 ACCEPT_SMALL = ("-DSLOTS=2", "-DCUTS=2", "-DKVERSIONS=3", "-DOFFERS=3")
 ACCEPT_FULL = ("-DSLOTS=2", "-DCUTS=3", "-DKVERSIONS=3", "-DOFFERS=4")
@@ -99,6 +110,11 @@ SPIN_CHECKS: tuple[SpinCheck, ...] = (
         "session-hello-fresh-half", "session.pml", (*SESSION_LOSSY, "-DHELLO_FRESH_HALF"),
         "the freshness test without 'sent nothing after HELLO_ACK' is still safe: with the "
         "session proof the host sends nothing before the PROOF, so the condition is implied",
+    ),
+    SpinCheck(
+        "session-bug-no-echo", "session.pml", SESSION_ECHO_BUG,
+        "planted: the device takes a HELLO_ACK without checking its echo of the HELLO",
+        expect_violation=True,
     ),
     SpinCheck(
         "acceptance-safety", "acceptance.pml", ACCEPT_SMALL,
@@ -145,12 +161,18 @@ SPIN_CHECKS: tuple[SpinCheck, ...] = (
         SAFE + "; with a device reset and early retransmissions", fast=False,
     ),
     SpinCheck(
-        "session-gap-stale-hello-ack", "session.pml", SESSION_FULL,
-        "known gap (liveness): after a reset and one duplicated frame, a device that "
-        "restarts its handshake on ERROR no-session can keep taking the HELLO_ACK that "
-        "answered its previous HELLO, and the host keeps refusing that PROOF; every round "
-        "reproduces the lag (HELLO_ACK does not name the HELLO it answers)",
-        liveness=True, expect_violation=True, fast=False,
+        "session-liveness-resets", "session.pml", SESSION_TWO_RESETS,
+        "every released pack is eventually stored with two device resets, a line fault (a "
+        "duplicated frame, say) and early retransmissions: a device that restarts its "
+        "handshake on ERROR no-session never takes the HELLO_ACK of an older HELLO "
+        "(HELLO_ACK echoes the HELLO it answers)",
+        liveness=True, fast=False,
+    ),
+    SpinCheck(
+        "session-liveness-resets-faults", "session.pml", SESSION_RESET_FAULTS,
+        "every released pack is eventually stored with a device reset, two line faults and "
+        "early retransmissions",
+        liveness=True, fast=False,
     ),
     SpinCheck(
         "session-liveness-lossy", "session.pml", SESSION_LOSSY,
@@ -161,11 +183,14 @@ SPIN_CHECKS: tuple[SpinCheck, ...] = (
         SAFE + "; three packs and two captures, two faults", fast=False,
     ),
     SpinCheck(
-        "session-gap-reordered-hello-ack", "session.pml", (*SESSION_FULL, "-DREORDER_H2D"),
-        "known gap: a HELLO_ACK reordered past a device reset opens a session on the new "
-        "boot (HELLO_ACK does not name the HELLO it answers); lines that keep order do not "
-        "have it",
-        expect_violation=True, fast=False,
+        "session-safety-reorder", "session.pml", (*SESSION_FULL, "-DREORDER_H2D"),
+        SAFE + "; host frames reordered too, past a device reset: a HELLO_ACK of the old boot "
+        "opens nothing on the new one (it echoes the HELLO it answers)",
+        fast=False,
+    ),
+    SpinCheck(
+        "session-safety-reorder-resets", "session.pml", SESSION_RESETS,
+        SAFE + "; host frames reordered, two device resets", fast=False,
     ),
     SpinCheck(
         "acceptance-safety-full", "acceptance.pml", ACCEPT_FULL,

@@ -4,7 +4,8 @@
  * What is modelled
  *   - lines that lose and duplicate frames in both directions, and hold a device frame
  *     back behind later ones of its session (reordering); host frames keep their order
- *     unless REORDER_H2D (see SEND_H for why);
+ *     unless REORDER_H2D (a real line keeps them in order; the checks with REORDER_H2D
+ *     show that the protocol does not rely on it, see SEND_H);
  *   - one device and the host; the device may reset (boot grows, §6.6) and may declare
  *     its session dead (the eighth timeout of §6.4, taken as a nondeterministic choice);
  *   - go-back-N with cumulative acks (§6.2), in-order delivery and duplicate
@@ -12,8 +13,10 @@
  *     an ack is owed), retransmission of every unacked message in order (on a global
  *     timeout, and a bounded number of times early, which is what a timer that fires
  *     while the answer is still on the line does);
- *   - the handshake and the HELLO retransmission rule of §6.5 host step 2 (same boot
- *     and fresh: nothing delivered after HELLO, nothing sent after HELLO_ACK), the host's
+ *   - HELLO_ACK's echo of the HELLO it answers (SPEC §5.3): the device ignores one that
+ *     answers another HELLO;
+ *   - the handshake and the HELLO retransmission rule of §6.5 host step 2 (same HELLO
+ *     (here: boot) and fresh: nothing delivered after HELLO, nothing sent after HELLO_ACK), the host's
  *     ERROR no-session (§6.5), §6.6 (host: captures already sent fail and are never
  *     re-queued; device: packs the host holds are not offered again);
  *   - the pack chain of §8.5: the host accepts a pack only if it extends its chain head
@@ -38,7 +41,9 @@
  *                    nothing after HELLO_ACK": the host sends nothing before the PROOF is
  *                    delivered, and once it is the session is not fresh, so the second
  *                    condition is implied; the check shows the model agrees;
- *   BUG_DUP_DELIVER  the device lets a duplicate CAPTURE (seq below expected) take effect. */
+ *   BUG_DUP_DELIVER  the device lets a duplicate CAPTURE (seq below expected) take effect;
+ *   BUG_NO_ECHO      the device takes a HELLO_ACK without checking that it echoes its
+ *                    current HELLO (SPEC §5.3 field 12, §6.5 device step 3). */
 
 #ifndef NPACK
 #define NPACK 3      /* packs the device releases */
@@ -64,7 +69,7 @@
 
 #define CAP (WIN + 2)
 /* a process's scratch variables are zeroed after use, so they add no states */
-#define CLEAR5(p, q, r, u, v) p = 0; q = 0; r = 0; u = 0; v = 0
+#define CLEAR6(p, q, r, u, v, w) p = 0; q = 0; r = 0; u = 0; v = 0; w = 0
 
 /* §6.5 host step 2: "fresh" is nothing delivered after HELLO (the PROOF not yet) and
    nothing sent after HELLO_ACK */
@@ -76,15 +81,24 @@
 #define FRESH (h_exp == 2 && h_next == 2)
 #endif
 
+/* §6.5 device step 3: a HELLO_ACK opens a session only if it echoes the current HELLO */
+#ifdef BUG_NO_ECHO
+#define ECHO_OK(e) true
+#else
+#define ECHO_OK(e) (e == boot)
+#endif
+
 mtype = { HELLO, HELLO_ACK, PROOF, OFFER, RESULT, CAPTURE, CRESULT, ACK, ERR_NOSESSION };
 /* the fifth field: a PACK_RESULT's status, a HELLO_ACK's or a PROOF's challenge */
 #define ACCEPTED 0
 #define DUPLICATE 1
 #define REFUSED 2
 
-/* type, seq, ack, arg (boot | head | pack | capture), status */
-chan d2h = [CAP] of { mtype, byte, byte, byte, byte };
-chan h2d = [CAP] of { mtype, byte, byte, byte, byte };
+/* type, seq, ack, arg (boot | head | pack | capture), status, echo: a HELLO_ACK's echo of
+   the HELLO it answers (SPEC §5.3, the hash of the HELLO as sent; a HELLO is its boot
+   here, so the echo is that boot), 0 on every other message */
+chan d2h = [CAP] of { mtype, byte, byte, byte, byte, byte };
+chan h2d = [CAP] of { mtype, byte, byte, byte, byte, byte };
 
 byte faults = 0;
 byte early = 0;
@@ -98,29 +112,30 @@ byte head = 0;            /* the host's chain head (durable) */
 /* ---- the lines: each send may be delivered, lost, duplicated or held back and
  * delivered after later messages of the same session (reordered); FAULTS bounds the
  * faults in all ---------------------------------------------------------------------- */
-#define XMIT(ch, late, lt, ls, la, lx, lst, mt, ms, ma, mx, mst) \
+#define XMIT(ch, late, lt, ls, la, lx, lst, le, mt, ms, ma, mx, mst, me) \
     if \
-    :: ch!mt,ms,ma,mx,mst \
+    :: ch!mt,ms,ma,mx,mst,me \
     :: faults < FAULTS -> faults++ \
-    :: faults < FAULTS && len(ch) + 2 <= CAP -> faults++; ch!mt,ms,ma,mx,mst; ch!mt,ms,ma,mx,mst \
-    :: faults < FAULTS && !late -> faults++; late = true; lt = mt; ls = ms; la = ma; lx = mx; lst = mst \
+    :: faults < FAULTS && len(ch) + 2 <= CAP -> faults++; ch!mt,ms,ma,mx,mst,me; ch!mt,ms,ma,mx,mst,me \
+    :: faults < FAULTS && !late -> faults++; late = true; lt = mt; ls = ms; la = ma; lx = mx; lst = mst; le = me \
     fi
 
-bool dl = false; mtype dl_t; byte dl_st, dl_s, dl_a, dl_x;   /* held back on device -> host */
-bool hl = false; mtype hl_t; byte hl_st, hl_s, hl_a, hl_x;   /* held back on host -> device */
-#define SEND_D(mt, ms, ma, mx, mst) XMIT(d2h, dl, dl_t, dl_s, dl_a, dl_x, dl_st, mt, ms, ma, mx, mst)
+bool dl = false; mtype dl_t; byte dl_st, dl_s, dl_a, dl_x, dl_e;   /* held back on device -> host */
+bool hl = false; mtype hl_t; byte hl_st, hl_s, hl_a, hl_x, hl_e;   /* held back on host -> device */
+#define SEND_D(mt, ms, ma, mx, mst) XMIT(d2h, dl, dl_t, dl_s, dl_a, dl_x, dl_st, dl_e, mt, ms, ma, mx, mst, 0)
 #ifdef REORDER_H2D
-#define SEND_H(mt, ms, ma, mx, mst) XMIT(h2d, hl, hl_t, hl_s, hl_a, hl_x, hl_st, mt, ms, ma, mx, mst)
+#define SEND_H(mt, ms, ma, mx, mst, me) XMIT(h2d, hl, hl_t, hl_s, hl_a, hl_x, hl_st, hl_e, mt, ms, ma, mx, mst, me)
 #else
-/* host -> device frames are lost or duplicated but not reordered: with reordering, a
-   HELLO_ACK delayed past a device reset opens a session on the new boot and the host's
-   retransmission of the old session's CAPTURE takes effect twice (REORDER_H2D shows the
-   trail); a serial line or a TCP stream keeps order, so the implementation relies on it */
-#define SEND_H(mt, ms, ma, mx, mst) \
+/* host -> device frames are lost or duplicated but not reordered unless REORDER_H2D: a
+   serial line or a TCP stream keeps order. Before HELLO_ACK echoed the HELLO it answers,
+   reordering broke safety (a HELLO_ACK delayed past a device reset opened a session on
+   the new boot and the old session's CAPTURE took effect twice); the check
+   session-safety-reorder shows that it no longer does */
+#define SEND_H(mt, ms, ma, mx, mst, me) \
     if \
-    :: h2d!mt,ms,ma,mx,mst \
+    :: h2d!mt,ms,ma,mx,mst,me \
     :: faults < FAULTS -> faults++ \
-    :: faults < FAULTS && len(h2d) + 2 <= CAP -> faults++; h2d!mt,ms,ma,mx,mst; h2d!mt,ms,ma,mx,mst \
+    :: faults < FAULTS && len(h2d) + 2 <= CAP -> faults++; h2d!mt,ms,ma,mx,mst,me; h2d!mt,ms,ma,mx,mst,me \
     fi
 #endif
 
@@ -136,9 +151,9 @@ byte d_ua[WIN];           /* and arguments */
 bool d_owe = false;       /* an ack is owed (§6.2) */
 byte d_held = 0;          /* packs 1..d_held are held by the host, as the device knows */
 byte d_offered = 0;       /* highest pack offered in this session */
-byte d_answer = 0;
+byte d_answer = 0;        /* a capture delivered, its CAPTURE_RESULT not yet sent */
 bool d_proof = false;      /* PROOF due: the first message of a session (SPEC §5.15) */
-byte d_chal = 0;          /* the challenge of the HELLO_ACK that opened the session */        /* a capture delivered, its CAPTURE_RESULT not yet sent */
+byte d_chal = 0;          /* the challenge of the HELLO_ACK that opened the session */
 byte resets = 0, deaths = 0;
 byte d_tries = 0;         /* consecutive timeouts without progress */
 
@@ -161,8 +176,8 @@ inline d_lose_session() {
     d_proof = false; d_chal = 0;
     /* a frame is never delayed past the end of its session: a session ends after 19.75 s
        of timeouts or a reset, and a line keeps a frame for milliseconds */
-    dl = false; CLEAR5(dl_t, dl_s, dl_a, dl_x, dl_st);
-    hl = false; CLEAR5(hl_t, hl_s, hl_a, hl_x, hl_st)
+    dl = false; CLEAR6(dl_t, dl_s, dl_a, dl_x, dl_st, dl_e);
+    hl = false; CLEAR6(hl_t, hl_s, hl_a, hl_x, hl_st, hl_e)
 }
 
 inline d_take_ack(a) {
@@ -201,7 +216,7 @@ inline d_resend() {
 }
 
 proctype Device() {
-    mtype t; byte st; byte s, a, x, i, j, drop;
+    mtype t; byte st; byte s, a, x, e, i, j, drop;
     end:
     do
     /* the device makes a pack as it captures (the rest were made before boot) */
@@ -221,8 +236,8 @@ proctype Device() {
     :: atomic { d_open && d_owe && nfull(d2h) -> SEND_D(ACK,0,d_exp - 1,0,ACCEPTED); d_owe = false }
 
     /* a message held back on the line arrives after later ones */
-    :: atomic { dl && nfull(d2h) -> d2h!dl_t,dl_s,dl_a,dl_x,dl_st; dl = false;
-        CLEAR5(dl_t, dl_s, dl_a, dl_x, dl_st) }
+    :: atomic { dl && nfull(d2h) -> d2h!dl_t,dl_s,dl_a,dl_x,dl_st,dl_e; dl = false;
+        CLEAR6(dl_t, dl_s, dl_a, dl_x, dl_st, dl_e) }
     /* retransmission (go-back-N): on a timeout, or early within the budget */
     :: atomic { d_open && d_nun > 0 && len(d2h) + d_nun <= CAP && d_tries < TRIES && timeout ->
         d_tries++; d_resend() }
@@ -233,24 +248,25 @@ proctype Device() {
     :: atomic { d_open && d_nun > 0 && d_tries == TRIES && timeout -> deaths++; d_lose_session();
         /* 19.75 s have passed: nothing sent before is still on the line */
         do
-        :: nempty(h2d) -> h2d?_,_,_,_,_
+        :: nempty(h2d) -> h2d?_,_,_,_,_,_
         :: empty(h2d) -> break
         od }
     /* a reset: the ring survives (.noinit or persisted), the boot grows */
     :: atomic { resets < RESETS -> resets++; boot++; d_lose_session() }
 
-    :: atomic { h2d?t,s,a,x,st ->
+    :: atomic { h2d?t,s,a,x,st,e ->
         if
         :: t == ERR_NOSESSION && d_open -> d_lose_session()
         :: t == ERR_NOSESSION && !d_open -> skip   /* hm_agent: counted, nothing else */
-        :: !d_open && t == HELLO_ACK && s == 1 && a == 1 ->
+        :: !d_open && t == HELLO_ACK && s == 1 && a == 1 && ECHO_OK(e) ->
             /* §6.5 device step 3: HELLO acknowledged, HELLO_ACK delivered */
             d_open = true; d_next = 2; d_exp = 2; d_nun = 0;
             d_proof = true; d_chal = st;   /* the PROOF acknowledges HELLO_ACK */
             d_forget_upto(x);
             d_offered = d_held
-        :: !d_open && t != ERR_NOSESSION && !(t == HELLO_ACK && s == 1 && a == 1) ->
-            skip     /* everything else is ignored without a session */
+        :: !d_open && t != ERR_NOSESSION && !(t == HELLO_ACK && s == 1 && a == 1 && ECHO_OK(e)) ->
+            skip     /* everything else is ignored without a session; a HELLO_ACK that
+                        answers another HELLO (an older boot's) is ignored and counted */
         :: d_open && t == ACK -> d_take_ack(a)
         :: d_open && t != ACK && t != ERR_NOSESSION && t != HELLO_ACK ->
             d_take_ack(a);
@@ -280,7 +296,7 @@ proctype Device() {
             fi
         :: d_open && t == HELLO_ACK -> d_take_ack(a); d_owe = true  /* seq 1 < expected */
         fi;
-        CLEAR5(t, s, a, x, st); i = 0; j = 0; drop = 0 }
+        CLEAR6(t, s, a, x, st, e); i = 0; j = 0; drop = 0 }
     od
 }
 
@@ -325,21 +341,21 @@ inline h_send(t, x, st) {
     :: else
     fi;
     h_nun++;
-    SEND_H(t,h_next,h_exp - 1,x,st);
+    SEND_H(t,h_next,h_exp - 1,x,st,(t == HELLO_ACK -> h_boot : 0));
     h_next++; h_owe = false
 }
 
 inline h_resend() {
     i = 0;
     do
-    :: i < h_nun -> SEND_H(h_ut[i],h_base + i,h_exp - 1,h_ua[i],h_us[i]); i++
+    :: i < h_nun -> SEND_H(h_ut[i],h_base + i,h_exp - 1,h_ua[i],h_us[i],(h_ut[i] == HELLO_ACK -> h_boot : 0)); i++
     :: else -> break
     od;
     i = 0; h_owe = false
 }
 
 proctype Host() {
-    mtype t; byte st; byte s, a, x, i, drop;
+    mtype t; byte st; byte s, a, x, e, i, drop;
     end:
     do
     /* open: ask for a capture, answer a pack, acknowledge */
@@ -347,9 +363,9 @@ proctype Host() {
         h_cap++; h_send(CAPTURE, h_cap, ACCEPTED) }
     :: atomic { h_phase == 2 && h_pending != 0 && h_nun < WIN && nfull(h2d) ->
         h_send(RESULT, h_pending, h_pstatus); h_pending = 0 }
-    :: atomic { hl && nfull(h2d) -> h2d!hl_t,hl_s,hl_a,hl_x,hl_st; hl = false;
-        CLEAR5(hl_t, hl_s, hl_a, hl_x, hl_st) }
-    :: atomic { h_phase != 0 && h_owe && nfull(h2d) -> SEND_H(ACK,0,h_exp - 1,0,ACCEPTED); h_owe = false }
+    :: atomic { hl && nfull(h2d) -> h2d!hl_t,hl_s,hl_a,hl_x,hl_st,hl_e; hl = false;
+        CLEAR6(hl_t, hl_s, hl_a, hl_x, hl_st, hl_e) }
+    :: atomic { h_phase != 0 && h_owe && nfull(h2d) -> SEND_H(ACK,0,h_exp - 1,0,ACCEPTED,0); h_owe = false }
     :: atomic { h_phase != 0 && h_nun > 0 && len(h2d) + h_nun <= CAP && h_tries < TRIES && timeout ->
         h_tries++; h_resend() }
     :: atomic { h_phase != 0 && h_nun > 0 && len(h2d) + h_nun <= CAP && early < EARLY ->
@@ -357,23 +373,23 @@ proctype Host() {
     /* the host's eighth timeout: the session is dead; sent captures fail, never re-queued */
     :: atomic { h_phase != 0 && h_nun > 0 && h_tries == TRIES && timeout ->
         h_deaths++; h_phase = 0; h_tries = 0; h_nun = 0; h_pending = 0; h_owe = false;
-        hl = false; CLEAR5(hl_t, hl_s, hl_a, hl_x, hl_st) }
+        hl = false; CLEAR6(hl_t, hl_s, hl_a, hl_x, hl_st, hl_e) }
 
-    :: atomic { d2h?t,s,a,x,st ->
+    :: atomic { d2h?t,s,a,x,st,e ->
         if
         :: t == HELLO ->
             if
             :: h_phase != 0 && h_boot == x && FRESH ->
                 /* §6.5 host step 2: a retransmission; resend the stored HELLO_ACK */
                 if
-                :: nfull(h2d) -> SEND_H(HELLO_ACK,1,1,h_ack_head,h_chal)
+                :: nfull(h2d) -> SEND_H(HELLO_ACK,1,1,h_ack_head,h_chal,h_boot)
                 :: full(h2d)    /* the line is full: as good as lost */
                 fi
             :: !(h_phase != 0 && h_boot == x && FRESH) ->
                 /* step 3: a new session; the old one's unacked messages are dropped */
                 h_phase = 1; h_boot = x; h_exp = 2; h_next = 1; h_nun = 0; h_tries = 0;
                 h_pending = 0; h_owe = false; h_ack_head = head; h_chal++;
-                hl = false; CLEAR5(hl_t, hl_s, hl_a, hl_x, hl_st);
+                hl = false; CLEAR6(hl_t, hl_s, hl_a, hl_x, hl_st, hl_e);
                 if
                 :: nfull(h2d) -> h_send(HELLO_ACK, head, h_chal)
                 :: full(h2d) -> h_ut[0] = HELLO_ACK; h_ua[0] = head; h_us[0] = h_chal;
@@ -382,7 +398,7 @@ proctype Host() {
             fi
         :: t != HELLO && h_phase == 0 && t != ACK ->
             if
-            :: nfull(h2d) -> SEND_H(ERR_NOSESSION,0,0,s,ACCEPTED)
+            :: nfull(h2d) -> SEND_H(ERR_NOSESSION,0,0,s,ACCEPTED,0)
             :: full(h2d)
             fi
         :: t != HELLO && h_phase == 0 && t == ACK -> skip
@@ -411,13 +427,13 @@ proctype Host() {
                 /* no proof, or a proof of another session: refused, nothing kept */
                 proofs_refused++; h_phase = 0; h_nun = 0; h_owe = false;
                 if
-                :: nfull(h2d) -> SEND_H(ERR_NOSESSION,0,0,s,ACCEPTED)
+                :: nfull(h2d) -> SEND_H(ERR_NOSESSION,0,0,s,ACCEPTED,0)
                 :: full(h2d)
                 fi
             :: s != h_exp -> h_owe = true
             fi
         fi;
-        CLEAR5(t, s, a, x, st); i = 0; drop = 0 }
+        CLEAR6(t, s, a, x, st, e); i = 0; drop = 0 }
     od
 }
 

@@ -101,11 +101,14 @@ static size_t put_field(char *out, size_t at, const char *name, uint32_t v) {
 }
 
 static void boot_report(uint32_t boot, int warm) {
-    char line[64];
+    char line[96];
     size_t n = put_field(line, 0, "boot=", boot);
     const char *kind = warm ? " reset=warm" : " reset=cold";
     while (*kind) line[n++] = *kind++;
     n = put_field(line, n, " warm_boots=", board_noinit_warm_count());
+    /* HELLO_ACKs of another HELLO the agent ignored (SPEC 6.5); named only when there were */
+    if (agent.counters.stale_hello_acks)
+        n = put_field(line, n, " stale_hello_acks=", agent.counters.stale_hello_acks);
     (void)hm_agent_log(&agent, 1, (const uint8_t *)line, n);
 }
 

@@ -565,6 +565,13 @@ static void bench_crypto(void) {
             hm_ed25519_sign(sig, seed, pub, msgbuf, PROOF_HEAD + HM_SHA256_SIZE)));
     check(hex_eq(sig, sizeof sig, PROOF_SIGNATURE), "session.proof", -1);
 
+    /* HELLO_ACK's echo (SPEC 5.3): what a HELLO_ACK of another HELLO costs before it is
+     * ignored (hash the HELLO, compare 16 bytes); on the good path the hash is the
+     * PROOF's, so only the compare is added */
+    REGION("session.echo_check", -1,
+           rc = (hm_sha256(digest, work, PROOF_HELLO), memcmp(digest, msgbuf + PROOF_HEAD, 16)));
+    check(rc == 0, "session.echo_check", -1);
+
     work[5] ^= 0x10u; /* one flipped bit: the signature must not verify */
     REGION("ed25519.verify_reject", -1,
            rc = hm_ed25519_verify(sig, pub, work, ED25519_MESSAGE));

@@ -484,10 +484,10 @@ static const char proof_label[] = "hirmem session proof v1";
 #define PROOF_LABEL_SIZE (sizeof proof_label - 1)
 #define PROOF_INPUT_SIZE (PROOF_LABEL_SIZE + 2 * HM_ID_SIZE + 16 + 4 + HM_SHA256_DIGEST_SIZE)
 
-static void queue_proof(hm_agent *a, const hm_msg_hello_ack *h) {
-    uint8_t in[PROOF_INPUT_SIZE], sig[HM_SIGNATURE_SIZE], *p = in;
+/* in: PROOF_INPUT_SIZE bytes whose last part, the HELLO hash, the caller wrote */
+static void queue_proof(hm_agent *a, const hm_msg_hello_ack *h, uint8_t *in) {
+    uint8_t sig[HM_SIGNATURE_SIZE], *p = in;
     hm_msg m;
-    size_t len = hello_body(a); /* the HELLO as sent: its encoding is deterministic */
     memcpy(p, proof_label, PROOF_LABEL_SIZE);
     p += PROOF_LABEL_SIZE;
     memcpy(p, h->host_id.ptr, HM_ID_SIZE);
@@ -500,8 +500,7 @@ static void queue_proof(hm_agent *a, const hm_msg_hello_ack *h) {
     p[1] = (uint8_t)(a->boot >> 16);
     p[2] = (uint8_t)(a->boot >> 8);
     p[3] = (uint8_t)a->boot;
-    hm_hash_sha256(p + 4, a->scratch, len);
-    hm_sign(sig, a->packer.seed, a->packer.pub, in, sizeof in);
+    hm_sign(sig, a->packer.seed, a->packer.pub, in, PROOF_INPUT_SIZE);
     memset(&m, 0, sizeof m);
     m.type = HM_MSG_PROOF;
     m.u.proof.signature.ptr = sig;
@@ -563,9 +562,18 @@ static void deliver(hm_agent *a, const hm_msg *m, uint32_t seq, const uint8_t *b
 }
 
 static void on_hello_ack(hm_agent *a, const hm_msg_hello_ack *h, uint32_t seq, uint32_t ack) {
+    /* the HELLO as sent (its encoding is deterministic): HELLO_ACK must echo its hash,
+     * and PROOF signs it (SPEC §5.3, §5.15), so it goes where the PROOF input ends */
+    uint8_t proof_in[PROOF_INPUT_SIZE];
+    uint8_t *hello_hash = proof_in + PROOF_INPUT_SIZE - HM_SHA256_DIGEST_SIZE;
+    hm_hash_sha256(hello_hash, a->scratch, hello_body(a));
+    if (memcmp(hello_hash, h->hello_hash.ptr, HM_HELLO_ECHO_SIZE) != 0) {
+        a->counters.stale_hello_acks++; /* it answers another HELLO: ignored (§6.5) */
+        return;
+    }
     if (seq != 1 || ack != 1 || h->max_frame < HM_FRAME_FLOOR ||
         h->max_frame > a->max_frame_offer || h->window == 0 || h->window > a->window_offer) {
-        send_error(a, HM_E_MALFORMED, seq, "HELLO_ACK out of bounds");
+        send_error(a, HM_E_MALFORMED, seq, "bad HELLO_ACK");
         return;
     }
     a->session = 1;
@@ -592,7 +600,7 @@ static void on_hello_ack(hm_agent *a, const hm_msg_hello_ack *h, uint32_t seq, u
     a->last_offer = a->last_status = (uint32_t)a->now;
     a->hold_ms = 0;
     owe_ack(a);
-    queue_proof(a, h); /* carries the ack of HELLO_ACK */
+    queue_proof(a, h, proof_in); /* carries the ack of HELLO_ACK */
     if (a->counters.resume_failed && a->counters.sessions == 1) {
         static const char lost[] = "resume failed: memory lost";
         (void)hm_agent_log(a, 2, (const uint8_t *)lost, sizeof lost - 1);
@@ -607,7 +615,7 @@ static void on_body(hm_agent *a, const uint8_t *body, size_t len) {
         if (err == HM_OK && m.type == HM_MSG_HELLO_ACK) {
             on_hello_ack(a, &m.u.hello_ack, m.seq, m.ack);
         } else if (err == HM_E_MALFORMED && m.type == HM_MSG_HELLO_ACK) {
-            send_error(a, HM_E_MALFORMED, m.seq, "malformed HELLO_ACK");
+            send_error(a, HM_E_MALFORMED, m.seq, "bad HELLO_ACK");
         } else if (err == HM_OK && m.type == HM_MSG_ERROR) {
             a->counters.errors_rcvd++;
         } else {

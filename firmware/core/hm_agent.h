@@ -22,7 +22,9 @@
  *  - Without a session the agent sends HELLO (seq 1, ack 0, frames of at most 128
  *    bytes), resent at 250 ms doubling to 4 s and then every 4 s, never giving up. It
  *    ignores everything but HELLO_ACK and ERROR and acknowledges nothing. A HELLO_ACK
- *    with seq 1, ack 1, 128 <= max_frame <= offer, 1 <= window <= offer opens the
+ *    whose hello_hash is not the first 16 bytes of SHA-256 of its current HELLO answers
+ *    another HELLO (an older boot's, late on the line): ignored, counted in
+ *    stale_hello_acks. One that echoes it, with seq 1, ack 1, 128 <= max_frame <= offer, 1 <= window <= offer opens the
  *    session: next_seq = expected = 2, the clock offset is set from time_ms, the
  *    packer takes pack_seq/pack_hash as the host's head (hm_pack_set_head), and the
  *    first message of the session, PROOF (seq 2, SPEC 5.15: the device key over the
@@ -232,6 +234,7 @@ typedef struct {
     uint32_t logs;          /* LOG messages sent */
     uint32_t resumes;       /* 1: this init resumed the kept ring and packer */
     uint32_t resume_failed; /* 1: resume asked, the kept memory was broken: started empty */
+    uint32_t stale_hello_acks; /* HELLO_ACKs ignored: their echo is not the current HELLO's */
 } hm_agent_counters;
 
 enum { HM_OUT_SMALL = 0, HM_OUT_WHOLE = 1, HM_OUT_FRAGS = 2 };

@@ -48,6 +48,7 @@ static const field fields[] = {
     F(hm_msg_hello_ack, max_message, K_U32), F(hm_msg_hello_ack, window, K_U16),
     F(hm_msg_hello_ack, time_ms, K_U64), F(hm_msg_hello_ack, pack_seq, K_U64),
     F(hm_msg_hello_ack, pack_hash, K_B32), F(hm_msg_hello_ack, challenge, K_B16),
+    F(hm_msg_hello_ack, hello_hash, K_B16),
     /* 3 CAPTURE */
     F(hm_msg_capture, source, K_TSTR), F(hm_msg_capture, payload, K_PAYLOAD),
     F(hm_msg_capture, context, K_B32), F(hm_msg_capture, flags, K_U16),
@@ -95,10 +96,10 @@ static const field fields[] = {
     F(hm_msg_proof, signature, K_B64),
 };
 
-static const uint8_t first[16] = {0, 12, 20, 27, 41, 42, 45, 46, 50, 50, 64, 66, 69, 69, 73, 74};
+static const uint8_t first[16] = {0, 12, 21, 28, 42, 43, 46, 47, 51, 51, 65, 67, 70, 70, 74, 75};
 
 /* compile-time: the table and the index agree, and every offset fits its byte */
-typedef char hm_msg_table_check[sizeof fields / sizeof fields[0] == 74 ? 1 : -1];
+typedef char hm_msg_table_check[sizeof fields / sizeof fields[0] == 75 ? 1 : -1];
 typedef char hm_msg_offset_check[sizeof(((hm_msg *)0)->u) <= 256 ? 1 : -1];
 
 int hm_msg_unsequenced(unsigned type) {

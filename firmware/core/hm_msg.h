@@ -95,6 +95,9 @@ typedef struct {
     uint16_t knowledge_text;  /* longest fact text kept, in bytes; 0: not stated */
 } hm_msg_hello;
 
+/* HELLO_ACK's hello_hash: the first 16 bytes of SHA-256 of the HELLO body (SPEC §12) */
+#define HM_HELLO_ECHO_SIZE 16
+
 typedef struct {
     hm_bytes host_id; /* 8 */
     uint16_t max_frame;
@@ -104,6 +107,7 @@ typedef struct {
     uint64_t pack_seq;
     hm_bytes pack_hash; /* 32 */
     hm_bytes challenge; /* 16: what the device's PROOF signs (SPEC §6.5) */
+    hm_bytes hello_hash; /* 16: SHA-256 of the HELLO it answers, truncated (SPEC §5.3) */
 } hm_msg_hello_ack;
 
 typedef struct {

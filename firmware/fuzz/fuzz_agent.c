@@ -94,6 +94,7 @@ static struct {
     uint32_t frag_next;     /* seq the next fragment of the reassembly must have */
     int have_hello;         /* a HELLO was seen since the last init */
     uint16_t hello_mf, hello_win;
+    uint8_t hello_echo[HM_HELLO_ECHO_SIZE]; /* what its HELLO_ACK must echo (SPEC 5.3) */
     uint32_t hello_mm;
     uint32_t host_next;     /* the host's next seq in this session */
     uint32_t writes;        /* bytes written during the current operation */
@@ -174,6 +175,11 @@ static void check_frame(const uint8_t *enc, size_t n) {
             host.hello_mf = m.u.hello.max_frame;
             host.hello_win = m.u.hello.window;
             host.hello_mm = m.u.hello.max_message;
+            {
+                uint8_t digest[HM_SHA256_DIGEST_SIZE];
+                hm_hash_sha256(digest, dec, len);
+                memcpy(host.hello_echo, digest, sizeof host.hello_echo);
+            }
             FUZZ_CHECK(host.hello_mm == (cfg.max_message ? cfg.max_message : HM_MAX_MESSAGE));
         } else {
             FUZZ_CHECK(m.seq == 0 && m.ack == 0);
@@ -490,7 +496,7 @@ static void hello_ack(fuzz_in *in, hm_msg *m) {
     unsigned mf_off = fuzz_u16(in), win = fuzz_u8(in), flags = fuzz_u8(in);
     uint16_t offer_mf = host.have_hello ? host.hello_mf : HM_MAX_FRAME;
     uint16_t offer_win = host.have_hello ? host.hello_win : HM_WINDOW;
-    static uint8_t hash[HM_HASH_SIZE];
+    static uint8_t hash[HM_HASH_SIZE], echo[HM_HELLO_ECHO_SIZE];
     m->type = HM_MSG_HELLO_ACK;
     m->u.hello_ack.host_id.ptr = host_id;
     m->u.hello_ack.host_id.len = HM_ID_SIZE;
@@ -505,6 +511,11 @@ static void hello_ack(fuzz_in *in, hm_msg *m) {
     m->u.hello_ack.pack_hash.len = HM_HASH_SIZE;
     m->u.hello_ack.challenge.ptr = hash; /* any 16 bytes: the device signs what it gets */
     m->u.hello_ack.challenge.len = 16;
+    /* the echo of the last HELLO, or (bit 1) one of another HELLO: ignored, counted */
+    memcpy(echo, host.hello_echo, sizeof echo);
+    if (flags & 0x02) echo[fuzz_u8(in) % sizeof echo] ^= (uint8_t)(1 + fuzz_u8(in) % 255);
+    m->u.hello_ack.hello_hash.ptr = echo;
+    m->u.hello_ack.hello_hash.len = sizeof echo;
 }
 
 /* A host message field by field; seq/ack the host's own unless the input says. */
@@ -569,8 +580,16 @@ static void op_handshake(fuzz_in *in) {
     hello_ack(in, &m);
     m.seq = 1;
     m.ack = 1;
-    uint32_t before = agent.counters.sessions;
+    uint32_t before = agent.counters.sessions, stale = agent.counters.stale_hello_acks;
+    int was_open = agent.session;
+    int foreign = memcmp(m.u.hello_ack.hello_hash.ptr, host.hello_echo, HM_HELLO_ECHO_SIZE);
     send_msg(&m, fuzz_u8(in) % 24);
+    /* without a session, a foreign echo never opens one and is counted (unless the frame
+     * was lost in bytes an earlier RAW left in the receiver); the right one is not counted */
+    if (!was_open && host.have_hello)
+        FUZZ_CHECK(foreign ? agent.counters.stale_hello_acks - stale <= 1 &&
+                                 agent.counters.sessions == before
+                           : agent.counters.stale_hello_acks == stale);
     if (agent.counters.sessions != before) {
         FUZZ_CHECK(agent.session && agent.next_seq >= 2 && agent.expected == 2);
         FUZZ_CHECK(agent.max_frame == m.u.hello_ack.max_frame &&

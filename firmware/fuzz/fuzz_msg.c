@@ -19,7 +19,7 @@
 #define U32_MAX 0xFFFFFFFFu
 
 /* SPEC §5.1: field count of types 1..15. */
-static const unsigned field_count[16] = {0, 12, 8, 7, 14, 1, 3, 1, 4, 0, 14, 2, 3, 0, 4, 1};
+static const unsigned field_count[16] = {0, 12, 9, 7, 14, 1, 3, 1, 4, 0, 14, 2, 3, 0, 4, 1};
 
 /* One head at *pos of an input already known to be valid deterministic CBOR. */
 static void head_at(const uint8_t *p, size_t *pos, unsigned *mt, uint64_t *arg) {
@@ -103,6 +103,8 @@ static void check_views(const hm_msg *m, const uint8_t *body, size_t len) {
         FUZZ_CHECK(inside(m->u.hello_ack.host_id, body, len));
         FUZZ_CHECK(inside(m->u.hello_ack.pack_hash, body, len));
         FUZZ_CHECK(m->u.hello_ack.pack_hash.len == 32);
+        FUZZ_CHECK(inside(m->u.hello_ack.hello_hash, body, len));
+        FUZZ_CHECK(m->u.hello_ack.hello_hash.len == HM_HELLO_ECHO_SIZE);
         break;
     case HM_MSG_CAPTURE:
         FUZZ_CHECK(inside(m->u.capture.source, body, len) && m->u.capture.source.len <= 240);

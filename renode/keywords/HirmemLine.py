@@ -43,6 +43,7 @@ from hirmem.protocol.messages import (
     decode_message,
     encode_message,
 )
+from hirmem.protocol.proof import hello_echo
 from hirmem.protocol.records import normalise, record_id
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -212,6 +213,7 @@ class HirmemLine:
         ack = HelloAck(
             HOST_ID, min(512, self.hello.max_frame), 65536, min(4, self.hello.window), T0, 0,
             bytes(32), bytes(16),
+            hello_echo(encode_message(self.hello, 1, 0)),  # HELLO is deterministic CBOR
         )  # fmt: skip
         self.max_frame = ack.max_frame
         self._write(encode_frame(encode_message(ack, 1, 1), 128))

@@ -248,6 +248,7 @@ static void cmd_status(void) {
     PAIR("errors_sent", c->errors_sent);
     PAIR("errors_rcvd", c->errors_rcvd);
     PAIR("ignored", c->ignored);
+    PAIR("stale_hello_acks", c->stale_hello_acks);
     PAIR("busy", c->busy);
     PAIR("invalid", c->invalid);
     PAIR("results_lost", c->results_lost);

@@ -62,7 +62,7 @@ static int slots_of(hm_msg *m, slot *s) {
     case HM_MSG_HELLO_ACK: {
         hm_msg_hello_ack *x = &m->u.hello_ack;
         B(x->host_id), U(x->max_frame), U(x->max_message), U(x->window), U(x->time_ms);
-        U(x->pack_seq), B(x->pack_hash), B(x->challenge);
+        U(x->pack_seq), B(x->pack_hash), B(x->challenge), B(x->hello_hash);
     } break;
     case HM_MSG_CAPTURE: {
         hm_msg_capture *x = &m->u.capture;

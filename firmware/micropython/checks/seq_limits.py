@@ -47,7 +47,8 @@ class Bench:
 
     def hello_ack(self, pack_seq: int = 0, pack_hash: bytes = GENESIS) -> None:
         body = msg.encode(msg.HELLO_ACK, 1, 1, (HOST_ID, self.a.cfg.max_frame, 65536, 4, T0,
-                                                 pack_seq, pack_hash, bytes(16)))
+                                                 pack_seq, pack_hash, bytes(16),
+                                                 self.a.hello_hash[:16]))
         self.a.input(frames.encode_frame(body))
         self.host_seq = 2
         self.advance(30)

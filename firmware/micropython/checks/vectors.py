@@ -17,7 +17,7 @@ NAMES = {
                   "max_message", "window", "device_kid", "host_kid", "knowledge_facts",
                   "knowledge_text")),
     "HELLO_ACK": (2, ("host_id", "max_frame", "max_message", "window", "time_ms",
-                      "pack_seq", "pack_hash", "challenge")),
+                      "pack_seq", "pack_hash", "challenge", "hello_hash")),
     "CAPTURE": (3, ("source", "payload", "context", "flags", "confidence", "provenance",
                     "priority")),
     "CAPTURE_RESULT": (4, ("ref", "status", "record_id", "flags", "h", "i", "r", "f", "c",

@@ -119,6 +119,8 @@ class Agent:
                else (0, 0)))
         if len(self.hello) + 4 > 128:
             raise ValueError("HELLO does not fit 128 bytes: shorten board/firmware")
+        # hashed once: HELLO_ACK echoes its first 16 bytes, PROOF signs all 32 (SPEC 5.3)
+        self.hello_hash = sha256(self.hello).digest()
         # counters
         self.sessions = 0
         self.sessions_lost = 0
@@ -132,6 +134,7 @@ class Agent:
         self.errors_sent = 0
         self.errors_rcvd = 0
         self.ignored = 0
+        self.stale_hello_acks = 0  # HELLO_ACKs that answer another HELLO (SPEC 6.5)
         self.busy = 0
         self.offers = 0
         self.fragments = 0
@@ -230,7 +233,7 @@ class Agent:
 
         cfg = self.cfg
         data = (PROOF_LABEL + host_id + challenge + cfg.device_id + cfg.boot.to_bytes(4, "big")
-                + sha256(self.hello).digest())
+                + self.hello_hash)
         return ed25519.sign(cfg.seed, data)
 
     # ---- sending -------------------------------------------------------------------
@@ -326,7 +329,9 @@ class Agent:
             return
         t = m[1]
         if not self.session:
-            if t == msg.HELLO_ACK:
+            if t == msg.HELLO_ACK and m[12] != self.hello_hash[:16]:
+                self.stale_hello_acks += 1  # it answers another HELLO: ignored
+            elif t == msg.HELLO_ACK:
                 if (m[2] == 1 and m[3] == 1 and 128 <= m[5] <= self.cfg.max_frame
                         and 1 <= m[7] <= self.cfg.window):
                     self._open_session(m)

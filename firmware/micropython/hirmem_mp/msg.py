@@ -43,7 +43,7 @@ _U32 = const(0xFFFFFFFF)
 KINDS = (
     "",  # no type 0
     "ittlqwlwijww",  # 1 HELLO
-    "iwlwqqhk",  # 2 HELLO_ACK
+    "iwlwqqhkk",  # 2 HELLO_ACK
     "tphwfff",  # 3 CAPTURE
     "lsrwfffffffsxz",  # 4 CAPTURE_RESULT
     "b",  # 5 PACK_OFFER

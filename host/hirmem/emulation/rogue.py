@@ -33,7 +33,7 @@ from hirmem.protocol.messages import (
 )
 from hirmem.protocol.messages import Error as ErrorMsg
 from hirmem.protocol.packs import Pack, PackKind, sign_pack
-from hirmem.protocol.proof import sign_proof
+from hirmem.protocol.proof import hello_echo, sign_proof
 from hirmem.protocol.records import GENESIS, Record, record_id
 
 MAX_FRAME = 512
@@ -58,6 +58,7 @@ class RogueDevice:
     replay_proof: Proof | None = None
     proof: Proof = field(init=False)
     errors: list[ErrorMsg] = field(default_factory=list)
+    stale_hello_acks: int = 0
 
     @property
     def hello_body(self) -> bytes:
@@ -100,6 +101,9 @@ class RogueDevice:
                 continue
             env = decode_message(item)
             if isinstance(env.message, HelloAck):
+                if env.message.hello_hash != hello_echo(self.hello_body):
+                    self.stale_hello_acks += 1  # it answers another HELLO (SPEC §6.5)
+                    continue
                 if self.hello_ack is None:  # prove the key: PROOF is seq 2 (SPEC §6.5)
                     self.proof = self._proof(env.message)
                     self.hello_ack = env.message

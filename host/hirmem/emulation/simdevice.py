@@ -67,7 +67,7 @@ from hirmem.protocol.packs import (
     sign_pack,
     verify_pack,
 )
-from hirmem.protocol.proof import sign_proof
+from hirmem.protocol.proof import hello_echo, sign_proof
 from hirmem.protocol.records import GENESIS, Record, record_id
 
 ALL_CAPS = 0x1F
@@ -149,6 +149,7 @@ class SimDevice:
     status_answers: int = 0
     knowledge: list[tuple[int, int]] = field(default_factory=list)  # (seq, status)
     sessions: int = 0
+    stale_hello_acks: int = 0  # HELLO_ACKs ignored: they answer another HELLO (SPEC §6.5)
     stall_writes: int = 0
     on_pty: bool = False
 
@@ -321,6 +322,9 @@ class SimDevice:
             return
         message = env.message
         if isinstance(message, HelloAck):
+            if message.hello_hash != hello_echo(self._hello_body):
+                self.stale_hello_acks += 1  # it answers another HELLO: ignored, counted
+                return
             if self._hello_ack is None:
                 self._hello_ack = message
                 self.sessions += 1

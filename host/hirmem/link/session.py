@@ -85,7 +85,7 @@ from hirmem.protocol.packs import (
     read_unverified,
     verify_pack,
 )
-from hirmem.protocol.proof import CHALLENGE_SIZE, verify_proof
+from hirmem.protocol.proof import CHALLENGE_SIZE, hello_echo, verify_proof
 from hirmem.protocol.records import GENESIS
 
 RTO_MS = 250
@@ -1060,6 +1060,9 @@ class Session:
             self._phase is not _Phase.IDLE
             and old is not None
             and (old.device_id, old.boot) == (hello.device_id, hello.boot)
+            # byte for byte the HELLO we answered: the stored HELLO_ACK echoes its hash,
+            # and a device that sends another HELLO ignores that echo (§5.3, §6.5)
+            and body == self._hello_body
             and self._expected == 2
             and self._next_seq == 2  # we sent nothing after HELLO_ACK either (see note)
         ):
@@ -1101,6 +1104,7 @@ class Session:
             self._head_seq,
             head.hash if head is not None else GENESIS,
             self._challenge,
+            hello_echo(body),  # names the HELLO it answers (§5.3)
         )
         self._phase = _Phase.HANDSHAKE
         self._hello_ack = encode_message(answer, 1, 1)

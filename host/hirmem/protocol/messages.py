@@ -144,7 +144,7 @@ class Hello(Message):
 @dataclass(frozen=True, slots=True)
 class HelloAck(Message):
     TYPE = MsgType.HELLO_ACK
-    FIELDS = (BSTR8, UINT16, UINT32, UINT16, UINT, UINT, BSTR32, BSTR16)
+    FIELDS = (BSTR8, UINT16, UINT32, UINT16, UINT, UINT, BSTR32, BSTR16, BSTR16)
     host_id: bytes
     max_frame: int
     max_message: int
@@ -153,6 +153,7 @@ class HelloAck(Message):
     pack_seq: int  # the device's chain head as the host holds it (0: none yet)
     pack_hash: bytes
     challenge: bytes  # fresh random per session: what the device's PROOF signs (§6.5)
+    hello_hash: bytes  # the HELLO it answers: proof.hello_echo(HELLO body) (§5.3)
 
 
 @dataclass(frozen=True, slots=True)

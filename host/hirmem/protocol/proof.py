@@ -11,6 +11,10 @@ the key it registered for ``device_id`` before it records anything of the sessio
 The host id keeps a proof for one host from opening a session at another; the
 challenge keeps a recorded proof from opening a later session; the HELLO hash binds
 what the device announced (board, boot, limits, kids) to the key.
+
+HELLO_ACK names the HELLO it answers with the first 16 bytes of the same hash
+(``hello_echo``): a device takes only the HELLO_ACK of its current HELLO, never one
+that answered an older boot's HELLO and arrives late (§5.3, §6.5 device step 3).
 """
 
 from __future__ import annotations
@@ -22,6 +26,12 @@ from hirmem.protocol.keys import ID_SIZE, PublicKey, SigningKey
 PROOF_LABEL = b"hirmem session proof v1"
 CHALLENGE_SIZE = 16
 PROOF_INPUT_SIZE = len(PROOF_LABEL) + ID_SIZE + CHALLENGE_SIZE + ID_SIZE + 4 + 32
+HELLO_ECHO_SIZE = 16  # why 16 of the 32 bytes: SPEC §12
+
+
+def hello_echo(hello_body: bytes) -> bytes:
+    """HELLO_ACK's hello_hash: the first 16 bytes of SHA-256 of the HELLO body."""
+    return hashlib.sha256(hello_body).digest()[:HELLO_ECHO_SIZE]
 
 
 def proof_input(
