@@ -25,10 +25,10 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from hirmem.fleet.backend import Backend, PostgresBackend, SqliteBackend
 from hirmem.fleet.tenant import TenantStore, now_ms
 from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.keys import ID_SIZE, key_id
+from hirmem.sql.backend import Backend, PostgresBackend, SqliteBackend
 
 __all__ = ["Gateway", "Registry", "RegistryError", "Tenant"]
 
