@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from hirmem.emulation import postgres
 from hirmem.memory import engine as engine_module
@@ -50,7 +51,7 @@ def throwaway_on(dsn: str) -> type[Store]:
 
 
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pg_skip())])
-def memory_backend(request: pytest.FixtureRequest) -> Iterator[str]:
+def memory_server(request: pytest.FixtureRequest) -> Iterator[str]:
     if request.param == "sqlite":
         yield "sqlite"
         return
@@ -61,3 +62,22 @@ def memory_backend(request: pytest.FixtureRequest) -> Iterator[str]:
         primary.sql("SELECT pg_reload_conf()")
         patch.setattr(engine_module, "Store", throwaway_on(primary.dsn))
         yield "postgres"
+
+
+@pytest.fixture
+def memory_backend(memory_server: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """The module's engine store for this test; on PostgreSQL a property test draws a
+    quarter of its examples (at least 5): each makes a schema over the network, and the
+    SQLite run keeps the full count."""
+    test = request.function
+    given = getattr(test, "_hypothesis_internal_use_settings", None)
+    if memory_server != "postgres" or given is None:
+        yield memory_server
+        return
+    test._hypothesis_internal_use_settings = settings(
+        given, max_examples=max(5, given.max_examples // 4)
+    )
+    try:
+        yield memory_server
+    finally:
+        test._hypothesis_internal_use_settings = given

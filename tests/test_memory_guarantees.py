@@ -19,7 +19,7 @@ from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.model import State
 from hirmem.memory.recall import RecallFilter
 from hirmem.protocol.errors import HirmemError
-from memory_backends import memory_backend  # noqa: F401  (the fixture)
+from memory_backends import memory_backend, memory_server  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.usefixtures("memory_backend")
 

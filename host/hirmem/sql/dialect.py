@@ -9,7 +9,8 @@ a few hundred distinct statements) before psycopg runs it:
 * ``INSERT OR IGNORE INTO`` → ``INSERT INTO … ON CONFLICT DO NOTHING``;
 * a subquery in ``FROM``/``JOIN`` without a name gets one (``AS _subquery1``);
 * in ``CREATE TABLE``: ``BLOB`` → ``BYTEA``, ``REAL`` → ``DOUBLE PRECISION`` (PostgreSQL's
-  ``REAL`` is 4 bytes; SQLite's is 8), ``INTEGER`` → ``BIGINT``; SQLite's rowid made
+  ``REAL`` is 4 bytes; SQLite's is 8), ``INTEGER`` → ``BIGINT``, ``TEXT`` → ``TEXT
+  COLLATE "C"`` (byte order, as SQLite's ``BINARY`` compares); SQLite's rowid made
   explicit: an ``INTEGER PRIMARY KEY`` column becomes a ``BIGINT`` identity (it takes
   given values too, as a rowid alias does), and a table without one gets a ``rowid``
   identity column (statements that say ``ORDER BY rowid`` keep working); ``WITHOUT
@@ -47,7 +48,9 @@ _INT_PK = re.compile(r"\bINTEGER\s+PRIMARY\s+KEY\b(\s+AUTOINCREMENT\b)?", re.I)
 _WITHOUT_ROWID = re.compile(r"\)\s*WITHOUT\s+ROWID\s*$", re.I)
 _TYPES = ((re.compile(r"\bBLOB\b", re.I), "BYTEA"),
           (re.compile(r"\bREAL\b", re.I), "DOUBLE PRECISION"),
-          (re.compile(r"\bINTEGER\b", re.I), "BIGINT"))  # fmt: skip
+          (re.compile(r"\bINTEGER\b", re.I), "BIGINT"),
+          # SQLite compares text byte by byte (BINARY); so does PostgreSQL's "C"
+          (re.compile(r"\bTEXT\b", re.I), 'TEXT COLLATE "C"'))  # fmt: skip
 _ROWID_COLUMN = re.compile(r"[(,]\s*rowid\s", re.I)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
