@@ -165,6 +165,12 @@ class Registry:
         rows = self._rows("SELECT name, backend, location FROM tenants ORDER BY name")
         return [Tenant(*map(str, r)) for r in rows]
 
+    def postgres_of(self, name: str) -> str | None:
+        """The conninfo of a PostgreSQL tenant's database (where it is placed now); None
+        for a SQLite tenant or no tenant."""
+        tenant = self.tenant(name)
+        return tenant.location if tenant is not None and tenant.backend == "postgres" else None
+
     def open_tenant(self, tenant: Tenant) -> TenantStore:
         backend: Backend
         if tenant.backend == "sqlite":
