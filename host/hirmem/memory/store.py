@@ -400,6 +400,8 @@ class Store:
                     hook()
                 raise
             self._depth = 0
+            if isinstance(self.db, PgConnection):
+                self._count_own_writes(self.db)
             self.db.execute("COMMIT")
 
     def _notice_other_writers(self) -> None:
@@ -408,9 +410,9 @@ class Store:
         caches built on the file (audit head, recall index) are re-read first."""
         if isinstance(self.db, PgConnection):
             store_pg.lock(self.db, self.pg.schema if self.pg else "")  # until COMMIT/ROLLBACK
-            version = store_pg.bump_writes(self.db)
+            version = int(self.db.execute("SELECT n FROM writes").fetchone()[0])
             seen, self._data_version = self._data_version, version
-            changed = seen is None or seen + 1 != version
+            changed = seen is None or seen != version
         else:
             version = int(self.db.execute("PRAGMA data_version").fetchone()[0])
             seen, self._data_version = self._data_version, version
@@ -418,6 +420,15 @@ class Store:
         if changed:
             for hook in self.reload_hooks:
                 hook()
+
+    def _count_own_writes(self, db: PgConnection) -> None:
+        """Before COMMIT on PostgreSQL: a transaction that wrote bumps ``writes`` (the
+        others' next transaction sees it moved); one that only read commits without a
+        write of its own (no WAL flush: a recall stays a read). The writer's lock is
+        held, so the count is this store's own last one."""
+        version = store_pg.bump_writes(db)
+        if version is not None:
+            self._data_version = version
 
     @contextmanager
     def writing(self) -> Iterator[Connection]:

@@ -13,12 +13,14 @@ The tables and indexes come from the store's own migrations, said in PostgreSQL'
   function, or whose function's body was replaced, is reported by name;
 * **the schema version**: a one-row table ``schema_version`` (SQLite: ``PRAGMA
   user_version``);
-* **other writers**: a one-row counter ``writes`` that every write transaction bumps
-  (SQLite: ``PRAGMA data_version``); a store whose last bump is not the one before its
-  own sees that someone else committed and re-reads its caches;
+* **other writers**: a one-row counter ``writes`` that every transaction which wrote
+  bumps just before COMMIT (SQLite: ``PRAGMA data_version``); a store that finds it
+  moved since its own last look sees that someone else committed and re-reads its
+  caches (audit head, recall index);
 * **one writer**: ``pg_advisory_xact_lock`` on the schema's name, taken first in every
-  write transaction (SQLite: ``BEGIN IMMEDIATE``), so the audit chain has one writer
-  across processes and machines.
+  transaction of the writer (SQLite: ``BEGIN IMMEDIATE``), so the audit chain has one
+  writer across processes and machines, and the counter read at the start is still
+  the latest at COMMIT.
 """
 
 from __future__ import annotations
@@ -187,7 +189,11 @@ def set_schema_version(db: PgConnection, version: int) -> None:
     db.execute("UPDATE schema_version SET version = ?", (version,))
 
 
-def bump_writes(db: PgConnection) -> int:
-    """Count this write transaction; the count after it (inside the writer's lock)."""
-    row = db.execute("UPDATE writes SET n = n + 1 RETURNING n").fetchone()
-    return 0 if row is None else int(row[0])
+def bump_writes(db: PgConnection) -> int | None:
+    """Count this transaction if it wrote anything (it has a transaction id then); the
+    count after it, None for a transaction that only read."""
+    row = db.execute(
+        "UPDATE writes SET n = n + 1 WHERE pg_current_xact_id_if_assigned() IS NOT NULL "
+        "RETURNING n"
+    ).fetchone()
+    return None if row is None else int(row[0])
