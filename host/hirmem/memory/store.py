@@ -1,4 +1,13 @@
-"""SQLite persistence for the memory engine: WAL, migrations, enforced invariants.
+"""SQLite persistence for the memory engine: WAL, migrations, enforced invariants; or the
+same on PostgreSQL.
+
+A store is a SQLite file (or ``":memory:"``), or a schema of a PostgreSQL database
+(:class:`~hirmem.sql.PgTarget`: a fleet tenant's engine lives in its tenant's database,
+so replication and failover carry it). On PostgreSQL the write connection is a
+:class:`~hirmem.sql.pgconn.PgConnection`: the engine's statements stay as written for
+SQLite and are said in PostgreSQL's dialect on the way; what SQLite has built in (the
+triggers, ``user_version``, ``data_version``, ``BEGIN IMMEDIATE``) is
+:mod:`hirmem.memory.store_pg`'s. Everything below holds on both.
 
 One file holds everything: ``memories`` (one row per memory object, all schema fields),
 ``audit`` (the provenance layer: the append-only chain), ``reviews`` (steward decisions)
