@@ -16,6 +16,8 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hirmem.emulation import postgres
 from hirmem.memory.engine import MemoryEngine
@@ -24,6 +26,7 @@ from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.keys import SigningKey
 from hirmem.sql import PgTarget
 from hirmem.sql.dialect import DialectError, to_postgres
+from hirmem.sql.pgconn import PgConnection
 from memory_backends import pg_skip
 
 pytestmark = pg_skip()
@@ -229,3 +232,44 @@ def test_the_dialect() -> None:
     for statement in refused:
         with pytest.raises(DialectError, match="no PostgreSQL form"):
             to_postgres(statement)
+
+
+# literal text as SQLite and PostgreSQL both read it: anything but NUL (PostgreSQL's text
+# has none), quotes doubled inside the literal
+_LITERAL = st.text(st.characters(blacklist_characters="\x00", codec="utf-8"), max_size=12)
+_PARAM = st.one_of(st.integers(-(2**62), 2**62), st.text(
+    st.characters(blacklist_characters="\x00", codec="utf-8"), max_size=8), st.binary(max_size=8),
+    st.booleans())  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.tuples(st.just("lit"), _LITERAL), st.tuples(st.just("?"), _PARAM)),
+                min_size=1, max_size=6))  # fmt: skip
+def test_statements_answer_alike_on_sqlite_and_postgres(
+    dsn: str, parts: list[tuple[str, object]]
+) -> None:
+    """Differential: one SELECT of quoted literals (holding ?, :name, % and quotes) and
+    parameters, run on SQLite and through the dialect on PostgreSQL, answers the same."""
+    cols, params = [], []
+    for kind, value in parts:
+        if kind == "lit":
+            cols.append("'" + str(value).replace("'", "''") + "'")
+        else:
+            cols.append("?")
+            params.append(value)
+    sql = "SELECT " + ", ".join(cols)
+    lite = sqlite3.connect(":memory:")
+    want = lite.execute(sql, params).fetchone()
+    lite.close()
+    db = _shared_connection(dsn)
+    got = db.execute(sql, params).fetchone()
+    assert got == tuple(int(w) if isinstance(w, bool) else w for w in want)
+
+
+_connections: dict[str, PgConnection] = {}
+
+
+def _shared_connection(dsn: str) -> PgConnection:
+    if dsn not in _connections:
+        _connections[dsn] = PgConnection(dsn, "public")
+    return _connections[dsn]
