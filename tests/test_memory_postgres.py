@@ -50,6 +50,13 @@ def dsn() -> Iterator[str]:
         yield primary.dsn
 
 
+@pytest.fixture(scope="module")
+def pgconn(dsn: str) -> Iterator[PgConnection]:
+    db = PgConnection(dsn, "public")
+    yield db
+    db.close()
+
+
 @pytest.fixture
 def target(dsn: str) -> PgTarget:
     return PgTarget(dsn, f"tamper_{next(_names)}")
@@ -246,7 +253,7 @@ _PARAM = st.one_of(st.integers(-(2**62), 2**62), st.text(
 @given(st.lists(st.one_of(st.tuples(st.just("lit"), _LITERAL), st.tuples(st.just("?"), _PARAM)),
                 min_size=1, max_size=6))  # fmt: skip
 def test_statements_answer_alike_on_sqlite_and_postgres(
-    dsn: str, parts: list[tuple[str, object]]
+    pgconn: PgConnection, parts: list[tuple[str, object]]
 ) -> None:
     """Differential: one SELECT of quoted literals (holding ?, :name, % and quotes) and
     parameters, run on SQLite and through the dialect on PostgreSQL, answers the same."""
@@ -261,15 +268,6 @@ def test_statements_answer_alike_on_sqlite_and_postgres(
     lite = sqlite3.connect(":memory:")
     want = lite.execute(sql, params).fetchone()
     lite.close()
-    db = _shared_connection(dsn)
-    got = db.execute(sql, params).fetchone()
+    got = pgconn.execute(sql, params).fetchone()
     assert got == tuple(int(w) if isinstance(w, bool) else w for w in want)
 
-
-_connections: dict[str, PgConnection] = {}
-
-
-def _shared_connection(dsn: str) -> PgConnection:
-    if dsn not in _connections:
-        _connections[dsn] = PgConnection(dsn, "public")
-    return _connections[dsn]
