@@ -270,4 +270,3 @@ def test_statements_answer_alike_on_sqlite_and_postgres(
     lite.close()
     got = pgconn.execute(sql, params).fetchone()
     assert got == tuple(int(w) if isinstance(w, bool) else w for w in want)
-
