@@ -12,6 +12,7 @@ import itertools
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 
 import psycopg
@@ -21,6 +22,7 @@ from hypothesis import strategies as st
 
 from hirmem.emulation import postgres
 from hirmem.memory.engine import MemoryEngine
+from hirmem.memory.store import PG_READERS
 from hirmem.memory.store_pg import PG_TRIGGERS
 from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.keys import SigningKey
@@ -188,6 +190,34 @@ def test_another_process_writing_is_noticed_and_the_chain_stays_one(target: PgTa
     assert a.recall("b reading 3", k=1)[0].id in ids  # a's index re-read b's rows
     a.close()
     b.close()
+
+
+def test_readers_from_many_threads_share_a_bounded_set_of_connections(
+    target: PgTarget,
+) -> None:
+    """An API's thread pool reading one engine holds at most PG_READERS connections."""
+    e = engine(target)
+    e.admit("pump on", "s")
+    seen: list[int] = []
+    errors: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            for _ in range(4):
+                with e.store.reading() as db:
+                    seen.append(int(db.execute("SELECT count(*) FROM memories").fetchone()[0]))
+                    time.sleep(0.02)  # the blocks overlap
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=read) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and seen == [1] * 64
+    assert 1 <= len(e.store._pg_idle) <= PG_READERS
+    e.close()
 
 
 def test_a_store_without_its_key_is_refused_by_name(target: PgTarget) -> None:

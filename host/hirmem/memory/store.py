@@ -48,7 +48,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +58,10 @@ from hirmem.protocol.errors import HirmemError
 from hirmem.sql import Connection, PgTarget
 from hirmem.sql.pgconn import PgConnection
 
-__all__ = ["COLUMNS", "MIGRATIONS", "SCHEMA_VERSION", "TRIGGERS", "Store", "Writer"]
+__all__ = ["COLUMNS", "MIGRATIONS", "PG_READERS", "SCHEMA_VERSION", "TRIGGERS", "Store",
+           "Writer"]  # fmt: skip
+
+PG_READERS = 4  # read connections a store on PostgreSQL holds at most (besides its writer)
 
 _V1 = """
 CREATE TABLE memories (
@@ -283,8 +286,13 @@ class Store:
             self.db.execute("PRAGMA foreign_keys=ON")
         self.writer = Writer()
         self._depth = 0
-        self._readers: dict[int, Connection] = {}  # thread id → read connection
+        self._readers: dict[int, sqlite3.Connection] = {}  # thread id → read connection
         self._readers_lock = threading.Lock()
+        # PostgreSQL: read connections lent for one read block each, at most PG_READERS
+        # (a server's clients are few; an API's thread pool is not)
+        self._pg_idle: list[PgConnection] = []
+        self._pg_lent: dict[int, PgConnection] = {}  # thread id → its open read block's
+        self._pg_slots = threading.BoundedSemaphore(PG_READERS)
         self.rollback_hooks: list[Callable[[], None]] = []
         # caches to re-read when another connection wrote the file (see transaction())
         self.reload_hooks: list[Callable[[], None]] = []
@@ -461,7 +469,8 @@ class Store:
         The writer's own thread reads its connection (it must see what it is writing);
         any other thread gets its own read-only connection, inside one read transaction
         (one consistent snapshot for the whole block); a ``":memory:"`` store reads
-        through the writer.
+        through the writer. On PostgreSQL the read connection is lent for the block from
+        at most :data:`PG_READERS` (a thread past them waits for one).
         """
         if self.writer.held():
             yield self.db
@@ -470,17 +479,52 @@ class Store:
             with self.writer:
                 yield self.db
             return
+        if self.pg is not None:
+            with self._pg_reading() as pg:
+                yield pg
+            return
         conn = self._reader()
         if conn.in_transaction:  # a nested read: already inside this thread's snapshot
             yield conn
             return
-        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" if self.pg else "BEGIN")
+        conn.execute("BEGIN")
         try:
             yield conn
         finally:
             conn.execute("COMMIT")
 
-    def _reader(self) -> Connection:
+    @contextmanager
+    def _pg_reading(self) -> Iterator[PgConnection]:
+        """A read block on PostgreSQL: a connection lent from a bounded set for the block,
+        one snapshot (REPEATABLE READ) for all of it; a nested block reuses it."""
+        assert self.pg is not None
+        ident = threading.get_ident()
+        nested = self._pg_lent.get(ident)
+        if nested is not None:
+            yield nested
+            return
+        with self._pg_slots:
+            with self._readers_lock:
+                conn = self._pg_idle.pop() if self._pg_idle else None
+            if conn is None or conn.raw.closed:
+                conn = _pg_connect(self.pg)
+            self._pg_lent[ident] = conn
+            healthy = False
+            try:
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                yield conn
+                conn.execute("COMMIT")
+                healthy = True
+            finally:
+                del self._pg_lent[ident]
+                if not healthy:
+                    with suppress(Exception):
+                        conn.close()  # its transaction's state is unknown: not lent again
+                else:
+                    with self._readers_lock:
+                        self._pg_idle.append(conn)
+
+    def _reader(self) -> sqlite3.Connection:
         ident = threading.get_ident()
         with self._readers_lock:
             conn = self._readers.get(ident)
@@ -488,22 +532,19 @@ class Store:
                 alive = {t.ident for t in threading.enumerate()}
                 for gone in [k for k in self._readers if k not in alive]:  # bounded: live threads
                     self._readers.pop(gone).close()
-                conn = self._read_connection()
+                conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+                conn.execute("PRAGMA query_only=ON")
                 self._readers[ident] = conn
             return conn
-
-    def _read_connection(self) -> Connection:
-        if self.pg is not None:
-            return _pg_connect(self.pg)
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA query_only=ON")
-        return conn
 
     def close(self) -> None:
         with self._readers_lock:
             for conn in self._readers.values():
                 conn.close()
             self._readers.clear()
+            for pg in self._pg_idle:
+                pg.close()
+            self._pg_idle.clear()
         with self.writer:
             self.db.close()
 
