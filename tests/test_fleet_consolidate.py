@@ -10,10 +10,12 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 import fleet_kit
 from fleet_kit import BACKENDS
+from hirmem.emulation import postgres
 from hirmem.fleet.consolidate import Consolidator
 from hirmem.fleet.registry import Registry
 from hirmem.fleet.tenant import Accepted, TenantStore
@@ -48,6 +50,20 @@ def fill(reg: Registry, name: str, devices: int = 3, packs: int = 4) -> list[Dev
     return out
 
 
+def assert_engine_placed(reg: Registry, name: str, worker: Consolidator, fleet: Path) -> None:
+    """The tenant's memory engine is where its packs are: in its own PostgreSQL
+    database (no file beside the registry), or a SQLite file for a SQLite tenant."""
+    engine = worker.engine(name)
+    where = reg.postgres_of(name)
+    assert (engine.store.pg is not None) == (where is not None)
+    assert (fleet / "memory" / f"{name}.db").exists() == (where is None)
+    if where is not None:
+        with psycopg.connect(where) as db:
+            row = db.execute("SELECT count(*) FROM memory.memories").fetchone()
+        assert row is not None and row[0] == engine.store.count() > 0
+    assert engine.verify_audit().ok
+
+
 def test_recall_at_the_fleet_traces_every_answer_to_device_pack_and_key(
     tenant: tuple[Registry, str], tmp_path: Path
 ) -> None:
@@ -60,10 +76,12 @@ def test_recall_at_the_fleet_traces_every_answer_to_device_pack_and_key(
     assert all(rec.id[:8] == pid[:8] for _, rec, pid in recs)
     assert len({rec.id for _, rec, _ in recs}) == 60 and store.record_conflicts() == []
     assert [n for n, _ in store.packs_since(0, 5)] == [n for n, _ in store.packs_since(0, 100)][:5]
-    worker = Consolidator(tmp_path / "fleet", "w1")
+    worker = Consolidator(tmp_path / "fleet", "w1", locate=reg.postgres_of)
     try:
+        assert worker.served_engine(name) is None  # a read makes no store
         report = worker.run(name, store, limit=100)
         assert (report.packs, report.admitted + report.quarantined) == (12, 60)
+        assert_engine_placed(reg, name, worker, tmp_path / "fleet")
         assert store.open_jobs() == 0
         hits = worker.recall(name, store, "temp0", k=20)
         assert len(hits) == 20
@@ -97,7 +115,7 @@ def test_a_worker_that_dies_before_finishing_repeats_nothing(
     store = reg.store(name)
     dead = store.claim("dead worker", limit=4, lease_ms=0)  # claimed, never finished
     assert len(dead) == 4
-    worker = Consolidator(tmp_path / "fleet", "w2")
+    worker = Consolidator(tmp_path / "fleet", "w2", locate=reg.postgres_of)
     try:
         # the dead worker's half-done work: its first job reached the engine, not "done"
         first_pack, _ = store.pack_by_n(dead[0].pack_n)
@@ -138,3 +156,54 @@ def test_workers_claim_disjoint_jobs(tenant: tuple[Registry, str]) -> None:
     for t in threads:
         t.join()
     assert sorted(claimed) == sorted(set(claimed)) and len(claimed) == 40
+
+
+@fleet_kit.pg_skip()
+def test_the_engine_is_on_the_standby_after_failover_and_follows_the_move(
+    tmp_path: Path,
+) -> None:
+    """The engine's state is in the tenant's database: the synchronous standby has every
+    round that finished; after the promotion and ``tenant move`` the consolidator opens
+    the engine there, and the chain goes on from the same head."""
+    with (
+        postgres.Primary("cons-primary") as primary,
+        postgres.Standby(primary, "cons_standby") as standby,
+    ):
+        reg = Registry(tmp_path / "fleet")
+        reg.add_tenant("acme", primary.dsn, "hirmem_acme_fo")
+        try:
+            fill(reg, "acme", devices=2, packs=2)
+            worker = Consolidator(tmp_path / "fleet", "w", locate=reg.postgres_of)
+            assert worker.run("acme", reg.store("acme"), limit=100).packs == 4
+            before = worker.engine("acme")
+            head = before.audit.head_seq
+            held = before.store.count()
+            assert held >= 20  # the records, and what distillation derived from them
+            primary.kill()
+            standby.promote()
+            location = reg.postgres_of("acme")
+            assert location is not None
+            dbname = location.split("dbname=")[1].split()[0]
+            reg.move_tenant(
+                "acme", f"host=127.0.0.1 port={standby.port} user=hirmem dbname={dbname}"
+            )
+            after = worker.engine("acme")  # reopened on the promoted standby
+            assert after is not before and after.store.pg is not None
+            assert after.store.count() == held
+            assert after.audit.head_seq >= head and after.verify_audit().ok
+            hits = worker.recall("acme", reg.store("acme"), "temp0", k=5)
+            assert hits and all(h.kid for h in hits)
+            # consolidation goes on there: new packs join the same chain
+            fill_more(reg, "acme")
+            assert worker.run("acme", reg.store("acme"), limit=100).packs == 1
+            assert after.store.count() >= held + 5 and after.verify_audit().ok
+            worker.close()
+        finally:
+            reg.close()
+
+
+def fill_more(reg: Registry, name: str) -> None:
+    dev = Device(bytes([0xC0, 0, 0, 0, 0, 0, 0, 9]), derive_test_key("consolidate late"))
+    reg.add_device(name, dev.device_id, dev.key.public.raw)
+    pack = dev.pack(5)
+    assert isinstance(reg.store(name).take(pack.pack_id.hex(), pack.encoded, "gw"), Accepted)

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from hirmem.fleet.backend import SqliteBackend, Tx
 from hirmem.fleet.tenant import Accepted, TenantStore
 from hirmem.protocol.keys import derive_test_key
+from hirmem.sql.backend import SqliteBackend, Tx
 from test_store import Device
 
 

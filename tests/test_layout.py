@@ -34,16 +34,20 @@ ALLOWED: dict[str, frozenset[str]] = {
     "daemon": frozenset({"protocol", "link", "daemon"}),
     "emulation": frozenset({"protocol", "link", "emulation"}),
     "embed": frozenset({"protocol", "embed"}),
-    "memory": frozenset({"protocol", "embed", "memory", "daemon.reader"}),
-    "semantic": frozenset({"protocol", "embed", "semantic", "daemon.reader"}),
+    # SQL databases behind small interfaces (SQLite or PostgreSQL): for memory, semantic, fleet
+    "sql": frozenset({"protocol", "sql"}),
+    "memory": frozenset({"protocol", "embed", "sql", "memory", "daemon.reader"}),
+    "semantic": frozenset({"protocol", "embed", "sql", "semantic", "daemon.reader"}),
     # the fleet node serves the API's application over its tenants (api never imports fleet)
-    "fleet": frozenset({"protocol", "memory", "semantic", "daemon.reader", "api", "fleet"}),
+    "fleet": frozenset(
+        {"protocol", "sql", "memory", "semantic", "daemon.reader", "api", "fleet"}
+    ),
     # the HTTP API: over the read door, the engine and the substrate; the daemon hands
     # its health and metrics in as callables (hirmem.api.sources)
     "api": frozenset({"protocol", "daemon.reader", "memory", "semantic", "api"}),
     "cli": frozenset(
-        {"protocol", "link", "daemon", "emulation", "embed", "memory", "semantic", "fleet",
-         "api", "cli"}
+        {"protocol", "link", "daemon", "emulation", "embed", "sql", "memory", "semantic",
+         "fleet", "api", "cli"}
     ),
     # hirmem/__init__.py re-exports the error family and nothing else
     "": frozenset({"protocol.errors"}),
@@ -110,8 +114,8 @@ def test_every_module_keeps_the_import_rules() -> None:
 
 def test_only_the_packages_of_the_layout_at_the_top() -> None:
     top = {p.name for p in PACKAGE.iterdir() if not p.name.startswith(("_", "."))}
-    assert top == {"protocol", "link", "daemon", "emulation", "embed", "memory", "semantic",
-                   "fleet", "api",
+    assert top == {"protocol", "link", "daemon", "emulation", "embed", "sql", "memory",
+                   "semantic", "fleet", "api",
                    "cli", "py.typed"}  # fmt: skip
 
 

@@ -26,6 +26,9 @@ from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.fixedpoint import ONE
 from hirmem.protocol.identity import fold
 from hirmem.protocol.records import GENESIS, Record
+from memory_backends import memory_backend, memory_server  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.usefixtures("memory_backend")
 
 T0 = 1_780_000_000.0
 DAY = 86400.0

@@ -19,6 +19,9 @@ from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.model import State
 from hirmem.memory.recall import RecallFilter
 from hirmem.protocol.errors import HirmemError
+from memory_backends import memory_backend, memory_server  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.usefixtures("memory_backend")
 
 T0 = 1_780_000_000.0
 DAY = 86400.0

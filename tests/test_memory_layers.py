@@ -14,6 +14,9 @@ from hirmem.memory import distill, revision
 from hirmem.memory.config import MemoryConfig
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.model import Layer, State
+from memory_backends import memory_backend, memory_server  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.usefixtures("memory_backend")
 
 T0 = 1_780_000_000.0
 DAY = 86400.0

@@ -198,9 +198,9 @@ def test_a_pack_is_one_transaction_and_each_record_written_once(tmp_path: Path) 
     device, recs = _readings(96)
     intake_records(engine, recs[:64], device, b"kid", GENESIS)  # the patterns exist now
     seen: list[str] = []
-    engine.store.db.set_trace_callback(seen.append)
+    engine.store.sqlite.set_trace_callback(seen.append)
     report = intake_records(engine, recs[64:], device, b"kid", recs[63].hash)
-    engine.store.db.set_trace_callback(None)
+    engine.store.sqlite.set_trace_callback(None)
     assert len(report.admitted) == 32
     # a statement with RETURNING is traced at each step: one execution, however traced
     ran = [s for j, s in enumerate(seen) if j == 0 or s != seen[j - 1]]

@@ -282,7 +282,7 @@ def _query(db: sqlite3.Connection, sql: str) -> list[tuple[Any, ...]]:
 
 
 def read_view(engine: MemoryEngine, now: float) -> View:
-    db = engine.store.db
+    db = engine.store.sqlite
     cur = db.execute("SELECT * FROM memories ORDER BY rowid")
     names = [d[0] for d in cur.description]
     rows = {r[names.index("id")]: dict(zip(names, r, strict=True)) for r in cur}
@@ -613,7 +613,7 @@ class Clock:
 def snapshot(engine: MemoryEngine) -> bytes:
     mem = sqlite3.connect(":memory:")
     try:
-        engine.store.db.backup(mem)
+        engine.store.sqlite.backup(mem)
         data = bytearray(mem.serialize())
         data[18:20] = b"\x01\x01"  # the WAL file's header says WAL; a copy in memory cannot be
         return zlib.compress(bytes(data), 1)
@@ -625,7 +625,7 @@ def restore(engine: MemoryEngine, data: bytes) -> None:
     mem = sqlite3.connect(":memory:")
     try:
         mem.deserialize(zlib.decompress(data))
-        mem.backup(engine.store.db)
+        mem.backup(engine.store.sqlite)
     finally:
         mem.close()
     engine.audit.resync()

@@ -362,7 +362,7 @@ def _status(args: argparse.Namespace, reg: Any) -> int:
 def _consolidate(args: argparse.Namespace, reg: Any, where: Path) -> int:
     from hirmem.fleet.consolidate import Consolidator
 
-    worker = Consolidator(where, f"cli-{os.getpid()}")
+    worker = Consolidator(where, f"cli-{os.getpid()}", locate=reg.postgres_of)
     try:
         while True:
             names = [args.tenant] if args.tenant else [t.name for t in reg.tenants()]
@@ -403,7 +403,7 @@ def _recall(args: argparse.Namespace, reg: Any, where: Path) -> int:
 
     if reg.tenant(args.tenant) is None:
         raise HirmemError(f"no tenant {args.tenant}")
-    worker = Consolidator(where, f"cli-{os.getpid()}")
+    worker = Consolidator(where, f"cli-{os.getpid()}", locate=reg.postgres_of)
     try:
         hits = worker.recall(args.tenant, reg.store(args.tenant), args.text, args.k)
     finally:

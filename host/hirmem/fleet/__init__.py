@@ -1,8 +1,6 @@
 """The fleet node: gateways upload their devices' signed packs over HTTP.
 
 * :mod:`~hirmem.fleet.refusals` — the refusal reasons, their HTTP status and wire names
-* :mod:`~hirmem.fleet.backend` — one SQL database behind one small interface: SQLite
-  (a file per tenant, the default) or PostgreSQL (a database per tenant, psycopg 3)
 * :mod:`~hirmem.fleet.tenant` — a tenant's store: its device registry with each chain
   head, the packs and records it accepted, the refusals it recorded, the consolidation
   queue; :meth:`~hirmem.fleet.tenant.TenantStore.take` verifies and stores one upload
@@ -17,7 +15,10 @@
 * :mod:`~hirmem.fleet.consolidate` — the worker that runs the memory engine and the
   semantic substrate over a tenant's accepted packs
 
-May import: :mod:`hirmem.protocol`, :mod:`hirmem.memory`, :mod:`hirmem.semantic`,
+Its stores' SQL databases are :mod:`hirmem.sql`'s (SQLite, a file per tenant, the
+default; or PostgreSQL, a database per tenant, psycopg 3).
+
+May import: :mod:`hirmem.protocol`, :mod:`hirmem.sql`, :mod:`hirmem.memory`, :mod:`hirmem.semantic`,
 :mod:`hirmem.api` and of the daemon only :mod:`hirmem.daemon.reader`. The daemon and the
 API never import the fleet.
 """

@@ -146,7 +146,9 @@ class FleetNode:
 
         with self._consolidator_lock:
             if self.consolidator is None:
-                self.consolidator = Consolidator(self.config.directory, self.worker_id)
+                self.consolidator = Consolidator(
+                    self.config.directory, self.worker_id, locate=self.registry.postgres_of
+                )
             return self.consolidator
 
     def consolidate(self) -> None:

@@ -11,17 +11,22 @@ and only then marks the job done. A worker killed between the two leaves the job
 claimed again when its lease ends; the engine and the substrate see the repeat as a
 duplicate, so nothing is admitted twice.
 
-The memory engine and the substrate keep their state in SQLite files beside the fleet's
-registry (``memory/<tenant>.db``, ``semantic/<tenant>.db``), whatever holds the tenant's
-packs: their stores have one (SQLite) implementation.
+Where the engine keeps its state follows the tenant: a PostgreSQL tenant's memory engine
+is in the schema ``memory`` of the tenant's own database (so the synchronous standby has
+it, and ``hirmem fleet tenant move`` carries it: the engine is opened again wherever the
+placement points, see ``locate``); a SQLite tenant's is the file ``memory/<tenant>.db``
+beside the fleet's registry. The engine's checkpoint key is ``memory/<tenant>.key`` in the
+fleet directory either way. The semantic substrate is still a SQLite file,
+``semantic/<tenant>.db``, whatever holds the tenant: its stores have one implementation.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Container, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,10 +34,14 @@ from hirmem.daemon.reader import DeviceRow, StoredPack
 from hirmem.fleet.tenant import TenantStore
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.intake import intake_records
+from hirmem.protocol.errors import HirmemError
+from hirmem.protocol.keys import SigningKey, read_key_file, write_key_file
 from hirmem.protocol.packs import Pack
 from hirmem.protocol.records import Record
 from hirmem.semantic.devices import DeviceFeed
 from hirmem.semantic.substrate import Substrate
+from hirmem.sql import PgTarget
+from hirmem.sql.pgconn import PgConnection
 
 __all__ = ["Consolidator", "Recalled", "RoundReport"]
 
@@ -89,25 +98,66 @@ class _OnePack:
         return []
 
 
-class Consolidator:
-    """Memory engines and substrates per tenant, under ``directory``; one per process."""
+MEMORY_SCHEMA = "memory"  # the engine's schema in a PostgreSQL tenant's database
 
-    def __init__(self, directory: str | Path, worker: str, clock: Callable[[], float] = time.time):
+
+class Consolidator:
+    """Memory engines and substrates per tenant, under ``directory``; one per process.
+
+    ``locate(tenant)``: the conninfo of the tenant's PostgreSQL database, None for a
+    SQLite tenant (:meth:`hirmem.fleet.registry.Registry.postgres_of`, read at every use,
+    so a tenant moved to a promoted standby has its engine opened there); without it
+    every engine is a SQLite file."""
+
+    def __init__(
+        self,
+        directory: str | Path,
+        worker: str,
+        clock: Callable[[], float] = time.time,
+        locate: Callable[[str], str | None] | None = None,
+    ) -> None:
         self.directory = Path(directory)
         self.worker = worker
         self.clock = clock
+        self.locate = locate or (lambda tenant: None)
         self._engines: dict[str, MemoryEngine] = {}
+        self._placed: dict[str, str | None] = {}  # tenant → the database its engine is on
         self._substrates: dict[str, Substrate] = {}
         self._lock = threading.Lock()  # one round at a time per process: one engine writer
         self._opening = threading.Lock()  # the engines' table (the API reads it mid-round)
 
     def engine(self, tenant: str) -> MemoryEngine:
+        where = self.locate(tenant)
         with self._opening:
-            if tenant not in self._engines:
-                path = self.directory / "memory" / f"{tenant}.db"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                self._engines[tenant] = MemoryEngine(path, clock=self.clock)
-            return self._engines[tenant]
+            held = self._engines.get(tenant)
+            if held is not None and (self._placed[tenant] != where or _broken(held)):
+                self._drop(tenant)  # moved (a failover), or its server went away
+                held = None
+            if held is None:
+                held = self._open(tenant, where)
+                self._engines[tenant], self._placed[tenant] = held, where
+            return held
+
+    def _open(self, tenant: str, where: str | None) -> MemoryEngine:
+        folder = self.directory / "memory"
+        folder.mkdir(parents=True, exist_ok=True)
+        if where is None:
+            return MemoryEngine(folder / f"{tenant}.db", clock=self.clock)
+        key_path = folder / f"{tenant}.key"
+        if not key_path.exists():
+            write_key_file(key_path, SigningKey.generate())
+        return MemoryEngine(
+            PgTarget(where, MEMORY_SCHEMA), clock=self.clock, signing_key=read_key_file(key_path)
+        )
+
+    def _drop(self, tenant: str) -> None:
+        engine = self._engines.pop(tenant)
+        self._placed.pop(tenant, None)
+        try:
+            engine.close()  # signs the head where it can
+        except (HirmemError, sqlite3.Error):
+            with suppress(Exception):
+                engine.store.close()
 
     def substrate(self, tenant: str) -> Substrate:
         if tenant not in self._substrates:
@@ -118,7 +168,12 @@ class Consolidator:
 
     def _kept(self, kind: str, tenant: str, held: Container[str]) -> bool:
         """Whether the tenant's ``kind`` store is open or on disk (never made by a read)."""
-        return tenant in held or (self.directory / kind / f"{tenant}.db").is_file()
+        if tenant in held:
+            return True
+        where = self.locate(tenant) if kind == "memory" else None
+        if where is not None:
+            return _has_memory(where)
+        return (self.directory / kind / f"{tenant}.db").is_file()
 
     def served_engine(self, tenant: str) -> MemoryEngine | None:
         """The tenant's engine for the API in this process (thread-safe on its own), None
@@ -143,6 +198,7 @@ class Consolidator:
             for sub in self._substrates.values():
                 sub.close()
             self._engines.clear()
+            self._placed.clear()
             self._substrates.clear()
 
     def run(self, tenant: str, store: TenantStore, limit: int = 32) -> RoundReport:
@@ -189,3 +245,23 @@ class Consolidator:
                     Recalled(m.id, m.text(), hit.score, device.hex(), pack_id.hex(), kid.hex())
                 )
         return out
+
+
+def _broken(engine: MemoryEngine) -> bool:
+    """A PostgreSQL engine whose write connection the server dropped (killed, failed
+    over): reopened at its next use rather than failing every round."""
+    db = engine.store.db
+    return isinstance(db, PgConnection) and bool(db.raw.closed or db.raw.broken)
+
+
+def _has_memory(conninfo: str) -> bool:
+    """Whether a tenant's PostgreSQL database holds a memory engine yet (a read never
+    makes one)."""
+    import psycopg
+
+    try:
+        with psycopg.connect(conninfo, autocommit=True) as db:
+            row = db.execute("SELECT to_regclass(%s)", (f"{MEMORY_SCHEMA}.memories",)).fetchone()
+    except psycopg.Error as exc:
+        raise HirmemError(f"cannot reach the tenant's database: {exc}".strip()) from None
+    return row is not None and row[0] is not None

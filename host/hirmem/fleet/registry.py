@@ -25,10 +25,10 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from hirmem.fleet.backend import Backend, PostgresBackend, SqliteBackend
 from hirmem.fleet.tenant import TenantStore, now_ms
 from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.keys import ID_SIZE, key_id
+from hirmem.sql.backend import Backend, PostgresBackend, SqliteBackend
 
 __all__ = ["Gateway", "Registry", "RegistryError", "Tenant"]
 
@@ -164,6 +164,12 @@ class Registry:
     def tenants(self) -> list[Tenant]:
         rows = self._rows("SELECT name, backend, location FROM tenants ORDER BY name")
         return [Tenant(*map(str, r)) for r in rows]
+
+    def postgres_of(self, name: str) -> str | None:
+        """The conninfo of a PostgreSQL tenant's database (where it is placed now); None
+        for a SQLite tenant or no tenant."""
+        tenant = self.tenant(name)
+        return tenant.location if tenant is not None and tenant.backend == "postgres" else None
 
     def open_tenant(self, tenant: Tenant) -> TenantStore:
         backend: Backend

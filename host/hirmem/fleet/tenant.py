@@ -33,7 +33,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hirmem.daemon.reader import DeviceRow, StoredPack
-from hirmem.fleet.backend import Backend, Tx
 from hirmem.fleet.refusals import PACK_REASONS, STATUS
 from hirmem.protocol import cbor
 from hirmem.protocol.errors import HirmemError, PackError
@@ -49,6 +48,7 @@ from hirmem.protocol.packs import (
     verify_pack,
 )
 from hirmem.protocol.records import Record
+from hirmem.sql.backend import Backend, Tx
 
 __all__ = ["Accepted", "Refused", "TenantStore", "TenantStoreError"]
 

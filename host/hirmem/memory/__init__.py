@@ -5,7 +5,8 @@ Implements the memory model of ``shared/specs/memory-layer-stack.txt`` on SQLite
 * :mod:`~hirmem.memory.model` — the memory object (every schema field), states, layers
 * :mod:`~hirmem.memory.states` — the lifecycle state machine (legal transitions only)
 * :mod:`~hirmem.memory.config` — alpha, β, the decay law and every threshold, as defaults
-* :mod:`~hirmem.memory.store` — SQLite (WAL) persistence with migrations and one writer
+* :mod:`~hirmem.memory.store` — SQLite (WAL) persistence with migrations and one writer,
+  or a PostgreSQL schema (:mod:`~hirmem.memory.store_pg`: PL/pgSQL triggers, advisory lock)
 * :mod:`~hirmem.memory.audit` — the append-only SHA-256 audit chain (provenance layer)
 * :mod:`~hirmem.memory.dynamics` — write gate, strength equation, decay, the sweep
 * :mod:`~hirmem.memory.contradiction` — conflict and corruption detection
@@ -23,9 +24,10 @@ Implements the memory model of ``shared/specs/memory-layer-stack.txt`` on SQLite
 * :mod:`~hirmem.memory.keeper` — follow and the decay scheduler on the daemon's interval
 * :mod:`~hirmem.memory.evidence` — signed checkpoints, rows against their records, triggers
 
-May import: :mod:`hirmem.protocol`, :mod:`hirmem.embed` (the shared embedders), and of the
-daemon only :mod:`hirmem.daemon.reader` (the store, read-only). Not :mod:`hirmem.semantic`,
-the link or the emulation.
+May import: :mod:`hirmem.protocol`, :mod:`hirmem.embed` (the shared embedders),
+:mod:`hirmem.sql` (a store on SQLite or PostgreSQL), and of the daemon only
+:mod:`hirmem.daemon.reader` (the store, read-only). Not :mod:`hirmem.semantic`, the link or
+the emulation.
 """
 
 from __future__ import annotations

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from typing import Any, NamedTuple
 from hirmem.memory.store import Store
 from hirmem.protocol import cbor
 from hirmem.protocol.errors import HirmemError
+from hirmem.sql import Connection
 
 __all__ = ["ACTIONS", "DETAIL_KEYS", "GENESIS", "AuditLog", "AuditRecord", "Entry", "Verification"]
 
@@ -226,7 +226,7 @@ class AuditLog:
             return self._walk(db)
 
     @staticmethod
-    def _walk(db: sqlite3.Connection) -> Verification:
+    def _walk(db: Connection) -> Verification:
         prev = GENESIS
         expect = 1
         count = 0

@@ -50,6 +50,7 @@ from hirmem.protocol.gate import FLAGS_MASK, Hard, Verdict, evaluate, evaluate_f
 from hirmem.protocol.identity import fold
 from hirmem.protocol.keys import SigningKey, read_key_file, write_key_file
 from hirmem.protocol.records import normalise, record_hash
+from hirmem.sql import PgTarget
 
 __all__ = ["Captured", "GateScores", "MemoryEngine", "SweepReport"]
 
@@ -93,8 +94,10 @@ class SweepReport:
     promoted: int
 
 
-def _store_key(path: str | Path) -> SigningKey:
+def _store_key(path: str | Path | PgTarget) -> SigningKey:
     """The checkpoint key kept beside a file store (created on first use)."""
+    if isinstance(path, PgTarget):
+        raise HirmemError(f"a memory store on {path} needs its signing key given")
     text = str(path)
     if text == ":memory:" or text.startswith("file:"):
         return SigningKey.generate()
@@ -155,7 +158,7 @@ class MemoryEngine:
 
     def __init__(
         self,
-        path: str | Path = ":memory:",
+        path: str | Path | PgTarget = ":memory:",
         config: MemoryConfig | None = None,
         clock: Callable[[], float] = time.time,
         embedder: Embedder | None = None,

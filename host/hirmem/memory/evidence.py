@@ -34,7 +34,6 @@ case too.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 
 from hirmem.memory.audit import record_hash as audit_record_hash
@@ -42,6 +41,7 @@ from hirmem.protocol import cbor
 from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.keys import SigningKey
 from hirmem.protocol.records import record_hash
+from hirmem.sql import Connection
 
 __all__ = [
     "CHECKPOINT_TAG",
@@ -96,7 +96,7 @@ def checkpoint_message(seq: int, audit_seq: int, head: bytes, ts: int) -> bytes:
     return cbor.encode([CHECKPOINT_TAG, seq, audit_seq, head, ts])
 
 
-def latest_checkpoint(db: sqlite3.Connection) -> Checkpoint | None:
+def latest_checkpoint(db: Connection) -> Checkpoint | None:
     row = db.execute(
         "SELECT seq, audit_seq, head, ts, kid, signature FROM checkpoints "
         "ORDER BY seq DESC LIMIT 1"
@@ -115,7 +115,7 @@ def check_signer(last: Checkpoint | None, key: SigningKey) -> None:
 
 
 def write_checkpoint(
-    db: sqlite3.Connection, key: SigningKey, audit_seq: int, head: bytes, ts: float
+    db: Connection, key: SigningKey, audit_seq: int, head: bytes, ts: float
 ) -> Checkpoint | None:
     """Sign and store a checkpoint of the chain at ``audit_seq``/``head``; None when the
     latest checkpoint already covers that head (nothing new to attest)."""
@@ -138,7 +138,7 @@ def _bounded(problems: list[str], extra: int) -> list[str]:
     return problems + ([f"… and {extra} more"] if extra else [])
 
 
-def check_checkpoints(db: sqlite3.Connection, key: SigningKey) -> list[str]:
+def check_checkpoints(db: Connection, key: SigningKey) -> list[str]:
     """Every checkpoint signed by ``key`` and matched by the chain as it is now."""
     problems: list[str] = []
     extra = 0
@@ -191,7 +191,7 @@ def check_checkpoints(db: sqlite3.Connection, key: SigningKey) -> list[str]:
     return _bounded(problems, extra)
 
 
-def check_anchor(db: sqlite3.Connection, key: SigningKey, anchor: Checkpoint) -> list[str]:
+def check_anchor(db: Connection, key: SigningKey, anchor: Checkpoint) -> list[str]:
     """A checkpoint kept outside the store: signed by ``key``, still in the store, and
     still matched by the chain."""
     if anchor.kid != key.kid or not key.public.verify(
@@ -238,7 +238,7 @@ def _arrived_corrupted(admitted: dict[str, object]) -> bool:
     return isinstance(reason, str) and "hash does not match the record content" in reason
 
 
-def check_rows(db: sqlite3.Connection) -> list[str]:
+def check_rows(db: Connection) -> list[str]:
     """Every memory row against its own content and the records of its capture and
     admission (streamed: bounded memory however many rows there are)."""
     problems: list[str] = []

@@ -152,8 +152,9 @@ def revise(engine: MemoryEngine, m: Memory) -> list[str]:
         if change:
             ended.append(prior.id)
     later = engine.store.select(
-        _BASE + " AND timestamp > ?", (*key, m.timestamp + window), "ORDER BY timestamp LIMIT 1"
-    )
+        _BASE + " AND timestamp > ?", (*key, m.timestamp + window),
+        "ORDER BY timestamp, rowid LIMIT 1",  # ties by rowid, whatever the engine's plan
+    )  # fmt: skip
     if later:
         change = not _agree(m, later[0], engine)
         _end(engine, m, later[0], change)

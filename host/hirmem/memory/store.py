@@ -1,4 +1,13 @@
-"""SQLite persistence for the memory engine: WAL, migrations, enforced invariants.
+"""SQLite persistence for the memory engine: WAL, migrations, enforced invariants; or the
+same on PostgreSQL.
+
+A store is a SQLite file (or ``":memory:"``), or a schema of a PostgreSQL database
+(:class:`~hirmem.sql.PgTarget`: a fleet tenant's engine lives in its tenant's database,
+so replication and failover carry it). On PostgreSQL the write connection is a
+:class:`~hirmem.sql.pgconn.PgConnection`: the engine's statements stay as written for
+SQLite and are said in PostgreSQL's dialect on the way; what SQLite has built in (the
+triggers, ``user_version``, ``data_version``, ``BEGIN IMMEDIATE``) is
+:mod:`hirmem.memory.store_pg`'s. Everything below holds on both.
 
 One file holds everything: ``memories`` (one row per memory object, all schema fields),
 ``audit`` (the provenance layer: the append-only chain), ``reviews`` (steward decisions)
@@ -39,14 +48,20 @@ import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+from hirmem.memory import store_pg
 from hirmem.memory.model import Layer, Memory, State
 from hirmem.protocol.errors import HirmemError
+from hirmem.sql import Connection, PgTarget
+from hirmem.sql.pgconn import PgConnection
 
-__all__ = ["COLUMNS", "MIGRATIONS", "SCHEMA_VERSION", "TRIGGERS", "Store", "Writer"]
+__all__ = ["COLUMNS", "MIGRATIONS", "PG_READERS", "SCHEMA_VERSION", "TRIGGERS", "Store",
+           "Writer"]  # fmt: skip
+
+PG_READERS = 4  # read connections a store on PostgreSQL holds at most (besides its writer)
 
 _V1 = """
 CREATE TABLE memories (
@@ -252,31 +267,59 @@ class Writer:
 
 
 class Store:
-    """One SQLite file (or ``":memory:"``) holding a memory engine's state."""
+    """One SQLite file (or ``":memory:"``), or a schema of a PostgreSQL database
+    (:class:`~hirmem.sql.PgTarget`), holding a memory engine's state."""
 
-    def __init__(self, path: str | Path = ":memory:") -> None:
+    def __init__(self, path: str | Path | PgTarget = ":memory:") -> None:
         self.path = str(path)
+        self.pg = path if isinstance(path, PgTarget) else None
         self.in_memory = self.path == ":memory:" or self.path.startswith("file::memory:")
         # The write connection: only for the thread that holds ``self.writer``.
-        self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.execute("PRAGMA foreign_keys=ON")
+        self.db: Connection
+        if self.pg is not None:
+            self.db = _pg_connect(self.pg)
+            store_pg.bootstrap(self.db, self.pg.schema)
+        else:
+            self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.execute("PRAGMA foreign_keys=ON")
         self.writer = Writer()
         self._depth = 0
         self._readers: dict[int, sqlite3.Connection] = {}  # thread id → read connection
         self._readers_lock = threading.Lock()
+        # PostgreSQL: read connections lent for one read block each, at most PG_READERS
+        # (a server's clients are few; an API's thread pool is not)
+        self._pg_idle: list[PgConnection] = []
+        self._pg_lent: dict[int, PgConnection] = {}  # thread id → its open read block's
+        self._pg_slots = threading.BoundedSemaphore(PG_READERS)
         self.rollback_hooks: list[Callable[[], None]] = []
         # caches to re-read when another connection wrote the file (see transaction())
         self.reload_hooks: list[Callable[[], None]] = []
         self._data_version: int | None = None
         self.migrate()
         # the file as this connection first saw it: caches read after this are current
-        self._data_version = int(self.db.execute("PRAGMA data_version").fetchone()[0])
+        self._data_version = self._writes_seen()
+
+    @property
+    def sqlite(self) -> sqlite3.Connection:
+        """The write connection of a SQLite store (for SQLite's own calls: backup,
+        tracing); a store on PostgreSQL has none."""
+        if not isinstance(self.db, sqlite3.Connection):
+            raise HirmemError(f"memory store on {self.path} is not a SQLite file")
+        return self.db
+
+    def _writes_seen(self) -> int:
+        """SQLite's ``data_version``; on PostgreSQL the ``writes`` counter."""
+        if isinstance(self.db, PgConnection):
+            return int(self.db.execute("SELECT n FROM writes").fetchone()[0])
+        return int(self.db.execute("PRAGMA data_version").fetchone()[0])
 
     # -- schema -------------------------------------------------------------------------
     @property
     def schema_version(self) -> int:
+        if isinstance(self.db, PgConnection):
+            return store_pg.schema_version(self.db)
         return int(self.db.execute("PRAGMA user_version").fetchone()[0])
 
     def migrate(self, target: int = SCHEMA_VERSION) -> None:
@@ -289,9 +332,15 @@ class Store:
         for version in range(current, target):
             try:
                 with self.transaction():
+                    if self.schema_version > version:
+                        continue  # another process migrated it meanwhile
                     for statement in _statements(MIGRATIONS[version]):
-                        self.db.execute(statement)
-                    self.db.execute(f"PRAGMA user_version={version + 1}")
+                        self._migrate_statement(statement)
+                    if isinstance(self.db, PgConnection):
+                        store_pg.add_own_triggers(self.db, set(TRIGGERS))
+                        store_pg.set_schema_version(self.db, version + 1)
+                    else:
+                        self.db.execute(f"PRAGMA user_version={version + 1}")
             except sqlite3.IntegrityError as exc:
                 raise HirmemError(
                     f"memory store {self.path} cannot be upgraded to schema {version + 1}: "
@@ -300,10 +349,28 @@ class Store:
                     "in a copy first); the file is unchanged"
                 ) from exc
 
+    def _migrate_statement(self, statement: str) -> None:
+        """One statement of a migration; on PostgreSQL a trigger is its PL/pgSQL twin."""
+        if not isinstance(self.db, PgConnection):
+            self.db.execute(statement)
+        elif statement.upper().startswith("CREATE TRIGGER"):
+            store_pg.restore_triggers(self.db, [statement.split()[2]])
+        else:
+            self.db.execute(statement)
+
+    def trigger_names(self) -> list[str]:
+        """The triggers the schema keeps (on PostgreSQL also its ``*_no_truncate``)."""
+        return list(store_pg.PG_TRIGGERS if self.pg is not None else TRIGGERS)
+
     # -- triggers -----------------------------------------------------------------------
     def missing_triggers(self) -> list[str]:
         """The schema's triggers that are not in the file as the schema wrote them
-        (dropped, or replaced by another body under the same name)."""
+        (dropped, or replaced by another body under the same name; on PostgreSQL also
+        disabled, or running another function)."""
+        if self.pg is not None:
+            with self.writing() as db:
+                assert isinstance(db, PgConnection)
+                return store_pg.missing_triggers(db, self.pg.schema, self.trigger_names())
         with self.writing() as db:
             have = {
                 str(name): _squeeze(str(sql))
@@ -316,6 +383,9 @@ class Store:
     def restore_triggers(self, names: Sequence[str]) -> None:
         """Re-create the named triggers from the schema (in the caller's transaction)."""
         with self.writing() as db:
+            if isinstance(db, PgConnection):
+                store_pg.restore_triggers(db, list(names))
+                return
             for name in names:
                 db.execute(f"DROP TRIGGER IF EXISTS {name}")
                 db.execute(TRIGGERS[name])
@@ -333,7 +403,7 @@ class Store:
                 finally:
                     self._depth -= 1
                 return
-            self.db.execute("BEGIN IMMEDIATE")
+            self.db.execute("BEGIN" if self.pg is not None else "BEGIN IMMEDIATE")
             self._depth = 1
             try:
                 self._notice_other_writers()
@@ -341,25 +411,51 @@ class Store:
             except BaseException:
                 self._depth = 0
                 self.db.execute("ROLLBACK")
+                if self.pg is not None:
+                    self._data_version = None  # its bump is undone: look again next time
                 for hook in self.rollback_hooks:  # caches (audit head, recall index) re-read
                     hook()
                 raise
             self._depth = 0
+            if isinstance(self.db, PgConnection):
+                self._count_own_writes(self.db)
             self.db.execute("COMMIT")
 
     def _notice_other_writers(self) -> None:
         """Inside a fresh transaction: if another connection (a ``hirmem memory`` command
         beside the daemon, another process) committed since this one last looked, the
         caches built on the file (audit head, recall index) are re-read first."""
-        version = int(self.db.execute("PRAGMA data_version").fetchone()[0])
-        seen, self._data_version = self._data_version, version
-        if seen is not None and seen != version:
+        if isinstance(self.db, PgConnection):
+            store_pg.lock(self.db, self.pg.schema if self.pg else "")  # until COMMIT/ROLLBACK
+            version = int(self.db.execute("SELECT n FROM writes").fetchone()[0])
+            seen, self._data_version = self._data_version, version
+            changed = seen is None or seen != version
+        else:
+            version = int(self.db.execute("PRAGMA data_version").fetchone()[0])
+            seen, self._data_version = self._data_version, version
+            changed = seen is not None and seen != version
+        if changed:
             for hook in self.reload_hooks:
                 hook()
 
+    def _count_own_writes(self, db: PgConnection) -> None:
+        """Before COMMIT on PostgreSQL: a transaction that wrote bumps ``writes`` (the
+        others' next transaction sees it moved); one that only read commits without a
+        write of its own (no WAL flush: a recall stays a read). The writer's lock is
+        held, so the count is this store's own last one."""
+        version = store_pg.bump_writes(db)
+        if version is not None:
+            self._data_version = version
+
     @contextmanager
-    def writing(self) -> Iterator[sqlite3.Connection]:
-        """Hold the writer (no transaction of its own) and get the write connection."""
+    def writing(self) -> Iterator[Connection]:
+        """Hold the writer (no transaction of its own) and get the write connection.
+        On PostgreSQL, outside a transaction, it runs one: its writes are counted and its
+        reads see the chain's head under the writer's lock, as SQLite's would."""
+        if self.pg is not None and not self._depth:
+            with self.transaction():
+                yield self.db
+            return
         first = not self.writer.held()
         with self.writer:
             if first and not self._depth:
@@ -367,13 +463,14 @@ class Store:
             yield self.db
 
     @contextmanager
-    def reading(self) -> Iterator[sqlite3.Connection]:
+    def reading(self) -> Iterator[Connection]:
         """A connection to read from, never sharing another thread's transaction.
 
         The writer's own thread reads its connection (it must see what it is writing);
         any other thread gets its own read-only connection, inside one read transaction
         (one consistent snapshot for the whole block); a ``":memory:"`` store reads
-        through the writer.
+        through the writer. On PostgreSQL the read connection is lent for the block from
+        at most :data:`PG_READERS` (a thread past them waits for one).
         """
         if self.writer.held():
             yield self.db
@@ -381,6 +478,10 @@ class Store:
         if self.in_memory:
             with self.writer:
                 yield self.db
+            return
+        if self.pg is not None:
+            with self._pg_reading() as pg:
+                yield pg
             return
         conn = self._reader()
         if conn.in_transaction:  # a nested read: already inside this thread's snapshot
@@ -391,6 +492,37 @@ class Store:
             yield conn
         finally:
             conn.execute("COMMIT")
+
+    @contextmanager
+    def _pg_reading(self) -> Iterator[PgConnection]:
+        """A read block on PostgreSQL: a connection lent from a bounded set for the block,
+        one snapshot (REPEATABLE READ) for all of it; a nested block reuses it."""
+        assert self.pg is not None
+        ident = threading.get_ident()
+        nested = self._pg_lent.get(ident)
+        if nested is not None:
+            yield nested
+            return
+        with self._pg_slots:
+            with self._readers_lock:
+                conn = self._pg_idle.pop() if self._pg_idle else None
+            if conn is None or conn.raw.closed:
+                conn = _pg_connect(self.pg)
+            self._pg_lent[ident] = conn
+            healthy = False
+            try:
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                yield conn
+                conn.execute("COMMIT")
+                healthy = True
+            finally:
+                del self._pg_lent[ident]
+                if not healthy:
+                    with suppress(Exception):
+                        conn.close()  # its transaction's state is unknown: not lent again
+                else:
+                    with self._readers_lock:
+                        self._pg_idle.append(conn)
 
     def _reader(self) -> sqlite3.Connection:
         ident = threading.get_ident()
@@ -410,6 +542,9 @@ class Store:
             for conn in self._readers.values():
                 conn.close()
             self._readers.clear()
+            for pg in self._pg_idle:
+                pg.close()
+            self._pg_idle.clear()
         with self.writer:
             self.db.close()
 
@@ -434,9 +569,7 @@ class Store:
         marks = ", ".join(f":{c}" for c in COLUMNS)
         try:
             with self.writing() as db:
-                first = int(db.execute("SELECT coalesce(max(rowid), 0) FROM memories")
-                            .fetchone()[0]) + 1  # fmt: skip
-                rowids = list(range(first, first + len(ms)))
+                rowids = self._new_rowids(db, len(ms))
                 rows = [to_row(m) for m in ms]
                 for rowid, row in zip(rowids, rows, strict=True):
                     row["rowid"] = rowid
@@ -448,6 +581,18 @@ class Store:
         except sqlite3.IntegrityError as exc:
             raise HirmemError(f"memories {ms[0].id}… cannot be stored: {exc}") from exc
         return rowids
+
+    def _new_rowids(self, db: Connection, n: int) -> list[int]:
+        """Rowids for ``n`` new memories: SQLite's own choice (max + 1 …), or numbers
+        drawn from the identity's sequence on PostgreSQL (which a plain insert uses)."""
+        if self.pg is not None:
+            rows = db.execute(
+                "SELECT nextval(pg_get_serial_sequence('memories', 'rowid')) "
+                "FROM generate_series(1, ?)", (n,)
+            ).fetchall()
+            return [int(r[0]) for r in rows]
+        first = int(db.execute("SELECT coalesce(max(rowid), 0) FROM memories").fetchone()[0]) + 1
+        return list(range(first, first + n))
 
     def hashes_of(self, memory_ids: Sequence[str]) -> dict[str, bytes]:
         """The content hashes of those of ``memory_ids`` that are stored."""
@@ -535,6 +680,13 @@ class Store:
                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 (key, value),
             )
+
+
+def _pg_connect(target: PgTarget) -> PgConnection:
+    try:
+        return PgConnection(target.conninfo, target.schema)
+    except sqlite3.Error as exc:
+        raise HirmemError(f"memory store on {target}: {exc}") from None
 
 
 def _squeeze(sql: str) -> str:

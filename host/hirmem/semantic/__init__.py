@@ -26,9 +26,10 @@ served surface resolves the organization from the validated principal before ope
 store, stamps the filing identity itself, and isolates tenants by separate substrates
 (separate files), so a cross-tenant read cannot be spelled.
 
-May import: :mod:`hirmem.protocol`, :mod:`hirmem.embed` (the shared embedders), and of the
-daemon only :mod:`hirmem.daemon.reader` (the store, read-only). Not :mod:`hirmem.memory`,
-the link or the emulation.
+May import: :mod:`hirmem.protocol`, :mod:`hirmem.embed` (the shared embedders),
+:mod:`hirmem.sql` (a store on SQLite or PostgreSQL), and of the daemon only
+:mod:`hirmem.daemon.reader` (the store, read-only). Not :mod:`hirmem.memory`, the link or
+the emulation.
 """
 
 from __future__ import annotations
