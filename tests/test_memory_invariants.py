@@ -241,7 +241,11 @@ def test_mem_inv_7_resonance_decides_admission(sequence: list[Any], mode: str) -
     e = run(sequence, mode).engine
     cfg = e.config
     for m in e.store.select("state != 0"):
-        admit = next(x for x in e.audit.records(m.id) if x.action == "admit")
+        records = e.audit.records(m.id)
+        admit = next((x for x in records if x.action == "admit"), None)
+        if admit is None:  # distilled from episodes: derived, never admitted itself
+            assert any(x.action == "derive" for x in records), records
+            continue
         first = transitions(e, m.id)[1:3]
         if m.device_scores or admit.detail["reason"]:
             assert admit.detail["to"] == "quarantined"
