@@ -1,6 +1,9 @@
 #include "hm_frag.h"
 
+#include <stddef.h>
 #include <string.h>
+
+#include "hm_frame.h"
 
 size_t hm_frag_chunk_size(size_t max_frame) {
     return max_frame > HM_FRAG_OVERHEAD ? max_frame - HM_FRAG_OVERHEAD : 0;
@@ -69,5 +72,92 @@ hm_error_code hm_reasm_add(hm_reasm *ra, const hm_msg_fragment *f, size_t *inner
     if (ra->have < ra->total) return HM_OK;
     *inner_len = ra->total;
     hm_reasm_reset(ra);
+    return HM_OK;
+}
+
+/* ---- Frame pieces --------------------------------------------------------------- */
+
+size_t hm_piece_count(size_t len, size_t max_frame) {
+    size_t room = max_frame - HM_FRAME_CRC_SIZE;
+    if (max_frame <= 2 * HM_PIECE_FIRST_HEAD || (len >> 24) != 0) return 0;
+    if (len <= room) return 1;
+    len -= room - HM_PIECE_FIRST_HEAD;
+    return 1 + (len + room - 2) / (room - 1);
+}
+
+hm_error_code hm_piece_encode(const uint8_t *body, size_t len, size_t max_frame,
+                              size_t index, uint8_t *out, size_t cap, size_t *out_len) {
+    size_t count = hm_piece_count(len, max_frame), room = max_frame - HM_FRAME_CRC_SIZE;
+    size_t head = 0, at = 0, n;
+    if (index >= count) return HM_E_MALFORMED;
+    if (count > 1) {
+        /* the first piece takes room - 4 bytes, each continuation room - 1 */
+        if (index == 0) {
+            head = HM_PIECE_FIRST_HEAD;
+        } else {
+            at = room - HM_PIECE_FIRST_HEAD + (index - 1) * (room - 1);
+            head = 1;
+        }
+    }
+    n = len - at < room - head ? len - at : room - head;
+    if (cap < head + n) return HM_E_TOO_LARGE;
+    if (head == HM_PIECE_FIRST_HEAD) {
+        out[0] = (uint8_t)HM_PIECE_FIRST;
+        out[1] = (uint8_t)(len >> 16);
+        out[2] = (uint8_t)(len >> 8);
+        out[3] = (uint8_t)len;
+    } else if (head == 1) {
+        out[0] = (uint8_t)(HM_PIECE_CONTINUATION | (index & 0x0Fu));
+    }
+    memcpy(out + head, body + at, n);
+    *out_len = head + n;
+    return HM_OK;
+}
+
+int hm_join_init(hm_join *j, uint32_t limit) {
+    if (limit > HM_MAX_MESSAGE) return -1;
+    memset(j, 0, offsetof(hm_join, buf));
+    j->limit = limit;
+    return 0;
+}
+
+static hm_error_code join_refuse(hm_join *j, hm_join_kind kind) {
+    j->refused[kind]++;
+    j->next = j->total = j->have = 0;
+    return kind == HM_JOIN_TOO_LARGE ? HM_E_TOO_LARGE : HM_E_REASSEMBLY;
+}
+
+hm_error_code hm_join_take(hm_join *j, const uint8_t *body, size_t n, size_t *out_len) {
+    size_t head = 1;
+    *out_len = 0;
+    if (n == 0 || body[0] > HM_PIECE_FIRST) return join_refuse(j, HM_JOIN_BAD_HEAD);
+    if (body[0] == HM_PIECE_FIRST) {
+        uint32_t total;
+        if (n < HM_PIECE_FIRST_HEAD) return join_refuse(j, HM_JOIN_BAD_HEAD);
+        if (j->next) {
+            j->refused[HM_JOIN_RESTART]++;
+            j->next = 0;
+        }
+        total = (uint32_t)body[1] << 16 | (uint32_t)body[2] << 8 | body[3];
+        head = HM_PIECE_FIRST_HEAD;
+        if (total > j->limit) return join_refuse(j, HM_JOIN_TOO_LARGE);
+        if (n == head) return join_refuse(j, HM_JOIN_EMPTY);
+        if (n - head >= total) return join_refuse(j, HM_JOIN_OVERRUN);
+        j->total = total;
+        j->have = 0;
+    } else {
+        if (!j->next) return join_refuse(j, HM_JOIN_ORPHAN);
+        if ((body[0] & 0x0Fu) != (j->next & 0x0Fu)) return join_refuse(j, HM_JOIN_GAP);
+        if (n == head) return join_refuse(j, HM_JOIN_EMPTY);
+        /* have < total <= limit <= HM_MAX_MESSAGE: the copy stays inside buf */
+        if (n - head > j->total - j->have) return join_refuse(j, HM_JOIN_OVERRUN);
+    }
+    memcpy(j->buf + j->have, body + head, n - head);
+    j->have += (uint32_t)(n - head);
+    j->next++;
+    if (j->have < j->total) return HM_OK;
+    *out_len = j->total;
+    j->joined++;
+    j->next = j->total = j->have = 0;
     return HM_OK;
 }
