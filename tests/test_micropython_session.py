@@ -176,12 +176,12 @@ def test_refused_and_deferred_pack_results(make_host: Any) -> None:
     timing = []
     for status_code, reason in ((2, int(Reason.BROKEN_CHAIN)), (3, int(Reason.STORAGE)),
                                 (0, 0)):  # fmt: skip
-        [offer] = host.wait(PackOffer, timeout=15)
+        [(offer_seq, offer)] = host.wait_seq(PackOffer, timeout=15)
         timing.append(time.monotonic())
         assert isinstance(offer, PackOffer)
         pack = verify_pack(offer.pack, MEMORY_KEYS, None, PackKind.MEMORY).pack
         packs.append(pack)
-        host.send(PackResult(pack.pack_id, status_code, reason))
+        host.send(PackResult(offer_seq, status_code, reason))
         timing.append(time.monotonic())
     # a refused pack's records stay and are packed again at once, with a new pack seq;
     # a deferred one holds the next offer back for 4 s (HM_AGENT_DEFER_MS)
@@ -249,13 +249,12 @@ def test_max_frame_128_window_1(make_host: Any) -> None:
     for n in range(3):
         host.send(capture(n))
     host.wait(CaptureResult, 3)
-    [offer] = host.wait(PackOffer, timeout=15)
+    [(offer_seq, offer)] = host.wait_seq(PackOffer, timeout=15)
     assert isinstance(offer, PackOffer)
-    frags = [env for _, body, env in host.log if env.message.TYPE == 14]
-    assert len(frags) >= 6 and all(len(b) + 4 <= 128 for _, b, _ in host.log)
+    assert host.pieces_in >= 6 and all(len(b) + 4 <= 128 for b in host.piece_bodies)
     pack = verify_pack(offer.pack, MEMORY_KEYS, None, PackKind.MEMORY).pack
     assert len(pack.items) == 3
-    host.send(PackResult(pack.pack_id, 0, 0))
+    host.send(PackResult(offer_seq, 0, 0))
     # the host's knowledge push in fragments of 128 bytes
     push = KnowledgePush(knowledge(4))
     assert len(encode_message(push, 9, 9)) + 4 > 128

@@ -8,18 +8,21 @@ restart, bad heads); every refusal is counted by its kind.
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
-from hirmem.protocol import pieces
+from hirmem.protocol import cbor, pieces
 from hirmem.protocol.errors import MessageError
-from hirmem.protocol.messages import ErrorCode
+from hirmem.protocol.messages import ErrorCode, StatusRequest, encode_message
+from mp_run import MICROPYTHON, MP_DIR, run_mp
 from native_harness import Arg, run
 
 HM_MAX_MESSAGE = 4096  # firmware/core/hm_config.h default: the C joiner's buffer
-KINDS = ("too_large", "orphan", "gap", "overrun", "empty", "bad_head", "restart")
+KINDS = ("too_large", "orphan", "gap", "overrun", "empty", "bad_head", "restart", "duplicate")
 
 
 # ---- the oracle: SPEC §6.10 read again, written without the codecs' structure ------
@@ -69,6 +72,10 @@ def oracle_join(limit: int, bodies: Sequence[bytes]) -> tuple[list[object], dict
             verdict = "bad_head"
         elif partial is None:
             verdict = "orphan"
+        elif number > 1 and body[0] - 0xE0 == (number - 1) % 16:
+            counts["duplicate"] += 1
+            out.append("more")
+            continue
         elif body[0] - 0xE0 != number % 16:
             verdict = "gap"
         elif len(body) == 1:
@@ -234,10 +241,20 @@ def test_differential_adversarial() -> None:
     [
         ([b"\xe1abc"], ["reassembly"], "orphan"),
         ([b"\xf0\x00\x00\x05ab", b"\xe2cde"], ["more", "reassembly"], "gap"),
-        ([b"\xf0\x00\x00\x05ab", b"\xe1cd", b"\xe1e"], ["more", "more", "reassembly"], "gap"),
+        ([b"\xf0\x00\x00\x05ab", b"\xe1cd", b"\xe3e"], ["more", "more", "reassembly"], "gap"),
         ([b"\xf0\x00\x00\x05ab", b"\xe1cdef"], ["more", "reassembly"], "overrun"),
         ([b"\xf0\x00\x00\x02ab"], ["reassembly"], "overrun"),
         ([b"\xf0\x00\x00\x05"], ["reassembly"], "empty"),
+        (
+            [b"\xf0\x00\x00\x06ab", b"\xe1cd", b"\xe1cd", b"\xe2ef"],
+            ["more", "more", "more", b"abcdef"],
+            "duplicate",
+        ),
+        (  # a repeated number is ignored whatever its bytes: the first copy counts
+            [b"\xf0\x00\x00\x06ab", b"\xe1cd", b"\xe1cx", b"\xe2ef"],
+            ["more"] * 3 + [b"abcdef"],
+            "duplicate",
+        ),
         ([b"\xf0\x00\x00\x05ab", b"\xe1"], ["more", "reassembly"], "empty"),
         ([b"\xf0\x00\x00"], ["reassembly"], "bad_head"),
         ([b"\xf7abc"], ["reassembly"], "bad_head"),
@@ -258,6 +275,26 @@ def test_each_refusal_counted(frames: list[bytes], answers: list[object], kind: 
     assert host_out[1] == {k: int(k == kind) for k in KINDS}
 
 
+def test_first_seq_differential() -> None:
+    """The seq an ERROR too-large names, read from a first piece's CBOR heads: host and
+    C agree on 3,000 first pieces of real envelopes, cut short and mutated."""
+    rng = random.Random(7)
+    samples = []
+    for _ in range(3000):
+        seq = rng.choice([0, 1, 23, 24, 255, 256, 65535, 65536, (1 << 32) - 1, 1 << 32])
+        head = cbor.encode([1, rng.randrange(30), seq, 5, b"x" * 10])[:-11]
+        piece = b"\xf0\x00\x10\x00" + head + bytes(rng.randrange(256) for _ in range(4))
+        piece = piece[: rng.randrange(len(piece) + 1)] if rng.random() < 0.3 else piece
+        if rng.random() < 0.3 and piece:
+            at = rng.randrange(len(piece))
+            piece = piece[:at] + bytes([rng.randrange(256)]) + piece[at + 1 :]
+        samples.append(piece)
+    answers = c_answers([("piece_seq", [p]) for p in samples])
+    assert [a[0] for a in answers] == [pieces.first_seq(p) for p in samples]
+    whole = pieces.split(encode_message(StatusRequest(), 77, 5) + bytes(300), 128)[0]
+    assert pieces.first_seq(whole) == 77
+
+
 def test_too_large_after_refusal_leaves_orphans() -> None:
     """After a too-large first piece, its continuations are refused one by one, counted."""
     body = bytes(600)
@@ -265,3 +302,35 @@ def test_too_large_after_refusal_leaves_orphans() -> None:
     out, counts, joined = host_join(599, frames)
     assert out == ["too-large"] + ["reassembly"] * (len(frames) - 1)
     assert counts["too_large"] == 1 and counts["orphan"] == len(frames) - 1 and joined == 0
+
+
+@pytest.mark.skipif(MICROPYTHON is None, reason="micropython missing")
+def test_micropython_agrees(tmp_path: Path) -> None:
+    """hirmem_mp.frag (the MicroPython agent's codec) against the host and the oracle:
+    1,000 random bodies split, 1,500 mutated sequences joined, 500 first_seq reads."""
+    rng = random.Random(0x51CE)
+    split_cases = []
+    for _ in range(1000):
+        max_frame = rng.choice([128, 256, 512, rng.randrange(128, 900)])
+        split_cases.append((random_body(rng, 3 * max_frame), max_frame))
+    join_cases = []
+    for _ in range(1500):
+        max_frame = rng.choice([128, 140, 256])
+        limit = rng.choice([HM_MAX_MESSAGE, rng.randrange(0, 1500)])
+        frames = mutate(rng, pieces.split(random_body(rng, 6 * max_frame), max_frame))[:40]
+        join_cases.append((limit, frames))
+    seq_cases = [f[0] for _, f in join_cases[:500] if f]
+    cases = {
+        "split": [[b.hex(), mf] for b, mf in split_cases],
+        "join": [[limit, [f.hex() for f in frames]] for limit, frames in join_cases],
+        "seq": [p.hex() for p in seq_cases],
+    }
+    path = tmp_path / "cases.json"
+    path.write_text(json.dumps(cases))
+    got = json.loads(run_mp(MP_DIR / "checks" / "pieces.py", str(path), timeout=300, heap="32M"))
+    assert got["split"] == [[p.hex() for p in pieces.split(b, mf)] for b, mf in split_cases]
+    for (limit, frames), (answers, counts, joined) in zip(join_cases, got["join"], strict=True):
+        out, expected_counts, expected_joined = oracle_join(limit, frames)
+        assert answers == [a.hex() if isinstance(a, bytes) else a for a in out], frames
+        assert counts == [expected_counts[k] for k in KINDS] and joined == expected_joined
+    assert got["seq"] == [pieces.first_seq(p) for p in seq_cases]

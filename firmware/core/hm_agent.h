@@ -90,8 +90,8 @@
  * checked on the wire by tests/test_native_agent.py):
  *  A1 Sequence state: snd_una <= snd_nxt <= next_seq, snd_nxt - snd_una <= window;
  *     without a session snd_una = snd_nxt = next_seq and the queue is empty.
- *  A2 The queue holds exactly the seqs snd_una .. next_seq - 1, in order, each entry
- *     a run of consecutive seqs (count 1, or the fragments of the pack offer).
+ *  A2 The queue holds exactly the seqs snd_una .. next_seq - 1, in order, one entry
+ *     per seq (the pack offer too, however many frame pieces it takes).
  *  A3 big_busy iff one queue entry is the pack offer (kind WHOLE or FRAGS).
  *  A4 The retransmission timer runs iff snd_una < snd_nxt (or no session: HELLO).
  *  A5 nothing but HELLO, LOG, ERROR malformed (for a bad HELLO_ACK) and empty frames
@@ -234,12 +234,11 @@ typedef struct {
     uint32_t resume_failed; /* 1: resume asked, the kept memory was broken: started empty */
 } hm_agent_counters;
 
-enum { HM_OUT_SMALL = 0, HM_OUT_WHOLE = 1, HM_OUT_FRAGS = 2 };
+enum { HM_OUT_SMALL = 0, HM_OUT_WHOLE = 1 }; /* WHOLE: the pack offer, framed in pieces if needed */
 
 typedef struct {
-    uint32_t seq;   /* first seq of the entry */
-    uint32_t ack;   /* ack it carries (every fragment of a FRAGS entry: the same) */
-    uint16_t count; /* seqs: 1, or the number of fragments */
+    uint32_t seq;   /* its seq */
+    uint32_t ack;   /* ack it carries */
     uint16_t len;   /* SMALL: body length */
     uint8_t kind;   /* HM_OUT_* */
     uint8_t body[HM_AGENT_SLOT];
@@ -304,7 +303,7 @@ typedef struct {
     uint8_t wire[HM_FRAME_WIRE_BOUND(HM_MAX_FRAME)];
     uint8_t scratch[HM_MAX_FRAME];
     uint8_t big[HM_AGENT_BIG_HEAD + HM_AGENT_PACK_CAP];
-    hm_reasm reasm;
+    hm_join join;
 
     /* the memory it drives, last: everything before `ring` starts fresh at every init,
      * ring and packer may be resumed (see Resume above) */

@@ -121,9 +121,26 @@ int hm_join_init(hm_join *j, uint32_t limit) {
     return 0;
 }
 
+uint32_t hm_piece_seq(const uint8_t *b, size_t n) {
+    /* f0 t t t, then [1, type, seq, ...]: array head 84..97, 01, type 01..17, and the
+     * seq's head (0..23 inline, 18 / 19 / 1a with 1, 2 or 4 bytes) at b[7] */
+    uint32_t v;
+    unsigned k, w;
+    if (n < 12 || b[0] != HM_PIECE_FIRST || b[4] - 0x84u > 0x13u || b[5] != 1 ||
+        b[6] - 1u > 22u || (v = b[7]) > 26u)
+        return 0;
+    if (v >= 24u) {
+        w = 1u << (v - 24u);
+        for (v = 0, k = 0; k < w; k++) v = v << 8 | b[8 + k];
+    }
+    return v;
+}
+
+void hm_join_reset(hm_join *j) { j->next = j->total = j->have = 0; }
+
 static hm_error_code join_refuse(hm_join *j, hm_join_kind kind) {
     j->refused[kind]++;
-    j->next = j->total = j->have = 0;
+    hm_join_reset(j);
     return kind == HM_JOIN_TOO_LARGE ? HM_E_TOO_LARGE : HM_E_REASSEMBLY;
 }
 
@@ -147,6 +164,10 @@ hm_error_code hm_join_take(hm_join *j, const uint8_t *body, size_t n, size_t *ou
         j->have = 0;
     } else {
         if (!j->next) return join_refuse(j, HM_JOIN_ORPHAN);
+        if (j->next >= 2 && (body[0] & 0x0Fu) == ((j->next - 1) & 0x0Fu)) {
+            j->refused[HM_JOIN_DUPLICATE]++; /* a line that repeated a frame */
+            return HM_OK;
+        }
         if ((body[0] & 0x0Fu) != (j->next & 0x0Fu)) return join_refuse(j, HM_JOIN_GAP);
         if (n == head) return join_refuse(j, HM_JOIN_EMPTY);
         /* have < total <= limit <= HM_MAX_MESSAGE: the copy stays inside buf */
@@ -158,6 +179,6 @@ hm_error_code hm_join_take(hm_join *j, const uint8_t *body, size_t n, size_t *ou
     if (j->have < j->total) return HM_OK;
     *out_len = j->total;
     j->joined++;
-    j->next = j->total = j->have = 0;
+    hm_join_reset(j);
     return HM_OK;
 }

@@ -84,6 +84,7 @@ typedef enum {
     HM_JOIN_EMPTY,     /* piece without bytes */
     HM_JOIN_BAD_HEAD,  /* head f1..ff, or a first piece shorter than its head */
     HM_JOIN_RESTART,   /* first piece while busy: partial dropped, new body started */
+    HM_JOIN_DUPLICATE, /* the previous continuation's number again: ignored */
     HM_JOIN_KINDS
 } hm_join_kind;
 
@@ -111,6 +112,15 @@ typedef struct {
 
 /* Start idle with no counts; 0, or -1 if limit > HM_MAX_MESSAGE. */
 int hm_join_init(hm_join *j, uint32_t limit);
+
+/* The seq in the envelope at the start of a first piece, for the ERROR too-large that
+ * answers it: at least 12 bytes, f0 t t t, an array head 84..97, version 01, a type
+ * 01..17, then the seq's head: 00..17 itself, 18 / 19 / 1a followed by 1, 2 or 4
+ * bytes big-endian. 0 if the piece is not of that form. */
+uint32_t hm_piece_seq(const uint8_t *body, size_t n);
+
+/* Drop a body in progress (session lost); the counts stay. */
+void hm_join_reset(hm_join *j);
 
 /* Take one piece (HM_PIECE_IS). HM_OK with *out_len 0 while more is due, else the
  * joined body's length (its bytes at j->buf, valid until the next take). Refusals

@@ -509,7 +509,6 @@ static void hello_ack(fuzz_in *in, hm_msg *m) {
 
 /* A host message field by field; seq/ack the host's own unless the input says. */
 static void op_message(fuzz_in *in) {
-    static uint8_t pack_id[16];
     hm_msg m;
     unsigned kind = fuzz_u8(in), how = fuzz_u8(in), chunking = fuzz_u8(in) % 24;
     uint32_t used;
@@ -528,13 +527,8 @@ static void op_message(fuzz_in *in) {
         break;
     }
     case 1: {
-        uint64_t seq = (uint64_t)cfg.boot << 32 | fuzz_u8(in);
-        memcpy(pack_id, device_id, 8);
-        for (int i = 0; i < 8; i++) pack_id[8 + i] = (uint8_t)(seq >> (56 - 8 * i));
-        if (how & 0x40) pack_id[15] ^= fuzz_u8(in);
         m.type = HM_MSG_PACK_RESULT;
-        m.u.pack_result.pack_id.ptr = pack_id;
-        m.u.pack_result.pack_id.len = 16;
+        m.u.pack_result.offer = fuzz_u8(in);
         m.u.pack_result.status = fuzz_u8(in) % 4;
         m.u.pack_result.reason = fuzz_u8(in) % 12;
         break;

@@ -23,6 +23,7 @@
  *                                     -> per body: more | too-large | reassembly |
  *                                        notfrag | x<inner> <inner decode code>
  *   piece_split x<body> <max_frame>   -> x<frame body>... | none (cannot be cut)
+ *   piece_seq x<frame body>           -> <hm_piece_seq>
  *   piece_join <limit> x<frame body>...
  *                                     -> per body: pass | more | x<joined> |
  *                                        too-large | reassembly; then: refused
@@ -82,7 +83,7 @@ static int slots_of(hm_msg *m, slot *s) {
     case HM_MSG_PACK_OFFER: B(m->u.pack_offer.pack); break;
     case HM_MSG_PACK_RESULT: {
         hm_msg_pack_result *x = &m->u.pack_result;
-        B(x->pack_id), U(x->status), U(x->reason);
+        U(x->offer), U(x->status), U(x->reason);
     } break;
     case HM_MSG_KNOWLEDGE_PUSH: B(m->u.knowledge_push.pack); break;
     case HM_MSG_KNOWLEDGE_RESULT: {
@@ -853,6 +854,7 @@ int main(void) {
         else if (!strcmp(q.cmd, "frag_reassemble")) cmd_frag_reassemble(&q);
         else if (!strcmp(q.cmd, "piece_split")) cmd_piece_split(&q);
         else if (!strcmp(q.cmd, "piece_join")) cmd_piece_join(&q);
+        else if (!strcmp(q.cmd, "piece_seq")) hexio_num(hm_piece_seq(q.bytes[0], q.len[0]));
         else {
             fprintf(stderr, "t_wire: unknown command %s\n", q.cmd);
             return 2;

@@ -198,8 +198,8 @@ class PackOffer(Message):
 @dataclass(frozen=True, slots=True)
 class PackResult(Message):
     TYPE = MsgType.PACK_RESULT
-    FIELDS = (BSTR16, PACK_STATUS, REASON)
-    pack_id: bytes
+    FIELDS = (UINT32, PACK_STATUS, REASON)
+    offer: int  # the seq of the PACK_OFFER answered
     status: int
     reason: int
 

@@ -24,6 +24,10 @@ most ``limit`` bytes (its announced max_message), and refuses, counted by kind:
 - ``restart``: a first piece while a body was in progress (the partial is dropped and
   the new body starts: the normal outcome of a go-back-N retransmission after a lost
   piece, counted all the same).
+
+A continuation that carries the previous one's number again (a line that duplicated a
+frame) is no refusal: it is ignored, whatever its bytes (the first copy was taken), and
+counted as ``duplicate``; the body goes on.
 """
 
 from __future__ import annotations
@@ -39,12 +43,26 @@ CONTINUATION = 0xE0
 FIRST_HEAD = 4  # f0 + 3-byte total
 CONTINUATION_HEAD = 1
 MAX_TOTAL = 0xFFFFFF
-REFUSALS = ("too_large", "orphan", "gap", "overrun", "empty", "bad_head", "restart")
+REFUSALS = ("too_large", "orphan", "gap", "overrun", "empty", "bad_head", "restart", "duplicate")
 
 
 def is_piece(body: bytes) -> bool:
     """Whether a frame body is a piece (first byte e0..ff) rather than a message."""
     return bool(body) and body[0] >= CONTINUATION
+
+
+def first_seq(piece: bytes) -> int:
+    """The seq in the envelope at the start of a first piece, which names the body in
+    the ERROR too-large that refuses it: the piece has at least 12 bytes, f0 and the
+    total, then an array head 84..97, version 01, a type 01..17 and the seq's head
+    (00..17 itself; 18, 19 or 1a followed by 1, 2 or 4 bytes big-endian). 0 otherwise."""
+    if len(piece) < 12 or piece[0] != FIRST or not 0x84 <= piece[4] <= 0x97:
+        return 0
+    if piece[5] != 1 or not 1 <= piece[6] <= 23 or piece[7] > 26:
+        return 0
+    if piece[7] < 24:
+        return piece[7]
+    return int.from_bytes(piece[8 : 8 + (1 << (piece[7] - 24))], "big")
 
 
 def split(body: bytes, max_frame: int) -> list[bytes]:
@@ -119,6 +137,9 @@ class Joiner:
             number = head & 0x0F
             if not self.busy:
                 self._refuse("orphan", f"continuation {number} with no body in progress")
+            if self._next >= 2 and number == (self._next - 1) & 0x0F:
+                self.refused["duplicate"] += 1
+                return None
             if number != self._next & 0x0F:
                 self._refuse("gap", f"continuation {number}, expected {self._next & 0x0F}")
             if not chunk:
