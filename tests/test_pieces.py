@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,27 +18,28 @@ import pytest
 
 from hirmem.protocol import cbor, pieces
 from hirmem.protocol.errors import MessageError
-from hirmem.protocol.messages import ErrorCode, StatusRequest, encode_message
+from hirmem.protocol.messages import ErrorCode, PackOffer, StatusRequest, encode_message
 from mp_run import MICROPYTHON, MP_DIR, run_mp
 from native_harness import Arg, run
 
 HM_MAX_MESSAGE = 4096  # firmware/core/hm_config.h default: the C joiner's buffer
-KINDS = ("too_large", "orphan", "gap", "overrun", "empty", "bad_head", "restart", "duplicate")
+KINDS = ("too_large", "orphan", "gap", "empty", "bad_head", "bad_check", "restart", "duplicate")
 
 
-# ---- the oracle: SPEC §6.10 read again, written without the codecs' structure ------
+# ---- the oracle: SPEC §6.8 read again, written without the codecs' structure ------
 
 
 def oracle_split(body: bytes, max_frame: int) -> list[bytes]:
     room = max_frame - 4
     if len(body) <= room:
         return [body]
-    rest, frames, k = bytearray(body), [], 0
+    rest = bytearray(body + zlib.crc32(body).to_bytes(4, "little"))
+    frames, k = [], 0
     while rest:
-        head = b"\xf0" + len(body).to_bytes(3, "big") if k == 0 else bytes([0xE0 + k % 16])
-        take = room - len(head)
-        frames.append(head + bytes(rest[:take]))
-        del rest[:take]
+        take = bytes(rest[: room - 1])
+        del rest[: room - 1]
+        head = 0xF0 if k == 0 else 0xE0 + (8 if not rest else 0) + k % 8
+        frames.append(bytes([head]) + take)
         k += 1
     return frames
 
@@ -47,52 +49,55 @@ def oracle_join(limit: int, bodies: Sequence[bytes]) -> tuple[list[object], dict
     out: list[object] = []
     counts = dict.fromkeys(KINDS, 0)
     joined = 0
-    partial: bytearray | None = None
-    total = number = 0
+    stream: bytearray | None = None  # None when idle
+    number = 0
     for body in bodies:
         if not body or body[0] < 0xE0:
             out.append("pass")
             continue
         verdict: str | None = None
-        if body[0] == 0xF0 and len(body) >= 4:
-            if partial is not None:
-                counts["restart"] += 1
-            partial = None
-            size = (body[1] << 16) + (body[2] << 8) + body[3]
-            data = body[4:]
-            if size > limit:
-                verdict = "too_large"
-            elif not data:
-                verdict = "empty"
-            elif len(data) >= size:
-                verdict = "overrun"
-            else:
-                partial, total, number = bytearray(data), size, 1
-        elif body[0] >= 0xF0:
+        data = body[1:]
+        last = False
+        if body[0] > 0xF0:
             verdict = "bad_head"
-        elif partial is None:
+        elif body[0] == 0xF0:
+            if stream is not None:
+                counts["restart"] += 1
+            stream, number = bytearray(), 0
+            if not data:
+                verdict = "empty"
+        elif stream is None:
             verdict = "orphan"
-        elif number > 1 and body[0] - 0xE0 == (number - 1) % 16:
+        elif number > 1 and body[0] % 8 == (number - 1) % 8:
             counts["duplicate"] += 1
             out.append("more")
             continue
-        elif body[0] - 0xE0 != number % 16:
+        elif body[0] % 8 != number % 8:
             verdict = "gap"
-        elif len(body) == 1:
-            verdict = "empty"
-        elif len(partial) + len(body) - 1 > total:
-            verdict = "overrun"
         else:
-            partial += body[1:]
-            number += 1
+            last = bool(body[0] & 8)
+            if not data:
+                verdict = "empty"
+        if verdict is None:
+            assert stream is not None
+            if len(stream) + len(data) > limit + 4:
+                verdict = "too_large"
+            else:
+                stream += data
+                number += 1
+                if last:
+                    whole, check = bytes(stream[:-4]), bytes(stream[-4:])
+                    stream = None
+                    if zlib.crc32(whole).to_bytes(4, "little") != check:
+                        verdict = "bad_check"
+                    else:
+                        out.append(whole)
+                        joined += 1
+                        continue
         if verdict is not None:
             counts[verdict] += 1
-            partial = None
+            stream = None
             out.append("too-large" if verdict == "too_large" else "reassembly")
-        elif partial is not None and len(partial) == total:
-            out.append(bytes(partial))
-            joined += 1
-            partial = None
         else:
             out.append("more")
     return out, counts, joined
@@ -143,7 +148,7 @@ def mutate(rng: random.Random, frames: list[bytes]) -> list[bytes]:
     for _ in range(rng.randrange(1, 4)):
         if not frames:
             break
-        op = rng.randrange(9)
+        op = rng.randrange(10)
         i = rng.randrange(len(frames))
         if op == 0:
             del frames[i]  # a lost frame: gap, or orphans after a lost first
@@ -156,11 +161,13 @@ def mutate(rng: random.Random, frames: list[bytes]) -> list[bytes]:
             frames[i] = frames[i][: rng.randrange(len(frames[i]) + 1)]  # cut short
         elif op == 4:
             frames[i] = bytes([rng.randrange(0xE0, 0x100)]) + frames[i][1:]  # any head
-        elif op == 5 and frames[i][:1] == b"\xf0" and len(frames[i]) >= 4:
-            total = rng.choice([0, 1, rng.randrange(1 << 24)])
-            frames[i] = b"\xf0" + total.to_bytes(3, "big") + frames[i][4:]  # wrong total
+        elif op == 5 and len(frames[i]) > 1:
+            at = rng.randrange(1, len(frames[i]))  # a bit flip the frame CRC missed
+            frames[i] = frames[i][:at] + bytes([frames[i][at] ^ 1]) + frames[i][at + 1 :]
         elif op == 6:
             frames[i] = frames[i] + bytes(rng.randrange(256) for _ in range(rng.randrange(1, 9)))
+        elif op == 8 and frames[i]:
+            frames[i] = bytes([frames[i][0] ^ 0x08]) + frames[i][1:]  # last flag flipped
         elif op == 7:
             frames.insert(i, bytes([0x84, 1, 13, 0, 1]))  # a message between pieces
         else:
@@ -172,15 +179,15 @@ def mutate(rng: random.Random, frames: list[bytes]) -> list[bytes]:
 
 
 def test_split_examples() -> None:
-    body = bytes(range(256)) * 3  # 768 bytes
+    body = bytes(range(256)) * 3  # 768 bytes, and its 4-byte check: 772 in 251-byte steps
     frames = pieces.split(body, 256)
-    assert [len(f) for f in frames] == [252, 252, 252, 19]
-    assert frames[0][:4] == bytes.fromhex("f0000300") and frames[0][4:] == body[:248]
-    assert [f[0] for f in frames[1:]] == [0xE1, 0xE2, 0xE3]
-    assert b"".join(f[4:] if f[0] == 0xF0 else f[1:] for f in frames) == body
+    assert [len(f) for f in frames] == [252, 252, 252, 20]
+    assert frames[0] == b"\xf0" + body[:251]
+    assert [f[0] for f in frames[1:]] == [0xE1, 0xE2, 0xEB]  # the last one flagged
+    stream = b"".join(f[1:] for f in frames)
+    assert stream == body + zlib.crc32(body).to_bytes(4, "little")
     assert pieces.split(body[:252], 256) == [body[:252]]  # fits: never cut
-    with pytest.raises(ValueError):
-        pieces.split(bytes(1 << 24), 512)
+    assert [f[0] for f in pieces.split(bytes(2000), 128)][7:11] == [0xE7, 0xE0, 0xE1, 0xE2]
 
 
 def test_differential_split_and_join() -> None:
@@ -236,32 +243,40 @@ def test_differential_adversarial() -> None:
     assert all(seen[kind] > 0 for kind in KINDS), seen  # every refusal was exercised
 
 
+def stream(body: bytes) -> bytes:
+    return body + zlib.crc32(body).to_bytes(4, "little")
+
+
+ABCDEF = stream(b"abcdef")  # 10 bytes: cut below into 2 + 2 + 6 or so
+
+
 @pytest.mark.parametrize(
     ("frames", "answers", "kind"),
     [
         ([b"\xe1abc"], ["reassembly"], "orphan"),
-        ([b"\xf0\x00\x00\x05ab", b"\xe2cde"], ["more", "reassembly"], "gap"),
-        ([b"\xf0\x00\x00\x05ab", b"\xe1cd", b"\xe3e"], ["more", "more", "reassembly"], "gap"),
-        ([b"\xf0\x00\x00\x05ab", b"\xe1cdef"], ["more", "reassembly"], "overrun"),
-        ([b"\xf0\x00\x00\x02ab"], ["reassembly"], "overrun"),
-        ([b"\xf0\x00\x00\x05"], ["reassembly"], "empty"),
+        ([b"\xf0ab", b"\xe2cde"], ["more", "reassembly"], "gap"),
+        ([b"\xf0ab", b"\xe1cd", b"\xe3e"], ["more", "more", "reassembly"], "gap"),
+        ([b"\xf0"], ["reassembly"], "empty"),
+        ([b"\xf0ab", b"\xe1"], ["more", "reassembly"], "empty"),
+        ([b"\xf0ab", b"\xe9c"], ["more", "reassembly"], "bad_check"),  # shorter than a check
+        ([b"\xf7abc"], ["reassembly"], "bad_head"),
+        ([b"\xf0" + bytes(4101)], ["too-large"], "too_large"),  # 4,096 and the check fit
+        ([b"\xf0" + bytes(4000), b"\xe1" + bytes(101)], ["more", "too-large"], "too_large"),
+        ([b"\xf0ab", b"\xe9cdef\x00\x00\x00\x00"], ["more", "reassembly"], "bad_check"),
         (
-            [b"\xf0\x00\x00\x06ab", b"\xe1cd", b"\xe1cd", b"\xe2ef"],
+            [b"\xf0" + ABCDEF[:2], b"\xe1" + ABCDEF[2:4], b"\xe1" + ABCDEF[2:4],
+             b"\xea" + ABCDEF[4:]],
             ["more", "more", "more", b"abcdef"],
             "duplicate",
         ),
         (  # a repeated number is ignored whatever its bytes: the first copy counts
-            [b"\xf0\x00\x00\x06ab", b"\xe1cd", b"\xe1cx", b"\xe2ef"],
+            [b"\xf0" + ABCDEF[:2], b"\xe1" + ABCDEF[2:4], b"\xe1cx", b"\xea" + ABCDEF[4:]],
             ["more"] * 3 + [b"abcdef"],
             "duplicate",
         ),
-        ([b"\xf0\x00\x00\x05ab", b"\xe1"], ["more", "reassembly"], "empty"),
-        ([b"\xf0\x00\x00"], ["reassembly"], "bad_head"),
-        ([b"\xf7abc"], ["reassembly"], "bad_head"),
-        ([b"\xf0\x00\x10\x01ab"], ["too-large"], "too_large"),
         (
-            [b"\xf0\x00\x00\x05ab", b"\xf0\x00\x00\x03ab", b"\xe1c"],
-            ["more", "more", b"abc"],
+            [b"\xf0zz", b"\xf0" + ABCDEF[:5], b"\xe9" + ABCDEF[5:]],
+            ["more", "more", b"abcdef"],
             "restart",
         ),
     ],
@@ -275,39 +290,61 @@ def test_each_refusal_counted(frames: list[bytes], answers: list[object], kind: 
     assert host_out[1] == {k: int(k == kind) for k in KINDS}
 
 
-def test_first_seq_differential() -> None:
-    """The seq an ERROR too-large names, read from a first piece's CBOR heads: host and
-    C agree on 3,000 first pieces of real envelopes, cut short and mutated."""
+def test_body_seq_differential() -> None:
+    """The seq an ERROR too-large names, read from a body's first bytes: host, C (and
+    MicroPython, below) agree on 3,000 starts of real envelopes, cut short and mutated."""
     rng = random.Random(7)
     samples = []
     for _ in range(3000):
         seq = rng.choice([0, 1, 23, 24, 255, 256, 65535, 65536, (1 << 32) - 1, 1 << 32])
         head = cbor.encode([1, rng.randrange(30), seq, 5, b"x" * 10])[:-11]
-        piece = b"\xf0\x00\x10\x00" + head + bytes(rng.randrange(256) for _ in range(4))
-        piece = piece[: rng.randrange(len(piece) + 1)] if rng.random() < 0.3 else piece
-        if rng.random() < 0.3 and piece:
-            at = rng.randrange(len(piece))
-            piece = piece[:at] + bytes([rng.randrange(256)]) + piece[at + 1 :]
-        samples.append(piece)
-    answers = c_answers([("piece_seq", [p]) for p in samples])
-    assert [a[0] for a in answers] == [pieces.first_seq(p) for p in samples]
-    whole = pieces.split(encode_message(StatusRequest(), 77, 5) + bytes(300), 128)[0]
-    assert pieces.first_seq(whole) == 77
+        start = head + bytes(rng.randrange(256) for _ in range(4))
+        start = start[: rng.randrange(len(start) + 1)] if rng.random() < 0.3 else start
+        if rng.random() < 0.3 and start:
+            at = rng.randrange(len(start))
+            start = start[:at] + bytes([rng.randrange(256)]) + start[at + 1 :]
+        samples.append(start)
+    answers = c_answers([("body_seq", [p]) for p in samples])
+    assert [a[0] for a in answers] == [pieces.body_seq(p) for p in samples]
+    assert pieces.body_seq(encode_message(StatusRequest(), 77, 5) + bytes(3)) == 77
+    joiner = pieces.Joiner(100)
+    body = encode_message(PackOffer(bytes(300)), 65539, 5)
+    with pytest.raises(MessageError):
+        for piece in pieces.split(body, 128):
+            joiner.take(piece)
+    assert joiner.seq == 65539 and joiner.refused["too_large"] == 1
 
 
 def test_too_large_after_refusal_leaves_orphans() -> None:
-    """After a too-large first piece, its continuations are refused one by one, counted."""
+    """After a too-large refusal, the rest of the body's pieces are refused one by one,
+    counted: nothing is dropped silently."""
     body = bytes(600)
     frames = pieces.split(body, 128)
-    out, counts, joined = host_join(599, frames)
-    assert out == ["too-large"] + ["reassembly"] * (len(frames) - 1)
-    assert counts["too_large"] == 1 and counts["orphan"] == len(frames) - 1 and joined == 0
+    out, counts, joined = host_join(300, frames)
+    assert out == ["more", "more", "too-large"] + ["reassembly"] * (len(frames) - 3)
+    assert counts["too_large"] == 1 and counts["orphan"] == len(frames) - 3 and joined == 0
+
+
+def test_losses_never_join_a_wrong_body() -> None:
+    """The case the body check is for: a 40-piece body whose numbers wrap (mod 8), sent
+    twice; the line loses 8 pieces in a row of the first copy and the first piece of the
+    second, so that numbers line up again. The joiner refuses (bad_check) rather than
+    deliver a body with the wrong bytes, and the next full copy joins."""
+    rng = random.Random(3)
+    body = bytes(rng.randrange(256) for _ in range(40 * 123))
+    frames = pieces.split(body, 128)
+    copy1 = frames[:3] + frames[11:]  # pieces 3..10 lost: number 11 = 3 mod 8
+    copy2 = frames[1:]  # its first piece lost
+    out, counts, joined = oracle_join(1 << 16, copy1 + copy2 + frames)
+    assert body not in out[:-1] and out[-1] == body and joined == 1
+    assert counts["bad_check"] + counts["gap"] >= 1
+    assert host_join(1 << 16, copy1 + copy2 + frames) == (out, counts, joined)
 
 
 @pytest.mark.skipif(MICROPYTHON is None, reason="micropython missing")
 def test_micropython_agrees(tmp_path: Path) -> None:
     """hirmem_mp.frag (the MicroPython agent's codec) against the host and the oracle:
-    1,000 random bodies split, 1,500 mutated sequences joined, 500 first_seq reads."""
+    1,000 random bodies split, 1,500 mutated sequences joined, 500 body_seq reads."""
     rng = random.Random(0x51CE)
     split_cases = []
     for _ in range(1000):
@@ -323,7 +360,7 @@ def test_micropython_agrees(tmp_path: Path) -> None:
     cases = {
         "split": [[b.hex(), mf] for b, mf in split_cases],
         "join": [[limit, [f.hex() for f in frames]] for limit, frames in join_cases],
-        "seq": [p.hex() for p in seq_cases],
+        "seq": [p[1:].hex() for p in seq_cases],
     }
     path = tmp_path / "cases.json"
     path.write_text(json.dumps(cases))
@@ -333,4 +370,4 @@ def test_micropython_agrees(tmp_path: Path) -> None:
         out, expected_counts, expected_joined = oracle_join(limit, frames)
         assert answers == [a.hex() if isinstance(a, bytes) else a for a in out], frames
         assert counts == [expected_counts[k] for k in KINDS] and joined == expected_joined
-    assert got["seq"] == [pieces.first_seq(p) for p in seq_cases]
+    assert got["seq"] == [pieces.body_seq(p[1:]) for p in seq_cases]

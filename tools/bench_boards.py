@@ -81,6 +81,12 @@ PLUGIN = ROOT / "build" / "bench" / "hm_icount.so"
 GOAL = 0.05
 
 
+def framing_goal(max_frame: int) -> float:
+    """Issue 14's goal for framing + session against the pack: 5 % at 512-byte frames,
+    10 % at the FE310's 256 (fewer bytes per frame for the same per-frame cost)."""
+    return GOAL if max_frame >= 512 else 2 * GOAL
+
+
 @dataclass
 class Figures:
     board: str
@@ -345,8 +351,11 @@ def table(figs: list[Figures]) -> str:
         ("record CBOR bytes (mean)", lambda f: f"{f.record_cbor:.1f}"),
         ("pack bytes per record", lambda f: f"{f.pack_bytes:.1f}"),
         ("wire bytes per record", lambda f: f"{f.wire_per_record:.1f}"),
-        ("framing+session vs pack", lambda f: f"{100 * f.framing_overhead:.1f} %"),
-        ("  goal <= 5 % met", lambda f: "yes" if f.framing_overhead <= GOAL else "NO"),
+        ("framing+session vs pack", lambda f: f"{100 * f.framing_overhead:.2f} %"),
+        (
+            "  goal (5 % at 512, 10 % at 256) met",
+            lambda f: "yes" if f.framing_overhead <= framing_goal(f.max_frame) else "NO",
+        ),
         (
             "  per pack: frames/result/acks",
             lambda f: f"{f.frames_over:.0f} / {f.result_bytes:.0f} / {f.ack_bytes:.0f} B",

@@ -614,7 +614,7 @@ static void on_piece(hm_agent *a, uint8_t *piece, size_t n) {
         /* the one refusal a retransmission cannot cure (the others are counted in
          * join.refused and left to go-back-N): answered, and delivered as refused so
          * that the session moves on */
-        uint32_t s = hm_piece_seq(piece, n);
+        uint32_t s = a->join.seq;
         send_error(a, HM_E_TOO_LARGE, s, "above max_message");
         if (s == a->expected) a->expected++;
         if (s && s < a->expected) owe_ack(a); /* also a repeat after a lost ack */

@@ -3,6 +3,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "hm_crc32.h"
 #include "hm_frame.h"
 
 size_t hm_frag_chunk_size(size_t max_frame) {
@@ -79,39 +80,48 @@ hm_error_code hm_reasm_add(hm_reasm *ra, const hm_msg_fragment *f, size_t *inner
 
 size_t hm_piece_count(size_t len, size_t max_frame) {
     size_t room = max_frame - HM_FRAME_CRC_SIZE;
-    if (max_frame <= 2 * HM_PIECE_FIRST_HEAD || (len >> 24) != 0) return 0;
+    if (max_frame < HM_FRAME_CRC_SIZE + 2) return 0;
     if (len <= room) return 1;
-    len -= room - HM_PIECE_FIRST_HEAD;
-    return 1 + (len + room - 2) / (room - 1);
+    /* the stream (body and check) in pieces of room - 1 bytes */
+    return (len + HM_PIECE_CHECK + room - 2) / (room - 1);
 }
 
 hm_error_code hm_piece_encode(const uint8_t *body, size_t len, size_t max_frame,
                               size_t index, uint8_t *out, size_t cap, size_t *out_len) {
-    size_t count = hm_piece_count(len, max_frame), room = max_frame - HM_FRAME_CRC_SIZE;
-    size_t head = 0, at = 0, n;
+    size_t count = hm_piece_count(len, max_frame), step = max_frame - HM_FRAME_CRC_SIZE - 1;
+    size_t at, end, k;
+    uint8_t check[HM_PIECE_CHECK];
+    uint32_t crc;
     if (index >= count) return HM_E_MALFORMED;
-    if (count > 1) {
-        /* the first piece takes room - 4 bytes, each continuation room - 1 */
-        if (index == 0) {
-            head = HM_PIECE_FIRST_HEAD;
-        } else {
-            at = room - HM_PIECE_FIRST_HEAD + (index - 1) * (room - 1);
-            head = 1;
-        }
+    if (count == 1) {
+        if (cap < len) return HM_E_TOO_LARGE;
+        memcpy(out, body, len);
+        *out_len = len;
+        return HM_OK;
     }
-    n = len - at < room - head ? len - at : room - head;
-    if (cap < head + n) return HM_E_TOO_LARGE;
-    if (head == HM_PIECE_FIRST_HEAD) {
-        out[0] = (uint8_t)HM_PIECE_FIRST;
-        out[1] = (uint8_t)(len >> 16);
-        out[2] = (uint8_t)(len >> 8);
-        out[3] = (uint8_t)len;
-    } else if (head == 1) {
-        out[0] = (uint8_t)(HM_PIECE_CONTINUATION | (index & 0x0Fu));
-    }
-    memcpy(out + head, body + at, n);
-    *out_len = head + n;
+    at = index * step;
+    end = at + step < len + HM_PIECE_CHECK ? at + step : len + HM_PIECE_CHECK;
+    if (cap < 1 + end - at) return HM_E_TOO_LARGE;
+    out[0] = (uint8_t)(index == 0 ? HM_PIECE_FIRST
+                                  : HM_PIECE_CONTINUATION | (index & 0x07u) |
+                                        (index + 1 == count ? HM_PIECE_LAST : 0));
+    crc = hm_crc32(0, body, len);
+    for (k = 0; k < HM_PIECE_CHECK; k++) check[k] = (uint8_t)(crc >> (8 * k));
+    for (k = at; k < end; k++) out[1 + k - at] = k < len ? body[k] : check[k - len];
+    *out_len = 1 + end - at;
     return HM_OK;
+}
+
+uint32_t hm_body_seq(const uint8_t *b, size_t n) {
+    uint32_t v;
+    unsigned k, w;
+    if (n < 8 || b[0] - 0x84u > 0x13u || b[1] != 1 || b[2] - 1u > 22u || (v = b[3]) > 26u)
+        return 0;
+    if (v >= 24u) {
+        w = 1u << (v - 24u);
+        for (v = 0, k = 0; k < w; k++) v = v << 8 | b[4 + k];
+    }
+    return v;
 }
 
 int hm_join_init(hm_join *j, uint32_t limit) {
@@ -121,22 +131,7 @@ int hm_join_init(hm_join *j, uint32_t limit) {
     return 0;
 }
 
-uint32_t hm_piece_seq(const uint8_t *b, size_t n) {
-    /* f0 t t t, then [1, type, seq, ...]: array head 84..97, 01, type 01..17, and the
-     * seq's head (0..23 inline, 18 / 19 / 1a with 1, 2 or 4 bytes) at b[7] */
-    uint32_t v;
-    unsigned k, w;
-    if (n < 12 || b[0] != HM_PIECE_FIRST || b[4] - 0x84u > 0x13u || b[5] != 1 ||
-        b[6] - 1u > 22u || (v = b[7]) > 26u)
-        return 0;
-    if (v >= 24u) {
-        w = 1u << (v - 24u);
-        for (v = 0, k = 0; k < w; k++) v = v << 8 | b[8 + k];
-    }
-    return v;
-}
-
-void hm_join_reset(hm_join *j) { j->next = j->total = j->have = 0; }
+void hm_join_reset(hm_join *j) { j->next = j->have = 0; }
 
 static hm_error_code join_refuse(hm_join *j, hm_join_kind kind) {
     j->refused[kind]++;
@@ -145,39 +140,40 @@ static hm_error_code join_refuse(hm_join *j, hm_join_kind kind) {
 }
 
 hm_error_code hm_join_take(hm_join *j, const uint8_t *body, size_t n, size_t *out_len) {
-    size_t head = 1;
+    unsigned head = body[0];
+    uint32_t crc;
+    size_t k;
     *out_len = 0;
-    if (n == 0 || body[0] > HM_PIECE_FIRST) return join_refuse(j, HM_JOIN_BAD_HEAD);
-    if (body[0] == HM_PIECE_FIRST) {
-        uint32_t total;
-        if (n < HM_PIECE_FIRST_HEAD) return join_refuse(j, HM_JOIN_BAD_HEAD);
+    if (head > HM_PIECE_FIRST) return join_refuse(j, HM_JOIN_BAD_HEAD);
+    if (head == HM_PIECE_FIRST) {
         if (j->next) {
             j->refused[HM_JOIN_RESTART]++;
-            j->next = 0;
+            hm_join_reset(j);
         }
-        total = (uint32_t)body[1] << 16 | (uint32_t)body[2] << 8 | body[3];
-        head = HM_PIECE_FIRST_HEAD;
-        if (total > j->limit) return join_refuse(j, HM_JOIN_TOO_LARGE);
-        if (n == head) return join_refuse(j, HM_JOIN_EMPTY);
-        if (n - head >= total) return join_refuse(j, HM_JOIN_OVERRUN);
-        j->total = total;
-        j->have = 0;
+        j->seq = hm_body_seq(body + 1, n - 1);
+        if (n < 2) return join_refuse(j, HM_JOIN_EMPTY);
     } else {
         if (!j->next) return join_refuse(j, HM_JOIN_ORPHAN);
-        if (j->next >= 2 && (body[0] & 0x0Fu) == ((j->next - 1) & 0x0Fu)) {
+        if (j->next >= 2 && (head & 0x07u) == ((j->next - 1) & 0x07u)) {
             j->refused[HM_JOIN_DUPLICATE]++; /* a line that repeated a frame */
             return HM_OK;
         }
-        if ((body[0] & 0x0Fu) != (j->next & 0x0Fu)) return join_refuse(j, HM_JOIN_GAP);
-        if (n == head) return join_refuse(j, HM_JOIN_EMPTY);
-        /* have < total <= limit <= HM_MAX_MESSAGE: the copy stays inside buf */
-        if (n - head > j->total - j->have) return join_refuse(j, HM_JOIN_OVERRUN);
+        if ((head & 0x07u) != (j->next & 0x07u)) return join_refuse(j, HM_JOIN_GAP);
+        if (n < 2) return join_refuse(j, HM_JOIN_EMPTY);
     }
-    memcpy(j->buf + j->have, body + head, n - head);
-    j->have += (uint32_t)(n - head);
+    /* have <= limit + 4 = the bound of buf: the copy stays inside it */
+    if (n - 1 > j->limit + HM_PIECE_CHECK - j->have) return join_refuse(j, HM_JOIN_TOO_LARGE);
+    memcpy(j->buf + j->have, body + 1, n - 1);
+    j->have += (uint32_t)(n - 1);
     j->next++;
-    if (j->have < j->total) return HM_OK;
-    *out_len = j->total;
+    if (head == HM_PIECE_FIRST || !(head & HM_PIECE_LAST)) return HM_OK;
+    if (j->have < HM_PIECE_CHECK) return join_refuse(j, HM_JOIN_BAD_CHECK);
+    k = j->have - HM_PIECE_CHECK;
+    crc = hm_crc32(0, j->buf, k);
+    if ((j->buf[k] | (uint32_t)j->buf[k + 1] << 8 | (uint32_t)j->buf[k + 2] << 16 |
+         (uint32_t)j->buf[k + 3] << 24) != crc)
+        return join_refuse(j, HM_JOIN_BAD_CHECK);
+    *out_len = k;
     j->joined++;
     hm_join_reset(j);
     return HM_OK;

@@ -23,7 +23,7 @@
  *                                     -> per body: more | too-large | reassembly |
  *                                        notfrag | x<inner> <inner decode code>
  *   piece_split x<body> <max_frame>   -> x<frame body>... | none (cannot be cut)
- *   piece_seq x<frame body>           -> <hm_piece_seq>
+ *   body_seq x<bytes>                 -> <hm_body_seq>
  *   piece_join <limit> x<frame body>...
  *                                     -> per body: pass | more | x<joined> |
  *                                        too-large | reassembly; then: refused
@@ -854,7 +854,7 @@ int main(void) {
         else if (!strcmp(q.cmd, "frag_reassemble")) cmd_frag_reassemble(&q);
         else if (!strcmp(q.cmd, "piece_split")) cmd_piece_split(&q);
         else if (!strcmp(q.cmd, "piece_join")) cmd_piece_join(&q);
-        else if (!strcmp(q.cmd, "piece_seq")) hexio_num(hm_piece_seq(q.bytes[0], q.len[0]));
+        else if (!strcmp(q.cmd, "body_seq")) hexio_num(hm_body_seq(q.bytes[0], q.len[0]));
         else {
             fprintf(stderr, "t_wire: unknown command %s\n", q.cmd);
             return 2;

@@ -2,10 +2,10 @@
 
 Usage: micropython checks/pieces.py <cases.json>
 The file holds {"split": [[body hex, max_frame], ...], "join": [[limit, [piece hex, ...]],
-...], "seq": [piece hex, ...]}. Prints one JSON document of what frag computes: the
+...], "seq": [bytes hex, ...]}. Prints one JSON document of what frag computes: the
 pieces of each body, per join case the answer per frame ("pass", "more", the joined
 hex, "too-large" or "reassembly") with the counts by kind and the bodies joined, and
-the first_seq of each piece. tests/test_pieces.py compares them with the host and C.
+the body_seq of each byte string. tests/test_pieces.py compares them with the host and C.
 """
 
 import json
@@ -42,7 +42,7 @@ def main() -> None:
                 answers.append("too-large" if n == -1 else "reassembly")
         out["join"].append([answers, j.refused, j.joined])
     for p in cases["seq"]:
-        out["seq"].append(frag.first_seq(unhexlify(p)))
+        out["seq"].append(frag.body_seq(unhexlify(p)))
     print(json.dumps(out))
 
 

@@ -322,7 +322,7 @@ class Agent:
                 # too large: the one refusal a retransmission cannot cure (the others
                 # are counted and left to go-back-N): answered, and delivered as
                 # refused so that the session moves on
-                seq = frag.first_seq(body)
+                seq = self.joiner.seq
                 self._error(msg.E_TOO_LARGE, seq, "above max_message")
                 if seq == self.expected:
                     self.expected += 1

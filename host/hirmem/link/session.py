@@ -836,7 +836,7 @@ class Session:
                 # the one refusal a retransmission cannot cure (the others are counted
                 # and left to go-back-N): answered, and delivered as refused so that
                 # the session moves on
-                seq = pieces.first_seq(piece)
+                seq = self._joiner.seq
                 self._refuse(exc.code, seq, exc.detail)
                 if seq == self._expected:
                     self._expected += 1
