@@ -28,6 +28,7 @@ from hirmem.protocol.messages import (
     Error,
     Hello,
     Message,
+    PackResult,
     Proof,
     decode_message,
 )
@@ -108,6 +109,11 @@ class CodecReceiver:
             public_key, proof.signature, host_id, challenge, hello.device_id, hello.boot,
             hello_body,
         )  # fmt: skip
+
+    def pack_result(self, offer: int, status: int, reason: int) -> PackResult:
+        """A PACK_RESULT for the offer of seq ``offer``, named relative to the ack this
+        host sends now (SPEC §5.7)."""
+        return PackResult(self.expected - 1 - offer, status, reason)
 
     @property
     def wire_bodies(self) -> list[bytes]:

@@ -40,7 +40,6 @@ from hirmem.protocol.messages import (
     KnowledgePush,
     KnowledgeResult,
     PackOffer,
-    PackResult,
     Status,
     StatusRequest,
 )
@@ -173,7 +172,7 @@ def test_device_pack_verifies_on_the_host(board: str, tmp_path: Path) -> None:
         [(offer_seq, offer)] = host.wait_take(PackOffer, 1, timeout=10)
         verified = verify_pack(offer.pack, MEMORY_KEYS, None, PackKind.MEMORY)
         pack = verified.pack
-        host.send(PackResult(offer_seq, 0, 0))
+        host.send(host.pack_result(offer_seq, 0, 0))
         host.pump(0.1)
         host.send(StatusRequest())
         [(_, status)] = host.wait_take(Status)

@@ -42,7 +42,6 @@ from hirmem.protocol.messages import (
     KnowledgePush,
     KnowledgeResult,
     PackOffer,
-    PackResult,
     Status,
     StatusRequest,
 )
@@ -216,7 +215,7 @@ def test_packs_device_pack_verifies_on_the_host(host: BoardHost, rig: Rig) -> No
     host.wait_take(CaptureResult, 2)
     [(offer_seq, offer)] = host.wait_take(PackOffer, 1, timeout=10)
     pack = verify_pack(offer.pack, MEMORY_KEYS, None, PackKind.MEMORY).pack
-    host.send(PackResult(offer_seq, 0, 0))
+    host.send(host.pack_result(offer_seq, 0, 0))
     host.pump(0.1)
     host.send(StatusRequest())
     [(_, status)] = host.wait_take(Status)

@@ -26,7 +26,6 @@ from hirmem.protocol.messages import (
     KnowledgePush,
     KnowledgeResult,
     PackOffer,
-    PackResult,
     Status,
     StatusRequest,
 )
@@ -117,7 +116,7 @@ def test_agent_end_to_end(host: MpHost) -> None:
     recs = [r for r in pk.items if isinstance(r, Record)]
     assert [r.payload for r in recs] == [c[1] for c in cases]
     assert [r.state for r in recs] == [1, 1, 3]
-    host.send(PackResult(offer_seq, 0, 0))
+    host.send(host.pack_result(offer_seq, 0, 0))
     host.pump(0.2)
     st = status(host)
     assert (st.ring_used, st.captures, st.candidates, st.quarantined) == (0, 3, 2, 1)

@@ -35,7 +35,6 @@ from hirmem.protocol.messages import (
     KnowledgePush,
     KnowledgeResult,
     PackOffer,
-    PackResult,
     Status,
     StatusRequest,
     decode_message,
@@ -181,7 +180,7 @@ def test_refused_and_deferred_pack_results(make_host: Any) -> None:
         assert isinstance(offer, PackOffer)
         pack = verify_pack(offer.pack, MEMORY_KEYS, None, PackKind.MEMORY).pack
         packs.append(pack)
-        host.send(PackResult(offer_seq, status_code, reason))
+        host.send(host.pack_result(offer_seq, status_code, reason))
         timing.append(time.monotonic())
     # a refused pack's records stay and are packed again at once, with a new pack seq;
     # a deferred one holds the next offer back for 4 s (HM_AGENT_DEFER_MS)
@@ -254,7 +253,7 @@ def test_max_frame_128_window_1(make_host: Any) -> None:
     assert host.pieces_in >= 6 and all(len(b) + 4 <= 128 for b in host.piece_bodies)
     pack = verify_pack(offer.pack, MEMORY_KEYS, None, PackKind.MEMORY).pack
     assert len(pack.items) == 3
-    host.send(PackResult(offer_seq, 0, 0))
+    host.send(host.pack_result(offer_seq, 0, 0))
     # the host's knowledge push in fragments of 128 bytes
     push = KnowledgePush(knowledge(4))
     assert len(encode_message(push, 9, 9)) + 4 > 128

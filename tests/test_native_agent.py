@@ -33,7 +33,6 @@ from hirmem.protocol.messages import (
     Log,
     Message,
     PackOffer,
-    PackResult,
     Status,
     StatusRequest,
     encode_message,
@@ -333,7 +332,7 @@ def test_offload_fragmented_pack(dev: Device, max_frame: int) -> None:
     assert sources == ["temp1", "temp2", "temp3"]
     st = dev.status()
     assert (st["packs_sent"], st["pinned"], st["ring_used"]) == (1, 3, 3)
-    host.send(PackResult(offer_seq, 0, 0))
+    host.send(host.pack_result(offer_seq, 0, 0))
     host.send(StatusRequest())
     host.advance(20)
     [(_, status)] = host.take(Status)
@@ -374,7 +373,7 @@ def test_refused_pack_records_come_back(dev: Device) -> None:
     host = connect(dev, offer_n=2)
     fill(host, 2)
     first_seq, first = collect_pack(host)
-    host.send(PackResult(first_seq, 2, 10))  # refused, bad-record
+    host.send(host.pack_result(first_seq, 2, 10))  # refused, bad-record
     host.advance(20)
     st = dev.status()
     assert (st["records_returned"], st["packs_refused"]) == (2, 1)
@@ -383,7 +382,7 @@ def test_refused_pack_records_come_back(dev: Device) -> None:
     assert [r.id for r in second.items if isinstance(r, Record)] == [
         r.id for r in first.items if isinstance(r, Record)
     ]
-    host.send(PackResult(second_seq, 0, 0))
+    host.send(host.pack_result(second_seq, 0, 0))
     host.advance(20)
     assert dev.status()["ring_used"] == 0
 
@@ -392,7 +391,7 @@ def test_reset_continues_chain_above_host_head(dev: Device) -> None:
     host = connect(dev, offer_n=1)
     fill(host, 1)
     first_seq, first = collect_pack(host)
-    host.send(PackResult(first_seq, 0, 0))
+    host.send(host.pack_result(first_seq, 0, 0))
     host.advance(20)
     # the device resets: new boot counter, fresh RAM
     host = Host(dev)
@@ -691,7 +690,7 @@ def test_resume_offers_an_unstored_pack_again_exactly_once(dev: Device, mid_tran
     again = verify_pack(offer.pack, MEMORY_KEYS, None, PackKind.MEMORY).pack
     assert again.seq == old_seq + 1 and again.prev == GENESIS  # the old seq is burnt
     assert ids(again) == [record_id(DEVICE_ID, 7, n) for n in (1, 2, 3)]  # their ids kept
-    host.send(PackResult(offer_seq, 0, 0))
+    host.send(host.pack_result(offer_seq, 0, 0))
     host.advance(3000)
     assert host.take(PackOffer) == []  # exactly once
     st = dev.status()

@@ -229,11 +229,12 @@ def wire_accounting(tap: LineTap, intake: MemoryIntake, fig: Figures) -> None:
     ack_wire = 0
     for size, body in frames(bytes(tap.to_device)):
         try:
-            msg = decode_message(body).message
+            host_env = decode_message(body)
         except MessageError:
             continue
-        if isinstance(msg, PackResult) and msg.offer in offer_of_seq:
-            result_wire[offer_of_seq[msg.offer]] = size
+        msg = host_env.message
+        if isinstance(msg, PackResult) and host_env.ack - msg.back in offer_of_seq:
+            result_wire[offer_of_seq[host_env.ack - msg.back]] = size
         elif isinstance(msg, Ack):
             ack_wire += size
     carried = {k: v for k, v in offer_wire.items() if k in accepted}

@@ -240,8 +240,8 @@ def sample_messages(
         ),
         ("capture-result refused", CaptureResult(3, 1, b"", 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0), 3, 3),
         ("pack-offer", PackOffer(record_pack), 3, 2),
-        ("pack-result accepted", PackResult(3, 0, 0), 4, 3),  # answers the offer of seq 3
-        ("pack-result refused", PackResult(3, 2, int(Reason.ROLLBACK)), 5, 3),
+        ("pack-result accepted", PackResult(0, 0, 0), 4, 3),  # answers the offer of seq 3 - 0
+        ("pack-result refused", PackResult(0, 2, int(Reason.ROLLBACK)), 5, 3),
         ("knowledge-push", KnowledgePush(knowledge_pack), 6, 4),
         (
             "knowledge-result",

@@ -130,7 +130,7 @@ typedef struct {
 } hm_msg_pack;
 
 typedef struct {
-    uint32_t offer; /* seq of the PACK_OFFER answered */
+    uint32_t back;  /* the PACK_OFFER answered has seq ack - back */
     uint8_t status; /* 0..3 */
     uint8_t reason; /* 0..11 */
 } hm_msg_pack_result;

@@ -528,7 +528,7 @@ static void op_message(fuzz_in *in) {
     }
     case 1: {
         m.type = HM_MSG_PACK_RESULT;
-        m.u.pack_result.offer = fuzz_u8(in);
+        m.u.pack_result.back = fuzz_u8(in);
         m.u.pack_result.status = fuzz_u8(in) % 4;
         m.u.pack_result.reason = fuzz_u8(in) % 12;
         break;

@@ -83,7 +83,7 @@ static int slots_of(hm_msg *m, slot *s) {
     case HM_MSG_PACK_OFFER: B(m->u.pack_offer.pack); break;
     case HM_MSG_PACK_RESULT: {
         hm_msg_pack_result *x = &m->u.pack_result;
-        U(x->offer), U(x->status), U(x->reason);
+        U(x->back), U(x->status), U(x->reason);
     } break;
     case HM_MSG_KNOWLEDGE_PUSH: B(m->u.knowledge_push.pack); break;
     case HM_MSG_KNOWLEDGE_RESULT: {

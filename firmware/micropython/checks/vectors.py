@@ -23,7 +23,7 @@ NAMES = {
     "CAPTURE_RESULT": (4, ("ref", "status", "record_id", "flags", "h", "i", "r", "f", "c",
                            "rn", "w", "verdict", "hard", "state")),
     "PACK_OFFER": (5, ("pack",)),
-    "PACK_RESULT": (6, ("offer", "status", "reason")),
+    "PACK_RESULT": (6, ("back", "status", "reason")),
     "KNOWLEDGE_PUSH": (7, ("pack",)),
     "KNOWLEDGE_RESULT": (8, ("pack_id", "status", "reason", "held_seq")),
     "STATUS_REQUEST": (9, ()),

@@ -55,6 +55,7 @@ class RogueDevice:
     acked: int = 0  # highest of our seqs the host acknowledged
     hello_ack: HelloAck | None = None
     results: list[PackResult] = field(default_factory=list)
+    answered: list[int] = field(default_factory=list)  # the offer seq each result names
     # a PROOF to send instead of signing the challenge (a replay of an old session's)
     replay_proof: Proof | None = None
     proof: Proof = field(init=False)
@@ -119,6 +120,7 @@ class RogueDevice:
                 self.expected += 1
                 if isinstance(env.message, PackResult):
                     self.results.append(env.message)
+                    self.answered.append(env.ack - env.message.back)
             self._send(Ack(), 0)
 
     def _proof(self, ack: HelloAck) -> Proof:

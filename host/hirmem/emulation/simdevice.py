@@ -343,7 +343,7 @@ class SimDevice:
             return
         if env.seq == self._expected:
             self._expected += 1
-            self._deliver(message)
+            self._deliver(message, env.ack)
         self._send(conn, Ack(), 0)
 
     def _proof(self, ack: HelloAck) -> Proof:
@@ -352,9 +352,9 @@ class SimDevice:
                                self._hello_body)  # fmt: skip
         return Proof(signature)
 
-    def _deliver(self, message: Message) -> None:
+    def _deliver(self, message: Message, ack: int) -> None:
         if isinstance(message, PackResult):
-            self._on_result(message)
+            self._on_result(message, ack)
         elif isinstance(message, StatusRequest):
             self.status_answers += 1
             self._queue(
@@ -390,9 +390,9 @@ class SimDevice:
         self.knowledge.append((pack.seq, int(status)))
         return KnowledgeResult(pack.pack_id, int(status), int(reason), self._knowledge_seq)
 
-    def _on_result(self, result: PackResult) -> None:
+    def _on_result(self, result: PackResult, ack: int) -> None:
         pack = self._unanswered
-        if pack is None or result.offer != self._offer_seq:  # answers the offer in flight
+        if pack is None or ack - result.back != self._offer_seq:  # not the offer in flight
             return
         status = PackStatus(result.status)
         if status in (PackStatus.ACCEPTED, PackStatus.DUPLICATE):

@@ -556,6 +556,7 @@ class _Out:
 
     message: Message
     request: _Request | None = None
+    offer: int = 0  # a PACK_RESULT: the seq of the offer it answers (names it at send time)
 
 
 def request_problem(
@@ -954,7 +955,8 @@ class Session:
             self.counters.intake_failures += 1
             answer = PackDisposition.deferred(f"intake failed: {exc}")
             self._events.append(IntakeFailed("offer", f"{type(exc).__name__}: {exc}"))
-        self._queue.append(_Out(PackResult(seq, int(answer.status), int(answer.reason))))
+        result = PackResult(0, int(answer.status), int(answer.reason))
+        self._queue.append(_Out(result, offer=seq))
         device_id = self.device.device_id
         if answer.status in (PackStatus.ACCEPTED, PackStatus.DUPLICATE):
             duplicate = answer.status == PackStatus.DUPLICATE
@@ -1301,7 +1303,11 @@ class Session:
             if item.request is not None and item.request.done:
                 self._queue.popleft()
                 continue
-            body = encode_message(item.message, self._next_seq, self._expected - 1)
+            message = item.message
+            if isinstance(message, PackResult):  # named relative to the ack it carries
+                back = self._expected - 1 - item.offer
+                message = PackResult(back, message.status, message.reason)
+            body = encode_message(message, self._next_seq, self._expected - 1)
             self._queue.popleft()
             self._mark_sent(item, self._next_seq)
             _bump(self.counters.messages_out, item.message.TYPE.name)

@@ -199,7 +199,7 @@ class PackOffer(Message):
 class PackResult(Message):
     TYPE = MsgType.PACK_RESULT
     FIELDS = (UINT32, PACK_STATUS, REASON)
-    offer: int  # the seq of the PACK_OFFER answered
+    back: int  # the PACK_OFFER answered is the one of seq (this message's ack) - back
     status: int
     reason: int
 
