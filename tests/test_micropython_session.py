@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from hirmem.protocol import identity
+from hirmem.protocol import identity, pieces
 from hirmem.protocol.frames import encode_frame
 from hirmem.protocol.keys import SigningKey
 from hirmem.protocol.messages import (
@@ -320,9 +320,11 @@ def test_sequence_numbers_end_the_session_before_they_wrap() -> None:
     out = json.loads(run_mp(MP_DIR / "checks" / "seq_limits.py"))
 
     def messages(case: str) -> list[tuple[int, Any]]:
+        joiner = pieces.Joiner(1 << 16)  # bodies in frame pieces are joined first
+        bodies = [joiner.take(bytes.fromhex(f)) for f in out[case]["frames"]]
         return [
             (env.seq, env.message)
-            for env in (decode_message(bytes.fromhex(f)) for f in out[case]["frames"])
+            for env in (decode_message(b) for b in bodies if b is not None)
         ]
 
     q = messages("queue")
@@ -332,8 +334,8 @@ def test_sequence_numbers_end_the_session_before_they_wrap() -> None:
     o = out["offer"]
     assert (o["first"], o["lost_after_first"], o["sessions"]) == (0, 1, 2)
     assert o["second"] == (3 << 32) | 2  # re-packed after the new HELLO_ACK, seq not reused
-    frags = [m for s, m in messages("offer") if type(m).__name__ == "Fragment"]
-    assert frags and frags[0].msg_id == 3  # after the new session's PROOF (seq 2)
+    offers = [s for s, m in messages("offer") if type(m).__name__ == "PackOffer"]
+    assert offers == [3]  # after the new session's PROOF (seq 2), in frame pieces
     # the ring: the last id is ...ffffffff, then refused full (ids never repeat)
     r = [m for _, m in messages("ring") if isinstance(m, CaptureResult)]
     assert [c.status for c in r] == [0, 1]
