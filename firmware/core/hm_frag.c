@@ -105,8 +105,10 @@ hm_error_code hm_piece_encode(const uint8_t *body, size_t len, size_t max_frame,
     out[0] = (uint8_t)(index == 0 ? HM_PIECE_FIRST
                                   : HM_PIECE_CONTINUATION | (index & 0x07u) |
                                         (index + 1 == count ? HM_PIECE_LAST : 0));
-    crc = hm_crc32(0, body, len);
-    for (k = 0; k < HM_PIECE_CHECK; k++) check[k] = (uint8_t)(crc >> (8 * k));
+    if (end > len) { /* the piece holds some of the check: only then is it computed */
+        crc = hm_crc32(0, body, len);
+        for (k = 0; k < HM_PIECE_CHECK; k++) check[k] = (uint8_t)(crc >> (8 * k));
+    }
     for (k = at; k < end; k++) out[1 + k - at] = k < len ? body[k] : check[k - len];
     *out_len = 1 + end - at;
     return HM_OK;
