@@ -51,10 +51,12 @@
  * Packs: the offload policy builds a pack (hm_pack_build) when at least
  * offer_threshold records are packable (gated, unpinned), or when offer_period_ms
  * has passed since the last offer and at least one is. One PACK_OFFER is in transit
- * at a time (its bytes live in one buffer until every seq carrying it is
- * acknowledged); it travels whole if its body fits max_frame - 4, else as FRAGMENTs
- * (inner body with seq 0, ack 0; SPEC §6.8), consecutive seqs, window respected. The
- * pack is at most min(HM_AGENT_PACK_CAP, host max_message - 8) bytes. PACK_RESULTs
+ * at a time (its bytes live in one buffer until its seq is acknowledged); it takes one
+ * seq and travels whole if its body fits max_frame - 4, else in frame pieces cut from
+ * the buffer at each transmission (hm_piece_encode, SPEC §6.8). A body from the host
+ * in pieces is joined in hm_join before it is decoded; a too-large one is answered
+ * ERROR too-large and delivered as refused. The pack is at most
+ * min(HM_AGENT_PACK_CAP, host max_message - HM_AGENT_BIG_HEAD) bytes. PACK_RESULTs
  * are matched to offers in order (a FIFO of offered pack seqs, so results for packs
  * the packer already abandoned are recognised and ignored). A deferred result holds
  * the next offer back for HM_AGENT_DEFER_MS.
