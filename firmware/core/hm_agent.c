@@ -122,6 +122,7 @@ static void tx_seq(hm_agent *a, uint32_t s) {
         tx(a, e->body, e->len, e->ack);
     } else { /* the pack offer: one frame, or its pieces (SPEC 6.8) */
         size_t k, n, count = hm_piece_count(a->big_len, a->max_frame);
+        if (count > 1) a->counters.fragments += (uint32_t)count;
         for (k = 0; k < count; k++)
             if (hm_piece_encode(a->big + a->big_off, a->big_len, a->max_frame, k, a->scratch,
                                 sizeof a->scratch, &n) == HM_OK)
@@ -216,7 +217,7 @@ static unsigned packable(const hm_agent *a) {
 
 static void offer_pack(hm_agent *a) {
     uint8_t hdr[HM_AGENT_BIG_HEAD];
-    size_t cap = HM_AGENT_PACK_CAP, len, hl, pieces;
+    size_t cap = HM_AGENT_PACK_CAP, len, hl;
     uint64_t pseq;
     uint32_t ack = a->expected - 1;
     hm_agent_out *e;
@@ -230,8 +231,6 @@ static void offer_pack(hm_agent *a) {
     hl = offer_head(hdr, a->next_seq, ack, len);
     e = entry(a, a->out_n);
     e->kind = HM_OUT_WHOLE;
-    pieces = hm_piece_count(hl + len, a->max_frame);
-    if (pieces > 1) a->counters.fragments += (uint32_t)pieces;
     if (a->next_seq == U32_MAX) {
         /* cannot number it: the packer's pending pack is abandoned at the next head */
         start_hello(a, 1);
@@ -617,7 +616,7 @@ static void on_piece(hm_agent *a, uint8_t *piece, size_t n) {
         uint32_t s = a->join.seq;
         send_error(a, HM_E_TOO_LARGE, s, "above max_message");
         if (s == a->expected) a->expected++;
-        if (s && s < a->expected) owe_ack(a); /* also a repeat after a lost ack */
+        owe_ack(a); /* also for a repeat after a lost ack */
     }
 }
 

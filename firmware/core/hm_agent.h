@@ -228,7 +228,7 @@ typedef struct {
     uint32_t invalid;       /* captures refused-invalid before reaching the ring */
     uint32_t results_lost;  /* own CAPTURE_RESULTs not queued (no session, reserve reached) */
     uint32_t offers;        /* PACK_OFFERs queued */
-    uint32_t fragments;     /* FRAGMENTs of them (each counted once) */
+    uint32_t fragments;     /* frame pieces sent (a retransmission counts again) */
     uint32_t results_unmatched; /* PACK_RESULTs with no offer outstanding */
     uint32_t knowledge;     /* KNOWLEDGE_PUSHes processed */
     uint32_t logs;          /* LOG messages sent */
