@@ -102,8 +102,8 @@
  * RAM: sizeof(hm_agent) in the default configuration (HM_RING_CAPACITY 16,
  * HM_ARENA_SIZE 2048, HM_MAX_FRAME 512, HM_MAX_MESSAGE 4096, HM_WINDOW 4,
  * HM_AGENT_QUEUE 6, HM_AGENT_PACK_CAP 1536, HM_PACK_PENDING 4, HM_KNOWLEDGE_CAPACITY
- * 8): 15 008 bytes on Cortex-M3 and RV32IMAC (GCC 12), 15 056 on x86-64 (t_agent
- * `sizes`). Of it: hm_reasm 4 116 (the HM_MAX_MESSAGE buffer), hm_ring 4 936,
+ * 8): about 15 KB, 15 104 bytes on x86-64 (t_agent `sizes`; 32-bit targets a little
+ * less). Of it: hm_join 4 152 (the HM_MAX_MESSAGE + 4 buffer), hm_ring 4 936,
  * pack buffer 1 552, hm_knowledge 984, queue 672, hm_frame_rx ~560, wire + scratch
  * ~1 030, hm_packer 352. A 16 KB board sets HM_MAX_MESSAGE, HM_MAX_FRAME,
  * HM_AGENT_PACK_CAP and the ring smaller. Code: tools/size_report.py.
