@@ -12,7 +12,7 @@
 
 BoardHost is the socket twin of ``Host`` in tests/test_native_agent.py, kept small so the real
 host session module can replace it: every byte read goes through the host codec
-(FrameDecoder, decode_message, Reassembler); sequenced messages are delivered in
+(FrameDecoder, decode_message, pieces.Joiner); sequenced messages are delivered in
 order and acknowledged promptly (the device retransmits after 250 ms otherwise);
 unsequenced ones (LOG, ERROR, ACK) are kept apart.
 """
@@ -46,7 +46,7 @@ from hirmem.link.session import (
     StatusReport,
 )
 from hirmem.link.transport import SerialTransport, TransportClosed
-from hirmem.protocol.fragments import split
+from hirmem.protocol import pieces
 from hirmem.protocol.frames import encode_frame
 from hirmem.protocol.messages import (
     Ack,
@@ -136,22 +136,17 @@ class BoardHost(CodecReceiver):
         self.write(encode_frame(encode_message(Ack(), 0, self.expected - 1), self.max_frame))
 
     def send(self, message: Message) -> int:
-        """Send a sequenced message (fragmented if needed) once the window has room
-        (at most ``window`` of our seqs unacknowledged); returns its first seq."""
+        """Send a sequenced message (in frame pieces if needed) once the window has room
+        (at most ``window`` of our seqs unacknowledged); returns its seq."""
         self.wait_for(
             lambda: self.next_seq - 1 - self.last_ack < self.window, 5, "room in the window"
         )
-        first = self.next_seq
-        body = encode_message(message, self.next_seq, self.expected - 1)
-        if len(body) + 4 <= self.max_frame:
-            self.next_seq += 1
-            self.write(encode_frame(body, self.max_frame))
-            return first
-        inner = encode_message(message, inner=True)
-        for seq, frag in split(inner, self.max_frame, self.next_seq):
-            self.next_seq = seq + 1
-            self.write(encode_frame(encode_message(frag, seq, self.expected - 1), self.max_frame))
-        return first
+        seq = self.next_seq
+        body = encode_message(message, seq, self.expected - 1)
+        self.next_seq += 1
+        for piece in pieces.split(body, self.max_frame):
+            self.write(encode_frame(piece, self.max_frame))
+        return seq
 
     def handshake(
         self,

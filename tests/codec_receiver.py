@@ -4,10 +4,11 @@ The native agent tests (``Host`` in test_native_agent.py), the QEMU board tests
 (``BoardHost`` in board_host.py) and the MicroPython tests (``MpHost`` in mp_host.py)
 each play a small host over their own line. What they do with received bytes is the
 same and lives here: frames through :class:`FrameDecoder`, bodies through
-:func:`decode_message`, sequenced messages delivered in order (FRAGMENTs reassembled
-first), duplicates and messages from the future re-acknowledged, unsequenced ones kept
-apart; a PROOF (the first message of a session) is kept apart too, in ``proofs``,
-and :meth:`CodecReceiver.proof_verifies` checks it against the HELLO it answered.
+:func:`decode_message`, sequenced messages delivered in order (bodies cut into
+frame pieces joined first, SPEC §6.8), duplicates and messages from the future
+re-acknowledged, unsequenced ones kept apart; a PROOF (the first message of a
+session) is kept apart too, in ``proofs``, and :meth:`CodecReceiver.proof_verifies`
+checks it against the HELLO it answered.
 The real host session (hirmem.link.session) is not used on purpose: these tests
 check the devices against an independent, minimal reading of SPEC §6.
 """
@@ -17,17 +18,17 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from hirmem.protocol import pieces
 from hirmem.protocol.errors import FrameError
-from hirmem.protocol.fragments import Reassembler
 from hirmem.protocol.frames import FrameDecoder
 from hirmem.protocol.keys import PublicKey
 from hirmem.protocol.messages import (
     Ack,
     Envelope,
     Error,
-    Fragment,
     Hello,
     Message,
+    PackResult,
     Proof,
     decode_message,
 )
@@ -39,9 +40,9 @@ CHALLENGE = bytes(range(0x40, 0x50))  # the challenge these hosts' HELLO_ACKs ca
 @dataclass(kw_only=True)
 class CodecReceiver:
     decoder: FrameDecoder = field(default_factory=lambda: FrameDecoder(512))
-    reasm: Reassembler = field(default_factory=lambda: Reassembler(65536 + 64))
+    joiner: pieces.Joiner = field(default_factory=lambda: pieces.Joiner(65536 + 64))
     expected: int = 1  # next device seq to deliver
-    delivered: list[tuple[int, Message]] = field(default_factory=list)  # (seq or msg_id, message)
+    delivered: list[tuple[int, Message]] = field(default_factory=list)  # (seq, message)
     unsequenced: list[Envelope] = field(default_factory=list)  # ACK, LOG, ERROR
     frame_errors: list[FrameError] = field(default_factory=list)
     frames: list[tuple[float, bytes, Envelope]] = field(default_factory=list)  # good frames
@@ -54,6 +55,8 @@ class CodecReceiver:
     out_of_order: int = 0  # above expected
     last_ack: int = 0  # highest ack the device sent (HELLO's excluded)
     wire_in: int = 0  # bytes received
+    pieces_in: int = 0  # frames that were pieces of a longer body
+    piece_bodies: list[bytes] = field(default_factory=list)  # the last 64 of them
 
     def receive(self, data: bytes) -> None:
         self.wire_in += len(data)
@@ -61,6 +64,13 @@ class CodecReceiver:
             if isinstance(item, FrameError):
                 self.frame_errors.append(item)
                 continue
+            if pieces.is_piece(item):
+                self.pieces_in += 1
+                self.piece_bodies = [*self.piece_bodies[-63:], bytes(item)]
+                joined = self.joiner.take(item)  # a refusal raises: the device broke §6.8
+                if joined is None:
+                    continue
+                item = joined
             env = decode_message(item)
             self.frames.append((time.monotonic(), bytes(item), env))
             if not isinstance(env.message, Hello):
@@ -74,12 +84,7 @@ class CodecReceiver:
             elif env.seq == self.expected:
                 self.owed = True
                 self.expected += 1
-                if isinstance(env.message, Fragment):
-                    inner = self.reasm.add(env.message)
-                    if inner is not None:
-                        msg = decode_message(inner, inner=True).message
-                        self.delivered.append((env.message.msg_id, msg))
-                elif isinstance(env.message, Proof):
+                if isinstance(env.message, Proof):
                     self.proofs.append((env.seq, env.message, self.hello_body))
                 else:
                     self.delivered.append((env.seq, env.message))
@@ -104,6 +109,11 @@ class CodecReceiver:
             public_key, proof.signature, host_id, challenge, hello.device_id, hello.boot,
             hello_body,
         )  # fmt: skip
+
+    def pack_result(self, offer: int, status: int, reason: int) -> PackResult:
+        """A PACK_RESULT for the offer of seq ``offer``, named relative to the ack this
+        host sends now (SPEC §5.7)."""
+        return PackResult(self.expected - 1 - offer, status, reason)
 
     @property
     def hello_echo(self) -> bytes:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from codec_receiver import CHALLENGE, CodecReceiver
-from hirmem.protocol.fragments import Reassembler, split
+from hirmem.protocol import pieces
 from hirmem.protocol.frames import encode_frame
 from hirmem.protocol.messages import (
     Ack,
@@ -135,12 +135,18 @@ class MpHost(CodecReceiver):
 
     def wait(self, kind: type[Message], n: int = 1, timeout: float = 10.0) -> list[Message]:
         """The first n delivered messages of a type (removed from `delivered`)."""
+        return [m for _, m in self.wait_seq(kind, n, timeout)]
+
+    def wait_seq(
+        self, kind: type[Message], n: int = 1, timeout: float = 10.0
+    ) -> list[tuple[int, Message]]:
+        """The first n delivered (seq, message) pairs of a type (removed from `delivered`)."""
         end = time.monotonic() + timeout
         while True:
-            got = [m for _, m in self.delivered if isinstance(m, kind)]
+            got = [(s, m) for s, m in self.delivered if isinstance(m, kind)]
             if len(got) >= n:
                 taken = got[:n]
-                self.delivered = [(s, m) for s, m in self.delivered if m not in taken]
+                self.delivered = [item for item in self.delivered if item not in taken]
                 return taken
             left = end - time.monotonic()
             if left <= 0:
@@ -153,19 +159,12 @@ class MpHost(CodecReceiver):
         return encode_frame(encode_message(message, seq, self.ack_value), self.max_frame)
 
     def send(self, message: Message) -> int:
-        """Send a sequenced message (fragmented when it does not fit); its seq."""
+        """Send a sequenced message (in frame pieces when it does not fit); its seq."""
         seq = self.next_seq
         body = encode_message(message, seq, self.ack_value)
-        if len(body) + 4 <= self.max_frame:
-            self.next_seq += 1
-            self.dev.write(encode_frame(body, self.max_frame))
-            return seq
-        inner = encode_message(message, inner=True)
-        for fseq, frag in split(inner, self.max_frame, seq):
-            self.next_seq = fseq + 1
-            self.dev.write(
-                encode_frame(encode_message(frag, fseq, self.ack_value), self.max_frame)
-            )
+        self.next_seq += 1
+        for piece in pieces.split(body, self.max_frame):
+            self.dev.write(encode_frame(piece, self.max_frame))
             self.pump(0.05)
         return seq
 
@@ -185,7 +184,7 @@ class MpHost(CodecReceiver):
         )  # fmt: skip
         self.max_frame, self.window = ack.max_frame, ack.window
         self.next_seq, self.expected = 2, 2
-        self.reasm = Reassembler(65536 + 64)
+        self.joiner = pieces.Joiner(65536 + 64)
         self.dev.write(encode_frame(encode_message(ack, 1, 1), 128))
         return ack
 

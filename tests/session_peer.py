@@ -16,6 +16,7 @@ from typing import TypeVar, cast
 
 from conftest import DEVICE_ID, DEVICE_KEY, HOST_ID, HOST_KEY
 from hirmem.link.session import Event, MemoryIntake, Session, SessionConfig
+from hirmem.protocol import pieces
 from hirmem.protocol.errors import FrameError, MessageError
 from hirmem.protocol.frames import decode_frame
 from hirmem.protocol.messages import Message, decode_message
@@ -109,6 +110,14 @@ class Agent:
 
 Fault = Callable[[bytes], bytes]
 E = TypeVar("E")
+
+
+def is_piece_frame(frame: bytes) -> bool:
+    """Whether a wire frame (delimiter included) carries a piece of a longer body."""
+    try:
+        return pieces.is_piece(decode_frame(frame, 0xFFFF))
+    except FrameError:
+        return False
 
 
 def message_of(frame: bytes) -> Message | None:

@@ -44,7 +44,6 @@ from hirmem.protocol.messages import (
     KnowledgePush,
     KnowledgeResult,
     PackOffer,
-    PackResult,
     Status,
     StatusRequest,
     encode_message,
@@ -207,10 +206,10 @@ def test_device_pack_verifies_on_the_host(board: str, tmp_path: Path) -> None:
         for n in (1, 2):
             host.send(Capture(f"temp{n}", f'{{"t":{n}}}'.encode(), CONTEXT, 0x0FFF, ONE, ONE, 0))
         host.wait_take(CaptureResult, 2)
-        [(_, offer)] = host.wait_take(PackOffer, 1, timeout=10)
+        [(offer_seq, offer)] = host.wait_take(PackOffer, 1, timeout=10)
         verified = verify_pack(offer.pack, MEMORY_KEYS, None, PackKind.MEMORY)
         pack = verified.pack
-        host.send(PackResult(pack.pack_id, 0, 0))
+        host.send(host.pack_result(offer_seq, 0, 0))
         host.pump(0.1)
         host.send(StatusRequest())
         [(_, status)] = host.wait_take(Status)

@@ -377,7 +377,9 @@ def test_bad_packs_are_refused_with_their_reason_and_recorded(tmp_path: Path) ->
             (PackStatus.REFUSED, Reason.ROLLBACK),
             (PackStatus.DUPLICATE, Reason.NONE),  # an old pack again: same answer, no copy
         ]
-        assert answers[4].pack_id == replay.pack_id and answers[5].pack_id == rollback.pack_id
+        # each answer names its offer by the seq it was sent with (SPEC §5.7)
+        named = device.answered[-7:]
+        assert named == list(range(named[0], named[0] + 7))
         refused = ("bad-signature", "unknown-key", "replay", "rollback")
         # counters are saved every 0.1 s: wait for a save after the last answer (duplicate)
         wait_until(

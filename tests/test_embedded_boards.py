@@ -42,7 +42,6 @@ from hirmem.protocol.messages import (
     KnowledgePush,
     KnowledgeResult,
     PackOffer,
-    PackResult,
     Status,
     StatusRequest,
 )
@@ -214,9 +213,9 @@ def test_packs_device_pack_verifies_on_the_host(host: BoardHost, rig: Rig) -> No
         host.send(Capture(f"temp{n}", f'{{"t":{n}}}'.encode(), CONTEXT, 0x0FFF, 0x10000,
                           0x10000, 0))  # fmt: skip
     host.wait_take(CaptureResult, 2)
-    [(_, offer)] = host.wait_take(PackOffer, 1, timeout=10)
+    [(offer_seq, offer)] = host.wait_take(PackOffer, 1, timeout=10)
     pack = verify_pack(offer.pack, MEMORY_KEYS, None, PackKind.MEMORY).pack
-    host.send(PackResult(pack.pack_id, 0, 0))
+    host.send(host.pack_result(offer_seq, 0, 0))
     host.pump(0.1)
     host.send(StatusRequest())
     [(_, status)] = host.wait_take(Status)

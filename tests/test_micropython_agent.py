@@ -30,7 +30,6 @@ from hirmem.protocol.messages import (
     KnowledgePush,
     KnowledgeResult,
     PackOffer,
-    PackResult,
     Status,
     StatusRequest,
     encode_message,
@@ -134,7 +133,7 @@ def test_agent_end_to_end(host: MpHost) -> None:
     assert [r.state for r in results if isinstance(r, CaptureResult)] == [1, 1, 3]
 
     # ---- the device pack, offloaded (fragmented at 512) and verified by the host
-    [offer] = host.wait(PackOffer, timeout=15)
+    [(offer_seq, offer)] = host.wait_seq(PackOffer, timeout=15)
     assert isinstance(offer, PackOffer)
     verified = verify_pack(offer.pack, MEMORY_KEYS, None, PackKind.MEMORY)
     pk = verified.pack
@@ -142,7 +141,7 @@ def test_agent_end_to_end(host: MpHost) -> None:
     recs = [r for r in pk.items if isinstance(r, Record)]
     assert [r.payload for r in recs] == [c[1] for c in cases]
     assert [r.state for r in recs] == [1, 1, 3]
-    host.send(PackResult(pk.pack_id, 0, 0))
+    host.send(host.pack_result(offer_seq, 0, 0))
     host.pump(0.2)
     st = status(host)
     assert (st.ring_used, st.captures, st.candidates, st.quarantined) == (0, 3, 2, 1)

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from hirmem.protocol import identity
+from hirmem.protocol import identity, pieces
 from hirmem.protocol.frames import encode_frame
 from hirmem.protocol.keys import SigningKey
 from hirmem.protocol.messages import (
@@ -35,7 +35,6 @@ from hirmem.protocol.messages import (
     KnowledgePush,
     KnowledgeResult,
     PackOffer,
-    PackResult,
     Status,
     StatusRequest,
     decode_message,
@@ -176,12 +175,12 @@ def test_refused_and_deferred_pack_results(make_host: Any) -> None:
     timing = []
     for status_code, reason in ((2, int(Reason.BROKEN_CHAIN)), (3, int(Reason.STORAGE)),
                                 (0, 0)):  # fmt: skip
-        [offer] = host.wait(PackOffer, timeout=15)
+        [(offer_seq, offer)] = host.wait_seq(PackOffer, timeout=15)
         timing.append(time.monotonic())
         assert isinstance(offer, PackOffer)
         pack = verify_pack(offer.pack, MEMORY_KEYS, None, PackKind.MEMORY).pack
         packs.append(pack)
-        host.send(PackResult(pack.pack_id, status_code, reason))
+        host.send(host.pack_result(offer_seq, status_code, reason))
         timing.append(time.monotonic())
     # a refused pack's records stay and are packed again at once, with a new pack seq;
     # a deferred one holds the next offer back for 4 s (HM_AGENT_DEFER_MS)
@@ -249,13 +248,12 @@ def test_max_frame_128_window_1(make_host: Any) -> None:
     for n in range(3):
         host.send(capture(n))
     host.wait(CaptureResult, 3)
-    [offer] = host.wait(PackOffer, timeout=15)
+    [(offer_seq, offer)] = host.wait_seq(PackOffer, timeout=15)
     assert isinstance(offer, PackOffer)
-    frags = [env for _, body, env in host.log if env.message.TYPE == 14]
-    assert len(frags) >= 6 and all(len(b) + 4 <= 128 for _, b, _ in host.log)
+    assert host.pieces_in >= 6 and all(len(b) + 4 <= 128 for b in host.piece_bodies)
     pack = verify_pack(offer.pack, MEMORY_KEYS, None, PackKind.MEMORY).pack
     assert len(pack.items) == 3
-    host.send(PackResult(pack.pack_id, 0, 0))
+    host.send(host.pack_result(offer_seq, 0, 0))
     # the host's knowledge push in fragments of 128 bytes
     push = KnowledgePush(knowledge(4))
     assert len(encode_message(push, 9, 9)) + 4 > 128
@@ -332,9 +330,11 @@ def test_sequence_numbers_end_the_session_before_they_wrap() -> None:
     out = json.loads(run_mp(MP_DIR / "checks" / "seq_limits.py"))
 
     def messages(case: str) -> list[tuple[int, Any]]:
+        joiner = pieces.Joiner(1 << 16)  # bodies in frame pieces are joined first
+        bodies = [joiner.take(bytes.fromhex(f)) for f in out[case]["frames"]]
         return [
             (env.seq, env.message)
-            for env in (decode_message(bytes.fromhex(f)) for f in out[case]["frames"])
+            for env in (decode_message(b) for b in bodies if b is not None)
         ]
 
     q = messages("queue")
@@ -344,8 +344,8 @@ def test_sequence_numbers_end_the_session_before_they_wrap() -> None:
     o = out["offer"]
     assert (o["first"], o["lost_after_first"], o["sessions"]) == (0, 1, 2)
     assert o["second"] == (3 << 32) | 2  # re-packed after the new HELLO_ACK, seq not reused
-    frags = [m for s, m in messages("offer") if type(m).__name__ == "Fragment"]
-    assert frags and frags[0].msg_id == 3  # after the new session's PROOF (seq 2)
+    offers = [s for s, m in messages("offer") if type(m).__name__ == "PackOffer"]
+    assert offers == [3]  # after the new session's PROOF (seq 2), in frame pieces
     # the ring: the last id is ...ffffffff, then refused full (ids never repeat)
     r = [m for _, m in messages("ring") if isinstance(m, CaptureResult)]
     assert [c.status for c in r] == [0, 1]

@@ -50,10 +50,10 @@ def test_messages() -> None:
         assert g["frame"] == v["frame"], v["name"]
         assert g["decoded"] == {**v["message"], "seq": v["seq"], "ack": v["ack"]}, v["name"]
     assert got["invalid"] == [v["error_code"] for v in d["invalid"]]
-    for v, g in zip(d["fragmented"], got["fragmented"], strict=True):
-        assert g["fragments"] == v["fragments"]
+    for v, g in zip(d["pieces"], got["pieces"], strict=True):
+        assert g["pieces"] == v["pieces"]
         assert g["frames"] == v["frames"]
-        assert g["reassembled"] == v["inner"]
+        assert g["joined"] == v["body"]
 
 
 def test_fixed_point() -> None:

@@ -29,7 +29,6 @@ from board_host import BOARDS, ROOT, BoardHost, LineTap, provisioned
 from hirmem.emulation.provision import HostTrust, SlotSettings
 from hirmem.emulation.qemu import QemuBoard
 from hirmem.protocol import cbor
-from hirmem.protocol.fragments import split
 from hirmem.protocol.frames import FrameDecoder, encode_frame
 from hirmem.protocol.gate import Hard, Verdict
 from hirmem.protocol.keys import derive_test_key
@@ -47,6 +46,7 @@ from hirmem.protocol.messages import (
     StatusRequest,
     encode_message,
 )
+from hirmem.protocol.pieces import split
 from hirmem.protocol.wireview import WireView
 from pio_host import PIO, prepare_core
 
@@ -128,19 +128,21 @@ def test_types_and_fields_this_host_does_not_know_are_shown_by_number() -> None:
     assert view.damaged == 0 and view.frames == 2
 
 
-def test_fragments_are_reassembled_and_retransmissions_marked() -> None:
+def test_pieces_are_joined_and_retransmissions_marked() -> None:
     view = WireView()
     pack = bytes(range(256)) * 2
-    inner = encode_message(PackOffer(pack), inner=True)
-    parts = split(inner, 128, 5)
-    stream = frame(HELLO, 1) + b"".join(frame(f, seq, 1) for seq, f in parts)
-    stream += frame(parts[-1][1], parts[-1][0], 1)  # sent again: nobody acknowledged
+    cut = split(encode_message(PackOffer(pack), 5, 1), 128)
+    wire = b"".join(encode_frame(p, 128) for p in cut)
+    stream = frame(HELLO, 1) + wire + wire  # sent again: nobody acknowledged
     got = lines(view, stream)
-    assert len(parts) > 3
-    frag_lines = [g for g in got if g.startswith("FRAGMENT")]
-    assert len(frag_lines) == len(parts) + 1 and frag_lines[-1].endswith("(again)")
+    assert len(cut) > 3
+    piece_lines = [g for g in got if g.startswith("PIECE")]
+    assert len(piece_lines) == 2 * len(cut) and piece_lines[0] == "PIECE first (123 bytes)"
+    assert piece_lines[len(cut) - 1].startswith(f"PIECE {(len(cut) - 1) % 8} last")
     whole = [g for g in got if g.startswith("  = ")]
-    assert whole == [f"  = PACK_OFFER seq=0 ack=0 pack={pack[:8].hex()}…(512 bytes)"]
+    offer = f"  = PACK_OFFER seq=5 ack=1 pack={pack[:8].hex()}…(512 bytes)"
+    assert whole == [offer, offer + " (again)"]
+    assert view.damaged == 0
 
 
 TEXT = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=30)

@@ -18,7 +18,6 @@ import pytest
 
 from codec_receiver import CHALLENGE, CodecReceiver
 from hirmem.protocol import identity
-from hirmem.protocol.fragments import split
 from hirmem.protocol.frames import encode_frame
 from hirmem.protocol.gate import evaluate
 from hirmem.protocol.keys import SigningKey
@@ -27,7 +26,6 @@ from hirmem.protocol.messages import (
     Capture,
     CaptureResult,
     Error,
-    Fragment,
     Hello,
     HelloAck,
     KnowledgePush,
@@ -35,10 +33,8 @@ from hirmem.protocol.messages import (
     Log,
     Message,
     PackOffer,
-    PackResult,
     Status,
     StatusRequest,
-    decode_message,
     encode_message,
 )
 from hirmem.protocol.packs import (
@@ -50,6 +46,7 @@ from hirmem.protocol.packs import (
     sign_pack,
     verify_pack,
 )
+from hirmem.protocol.pieces import split
 from hirmem.protocol.proof import hello_echo
 from hirmem.protocol.records import GENESIS, Record, normalise, record_id
 from session_peer import Agent
@@ -91,18 +88,11 @@ class Host(CodecReceiver):
         return encode_frame(encode_message(message, seq, self.expected - 1), self.max_frame)
 
     def send(self, message: Message) -> None:
-        """Send a message, fragmented when it does not fit; feed the answer back."""
+        """Send a message, in frame pieces when it does not fit; feed the answer back."""
         body = encode_message(message, self.next_seq, self.expected - 1)
-        if len(body) + 4 <= self.max_frame:
-            self.feed(self.dev.out("input", self.frame(message)))
-            return
-        inner = encode_message(message, inner=True)
-        for seq, frag in split(inner, self.max_frame, self.next_seq):
-            self.next_seq = seq + 1
-            wire = encode_frame(encode_message(frag, seq, self.expected - 1), self.max_frame)
-            self.feed(self.dev.out("input", wire))
-            while self.owed:  # let the device's window move
-                self.ack()
+        self.next_seq += 1
+        wire = b"".join(encode_frame(p, self.max_frame) for p in split(body, self.max_frame))
+        self.feed(self.dev.out("input", wire))
 
     def ack(self) -> None:
         self.owed = False
@@ -355,11 +345,10 @@ def fill(host: Host, n: int, start: int = 1) -> None:
 def test_offload_fragmented_pack(dev: Device, max_frame: int) -> None:
     host = connect(dev, host_frame=max_frame, offer_n=3)
     fill(host, 3)
-    frames_before = len(host.wire_bodies)
-    _, pack = collect_pack(host)
-    bodies = host.wire_bodies[frames_before:]
-    fragments = [b for b in bodies if isinstance(decode_message(b).message, Fragment)]
-    assert len(fragments) > 1 and all(len(b) + 4 <= max_frame for b in fragments)
+    pieces_before = host.pieces_in
+    offer_seq, pack = collect_pack(host)
+    assert host.pieces_in - pieces_before > 1  # one seq, several frames (SPEC §6.8)
+    assert all(len(b) + 4 <= max_frame for b in host.piece_bodies)
     assert pack.seq == (7 << 32) | 1 and pack.prev == GENESIS
     assert [r.id for r in pack.items if isinstance(r, Record)] == [
         record_id(DEVICE_ID, 7, n) for n in (1, 2, 3)
@@ -368,7 +357,7 @@ def test_offload_fragmented_pack(dev: Device, max_frame: int) -> None:
     assert sources == ["temp1", "temp2", "temp3"]
     st = dev.status()
     assert (st["packs_sent"], st["pinned"], st["ring_used"]) == (1, 3, 3)
-    host.send(PackResult(pack.pack_id, 0, 0))
+    host.send(host.pack_result(offer_seq, 0, 0))
     host.send(StatusRequest())
     host.advance(20)
     [(_, status)] = host.take(Status)
@@ -408,17 +397,17 @@ def test_offload_by_period(dev: Device) -> None:
 def test_refused_pack_records_come_back(dev: Device) -> None:
     host = connect(dev, offer_n=2)
     fill(host, 2)
-    _, first = collect_pack(host)
-    host.send(PackResult(first.pack_id, 2, 10))  # refused, bad-record
+    first_seq, first = collect_pack(host)
+    host.send(host.pack_result(first_seq, 2, 10))  # refused, bad-record
     host.advance(20)
     st = dev.status()
     assert (st["records_returned"], st["packs_refused"]) == (2, 1)
-    _, second = collect_pack(host)
+    second_seq, second = collect_pack(host)
     assert second.seq == first.seq + 1 and second.prev == GENESIS
     assert [r.id for r in second.items if isinstance(r, Record)] == [
         r.id for r in first.items if isinstance(r, Record)
     ]
-    host.send(PackResult(second.pack_id, 0, 0))
+    host.send(host.pack_result(second_seq, 0, 0))
     host.advance(20)
     assert dev.status()["ring_used"] == 0
 
@@ -426,8 +415,8 @@ def test_refused_pack_records_come_back(dev: Device) -> None:
 def test_reset_continues_chain_above_host_head(dev: Device) -> None:
     host = connect(dev, offer_n=1)
     fill(host, 1)
-    _, first = collect_pack(host)
-    host.send(PackResult(first.pack_id, 0, 0))
+    first_seq, first = collect_pack(host)
+    host.send(host.pack_result(first_seq, 0, 0))
     host.advance(20)
     # the device resets: new boot counter, fresh RAM
     host = Host(dev)
@@ -699,15 +688,15 @@ def test_resume_releases_a_pack_the_host_stored(dev: Device) -> None:
 
 @pytest.mark.parametrize("mid_transfer", [False, True])
 def test_resume_offers_an_unstored_pack_again_exactly_once(dev: Device, mid_transfer: bool) -> None:
-    """The pack was in flight (whole, or cut between its fragments) and the host did not
+    """The pack was in flight (whole, or cut between its frame pieces) and the host did not
     store it: after the reset the records are packed again and offered once."""
     host = connect(dev, host_frame=128, offer_n=3)
     fill(host, 3)
     if mid_transfer:
-        before = len(host.wire_bodies)
-        host.feed(dev.out("advance", 2))  # the first window of fragments leaves, no more
-        bodies = host.wire_bodies[before:]
-        assert any(isinstance(decode_message(b).message, Fragment) for b in bodies)
+        before = host.pieces_in
+        out = dev.out("advance", 2)  # the offer leaves in pieces; the line takes half
+        host.feed(out[: len(out) // 2])
+        assert host.pieces_in > before
         assert host.take(PackOffer) == []
         st = dev.status()
         assert (st["packs_sent"], st["pinned"]) == (1, 3)
@@ -721,12 +710,12 @@ def test_resume_offers_an_unstored_pack_again_exactly_once(dev: Device, mid_tran
     # abandoned at the head (records_returned), already packed again (pinned)
     assert (st["resumes"], st["ring_used"], st["records_returned"]) == (1, 3, 3)
     host.advance(2000)
-    [(_, offer)] = host.take(PackOffer)
+    [(offer_seq, offer)] = host.take(PackOffer)
     assert isinstance(offer, PackOffer)
     again = verify_pack(offer.pack, MEMORY_KEYS, None, PackKind.MEMORY).pack
     assert again.seq == old_seq + 1 and again.prev == GENESIS  # the old seq is burnt
     assert ids(again) == [record_id(DEVICE_ID, 7, n) for n in (1, 2, 3)]  # their ids kept
-    host.send(PackResult(again.pack_id, 0, 0))
+    host.send(host.pack_result(offer_seq, 0, 0))
     host.advance(3000)
     assert host.take(PackOffer) == []  # exactly once
     st = dev.status()

@@ -302,30 +302,28 @@ def test_message_vectors_invalid(case: dict[str, Any]) -> None:
     assert answer == expect_decode(body, False)  # type and ERROR ref as well
 
 
-@pytest.mark.parametrize("case", vector_params("messages", "fragmented"))
-def test_message_vectors_fragmented(case: dict[str, Any]) -> None:
-    inner = bytes.fromhex(case["inner"])
-    mf, first_seq, ack = case["max_frame"], case["first_seq"], case["ack"]
-    fragments = [bytes.fromhex(f) for f in case["fragments"]]
+@pytest.mark.parametrize("case", vector_params("messages", "pieces"))
+def test_message_vectors_pieces(case: dict[str, Any]) -> None:
+    body = bytes.fromhex(case["body"])
+    mf = case["max_frame"]
+    cut = [bytes.fromhex(p) for p in case["pieces"]]
     frames = [bytes.fromhex(f) for f in case["frames"]]
     answers = wire(
         [
-            ("frag_split", [inner, mf, first_seq, ack]),
-            *(("frame_encode", [f, mf]) for f in fragments),
+            ("piece_split", [body, mf]),
+            *(("frame_encode", [p, mf]) for p in cut),
             ("frame_stream", [b"".join(frames), mf]),
-            ("frag_reassemble", [HM_MAX_MESSAGE, *fragments]),
-            ("msg_decode", [inner, 1]),
+            ("piece_join", [HM_MAX_MESSAGE, *cut]),
+            # a receiver whose max_message is one byte short refuses at the last piece
+            ("piece_join", [len(body) - 1, *cut]),
         ]
     )
-    assert answers[0] == fragments
-    assert answers[1 : 1 + len(fragments)] == [[f] for f in frames]
-    n = len(fragments)
-    assert answers[1 + n] == [*fragments, "stats", n, 0, 0, 0, 0, 0]
-    assert answers[2 + n] == ["more"] * (n - 1) + [inner, 0]
-    decoded = answers[3 + n]
-    assert decoded[:5] == ["ok", int(MsgType.PACK_OFFER), 0, 0, inner]
-    # a receiver whose max_message is one byte short refuses at the first fragment
-    assert one("frag_reassemble", len(inner) - 1, *fragments[:2]) == ["too-large", "reassembly"]
+    n = len(cut)
+    assert answers[0] == cut
+    assert answers[1 : 1 + n] == [[f] for f in frames]
+    assert answers[1 + n] == [*cut, "stats", n, 0, 0, 0, 0, 0]
+    assert answers[2 + n] == ["more"] * (n - 1) + [body, "refused", *[0] * 8, "joined", 1]
+    assert answers[3 + n][:n] == ["more"] * (n - 1) + ["too-large"]
 
 
 def test_two_byte_simple_values_refused() -> None:

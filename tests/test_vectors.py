@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from conftest import VECTORS, load_vectors, vector_params
-from hirmem.protocol import cbor, fixedpoint, fragments, gate, identity
+from hirmem.protocol import cbor, fixedpoint, gate, identity, pieces
 from hirmem.protocol.errors import FrameError, MessageError, PackError
 from hirmem.protocol.frames import (
     FrameDecoder,
@@ -34,11 +34,10 @@ from hirmem.protocol.messages import (
     Ack,
     Capture,
     Envelope,
-    Fragment,
+    KnowledgeResult,
     Log,
     Message,
     PackOffer,
-    PackResult,
     StatusRequest,
     decode_message,
     encode_message,
@@ -163,8 +162,8 @@ def test_vector_body_decodes_to_the_same_message_seq_and_ack(case: Case) -> None
 @pytest.mark.parametrize("case", vector_params("messages", "valid"))
 def test_message_frame_is_the_body_framed_for_the_wire(case: Case) -> None:
     body = bytes.fromhex(case["body"])
-    if case["frame"] is None:  # too large for one frame: it travels in fragments
-        assert not fragments.fits(body, 512)
+    if case["frame"] is None:  # too large for one frame: it travels in frame pieces
+        assert len(body) + 4 > 512
         with pytest.raises(FrameError, match="too-long"):
             encode_frame(body)
         return
@@ -172,25 +171,21 @@ def test_message_frame_is_the_body_framed_for_the_wire(case: Case) -> None:
     assert decode_frame(bytes.fromhex(case["frame"])) == body
 
 
-@pytest.mark.parametrize("case", vector_params("messages", "fragmented"))
-def test_a_large_message_splits_into_the_vector_fragments_and_reassembles(case: Case) -> None:
-    inner = bytes.fromhex(case["inner"])
+@pytest.mark.parametrize("case", vector_params("messages", "pieces"))
+def test_a_large_message_splits_into_the_vector_pieces_and_joins(case: Case) -> None:
+    body = bytes.fromhex(case["body"])
     max_frame = case["max_frame"]
-    parts = fragments.split(inner, max_frame, case["first_seq"])
-    bodies = [encode_message(f, seq, case["ack"]).hex() for seq, f in parts]
-    assert bodies == case["fragments"]
-    reassembler = fragments.Reassembler(65536)
+    assert [p.hex() for p in pieces.split(body, max_frame)] == case["pieces"]
+    joiner = pieces.Joiner(65536)
     result = None
     for n, frame in enumerate(case["frames"]):
-        body = decode_frame(bytes.fromhex(frame), max_frame)
-        assert body.hex() == case["fragments"][n]
-        envelope = decode_message(body)
-        assert envelope.seq == case["first_seq"] + n
-        assert isinstance(envelope.message, Fragment)
-        result = reassembler.add(envelope.message)
+        piece = decode_frame(bytes.fromhex(frame), max_frame)
+        assert piece.hex() == case["pieces"][n] and len(piece) + 4 <= max_frame
+        result = joiner.take(piece)
         assert (result is None) == (n < len(case["frames"]) - 1)
-    assert result == inner
-    assert isinstance(decode_message(inner, inner=True).message, PackOffer)
+    assert result == body
+    envelope = decode_message(body)
+    assert (envelope.seq, envelope.ack) == (3, 2) and isinstance(envelope.message, PackOffer)
 
 
 @pytest.mark.parametrize("case", vector_params("frames", "cobs"))
@@ -212,7 +207,7 @@ def test_invalid_body_is_refused_with_the_error_code_to_answer(case: Case) -> No
 _ENCODABLE_INVALID: dict[str, tuple[Message, int, int]] = {
     "field of the wrong type": (Log("1", "text"), 0, 7),  # type: ignore[arg-type]
     "unsequenced type with seq 5": (Ack(), 5, 4),
-    "byte string of the wrong size": (PackResult(b"short", 0, 0), 4, 3),
+    "byte string of the wrong size": (KnowledgeResult(b"short", 0, 0, 0), 4, 3),
     "Q16.16 above one": (Capture("s", b"", bytes(32), 0, 0x10001, 0, 0), 2, 1),
 }
 

@@ -228,7 +228,7 @@ def build_messages(pack: bytes, knowledge: bytes) -> list[bytes]:
         (CaptureResult(2, 0, bytes(16), 0x0FFF, *(0x10000,) * 7, 0, 0, 1), 2, 2),
         (CaptureResult(0, 1, b"", 0, 0, 0, 0, 0, 0, 0, 0, 2, 15, 3), 0xFFFFFFFF, 0),
         (PackOffer(pack[:200]), 3, 2),
-        (PackResult(DEVICE_ID + bytes(8), 2, int(Reason.ROLLBACK)), 4, 3),
+        (PackResult(0, 2, int(Reason.ROLLBACK)), 4, 3),
         (KnowledgePush(knowledge[:200]), 6, 4),
         (KnowledgeResult(HOST_ID + (5).to_bytes(8, "big"), 0, 0, 5), 4, 6),
         (StatusRequest(), 7, 4),

@@ -42,7 +42,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "host"))
 
-from hirmem.protocol import cbor  # noqa: E402
+from hirmem.protocol import cbor, fragments  # noqa: E402
+from hirmem.protocol.frames import encode_frame  # noqa: E402
+from hirmem.protocol.messages import decode_message, encode_message  # noqa: E402
 
 VECTORS = ROOT / "protocol" / "vectors"
 OUT = ROOT / "build" / "fuzz" / "corpus"
@@ -250,6 +252,29 @@ def _agent_seeds(
     return scripts
 
 
+def _legacy_fragments(cut: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The retired FRAGMENT form (SPEC §5.14) of the vectors' cut PACK_OFFER, for the
+    fuzz_frag target of hm_frag's FRAGMENT codec: the inner body (seq 0, ack 0) split
+    from first seq 3, ack 2, as the vectors held it before frame pieces."""
+    out = []
+    for case in cut:
+        env = decode_message(bytes.fromhex(case["body"]))
+        inner = encode_message(env.message, inner=True)
+        parts = fragments.split(inner, case["max_frame"], 3)
+        bodies = [encode_message(f, seq, 2) for seq, f in parts]
+        out.append(
+            {
+                "max_frame": case["max_frame"],
+                "inner": inner.hex(),
+                "first_seq": 3,
+                "ack": 2,
+                "fragments": [b.hex() for b in bodies],
+                "frames": [encode_frame(b, case["max_frame"]).hex() for b in bodies],
+            }
+        )
+    return out
+
+
 def seeds(vectors: Path = VECTORS) -> dict[str, list[bytes]]:
     """Every target's seeds, derived from the vector files."""
     frames = _load(vectors, "frames.json")
@@ -258,9 +283,10 @@ def seeds(vectors: Path = VECTORS) -> dict[str, list[bytes]]:
 
     valid_bodies = _hex(messages["valid"], "body")
     invalid_bodies = _hex(messages["invalid"], "body")
-    fragmented = messages["fragmented"]
+    fragmented = _legacy_fragments(messages["pieces"])
     fragment_bodies = [bytes.fromhex(b) for fr in fragmented for b in fr["fragments"]]
     inner_bodies = [bytes.fromhex(fr["inner"]) for fr in fragmented]
+    piece_frames = [b"".join(bytes.fromhex(f) for f in pc["frames"]) for pc in messages["pieces"]]
     pack_bytes = _hex(packs["cases"], "pack")
     parts = [p for p in map(_cose_parts, pack_bytes) if p is not None]
     payloads = [payload for _, payload in parts]
@@ -281,6 +307,7 @@ def seeds(vectors: Path = VECTORS) -> dict[str, list[bytes]]:
         b"".join(_hex(frames["valid"], "wire")),
         b"\x00" + b"".join(_hex(messages["valid"], "frame")),
         *(b"".join(bytes.fromhex(f) for f in fr["frames"]) for fr in fragmented),
+        *piece_frames,
     ]
 
     frag_seeds = [

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "host"))
 sys.path.insert(0, str(ROOT / "tools"))
 
-from hirmem.protocol import cbor, fixedpoint, fragments, gate, identity  # noqa: E402
+from hirmem.protocol import cbor, fixedpoint, gate, identity, pieces  # noqa: E402
 from hirmem.protocol.errors import FrameError, MessageError, PackError  # noqa: E402
 from hirmem.protocol.frames import FrameDecoder, cobs_encode, crc32, decode_frame, encode_frame  # noqa: E402
 from hirmem.protocol.keys import derive_test_key  # noqa: E402
@@ -31,7 +31,6 @@ from hirmem.protocol.messages import (  # noqa: E402
     Capture,
     CaptureResult,
     Error,
-    Fragment,
     Hello,
     HelloAck,
     KnowledgePush,
@@ -248,13 +247,8 @@ def sample_messages(
         ),
         ("capture-result refused", CaptureResult(3, 1, b"", 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0), 3, 3),
         ("pack-offer", PackOffer(record_pack), 3, 2),
-        ("pack-result accepted", PackResult(record_pack_id(record_pack), 0, 0), 4, 3),
-        (
-            "pack-result refused",
-            PackResult(record_pack_id(record_pack), 2, int(Reason.ROLLBACK)),
-            5,
-            3,
-        ),
+        ("pack-result accepted", PackResult(0, 0, 0), 4, 3),  # answers the offer of seq 3 - 0
+        ("pack-result refused", PackResult(0, 2, int(Reason.ROLLBACK)), 5, 3),
         ("knowledge-push", KnowledgePush(knowledge_pack), 6, 4),
         (
             "knowledge-result",
@@ -267,7 +261,6 @@ def sample_messages(
         ("log", Log(1, "ring 12/16, 3 quarantined"), 0, 7),
         ("error", Error(2, 9, "unknown message type 99"), 0, 9),
         ("ack", Ack(), 0, 12),
-        ("fragment", Fragment(8, 0, 700, bytes(range(200))), 8, 5),
         ("proof", Proof(proof_signature()), 2, 1),
     ]
 
@@ -308,12 +301,6 @@ def proof_vector() -> dict[str, Any]:
     }
 
 
-def record_pack_id(encoded: bytes) -> bytes:
-    payload = cbor.decode(cbor.decode(encoded).value[2])
-    pid: bytes = payload[1]
-    return pid
-
-
 def messages(record_pack: bytes, knowledge_pack: bytes) -> Vector:
     valid = []
     for name, msg, seq, ack in sample_messages(record_pack, knowledge_pack):
@@ -325,7 +312,7 @@ def messages(record_pack: bytes, knowledge_pack: bytes) -> Vector:
                 "ack": ack,
                 "message": to_json(msg),
                 "body": body.hex(),
-                "frame": encode_frame(body).hex() if fragments.fits(body, 512) else None,
+                "frame": encode_frame(body).hex() if len(body) + 4 <= 512 else None,
             }
         )
     status_req = encode_message(StatusRequest(), 7, 4)
@@ -336,7 +323,7 @@ def messages(record_pack: bytes, knowledge_pack: bytes) -> Vector:
         "field of the wrong type": cbor.encode([1, 11, 0, 7, "1", "text"]),
         "sequenced type with seq 0": cbor.encode([1, 9, 0, 4]),
         "unsequenced type with seq 5": cbor.encode([1, 13, 5, 4]),
-        "byte string of the wrong size": cbor.encode([1, 6, 4, 3, b"short", 0, 0]),
+        "byte string of the wrong size": cbor.encode([1, 8, 4, 3, b"short", 0, 0, 0]),
         "Q16.16 above one": cbor.encode([1, 3, 2, 1, "s", b"", bytes(32), 0, 0x10001, 0, 0]),
         "non-minimal integer head": bytes.fromhex("841801") + status_req[2:],
         "indefinite-length array": b"\x9f" + status_req[1:] + b"\xff",
@@ -351,28 +338,23 @@ def messages(record_pack: bytes, knowledge_pack: bytes) -> Vector:
             invalid.append({"name": name, "body": body.hex(), "error_code": int(err.code)})
         else:
             raise AssertionError(f"{name} decoded")
-    inner = encode_message(PackOffer(record_pack), inner=True)
-    fragmented = []
-    for max_frame in (128, 512):
-        parts = fragments.split(inner, max_frame, first_seq=3)
-        fragmented.append(
-            {
-                "max_frame": max_frame,
-                "inner": inner.hex(),
-                "first_seq": 3,
-                "ack": 2,
-                "fragments": [encode_message(f, seq, 2).hex() for seq, f in parts],
-                "frames": [
-                    encode_frame(encode_message(f, seq, 2), max_frame).hex() for seq, f in parts
-                ],
-            }
-        )
+    offer = encode_message(PackOffer(record_pack), 3, 2)
+    cut = [
+        {
+            "max_frame": max_frame,
+            "body": offer.hex(),
+            "pieces": [p.hex() for p in pieces.split(offer, max_frame)],
+            "frames": [encode_frame(p, max_frame).hex() for p in pieces.split(offer, max_frame)],
+        }
+        for max_frame in (128, 256, 512)
+    ]
     return {
-        "fragmented": fragmented,
+        "pieces": cut,
         "description": "Link messages: [version, type, seq, ack, fields...] in deterministic "
         "CBOR. 'frame' is the body framed for the wire (null when the body does not fit "
-        "max_frame 512: such a message travels in fragments, see 'fragmented', whose inner "
-        "body has seq 0 and ack 0). Invalid bodies give the ERROR code a receiver answers with.",
+        "max_frame 512: such a body travels in frame pieces, SPEC 6.8, see 'pieces': the "
+        "body with its own seq and ack, cut at each max_frame). Invalid bodies give the "
+        "ERROR code a receiver answers with.",
         "valid": valid,
         "invalid": invalid,
         "proof": proof_vector(),

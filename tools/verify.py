@@ -14,10 +14,11 @@ The methods:
   * SPIN (Debian ``spin``) over ``verify/session.pml`` (SPEC §5-§8: go-back-N, acks,
     the handshake with its session proof, HELLO_ACK's echo of the HELLO and the HELLO
     retransmission rule, resets, the pack chain), ``verify/fragments.pml`` (§6.8
-    reassembly against any fragment sequence) and ``verify/acceptance.pml`` (pack and
-    knowledge acceptance across power cuts over hm_persist's NV store). Safety by
-    exhaustive search (assertions, with state compression), liveness as an LTL property
-    under weak fairness.
+    joining frame pieces: any piece sequence, and an honest sender over a line that
+    drops and repeats frames) and ``verify/acceptance.pml`` (pack and knowledge
+    acceptance across power cuts over hm_persist's NV store). Safety by exhaustive
+    search (assertions, with state compression), liveness as an LTL property under
+    weak fairness.
   * Frama-C EVA over the C decoders and bounded exploration of the ring's invariants
     (``tools/verify_c.py``).
   * Exhaustive exploration of the memory engine's state machine and MEM-INV-1..8
@@ -138,23 +139,33 @@ SPIN_CHECKS: tuple[SpinCheck, ...] = (
         expect_violation=True,
     ),
     SpinCheck(
-        "fragments-safety", "fragments.pml", ("-DFRAGS=6",),
-        "any sequence of delivered FRAGMENTs (every field the peer's choice): never more "
-        "than the limit held, a completed message is one (msg_id, total) contiguous from 0, "
-        "a refusal leaves the receiver idle",
+        "fragments-safety", "fragments.pml", ("-DPIECES=5",),
+        "any sequence of frame pieces (every head, number, last flag and length the "
+        "peer's choice): never more than the limit held, idle after every refusal",
     ),
     SpinCheck(
-        "fragments-bug-gap", "fragments.pml", ("-DFRAGS=6", "-DBUG_GAP"),
-        "planted: a fragment continues a reassembly with a gap", expect_violation=True,
+        "fragments-honest", "fragments.pml", ("-DHONEST",),
+        "an honest sender's bodies, retransmitted whole, over a line that drops and "
+        "repeats frames, with piece numbers that wrap: only sent bodies are delivered",
     ),
     SpinCheck(
-        "fragments-bug-no-limit", "fragments.pml", ("-DFRAGS=6", "-DBUG_NO_LIMIT"),
-        "planted: total not checked against max_message", expect_violation=True,
+        "fragments-bug-no-check", "fragments.pml", ("-DHONEST", "-DBUG_NO_CHECK"),
+        "planted: the body check not compared (a wrong body is joined after losses)",
+        expect_violation=True,
+    ),
+    SpinCheck(
+        "fragments-bug-no-limit", "fragments.pml", ("-DPIECES=5", "-DBUG_NO_LIMIT"),
+        "planted: the body not checked against max_message", expect_violation=True,
     ),
     # full runs
     SpinCheck(
-        "fragments-safety-long", "fragments.pml", ("-DFRAGS=10",),
-        "the reassembly properties over ten fragments", fast=False,
+        "fragments-safety-long", "fragments.pml", ("-DPIECES=7",),
+        "the joining properties over seven hostile pieces", fast=False,
+    ),
+    SpinCheck(
+        "fragments-honest-long", "fragments.pml",
+        ("-DHONEST", "-DBODY=7", "-DSENDS=3", "-DBODIES=2"),
+        "the honest sender with three copies of each body", fast=False,
     ),
     SpinCheck(
         "session-safety-resets", "session.pml", SESSION_FULL,

@@ -49,7 +49,8 @@ EVA_ENTRIES: dict[str, tuple[str, ...]] = {
     "eva_cbor": ("hm_cbor.c",),
     "eva_frame": ("hm_frame.c", "hm_crc32.c"),
     "eva_msg": ("hm_msg.c", "hm_cbor.c"),
-    "eva_frag": ("hm_frag.c", "hm_msg.c", "hm_cbor.c"),
+    "eva_frag": ("hm_frag.c", "hm_msg.c", "hm_cbor.c", "hm_crc32.c"),
+    "eva_join": ("hm_frag.c", "hm_msg.c", "hm_cbor.c", "hm_crc32.c"),
     "eva_pack": ("hm_pack.c", "hm_cbor.c", "hm_sha2.c", "../../verify/framac/eva_crypto.c"),
 }
 DECODER_PLANTS = {"oob": "HM_PLANT_OOB"}

@@ -1,125 +1,204 @@
-/* Reassembly of fragmented messages (protocol/SPEC.md §6.8), as hm_frag.c and
- * host/hirmem/protocol/fragments.py implement it, against ANY sequence of delivered
- * FRAGMENTs: an honest sender's, a sender that restarts a message (a new session, or a
- * refusal it obeys), and a hostile peer's (any msg_id, total, offset and chunk length).
+/* Joining frame pieces (protocol/SPEC.md §6.8), as hm_join_take (hm_frag.c),
+ * hirmem/protocol/pieces.py and hirmem_mp/frag.py implement it: a first piece, then
+ * continuations numbered k mod MOD with a last flag on the piece that ends the stream
+ * body || check; the receiver joins one body at a time and, at the last piece, compares
+ * the body with its check.
  *
- * The session layer (verify/session.pml) delivers each sequenced message once and in
- * order; this model takes over from there: every FRAGMENT here is a delivered one.
+ * The check is modelled as what it is for: a body passes it only if its bytes are the
+ * bytes of one sent body in order. (CRC-32 lets through a wrong body with probability
+ * about 2^-32; the model takes it as exact.) Each byte carries a ghost tag: its body and
+ * its offset there.
  *
- * Safety (assertions):
- *   - the receiver never holds more than its limit (max_message) of partial message;
- *   - a message it completes was built from fragments of one (msg_id, total) whose
- *     chunks were contiguous from offset 0 to total: no gap, no overlap, no mixing;
- *   - after any refusal the receiver is idle (nothing half-kept).
- * Bounds: message ids 1..IDS, totals 1..MAXTOTAL, chunks 1..MAXCHUNK, LIMIT, and FRAGS
- * fragments in all; the peer chooses every field of every fragment.
+ * Two peers, one model:
+ * - HONEST: a sender sends BODIES bodies of BODY bytes cut into pieces of CHUNK bytes,
+ *   each body SENDS times whole (go-back-N), over a line that drops a frame, passes
+ *   it, or passes it twice in a row (a serial line neither reorders nor invents frames,
+ *   SPEC §13). Safety: every body the receiver delivers is a sent body, byte for byte,
+ *   and the receiver never holds more than its limit. MOD is small so that numbers
+ *   wrap within one body (the case the check is for).
+ * - HOSTILE (default): every piece is the peer's choice (kind, number, last flag,
+ *   length; its bytes tagged with any body and offset). Safety: never more than the
+ *   limit held; idle after every refusal; a delivered body passed the check.
  *
- * Planted bugs: BUG_GAP (a fragment continues a reassembly when its offset is at or above
- * the bytes received, not equal), BUG_NO_LIMIT (total is not checked against the limit). */
+ * Planted bugs: BUG_NO_CHECK (the check is not compared: with losses a wrong body is
+ * delivered, caught by HONEST), BUG_NO_LIMIT (the limit is not checked, caught by
+ * HOSTILE). */
 
-#ifndef IDS
-#define IDS 2
+#ifndef MOD
+#define MOD 4
 #endif
-#ifndef MAXTOTAL
-#define MAXTOTAL 5
+#ifndef BODY
+#define BODY 6
 #endif
-#ifndef MAXCHUNK
-#define MAXCHUNK 3
+#ifndef CHUNK
+#define CHUNK 1
+#endif
+#ifndef SENDS
+#define SENDS 2
+#endif
+#ifndef BODIES
+#define BODIES 2
+#endif
+#ifndef PIECES
+#define PIECES 6
 #endif
 #ifndef LIMIT
-#define LIMIT 4
+#ifdef HONEST
+#define LIMIT BODY
+#else
+#define LIMIT 3
 #endif
-#ifndef FRAGS
-#define FRAGS 6
 #endif
+#define BUFSZ (LIMIT + 1)
 
-/* the receiver */
-bool busy = false;
-byte r_id, r_total, r_have;
-/* ghost: where each byte of the partial message came from */
-byte src_id[MAXTOTAL];
-byte src_total[MAXTOTAL];
-byte completed = 0;
-byte refusals = 0;
+#define KIND_FIRST 0
+#define KIND_CONT 1
+#define KIND_BAD 2
 
-inline refuse() {
-    busy = false; r_id = 0; r_total = 0; r_have = 0; refusals++;
-    i = 0;
-    do
-    :: i < MAXTOTAL -> src_id[i] = 0; src_total[i] = 0; i++
-    :: else -> break
-    od;
-    i = 0
+/* the receiver (hm_join): the stream is modelled as the body's bytes; the check is the
+ * comparison at the last piece */
+byte next = 0;          /* number of the next continuation, 0 when idle */
+byte have = 0;
+byte refusals = 0, delivered = 0;
+byte tag_body[BUFSZ];   /* ghost: per byte held, its body and its offset there */
+byte tag_at[BUFSZ];
+byte sent_len[BODIES + 1]; /* ghost: the length of each sent body (HONEST) */
+
+inline idle() {
+    next = 0; have = 0
 }
 
-active proctype Receiver() {
-    byte n = 0, id, total, off, clen, i;
-    do
-    :: n < FRAGS ->
-        n++;
-        /* the peer's fragment: every field free */
-        if :: id = 1 :: IDS >= 2 -> id = 2 fi;
-        if :: total = 1 :: total = 2 :: total = 3 :: total = 4 :: MAXTOTAL >= 5 -> total = 5 fi;
-        if :: off = 0 :: off = 1 :: off = 2 :: off = 3 :: off = 4 fi;
-        if :: clen = 0 :: clen = 1 :: clen = 2 :: MAXCHUNK >= 3 -> clen = 3 fi;
-        atomic {
-            if
-            :: off == 0 && busy -> refuse()            /* step 1: one at a time */
-            :: off == 0 && !busy ->
+inline refuse() {
+    refusals++;
+    idle()
+}
+
 #ifdef BUG_NO_LIMIT
-                if :: false -> skip :: else ->
+#define OVER_LIMIT(n) false
 #else
-                if
-                :: total > LIMIT -> refuse()           /* too-large */
-                :: else ->
+#define OVER_LIMIT(n) (have + n > LIMIT)
 #endif
-                    busy = true; r_id = id; r_total = total; r_have = 0
-                fi
-            :: off != 0 ->
-#ifdef BUG_GAP
-                if
-                :: busy && id == r_id && total == r_total && off >= r_have ->
-                    r_have = off                       /* planted: a gap is skipped */
-#else
-                if
-                :: busy && id == r_id && total == r_total && off == r_have -> skip
+
+/* the body check: the bytes held are one sent body, in order, whole */
+inline check(ok) {
+    ok = (have > 0);
+    j = 0;
+    do
+    :: j < have ->
+        if
+        :: tag_body[j] != tag_body[0] || tag_at[j] != j -> ok = 0
+        :: else
+        fi;
+        j++
+    :: else -> break
+    od;
+#ifdef HONEST
+    if :: ok && sent_len[tag_body[0]] != have -> ok = 0 :: else fi;
 #endif
-                :: else -> refuse()                    /* step 2: not the continuation */
-                fi
-            fi;
-            /* step 3: the chunk */
+    j = 0
+}
+
+/* Take one piece: kind, number k, last flag, clen bytes tagged body b from offset at. */
+inline take(kind, k, last, clen, b, at) {
+    ok = 0;
+    if
+    :: kind == KIND_BAD -> refuse()                         /* bad head */
+    :: kind == KIND_FIRST ->
+        idle();                                             /* a restart drops the partial */
+        if :: clen == 0 -> refuse() :: else -> ok = 1 fi    /* empty */
+    :: kind == KIND_CONT ->
+        if
+        :: next == 0 -> refuse()                            /* orphan */
+        :: next >= 2 && k == (next + MOD - 1) % MOD -> skip /* duplicate: ignored */
+        :: else ->
             if
-            :: busy && (clen == 0 || r_have + clen > r_total) -> refuse()
-            :: busy && clen > 0 && r_have + clen <= r_total ->
-                i = 0;
-                do
-                :: i < clen -> src_id[r_have + i] = id; src_total[r_have + i] = total; i++
-                :: else -> break
-                od;
-                r_have = r_have + clen;
-                assert(r_have <= LIMIT);               /* never more than the limit held */
+            :: k != next % MOD -> refuse()                  /* gap */
+            :: else -> if :: clen == 0 -> refuse() :: else -> ok = 1 fi
+            fi
+        fi
+    fi;
+    if
+    :: ok && OVER_LIMIT(clen) -> refuse(); ok = 0           /* too-large */
+    :: ok && !OVER_LIMIT(clen) ->
+        j = 0;
+        do
+        :: j < clen -> tag_body[have + j] = b; tag_at[have + j] = at + j; j++
+        :: else -> break
+        od;
+        j = 0;
+        have = have + clen;
+        next++;
+        assert(have <= LIMIT);                              /* never more than the limit */
+        if
+        :: kind == KIND_CONT && last ->
+#ifdef BUG_NO_CHECK
+            good = 1;
+#else
+            check(good);
+#endif
+            if
+            :: good ->
+#ifdef HONEST
+                check(good);
+                assert(good);                               /* a sent body, byte for byte */
+#endif
+                delivered++; idle()
+            :: else -> refuse()                             /* bad check */
+            fi
+        :: else
+        fi
+    :: else
+    fi;
+    assert(next != 0 || have == 0)                          /* idle after every refusal */
+}
+
+#ifdef HONEST
+active proctype Line() {
+    byte b = 1, s, at, k, n, kind, clen, last, j, ok, good;
+    do
+    :: b <= BODIES ->
+        sent_len[b] = BODY;
+        s = 0;
+        do
+        :: s < SENDS ->
+            s++;
+            at = 0; k = 0;
+            do
+            :: at < BODY ->
+                kind = (k == 0 -> KIND_FIRST : KIND_CONT);
+                clen = (BODY - at < CHUNK -> BODY - at : CHUNK);
+                last = (at + clen == BODY -> 1 : 0);
                 if
-                :: r_have == r_total ->                /* step 4: complete */
-                    i = 0;
-                    do
-                    :: i < r_total ->
-                        assert(src_id[i] == r_id && src_total[i] == r_total);
-                        i++
-                    :: else -> break
-                    od;
-                    completed++;
-                    busy = false; r_id = 0; r_total = 0; r_have = 0;
-                    i = 0;
-                    do
-                    :: i < MAXTOTAL -> src_id[i] = 0; src_total[i] = 0; i++
-                    :: else -> break
-                    od
-                :: else
-                fi
-            :: !busy -> assert(r_have == 0 && r_total == 0)  /* refused: idle */
-            fi;
-            i = 0; id = 0; total = 0; off = 0; clen = 0
-        }
+                :: skip                                     /* dropped */
+                :: atomic { n = clen; take(kind, k % MOD, last, n, b, at) }
+                :: atomic { n = clen; take(kind, k % MOD, last, n, b, at) };
+                   atomic { n = clen; take(kind, k % MOD, last, n, b, at) }
+                fi;
+                at = at + clen;
+                k++
+            :: else -> break
+            od
+        :: else -> break
+        od;
+        b++
     :: else -> break
     od
 }
+#else
+active proctype Peer() {
+    byte p = 0, kind, k, last, clen, b, at, j, ok, good;
+    do
+    :: p < PIECES ->
+        p++;
+        if :: kind = KIND_FIRST :: kind = KIND_CONT :: kind = KIND_BAD fi;
+        if :: k = 0 :: k = 1 :: k = 2 :: MOD >= 4 -> k = 3 fi;
+        if :: last = 0 :: last = 1 fi;
+        if :: clen = 0 :: clen = 1 :: clen = 2 fi;
+        if :: b = 1 :: b = 2 fi;
+        if :: at = 0 :: at = 1 :: at = 2 fi;
+        atomic { take(kind, k, last, clen, b, at) };
+        kind = 0; k = 0; last = 0; clen = 0; b = 0; at = 0
+    :: else -> break
+    od
+}
+#endif

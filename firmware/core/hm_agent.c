@@ -115,24 +115,18 @@ static hm_agent_out *entry(hm_agent *a, unsigned i) {
     return &a->out[(a->out_head + i) % HM_AGENT_QUEUE];
 }
 
-/* Transmit seq s of the queue (snd_una <= s < next_seq). */
+/* Transmit seq s of the queue (snd_una <= s < next_seq: entry s - snd_una, A2). */
 static void tx_seq(hm_agent *a, uint32_t s) {
-    unsigned i;
-    for (i = 0; i < a->out_n; i++) {
-        hm_agent_out *e = entry(a, i);
-        if (s < e->seq || s - e->seq >= e->count) continue;
-        if (e->kind == HM_OUT_SMALL) {
-            tx(a, e->body, e->len, e->ack);
-        } else if (e->kind == HM_OUT_WHOLE) {
-            tx(a, a->big + a->big_off, a->big_len, e->ack);
-        } else {
-            size_t n;
-            if (hm_frag_encode(a->big + a->big_off, a->big_len, a->max_frame, s - e->seq,
-                               e->seq, e->ack, a->scratch, sizeof a->scratch,
-                               &n) == HM_OK)
+    hm_agent_out *e = entry(a, s - a->snd_una);
+    if (e->kind == HM_OUT_SMALL) {
+        tx(a, e->body, e->len, e->ack);
+    } else { /* the pack offer: one frame, or its pieces (SPEC 6.8) */
+        size_t k, n, count = hm_piece_count(a->big_len, a->max_frame);
+        if (count > 1) a->counters.fragments += (uint32_t)count;
+        for (k = 0; k < count; k++)
+            if (hm_piece_encode(a->big + a->big_off, a->big_len, a->max_frame, k, a->scratch,
+                                sizeof a->scratch, &n) == HM_OK)
                 tx(a, a->scratch, n, e->ack);
-        }
-        return;
     }
 }
 
@@ -167,7 +161,7 @@ static void start_hello(hm_agent *a, uint32_t lost) {
     a->ack_due = 0;
     a->rto = HM_AGENT_RTO_MS;
     a->ntimeouts = 0;
-    hm_reasm_reset(&a->reasm);
+    hm_join_reset(&a->join);
     send_hello(a);
     timer_start(a);
 }
@@ -189,7 +183,6 @@ static int queue_small(hm_agent *a, hm_msg *m) {
     if (len + HM_FRAME_CRC_SIZE > a->max_frame) return -1;
     e->seq = m->seq;
     e->ack = m->ack;
-    e->count = 1;
     e->len = (uint16_t)len;
     e->kind = HM_OUT_SMALL;
     a->out_n++;
@@ -224,29 +217,21 @@ static unsigned packable(const hm_agent *a) {
 
 static void offer_pack(hm_agent *a) {
     uint8_t hdr[HM_AGENT_BIG_HEAD];
-    size_t cap = HM_AGENT_PACK_CAP, len, hl, nfrag;
+    size_t cap = HM_AGENT_PACK_CAP, len, hl;
     uint64_t pseq;
     uint32_t ack = a->expected - 1;
     hm_agent_out *e;
 
     if (a->big_busy || queue_full(a) || a->offered_n >= 2 * HM_PACK_PENDING) return;
-    if (a->host_max_message < 8u + HM_PACK_MIN_CAP) return;
-    if (a->host_max_message - 8u < cap) cap = a->host_max_message - 8u;
+    if (a->host_max_message < HM_AGENT_BIG_HEAD + HM_PACK_MIN_CAP) return;
+    if (a->host_max_message - HM_AGENT_BIG_HEAD < cap) cap = a->host_max_message - HM_AGENT_BIG_HEAD;
     if (hm_pack_build(&a->packer, &a->ring, hm_agent_wall_ms(a), a->big + HM_AGENT_BIG_HEAD,
                       cap, &len, &pseq) != HM_PACK_OK)
         return;
     hl = offer_head(hdr, a->next_seq, ack, len);
     e = entry(a, a->out_n);
-    if (hl + len + HM_FRAME_CRC_SIZE <= a->max_frame) {
-        e->kind = HM_OUT_WHOLE;
-        nfrag = 1;
-    } else {
-        hl = offer_head(hdr, 0, 0, len);
-        e->kind = HM_OUT_FRAGS;
-        nfrag = hm_frag_count(hl + len, a->max_frame);
-        a->counters.fragments += (uint32_t)nfrag;
-    }
-    if ((uint64_t)a->next_seq + nfrag > U32_MAX) {
+    e->kind = HM_OUT_WHOLE;
+    if (a->next_seq == U32_MAX) {
         /* cannot number it: the packer's pending pack is abandoned at the next head */
         start_hello(a, 1);
         return;
@@ -257,10 +242,9 @@ static void offer_pack(hm_agent *a) {
     a->big_busy = 1;
     e->seq = a->next_seq;
     e->ack = ack;
-    e->count = (uint16_t)nfrag;
     e->len = 0;
     a->out_n++;
-    a->next_seq += (uint32_t)nfrag;
+    a->next_seq++;
     a->offered[a->offered_n++] = pseq;
     a->counters.offers++;
     a->last_offer = (uint32_t)a->now;
@@ -383,7 +367,7 @@ unsigned hm_agent_capture(hm_agent *a, const uint8_t *payload, size_t payload_le
 static const uint8_t accept_needs[16] = {
     NEVER, NEVER /* HELLO */, 0 /* HELLO_ACK */, HM_CAP_CAPTURE, NEVER, NEVER,
     0 /* PACK_RESULT */, HM_CAP_KNOWLEDGE, NEVER, HM_CAP_STATUS, NEVER, NEVER,
-    0 /* ERROR */, 0 /* ACK */, HM_CAP_FRAGMENTS, NEVER /* PROOF */};
+    0 /* ERROR */, 0 /* ACK */, NEVER /* FRAGMENT: retired, SPEC 6.8 */, NEVER /* PROOF */};
 typedef char hm_agent_never_check[(HM_CAP_ALL & NEVER) == 0 ? 1 : -1];
 
 /* 1 if the device accepts this type (1..14) from the host. */
@@ -396,9 +380,8 @@ static int needs_reply(unsigned type) { return accept_needs[type] != 0; }
 
 /* hm_msg_decode, and §4.3 step 4 (a type the device does not accept) before the
  * field checks. */
-static hm_error_code decode(const hm_agent *a, const uint8_t *body, size_t len, int inner,
-                            hm_msg *m) {
-    hm_error_code err = hm_msg_decode(body, len, inner, m);
+static hm_error_code decode(const hm_agent *a, const uint8_t *body, size_t len, hm_msg *m) {
+    hm_error_code err = hm_msg_decode(body, len, 0, m);
     if (err != HM_E_UNKNOWN_VERSION && m->type && !accepts(a, m->type))
         err = HM_E_UNKNOWN_TYPE;
     return err;
@@ -409,7 +392,7 @@ static void process_ack(hm_agent *a, uint32_t ack) {
     a->snd_una = ack + 1;
     while (a->out_n) {
         hm_agent_out *e = entry(a, 0);
-        if ((uint64_t)e->seq + e->count > a->snd_una) break;
+        if (e->seq >= a->snd_una) break;
         if (e->kind != HM_OUT_SMALL) a->big_busy = 0;
         a->out_head = (uint8_t)((a->out_head + 1) % HM_AGENT_QUEUE);
         a->out_n--;
@@ -508,34 +491,6 @@ static void queue_proof(hm_agent *a, const hm_msg_hello_ack *h, uint8_t *in) {
     (void)queue_small(a, &m); /* seq 2: the queue is empty in a new session */
 }
 
-/* Deliver a message (seq: its seq, or the msg_id of a reassembled one). base/wbase:
- * the buffer its views point into and a writable alias of it. */
-static void deliver(hm_agent *a, const hm_msg *m, uint32_t seq, const uint8_t *base,
-                    uint8_t *wbase);
-
-static void on_fragment(hm_agent *a, const hm_msg_fragment *f) {
-    size_t inner_len = 0;
-    hm_msg m;
-    hm_error_code err = hm_reasm_add(&a->reasm, f, &inner_len);
-    if (err != HM_OK) {
-        send_error(a, err, f->msg_id,
-                   err == HM_E_TOO_LARGE ? "above max_message"
-                                         : "fragment does not continue");
-        return;
-    }
-    if (inner_len == 0) return;
-    err = decode(a, a->reasm.buf, inner_len, 1, &m);
-    if (err == HM_OK && (hm_msg_unsequenced(m.type) || m.type == HM_MSG_HELLO_ACK)) {
-        /* a reassembled ACK, ERROR or HELLO_ACK makes no sense: unknown type here */
-        err = HM_E_UNKNOWN_TYPE;
-    }
-    if (err != HM_OK) {
-        send_error(a, err, f->msg_id, "reassembled message refused");
-        return;
-    }
-    deliver(a, &m, f->msg_id, a->reasm.buf, a->reasm.buf);
-}
-
 static void deliver(hm_agent *a, const hm_msg *m, uint32_t seq, const uint8_t *base,
                     uint8_t *wbase) {
     a->counters.delivered++;
@@ -552,9 +507,6 @@ static void deliver(hm_agent *a, const hm_msg *m, uint32_t seq, const uint8_t *b
         break;
     case HM_MSG_STATUS_REQUEST:
         (void)queue_status(a);
-        break;
-    case HM_MSG_FRAGMENT:
-        on_fragment(a, &m->u.fragment);
         break;
     default: /* HELLO_ACK in session is always a duplicate (seq 1) */
         break;
@@ -607,9 +559,10 @@ static void on_hello_ack(hm_agent *a, const hm_msg_hello_ack *h, uint32_t seq, u
     }
 }
 
-static void on_body(hm_agent *a, const uint8_t *body, size_t len) {
+/* A well-framed body (in rx.buf, or joined from pieces in join.buf: writable). */
+static void on_body(hm_agent *a, uint8_t *body, size_t len) {
     hm_msg m;
-    hm_error_code err = decode(a, body, len, 0, &m);
+    hm_error_code err = decode(a, body, len, &m);
 
     if (!a->session) {
         if (err == HM_OK && m.type == HM_MSG_HELLO_ACK) {
@@ -654,8 +607,25 @@ static void on_body(hm_agent *a, const uint8_t *body, size_t len) {
     }
     a->expected++;
     owe_ack(a);
-    deliver(a, &m, m.seq, a->rx.buf, a->rx.buf);
+    deliver(a, &m, m.seq, body, body);
     pump(a);
+}
+
+/* A frame that is a piece of a longer body (SPEC 6.8): joined below the session. */
+static void on_piece(hm_agent *a, uint8_t *piece, size_t n) {
+    size_t len;
+    hm_error_code err = hm_join_take(&a->join, piece, n, &len);
+    if (err == HM_OK) {
+        if (len) on_body(a, a->join.buf, len);
+    } else if (err == HM_E_TOO_LARGE && a->session) {
+        /* the one refusal a retransmission cannot cure (the others are counted in
+         * join.refused and left to go-back-N): answered, and delivered as refused so
+         * that the session moves on */
+        uint32_t s = a->join.seq;
+        send_error(a, HM_E_TOO_LARGE, s, "above max_message");
+        if (s == a->expected) a->expected++;
+        owe_ack(a); /* also for a repeat after a lost ack */
+    }
 }
 
 void hm_agent_input(hm_agent *a, const uint8_t *bytes, size_t n) {
@@ -664,8 +634,9 @@ void hm_agent_input(hm_agent *a, const uint8_t *bytes, size_t n) {
     for (i = 0; i < n; i++) {
         if (hm_frame_rx_push(&a->rx, bytes[i]) == HM_FRAME_OK) {
             size_t len;
-            const uint8_t *body = hm_frame_rx_body(&a->rx, &len);
-            on_body(a, body, len);
+            (void)hm_frame_rx_body(&a->rx, &len);
+            if (HM_PIECE_IS(a->rx.buf, len)) on_piece(a, a->rx.buf, len);
+            else on_body(a, a->rx.buf, len);
         }
     }
 }
@@ -782,7 +753,7 @@ hm_agent_err hm_agent_init(hm_agent *a, const hm_agent_config *c) {
     hm_knowledge_init(&a->knowledge, c->host_key);
     if (c->knowledge_seq) hm_knowledge_set_head(&a->knowledge, c->knowledge_seq, c->knowledge_hash);
     (void)hm_frame_rx_init(&a->rx, mf);
-    (void)hm_reasm_init(&a->reasm, mm);
+    (void)hm_join_init(&a->join, mm);
 
     if (!hello_body(a)) return HM_AGENT_E_ARG; /* HELLO must fit 128 bytes */
 

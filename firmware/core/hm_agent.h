@@ -53,10 +53,12 @@
  * Packs: the offload policy builds a pack (hm_pack_build) when at least
  * offer_threshold records are packable (gated, unpinned), or when offer_period_ms
  * has passed since the last offer and at least one is. One PACK_OFFER is in transit
- * at a time (its bytes live in one buffer until every seq carrying it is
- * acknowledged); it travels whole if its body fits max_frame - 4, else as FRAGMENTs
- * (inner body with seq 0, ack 0; SPEC §6.8), consecutive seqs, window respected. The
- * pack is at most min(HM_AGENT_PACK_CAP, host max_message - 8) bytes. PACK_RESULTs
+ * at a time (its bytes live in one buffer until its seq is acknowledged); it takes one
+ * seq and travels whole if its body fits max_frame - 4, else in frame pieces cut from
+ * the buffer at each transmission (hm_piece_encode, SPEC §6.8). A body from the host
+ * in pieces is joined in hm_join before it is decoded; a too-large one is answered
+ * ERROR too-large and delivered as refused. The pack is at most
+ * min(HM_AGENT_PACK_CAP, host max_message - HM_AGENT_BIG_HEAD) bytes. PACK_RESULTs
  * are matched to offers in order (a FIFO of offered pack seqs, so results for packs
  * the packer already abandoned are recognised and ignored). A deferred result holds
  * the next offer back for HM_AGENT_DEFER_MS.
@@ -92,8 +94,8 @@
  * checked on the wire by tests/test_native_agent.py):
  *  A1 Sequence state: snd_una <= snd_nxt <= next_seq, snd_nxt - snd_una <= window;
  *     without a session snd_una = snd_nxt = next_seq and the queue is empty.
- *  A2 The queue holds exactly the seqs snd_una .. next_seq - 1, in order, each entry
- *     a run of consecutive seqs (count 1, or the fragments of the pack offer).
+ *  A2 The queue holds exactly the seqs snd_una .. next_seq - 1, in order, one entry
+ *     per seq (the pack offer too, however many frame pieces it takes).
  *  A3 big_busy iff one queue entry is the pack offer (kind WHOLE or FRAGS).
  *  A4 The retransmission timer runs iff snd_una < snd_nxt (or no session: HELLO).
  *  A5 nothing but HELLO, LOG, ERROR malformed (for a bad HELLO_ACK) and empty frames
@@ -102,8 +104,8 @@
  * RAM: sizeof(hm_agent) in the default configuration (HM_RING_CAPACITY 16,
  * HM_ARENA_SIZE 2048, HM_MAX_FRAME 512, HM_MAX_MESSAGE 4096, HM_WINDOW 4,
  * HM_AGENT_QUEUE 6, HM_AGENT_PACK_CAP 1536, HM_PACK_PENDING 4, HM_KNOWLEDGE_CAPACITY
- * 8): 15 008 bytes on Cortex-M3 and RV32IMAC (GCC 12), 15 056 on x86-64 (t_agent
- * `sizes`). Of it: hm_reasm 4 116 (the HM_MAX_MESSAGE buffer), hm_ring 4 936,
+ * 8): about 15 KB, 15 104 bytes on x86-64 (t_agent `sizes`; 32-bit targets a little
+ * less). Of it: hm_join 4 152 (the HM_MAX_MESSAGE + 4 buffer), hm_ring 4 936,
  * pack buffer 1 552, hm_knowledge 984, queue 672, hm_frame_rx ~560, wire + scratch
  * ~1 030, hm_packer 352. A 16 KB board sets HM_MAX_MESSAGE, HM_MAX_FRAME,
  * HM_AGENT_PACK_CAP and the ring smaller. Code: tools/size_report.py.
@@ -228,7 +230,7 @@ typedef struct {
     uint32_t invalid;       /* captures refused-invalid before reaching the ring */
     uint32_t results_lost;  /* own CAPTURE_RESULTs not queued (no session, reserve reached) */
     uint32_t offers;        /* PACK_OFFERs queued */
-    uint32_t fragments;     /* FRAGMENTs of them (each counted once) */
+    uint32_t fragments;     /* frame pieces sent (a retransmission counts again) */
     uint32_t results_unmatched; /* PACK_RESULTs with no offer outstanding */
     uint32_t knowledge;     /* KNOWLEDGE_PUSHes processed */
     uint32_t logs;          /* LOG messages sent */
@@ -237,12 +239,11 @@ typedef struct {
     uint32_t stale_hello_acks; /* HELLO_ACKs ignored: their echo is not the current HELLO's */
 } hm_agent_counters;
 
-enum { HM_OUT_SMALL = 0, HM_OUT_WHOLE = 1, HM_OUT_FRAGS = 2 };
+enum { HM_OUT_SMALL = 0, HM_OUT_WHOLE = 1 }; /* WHOLE: the pack offer, framed in pieces if needed */
 
 typedef struct {
-    uint32_t seq;   /* first seq of the entry */
-    uint32_t ack;   /* ack it carries (every fragment of a FRAGS entry: the same) */
-    uint16_t count; /* seqs: 1, or the number of fragments */
+    uint32_t seq;   /* its seq */
+    uint32_t ack;   /* ack it carries */
     uint16_t len;   /* SMALL: body length */
     uint8_t kind;   /* HM_OUT_* */
     uint8_t body[HM_AGENT_SLOT];
@@ -307,7 +308,7 @@ typedef struct {
     uint8_t wire[HM_FRAME_WIRE_BOUND(HM_MAX_FRAME)];
     uint8_t scratch[HM_MAX_FRAME];
     uint8_t big[HM_AGENT_BIG_HEAD + HM_AGENT_PACK_CAP];
-    hm_reasm reasm;
+    hm_join join;
 
     /* the memory it drives, last: everything before `ring` starts fresh at every init,
      * ring and packer may be resumed (see Resume above) */

@@ -65,7 +65,7 @@ static const field fields[] = {
     /* 5 PACK_OFFER */
     F(hm_msg_pack, pack, K_BSTR),
     /* 6 PACK_RESULT */
-    F(hm_msg_pack_result, pack_id, K_B16), F(hm_msg_pack_result, status, K_PSTATUS),
+    F(hm_msg_pack_result, back, K_U32), F(hm_msg_pack_result, status, K_PSTATUS),
     F(hm_msg_pack_result, reason, K_REASON),
     /* 7 KNOWLEDGE_PUSH */
     F(hm_msg_pack, pack, K_BSTR),

@@ -134,9 +134,9 @@ typedef struct {
 } hm_msg_pack;
 
 typedef struct {
-    hm_bytes pack_id; /* 16 */
-    uint8_t status;   /* 0..3 */
-    uint8_t reason;   /* 0..11 */
+    uint32_t back;  /* the PACK_OFFER answered has seq ack - back */
+    uint8_t status; /* 0..3 */
+    uint8_t reason; /* 0..11 */
 } hm_msg_pack_result;
 
 typedef struct {

@@ -14,13 +14,13 @@
  *   HANDSHAKE a valid HELLO_ACK built from the last HELLO the agent sent
  *   MESSAGE  a host message built field by field (CAPTURE, PACK_RESULT,
  *            KNOWLEDGE_PUSH, STATUS_REQUEST, ERROR, ACK, HELLO_ACK), with the host's
- *            next seq and current ack unless the input says otherwise; fragmented
- *            (hm_frag_encode) when it does not fit the agreed max_frame
+ *            next seq and current ack unless the input says otherwise; in frame
+ *            pieces (hm_piece_encode) when it does not fit the agreed max_frame
  *   ACKALL   an ACK of everything the agent sent
  *   DAMAGED  a 00, then a frame with a wrong CRC (or too short / too long): the agent
  *            must not write anything for it
  *   LOG      hm_agent_log with input text
- * Host frames are built with the core's encoders (hm_msg_encode, hm_frag_encode,
+ * Host frames are built with the core's encoders (hm_msg_encode, hm_piece_encode,
  * hm_frame_encode) and fed in pseudo-random chunks.
  *
  * Checked after every operation (besides ASan/UBSan):
@@ -37,8 +37,9 @@
  *  - in a session: sequenced messages are numbered consecutively from 2 (a new seq is
  *    the highest sent + 1), a retransmission is byte-identical to the first sending
  *    and not below snd_una, no seq at or beyond snd_una + window is sent, the ack
- *    carried is at most expected - 1; the agent's FRAGMENTs reassemble (hm_reasm) to
- *    an inner PACK_OFFER that decodes with inner = 1.
+ *    carried is at most expected - 1; the agent's frame pieces join (hm_join, every
+ *    one taken: the harness sees every byte) to a PACK_OFFER, whose retransmission
+ *    is the same body (length and CRC-32 compared).
  */
 #include <stddef.h>
 #include <string.h>
@@ -90,8 +91,8 @@ static struct {
     uint8_t body[KEEP][HM_MAX_FRAME];
     size_t body_len[KEEP];
     uint32_t body_seq[KEEP];
-    hm_reasm reasm;         /* the agent's FRAGMENTs */
-    uint32_t frag_next;     /* seq the next fragment of the reassembly must have */
+    hm_join join;           /* the agent's frame pieces */
+    uint32_t body_crc[KEEP]; /* of a joined body (too long to keep) */
     int have_hello;         /* a HELLO was seen since the last init */
     uint16_t hello_mf, hello_win;
     uint8_t hello_echo[HM_HELLO_ECHO_SIZE]; /* what its HELLO_ACK must echo (SPEC 5.3) */
@@ -109,15 +110,14 @@ static int is_seq_type(unsigned t) { return !hm_msg_unsequenced(t); }
 static int device_type(unsigned t) {
     return t == HM_MSG_HELLO || t == HM_MSG_CAPTURE_RESULT || t == HM_MSG_PACK_OFFER ||
            t == HM_MSG_KNOWLEDGE_RESULT || t == HM_MSG_STATUS || t == HM_MSG_LOG ||
-           t == HM_MSG_ERROR || t == HM_MSG_ACK || t == HM_MSG_FRAGMENT || t == HM_MSG_PROOF;
+           t == HM_MSG_ERROR || t == HM_MSG_ACK || t == HM_MSG_PROOF;
 }
 
 static void track_reset(void) {
     host.hi = 1;
     host.host_next = 2;
     memset(host.body_seq, 0, sizeof host.body_seq);
-    hm_reasm_reset(&host.reasm);
-    host.frag_next = 0;
+    hm_join_reset(&host.join);
 }
 
 /* Independent COBS decoder (SPEC §2.3): 1 and *out_len, or 0 if invalid. */
@@ -154,7 +154,20 @@ static void check_frame(const uint8_t *enc, size_t n) {
                    (uint32_t)dec[len - 2] << 16 | (uint32_t)dec[len - 1] << 24;
     len -= 4;
     FUZZ_CHECK(crc == fuzz_crc32(dec, len));
-    FUZZ_CHECK(hm_msg_decode(dec, len, 0, &m) == HM_OK);
+    const uint8_t *body = dec;
+    int joined = 0;
+    if (HM_PIECE_IS(dec, len)) { /* a piece of the pack offer: joined first (SPEC 6.8) */
+        size_t got;
+        FUZZ_CHECK(a->session);
+        FUZZ_CHECK(hm_join_take(&host.join, dec, len, &got) == HM_OK);
+        if (!got) return;
+        body = host.join.buf;
+        len = got;
+        joined = 1;
+        FUZZ_CHECK(len + HM_FRAME_CRC_SIZE > a->max_frame); /* a body that fits is not cut */
+    }
+    FUZZ_CHECK(hm_msg_decode(body, len, 0, &m) == HM_OK);
+    FUZZ_CHECK(!joined || m.type == HM_MSG_PACK_OFFER);
     FUZZ_CHECK(device_type(m.type));
 
     if (a->counters.sessions != host.sessions) { /* a new session since the last frame */
@@ -193,33 +206,20 @@ static void check_frame(const uint8_t *enc, size_t n) {
     FUZZ_CHECK(m.seq >= 2);
     FUZZ_CHECK(m.seq >= a->snd_una && m.seq - a->snd_una < a->window); /* the window */
     unsigned slot = m.seq % KEEP;
+    uint32_t body_crc = fuzz_crc32(body, len);
     if (m.seq <= host.hi) { /* a retransmission: byte-identical */
         if (host.body_seq[slot] == m.seq)
-            FUZZ_CHECK(host.body_len[slot] == len && memcmp(host.body[slot], dec, len) == 0);
+            FUZZ_CHECK(host.body_len[slot] == len && host.body_crc[slot] == body_crc &&
+                       (joined || memcmp(host.body[slot], body, len) == 0));
         return;
     }
     FUZZ_CHECK(m.seq == host.hi + 1); /* numbered consecutively */
     host.hi = m.seq;
     host.body_seq[slot] = m.seq;
     host.body_len[slot] = len;
-    memcpy(host.body[slot], dec, len);
-    if (m.type == HM_MSG_FRAGMENT) {
-        size_t got = 0;
-        if (m.u.fragment.offset == 0) {
-            hm_reasm_reset(&host.reasm);
-            FUZZ_CHECK(m.u.fragment.msg_id == m.seq);
-        } else {
-            FUZZ_CHECK(m.seq == host.frag_next); /* fragments of one offer: consecutive */
-        }
-        FUZZ_CHECK(hm_reasm_add(&host.reasm, &m.u.fragment, &got) == HM_OK);
-        host.frag_next = m.seq + 1;
-        if (got) {
-            hm_msg im;
-            FUZZ_CHECK(hm_msg_decode(host.reasm.buf, got, 1, &im) == HM_OK);
-            FUZZ_CHECK(im.type == HM_MSG_PACK_OFFER);
-            FUZZ_CHECK(got <= HM_AGENT_PACK_CAP + HM_AGENT_BIG_HEAD);
-        }
-    }
+    host.body_crc[slot] = body_crc;
+    if (!joined) memcpy(host.body[slot], body, len);
+    FUZZ_CHECK(len <= HM_AGENT_PACK_CAP + HM_AGENT_BIG_HEAD);
 }
 
 static void io_write(void *ctx, const uint8_t *bytes, size_t n) {
@@ -329,12 +329,10 @@ static void check_agent(void) {
     s = a->snd_una;
     for (unsigned i = 0; i < a->out_n; i++) {
         const hm_agent_out *e = &a->out[(a->out_head + i) % HM_AGENT_QUEUE];
-        FUZZ_CHECK(e->count >= 1);
-        if (i == 0) FUZZ_CHECK(e->seq <= s && e->seq + e->count > s);
-        else FUZZ_CHECK(e->seq == s);
-        s = e->seq + e->count;
+        FUZZ_CHECK(e->seq == s); /* one seq per entry, the pack offer too */
+        s = e->seq + 1;
         if (e->kind != HM_OUT_SMALL) bigs++;
-        else FUZZ_CHECK(e->count == 1 && e->len <= HM_AGENT_SLOT);
+        else FUZZ_CHECK(e->len <= HM_AGENT_SLOT);
     }
     if (a->out_n) FUZZ_CHECK(s == a->next_seq);
     /* A3 */
@@ -426,7 +424,7 @@ static void do_init(fuzz_in *in, int resume) {
     cfg.io.now_ms = io_now;
     cfg.resume = (uint8_t)resume;
     memset(&host, 0, sizeof host);
-    (void)hm_reasm_init(&host.reasm, HM_MAX_MESSAGE);
+    (void)hm_join_init(&host.join, HM_MAX_MESSAGE);
     track_reset();
     memset(&last, 0, sizeof last);
     host.writes = 0;
@@ -464,26 +462,23 @@ static void feed_body(const uint8_t *body, size_t len, unsigned chunking) {
 }
 
 /* Encode m (seq and ack set) and feed it: whole if it fits the agreed max_frame, else
- * as FRAGMENTs from seq m->seq on. Returns the number of seqs used. */
+ * in frame pieces. Returns the number of seqs used (1, or 0 if it does not encode). */
 static uint32_t send_msg(hm_msg *m, unsigned chunking) {
     size_t len;
-    if (hm_msg_encode(m, 0, scratch, sizeof scratch, &len) != HM_OK) return 0;
+    if (hm_msg_encode(m, 0, inner, sizeof inner, &len) != HM_OK) return 0;
     if (len + HM_FRAME_CRC_SIZE <= agent.max_frame || hm_msg_unsequenced(m->type)) {
-        feed_body(scratch, len, chunking);
+        feed_body(inner, len, chunking);
         return 1;
     }
-    uint32_t first = m->seq, ack = m->ack;
-    m->seq = m->ack = 0;
-    if (hm_msg_encode(m, 1, inner, sizeof inner, &len) != HM_OK) return 0;
-    size_t count = hm_frag_count(len, agent.max_frame);
+    size_t count = hm_piece_count(len, agent.max_frame);
     for (size_t i = 0; i < count; i++) {
-        size_t flen;
-        if (hm_frag_encode(inner, len, agent.max_frame, i, first, ack, scratch, sizeof scratch,
-                           &flen) != HM_OK)
+        size_t plen;
+        if (hm_piece_encode(inner, len, agent.max_frame, i, scratch, sizeof scratch, &plen) !=
+            HM_OK)
             break;
-        feed_body(scratch, flen, chunking);
+        feed_body(scratch, plen, chunking);
     }
-    return (uint32_t)count;
+    return 1;
 }
 
 static hm_bytes take(fuzz_in *in, size_t n) {
@@ -520,7 +515,6 @@ static void hello_ack(fuzz_in *in, hm_msg *m) {
 
 /* A host message field by field; seq/ack the host's own unless the input says. */
 static void op_message(fuzz_in *in) {
-    static uint8_t pack_id[16];
     hm_msg m;
     unsigned kind = fuzz_u8(in), how = fuzz_u8(in), chunking = fuzz_u8(in) % 24;
     uint32_t used;
@@ -539,13 +533,8 @@ static void op_message(fuzz_in *in) {
         break;
     }
     case 1: {
-        uint64_t seq = (uint64_t)cfg.boot << 32 | fuzz_u8(in);
-        memcpy(pack_id, device_id, 8);
-        for (int i = 0; i < 8; i++) pack_id[8 + i] = (uint8_t)(seq >> (56 - 8 * i));
-        if (how & 0x40) pack_id[15] ^= fuzz_u8(in);
         m.type = HM_MSG_PACK_RESULT;
-        m.u.pack_result.pack_id.ptr = pack_id;
-        m.u.pack_result.pack_id.len = 16;
+        m.u.pack_result.back = fuzz_u8(in);
         m.u.pack_result.status = fuzz_u8(in) % 4;
         m.u.pack_result.reason = fuzz_u8(in) % 12;
         break;

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define HEXIO_MAX_ARGS 16
+#define HEXIO_MAX_ARGS 64
 #define HEXIO_MAX_BYTES 70000
 
 typedef struct {

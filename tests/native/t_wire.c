@@ -22,6 +22,12 @@
  *   frag_reassemble <limit> x<body>...
  *                                     -> per body: more | too-large | reassembly |
  *                                        notfrag | x<inner> <inner decode code>
+ *   piece_split x<body> <max_frame>   -> x<frame body>... | none (cannot be cut)
+ *   body_seq x<bytes>                 -> <hm_body_seq>
+ *   piece_join <limit> x<frame body>...
+ *                                     -> per body: pass | more | x<joined> |
+ *                                        too-large | reassembly; then: refused
+ *                                        <count per hm_join_kind> joined <n>
  *
  * Fields are numbers or x-bytes (text as its UTF-8 bytes), in wire order; the
  * struct members are named here by hand, independently of hm_msg.c's table.
@@ -77,7 +83,7 @@ static int slots_of(hm_msg *m, slot *s) {
     case HM_MSG_PACK_OFFER: B(m->u.pack_offer.pack); break;
     case HM_MSG_PACK_RESULT: {
         hm_msg_pack_result *x = &m->u.pack_result;
-        B(x->pack_id), U(x->status), U(x->reason);
+        U(x->back), U(x->status), U(x->reason);
     } break;
     case HM_MSG_KNOWLEDGE_PUSH: B(m->u.knowledge_push.pack); break;
     case HM_MSG_KNOWLEDGE_RESULT: {
@@ -308,6 +314,52 @@ static void cmd_frag_reassemble(const hexio_req *q) {
             hexio_num(hm_msg_decode(ra.buf, len, 1, &inner));
         }
     }
+}
+
+static hm_join jn;
+
+static void cmd_piece_split(const hexio_req *q) {
+    size_t max_frame = (size_t)q->num[1];
+    size_t count = hm_piece_count(q->len[0], max_frame);
+    if (count == 0) {
+        hexio_word("none");
+        return;
+    }
+    for (size_t i = 0; i < count; i++) {
+        size_t len = 0;
+        if (hm_piece_encode(q->bytes[0], q->len[0], max_frame, i, out_buf, sizeof out_buf,
+                            &len) != HM_OK) {
+            hexio_word("err");
+            return;
+        }
+        hexio_bytes(out_buf, len);
+    }
+}
+
+static void cmd_piece_join(const hexio_req *q) {
+    if (q->num[0] > HM_MAX_MESSAGE || hm_join_init(&jn, (uint32_t)q->num[0]) != 0) {
+        hexio_word("badlimit");
+        return;
+    }
+    for (int a = 1; a < q->argc; a++) {
+        size_t len = 0;
+        hm_error_code e;
+        if (!HM_PIECE_IS(q->bytes[a], q->len[a])) {
+            hexio_word("pass");
+            continue;
+        }
+        e = hm_join_take(&jn, q->bytes[a], q->len[a], &len);
+        if (e != HM_OK)
+            hexio_word(hm_error_name(e));
+        else if (len == 0)
+            hexio_word("more");
+        else
+            hexio_bytes(jn.buf, len);
+    }
+    hexio_word("refused");
+    for (int k = 0; k < HM_JOIN_KINDS; k++) hexio_num(jn.refused[k]);
+    hexio_word("joined");
+    hexio_num(jn.joined);
 }
 
 /* ---- selftest: C-only unit checks ---------------------------------------------- */
@@ -800,6 +852,9 @@ int main(void) {
         else if (!strcmp(q.cmd, "msg_encode_inner")) cmd_msg_encode(&q, 1);
         else if (!strcmp(q.cmd, "frag_split")) cmd_frag_split(&q);
         else if (!strcmp(q.cmd, "frag_reassemble")) cmd_frag_reassemble(&q);
+        else if (!strcmp(q.cmd, "piece_split")) cmd_piece_split(&q);
+        else if (!strcmp(q.cmd, "piece_join")) cmd_piece_join(&q);
+        else if (!strcmp(q.cmd, "body_seq")) hexio_num(hm_body_seq(q.bytes[0], q.len[0]));
         else {
             fprintf(stderr, "t_wire: unknown command %s\n", q.cmd);
             return 2;

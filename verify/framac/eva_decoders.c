@@ -99,6 +99,23 @@ void eva_frag(void) {
     }
 }
 
+/* Frame pieces (SPEC §6.8): a run of frame bodies with any bytes (any head) and any
+ * length up to the frame, with resets in between, joined against any limit (also one
+ * init refuses); the seq a too-large refusal names is read from each. */
+static hm_join jn;
+
+void eva_join(void) {
+    size_t len = any_input(), got;
+    if (len == 0 || hm_join_init(&jn, Frama_C_unsigned_int_interval(0, 2 * HM_MAX_MESSAGE)))
+        return;
+    for (int i = 0; i < 64; i++) {
+        size_t n = Frama_C_size_t_interval(1, len);
+        if (Frama_C_interval(0, 7) == 0) hm_join_reset(&jn);
+        (void)hm_body_seq(wire, n);
+        if (HM_PIECE_IS(wire, n)) (void)hm_join_take(&jn, wire, n, &got);
+    }
+}
+
 /* The knowledge-pack verifier (SPEC §8.4) on any pushed pack up to HM_MAX_MESSAGE
  * bytes (the largest message a device reassembles), with or without a host key and
  * with any held head. Ed25519 is eva_crypto.c's stand-in (reads, any verdict). */

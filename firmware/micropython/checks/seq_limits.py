@@ -4,8 +4,8 @@ Prints JSON: for each case the frames the agent wrote (hex bodies are decoded an
 checked by tests/test_micropython_session.py with the host codec) and its counters.
  - queue: next_seq forced to 2^32 - 2; a STATUS takes the last seq, the next answer
    ends the session (HELLO again), as hm_agent's queue_small.
- - offer: a pack offer whose fragments would pass 2^32 - 1 ends the session before it
-   is queued; after the next HELLO_ACK the records are re-packed with a new pack seq.
+ - offer: a pack offer that would need seq 2^32 - 1 ends the session before it is
+   queued; after the next HELLO_ACK the records are re-packed with a new pack seq.
  - ring: the ring's record seq at 2^32 - 2: one more capture is stored (id ...ffffffff),
    the next is refused full (hm_ring's rule: ids never repeat).
 """
@@ -78,7 +78,7 @@ def case_offer() -> dict:
     b.hello_ack()
     for n in range(3):
         b.capture(n)
-    b.a.next_seq = 0xFFFFFFFE - 2  # 3 seqs left; the offer needs more fragments
+    b.a.next_seq = 0xFFFFFFFF  # the offer would need seq 2^32 - 1, never used
     r1 = b.a.offer_pack()
     lost = b.a.sessions_lost
     b.out.clear()

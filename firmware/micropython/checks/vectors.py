@@ -23,7 +23,7 @@ NAMES = {
     "CAPTURE_RESULT": (4, ("ref", "status", "record_id", "flags", "h", "i", "r", "f", "c",
                            "rn", "w", "verdict", "hard", "state")),
     "PACK_OFFER": (5, ("pack",)),
-    "PACK_RESULT": (6, ("pack_id", "status", "reason")),
+    "PACK_RESULT": (6, ("back", "status", "reason")),
     "KNOWLEDGE_PUSH": (7, ("pack",)),
     "KNOWLEDGE_RESULT": (8, ("pack_id", "status", "reason", "held_seq")),
     "STATUS_REQUEST": (9, ()),
@@ -86,7 +86,7 @@ def to_json_field(v):
 
 
 def do_messages(d: dict) -> dict:
-    res: dict = {"valid": [], "invalid": [], "fragmented": []}
+    res: dict = {"valid": [], "invalid": [], "pieces": []}
     for v in d["valid"]:
         m = v["message"]
         t, names = NAMES[m["type"]]
@@ -110,24 +110,22 @@ def do_messages(d: dict) -> dict:
             res["invalid"].append(0)
         except msg.MsgError as e:
             res["invalid"].append(e.code)
-    for v in d["fragmented"]:
-        inner = bytes.fromhex(v["inner"])
+    for v in d["pieces"]:
+        body = bytes.fromhex(v["body"])
         mf = v["max_frame"]
-        bodies = [frag.fragment(inner, mf, i, v["first_seq"], v["ack"])
-                  for i in range(frag.count(len(inner), mf))]
-        ra = frag.Reassembler(4096)
+        cut = frag.split(body, mf)
+        joiner = frag.Joiner(4096)
         got = []
         for fw in v["frames"]:
             rx = frames.FrameRx(mf, lambda b: got.append(bytes(b)))
             rx.feed(bytes.fromhex(fw))
         n = 0
         for b in got:
-            m = msg.decode(b, ALL_TYPES)
-            n = ra.add(m[4], m[5], m[6], m[7])
-        res["fragmented"].append({
-            "fragments": [h(b) for b in bodies],
-            "frames": [h(frames.encode_frame(b)) for b in bodies],
-            "reassembled": h(ra.buf[0:n]),
+            n = joiner.take(b)
+        res["pieces"].append({
+            "pieces": [h(b) for b in cut],
+            "frames": [h(frames.encode_frame(b)) for b in cut],
+            "joined": h(joiner.buf[0:n]) if n > 0 else "",
         })
     return res
 

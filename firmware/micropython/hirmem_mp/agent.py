@@ -14,9 +14,10 @@ HELLO_ACK are written, and nothing is acknowledged. Sequenced messages are encod
 once with the ack current at that moment, sent as the window allows and resent
 byte-identical (go-back-N) on timeout; RTO 250 ms doubling to 4 s, reset when an ack
 advances; the 8th consecutive timeout ends the session. An owed ack rides on the
-next new frame or leaves as an ACK after 20 ms. One PACK_OFFER at a time, whole or
-as FRAGMENTs; PACK_RESULTs are matched to offers in order. A request (CAPTURE,
-KNOWLEDGE_PUSH, STATUS_REQUEST or any FRAGMENT) that finds the outgoing queue full is
+next new frame or leaves as an ACK after 20 ms. One PACK_OFFER at a time, one seq,
+in frame pieces when it does not fit one frame (frag.py; a body from the host is
+joined the same way); PACK_RESULTs are matched to offers in order. A request (CAPTURE,
+KNOWLEDGE_PUSH or STATUS_REQUEST) that finds the outgoing queue full is
 answered ERROR busy and not delivered. Before a seq would reach 2^32 - 1 the session
 ends (HELLO again, SPEC 6.1); the ring refuses captures (full) once its record seq
 reached 2^32 - 1.
@@ -109,7 +110,7 @@ class Agent:
         if cfg.knowledge_seq:
             self.knowledge.set_head(cfg.knowledge_seq, cfg.knowledge_hash)
         self.rx = frames.FrameRx(cfg.max_frame, self._on_frame)
-        self.reasm = frag.Reassembler(cfg.max_message)
+        self.joiner = frag.Joiner(cfg.max_message)
         self.wire = bytearray(frames.wire_bound(MAX_FRAME) + 1)
         self.crcbuf = bytearray(MAX_FRAME)
         self.hello = msg.encode(msg.HELLO, 1, 0, (
@@ -157,8 +158,9 @@ class Agent:
         return self.now + self.wall_offset if self.wall_known else 0
 
     def _tx(self, body) -> None:
-        n = frames.encode_frame_into(body, len(body), self.wire, self.crcbuf)
-        self.write(memoryview(self.wire)[0:n])
+        for piece in frag.split(body, self.max_frame):
+            n = frames.encode_frame_into(piece, len(piece), self.wire, self.crcbuf)
+            self.write(memoryview(self.wire)[0:n])
 
     def _ack_now(self) -> int:
         return self.expected - 1 if self.session else 0
@@ -182,7 +184,7 @@ class Agent:
         self.ack_due = False
         self.ack_at = 0
         self.hold_until = 0
-        self.reasm.reset()
+        self.joiner.reset()
         self.rx.set_max_frame(self.cfg.max_frame)
         self.wall_known = getattr(self, "wall_known", False)
         self.wall_offset = getattr(self, "wall_offset", 0)
@@ -317,6 +319,24 @@ class Agent:
         self.rx.feed(data)
 
     def _on_frame(self, body) -> None:
+        if frag.is_piece(body):
+            n = self.joiner.take(body)
+            if n == -1 and self.session:
+                # too large: the one refusal a retransmission cannot cure (the others
+                # are counted and left to go-back-N): answered, and delivered as
+                # refused so that the session moves on
+                seq = self.joiner.seq
+                self._error(msg.E_TOO_LARGE, seq, "above max_message")
+                if seq == self.expected:
+                    self.expected += 1
+                if 0 < seq < self.expected:
+                    self._owe_ack()
+            if n > 0:
+                self._on_body(memoryview(self.joiner.buf)[0:n])
+            return
+        self._on_body(body)
+
+    def _on_body(self, body) -> None:
         try:
             m = msg.decode(body, self.accepts)
         except msg.MsgError as e:
@@ -352,7 +372,7 @@ class Agent:
             return
         seq = m[2]
         if seq == self.expected:
-            if t in (msg.CAPTURE, msg.KNOWLEDGE_PUSH, msg.STATUS_REQUEST, msg.FRAGMENT) and (
+            if t in (msg.CAPTURE, msg.KNOWLEDGE_PUSH, msg.STATUS_REQUEST) and (
                     self._entries() >= QUEUE):
                 self.busy += 1
                 self._error(msg.E_BUSY, seq, "queue full")
@@ -389,14 +409,6 @@ class Agent:
             if m[5] == pack.DEFERRED:
                 self.hold_until = self.now + DEFER_MS
             self.packer.result(self.ring, pseq, m[5], m[6])
-        elif t == msg.FRAGMENT:
-            try:
-                n = self.reasm.add(m[4], m[5], m[6], m[7])
-                if n:
-                    inner = msg.decode(memoryview(self.reasm.buf)[0:n], self.accepts, True)
-                    self._deliver(inner, m[4])
-            except msg.MsgError as e:
-                self._error(e.code, m[4], e.detail)
 
     # ---- captures ------------------------------------------------------------------
 
@@ -493,32 +505,22 @@ class Agent:
 
     def offer_pack(self) -> int:
         """Build, sign and queue one PACK_OFFER now; its pack seq, or 0."""
-        cap = min(PACK_CAP, self.host_max_message - 8)
+        cap = min(PACK_CAP, self.host_max_message - 16)  # 16: the widest PACK_OFFER head
         built = self.packer.build(self.ring, self.wall_ms(), cap)
         if built is None:
             return 0
         data, pseq = built
         body = msg.encode(msg.PACK_OFFER, self.next_seq, self.expected - 1, (data,))
-        inner = None
-        n = 1
-        if len(body) + 4 > self.max_frame:
-            inner = msg.encode(msg.PACK_OFFER, 0, 0, (data,))
-            n = frag.count(len(inner), self.max_frame)
-        if self._exhausted(n):  # the pack is abandoned at the next HELLO_ACK head
+        if self._exhausted(1):  # the pack is abandoned at the next HELLO_ACK head
             return 0
         self.last_offer = self.now
         self.offers += 1
         self.offered.append(pseq)
-        if inner is None:
-            self.q.append([self.next_seq, body, self.expected - 1, True])
-            self.next_seq += 1
-        else:
-            first = self.next_seq
-            for k in range(n):
-                fb = frag.fragment(inner, self.max_frame, k, first, self.expected - 1)
-                self.q.append([first + k, fb, self.expected - 1, True])
-                self.next_seq += 1
-                self.fragments += 1
+        pieces = len(frag.split(body, self.max_frame))
+        if pieces > 1:
+            self.fragments += pieces
+        self.q.append([self.next_seq, body, self.expected - 1, True])
+        self.next_seq += 1
         self.big = True
         self._pump()
         return pseq

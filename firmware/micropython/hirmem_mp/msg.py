@@ -47,7 +47,7 @@ KINDS = (
     "tphwfff",  # 3 CAPTURE
     "lsrwfffffffsxz",  # 4 CAPTURE_RESULT
     "b",  # 5 PACK_OFFER
-    "kan",  # 6 PACK_RESULT
+    "lan",  # 6 PACK_RESULT
     "b",  # 7 KNOWLEDGE_PUSH
     "kanq",  # 8 KNOWLEDGE_RESULT
     "",  # 9 STATUS_REQUEST
@@ -64,8 +64,8 @@ _BLEN = {"i": (8, 8), "k": (16, 16), "h": (32, 32), "g": (64, 64), "j": (0, 8), 
 
 # H->D types a device accepts, by the capability bit that announces them
 DEVICE_ALWAYS = (HELLO_ACK, PACK_RESULT, ERROR, ACK)
-_CAP_TYPES = ((0x01, CAPTURE), (0x02, KNOWLEDGE_PUSH), (0x10, STATUS_REQUEST),
-              (0x08, FRAGMENT))
+# FRAGMENT (14) is retired (SPEC 6.8: bodies travel in frame pieces): never accepted
+_CAP_TYPES = ((0x01, CAPTURE), (0x02, KNOWLEDGE_PUSH), (0x10, STATUS_REQUEST))
 
 
 def device_accepts(capabilities: int) -> int:
@@ -81,7 +81,7 @@ def device_accepts(capabilities: int) -> int:
 
 HOST_ACCEPTS = (1 << HELLO) | (1 << CAPTURE_RESULT) | (1 << PACK_OFFER) | (
     1 << KNOWLEDGE_RESULT) | (1 << STATUS) | (1 << LOG) | (1 << ERROR) | (1 << ACK) | (
-    1 << FRAGMENT) | (1 << PROOF)
+    1 << PROOF)
 
 
 class MsgError(Exception):

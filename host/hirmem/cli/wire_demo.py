@@ -18,12 +18,12 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from hirmem.protocol import fragments
+from hirmem.protocol import pieces
 from hirmem.protocol.errors import FrameError, HirmemError, MessageError, PackError
 from hirmem.protocol.frames import FrameDecoder, encode_frame
 from hirmem.protocol.gate import Check, verdict_of
 from hirmem.protocol.keys import SigningKey
-from hirmem.protocol.messages import Ack, Fragment, PackOffer, decode_message, encode_message
+from hirmem.protocol.messages import Ack, PackOffer, decode_message, encode_message
 from hirmem.protocol.packs import ChainHead, PackKind, TrustedKey, sign_pack, verify_pack
 from hirmem.protocol.records import GENESIS, Record, State, record_id
 
@@ -85,27 +85,36 @@ class LinkStats:
 
 def _send_reliably(
     bodies: list[tuple[int, bytes]],
+    max_frame: int,
     forward: NoisyChannel,
     backward: NoisyChannel,
     receiver: FrameDecoder,
     sender_rx: FrameDecoder,
     stats: LinkStats,
 ) -> list[bytes]:
-    """Stop-and-wait: resend each frame until its acknowledgement comes back intact."""
+    """Stop-and-wait: resend each message (all its frame pieces) until its
+    acknowledgement comes back intact."""
     delivered: list[bytes] = []
     expected = bodies[0][0]
+    joiner = pieces.Joiner(65536 + 16)
     for seq, body in bodies:
+        cut = pieces.split(body, max_frame)
         for attempt in range(50):
-            stats.frames_sent += 1
-            stats.retransmissions += attempt > 0
+            stats.frames_sent += len(cut)
+            stats.retransmissions += len(cut) if attempt > 0 else 0
             # a leading 0x00 flushes whatever partial frame damage left in the receiver
             acked = False
-            for event in receiver.feed(forward.carry(b"\x00" + encode_frame(body))):
+            wire = b"\x00" + b"".join(encode_frame(p, max_frame) for p in cut)
+            for event in receiver.feed(forward.carry(wire)):
                 if isinstance(event, FrameError):
                     stats.frame_errors[event.kind] += 1
                     continue
                 try:
-                    env = decode_message(event)
+                    joined = joiner.take(event)
+                    if joined is None:
+                        continue
+                    env = decode_message(joined)
+                    event = joined
                 except MessageError:
                     stats.message_errors += 1
                     continue
@@ -177,30 +186,24 @@ def run(
     pack = sign_pack(
         device_key, PackKind.MEMORY, device_id, (boot << 32) | 1, GENESIS, t0 + 5000, records
     )
-    offer = encode_message(PackOffer(pack.encoded), inner=True)
-    parts = fragments.split(offer, max_frame, first_seq=2)
-    bodies = [(seq, encode_message(frag, seq, 0)) for seq, frag in parts]
+    offer = encode_message(PackOffer(pack.encoded), 2, 0)
+    parts = pieces.split(offer, max_frame)
+    bodies = [(2, offer)]
     print(
         f"\npack {pack.pack_id.hex()}: {len(records)} records, {len(pack.encoded)} bytes "
-        f"signed; PACK_OFFER of {len(offer)} bytes in {len(parts)} fragments of "
+        f"signed; PACK_OFFER of {len(offer)} bytes in {len(parts)} frame pieces of "
         f"max_frame {max_frame}"
     )
     forward = NoisyChannel(rng, flip, drop, garbage)
     backward = NoisyChannel(rng, flip, drop, garbage)
     receiver, sender_rx = FrameDecoder(max_frame), FrameDecoder(max_frame)
     stats = LinkStats()
-    delivered = _send_reliably(bodies, forward, backward, receiver, sender_rx, stats)
+    delivered = _send_reliably(bodies, max_frame, forward, backward, receiver, sender_rx, stats)
 
-    # 3. the host side: reassemble, decode, verify
-    reassembler = fragments.Reassembler(65536)
-    inner = None
-    for body in delivered:
-        frag = decode_message(body).message
-        assert isinstance(frag, Fragment)
-        inner = reassembler.add(frag) or inner
-    if inner is None:
-        raise HirmemError("the pack offer was not reassembled")
-    got = decode_message(inner, inner=True).message
+    # 3. the host side: the joined offer, decoded and verified
+    if not delivered:
+        raise HirmemError("the pack offer was not delivered")
+    got = decode_message(delivered[0]).message
     assert isinstance(got, PackOffer)
     keys = {device_key.kid: TrustedKey(device_key.public, device_id, PackKind.MEMORY)}
     verified = verify_pack(got.pack, keys, None, PackKind.MEMORY)

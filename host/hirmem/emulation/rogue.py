@@ -17,6 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from hirmem.protocol import pieces
 from hirmem.protocol.errors import FrameError
 from hirmem.protocol.frames import FrameDecoder, encode_frame
 from hirmem.protocol.keys import SigningKey
@@ -54,6 +55,7 @@ class RogueDevice:
     acked: int = 0  # highest of our seqs the host acknowledged
     hello_ack: HelloAck | None = None
     results: list[PackResult] = field(default_factory=list)
+    answered: list[int] = field(default_factory=list)  # the offer seq each result names
     # a PROOF to send instead of signing the challenge (a replay of an old session's)
     replay_proof: Proof | None = None
     proof: Proof = field(init=False)
@@ -85,7 +87,8 @@ class RogueDevice:
     def _send(self, message: Message, seq: int) -> None:
         assert self.conn is not None
         body = encode_message(message, seq, self.expected - 1)
-        self.conn.sendall(encode_frame(body, self.max_frame))
+        cut = pieces.split(body, self.max_frame)
+        self.conn.sendall(b"".join(encode_frame(p, self.max_frame) for p in cut))
 
     def _pump(self, timeout: float) -> None:
         assert self.conn is not None
@@ -121,6 +124,7 @@ class RogueDevice:
                 self.expected += 1
                 if isinstance(env.message, PackResult):
                     self.results.append(env.message)
+                    self.answered.append(env.ack - env.message.back)
             self._send(Ack(), 0)
 
     def _proof(self, ack: HelloAck) -> Proof:
@@ -146,7 +150,7 @@ class RogueDevice:
         return self.hello_ack
 
     def offer(self, pack: bytes, timeout: float = 10.0) -> PackResult:
-        """Offer one pack (whole, in one frame) and wait for its PACK_RESULT."""
+        """Offer one pack (one seq, in frame pieces if needed) and wait for its PACK_RESULT."""
         seq = self.next_seq
         self.next_seq += 1
         want = len(self.results) + 1

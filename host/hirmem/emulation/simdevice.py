@@ -39,6 +39,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from hirmem.protocol import pieces
 from hirmem.protocol.errors import HirmemError, PackError
 from hirmem.protocol.frames import FrameDecoder, encode_frame
 from hirmem.protocol.keys import PublicKey, SigningKey
@@ -175,6 +176,7 @@ class SimDevice:
         self._made = 0  # packs made so far
         self._head: tuple[int, bytes] | None = None  # last accepted (seq, hash)
         self._unanswered: Pack | None = None  # made, offered, not yet accepted
+        self._offer_seq = 0  # the seq its PACK_OFFER was sent with
         self._offer_at = 0.0
         self._capture = 0
         self._knowledge_seq = 0
@@ -295,12 +297,15 @@ class SimDevice:
 
     def _send(self, conn: _Line, message: Message, seq: int) -> None:
         body = encode_message(message, seq, self._expected - 1)
-        conn.sendall(encode_frame(body, self.max_frame))
+        conn.sendall(
+            b"".join(encode_frame(p, self.max_frame) for p in pieces.split(body, self.max_frame))
+        )
 
-    def _queue(self, message: Message) -> None:
+    def _queue(self, message: Message) -> int:
         seq = self._next_seq
         self._next_seq += 1
         self._out.append((seq, encode_message(message, seq, 0)))
+        return seq
 
     def _send_head(self, conn: _Line, now: float) -> None:
         while self._out and self._out[0][0] <= self._acked:
@@ -342,7 +347,7 @@ class SimDevice:
             return
         if env.seq == self._expected:
             self._expected += 1
-            self._deliver(message)
+            self._deliver(message, env.ack)
         self._send(conn, Ack(), 0)
 
     def _proof(self, ack: HelloAck) -> Proof:
@@ -351,9 +356,9 @@ class SimDevice:
                                self._hello_body)  # fmt: skip
         return Proof(signature)
 
-    def _deliver(self, message: Message) -> None:
+    def _deliver(self, message: Message, ack: int) -> None:
         if isinstance(message, PackResult):
-            self._on_result(message)
+            self._on_result(message, ack)
         elif isinstance(message, StatusRequest):
             self.status_answers += 1
             self._queue(
@@ -389,9 +394,9 @@ class SimDevice:
         self.knowledge.append((pack.seq, int(status)))
         return KnowledgeResult(pack.pack_id, int(status), int(reason), self._knowledge_seq)
 
-    def _on_result(self, result: PackResult) -> None:
+    def _on_result(self, result: PackResult, ack: int) -> None:
         pack = self._unanswered
-        if pack is None or result.pack_id not in (pack.pack_id, bytes(16)):
+        if pack is None or ack - result.back != self._offer_seq:  # not the offer in flight
             return
         status = PackStatus(result.status)
         if status in (PackStatus.ACCEPTED, PackStatus.DUPLICATE):
@@ -419,7 +424,7 @@ class SimDevice:
             self._unanswered = self._make_pack()
             self._offered = False
         if not self._offered:
-            self._queue(PackOffer(self._unanswered.encoded))
+            self._offer_seq = self._queue(PackOffer(self._unanswered.encoded))
             self._offered = True
 
     def _make_pack(self) -> Pack:

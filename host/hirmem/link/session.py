@@ -21,8 +21,8 @@ What it does, in the host's role:
   :class:`DeviceReset` when a proven device's boot changed;
 - sequences, acknowledges (delayed ACK, ``ack_delay_ms`` ≤ 20 ms), retransmits
   go-back-N (RTO 250 ms doubling to 4 s, the session dies at the 8th timeout);
-- reassembles FRAGMENTs and fragments its own large messages (towards a device that
-  announced FRAGMENTS, within the device's max_message);
+- joins bodies that arrive cut into frame pieces and cuts its own large messages
+  (towards a device that announced FRAGMENTS, within the device's max_message; §6.8);
 - sends CAPTURE, STATUS_REQUEST and KNOWLEDGE_PUSH requests and matches their results;
 - hands every PACK_OFFER to the intake and sends its PACK_RESULT only once the intake
   has returned, in the order of the offers; a retransmitted offer is re-acknowledged,
@@ -44,8 +44,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
+from hirmem.protocol import pieces
 from hirmem.protocol.errors import FrameError, HirmemError, MessageError, PackError
-from hirmem.protocol.fragments import Reassembler, split
 from hirmem.protocol.frames import CRC_SIZE, MIN_MAX_FRAME, FrameDecoder, encode_frame
 from hirmem.protocol.keys import ID_SIZE, PublicKey
 from hirmem.protocol.messages import (
@@ -55,7 +55,6 @@ from hirmem.protocol.messages import (
     Capture,
     CaptureResult,
     ErrorCode,
-    Fragment,
     Hello,
     HelloAck,
     KnowledgePush,
@@ -114,7 +113,6 @@ DEVICE_TYPES = frozenset(
         MsgType.LOG,
         MsgType.ERROR,
         MsgType.ACK,
-        MsgType.FRAGMENT,
         MsgType.PROOF,
     }
 )
@@ -461,9 +459,10 @@ class Counters:
     sessions_lost: int = 0
     device_resets: int = 0
     no_session: int = 0  # sequenced messages answered ERROR no-session
-    fragments_in: int = 0
+    fragments_in: int = 0  # frames that were pieces of a body (§6.8)
     fragments_out: int = 0
-    reassembled: int = 0
+    reassembled: int = 0  # bodies joined from pieces
+    pieces_refused: dict[str, int] = field(default_factory=dict)  # by refusal kind
     captures_sent: int = 0
     capture_results: int = 0
     own_captures: int = 0
@@ -553,16 +552,11 @@ class _Request:
 
 @dataclass(eq=False)
 class _Out:
-    """A sequenced message waiting for the window (one seq, or all its fragments)."""
+    """A sequenced message waiting for the window (one seq, however many frames)."""
 
     message: Message
     request: _Request | None = None
-    fragments: list[Fragment] | None = None
-    sent: int = 0  # fragments sent so far
-
-    @property
-    def started(self) -> bool:
-        return self.fragments is not None and self.sent > 0
+    offer: int = 0  # a PACK_RESULT: the seq of the offer it answers (names it at send time)
 
 
 def request_problem(
@@ -651,7 +645,7 @@ class Session:
         self._new_challenge = challenge
         self.counters = Counters()
         self._rx = FrameDecoder(config.max_frame)
-        self._reasm = Reassembler(config.max_message)
+        self._joiner = pieces.Joiner(config.max_message)
         self._out = bytearray()
         self._flush_line = True  # one 00 before the first frame (§2.6)
         self._events: list[Event] = []
@@ -716,7 +710,10 @@ class Session:
                 continue
             self.counters.frames_good += 1
             self._last_rx = now_ms
-            self._on_body(item)
+            if pieces.is_piece(item):
+                self._on_piece(item)
+            else:
+                self._on_body(item)
         self.counters.frames_empty = self._rx.stats.empty
         self._service(now_ms)
 
@@ -828,6 +825,29 @@ class Session:
 
     # ---- receiving ---------------------------------------------------------------------
 
+    def _on_piece(self, piece: bytes) -> None:
+        """One frame of a body cut into pieces (SPEC §6.8): joined below the session."""
+        self.counters.fragments_in += 1
+        try:
+            body = self._joiner.take(piece)
+        except MessageError as exc:
+            kind = exc.detail.split(":", 1)[0]
+            _bump(self.counters.pieces_refused, kind)
+            if exc.code == ErrorCode.TOO_LARGE and self._phase is _Phase.OPEN:
+                # the one refusal a retransmission cannot cure (the others are counted
+                # and left to go-back-N): answered, and delivered as refused so that
+                # the session moves on
+                seq = self._joiner.seq
+                self._refuse(exc.code, seq, exc.detail)
+                if seq == self._expected:
+                    self._expected += 1
+                if 0 < seq < self._expected:
+                    self._owe_ack()
+            return
+        if body is not None:
+            self.counters.reassembled += 1
+            self._on_body(body)
+
     def _on_body(self, body: bytes) -> None:
         try:
             env = decode_message(body)
@@ -868,7 +888,7 @@ class Session:
             self._expected += 1
             self.counters.delivered += 1
             self._owe_ack()
-            self._deliver(message)
+            self._deliver(message, env.seq)
         elif env.seq < self._expected:
             self.counters.duplicates += 1
             self._owe_ack()
@@ -895,46 +915,11 @@ class Session:
         self._timeouts = 0
         self._timer_at = self._now + self._rto if self._unacked else None
 
-    def _deliver(self, message: Message) -> None:
-        if isinstance(message, Fragment):
-            self.counters.fragments_in += 1
-            try:
-                inner = self._reasm.add(message)
-            except MessageError as exc:
-                self._refuse(exc.code, message.msg_id, exc.detail)
-                return
-            if inner is None:
-                return
-            try:
-                env = decode_message(inner, inner=True)
-            except MessageError as exc:
-                header = peek_header(inner)
-                if header is None or header[1] != MsgType.ERROR:
-                    self._refuse(exc.code, message.msg_id, f"reassembled message: {exc.detail}")
-                return
-            self.counters.reassembled += 1
-            inner_msg = env.message
-            if inner_msg.TYPE not in DEVICE_TYPES or inner_msg.TYPE in (
-                MsgType.HELLO,
-                MsgType.PROOF,
-            ):
-                self._refuse(
-                    ErrorCode.UNKNOWN_TYPE
-                    if inner_msg.TYPE not in DEVICE_TYPES
-                    else ErrorCode.MALFORMED,
-                    message.msg_id,
-                    f"{inner_msg.TYPE.name} cannot arrive in fragments from a device",
-                )
-                return
-            _bump(self.counters.messages_in, inner_msg.TYPE.name)
-            if inner_msg.TYPE in (MsgType.ACK, MsgType.LOG, MsgType.ERROR):
-                self._on_unsequenced(inner_msg)
-                return
-            message = inner_msg  # its seq is the fragments' msg_id
+    def _deliver(self, message: Message, seq: int) -> None:
         if isinstance(message, CaptureResult):
             self._on_capture_result(message)
         elif isinstance(message, PackOffer):
-            self._on_offer(message)
+            self._on_offer(message, seq)
         elif isinstance(message, KnowledgeResult):
             self._on_knowledge_result(message)
         elif isinstance(message, Proof):  # a PROOF is the first message, never a later one
@@ -961,7 +946,7 @@ class Session:
         request.done = True
         self._events.append(CaptureDone(request.token, result))
 
-    def _on_offer(self, offer: PackOffer) -> None:
+    def _on_offer(self, offer: PackOffer, seq: int) -> None:
         assert self.device is not None
         self.counters.packs_offered += 1
         try:
@@ -970,7 +955,8 @@ class Session:
             self.counters.intake_failures += 1
             answer = PackDisposition.deferred(f"intake failed: {exc}")
             self._events.append(IntakeFailed("offer", f"{type(exc).__name__}: {exc}"))
-        self._queue.append(_Out(PackResult(answer.pack_id, int(answer.status), int(answer.reason))))
+        result = PackResult(0, int(answer.status), int(answer.reason))
+        self._queue.append(_Out(result, offer=seq))
         device_id = self.device.device_id
         if answer.status in (PackStatus.ACCEPTED, PackStatus.DUPLICATE):
             duplicate = answer.status == PackStatus.DUPLICATE
@@ -1017,15 +1003,6 @@ class Session:
         name = ErrorCode(error.code).name.lower().replace("_", "-")
         _bump(self.counters.errors_in, name)
         self._events.append(ErrorReceived(error.code, error.ref, error.detail))
-        head = self._queue[0] if self._queue else None
-        if (
-            error.code in (ErrorCode.TOO_LARGE, ErrorCode.REASSEMBLY)
-            and head is not None
-            and head.started
-            and head.request is not None
-            and head.request.ref == error.ref
-        ):
-            self._queue.popleft()  # §6.8 sender 4: stop sending the rest of that message
         if error.code in (
             ErrorCode.TOO_LARGE,
             ErrorCode.REASSEMBLY,
@@ -1197,7 +1174,7 @@ class Session:
         self._timeouts = 0
         self._timer_at = None
         self._ack_at = None
-        self._reasm.reset()
+        self._joiner.reset()
         self._max_frame, self._window = MIN_MAX_FRAME, 1
 
     def _lose(self, reason: str) -> None:
@@ -1218,7 +1195,7 @@ class Session:
         keep = [
             _Out(item.message, item.request)
             for item in self._queue
-            if item.request is not None and not item.request.done and not item.started
+            if item.request is not None and not item.request.done
         ]
         queued = {id(item.request) for item in keep}
         requeue: list[_Out] = []
@@ -1269,7 +1246,7 @@ class Session:
             return
         kid = request.kid if request.kind == "knowledge" else None
         problem = request_problem(
-            self.device, request.kind, kid, len(encode_message(item.message, inner=True)),
+            self.device, request.kind, kid, len(encode_message(item.message, U32, U32)),
             self._max_frame,
         )  # fmt: skip
         if problem:
@@ -1330,26 +1307,15 @@ class Session:
             if item.request is not None and item.request.done:
                 self._queue.popleft()
                 continue
-            ack = self._expected - 1
-            if item.fragments is None:
-                body = encode_message(item.message, self._next_seq, ack)
-                if len(body) + CRC_SIZE <= self._max_frame:
-                    self._queue.popleft()
-                    self._mark_sent(item, self._next_seq)
-                    _bump(self.counters.messages_out, item.message.TYPE.name)
-                    self._send_sequenced(body, self._next_seq)
-                    continue
-                inner = encode_message(item.message, inner=True)
-                item.fragments = [f for _, f in split(inner, self._max_frame, self._next_seq)]
-                self._mark_sent(item, self._next_seq)
-                _bump(self.counters.messages_out, item.message.TYPE.name)
-            fragment = item.fragments[item.sent]
-            item.sent += 1
-            if item.sent == len(item.fragments):
-                self._queue.popleft()
-            self.counters.fragments_out += 1
-            _bump(self.counters.messages_out, "FRAGMENT")
-            self._send_sequenced(encode_message(fragment, self._next_seq, ack), self._next_seq)
+            message = item.message
+            if isinstance(message, PackResult):  # named relative to the ack it carries
+                back = self._expected - 1 - item.offer
+                message = PackResult(back, message.status, message.reason)
+            body = encode_message(message, self._next_seq, self._expected - 1)
+            self._queue.popleft()
+            self._mark_sent(item, self._next_seq)
+            _bump(self.counters.messages_out, item.message.TYPE.name)
+            self._send_sequenced(body, self._next_seq)
 
     def _mark_sent(self, item: _Out, ref: int) -> None:
         request = item.request
@@ -1387,13 +1353,18 @@ class Session:
             self._ack_at = self._now + self.config.ack_delay_ms
 
     def _write(self, body: bytes) -> None:
-        frame = encode_frame(body, self._max_frame)
-        if self._flush_line:
-            frame = b"\x00" + frame
-            self._flush_line = False
-        self.counters.frames_out += 1
-        self.counters.bytes_out += len(frame)
-        self._out += frame
+        """Frame a body: one frame, or its pieces when it does not fit one (§6.8)."""
+        cut = pieces.split(body, self._max_frame)
+        if len(cut) > 1:
+            self.counters.fragments_out += len(cut)
+        for piece in cut:
+            frame = encode_frame(piece, self._max_frame)
+            if self._flush_line:
+                frame = b"\x00" + frame
+                self._flush_line = False
+            self.counters.frames_out += 1
+            self.counters.bytes_out += len(frame)
+            self._out += frame
 
     def _on_timeout(self, now: int) -> None:
         self._timeouts += 1

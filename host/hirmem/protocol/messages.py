@@ -199,8 +199,8 @@ class PackOffer(Message):
 @dataclass(frozen=True, slots=True)
 class PackResult(Message):
     TYPE = MsgType.PACK_RESULT
-    FIELDS = (BSTR16, PACK_STATUS, REASON)
-    pack_id: bytes
+    FIELDS = (UINT32, PACK_STATUS, REASON)
+    back: int  # the PACK_OFFER answered is the one of seq (this message's ack) - back
     status: int
     reason: int
 

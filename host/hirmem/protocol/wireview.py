@@ -12,15 +12,15 @@ passed through (printable ASCII as is, anything else as ``\\xNN``).
   reason.
 - A frame that is damaged (bad COBS or CRC) shows as a ``!!`` line with its kind;
   it is counted in :attr:`WireView.damaged`, never skipped silently.
-- FRAGMENT messages are reassembled; the whole message follows the last
-  fragment on a ``=`` line. A sequenced message seen again (the device
-  retransmits when nobody acknowledges) is marked ``(again)``.
+- Frame pieces (SPEC §6.8) show as ``PIECE`` lines and are joined; the whole
+  message follows the last piece on a ``=`` line. A sequenced message seen again
+  (the device retransmits when nobody acknowledges) is marked ``(again)``.
 
 Telling frames from text: a frame starts with its COBS code byte (not 0x01: the
 body never starts with 0x00) followed by the first body byte, and every body is
-a CBOR array (a first byte in 0x80..0x9f). A byte that cannot start a frame is
-passed through as soon as the byte after it shows so (ASCII text is never held
-longer than one byte), and a frame may start right after it. What could be a
+a CBOR array (a first byte in 0x80..0x9f) or a piece (0xe0..0xf0). A byte that
+cannot start a frame is passed through as soon as the byte after it shows so (ASCII
+text is never held longer than one byte), and a frame may start right after it. What could be a
 frame is held up to the next 0x00 (the delimiter, not shown), then decoded or
 reported damaged. A frame line after text without a newline starts on a line of
 its own. A frame that follows text with no 0x00 between them is found unless the
@@ -33,9 +33,8 @@ from __future__ import annotations
 import string
 from enum import IntEnum, IntFlag
 
-from hirmem.protocol import cbor
+from hirmem.protocol import cbor, pieces
 from hirmem.protocol.errors import CborError, FrameError, MessageError
-from hirmem.protocol.fragments import Reassembler
 from hirmem.protocol.frames import decode_frame, max_wire_size
 from hirmem.protocol.gate import Hard, Verdict
 from hirmem.protocol.messages import (
@@ -51,7 +50,6 @@ from hirmem.protocol.messages import (
     VERDICT,
     CaptureStatus,
     ErrorCode,
-    Fragment,
     Hello,
     LogLevel,
     Message,
@@ -133,8 +131,8 @@ def describe_message(message: Message) -> str:
 
 
 def describe_body(body: bytes, *, inner: bool = False) -> tuple[str, Message | None, int]:
-    """(line, decoded message or None, seq) for one frame body (``inner``: a body
-    reassembled from fragments)."""
+    """(line, decoded message or None, seq) for one frame body (``inner``: an inner
+    body of the retired FRAGMENT message, seq and ack 0)."""
     try:
         item = cbor.decode(body)
     except CborError as exc:
@@ -154,6 +152,12 @@ def describe_body(body: bytes, *, inner: bool = False) -> tuple[str, Message | N
     return (f"{head} {fields}" if fields else head), envelope.message, envelope.seq
 
 
+def _body_start(byte: int) -> bool:
+    """Whether a frame body can start with this byte: a CBOR array head, or a piece's
+    head (e0..f0; f1..ff are no head)."""
+    return 0x80 <= byte <= 0x9F or pieces.CONTINUATION <= byte <= pieces.FIRST
+
+
 def show_text(data: bytes) -> str:
     """Bytes that are not a frame: printable ASCII as is, the rest escaped."""
     return "".join(chr(b) if b in _PRINTABLE else f"\\x{b:02x}" for b in data)
@@ -166,7 +170,7 @@ class WireView:
         self.max_frame = max_frame
         self._limit = max_wire_size(max_frame) - 1
         self._segment = bytearray()  # held: may be the start of a frame
-        self._reassembler = Reassembler(REASSEMBLY_LIMIT)
+        self._joiner = pieces.Joiner(REASSEMBLY_LIMIT)
         self._last_seq = 0
         self._midline = False  # the text passed through so far ended without a newline
         self.frames = 0
@@ -192,7 +196,7 @@ class WireView:
                 out.append(self._pass(bytes(seg)))
                 seg.clear()
             # a byte that cannot start a frame is text; a frame may start right after
-            while seg and (seg[0] == 1 or (len(seg) >= 2 and not 0x80 <= seg[1] <= 0x9F)):
+            while seg and (seg[0] == 1 or (len(seg) >= 2 and not _body_start(seg[1]))):
                 out.append(self._pass(bytes(seg[:1])))
                 del seg[0]
         return "".join(out)
@@ -209,25 +213,33 @@ class WireView:
             self.damaged += 1
             return f"!! damaged frame ({exc.kind}: {exc}): {show_bytes(wire)}\n"
         self.frames += 1
+        if pieces.is_piece(body):
+            return self._piece(body)
+        return self._message(body) + "\n"
+
+    def _message(self, body: bytes) -> str:
         line, message, seq = describe_body(body)
         if isinstance(message, Hello):
             self._last_seq = 0  # the device (re)started its session
-            self._reassembler.reset()
+            self._joiner.reset()
         if message is not None and message.TYPE not in UNSEQUENCED:
             if seq <= self._last_seq:
-                return f"{line} (again)\n"
+                return f"{line} (again)"
             self._last_seq = seq
-        if isinstance(message, Fragment):
-            return f"{line}\n{self._reassemble(message)}"
-        return line + "\n"
+        return line
 
-    def _reassemble(self, fragment: Fragment) -> str:
+    def _piece(self, body: bytes) -> str:
+        head = body[0]
+        if head == pieces.FIRST:
+            name = "first"
+        else:
+            name = f"{head & 0x07}" + (" last" if head & pieces.LAST else "")
+        line = f"PIECE {name} ({len(body) - 1} bytes)\n"
         try:
-            inner = self._reassembler.add(fragment)
+            joined = self._joiner.take(body)
         except MessageError as exc:
             self.damaged += 1
-            return f"!! reassembly: {exc}\n"
-        if inner is None:
-            return ""
-        line, _, _ = describe_body(inner, inner=True)
-        return f"  = {line}\n"
+            return f"{line}!! pieces: {exc}\n"
+        if joined is None:
+            return line
+        return f"{line}  = {self._message(joined)}\n"
