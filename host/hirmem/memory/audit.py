@@ -104,7 +104,13 @@ def _clean_detail(detail: dict[str, Any]) -> dict[str, Any]:
                 f"audit detail key {key!r} is not a system-action field (MEM-INV-8); "
                 f"allowed: {sorted(DETAIL_KEYS)}"
             )
-        if isinstance(value, float):
+        t = type(value)
+        if t is int or t is bytes or t is bool or value is None:  # the common cases first
+            pass
+        elif t is str:
+            if len(value) > _MAX_TEXT:
+                raise HirmemError(f"audit detail {key} is longer than {_MAX_TEXT} characters")
+        elif isinstance(value, float):
             if not math.isfinite(value):
                 raise HirmemError(f"audit detail {key} is not finite: {value}")
             value = repr(value)  # hirmem CBOR carries no floats
@@ -134,7 +140,8 @@ def _check_actor(actor: str) -> None:
 def record_hash(
     seq: int, ts: int, action: str, memory_id: str, actor: str, detail: bytes, prev: bytes
 ) -> bytes:
-    return hashlib.sha256(cbor.encode([seq, ts, action, memory_id, actor, detail, prev])).digest()
+    preimage = cbor.encode_array((seq, ts, action, memory_id, actor, detail, prev))
+    return hashlib.sha256(preimage).digest()
 
 
 class AuditLog:
@@ -178,7 +185,7 @@ class AuditLog:
                 checked.add(actor)
             if action not in ACTIONS:
                 raise HirmemError(f"audit action {action!r} is not one of {sorted(ACTIONS)}")
-            bodies.append((action, memory_id, cbor.encode(_clean_detail(detail)), actor))
+            bodies.append((action, memory_id, cbor.encode_map(_clean_detail(detail)), actor))
         with self.store.writing() as db:  # the head is read and moved by the writer only
             rows = []
             seq, prev = self.head_seq, self.head_hash
