@@ -35,7 +35,6 @@ chain (``intake-mismatch``, with the device's flags and the bits named) and repo
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -67,10 +66,6 @@ class IntakeReport:
     conflicts: list[str] = field(default_factory=list)
 
 
-# the fixed-point gate is a pure function of (flags, Q, P): remembered, bounded
-_device_gate = functools.lru_cache(maxsize=4096)(evaluate)
-
-
 def check_record(
     rec: Record, device_id: bytes, link: bytes | None, intact: bool | None = None
 ) -> str:
@@ -88,7 +83,7 @@ def check_record(
         return "hash does not match the record content (corrupted)"
     if normalise(rec.flags, rec.payload, rec.source, rec.timestamp, rec.context) != rec.flags:
         return "flags are not normalised (schema_valid / source_present)"
-    g = _device_gate(rec.flags, rec.confidence, rec.provenance)
+    g = evaluate(rec.flags, rec.confidence, rec.provenance)
     if (rec.h, rec.i, rec.r, rec.f, rec.c, rec.rn, rec.w) != (g.h, g.i, g.r, g.f, g.c, g.rn, g.w):
         return "device gate scores differ from the host's fixed-point gate"
     if (rec.state, rec.layer) != (int(g.disposition), int(Layer.EPISODIC)):
