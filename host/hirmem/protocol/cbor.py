@@ -192,11 +192,19 @@ def encode_array(items: Sequence[object]) -> bytes:
     n = len(items)
     out = [_SMALL_HEADS[4][n] if n < 24 else _head(4, n)]
     for item in items:
-        if type(item) is int and 0 <= item < _U64:
-            out.append(_head(0, item))
+        t = type(item)
+        if t is bytes:
+            size = len(item)  # type: ignore[arg-type]
+            out.append(_BYTES_HEADS[size] if size < 24 else _head(2, size))
+            out.append(item)  # type: ignore[arg-type]
+        elif t is int and 0 <= item < _U64:  # type: ignore[operator]
+            out.append(_head(0, item))  # type: ignore[arg-type]
         else:
             _encode_item(out, item, 1)
     return b"".join(out)
+
+
+_BYTES_HEADS = _SMALL_HEADS[2]
 
 
 _REFUSED = object()  # the compiled path does not vouch for the input: the strict reader decides
