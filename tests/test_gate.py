@@ -432,6 +432,29 @@ def test_evaluate_rejects_bad_input(
         evaluate(flags, quality, provenance)
 
 
+def test_remembered_results_are_the_computed_ones() -> None:
+    """evaluate remembers its results: the same result as computing afresh, for values
+    Python holds equal but the gate does not (True is not a flags word, 1.0 not a Q)."""
+    import random
+
+    from hirmem.protocol import gate
+
+    rng = random.Random(9)
+    for _ in range(3000):
+        quality = rng.choice([0, 1, ONE // 2, ONE, rng.randrange(ONE)])
+        args = (rng.randrange(FLAGS_MASK + 1), quality, rng.choice([ONE, rng.randrange(ONE + 1)]))
+        assert evaluate(*args) == gate._evaluate(*args)
+        assert evaluate(*args) == gate._evaluate(*args)  # the remembered one
+    assert evaluate(1, ONE, ONE) == gate._evaluate(1, ONE, ONE)  # 1 remembered, then:
+    for _ in range(2):
+        with pytest.raises(HirmemError, match="int"):
+            evaluate(True, ONE, ONE)
+        with pytest.raises(HirmemError, match="quality"):
+            evaluate(1, float(ONE), ONE)  # type: ignore[arg-type]
+        with pytest.raises(HirmemError):
+            evaluate([1], ONE, ONE)  # type: ignore[arg-type]  # unhashable: refused, not a TypeError
+
+
 def test_evaluate_rejects_wrong_types() -> None:
     with pytest.raises(HirmemError, match="int"):
         evaluate(True, ONE, ONE)

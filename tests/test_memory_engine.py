@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import random
 import sqlite3
+import zlib
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -274,6 +277,34 @@ def test_embedder_is_deterministic_unit_length_and_similarity_tracks_text() -> N
     assert np.array_equal(a, emb.embed("pump pressure high"))
     assert math.isclose(float(np.linalg.norm(a)), 1.0, rel_tol=1e-6)
     assert float(a @ b) > 0.6 > float(a @ c)
+
+
+def _reference_hash_embedding(text: str, dim: int) -> npt.NDArray[np.float32]:
+    """The hash embedding as the module documents it, n-gram by n-gram in float32 (the
+    vectors already stored were made this way: the embedder must keep every bit)."""
+    vec = np.zeros(dim, dtype=np.float32)
+    for word in fold(text).split(" "):
+        if word:
+            marked = f"\x02{word}\x03".encode()
+            for n in (3, 4, 5):
+                for k in range(max(1, len(marked) - n + 1)):
+                    hv = zlib.crc32(marked[k : k + n])
+                    vec[hv % dim] += np.float32(1.0 if hv & 0x80000000 else -1.0)
+    norm = float(np.linalg.norm(vec))
+    return vec / np.float32(norm) if norm > 0 else vec
+
+
+def test_hash_embedder_keeps_every_bit_of_the_documented_vector() -> None:
+    rng = random.Random(7)
+    alphabet = "ab cdé 0123456789.-_/ ΣXYZ   pump"
+    for dim in (128, 256):
+        emb = HashEmbedder(dim)
+        for _ in range(2000):
+            text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(80)))
+            text += " pump" * rng.randrange(3)  # words again: the cached path
+            got = emb.embed(text)
+            assert got.dtype == np.float32
+            assert got.tobytes() == _reference_hash_embedding(text, dim).tobytes(), text
 
 
 def oracle(

@@ -2,6 +2,7 @@
 
     .venv/bin/python tools/bench_memory.py              # 1,000,000 memories (a few minutes)
     .venv/bin/python tools/bench_memory.py --n 100000   # scaled down
+    .venv/bin/python tools/bench_memory.py --e2e-only --admit 32768  # end to end alone
 
 Prints:
 
@@ -444,18 +445,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--admit", type=int, default=3000, help="records for the admission figure")
     ap.add_argument("--dir", help="where to put the SQLite files (default: a temp dir)")
     ap.add_argument("--distil-only", action="store_true", help="only the distillation figure")
+    ap.add_argument("--e2e-only", action="store_true",
+                    help="only the end-to-end figure (--admit records; --profile applies)")
     ap.add_argument("--profile", action="store_true",
                     help="also profile the end-to-end run (where its CPU goes)")  # fmt: skip
     args = ap.parse_args(argv)
     now = 1_780_000_000.0
     cfg = MemoryConfig()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        bench_distillation(Path(tmp), args.admit, now)
+        if not args.e2e_only:
+            bench_distillation(Path(tmp), args.admit, now)
         if args.distil_only:
             return 0
         bench_end_to_end(Path(tmp), 64, 8, max(1, args.admit // (64 * 8)), now)
         if args.profile:
             profile_end_to_end(Path(tmp), 64, 8, max(1, args.admit // (64 * 8)), now)
+        if args.e2e_only:
+            return 0
         bench_admission(Path(tmp) / "admit.sqlite", args.admit, now)
 
         path = Path(tmp) / "bulk.sqlite"

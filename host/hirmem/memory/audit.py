@@ -104,7 +104,13 @@ def _clean_detail(detail: dict[str, Any]) -> dict[str, Any]:
                 f"audit detail key {key!r} is not a system-action field (MEM-INV-8); "
                 f"allowed: {sorted(DETAIL_KEYS)}"
             )
-        if isinstance(value, float):
+        t = type(value)
+        if t is int or t is bytes or t is bool or value is None:  # the common cases first
+            pass
+        elif t is str:
+            if len(value) > _MAX_TEXT:
+                raise HirmemError(f"audit detail {key} is longer than {_MAX_TEXT} characters")
+        elif isinstance(value, float):
             if not math.isfinite(value):
                 raise HirmemError(f"audit detail {key} is not finite: {value}")
             value = repr(value)  # hirmem CBOR carries no floats
@@ -121,6 +127,36 @@ def _clean_detail(detail: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+_PLAIN = frozenset({str, int, float, bool, bytes, type(None)})
+_BODIES: dict[str, bytes] = {}  # the repr of a recurring detail -> its checked encoding
+_BODIES_MAX = 4096  # bounded: emptied when full (the recurring details come back at once)
+
+
+def _body(detail: dict[str, Any]) -> bytes:
+    """The checked CBOR of ``detail``, remembered for details that recur (the gate's
+    scores of a device's readings, a lifecycle step): for text keys and values of
+    exactly these types, the dict's repr names its encoding (it keeps 1, 1.0 and True
+    apart, -0.0 from 0.0, text from bytes). Anything else is checked and encoded anew."""
+    key = None
+    for k, v in detail.items():
+        t = type(v)
+        if type(k) is not str or (
+            t not in _PLAIN and not (t is list and all(type(x) is int for x in v))
+        ):
+            break
+    else:
+        key = repr(detail)
+        known = _BODIES.get(key)
+        if known is not None:
+            return known
+    body = cbor.encode_map(_clean_detail(detail))
+    if key is not None:
+        if len(_BODIES) >= _BODIES_MAX:
+            _BODIES.clear()
+        _BODIES[key] = body
+    return body
+
+
 def _check_actor(actor: str) -> None:
     if actor == "system":
         return
@@ -134,7 +170,8 @@ def _check_actor(actor: str) -> None:
 def record_hash(
     seq: int, ts: int, action: str, memory_id: str, actor: str, detail: bytes, prev: bytes
 ) -> bytes:
-    return hashlib.sha256(cbor.encode([seq, ts, action, memory_id, actor, detail, prev])).digest()
+    preimage = cbor.encode_array((seq, ts, action, memory_id, actor, detail, prev))
+    return hashlib.sha256(preimage).digest()
 
 
 class AuditLog:
@@ -178,7 +215,7 @@ class AuditLog:
                 checked.add(actor)
             if action not in ACTIONS:
                 raise HirmemError(f"audit action {action!r} is not one of {sorted(ACTIONS)}")
-            bodies.append((action, memory_id, cbor.encode(_clean_detail(detail)), actor))
+            bodies.append((action, memory_id, _body(detail), actor))
         with self.store.writing() as db:  # the head is read and moved by the writer only
             rows = []
             seq, prev = self.head_seq, self.head_hash

@@ -48,6 +48,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from hirmem.memory.audit import Entry
 from hirmem.memory.contradiction import same_value, single_valued
 from hirmem.memory.dynamics import decay_between
 from hirmem.memory.model import Memory, State
@@ -389,15 +390,12 @@ def _create(engine: MemoryEngine, d: Distillate) -> Memory:
     now = engine.clock()
     m = _scored(m, d.stats, engine, device=d.device, strength=d.stats.sum_w / d.stats.n,
                 last_access=now, decayed_at=now)
-    seq = 0
-    for source in links:  # one PROV wasDerivedFrom per record (audit details are scalars)
-        seq = engine.audit.append(
-            "derive", m.id,
-            {"activity": "distill", "form": d.form, "wasDerivedFrom": source, "agrees": 1,
-             "rn": m.rn, "w": m.w},
-            ts=now,
-        )  # fmt: skip
-    m = engine._save(m.replace(audit_seq=seq))
+    # one PROV wasDerivedFrom per record (audit details are scalars), in one append
+    seqs = engine.audit.append_many([
+        ("derive", m.id, {"activity": "distill", "form": d.form, "wasDerivedFrom": source,
+                          "agrees": 1, "rn": m.rn, "w": m.w})
+        for source in links], ts=now)  # fmt: skip
+    m = engine._save(m.replace(audit_seq=seqs[-1] if seqs else 0))
     m = engine.transition(m, State.CANDIDATE, f"distilled from {len(episodes)} episodes")
     if m.rn >= engine.config.green and m.h > 0:
         m = engine.transition(m, State.CONSOLIDATED, "distilled pattern: Rn ≥ green")
@@ -516,16 +514,17 @@ def _reinforce(
     agreeing = sum(agrees for _, agrees in pending)
     # settle the decay owed so far, then count each agreeing episode as a rehearsal
     owed = decay_between(p.last_access, p.decayed_at, now, cfg, cfg.tau_for(p.layer))
-    seqs = engine.audit.append_many([
-        ("derive", p.id, {"activity": "distill", "form": d.form, "wasDerivedFrom": m.id,
-                          "agrees": int(agrees)})
-        for m, agrees in pending], ts=now)  # fmt: skip
+    derived = [
+        Entry("derive", p.id, {"activity": "distill", "form": d.form, "wasDerivedFrom": m.id,
+                               "agrees": int(agrees)})
+        for m, agrees in pending]  # fmt: skip
     p = _scored(p, d.stats, engine, value=statement(d),
                 links=(*p.links, *(m.id for m, _ in pending)),
                 decayed_at=max(p.decayed_at, now),
-                last_access=now if agreeing else p.last_access, audit_seq=seqs[-1])  # fmt: skip
-    # one write: apply_strength saves the updated pattern with its new strength
-    p = engine.apply_strength(p, u=float(agreeing), d=owed, reason="distilled episode")
+                last_access=now if agreeing else p.last_access)  # fmt: skip
+    # one append (the derive records, then the strength step's) and one write of the row
+    p = engine.apply_strength(p, u=float(agreeing), d=owed, reason="distilled episode",
+                              after=derived)  # fmt: skip
     for m, _ in pending:
         out[m.id] = p
 

@@ -20,6 +20,7 @@ used in batches (:func:`embed_batch`). A store must use one embedder for its who
 
 from __future__ import annotations
 
+import functools
 import zlib
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
@@ -83,17 +84,30 @@ class HashEmbedder:
         self.name = f"hash-ngram-{dim}"
 
     def embed(self, text: str) -> F32:
+        # the signed bucket counts of the text's words, added up as integers: the same
+        # vector as adding ±1.0 n-gram by n-gram (float32 holds these counts exactly)
+        totals: dict[int, int] = {}
+        for word in fold(text).split(" "):
+            if word:
+                for bucket, count in _word_buckets(word, self.dim, self.ngrams):
+                    totals[bucket] = totals.get(bucket, 0) + count
         vec = np.zeros(self.dim, dtype=np.float32)
-        words = fold(text).split(" ")
-        for word in words:
-            if not word:
-                continue
-            marked = f"\x02{word}\x03".encode()
-            for n in self.ngrams:
-                for k in range(max(1, len(marked) - n + 1)):
-                    hv = zlib.crc32(marked[k : k + n])
-                    vec[hv % self.dim] += 1.0 if hv & 0x80000000 else -1.0
+        if totals:
+            vec[list(totals)] = list(totals.values())
         norm = float(np.linalg.norm(vec))
         if norm > 0:
             vec /= norm
         return vec
+
+
+@functools.lru_cache(maxsize=1 << 16)  # bounded: words recur (sensor names, units, keys)
+def _word_buckets(word: str, dim: int, ngrams: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """One word's signed n-gram counts per bucket (its n-grams with the boundary marks)."""
+    counts: dict[int, int] = {}
+    marked = f"\x02{word}\x03".encode()
+    for n in ngrams:
+        for k in range(max(1, len(marked) - n + 1)):
+            hv = zlib.crc32(marked[k : k + n])
+            bucket = hv % dim
+            counts[bucket] = counts.get(bucket, 0) + (1 if hv & 0x80000000 else -1)
+    return tuple(counts.items())

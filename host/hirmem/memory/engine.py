@@ -373,20 +373,22 @@ class MemoryEngine:
             return out
 
     def apply_strength(
-        self, m: Memory, *, u: float = 0.0, d: float = 0.0, x: float = 0.0, reason: str
-    ) -> Memory:
-        """One step of the strength equation for ``m``; audited when the change is large."""
+        self, m: Memory, *, u: float = 0.0, d: float = 0.0, x: float = 0.0, reason: str,
+        after: Sequence[Entry] = (),
+    ) -> Memory:  # fmt: skip
+        """One step of the strength equation for ``m``; audited when the change is large.
+        ``after``: the audit entries of what caused the step (a pattern's new episodes),
+        appended first in the same append, the row written once."""
         new = dynamics.strength_step(m.strength, u, m.priority, m.rn, d, x, self.config)
-        out = m.replace(strength=new)
         with self.store.transaction():
+            entries = list(after)
             if abs(new - m.strength) >= self.config.audit_strength_delta:
-                seq = self.audit.append(
-                    "strength",
-                    m.id,
+                entries.append(Entry(
+                    "strength", m.id,
                     {"old_strength": m.strength, "strength": new, "x": x, "reason": reason},
-                    ts=self.clock(),
-                )
-                out = out.replace(audit_seq=seq)
+                ))  # fmt: skip
+            seq = self.audit.append_entries(entries, ts=self.clock())[-1] if entries else None
+            out = m.replace(strength=new, audit_seq=m.audit_seq if seq is None else seq)
             rowid = self._write(out)
             self._record_history(np.array([rowid]), self.clock(), np.array([new]),
                                  HISTORY_PRESSURE)  # fmt: skip

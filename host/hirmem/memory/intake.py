@@ -35,7 +35,6 @@ chain (``intake-mismatch``, with the device's flags and the bits named) and repo
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -67,23 +66,24 @@ class IntakeReport:
     conflicts: list[str] = field(default_factory=list)
 
 
-# the fixed-point gate is a pure function of (flags, Q, P): remembered, bounded
-_device_gate = functools.lru_cache(maxsize=4096)(evaluate)
-
-
-def check_record(rec: Record, device_id: bytes, link: bytes | None) -> str:
-    """What is wrong with a device record, or "" when the host agrees with the device."""
+def check_record(
+    rec: Record, device_id: bytes, link: bytes | None, intact: bool | None = None
+) -> str:
+    """What is wrong with a device record, or "" when the host agrees with the device
+    (``intact``: whether its hash matches its content, when the caller checked it)."""
     if rec.id[: len(device_id)] != device_id:
         return f"record id does not start with device id {device_id.hex()}"
     if link is not None and rec.prev_hash != link:
         return "prev_hash does not continue the device chain"
-    if record_hash(rec.id, rec.payload, rec.source, rec.timestamp, rec.context, rec.prev_hash) != (
-        rec.hash
-    ):
+    if intact is None:
+        intact = rec.hash == record_hash(
+            rec.id, rec.payload, rec.source, rec.timestamp, rec.context, rec.prev_hash
+        )
+    if not intact:
         return "hash does not match the record content (corrupted)"
     if normalise(rec.flags, rec.payload, rec.source, rec.timestamp, rec.context) != rec.flags:
         return "flags are not normalised (schema_valid / source_present)"
-    g = _device_gate(rec.flags, rec.confidence, rec.provenance)
+    g = evaluate(rec.flags, rec.confidence, rec.provenance)
     if (rec.h, rec.i, rec.r, rec.f, rec.c, rec.rn, rec.w) != (g.h, g.i, g.r, g.f, g.c, g.rn, g.w):
         return "device gate scores differ from the host's fixed-point gate"
     if (rec.state, rec.layer) != (int(g.disposition), int(Layer.EPISODIC)):
@@ -115,7 +115,10 @@ def intake_records(
         baselines: dict[tuple[str, str], distill.Stats | None] = {}
         for rec in records:
             mid = rec.id.hex()
-            problem = check_record(rec, device_id, link)
+            intact = rec.hash == record_hash(
+                rec.id, rec.payload, rec.source, rec.timestamp, rec.context, rec.prev_hash
+            )  # once for both checks that need it
+            problem = check_record(rec, device_id, link, intact)
             link = rec.hash
             if mid in held:
                 (report.duplicates if held[mid] == rec.hash else report.conflicts).append(mid)
@@ -128,7 +131,7 @@ def intake_records(
                 if sensor not in baselines:
                     baselines[sensor] = distill.baseline(engine, device, *sensor)
                 aligned = distill.baseline_aligned(engine, baselines[sensor], seen.value)
-            flags, disagreement = host_flags(rec, signature_verified, aligned)
+            flags, disagreement = host_flags(rec, signature_verified, aligned, intact)
             text = memory_text(rec.payload, seen.subject, seen.attribute, seen.value)
             m = Memory(
                 id=mid,

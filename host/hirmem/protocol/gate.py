@@ -41,6 +41,7 @@ fixed-point result never strays more than :data:`TOLERANCE` from the real number
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
@@ -271,7 +272,18 @@ def evaluate(flags: int, quality: int, provenance: int) -> GateResult:
 
     Raises :class:`HirmemError` when ``flags`` is not a 16-bit word with the reserved
     bits clear, or Q or P is not an int in ``0..ONE``.
+
+    A pure function of its three integers, so results are remembered (bounded; keyed by
+    type too, so ``True`` is not taken for ``1``): a device sends the same flags, Q and
+    P record after record, and both the daemon and the memory engine gate each one.
     """
+    try:
+        return _remembered(flags, quality, provenance)
+    except TypeError:  # an unhashable argument: the gate itself says what is wrong
+        return _evaluate(flags, quality, provenance)
+
+
+def _evaluate(flags: int, quality: int, provenance: int) -> GateResult:
     _check_flags(flags)
     for name, value in (("quality", quality), ("provenance", provenance)):
         if isinstance(value, bool) or not isinstance(value, int):
@@ -300,6 +312,9 @@ def evaluate(flags: int, quality: int, provenance: int) -> GateResult:
         hard=Hard(hard),
         disposition=_disposition(verdict, hard),
     )
+
+
+_remembered = functools.lru_cache(maxsize=4096, typed=True)(_evaluate)
 
 
 def evaluate_float(flags: int, quality: float, provenance: float) -> FloatGateResult:

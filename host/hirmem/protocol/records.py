@@ -56,7 +56,7 @@ def record_hash(
     rid: bytes, payload: bytes, source: str, timestamp: int, context: bytes, prev_hash: bytes
 ) -> bytes:
     return hashlib.sha256(
-        cbor.encode([rid, payload, source, timestamp, context, prev_hash])
+        cbor.encode_array((rid, payload, source, timestamp, context, prev_hash))
     ).digest()
 
 
@@ -294,8 +294,9 @@ def structurally_consistent(payload: bytes) -> bool | None:
 
 
 def host_flags(
-    rec: Record, signature_verified: bool, baseline_aligned: bool | None = None
-) -> tuple[int, str]:
+    rec: Record, signature_verified: bool, baseline_aligned: bool | None = None,
+    intact: bool | None = None,
+) -> tuple[int, str]:  # fmt: skip
     """The record's flags with the sub-checks the host can evaluate as the host finds
     them, and what the device asserted differently ("" when it agrees).
 
@@ -303,12 +304,14 @@ def host_flags(
     the host verified, ``signature_verified``, and the record's hash); bit 7 from the
     payload's schema when it declares one (:func:`structurally_consistent`); bit 4
     when the caller holds a baseline for the record (``baseline_aligned``: the memory
-    engine, from the distilled pattern of the reading's sensor)."""
+    engine, from the distilled pattern of the reading's sensor). ``intact``: whether the
+    record's hash matches its content, when the caller has just checked it."""
     found = 0
     evaluated = HOST_EVALUATED
-    intact = record_hash(
-        rec.id, rec.payload, rec.source, rec.timestamp, rec.context, rec.prev_hash
-    ) == rec.hash  # fmt: skip
+    if intact is None:
+        intact = record_hash(
+            rec.id, rec.payload, rec.source, rec.timestamp, rec.context, rec.prev_hash
+        ) == rec.hash  # fmt: skip
     if signature_verified and intact:
         found |= int(Check.SIGNATURE_INTACT)
     if 0 <= rec.confidence <= 0x10000:  # a probability in Q16.16
@@ -320,6 +323,8 @@ def host_flags(
             found |= int(check) if passed else 0
     flags = (rec.flags & ~evaluated) | found
     differ = (rec.flags ^ flags) & evaluated
+    if not differ:  # the device asserted what the host found (the usual case)
+        return flags, ""
     named = [c.name.lower() for c in Check if differ & c and c.name]
     said = ", ".join(f"{n} {'passed' if flags & Check[n.upper()] else 'failed'}" for n in named)
     return flags, (f"host evaluated {said}; the device asserted otherwise" if named else "")
