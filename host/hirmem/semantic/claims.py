@@ -9,8 +9,9 @@ Invariants:
 
 - Written only when honest: the predicate has a template; the subject, an entity value and
   every figure or year of the value appear in the quote the claim cites; the value is
-  legal once canonicalised. A denial is never written as its positive. Each refusal is kept
-  (:meth:`ClaimStore.refusals`) with its reason; the sentence itself stays a passage.
+  legal once canonicalised. A denial is never written as its positive. Each refusal is
+  counted (:meth:`ClaimStore.refused`) and the latest :data:`KEPT_REFUSALS` are listed with
+  their reasons (:meth:`ClaimStore.refusals`); the sentence itself stays a passage.
 - Canonical values: "21.8" and "21.80" are one number; "$410k a year" and "410000/yr" one
   amount; "8 May 2023" and "2023-05-08" one date. One claim row per canonical
   (subject, predicate, value); each statement of it is an attestation (container, source,
@@ -38,9 +39,11 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 
 from hirmem.protocol.identity import fnv1a64, fold
+from hirmem.semantic import refusals
 from hirmem.semantic.errors import SemanticError
 
 __all__ = [
+    "KEPT_REFUSALS",
     "READING",
     "Attestation",
     "ClaimRefused",
@@ -54,6 +57,7 @@ __all__ = [
     "unit_of",
 ]
 
+KEPT_REFUSALS = refusals.KEPT  # the latest refusals listed; every one is counted
 KINDS = ("text", "entity", "number", "money", "date", "reading")
 
 
@@ -322,6 +326,7 @@ class ClaimStore:
             CREATE TABLE IF NOT EXISTS claim_refusals (
                 at INTEGER NOT NULL, container TEXT NOT NULL, source TEXT NOT NULL,
                 reason TEXT NOT NULL, detail TEXT NOT NULL);
+            CREATE TABLE IF NOT EXISTS claim_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
             """
         )
 
@@ -338,9 +343,11 @@ class ClaimStore:
             row = self._check(s)
         except ClaimRefused as exc:
             with self._lock:
-                self._db.execute("INSERT INTO claim_refusals VALUES (?, ?, ?, ?, ?)",
-                                 (self.clock(), s.container, s.source, exc.reason,
-                                  str(exc)))  # fmt: skip
+                self._db.execute("BEGIN")
+                refusals.keep(self._db, "claim_refusals", "claim_meta",
+                              [(self.clock(), s.container, s.source, exc.reason, str(exc))],
+                              KEPT_REFUSALS)  # fmt: skip
+                self._db.execute("COMMIT")
             return None
         start = s.valid_from or s.said_at
         end = s.invalid_at if s.invalid_at > start else 0  # never true for zero time
@@ -392,8 +399,14 @@ class ClaimStore:
 
     # ---- reading ----------------------------------------------------------------------------
 
+    def refused(self) -> int:
+        """How many statements were ever refused (beyond those still listed)."""
+        with self._lock:
+            return refusals.count(self._db, "claim_meta")
+
     def refusals(self) -> list[tuple[str, str]]:
-        """(reason, detail) of every statement refused, oldest first."""
+        """(reason, detail) of the latest :data:`KEPT_REFUSALS` statements refused, oldest
+        first (every one is counted by :meth:`refused`)."""
         with self._lock:
             rows = self._db.execute("SELECT reason, detail FROM claim_refusals ORDER BY rowid")
             return [(r, d) for r, d in rows]

@@ -41,6 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hirmem.protocol.identity import fnv1a64, fold
+from hirmem.semantic import refusals
 from hirmem.semantic.extract import PRONOUNS, hedge, stated_interval
 from hirmem.semantic.names import words_of
 from hirmem.semantic.passages import (
@@ -59,7 +60,7 @@ __all__ = ["CERTAINTIES", "KEPT_REFUSALS", "MIN_WORDS", "MemoryHit", "MemoryInde
 CERTAINTIES = ("asserted", "hedged")
 MIN_WORDS = 4  # fewer words are a fragment ("ok sure", "me too"), not a fact
 CANDIDATES = 100  # per leg, before fusion
-KEPT_REFUSALS = 10_000  # the latest refusals listed; every one is counted
+KEPT_REFUSALS = refusals.KEPT  # the latest refusals listed; every one is counted
 
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 _TERM = re.compile(r"[^\W_]+", re.UNICODE)
@@ -230,19 +231,12 @@ class MemoryIndex:
 
     def _refuse(self, refused: Sequence[tuple[str, str, str]]) -> None:
         """Record refusals: every one counted, the latest :data:`KEPT_REFUSALS` kept."""
-        self._db.executemany("INSERT INTO tier1_refusals VALUES (?, ?, ?)", refused)
-        self._db.execute("INSERT INTO tier1_meta VALUES ('refused', ?) ON CONFLICT(key) DO "
-                         "UPDATE SET value = CAST(value AS INTEGER) + ?",
-                         (str(len(refused)), len(refused)))  # fmt: skip
-        self._db.execute("DELETE FROM tier1_refusals WHERE rowid <= "
-                         "(SELECT max(rowid) FROM tier1_refusals) - ?", (KEPT_REFUSALS,))
+        refusals.keep(self._db, "tier1_refusals", "tier1_meta", refused, KEPT_REFUSALS)
 
     def refused(self) -> int:
         """How many memories were ever refused or kept open (beyond those still listed)."""
         with self._lock:
-            row = self._db.execute("SELECT value FROM tier1_meta WHERE key = 'refused'"
-                                   ).fetchone()  # fmt: skip
-        return int(row[0]) if row is not None else 0
+            return refusals.count(self._db, "tier1_meta")
 
     def _insert(self, note: Note, end: int, vec: bytes) -> int:
         key = note.identity()
