@@ -16,7 +16,15 @@ Invariants:
   aliases of the container it was said in; it is kept only when no vocabulary predicate
   states its relation (the substrate files those as typed claims, the right way round).
   Edges are walked by entity id in both directions, never searched by similarity.
-- Withdrawing a document (superseded, erased, withheld) takes its aliases and edges with it.
+- An entity has a kind (:data:`~hirmem.semantic.relations.ENTITY_KINDS`) only where a
+  source states it (:func:`kind_cue`: a device's own container name, an organisation's
+  legal suffix, a title before a person's name, a place word, an apposition such as
+  "Acme, a company"), or where a typed claim of a predicate that admits one kind for that
+  end filed it. Each kind is kept with the container and document that stated it, read
+  through the fence like an alias, and withdrawn with its document. An entity may be
+  stated as two kinds; nothing picks one.
+- Withdrawing a document (superseded, erased, withheld) takes its aliases, kinds and edges
+  with it.
 """
 
 from __future__ import annotations
@@ -29,7 +37,8 @@ from dataclasses import dataclass
 
 from hirmem.protocol.identity import fnv1a64, fold
 
-__all__ = ["EdgeRow", "EntityIndex", "aliases_in", "entity_id", "implied", "written"]
+__all__ = ["EdgeRow", "EntityIndex", "aliases_in", "entity_id", "implied", "kind_cue",
+           "written"]
 
 _CAP = r"[A-Z][\w'\u2019-]*"
 _RUN = rf"{_CAP}(?:[ \t]+{_CAP})*"
@@ -37,6 +46,57 @@ _RUN = rf"{_CAP}(?:[ \t]+{_CAP})*"
 _PAREN = re.compile(rf"(?P<a>{_RUN})[ \t]*\((?P<b>{_RUN})\)(?:[ \t]+(?P<c>{_RUN}))?")
 _AKA = re.compile(rf"(?P<a>{_RUN}),?[ \t]+(?:aka|a\.k\.a\.|also known as)[ \t]+(?P<b>{_RUN})")
 _SLASH = re.compile(rf"(?P<a>{_RUN})[ \t]+/[ \t]+(?P<b>{_RUN})")
+
+
+# What a source writes that states a name's kind. Deterministic and local: the name's own
+# words or the words right around it in the text that says it, never a similarity.
+_DEVICE = re.compile(r"[0-9a-f]{16}(?:/[\w.-]+)?")  # <device>/<source>, a device's container
+_ORG_WORDS = ("inc inc. ltd ltd. llc plc gmbh ag sa s.a. bv corp corp. corporation company co "
+              "co. group bank university foundation institute labs laboratories")
+_ORG_SUFFIX = frozenset(_ORG_WORDS.split(" "))
+_PLACE_WORDS = "city town village street road avenue square river lake mountain county province"
+_PLACE_SUFFIX = frozenset([*_PLACE_WORDS.split(" "), "island", "bay", "valley"])
+_TITLE = r"(?:Mr|Mrs|Ms|Mx|Dr|Prof|Sir|Dame|Mister|Madam)\.?"
+_APPOSED = {"company": "organisation", "firm": "organisation", "startup": "organisation",
+            "business": "organisation", "supplier": "organisation", "vendor": "organisation",
+            "customer": "organisation", "bank": "organisation", "school": "organisation",
+            "university": "organisation", "city": "place", "town": "place", "village": "place",
+            "country": "place", "region": "place", "island": "place", "person": "person",
+            "woman": "person", "man": "person", "colleague": "person", "engineer": "person",
+            "manager": "person", "doctor": "person", "device": "device", "sensor": "device",
+            "gateway": "device", "board": "device"}  # fmt: skip
+_APPOSITION = (r"(?:,\s*|\s+is\s+)(?:a|an|the|our|my|their)\s+(?:[a-z-]+\s+)?"
+               rf"({'|'.join(_APPOSED)})\b")
+
+
+def kind_cue(name: str, text: str = "") -> str:
+    """The kind ``text`` (or the name itself) states ``name`` is, or "" when it states
+    none: "c0ffee00c0ffee00/temp0" is a device, "Acme Corp" an organisation, "Dr Lee" (or
+    "Dr. Lee" in the text) a person, "Oslo City" a place, "Initech, a company" an
+    organisation."""
+    bare = " ".join(name.split())
+    if not bare:
+        return ""
+    if _DEVICE.fullmatch(bare):
+        return "device"
+    words = bare.lower().split()
+    if len(words) > 1 and words[-1] in _ORG_SUFFIX:
+        return "organisation"
+    if len(words) > 1 and words[-1] in _PLACE_SUFFIX:
+        return "place"
+    if re.match(rf"{_TITLE}\s", bare):
+        return "person"
+    if text:
+        said = re.escape(bare)
+        if re.search(rf"\b{_TITLE}\s+{said}\b", text):
+            return "person"
+        if re.search(rf"\b(?:the\s+)?(?:city|town|village|country)\s+of\s+{said}\b", text,
+                     re.IGNORECASE):  # fmt: skip
+            return "place"
+        m = re.search(rf"\b{said}{_APPOSITION}", text)
+        if m is not None:
+            return _APPOSED[m.group(1).lower()]
+    return ""
 
 
 def _name(text: str) -> str:
@@ -121,6 +181,10 @@ class EntityIndex:
                 PRIMARY KEY (subject, relation, object, container, source));
             CREATE INDEX IF NOT EXISTS entity_edges_object ON entity_edges(object);
             CREATE INDEX IF NOT EXISTS entity_edges_source ON entity_edges(source);
+            CREATE TABLE IF NOT EXISTS entity_kinds (
+                entity TEXT NOT NULL, kind TEXT NOT NULL, container TEXT NOT NULL,
+                source TEXT NOT NULL, PRIMARY KEY (entity, kind, container, source));
+            CREATE INDEX IF NOT EXISTS entity_kinds_source ON entity_kinds(source);
             """
         )
 
@@ -170,12 +234,50 @@ class EntityIndex:
         return EdgeRow(s, relation, o, implied(subject)[0], implied(obj)[0], container, source,
                        quote, hedged)  # fmt: skip
 
+    def typed(self, name: str, kind: str, container: str, source: str) -> str:
+        """Record that ``source`` (in ``container``) states ``name`` is a ``kind``; the id
+        of the entity it resolves to there."""
+        eid = self.note(name, container, source)
+        if eid and kind:
+            with self._lock:
+                self._db.execute("INSERT OR IGNORE INTO entity_kinds VALUES (?, ?, ?, ?)",
+                                 (eid, kind, container, source))  # fmt: skip
+        return eid
+
+    def kinds_in(self, name: str, container: str, text: str = "") -> frozenset[str]:
+        """The kinds ``name`` is stated to be where it is said: those recorded for the
+        entity it resolves to in ``container``, and the one ``text`` (the sentence that
+        names it) states."""
+        cue = kind_cue(name, text)
+        entity, aliases = implied(name)
+        with self._lock:
+            eid = self._resolve_in(entity, container) if entity else None
+            if eid is None and entity and not aliases:
+                eid = entity_id(entity)
+            rows = [] if eid is None else self._db.execute(
+                "SELECT DISTINCT kind FROM entity_kinds WHERE entity = ? AND container = ?",
+                (eid, container)).fetchall()  # fmt: skip
+        return frozenset({str(r[0]) for r in rows} | ({cue} if cue else set()))
+
+    def kinds(self, name: str, readable: Collection[str]) -> frozenset[str]:
+        """The kinds the reader's sources state ``name`` is (through its aliases)."""
+        ids = self.resolve(name, readable)
+        if not ids:
+            return frozenset()
+        marks, fence = ",".join("?" * len(ids)), ",".join("?" * len(readable))
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT DISTINCT kind FROM entity_kinds WHERE entity IN ({marks}) AND "
+                f"container IN ({fence})", [*ids, *sorted(readable)]).fetchall()  # fmt: skip
+        return frozenset(str(r[0]) for r in rows)
+
     def withdraw(self, source: str) -> int:
-        """Forget the aliases and edges read from ``source``."""
+        """Forget the aliases, kinds and edges read from ``source``."""
         with self._lock:
             self._db.execute("BEGIN")
             n = self._db.execute("DELETE FROM entity_aliases WHERE source = ?", (source,)).rowcount
             n += self._db.execute("DELETE FROM entity_edges WHERE source = ?", (source,)).rowcount
+            n += self._db.execute("DELETE FROM entity_kinds WHERE source = ?", (source,)).rowcount
             self._db.execute("COMMIT")
         return n
 
