@@ -4,17 +4,23 @@ and claims kept as hedged (never as asserted), and compact tier-1 rows."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from hirmem.semantic import claims, devices
+from hirmem.protocol.identity import fnv1a64
+from hirmem.semantic import claims, devices, memories
 from hirmem.semantic.claims import ClaimStore, Statement
 from hirmem.semantic.devices import DeviceFeed
 from hirmem.semantic.entities import entity_id, kind_cue
+from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.extract import RuleExtractor
+from hirmem.semantic.memories import MemoryIndex, Note
 from hirmem.semantic.planner import DEFAULT_ONTOLOGY
 from hirmem.semantic.relations import RELATIONS, fits
+from hirmem.semantic.retrieve import Embedder
 from hirmem.semantic.substrate import Substrate
 from hirmem.semantic.values import Chunk
 from test_semantic_devices import _store
@@ -161,3 +167,93 @@ def test_a_hedged_statement_is_kept_as_hedged_and_never_as_asserted() -> None:
     _say(sub, "c", "Alice works at Acme.", at=T0 + DAY)
     [work] = c.current("Alice", "person.employer", team, NOW)
     assert not work.hedged and c.count("person.employer", team) == 1
+
+
+# ---- compact tier 1 ---------------------------------------------------------------------------
+
+
+def test_quantised_vectors_keep_cosine_against_float32_over_thousands_of_vectors() -> None:
+    """Differential: int8 with one scale against the float32 original, dense (MiniLM-like)
+    and sparse (hashed-like), cosine of each with a random query."""
+    rng = np.random.default_rng(16)
+    worst = 0.0
+    for i in range(3000):
+        dim = 384 if i % 2 else 1024
+        v = rng.normal(size=dim).astype(np.float32)
+        if dim == 1024:  # a handful of non-zero entries, as the hashed embedder makes
+            v[rng.random(dim) > 0.01] = 0.0
+            v[int(rng.integers(dim))] = float(rng.normal()) or 1.0
+        q = rng.normal(size=dim).astype(np.float32)
+        q[v != 0] += v[v != 0]  # related to v, so the cosine is not near zero
+        blob = memories.quantise(v)
+        back = memories.dequantise(blob)
+        assert back.shape == v.shape and np.array_equal(back != 0, np.rint(
+            v / (np.abs(v).max() / 127)) != 0)  # fmt: skip
+        cos = float(v @ q / (np.linalg.norm(v) * np.linalg.norm(q)))
+        got = float(back @ q / (np.linalg.norm(back) * np.linalg.norm(q)))
+        worst = max(worst, abs(cos - got))
+        assert len(blob) <= (9 + 3 * int(np.count_nonzero(v)) if dim == 1024 else 5 + dim)
+    assert worst < 0.02
+    assert memories.dequantise(memories.quantise(np.zeros(8))).tolist() == [0.0] * 8
+    with pytest.raises(SemanticError):
+        memories.dequantise(b"H\x00\x00")
+
+
+def test_a_tier1_row_holds_no_key_text_container_name_or_float_vector() -> None:
+    idx = MemoryIndex(Embedder())
+    long_container = "tenant-with-a-long-name/" + "c" * 40
+    for i in range(50):
+        idx.write(Note(f"Ada Reyes is fixing boiler B{i:03d} today.", long_container,
+                       "d" * 16 + str(i)))  # fmt: skip
+    idx.write(Note("pump 3 pressure 2.1-2.4 bar over 4 readings", "plant", "p", key="pattern:7"))
+    db = idx._db
+    keys = [r[0] for r in db.execute("SELECT key FROM tier1_memories ORDER BY id")]
+    assert keys == [None] * 50 + ["pattern:7"]  # a sentence's key is its source and text
+    assert db.execute("SELECT count(*) FROM tier1_containers").fetchone()[0] == 2
+    assert {type(r[0]) for r in db.execute("SELECT container FROM tier1_memories")} == {int}
+    assert max(len(r[0]) for r in db.execute("SELECT vec FROM tier1_memories")) < 64
+    # and every read still gives them back whole
+    hit = idx.get(f"{'d' * 16}7#{fnv1a64(b'Ada Reyes is fixing boiler B007 today.'):016x}")
+    assert hit is not None and hit.container == long_container and hit.text.endswith("B007 today.")
+    assert idx.get("pattern:7") is not None and idx.invalidate("pattern:7", 5)
+    [found] = idx.search("boiler B007", 1, {long_container}, names=["Ada Reyes"])
+    assert found.text == "Ada Reyes is fixing boiler B007 today."
+    assert idx.search("boiler", 5, {"plant"}) == []  # the fence, by container id
+    assert idx.remove("d" * 16 + "7") == 1
+    left = idx.search("boiler", 60, {long_container})
+    assert len(left) == 49 and all("B007" not in h.text for h in left)
+
+
+_FIRST_LAYOUT = """
+CREATE TABLE tier1_memories (
+    id INTEGER PRIMARY KEY, key TEXT UNIQUE NOT NULL, container TEXT NOT NULL,
+    source TEXT NOT NULL, subject TEXT NOT NULL, text TEXT NOT NULL,
+    certainty TEXT NOT NULL CHECK (certainty IN ('asserted', 'hedged')),
+    valid_from INTEGER NOT NULL, invalid_at INTEGER NOT NULL,
+    said_at INTEGER NOT NULL, vec BLOB NOT NULL);
+CREATE TABLE tier1_mentions (entity TEXT NOT NULL, memory INTEGER NOT NULL,
+    PRIMARY KEY (entity, memory)) WITHOUT ROWID;
+CREATE TABLE tier1_containers (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
+CREATE TABLE tier1_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE VIRTUAL TABLE tier1_terms_1 USING fts5(text, subject, content='tier1_memories',
+    content_rowid='id', tokenize='porter unicode61');
+INSERT INTO tier1_containers VALUES (1, 'team');
+INSERT INTO tier1_memories VALUES (1, 'd#x', 'team', 'd', 'ada', 'Ada may be rowing today.',
+    'hedged', 0, 0, 5, x'00');
+INSERT INTO tier1_memories VALUES (2, 'pattern:1', 'team', 'p', '', 'pump 3 runs hot at noon',
+    'asserted', 0, 0, 6, x'00');
+"""
+
+
+def test_a_file_of_the_first_tier1_layout_is_read_into_the_compact_one(tmp_path: Path) -> None:
+    path = tmp_path / "t1.db"
+    db = sqlite3.connect(path)
+    db.executescript(_FIRST_LAYOUT)
+    db.close()
+    idx = MemoryIndex(Embedder(), str(path))
+    assert len(idx) == 2
+    hedged = idx.get("d#x")
+    assert hedged is not None and hedged.certainty == "hedged" and hedged.said_at == 5
+    assert idx.get("pattern:1") is not None
+    assert [h.key for h in idx.search("rowing", 5, {"team"})] == ["d#x"]
+    idx.close()
