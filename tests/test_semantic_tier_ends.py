@@ -257,3 +257,17 @@ def test_a_file_of_the_first_tier1_layout_is_read_into_the_compact_one(tmp_path:
     assert idx.get("pattern:1") is not None
     assert [h.key for h in idx.search("rowing", 5, {"team"})] == ["d#x"]
     idx.close()
+
+
+def test_two_sources_of_one_hash_are_refused_not_conflated(monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:  # fmt: skip
+    idx = MemoryIndex(Embedder())
+    idx.write(Note("Ada Reyes is fixing the boiler today.", "team", "doc-a"))
+    monkeypatch.setattr(memories, "_hash", lambda key: 7 if key == "doc-b" else hash(key))
+    memories_before = len(idx)
+    idx.write(Note("Bo Nair is rowing on weekends now.", "team", "doc-b"))  # hash 7: free
+    with pytest.raises(SemanticError, match="share a 64-bit hash"):
+        monkeypatch.setattr(memories, "_hash", lambda key: 7 if key in ("doc-b", "doc-c")
+                            else hash(key))  # fmt: skip
+        idx.write(Note("Cy Lind is learning Japanese this year.", "team", "doc-c"))
+    assert len(idx) == memories_before + 1  # the refused write left nothing behind

@@ -161,7 +161,9 @@ CREATE TABLE IF NOT EXISTS tier1_mentions (
     PRIMARY KEY (entity, memory)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS tier1_mentions_memory ON tier1_mentions(memory);
 CREATE TABLE IF NOT EXISTS tier1_containers (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
-CREATE TABLE IF NOT EXISTS tier1_sources (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
+-- a source is found by the hash of its name (most sources hold a memory or two: a unique
+-- index on their names would cost more than the names it saves)
+CREATE TABLE IF NOT EXISTS tier1_sources (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS tier1_refusals (
     container TEXT NOT NULL, source TEXT NOT NULL, reason TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS tier1_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -324,7 +326,7 @@ class MemoryIndex:
             "hedged, valid_from, invalid_at, said_at, vec) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             (held[0] if held is not None else None, _hash(key), note.key or None,
              self._interned("tier1_containers", note.container),
-             self._interned("tier1_sources", note.source),
+             self._source(note.source),
              " ".join(fold(note.subject).split()), note.text, int(note.certainty == "hedged"),
              note.valid_from, end, note.said_at, vec),
         )  # fmt: skip
@@ -338,6 +340,16 @@ class MemoryIndex:
         self._db.execute(f"INSERT INTO {terms}(rowid, text, subject) VALUES (?, ?, ?)",
                          (mid, note.text, fold(note.subject)))  # fmt: skip
         return mid
+
+    def _source(self, name: str) -> int:
+        """The id of source ``name``: the hash of its name; two names of one hash refused."""
+        sid = _hash(name)
+        row = self._db.execute("SELECT name FROM tier1_sources WHERE id = ?", (sid,)).fetchone()
+        if row is None:
+            self._db.execute("INSERT INTO tier1_sources VALUES (?, ?)", (sid, name))
+        elif row[0] != name:
+            raise SemanticError(f"sources {row[0]!r} and {name!r} share a 64-bit hash")
+        return sid
 
     def _interned(self, table: str, name: str) -> int:
         """The id of ``name`` in ``table`` (containers, sources, names: each string kept
@@ -381,12 +393,11 @@ class MemoryIndex:
             self._cache.clear()
             self._db.execute("BEGIN")
             ids = [int(r[0]) for r in self._db.execute(
-                "SELECT m.id FROM tier1_memories m JOIN tier1_sources s ON s.id = m.source "
-                "WHERE s.name = ?", (source,))]  # fmt: skip
+                "SELECT id FROM tier1_memories WHERE source = ?", (_hash(source),))]  # fmt: skip
             for mid in ids:
                 self._unterm(mid)
                 self._db.execute("DELETE FROM tier1_memories WHERE id = ?", (mid,))
-            self._db.execute("DELETE FROM tier1_sources WHERE name = ?", (source,))
+            self._db.execute("DELETE FROM tier1_sources WHERE id = ?", (_hash(source),))
             self._db.execute("COMMIT")
         return len(ids)
 
