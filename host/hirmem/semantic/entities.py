@@ -29,10 +29,12 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import re
 import sqlite3
 import threading
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 from hirmem.protocol.identity import fnv1a64, fold
@@ -84,19 +86,35 @@ def kind_cue(name: str, text: str = "") -> str:
         return "organisation"
     if len(words) > 1 and words[-1] in _PLACE_SUFFIX:
         return "place"
-    if re.match(rf"{_TITLE}\s", bare):
+    if _TITLED.match(bare):
         return "person"
-    if text:
-        said = re.escape(bare)
-        if re.search(rf"\b{_TITLE}\s+{said}\b", text):
-            return "person"
-        if re.search(rf"\b(?:the\s+)?(?:city|town|village|country)\s+of\s+{said}\b", text,
-                     re.IGNORECASE):  # fmt: skip
-            return "place"
-        m = re.search(rf"\b{said}{_APPOSITION}", text)
-        if m is not None:
-            return _APPOSED[m.group(1).lower()]
-    return ""
+    return _stated_kinds(text).get(bare, "") if text else ""
+
+
+_NAME = r"[A-Z][\w'\u2019-]*(?:[ \t]+[A-Z][\w'\u2019-]*)*"
+_TITLED = re.compile(rf"{_TITLE}\s")
+_STATED = (
+    (re.compile(rf"\b{_TITLE}\s+(?P<n>{_NAME})"), "person"),
+    (re.compile(rf"\b(?:[Tt]he\s+)?(?:[Cc]ity|[Tt]own|[Vv]illage|[Cc]ountry)\s+of\s+(?P<n>{_NAME})"),
+     "place"),
+)  # fmt: skip
+_APPOSED_NAME = re.compile(rf"(?P<n>{_NAME}){_APPOSITION}")
+
+
+@functools.lru_cache(maxsize=256)
+def _stated_kinds(text: str) -> dict[str, str]:
+    """Every name ``text`` states the kind of (a title before it, "the city of" it, an
+    apposition after it), read once per text; the first statement of a name holds. A name
+    of several words also stands for its tail ("Mr Bo Nair" states Bo Nair and Nair)."""
+    out: dict[str, str] = {}
+    found = [(m.start(), m.group("n"), kind) for rx, kind in _STATED for m in rx.finditer(text)]
+    found += [(m.start(), m.group("n"), _APPOSED[m.group(2).lower()])
+              for m in _APPOSED_NAME.finditer(text)]  # fmt: skip
+    for _, name, kind in sorted(found):
+        words = name.split()
+        for i in range(len(words)):
+            out.setdefault(" ".join(words[i:]), kind)
+    return out
 
 
 def _name(text: str) -> str:
@@ -194,13 +212,30 @@ class EntityIndex:
 
     # ---- writing --------------------------------------------------------------------------
 
-    def note(self, name: str, container: str, source: str) -> str:
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """One transaction for what is written inside (joined when one is open): a name,
+        its aliases and its kind are one commit, not one each."""
+        with self._lock:
+            if self._db.in_transaction:
+                yield
+                return
+            self._db.execute("BEGIN")
+            try:
+                yield
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def note(self, name: str, container: str, source: str, kind: str = "") -> str:
         """Record ``name`` as said in ``container`` by ``source``, with the aliases it
-        implies; the id of the entity it resolves to there."""
+        implies (and, when given, the ``kind`` the source states it is); the id of the
+        entity it resolves to there."""
         entity, aliases = implied(name)
         if not entity:
             return ""
-        with self._lock:
+        with self._writing():
             held = self._resolve_in(entity, container) if not aliases else None
             eid = held or entity_id(entity)
             self._db.execute("INSERT OR IGNORE INTO entities VALUES (?, ?)", (eid, entity))
@@ -209,14 +244,19 @@ class EntityIndex:
                 "INSERT OR IGNORE INTO entity_aliases VALUES (?, ?, ?, ?)",
                 [(a, eid, container, source) for a in {entity, *aliases, _name(name)}],
             )
+            if kind:
+                self._db.execute("INSERT OR IGNORE INTO entity_kinds VALUES (?, ?, ?, ?)",
+                                 (eid, kind, container, source))  # fmt: skip
         return eid
 
     def note_aliases(self, text: str, container: str, source: str) -> int:
         """Record every alias ``text`` equates; how many pairs."""
         pairs = aliases_in(text)
-        for entity, alias in pairs:
-            eid = entity_id(entity)
-            with self._lock:
+        if not pairs:
+            return 0
+        with self._writing():
+            for entity, alias in pairs:
+                eid = entity_id(entity)
                 self._db.execute("INSERT OR IGNORE INTO entities VALUES (?, ?)", (eid, entity))
                 self._db.executemany("INSERT OR IGNORE INTO entity_aliases VALUES (?, ?, ?, ?)",
                                      [(entity, eid, container, source),
@@ -226,23 +266,13 @@ class EntityIndex:
     def edge(self, subject: str, relation: str, obj: str, container: str, source: str,
              quote: str, hedged: bool = False) -> EdgeRow:  # fmt: skip
         """Keep an open edge, both ends resolved to entities where it was said."""
-        s = self.note(subject, container, source)
-        o = self.note(obj, container, source)
-        with self._lock:
+        with self._writing():
+            s = self.note(subject, container, source, kind_cue(subject, quote))
+            o = self.note(obj, container, source, kind_cue(obj, quote))
             self._db.execute("INSERT OR IGNORE INTO entity_edges VALUES (?, ?, ?, ?, ?, ?, ?)",
                              (s, relation, o, container, source, quote, int(hedged)))  # fmt: skip
         return EdgeRow(s, relation, o, implied(subject)[0], implied(obj)[0], container, source,
                        quote, hedged)  # fmt: skip
-
-    def typed(self, name: str, kind: str, container: str, source: str) -> str:
-        """Record that ``source`` (in ``container``) states ``name`` is a ``kind``; the id
-        of the entity it resolves to there."""
-        eid = self.note(name, container, source)
-        if eid and kind:
-            with self._lock:
-                self._db.execute("INSERT OR IGNORE INTO entity_kinds VALUES (?, ?, ?, ?)",
-                                 (eid, kind, container, source))  # fmt: skip
-        return eid
 
     def kinds_in(self, name: str, container: str, text: str = "") -> frozenset[str]:
         """The kinds ``name`` is stated to be where it is said: those recorded for the

@@ -73,7 +73,7 @@ from hirmem.semantic.decisions import (
     SQLiteRecorder,
     decision_id,
 )
-from hirmem.semantic.entities import EntityIndex, kind_cue, written
+from hirmem.semantic.entities import EntityIndex, written
 from hirmem.semantic.errors import LedgerError, ProvError, SemanticError
 from hirmem.semantic.extract import FieldExtractor, RuleExtractor
 from hirmem.semantic.memories import MemoryIndex, notes_of
@@ -437,7 +437,7 @@ class Substrate:
             if not any(why for _, why in kinds):
                 if entity:
                     for (name, _), (kind, _) in zip(ends, kinds, strict=True):
-                        self.entities.typed(name, kind, container, doc.id)
+                        self.entities.note(name, container, doc.id, kind)
                 self.claims.write(Statement(typed.subject, typed.predicate, typed.value,
                                             t.evidence, doc.id, container, t.valid_from,
                                             t.valid_until, said, hedged=hedged))  # fmt: skip
@@ -448,8 +448,6 @@ class Substrate:
                                         t.valid_until, said, hedged=hedged))  # fmt: skip
             return
         if t.predicate != "said" and _NAMED.match(s_name) and _NAMED.match(o_name):
-            for name in (s_name, o_name):  # what the source states of its ends' kinds
-                self.entities.typed(name, kind_cue(name, t.evidence), container, doc.id)
             self.entities.edge(s_name, t.predicate, o_name, container, doc.id, t.evidence,
                                hedged)  # fmt: skip
 
