@@ -201,7 +201,8 @@ class EntityIndex:
             CREATE INDEX IF NOT EXISTS entity_edges_source ON entity_edges(source);
             CREATE TABLE IF NOT EXISTS entity_kinds (
                 entity TEXT NOT NULL, kind TEXT NOT NULL, container TEXT NOT NULL,
-                source TEXT NOT NULL, PRIMARY KEY (entity, kind, container, source));
+                source TEXT NOT NULL,
+                PRIMARY KEY (entity, kind, container, source)) WITHOUT ROWID;
             CREATE INDEX IF NOT EXISTS entity_kinds_source ON entity_kinds(source);
             """
         )
