@@ -77,6 +77,9 @@ def test_a_device_feeds_skipped_records_are_all_counted_and_the_latest_listed(
     ("Oslo", "She moved to the city of Oslo.", "place"),
     ("Harbour Street", "", "place"),
     ("Rex", "Rex is a sensor on pump 3.", "device"),
+    ("Widget Pro", "The Widget Pro is our best product.", "thing"),
+    ("Mr Bo Nair", "", "person"),
+    ("Nair", "Yesterday Mr Bo Nair called.", "person"),  # a title states the surname too
     ("Acme", "Acme works at Initech.", ""),  # nothing stated
     ("Corp", "", ""),  # a suffix alone is no name
 ])  # fmt: skip

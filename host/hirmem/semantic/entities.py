@@ -66,7 +66,9 @@ _APPOSED = {"company": "organisation", "firm": "organisation", "startup": "organ
             "country": "place", "region": "place", "island": "place", "person": "person",
             "woman": "person", "man": "person", "colleague": "person", "engineer": "person",
             "manager": "person", "doctor": "person", "device": "device", "sensor": "device",
-            "gateway": "device", "board": "device"}  # fmt: skip
+            "gateway": "device", "board": "device", "product": "thing", "tool": "thing",
+            "machine": "thing", "pump": "thing", "part": "thing", "component": "thing",
+            "vehicle": "thing", "car": "thing"}  # fmt: skip
 _APPOSITION = (r"(?:,\s*|\s+is\s+)(?:a|an|the|our|my|their)\s+(?:[a-z-]+\s+)?"
                rf"({'|'.join(_APPOSED)})\b")
 

@@ -23,6 +23,10 @@ Invariants:
   and applies them in SQL (the lexical leg runs over each readable container's own
   full-text index, so unreadable rows never weigh on a BM25 statistic) and the vector
   leg scores only the fenced rows. No containers, no memories.
+- Compact: a vector is int8 with one float32 scale per memory (:func:`quantise`); a
+  sentence's key is not stored (it is its source and the hash of its text; rows are found
+  by a 64-bit hash of the key); containers, sources and mentioned names are held once and
+  referred to by integer. A file of the first layout is rewritten into this one on open.
 - Recall is the fusion by reciprocal rank of a lexical (FTS5 BM25) and a vector (cosine)
   leg, filtered to ``at`` (valid from ≤ at < invalid at) and, when scoped, to memories
   whose subject is, or whose text names (:func:`~hirmem.semantic.passages.entities_in`,
