@@ -207,3 +207,34 @@ def fill_more(reg: Registry, name: str) -> None:
     reg.add_device(name, dev.device_id, dev.key.public.raw)
     pack = dev.pack(5)
     assert isinstance(reg.store(name).take(pack.pack_id.hex(), pack.encoded, "gw"), Accepted)
+
+
+def test_a_fleet_tenants_device_rows_carry_its_tenant_and_another_tenant_reads_nothing(
+    tmp_path: Path,
+) -> None:
+    """Every row a tenant's packs leave in its substrate (claims, memories, passages) is in
+    the container ``<tenant>/<device>/<source>``; a reader holding the same device's
+    containers under another tenant's name reads none of them."""
+    reg = Registry(tmp_path / "fleet")
+    reg.add_tenant("acme")
+    worker = Consolidator(tmp_path / "fleet", "w-tenant")
+    try:
+        devices = fill(reg, "acme", devices=2, packs=2)
+        assert worker.run("acme", reg.store("acme"), limit=100).packs == 4
+        sub = worker.substrate("acme")
+        mine = {f"acme/{d.device_id.hex()}/temp0" for d in devices}
+        theirs = {f"local/{d.device_id.hex()}/temp0" for d in devices} | {
+            f"other/{d.device_id.hex()}/temp0" for d in devices}  # fmt: skip
+        subjects = {r[0] for r in sub.claims._db.execute("SELECT subject FROM claims")}
+        held = {r[0] for r in sub.claims._db.execute(
+            "SELECT DISTINCT container FROM claim_attestations")}  # fmt: skip
+        assert subjects and held == mine
+        for subject in subjects:
+            claims = sub.claims.about(subject, mine)
+            assert claims and all(a.container in mine for c in claims for a in c.attestations)
+            assert sub.claims.about(subject, theirs) == []
+        assert sub.passages.search("temp0", 10, mine)
+        assert sub.passages.search("temp0", 10, theirs) == []
+    finally:
+        worker.close()
+        reg.close()

@@ -116,12 +116,15 @@ def main(argv: list[str] | None = None) -> int:
         rows["entities"] = db.execute("SELECT count(*) FROM entities").fetchone()[0]
         rows["aliases"] = db.execute("SELECT count(*) FROM entity_aliases").fetchone()[0]
         try:
+            # an index (SQLite's own unique indexes too) counts with the table it indexes
             sizes = dict(db.execute(
-                "SELECT CASE WHEN name LIKE 'tier1%' THEN 'tier 1 (memories)' "
-                "WHEN name LIKE 'passage%' THEN 'tier 0 (passages)' "
-                "WHEN name LIKE 'claim%' THEN 'tier 2 (claims)' "
-                "WHEN name LIKE 'entit%' THEN 'entities' ELSE 'other' END, sum(pgsize) "
-                "FROM dbstat GROUP BY 1").fetchall())  # fmt: skip
+                "SELECT CASE WHEN t LIKE 'tier1%' THEN 'tier 1 (memories)' "
+                "WHEN t LIKE 'passage%' THEN 'tier 0 (passages)' "
+                "WHEN t LIKE 'claim%' THEN 'tier 2 (claims)' "
+                "WHEN t LIKE 'entit%' THEN 'entities' ELSE 'other' END, sum(pgsize) "
+                "FROM (SELECT coalesce(m.tbl_name, d.name) AS t, d.pgsize FROM dbstat d "
+                "LEFT JOIN sqlite_master m ON m.name = d.name) GROUP BY 1").fetchall()
+            )  # fmt: skip
         except sqlite3.OperationalError:
             sizes = {}
         db.close()

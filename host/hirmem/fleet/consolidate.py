@@ -213,8 +213,9 @@ class Consolidator:
                 pack, received = store.pack_by_n(job.pack_n)
                 records = [r for r in pack.items if isinstance(r, Record)]
                 got = intake_records(engine, records, pack.signer, pack.kid, pack.prev)
-                feed = DeviceFeed(
-                    _OnePack(store, pack, received), substrate, verdict=engine.withheld
+                feed = DeviceFeed(  # the tenant's rows read <tenant>/<device>/<source>
+                    _OnePack(store, pack, received), substrate, verdict=engine.withheld,
+                    tenant=tenant,
                 )
                 _, fed = feed.pull(0, len(records) + 1)
                 substrate.save()

@@ -9,8 +9,9 @@ Invariants:
 
 - Written only when honest: the predicate has a template; the subject, an entity value and
   every figure or year of the value appear in the quote the claim cites; the value is
-  legal once canonicalised. A denial is never written as its positive. Each refusal is kept
-  (:meth:`ClaimStore.refusals`) with its reason; the sentence itself stays a passage.
+  legal once canonicalised. A denial is never written as its positive. Each refusal is
+  counted (:meth:`ClaimStore.refused`) and the latest :data:`KEPT_REFUSALS` are listed with
+  their reasons (:meth:`ClaimStore.refusals`); the sentence itself stays a passage.
 - Canonical values: "21.8" and "21.80" are one number; "$410k a year" and "410000/yr" one
   amount; "8 May 2023" and "2023-05-08" one date. One claim row per canonical
   (subject, predicate, value); each statement of it is an attestation (container, source,
@@ -21,6 +22,10 @@ Invariants:
   single-valued predicate the value at ``at`` is the one whose latest readable statement
   valid at ``at`` is the newest; the others are history. So a container the reader cannot
   read never retires, revives or dates a claim the reader sees.
+- Certainty: a statement made with a hedge ("Alice may work at Acme") is kept as a hedged
+  attestation, never as asserted. A claim is hedged when every statement the reader can
+  read of it is; an asserted value is preferred to a hedged one (a hedge never supersedes
+  what was asserted), and a count counts asserted claims only.
 - The fence: every read takes the readable containers and applies them in SQL to the
   attestations before anything is ordered, counted or limited. No containers, no claims.
 - Counts are SQL over claim rows, never a count of retrieved evidence.
@@ -38,9 +43,11 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 
 from hirmem.protocol.identity import fnv1a64, fold
+from hirmem.semantic import refusals
 from hirmem.semantic.errors import SemanticError
 
 __all__ = [
+    "KEPT_REFUSALS",
     "READING",
     "Attestation",
     "ClaimRefused",
@@ -54,6 +61,7 @@ __all__ = [
     "unit_of",
 ]
 
+KEPT_REFUSALS = refusals.KEPT  # the latest refusals listed; every one is counted
 KINDS = ("text", "entity", "number", "money", "date", "reading")
 
 
@@ -252,6 +260,7 @@ class Statement:
     invalid_at: int = 0  # ms; 0: open
     said_at: int = 0
     negated: bool = False
+    hedged: bool = False  # stated with a hedge ("may", "I think"): kept, never as asserted
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +271,7 @@ class Attestation:
     valid_from: int
     invalid_at: int
     said_at: int
+    hedged: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,6 +283,12 @@ class ClaimRow:
     attestations: tuple[Attestation, ...] = field(default=())
 
     @property
+    def hedged(self) -> bool:
+        """Whether every statement read of it is hedged: a reader is told so, and an
+        asserted value is preferred to it."""
+        return bool(self.attestations) and all(a.hedged for a in self.attestations)
+
+    @property
     def since(self) -> int:
         """The newest statement's valid-from among the attestations read."""
         return max((a.valid_from for a in self.attestations), default=0)
@@ -280,6 +296,13 @@ class ClaimRow:
 
 _WORDS = re.compile(r"[^\W_]+", re.UNICODE)
 _FIGURES = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def _preferred(row: ClaimRow) -> tuple[bool, int, str]:
+    """The order in which a single-valued predicate's live values compete: an asserted
+    value before a hedged one (a hedge never supersedes what was asserted), then the
+    newest statement."""
+    return (not row.hedged, row.since, row.id)
 
 
 def _names(text: str) -> str:
@@ -316,14 +339,20 @@ class ClaimStore:
                 claim TEXT NOT NULL, container TEXT NOT NULL, source TEXT NOT NULL,
                 quote TEXT NOT NULL, valid_from INTEGER NOT NULL, invalid_at INTEGER NOT NULL,
                 said_at INTEGER NOT NULL, recorded_at INTEGER NOT NULL,
+                hedged INTEGER NOT NULL DEFAULT 0,
                 PRIMARY KEY (claim, container, source, quote));
             CREATE INDEX IF NOT EXISTS attestations_container
                 ON claim_attestations(container, claim);
             CREATE TABLE IF NOT EXISTS claim_refusals (
                 at INTEGER NOT NULL, container TEXT NOT NULL, source TEXT NOT NULL,
                 reason TEXT NOT NULL, detail TEXT NOT NULL);
+            CREATE TABLE IF NOT EXISTS claim_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
             """
         )
+        held = {r[1] for r in self._db.execute("PRAGMA table_info(claim_attestations)")}
+        if "hedged" not in held:  # a store written before hedged statements were kept
+            self._db.execute("ALTER TABLE claim_attestations ADD COLUMN hedged INTEGER NOT "
+                             "NULL DEFAULT 0")  # fmt: skip
 
     def close(self) -> None:
         with self._lock:
@@ -338,9 +367,11 @@ class ClaimStore:
             row = self._check(s)
         except ClaimRefused as exc:
             with self._lock:
-                self._db.execute("INSERT INTO claim_refusals VALUES (?, ?, ?, ?, ?)",
-                                 (self.clock(), s.container, s.source, exc.reason,
-                                  str(exc)))  # fmt: skip
+                self._db.execute("BEGIN")
+                refusals.keep(self._db, "claim_refusals", "claim_meta",
+                              [(self.clock(), s.container, s.source, exc.reason, str(exc))],
+                              KEPT_REFUSALS)  # fmt: skip
+                self._db.execute("COMMIT")
             return None
         start = s.valid_from or s.said_at
         end = s.invalid_at if s.invalid_at > start else 0  # never true for zero time
@@ -349,8 +380,9 @@ class ClaimStore:
             self._db.execute("INSERT OR IGNORE INTO claims VALUES (?, ?, ?, ?)",
                              (row.id, row.subject, row.predicate, row.value))  # fmt: skip
             self._db.execute(
-                "INSERT OR IGNORE INTO claim_attestations VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (row.id, s.container, s.source, s.quote, start, end, s.said_at, self.clock()),
+                "INSERT OR IGNORE INTO claim_attestations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (row.id, s.container, s.source, s.quote, start, end, s.said_at, self.clock(),
+                 int(s.hedged)),
             )
             self._db.execute("COMMIT")
         return row
@@ -392,8 +424,14 @@ class ClaimStore:
 
     # ---- reading ----------------------------------------------------------------------------
 
+    def refused(self) -> int:
+        """How many statements were ever refused (beyond those still listed)."""
+        with self._lock:
+            return refusals.count(self._db, "claim_meta")
+
     def refusals(self) -> list[tuple[str, str]]:
-        """(reason, detail) of every statement refused, oldest first."""
+        """(reason, detail) of the latest :data:`KEPT_REFUSALS` statements refused, oldest
+        first (every one is counted by :meth:`refused`)."""
         with self._lock:
             rows = self._db.execute("SELECT reason, detail FROM claim_refusals ORDER BY rowid")
             return [(r, d) for r, d in rows]
@@ -407,7 +445,7 @@ class ClaimStore:
         # predicate, which the claims' indexes find; leading with the container would read
         # every attestation of it. The fence is still in the WHERE, before any ORDER BY.
         sql = ("SELECT c.id, c.subject, c.predicate, c.value, a.container, a.source, a.quote, "
-               "a.valid_from, a.invalid_at, a.said_at FROM claims c CROSS JOIN "
+               "a.valid_from, a.invalid_at, a.said_at, a.hedged FROM claims c CROSS JOIN "
                f"claim_attestations a ON a.claim = c.id WHERE a.container IN ({marks}) "
                f"AND {where}")  # fmt: skip
         params: list[object] = [*sorted(readable), *args]
@@ -418,9 +456,10 @@ class ClaimStore:
         with self._lock:
             got = self._db.execute(sql, params).fetchall()
         rows: dict[str, ClaimRow] = {}
-        for cid, subj, pred, value, *att in got:
+        for cid, subj, pred, value, container, source, quote, vf, ia, said, hedged in got:
             held = rows.get(cid) or ClaimRow(cid, subj, pred, value)
-            rows[cid] = ClaimRow(cid, subj, pred, value, (*held.attestations, Attestation(*att)))
+            att = Attestation(container, source, quote, vf, ia, said, bool(hedged))
+            rows[cid] = ClaimRow(cid, subj, pred, value, (*held.attestations, att))
         return list(rows.values())
 
     def current(self, subject: str, predicate: str, readable: Collection[str],
@@ -432,7 +471,7 @@ class ClaimStore:
         t = self.ontology.get(predicate)
         where, args = self._subject(subject, readable)
         live = self._rows(f"{where} AND c.predicate = ?", [*args, predicate], readable, at)
-        live.sort(key=lambda r: (r.since, r.id), reverse=True)
+        live.sort(key=_preferred, reverse=True)
         return live[:1] if t.single_valued else live
 
     def _subject(self, subject: str, readable: Collection[str]) -> tuple[str, list[object]]:
@@ -455,7 +494,7 @@ class ClaimStore:
             by_key.setdefault((r.subject, r.predicate), []).append(r)
         out: list[ClaimRow] = []
         for (_, predicate), rows in by_key.items():
-            rows.sort(key=lambda r: (r.since, r.id), reverse=True)
+            rows.sort(key=_preferred, reverse=True)
             single = predicate in self.ontology and self.ontology.get(predicate).single_valued
             out += rows[:1] if single else rows
         return sorted(out, key=lambda r: (-r.since, r.id))
@@ -482,8 +521,8 @@ class ClaimStore:
         n = 0
         for held in by_subject.values():
             if t.single_valued:
-                held = [max(held, key=lambda r: (r.since, r.id))]
-            n += any(want is None or r.value == want for r in held)
+                held = [max(held, key=_preferred)]
+            n += any((want is None or r.value == want) and not r.hedged for r in held)
         return n
 
     def holders(self, predicate: str, value: str, readable: Collection[str],

@@ -169,6 +169,7 @@ def _run(args: argparse.Namespace, verdict: Verdict | None, distilled: Patterns 
                     "withheld": sum(feed.withheld.values()), "retracted": taken_back,
                     "patterns": patterns,
                     "skipped": [{"ref": ref, "reason": why} for ref, why in feed.skipped],
+                    "skipped_total": feed.skips,
                     "conflicts": [{"ref": ref, "reason": why} for ref, why in conflicts],
                 }, indent=2))  # fmt: skip
                 return 0
@@ -178,6 +179,9 @@ def _run(args: argparse.Namespace, verdict: Verdict | None, distilled: Patterns 
                   + (f"; {patterns} distilled memories kept" if patterns else ""))
             for ref, why in feed.skipped:
                 print(f"skipped {ref}: {why}")
+            if feed.skips > len(feed.skipped):
+                print(f"skipped {feed.skips} records in all (the latest {len(feed.skipped)} "
+                      "listed)")
             if conflicts:
                 print(f"warning: {len(conflicts)} records of the store are not fed (record "
                       "conflicts; hirmem intake lists them):")

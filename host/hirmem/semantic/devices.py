@@ -161,7 +161,9 @@ class DeviceFeed:
         self.verdict = verdict
         self.substrate = substrate
         self.splitter = SentenceSplitter(chunk_bytes)
-        self.skipped: list[tuple[str, str]] = []
+        # records that are no text (ref, why): every one counted, the latest KEPT_SKIPS listed
+        self.skipped: deque[tuple[str, str]] = deque(maxlen=KEPT_SKIPS)
+        self.skips = 0
         self.withheld: Counter[str] = Counter()  # reason → records kept out of the graph
         self.withheld_refs: deque[tuple[str, str]] = deque(maxlen=1000)
         # distilled memories withheld (id → reason), so a pass counts each once; bounded
@@ -206,6 +208,7 @@ class DeviceFeed:
                 doc = record_doc(c, self.tenant)
             except IngestError as exc:
                 self.skipped.append((record_ref(c.device, c.record.id), str(exc)))
+                self.skips += 1
                 continue
             upstream = self._provenance(c)
             subject = f"{c.device.hex()}/{c.record.source or 'record'}"
@@ -309,6 +312,7 @@ class DeviceFeed:
         return rid
 
 
+KEPT_SKIPS = 1000  # records skipped (not UTF-8) listed per feed; every one is counted
 HELD_BACK = 10_000  # distilled memories whose withholding is remembered (to count it once)
 
 

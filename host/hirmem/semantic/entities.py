@@ -16,20 +16,31 @@ Invariants:
   aliases of the container it was said in; it is kept only when no vocabulary predicate
   states its relation (the substrate files those as typed claims, the right way round).
   Edges are walked by entity id in both directions, never searched by similarity.
-- Withdrawing a document (superseded, erased, withheld) takes its aliases and edges with it.
+- An entity has a kind (:data:`~hirmem.semantic.relations.ENTITY_KINDS`) only where a
+  source states it (:func:`kind_cue`: a device's own container name, an organisation's
+  legal suffix, a title before a person's name, a place word, an apposition such as
+  "Acme, a company"), or where a typed claim of a predicate that admits one kind for that
+  end filed it. Each kind is kept with the container and document that stated it, read
+  through the fence like an alias, and withdrawn with its document. An entity may be
+  stated as two kinds; nothing picks one.
+- Withdrawing a document (superseded, erased, withheld) takes its aliases, kinds and edges
+  with it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import re
 import sqlite3
 import threading
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 from hirmem.protocol.identity import fnv1a64, fold
 
-__all__ = ["EdgeRow", "EntityIndex", "aliases_in", "entity_id", "implied", "written"]
+__all__ = ["EdgeRow", "EntityIndex", "aliases_in", "entity_id", "implied", "kind_cue",
+           "written"]
 
 _CAP = r"[A-Z][\w'\u2019-]*"
 _RUN = rf"{_CAP}(?:[ \t]+{_CAP})*"
@@ -37,6 +48,75 @@ _RUN = rf"{_CAP}(?:[ \t]+{_CAP})*"
 _PAREN = re.compile(rf"(?P<a>{_RUN})[ \t]*\((?P<b>{_RUN})\)(?:[ \t]+(?P<c>{_RUN}))?")
 _AKA = re.compile(rf"(?P<a>{_RUN}),?[ \t]+(?:aka|a\.k\.a\.|also known as)[ \t]+(?P<b>{_RUN})")
 _SLASH = re.compile(rf"(?P<a>{_RUN})[ \t]+/[ \t]+(?P<b>{_RUN})")
+
+
+# What a source writes that states a name's kind. Deterministic and local: the name's own
+# words or the words right around it in the text that says it, never a similarity.
+_DEVICE = re.compile(r"[0-9a-f]{16}(?:/[\w.-]+)?")  # <device>/<source>, a device's container
+_ORG_WORDS = ("inc inc. ltd ltd. llc plc gmbh ag sa s.a. bv corp corp. corporation company co "
+              "co. group bank university foundation institute labs laboratories")
+_ORG_SUFFIX = frozenset(_ORG_WORDS.split(" "))
+_PLACE_WORDS = "city town village street road avenue square river lake mountain county province"
+_PLACE_SUFFIX = frozenset([*_PLACE_WORDS.split(" "), "island", "bay", "valley"])
+_TITLE = r"(?:Mr|Mrs|Ms|Mx|Dr|Prof|Sir|Dame|Mister|Madam)\.?"
+_APPOSED = {"company": "organisation", "firm": "organisation", "startup": "organisation",
+            "business": "organisation", "supplier": "organisation", "vendor": "organisation",
+            "customer": "organisation", "bank": "organisation", "school": "organisation",
+            "university": "organisation", "city": "place", "town": "place", "village": "place",
+            "country": "place", "region": "place", "island": "place", "person": "person",
+            "woman": "person", "man": "person", "colleague": "person", "engineer": "person",
+            "manager": "person", "doctor": "person", "device": "device", "sensor": "device",
+            "gateway": "device", "board": "device", "product": "thing", "tool": "thing",
+            "machine": "thing", "pump": "thing", "part": "thing", "component": "thing",
+            "vehicle": "thing", "car": "thing"}  # fmt: skip
+_APPOSITION = (r"(?:,\s*|\s+is\s+)(?:a|an|the|our|my|their)\s+(?:[a-z-]+\s+)?"
+               rf"({'|'.join(_APPOSED)})\b")
+
+
+def kind_cue(name: str, text: str = "") -> str:
+    """The kind ``text`` (or the name itself) states ``name`` is, or "" when it states
+    none: "c0ffee00c0ffee00/temp0" is a device, "Acme Corp" an organisation, "Dr Lee" (or
+    "Dr. Lee" in the text) a person, "Oslo City" a place, "Initech, a company" an
+    organisation."""
+    bare = " ".join(name.split())
+    if not bare:
+        return ""
+    if _DEVICE.fullmatch(bare):
+        return "device"
+    words = bare.lower().split()
+    if len(words) > 1 and words[-1] in _ORG_SUFFIX:
+        return "organisation"
+    if len(words) > 1 and words[-1] in _PLACE_SUFFIX:
+        return "place"
+    if _TITLED.match(bare):
+        return "person"
+    return _stated_kinds(text).get(bare, "") if text else ""
+
+
+_NAME = r"[A-Z][\w'\u2019-]*(?:[ \t]+[A-Z][\w'\u2019-]*)*"
+_TITLED = re.compile(rf"{_TITLE}\s")
+_STATED = (
+    (re.compile(rf"\b{_TITLE}\s+(?P<n>{_NAME})"), "person"),
+    (re.compile(rf"\b(?:[Tt]he\s+)?(?:[Cc]ity|[Tt]own|[Vv]illage|[Cc]ountry)\s+of\s+(?P<n>{_NAME})"),
+     "place"),
+)  # fmt: skip
+_APPOSED_NAME = re.compile(rf"(?P<n>{_NAME}){_APPOSITION}")
+
+
+@functools.lru_cache(maxsize=256)
+def _stated_kinds(text: str) -> dict[str, str]:
+    """Every name ``text`` states the kind of (a title before it, "the city of" it, an
+    apposition after it), read once per text; the first statement of a name holds. A name
+    of several words also stands for its tail ("Mr Bo Nair" states Bo Nair and Nair)."""
+    out: dict[str, str] = {}
+    found = [(m.start(), m.group("n"), kind) for rx, kind in _STATED for m in rx.finditer(text)]
+    found += [(m.start(), m.group("n"), _APPOSED[m.group(2).lower()])
+              for m in _APPOSED_NAME.finditer(text)]  # fmt: skip
+    for _, name, kind in sorted(found):
+        words = name.split()
+        for i in range(len(words)):
+            out.setdefault(" ".join(words[i:]), kind)
+    return out
 
 
 def _name(text: str) -> str:
@@ -121,6 +201,11 @@ class EntityIndex:
                 PRIMARY KEY (subject, relation, object, container, source));
             CREATE INDEX IF NOT EXISTS entity_edges_object ON entity_edges(object);
             CREATE INDEX IF NOT EXISTS entity_edges_source ON entity_edges(source);
+            CREATE TABLE IF NOT EXISTS entity_kinds (
+                entity TEXT NOT NULL, kind TEXT NOT NULL, container TEXT NOT NULL,
+                source TEXT NOT NULL,
+                PRIMARY KEY (entity, kind, container, source)) WITHOUT ROWID;
+            CREATE INDEX IF NOT EXISTS entity_kinds_source ON entity_kinds(source);
             """
         )
 
@@ -130,13 +215,30 @@ class EntityIndex:
 
     # ---- writing --------------------------------------------------------------------------
 
-    def note(self, name: str, container: str, source: str) -> str:
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """One transaction for what is written inside (joined when one is open): a name,
+        its aliases and its kind are one commit, not one each."""
+        with self._lock:
+            if self._db.in_transaction:
+                yield
+                return
+            self._db.execute("BEGIN")
+            try:
+                yield
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def note(self, name: str, container: str, source: str, kind: str = "") -> str:
         """Record ``name`` as said in ``container`` by ``source``, with the aliases it
-        implies; the id of the entity it resolves to there."""
+        implies (and, when given, the ``kind`` the source states it is); the id of the
+        entity it resolves to there."""
         entity, aliases = implied(name)
         if not entity:
             return ""
-        with self._lock:
+        with self._writing():
             held = self._resolve_in(entity, container) if not aliases else None
             eid = held or entity_id(entity)
             self._db.execute("INSERT OR IGNORE INTO entities VALUES (?, ?)", (eid, entity))
@@ -145,14 +247,19 @@ class EntityIndex:
                 "INSERT OR IGNORE INTO entity_aliases VALUES (?, ?, ?, ?)",
                 [(a, eid, container, source) for a in {entity, *aliases, _name(name)}],
             )
+            if kind:
+                self._db.execute("INSERT OR IGNORE INTO entity_kinds VALUES (?, ?, ?, ?)",
+                                 (eid, kind, container, source))  # fmt: skip
         return eid
 
     def note_aliases(self, text: str, container: str, source: str) -> int:
         """Record every alias ``text`` equates; how many pairs."""
         pairs = aliases_in(text)
-        for entity, alias in pairs:
-            eid = entity_id(entity)
-            with self._lock:
+        if not pairs:
+            return 0
+        with self._writing():
+            for entity, alias in pairs:
+                eid = entity_id(entity)
                 self._db.execute("INSERT OR IGNORE INTO entities VALUES (?, ?)", (eid, entity))
                 self._db.executemany("INSERT OR IGNORE INTO entity_aliases VALUES (?, ?, ?, ?)",
                                      [(entity, eid, container, source),
@@ -162,20 +269,48 @@ class EntityIndex:
     def edge(self, subject: str, relation: str, obj: str, container: str, source: str,
              quote: str, hedged: bool = False) -> EdgeRow:  # fmt: skip
         """Keep an open edge, both ends resolved to entities where it was said."""
-        s = self.note(subject, container, source)
-        o = self.note(obj, container, source)
-        with self._lock:
+        with self._writing():
+            s = self.note(subject, container, source, kind_cue(subject, quote))
+            o = self.note(obj, container, source, kind_cue(obj, quote))
             self._db.execute("INSERT OR IGNORE INTO entity_edges VALUES (?, ?, ?, ?, ?, ?, ?)",
                              (s, relation, o, container, source, quote, int(hedged)))  # fmt: skip
         return EdgeRow(s, relation, o, implied(subject)[0], implied(obj)[0], container, source,
                        quote, hedged)  # fmt: skip
 
+    def kinds_in(self, name: str, container: str, text: str = "") -> frozenset[str]:
+        """The kinds ``name`` is stated to be where it is said: those recorded for the
+        entity it resolves to in ``container``, and the one ``text`` (the sentence that
+        names it) states."""
+        cue = kind_cue(name, text)
+        entity, aliases = implied(name)
+        with self._lock:
+            eid = self._resolve_in(entity, container) if entity else None
+            if eid is None and entity and not aliases:
+                eid = entity_id(entity)
+            rows = [] if eid is None else self._db.execute(
+                "SELECT DISTINCT kind FROM entity_kinds WHERE entity = ? AND container = ?",
+                (eid, container)).fetchall()  # fmt: skip
+        return frozenset({str(r[0]) for r in rows} | ({cue} if cue else set()))
+
+    def kinds(self, name: str, readable: Collection[str]) -> frozenset[str]:
+        """The kinds the reader's sources state ``name`` is (through its aliases)."""
+        ids = self.resolve(name, readable)
+        if not ids:
+            return frozenset()
+        marks, fence = ",".join("?" * len(ids)), ",".join("?" * len(readable))
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT DISTINCT kind FROM entity_kinds WHERE entity IN ({marks}) AND "
+                f"container IN ({fence})", [*ids, *sorted(readable)]).fetchall()  # fmt: skip
+        return frozenset(str(r[0]) for r in rows)
+
     def withdraw(self, source: str) -> int:
-        """Forget the aliases and edges read from ``source``."""
+        """Forget the aliases, kinds and edges read from ``source``."""
         with self._lock:
             self._db.execute("BEGIN")
             n = self._db.execute("DELETE FROM entity_aliases WHERE source = ?", (source,)).rowcount
             n += self._db.execute("DELETE FROM entity_edges WHERE source = ?", (source,)).rowcount
+            n += self._db.execute("DELETE FROM entity_kinds WHERE source = ?", (source,)).rowcount
             self._db.execute("COMMIT")
         return n
 

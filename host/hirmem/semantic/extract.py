@@ -34,7 +34,7 @@ import calendar
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
@@ -233,6 +233,23 @@ def stated_interval(sentence: str) -> tuple[int, int]:
     return start, end
 
 
+@dataclass(frozen=True, slots=True)
+class _Said:
+    text: str  # the sentence as written (the evidence)
+    read: str  # as the rules read it
+    modal: bool  # ``read`` is ``text`` without its modal: ``text`` is hedged
+
+
+# "may work at" is what "works at" would assert, hedged; the verbs the rules know
+_ASSERTED_FORM = {"be": "is", "work": "works", "live": "lives", "know": "knows",
+                  "manage": "manages", "lead": "leads", "report": "reports", "like": "likes",
+                  "love": "loves", "enjoy": "enjoys", "meet": "met"}  # fmt: skip
+_MODAL_VERB = re.compile(rf"\b(?:may|might|could|must)\s+(?:also\s+|still\s+|now\s+)?"
+                         rf"({'|'.join(_ASSERTED_FORM)})\b")  # lower case: "May" is a name
+_LEADING_HEDGE = re.compile(r"^(?:(?:maybe|perhaps|possibly|probably|apparently|allegedly|"
+                            r"reportedly|supposedly)\s+)+", re.IGNORECASE)  # fmt: skip
+
+
 def _first_word(text: str) -> str:
     m = re.match(r"[^\W\d_]+", text.strip())
     return m.group(0).lower() if m else ""
@@ -265,29 +282,67 @@ class RuleExtractor(_Gate):
                              m.start(), 1.0)  # fmt: skip
             if t is not None:
                 out.append(t)
-        for m in _SENTENCE.finditer(text):
+        for why, pred, hit, said, at, score in self._matches(chunk):
+            if why is not None:
+                self._reject(chunk, why, said.text)
+                continue
+            t = self._matched(chunk, pred, hit, said.text, at, score)
+            if t is not None:
+                out.append(t)
+        return out
+
+    def hedged(self, chunk: Chunk) -> list[Triple]:
+        """What the chunk's hedged sentences would assert ("Alice may work at Acme", "I
+        think Bob lives in Oslo"), each with its span: never an assertion (:meth:`extract`
+        refuses them), kept by the substrate as a hedged claim or edge. Conditions,
+        denials, questions and pronoun subjects give none."""
+        out = []
+        for why, pred, hit, said, at, score in self._matches(chunk, modal=True):
+            hedged = why is not None and why.startswith("hedged: ") and "conditional" not in why
+            if not hedged and not (why is None and said.modal):
+                continue  # asserted (extract keeps it), or a denial, condition or question
+            subject = _LEADING_HEDGE.sub("", hit.group("s"))  # "Maybe Frank" is Frank
+            if not subject or _first_word(subject) in PRONOUNS:
+                continue
+            t = self._matched(chunk, pred, hit, said.text, at, score, subject)
+            if t is not None:
+                out.append(t)
+        return out
+
+    def _matches(self, chunk: Chunk, *, modal: bool = False) -> Iterator[
+        tuple[str | None, str, re.Match[str], _Said, int, float]
+    ]:
+        """(why it is not stated or None, predicate, match, sentence, where the sentence
+        starts in the chunk, score) of every rule that matches a sentence of ``chunk``;
+        with ``modal``, also of the sentence read without its modal ("may work at" read as
+        "works at": what the sentence would assert if it were not hedged)."""
+        for m in _SENTENCE.finditer(chunk.text):
             sentence = m.group(0)
             stripped = sentence.strip()
             if len(stripped) < 5:
                 continue
             lead = len(sentence) - len(sentence.lstrip())
-            for pred, rx, score in self.rules:
-                for hit in rx.finditer(stripped):
-                    why = self._unstated(stripped, hit)
-                    if why is not None:
-                        self._reject(chunk, why, stripped)
-                        continue
-                    o = hit.group("o")
-                    cue = _TIME_CUE.search(o)
-                    if cue is not None:  # "likes jazz until 2019": the object is "jazz"
-                        o = o[: cue.start()]
-                    t = self._triple(chunk, hit.group("s"), pred, o, stripped,
-                                     m.start() + lead, score)  # fmt: skip
-                    if t is not None and pred != "born_in":
-                        t = self._bounded(t, stripped[hit.start("o") :])
-                    if t is not None:
-                        out.append(t)
-        return out
+            readings = [_Said(stripped, stripped, False)]
+            if modal:
+                plain = _MODAL_VERB.sub(lambda v: _ASSERTED_FORM[v.group(1).lower()], stripped)
+                if plain != stripped:
+                    readings.append(_Said(stripped, plain, True))
+            for said in readings:
+                for pred, rx, score in self.rules:
+                    for hit in rx.finditer(said.read):
+                        yield (self._unstated(said.read, hit), pred, hit, said,
+                               m.start() + lead, score)  # fmt: skip
+
+    def _matched(self, chunk: Chunk, pred: str, hit: re.Match[str], sentence: str, at: int,
+                 score: float, subject: str = "") -> Triple | None:  # fmt: skip
+        o = hit.group("o")
+        cue = _TIME_CUE.search(o)
+        if cue is not None:  # "likes jazz until 2019": the object is "jazz"
+            o = o[: cue.start()]
+        t = self._triple(chunk, subject or hit.group("s"), pred, o, sentence, at, score)
+        if t is not None and pred != "born_in":
+            t = self._bounded(t, hit.string[hit.start("o") :])
+        return t
 
     @staticmethod
     def _unstated(sentence: str, hit: re.Match[str]) -> str | None:

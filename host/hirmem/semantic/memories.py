@@ -23,6 +23,10 @@ Invariants:
   and applies them in SQL (the lexical leg runs over each readable container's own
   full-text index, so unreadable rows never weigh on a BM25 statistic) and the vector
   leg scores only the fenced rows. No containers, no memories.
+- Compact: a vector is int8 with one float32 scale per memory (:func:`quantise`); a
+  sentence's key is not stored (it is its source and the hash of its text; rows are found
+  by a 64-bit hash of the key); containers, sources and mentioned names are held once and
+  referred to by integer. A file of the first layout is rewritten into this one on open.
 - Recall is the fusion by reciprocal rank of a lexical (FTS5 BM25) and a vector (cosine)
   leg, filtered to ``at`` (valid from ≤ at < invalid at) and, when scoped, to memories
   whose subject is, or whose text names (:func:`~hirmem.semantic.passages.entities_in`,
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import struct
 import threading
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -41,6 +46,8 @@ import numpy as np
 import numpy.typing as npt
 
 from hirmem.protocol.identity import fnv1a64, fold
+from hirmem.semantic import refusals
+from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.extract import PRONOUNS, hedge, stated_interval
 from hirmem.semantic.names import words_of
 from hirmem.semantic.passages import (
@@ -59,7 +66,7 @@ __all__ = ["CERTAINTIES", "KEPT_REFUSALS", "MIN_WORDS", "MemoryHit", "MemoryInde
 CERTAINTIES = ("asserted", "hedged")
 MIN_WORDS = 4  # fewer words are a fragment ("ok sure", "me too"), not a fact
 CANDIDATES = 100  # per leg, before fusion
-KEPT_REFUSALS = 10_000  # the latest refusals listed; every one is counted
+KEPT_REFUSALS = refusals.KEPT  # the latest refusals listed; every one is counted
 
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 _TERM = re.compile(r"[^\W_]+", re.UNICODE)
@@ -144,6 +151,77 @@ def _leading_name(sentence: str) -> str:
     return re.sub(r"['\u2019]s$", "", name)
 
 
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tier1_memories (
+    id INTEGER PRIMARY KEY, hash INTEGER UNIQUE NOT NULL, key TEXT, container INTEGER NOT NULL,
+    source INTEGER NOT NULL, subject TEXT NOT NULL, text TEXT NOT NULL,
+    hedged INTEGER NOT NULL, valid_from INTEGER NOT NULL, invalid_at INTEGER NOT NULL,
+    said_at INTEGER NOT NULL, vec BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS tier1_memories_source ON tier1_memories(source);
+CREATE INDEX IF NOT EXISTS tier1_memories_container ON tier1_memories(container);
+CREATE TABLE IF NOT EXISTS tier1_names (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
+CREATE TABLE IF NOT EXISTS tier1_mentions (
+    entity INTEGER NOT NULL, memory INTEGER NOT NULL,
+    PRIMARY KEY (entity, memory)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS tier1_mentions_memory ON tier1_mentions(memory);
+CREATE TABLE IF NOT EXISTS tier1_containers (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
+-- a source is found by the hash of its name (most sources hold a memory or two: a unique
+-- index on their names would cost more than the names it saves)
+CREATE TABLE IF NOT EXISTS tier1_sources (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS tier1_refusals (
+    container TEXT NOT NULL, source TEXT NOT NULL, reason TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS tier1_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+def _hash(key: str) -> int:
+    """A memory's key as the signed 64-bit integer its row is found by (a sentence's key is
+    not stored: it is its source and the hash of its text)."""
+    h = fnv1a64(key.encode())
+    return h - (1 << 64) if h >= 1 << 63 else h
+
+
+_SPARSE8, _DENSE8 = b"s", b"q"
+_SPARSE_HEAD = struct.Struct("<cIf")  # tag, dimension, scale
+_DENSE_HEAD = struct.Struct("<cf")  # tag, scale
+
+
+def quantise(vec: npt.ArrayLike) -> bytes:
+    """A memory's vector in int8 with one float32 scale (the largest magnitude over 127):
+    sparse (uint16 positions, or uint32 past 65,536 dimensions, and int8 values) when that
+    is smaller, else dense int8. A quarter of float32, cosine within about 1 %."""
+    v = np.asarray(vec, dtype=np.float32).reshape(-1)
+    dim = int(v.shape[0])
+    top = float(np.max(np.abs(v))) if dim else 0.0
+    scale = top / 127.0 if top > 0 else 1.0
+    q = np.clip(np.rint(v / scale), -127, 127).astype(np.int8)
+    nz = np.flatnonzero(q)
+    idx = np.uint16 if dim <= 1 << 16 else np.uint32
+    if _SPARSE_HEAD.size + len(nz) * (np.dtype(idx).itemsize + 1) <= _DENSE_HEAD.size + dim:
+        return (_SPARSE_HEAD.pack(_SPARSE8, dim, scale) + bytes(nz.astype(idx).tobytes())
+                + bytes(q[nz].tobytes()))  # fmt: skip
+    return _DENSE_HEAD.pack(_DENSE8, scale) + bytes(q.tobytes())
+
+
+def dequantise(blob: bytes) -> npt.NDArray[np.float32]:
+    """The float32 vector :func:`quantise` kept."""
+    if blob[:1] == _SPARSE8:
+        _, dim, scale = _SPARSE_HEAD.unpack_from(blob)
+        idx = np.uint16 if dim <= 1 << 16 else np.uint32
+        n = (len(blob) - _SPARSE_HEAD.size) // (np.dtype(idx).itemsize + 1)
+        where = np.frombuffer(blob, dtype=idx, count=n, offset=_SPARSE_HEAD.size)
+        vals = np.frombuffer(blob, dtype=np.int8, count=n,
+                             offset=_SPARSE_HEAD.size + n * np.dtype(idx).itemsize)  # fmt: skip
+        out = np.zeros(dim, dtype=np.float32)
+        out[where.astype(np.int64)] = vals.astype(np.float32) * np.float32(scale)
+        return out
+    if blob[:1] == _DENSE8:
+        (_, scale) = _DENSE_HEAD.unpack_from(blob)
+        q = np.frombuffer(blob, dtype=np.int8, offset=_DENSE_HEAD.size)
+        return q.astype(np.float32) * np.float32(scale)
+    raise SemanticError(f"a tier-1 vector starting {blob[:1]!r} is no known layout")
+
+
 class MemoryIndex:
     """Memories in SQLite (``path``, or in memory), found by BM25 and by cosine, fused."""
 
@@ -153,34 +231,37 @@ class MemoryIndex:
         self._cache: dict[tuple[str, ...], tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
                                                  npt.NDArray[np.int64], Rows]] = {}  # fmt: skip
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._db.executescript(
-            """
-            CREATE TABLE IF NOT EXISTS tier1_memories (
-                id INTEGER PRIMARY KEY, key TEXT UNIQUE NOT NULL, container TEXT NOT NULL,
-                source TEXT NOT NULL, subject TEXT NOT NULL, text TEXT NOT NULL,
-                certainty TEXT NOT NULL CHECK (certainty IN ('asserted', 'hedged')),
-                valid_from INTEGER NOT NULL, invalid_at INTEGER NOT NULL,
-                said_at INTEGER NOT NULL, vec BLOB NOT NULL);
-            CREATE INDEX IF NOT EXISTS tier1_memories_source ON tier1_memories(source);
-            CREATE INDEX IF NOT EXISTS tier1_memories_container ON tier1_memories(container);
-            CREATE TABLE IF NOT EXISTS tier1_mentions (
-                entity TEXT NOT NULL, memory INTEGER NOT NULL,
-                PRIMARY KEY (entity, memory)) WITHOUT ROWID;
-            CREATE INDEX IF NOT EXISTS tier1_mentions_memory ON tier1_mentions(memory);
-            CREATE TABLE IF NOT EXISTS tier1_containers (
-                id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
-            CREATE TABLE IF NOT EXISTS tier1_refusals (
-                container TEXT NOT NULL, source TEXT NOT NULL, reason TEXT NOT NULL);
-            CREATE TABLE IF NOT EXISTS tier1_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-            """
-        )
+        legacy = self._legacy_rows()
+        self._db.executescript(_SCHEMA)
         me = embedder_identity(embedder)
         held = self._db.execute("SELECT value FROM tier1_meta WHERE key = 'embedder'").fetchone()
         if held is not None and held[0] != me:  # vectors of one space only
             rows = self._db.execute("SELECT id, text FROM tier1_memories").fetchall()
             self._db.executemany("UPDATE tier1_memories SET vec = ? WHERE id = ?",
-                                 [(pack(embedder.embed(t), half=True), i) for i, t in rows])
+                                 [(quantise(embedder.embed(t)), i) for i, t in rows])
         self._db.execute("INSERT OR REPLACE INTO tier1_meta VALUES ('embedder', ?)", (me,))
+        if legacy:
+            self.write_many(legacy)
+
+    def _legacy_rows(self) -> list[Note]:
+        """The memories of a file written in the first layout (text keys and containers,
+        float16 vectors), read out and their tables dropped, to be written again."""
+        cols = {r[1] for r in self._db.execute("PRAGMA table_info(tier1_memories)")}
+        if not cols or "hash" in cols:
+            return []
+        rows = self._db.execute("SELECT key, container, source, subject, text, certainty, "
+                                "valid_from, invalid_at, said_at FROM tier1_memories "
+                                "ORDER BY id").fetchall()  # fmt: skip
+        terms = [r[0] for r in self._db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB "
+            "'tier1_terms_[0-9]*' AND name NOT GLOB '*_*_*_*'")]  # fmt: skip
+        self._db.execute("BEGIN")
+        for table in [*terms, "tier1_mentions", "tier1_memories", "tier1_containers"]:
+            self._db.execute(f"DROP TABLE IF EXISTS {table}")
+        self._db.execute("COMMIT")
+        return [Note(text, container, source, subject, certainty, vf, ia, said,
+                     "" if key == f"{source}#{fnv1a64(text.encode()):016x}" else key)
+                for key, container, source, subject, text, certainty, vf, ia, said in rows]
 
     def close(self) -> None:
         with self._lock:
@@ -221,7 +302,7 @@ class MemoryIndex:
                 if refused:
                     self._refuse(refused)
                 for (i, note, end), vec in zip(kept, vectors, strict=True):
-                    out[i] = self._insert(note, end, pack(vec, half=True))
+                    out[i] = self._insert(note, end, quantise(vec))
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -230,43 +311,63 @@ class MemoryIndex:
 
     def _refuse(self, refused: Sequence[tuple[str, str, str]]) -> None:
         """Record refusals: every one counted, the latest :data:`KEPT_REFUSALS` kept."""
-        self._db.executemany("INSERT INTO tier1_refusals VALUES (?, ?, ?)", refused)
-        self._db.execute("INSERT INTO tier1_meta VALUES ('refused', ?) ON CONFLICT(key) DO "
-                         "UPDATE SET value = CAST(value AS INTEGER) + ?",
-                         (str(len(refused)), len(refused)))  # fmt: skip
-        self._db.execute("DELETE FROM tier1_refusals WHERE rowid <= "
-                         "(SELECT max(rowid) FROM tier1_refusals) - ?", (KEPT_REFUSALS,))
+        refusals.keep(self._db, "tier1_refusals", "tier1_meta", refused, KEPT_REFUSALS)
 
     def refused(self) -> int:
         """How many memories were ever refused or kept open (beyond those still listed)."""
         with self._lock:
-            row = self._db.execute("SELECT value FROM tier1_meta WHERE key = 'refused'"
-                                   ).fetchone()  # fmt: skip
-        return int(row[0]) if row is not None else 0
+            return refusals.count(self._db, "tier1_meta")
 
     def _insert(self, note: Note, end: int, vec: bytes) -> int:
         key = note.identity()
-        held = self._db.execute("SELECT id FROM tier1_memories WHERE key = ?",
-                                (key,)).fetchone()  # fmt: skip
+        held = self._db.execute("SELECT id FROM tier1_memories WHERE hash = ?",
+                                (_hash(key),)).fetchone()  # fmt: skip
         if held is not None:
             self._unterm(int(held[0]))
             self._db.execute("DELETE FROM tier1_memories WHERE id = ?", (held[0],))
         cur = self._db.execute(
-            "INSERT INTO tier1_memories (id, key, container, source, subject, text, "
-            "certainty, valid_from, invalid_at, said_at, vec) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (held[0] if held is not None else None, key, note.container, note.source,
-             " ".join(fold(note.subject).split()), note.text, note.certainty,
+            "INSERT INTO tier1_memories (id, hash, key, container, source, subject, text, "
+            "hedged, valid_from, invalid_at, said_at, vec) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (held[0] if held is not None else None, _hash(key), note.key or None,
+             self._interned("tier1_containers", note.container),
+             self._source(note.source),
+             " ".join(fold(note.subject).split()), note.text, int(note.certainty == "hedged"),
              note.valid_from, end, note.said_at, vec),
         )  # fmt: skip
         mid = int(cur.lastrowid or 0)
         strong, weak = entities_in(note.text)
         named = {words_of(n) for n in (note.subject, *strong, *weak)} - {""}
         self._db.executemany("INSERT OR IGNORE INTO tier1_mentions VALUES (?, ?)",
-                             [(n, mid) for n in sorted(named)])  # fmt: skip
+                             [(self._interned("tier1_names", n), mid)
+                              for n in sorted(named)])  # fmt: skip
         terms = self._terms_table(note.container, create=True)
         self._db.execute(f"INSERT INTO {terms}(rowid, text, subject) VALUES (?, ?, ?)",
                          (mid, note.text, fold(note.subject)))  # fmt: skip
         return mid
+
+    def _source(self, name: str) -> int:
+        """The id of source ``name``: the hash of its name; two names of one hash refused."""
+        sid = _hash(name)
+        row = self._db.execute("SELECT name FROM tier1_sources WHERE id = ?", (sid,)).fetchone()
+        if row is None:
+            self._db.execute("INSERT INTO tier1_sources VALUES (?, ?)", (sid, name))
+        elif row[0] != name:
+            raise SemanticError(f"sources {row[0]!r} and {name!r} share a 64-bit hash")
+        return sid
+
+    def _interned(self, table: str, name: str) -> int:
+        """The id of ``name`` in ``table`` (containers, sources, names: each string kept
+        once, the rows that repeat it hold an integer)."""
+        row = self._db.execute(f"SELECT id FROM {table} WHERE name = ?", (name,)).fetchone()
+        if row is not None:
+            return int(row[0])
+        return int(self._db.execute(f"INSERT INTO {table}(name) VALUES (?)",
+                                    (name,)).lastrowid or 0)  # fmt: skip
+
+    def _ids(self, table: str, names: Collection[str]) -> list[int]:
+        marks = ",".join("?" * len(names))
+        return [int(r[0]) for r in self._db.execute(
+            f"SELECT id FROM {table} WHERE name IN ({marks}) ORDER BY id", sorted(names))]
 
     @staticmethod
     def _refusal(note: Note) -> str:
@@ -285,9 +386,9 @@ class MemoryIndex:
         """Mark the memory of ``key`` no longer true from ``at`` (kept, as history)."""
         with self._lock:
             self._cache.clear()
-            n = self._db.execute("UPDATE tier1_memories SET invalid_at = ? WHERE key = ? AND "
+            n = self._db.execute("UPDATE tier1_memories SET invalid_at = ? WHERE hash = ? AND "
                                  "(invalid_at = 0 OR invalid_at > ?) AND valid_from < ?",
-                                 (at, key, at, at)).rowcount  # fmt: skip
+                                 (at, _hash(key), at, at)).rowcount  # fmt: skip
         return n > 0
 
     def remove(self, source: str) -> int:
@@ -296,18 +397,19 @@ class MemoryIndex:
             self._cache.clear()
             self._db.execute("BEGIN")
             ids = [int(r[0]) for r in self._db.execute(
-                "SELECT id FROM tier1_memories WHERE source = ?", (source,))]  # fmt: skip
+                "SELECT id FROM tier1_memories WHERE source = ?", (_hash(source),))]  # fmt: skip
             for mid in ids:
                 self._unterm(mid)
-            self._db.execute("DELETE FROM tier1_memories WHERE source = ?", (source,))
+                self._db.execute("DELETE FROM tier1_memories WHERE id = ?", (mid,))
+            self._db.execute("DELETE FROM tier1_sources WHERE id = ?", (_hash(source),))
             self._db.execute("COMMIT")
         return len(ids)
 
     def remove_key(self, key: str) -> bool:
         with self._lock:
             self._cache.clear()
-            row = self._db.execute("SELECT id FROM tier1_memories WHERE key = ?",
-                                   (key,)).fetchone()  # fmt: skip
+            row = self._db.execute("SELECT id FROM tier1_memories WHERE hash = ?",
+                                   (_hash(key),)).fetchone()  # fmt: skip
             if row is None:
                 return False
             self._db.execute("BEGIN")
@@ -319,8 +421,8 @@ class MemoryIndex:
     def _unterm(self, mid: int) -> None:
         self._db.execute("DELETE FROM tier1_mentions WHERE memory = ?", (mid,))
         container, text, subject = self._db.execute(
-            "SELECT container, text, subject FROM tier1_memories WHERE id = ?", (mid,)
-        ).fetchone()  # fmt: skip
+            "SELECT c.name, m.text, m.subject FROM tier1_memories m JOIN tier1_containers c "
+            "ON c.id = m.container WHERE m.id = ?", (mid,)).fetchone()  # fmt: skip
         terms = self._terms_table(container, create=False)
         if terms is not None:
             self._db.execute(f"INSERT INTO {terms}({terms}, rowid, text, subject) "
@@ -356,8 +458,8 @@ class MemoryIndex:
 
     def get(self, key: str) -> MemoryHit | None:
         with self._lock:
-            row = self._db.execute(f"SELECT {_COLUMNS} FROM tier1_memories m WHERE key = ?",
-                                   (key,)).fetchone()  # fmt: skip
+            row = self._db.execute(f"SELECT {_COLUMNS} FROM {_JOINED} WHERE m.hash = ?",
+                                   (_hash(key),)).fetchone()  # fmt: skip
         return None if row is None else _hit(row, 0.0)
 
     def search(
@@ -374,16 +476,20 @@ class MemoryIndex:
         (when given), about one of ``names`` (when given: the subject's names, folded)."""
         if not readable or k <= 0:
             return []
-        fence = ",".join("?" * len(readable))
-        where, args = f"m.container IN ({fence})", list[object](sorted(readable))
+        with self._lock:
+            fenced = self._ids("tier1_containers", readable)
+        if not fenced:
+            return []
+        where = f"m.container IN ({','.join('?' * len(fenced))})"
+        args = list[object](fenced)
         if at is not None:
             where += (" AND (m.valid_from = 0 OR m.valid_from <= ?)"
                       " AND (m.invalid_at = 0 OR ? < m.invalid_at)")
             args += [at, at]
         scoped = sorted({words_of(n) for n in names} - {""})
         if scoped:
-            where += (" AND m.id IN (SELECT memory FROM tier1_mentions WHERE entity IN "
-                      f"({','.join('?' * len(scoped))}))")
+            where += (" AND m.id IN (SELECT t.memory FROM tier1_mentions t JOIN tier1_names n "
+                      f"ON n.id = t.entity WHERE n.name IN ({','.join('?' * len(scoped))}))")
             args += scoped
         asked = [t for t in _TERM.findall(question.lower()) if len(t) > 1]
         # function words match nearly every memory and rank none: the lexical leg reads
@@ -402,7 +508,7 @@ class MemoryIndex:
             best = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
             out = []
             for mid, score in best:
-                row = self._db.execute(f"SELECT {_COLUMNS} FROM tier1_memories m WHERE id = ?",
+                row = self._db.execute(f"SELECT {_COLUMNS} FROM {_JOINED} WHERE m.id = ?",
                                        (mid,)).fetchone()  # fmt: skip
                 out.append(_hit(row, score))
         return out
@@ -437,8 +543,8 @@ class MemoryIndex:
             keep &= ((vf == 0) | (vf <= at)) & ((ia == 0) | (at < ia))
         if scoped:
             named = [r[0] for r in self._db.execute(
-                "SELECT memory FROM tier1_mentions WHERE entity IN "
-                f"({','.join('?' * len(scoped))})", list(scoped))]  # fmt: skip
+                "SELECT t.memory FROM tier1_mentions t JOIN tier1_names n ON n.id = t.entity "
+                f"WHERE n.name IN ({','.join('?' * len(scoped))})", list(scoped))]  # fmt: skip
             keep &= np.isin(ids, np.asarray(named, dtype=np.int64))
         rows = np.flatnonzero(keep)
         if not len(rows):
@@ -460,29 +566,33 @@ class MemoryIndex:
         held = self._cache.get(key)
         if held is not None:
             return held
-        fence = ",".join("?" * len(readable))
+        fenced = self._ids("tier1_containers", readable)
         rows = self._db.execute(f"SELECT id, valid_from, invalid_at, vec FROM tier1_memories "
-                                f"WHERE container IN ({fence}) ORDER BY id",
-                                sorted(readable)).fetchall()  # fmt: skip
+                                f"WHERE container IN ({','.join('?' * len(fenced))}) ORDER BY id",
+                                fenced).fetchall()  # fmt: skip
         n = len(rows)
         out = (np.fromiter((r[0] for r in rows), dtype=np.int64, count=n),
                np.fromiter((r[1] for r in rows), dtype=np.int64, count=n),
                np.fromiter((r[2] for r in rows), dtype=np.int64, count=n),
-               Rows([r[3] for r in rows], self.embedder.dim))  # fmt: skip
+               Rows([pack(dequantise(r[3])) for r in rows], self.embedder.dim))  # fmt: skip
         if len(self._cache) >= 8:
             self._cache.clear()
         self._cache[key] = out
         return out
 
 
-_COLUMNS = ("m.id, m.key, m.text, m.subject, m.certainty, m.container, m.source, "
+_COLUMNS = ("m.id, m.key, m.text, m.subject, m.hedged, c.name, s.name, "
             "m.valid_from, m.invalid_at, m.said_at")  # fmt: skip
+_JOINED = ("tier1_memories m JOIN tier1_containers c ON c.id = m.container "
+           "JOIN tier1_sources s ON s.id = m.source")  # fmt: skip
 
 
 
 def _hit(row: Sequence[object], score: float) -> MemoryHit:
     """A hit from the columns of :data:`_COLUMNS`, in order."""
-    mid, key, text, subject, certainty, container, source, vf, ia, said = row
-    return MemoryHit(int(str(mid)), str(key), str(text), str(subject), str(certainty),
+    mid, key, text, subject, hedged, container, source, vf, ia, said = row
+    key = key or f"{source}#{fnv1a64(str(text).encode()):016x}"  # a sentence's own key
+    return MemoryHit(int(str(mid)), str(key), str(text), str(subject),
+                     CERTAINTIES[1] if hedged else CERTAINTIES[0],
                      str(container), str(source), int(str(vf)), int(str(ia)), int(str(said)),
                      score)  # fmt: skip

@@ -148,13 +148,14 @@ class Planner:
         c = self.claims
         if plan.kind == "holders":  # the same claims read from the other end
             rows = c.holders(plan.predicate, plan.value, readable)
-            return Planned(plan, ", ".join(sorted({r.subject for r in rows})), tuple(rows))
+            held = sorted({r.subject + (" (hedged)" if r.hedged else "") for r in rows})
+            return Planned(plan, ", ".join(held), tuple(rows))
         if plan.kind == "count":
             n = c.count(plan.predicate, readable, plan.value)
             return Planned(plan, str(n))
         if plan.kind == "history":
             rows = c.history(plan.subject, plan.predicate, readable)
-            return Planned(plan, ", then ".join(r.value for r in rows), tuple(rows))
+            return Planned(plan, ", then ".join(_value(r) for r in rows), tuple(rows))
         if plan.kind == "said":
             rows = [r for r in c.history(plan.subject, plan.predicate, readable)
                     if r.value == c.ontology.get(plan.predicate).value(plan.value)]  # fmt: skip
@@ -164,5 +165,10 @@ class Planner:
         if not rows:
             return Planned(plan, "")
         quotes = rows[0].attestations[-1].quote
-        return Planned(plan, f"{', '.join(r.value for r in rows)} (\u201c{quotes}\u201d)",
+        return Planned(plan, f"{', '.join(_value(r) for r in rows)} (\u201c{quotes}\u201d)",
                        tuple(rows))  # fmt: skip
+
+
+def _value(row: ClaimRow) -> str:
+    """A claim's value as an answer states it: a hedged one says so."""
+    return f"{row.value} (hedged)" if row.hedged else row.value

@@ -58,7 +58,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,7 +75,7 @@ from hirmem.semantic.decisions import (
 )
 from hirmem.semantic.entities import EntityIndex, written
 from hirmem.semantic.errors import LedgerError, ProvError, SemanticError
-from hirmem.semantic.extract import FieldExtractor
+from hirmem.semantic.extract import FieldExtractor, RuleExtractor
 from hirmem.semantic.memories import MemoryIndex, notes_of
 from hirmem.semantic.passages import (
     RRF_K,
@@ -89,7 +89,7 @@ from hirmem.semantic.planner import DEFAULT_ONTOLOGY, Planner
 from hirmem.semantic.prov import Activity, Entity, Log, SQLiteLog
 from hirmem.semantic.reader import ABSTAIN, Evidence, Reader
 from hirmem.semantic.reason import Chaining, Reasoner
-from hirmem.semantic.relations import filed
+from hirmem.semantic.relations import filed, fits
 from hirmem.semantic.retrieve import Answer, Embedder, Retriever
 from hirmem.semantic.stages import Pipeline, Rejection, Result, StageRun
 from hirmem.semantic.stores import open_store
@@ -178,6 +178,7 @@ class Substrate:
         self.entities = entities if entities is not None else EntityIndex()
         self.claims.names = self.entities.names
         self.planner = Planner(self.claims)
+        self._hedges = RuleExtractor()  # what hedged sentences would assert, kept as hedged
         self.reader = Reader()
         self.decisions = Recorder(prov) if decisions is None else decisions
         if self.decisions.prov is not prov:
@@ -317,6 +318,8 @@ class Substrate:
             self._keep_memories(doc)
         for t in result.triples:
             self._file(t, docs.get(t.from_chunk.doc_id) or self.docs.get(t.from_chunk.doc_id))
+        for doc in result.docs:
+            self._keep_hedged(doc, by_doc.get(doc.id, []))
         for tid in bare:
             edge = self.ledger.get(tid)
             if edge is not None and not edge.sources:
@@ -403,11 +406,14 @@ class Substrate:
                 ):
                     self._withdraw(e.id, why)
 
-    def _file(self, t: Triple, doc: Doc | None) -> None:
+    def _file(self, t: Triple, doc: Doc | None, *, hedged: bool = False) -> None:
         """Tiers 2 and the edges: a device's field is a reading of its sensor; an
-        assertion whose relation the vocabulary knows is the typed claim, the right way
-        round, its ends noted as entities; another relation between two names is an open
-        edge. Nothing of a quarantined text (an injection marker) is filed."""
+        assertion whose relation the vocabulary knows, and whose ends are of the kinds its
+        predicate takes (:func:`~hirmem.semantic.relations.fits`), is the typed claim, the
+        right way round, its ends noted as entities of those kinds; another relation
+        between two names, or one whose ends do not fit, is an open edge. ``hedged``: the
+        statement was hedged, and its claim or edge is kept so. Nothing of a quarantined
+        text (an injection marker) is filed."""
         if doc is None or injection_marker(doc.text) is not None:
             return
         container = container_of(doc)
@@ -420,17 +426,30 @@ class Substrate:
         # a name read as the tail of an alias phrase is the phrase ("Robert (Bob) Smith")
         s_name, o_name = written(t.subject, t.evidence), written(t.object, t.evidence)
         typed = filed(s_name, t.predicate, o_name)
-        if typed is not None:
-            subject, predicate, value = typed
-            ontology = self.claims.ontology
-            if predicate in ontology and ontology.get(predicate).kind == "entity":
-                for name in (subject, value):
-                    self.entities.note(name, container, doc.id)
-            self.claims.write(Statement(subject, predicate, value, t.evidence, doc.id,
-                                        container, t.valid_from, t.valid_until,
-                                        said))  # fmt: skip
-        elif t.predicate != "said" and _NAMED.match(s_name) and _NAMED.match(o_name):
-            self.entities.edge(s_name, t.predicate, o_name, container, doc.id, t.evidence)
+        ontology = self.claims.ontology
+        if typed is not None and typed.predicate in ontology:
+            entity = ontology.get(typed.predicate).kind == "entity"
+            ends = [(typed.subject, typed.subject_kinds)]
+            if entity:
+                ends.append((typed.value, typed.value_kinds))
+            kinds = [fits(takes, self.entities.kinds_in(name, container, t.evidence))
+                     for name, takes in ends]  # fmt: skip
+            if not any(why for _, why in kinds):
+                if entity:
+                    for (name, _), (kind, _) in zip(ends, kinds, strict=True):
+                        self.entities.note(name, container, doc.id, kind)
+                self.claims.write(Statement(typed.subject, typed.predicate, typed.value,
+                                            t.evidence, doc.id, container, t.valid_from,
+                                            t.valid_until, said, hedged=hedged))  # fmt: skip
+                return
+        elif typed is not None:  # a substrate with its own ontology and no such template
+            self.claims.write(Statement(typed.subject, typed.predicate, typed.value,
+                                        t.evidence, doc.id, container, t.valid_from,
+                                        t.valid_until, said, hedged=hedged))  # fmt: skip
+            return
+        if t.predicate != "said" and _NAMED.match(s_name) and _NAMED.match(o_name):
+            self.entities.edge(s_name, t.predicate, o_name, container, doc.id, t.evidence,
+                               hedged)  # fmt: skip
 
     def _reading(self, t: Triple, doc: Doc, fed: Mapping[str, object], container: str) -> None:
         """A device record's field as a claim of its sensor, valid from the capture time:
@@ -448,6 +467,16 @@ class Substrate:
         value = t.object
         self.claims.write(Statement(subject, READING + attribute, value, quote, doc.id,
                                     container, ts, 0, ts))  # fmt: skip
+
+    def _keep_hedged(self, doc: Doc, chunks: Sequence[Chunk]) -> None:
+        """The hedged statements of a text ("Alice may work at Acme", "I think Bob lives in
+        Oslo"), which no extraction asserts, as hedged claims and edges: kept, told apart,
+        never asserted. A device record's payload is fields, not statements."""
+        if "device" in doc.meta:
+            return
+        for chunk in chunks:
+            for t in self._hedges.hedged(chunk):
+                self._file(t, doc, hedged=True)
 
     def _keep_memories(self, doc: Doc) -> None:
         """Tier 1 from a text: each self-contained sentence it states, and the aliases its
