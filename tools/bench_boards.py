@@ -361,8 +361,8 @@ def table(figs: list[Figures]) -> str:
             "  per pack: frames/result/acks",
             lambda f: f"{f.frames_over:.0f} / {f.result_bytes:.0f} / {f.ack_bytes:.0f} B",
         ),
-        ("wire vs raw record CBOR", lambda f: f"{100 * f.total_overhead:.1f} %"),
-        ("  goal <= 5 % met", lambda f: "yes" if f.total_overhead <= GOAL else "NO"),
+        # not a goal: it also carries the pack's COSE envelope and signature
+        ("wire vs raw record CBOR (info)", lambda f: f"{100 * f.total_overhead:.1f} %"),
         ("typical pack on the wire", lambda f: f"{f.wire_per_pack:.0f} B"),
         ("  at 115200 8N1 (11520 B/s)", lambda f: f"{f.line_ms:.1f} ms"),
     ]
