@@ -4,13 +4,16 @@
   any length up to HM_MAX_FRAME; the knowledge-pack verifier up to HM_MAX_MESSAGE)
   leaves only the alarms reviewed as imprecision in
   verify/framac/eva_reviewed.txt; every entry point is analysed.
+- WP proves the ACSL contracts of hm_cbor.c's reader and of hm_cobs_decode (every goal)
+  and with them the EVA alarms in their bodies: the frame entry is left with none.
 - EVA catches the planted off-by-one of the frame receiver (HM_PLANT_OOB) as a new
-  alarm at the buffer write.
+  alarm at the buffer write; WP catches the planted off-by-one of hm_cobs_decode's
+  block check (HM_PLANT_COBS): the reads it guards are no longer proved.
 - Every sequence of up to 5 ring operations from an empty 3-slot ring keeps the
   invariants of hm_ring.h (the tool runs depth 8); the planted recency bug
   (HM_PLANT_RING_LRU) is caught with the sequence that shows it.
 - The reviewed-alarm list parses, and an alarm outside it is reported as new.
-About 30 s on two loaded cores.
+About 2 minutes on two loaded cores (WP is most of it).
 """
 
 from __future__ import annotations
@@ -37,6 +40,16 @@ def test_decoders_leave_only_reviewed_alarms() -> None:
     m = re.search(r"^eva_frame .*\n  no alarm in the body of: (.*)$", text, re.M)
     assert m, text
     assert {"hm_frame_rx_push", "rx_finish", "rx_put", "hm_crc32"} <= set(m.group(1).split(", "))
+    # WP closes every goal it is given, and with them the frame entry's last alarm
+    goals = re.findall(r"^  WP (\d+)/(\d+) goals in (.*) \(\d+ contract properties\)$", text, re.M)
+    assert goals and all(done == total for done, total, _ in goals), text
+    assert any("hm_cobs_decode" in fns for _, _, fns in goals), text
+    assert any("head" in fns.split(", ") for _, _, fns in goals), text
+    assert re.search(r"^eva_frame .*; proved free of runtime errors \(1 alarms after EVA "
+                     r"\(\d+ properties proved by EVA\), 1 proved by WP, 0 still reviewed\)",
+                     text, re.M), text
+    m = re.search(r"^eva_cbor .*; (\d+) alarms after EVA .*, (\d+) proved by WP", text, re.M)
+    assert m and int(m.group(2)) >= 5, text
 
 
 def test_planted_out_of_bounds_write_is_caught() -> None:
@@ -44,6 +57,14 @@ def test_planted_out_of_bounds_write_is_caught() -> None:
     text = "\n".join(rep.lines)
     assert not rep.ok, text
     assert re.search(r"NEW ALARM hm_frame\.c:\d+ in rx_put: index_bound", text), text
+
+
+def test_planted_cobs_off_by_one_is_caught_by_wp() -> None:
+    rep = verify_c.check_decoders("cobs", entries=("eva_frame",))
+    text = "\n".join(rep.lines)
+    assert not rep.ok, text
+    assert re.search(r"NEW ALARM hm_frame\.c:\d+ in hm_cobs_decode: mem_access "
+                     r"\\valid_read\(in \+", text), text
 
 
 def test_unreviewed_alarm_is_new() -> None:

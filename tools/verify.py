@@ -316,6 +316,8 @@ def _other_methods(fast: bool) -> list[tuple[str, Runner]]:
     runners: list[tuple[str, Runner]] = [
         ("c-decoders", lambda: verify_c.check_decoders()),
         ("c-decoders-planted", lambda: _planted(verify_c.check_decoders(planted="oob"))),
+        ("c-decoders-planted-wp", lambda: _planted(verify_c.check_decoders(
+            planted="cobs", entries=("eva_frame",)))),
         ("ring", lambda: verify_c.check_ring(ring_depth)),
         ("ring-planted", lambda: _planted(verify_c.check_ring(ring_depth, planted="lru"))),
         ("memory", lambda: verify_memory.explore(mem_depth, mem_slots)),

@@ -1,9 +1,10 @@
 """The C part of the verification (issue 20): EVA over the wire decoders, bounded
 exploration of the ring. tools/verify.py calls these; run alone it runs both.
 
-    python tools/verify_c.py                     # EVA over every decoder, ring to depth 8
+    python tools/verify_c.py                     # EVA+WP over the decoders, ring to depth 8
     python tools/verify_c.py --ring-depth 9      # deeper (about 2 minutes alone)
     python tools/verify_c.py --plant-decoders oob --plant-ring lru   # the planted bugs
+    python tools/verify_c.py --plant-decoders cobs                   # (WP's)
 
 check_decoders: Frama-C EVA (Debian frama-c-base) analyses each entry point of
 verify/framac/eva_decoders.c, i.e. hm_cbor (check, skip and every getter), the frame
@@ -11,10 +12,19 @@ receiver and hm_cobs_decode, hm_msg_decode (outer and inner) and the reassembler
 over a buffer of any content and any length up to HM_MAX_FRAME, and the knowledge-pack
 verifier hm_knowledge_accept over any pushed pack up to HM_MAX_MESSAGE bytes (with
 verify/framac/eva_crypto.c: real SHA-256, Ed25519 replaced by a reader of its inputs).
-Every alarm EVA leaves is compared with verify/framac/eva_reviewed.txt, the alarms
+EVA runs with -eva-split-return auto (a getter's OK and error returns are kept apart,
+so its out-parameters are known set on OK). For the entries of WP_ENTRIES the same
+Frama-C session then runs WP (Z3 through Why3; `why3 config detect` first on a fresh
+machine) on every function of the entry's sources that carries an ACSL contract
+(hm_cbor.c's reader, hm_cobs_decode): WP proves the contracts, the loop invariants and
+the alarms EVA left in those bodies, and Frama-C consolidates: an alarm is closed when
+WP proved it under preconditions that EVA or WP proved at every call. The other entries
+analyse the same code with the annotations taken out (EVA alone).
+Every alarm left open is compared with verify/framac/eva_reviewed.txt, the alarms
 reviewed as imprecision (with the reason); any other alarm fails the check and is
-printed with its place.
-An entry point with no alarm at all is proved free of runtime errors for those inputs.
+printed with its place. Per entry it prints the alarms EVA left, how many of them WP
+proved and how many stay reviewed.
+An entry point with no open alarm is proved free of runtime errors for those inputs.
 
 check_ring: build/verify/ring_explore (make -C firmware ring-explore) enumerates every
 sequence of ring operations up to `depth` from an empty 3-slot ring and checks the
@@ -22,8 +32,10 @@ invariants of hm_ring.h after every step (tests/native/ring_check.c, hm_ring_val
 and a model of recency, eviction and first fit); see verify/ring/ring_explore.c.
 
 Planted bugs (built only here): decoders "oob" compiles hm_frame.c with HM_PLANT_OOB
-(the receiver's buffer check off by one); ring "lru" uses the build with
-HM_PLANT_RING_LRU (an access does not refresh recency). Both checks must fail on them.
+(the receiver's buffer check off by one: EVA flags the write), "cobs" with HM_PLANT_COBS
+(hm_cobs_decode's block-length check off by one: WP cannot prove the reads); ring
+"lru" uses the build with HM_PLANT_RING_LRU (an access does not refresh recency). Every
+check must fail on its planted bug.
 """
 
 from __future__ import annotations
@@ -53,7 +65,13 @@ EVA_ENTRIES: dict[str, tuple[str, ...]] = {
     "eva_join": ("hm_frag.c", "hm_msg.c", "hm_cbor.c", "hm_crc32.c"),
     "eva_pack": ("hm_pack.c", "hm_cbor.c", "hm_sha2.c", "../../verify/framac/eva_crypto.c"),
 }
-DECODER_PLANTS = {"oob": "HM_PLANT_OOB"}
+# The entries whose sources' ACSL contracts WP proves (in the same session as EVA).
+# The others analyse the same code with the annotations taken out: EVA checks the
+# reader's body in their context, and a contract there would be one more claim at
+# every call site that only WP over the caller (not written yet) could discharge.
+WP_ENTRIES = {"eva_cbor", "eva_frame"}
+# planted bug -> (its macro, whether WP runs: "oob" is EVA's to find, "cobs" WP's)
+DECODER_PLANTS = {"oob": ("HM_PLANT_OOB", False), "cobs": ("HM_PLANT_COBS", True)}
 RING_PLANTS = {"lru": "ring_explore_planted"}
 EVA_PRECISION = 1  # 4 and 7 leave the same alarms at 3x and 30x the time
 
@@ -97,82 +115,182 @@ def reviewed_alarms(path: Path = REVIEWED) -> dict[tuple[str, str, str, str], st
 @dataclass
 class EvaRun:
     entry: str
-    alarms: list[Alarm]
+    alarms: list[Alarm]  # left open after EVA and WP
     functions: str  # EVA's coverage line
-    proved: list[str]  # functions EVA reached and left no alarm in
+    proved: list[str]  # functions EVA reached and left no open alarm in
     seconds: float
+    eva_valid: int = 0  # properties of the core EVA proved valid by itself
+    wp_proved: list[Alarm] = field(default_factory=list)  # EVA alarms WP then proved
+    wp_goals: str = ""  # WP's summary line
+    contract: int = 0  # properties of the ACSL annotations (contracts, loop invariants)
 
 
 _LIBC = {"memcmp", "memcpy", "memmove", "memset"}
 _COVERAGE = re.compile(r"(\d+) functions analyzed \(out of \d+\).*?\n\s*In these functions, "
                        r"(\d+) statements reached \(out of (\d+)\)", re.S)
+_WP_SUMMARY = re.compile(r"\[wp\] Proved goals:\s+(\d+) / (\d+)")
+_ACSL_FUNCTION = re.compile(r"/\*@(?:(?!\*/).)*\b(?:requires|assigns)\b(?:(?!\*/).)*\*/\s*"
+                            r"(?:static\s+)?(?:const\s+)?\w+(?:\s+|\s*\*\s*)(\w+)\s*\(", re.S)
+# the properties of the annotations written in the core (not alarms EVA emits)
+_ACSL_KINDS = {"precondition", "postcondition", "loop invariant", "loop variant",
+               "assigns clause", "from clause", "assertion", "behavior", "exits",
+               "complete behaviors", "disjoint behaviors"}
+WP_TIMEOUT = 20  # seconds per goal; Z3 needs well under 1 s alone, the margin is for load
 
 
-def run_eva(entry: str, defines: tuple[str, ...] = (), precision: int = EVA_PRECISION) -> EvaRun:
-    """frama-c -eva on one entry point; the properties it could not prove valid."""
+def contracted_functions(paths: list[Path]) -> list[str]:
+    """The functions that carry an ACSL contract in these files: WP
+    proves their contracts, loop invariants and the EVA alarms in their bodies."""
+    names: list[str] = []
+    for path in paths:
+        names.extend(_ACSL_FUNCTION.findall(path.read_text()))
+    return sorted(set(names))
+
+
+def ensure_why3() -> None:
+    """WP reaches Z3 through Why3; a fresh machine has no Why3 configuration yet."""
+    probe = subprocess.run(["why3", "config", "list-provers"], capture_output=True, text=True)
+    if "Z3" not in probe.stdout:
+        subprocess.run(["why3", "config", "detect"], capture_output=True, text=True, check=True)
+
+
+_ANNOTATION = re.compile(r"/\*@.*?\*/|//@[^\n]*", re.S)
+
+
+def strip_annotations(source: Path, into: Path) -> Path:
+    """A copy of source without its ACSL annotations (each replaced by as many newlines,
+    so the lines of the code, and of EVA's alarms, stay where they are)."""
+    text = _ANNOTATION.sub(lambda m: "\n" * m.group(0).count("\n"), source.read_text())
+    out = into / source.name
+    out.write_text(text)
+    return out
+
+
+def _read_report(path: Path, sources: list[Path]) -> list[dict[str, str]]:
+    """The properties in the analysed sources: the libc's own preconditions are reported
+    again at each call site, the harness's are not the core's, and a header's are the
+    default specifications Frama-C makes up for the prototypes the harness declares."""
+    names = {p.name for p in sources}
+
+    def ours(row: dict[str, str]) -> bool:
+        if row["file"] == HARNESS.name:  # the contracts of the core, where it is called
+            callee = row["property kind"].removeprefix("precondition of ")
+            return callee != row["property kind"] and callee not in _LIBC and \
+                not callee.startswith("Frama_C")
+        return row["file"] in names and not row["function"].startswith("eva_")
+
+    with path.open(newline="") as fh:
+        return [row for row in csv.DictReader(fh, delimiter="\t") if ours(row)]
+
+
+def _open(row: dict[str, str]) -> bool:
+    # Unknown: not proved; Invalid: a definite error. Dead code (unreached from the
+    # entry point) and Valid (also Valid under hypotheses all proved) are not open.
+    status = row["status"]
+    return status == "Unknown" or (status.startswith("Invalid") and "dead" not in status)
+
+
+def _alarm(row: dict[str, str]) -> Alarm:
+    return Alarm(row["file"], int(row["line"]), row["function"], row["property kind"],
+                 row["property"])
+
+
+def run_eva(entry: str, defines: tuple[str, ...] = (), precision: int = EVA_PRECISION,
+            wp: bool = True) -> EvaRun:
+    """frama-c -eva on one entry point, then (entries of WP_ENTRIES, if wp) -wp on the
+    functions with ACSL contracts in the same session: the properties neither could
+    prove valid. Without WP the annotations are taken out (EVA alone, as the others)."""
     with tempfile.TemporaryDirectory(prefix="hm-eva-") as tmp:
-        report = Path(tmp) / "report.csv"
+        after_eva, after_wp = Path(tmp) / "eva.csv", Path(tmp) / "wp.csv"
         cpp = " ".join([f"-I{CORE}", *(f"-D{d}" for d in defines)])
-        sources = [str((CORE / f).resolve()) for f in EVA_ENTRIES[entry]]
+        sources = [(CORE / f).resolve() for f in EVA_ENTRIES[entry]]
+        with_wp = wp and entry in WP_ENTRIES
+        contracted = contracted_functions(sources) if with_wp else []
+        if not with_wp:
+            sources = [strip_annotations(f, Path(tmp)) for f in sources]
         cmd = ["frama-c", f"-cpp-extra-args={cpp}", "-machdep", "x86_64", "-eva",
-               "-eva-precision", str(precision), "-main", entry, "-eva-show-progress",
-               "-eva-no-print", str(HARNESS), *sources,
-               "-then", "-report-csv", str(report)]
+               "-eva-precision", str(precision), "-eva-split-return", "auto",
+               "-main", entry, "-eva-show-progress", "-eva-no-print", str(HARNESS),
+               *map(str, sources), "-then", "-report-csv", str(after_eva)]
+        if contracted:
+            ensure_why3()
+            cmd += ["-then", "-wp", "-wp-fct", ",".join(contracted), "-wp-prover", "z3",
+                    "-wp-timeout", str(WP_TIMEOUT), "-then", "-report-csv", str(after_wp)]
         start = time.monotonic()
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=1800)
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=3600)
         seconds = time.monotonic() - start
-        if proc.returncode != 0 or not report.exists():
+        final = after_wp if contracted else after_eva
+        if proc.returncode != 0 or not final.exists():
             raise RuntimeError(f"frama-c failed on {entry} ({proc.returncode}):\n"
                                f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-        alarms: list[Alarm] = []
-        with report.open(newline="") as fh:
-            for row in csv.DictReader(fh, delimiter="\t"):
-                # the libc's own preconditions are reported again at each call site;
-                # the harness's are not the core's
-                if row["directory"].startswith("FRAMAC_SHARE") or row["function"].startswith(
-                        "eva_"):
-                    continue
-                # Unknown: EVA could not prove it; Invalid: a definite error. Dead code
-                # (unreached from the entry point) and Valid are not alarms.
-                status = row["status"]
-                if status == "Unknown" or (status.startswith("Invalid") and "dead" not in status):
-                    alarms.append(Alarm(row["file"], int(row["line"]), row["function"],
-                                        row["property kind"], row["property"]))
+        eva_rows = _read_report(after_eva, sources)
+        eva_open = {(r["file"], r["line"], r["property kind"], r["property"])
+                    for r in eva_rows if _open(r)}
+        final_rows = _read_report(final, sources)
+        alarms = [_alarm(r) for r in final_rows if _open(r)]
+        wp_proved = [_alarm(r) for r in final_rows if not _open(r) and
+                     r["property kind"] not in _ACSL_KINDS and
+                     (r["file"], r["line"], r["property kind"], r["property"]) in eva_open]
+        contract = sum(1 for r in final_rows if r["property kind"] in _ACSL_KINDS)
+        eva_valid = sum(1 for r in eva_rows if r["status"] == "Valid")
     m = _COVERAGE.search(proc.stdout)
     cov = (f"{m.group(1)} functions, {m.group(2)}/{m.group(3)} statements reached"
            if m else "coverage not reported")
+    w = _WP_SUMMARY.search(proc.stdout)
+    wp_goals = f"WP {w.group(1)}/{w.group(2)} goals in {', '.join(contracted)}" if w else ""
     reached = set(re.findall(r"computing for function (\w+)", proc.stdout))
     proved = sorted(f for f in reached - {a.function for a in alarms}
                     if not f.startswith(("Frama_C", "eva_", "any_input")) and f not in _LIBC)
-    return EvaRun(entry, alarms, cov, proved, seconds)
+    return EvaRun(entry, alarms, cov, proved, seconds, eva_valid, wp_proved, wp_goals,
+                  contract)
 
 
-def check_decoders(planted: str | None = None, precision: int = EVA_PRECISION) -> Report:
-    """EVA over every decoder entry point; ok if every alarm is a reviewed one."""
+def check_decoders(planted: str | None = None, precision: int = EVA_PRECISION,
+                   entries: tuple[str, ...] = tuple(EVA_ENTRIES)) -> Report:
+    """EVA (then WP) over the decoder entry points; ok if every alarm left open is a
+    reviewed one."""
     defines: tuple[str, ...] = ()
+    wp = True
     if planted is not None:
         if planted not in DECODER_PLANTS:
             raise ValueError(f"unknown planted bug {planted!r}: {sorted(DECODER_PLANTS)}")
-        defines = (DECODER_PLANTS[planted], "HM_VERIFY_PLANTED")
+        macro, wp = DECODER_PLANTS[planted]
+        defines = (macro, "HM_VERIFY_PLANTED")
     reviewed = reviewed_alarms()
-    report = Report("decoders (Frama-C EVA)" + (f", planted {planted}" if planted else ""), True)
+    report = Report("decoders (Frama-C EVA + WP)" + (f", planted {planted}" if planted else ""),
+                    True)
     seen: set[tuple[str, str, str, str]] = set()
-    for entry in EVA_ENTRIES:
-        run = run_eva(entry, defines, precision)
+    totals = [0, 0, 0, 0]
+    for entry in entries:
+        run = run_eva(entry, defines, precision, wp=wp)
         new = [a for a in run.alarms if a.key not in reviewed]
         seen.update(a.key for a in run.alarms)
         files = " ".join(Path(f).name for f in EVA_ENTRIES[entry])
-        verdict = ("no alarm: proved free of runtime errors" if not run.alarms
-                   else f"{len(run.alarms)} alarms, {len(run.alarms) - len(new)} reviewed")
+        eva_alarms = len(run.alarms) + len(run.wp_proved)
+        counts = (f"{eva_alarms} alarms after EVA ({run.eva_valid} properties proved by EVA), "
+                  f"{len(run.wp_proved)} proved by WP, "
+                  f"{len(run.alarms) - len(new)} still reviewed")
+        if new:
+            counts += f", {len(new)} NEW"
+        verdict = "proved free of runtime errors" if not run.alarms else counts
+        if not run.alarms:
+            verdict += f" ({counts})"
         report.lines.append(f"{entry} ({files}): {run.functions}; {verdict}; "
                             f"{run.seconds:.1f} s")
+        for i, n in enumerate((eva_alarms, run.eva_valid, len(run.wp_proved),
+                               len(run.alarms) - len(new))):
+            totals[i] += n
         if run.proved:
             report.lines.append(f"  no alarm in the body of: {', '.join(run.proved)}")
+        if run.wp_goals:
+            report.lines.append(f"  {run.wp_goals} ({run.contract} contract properties)")
         for a in new:
             report.ok = False
             report.lines.append(f"  NEW ALARM {a.file}:{a.line} in {a.function}: {a.kind} {a.prop}")
+    report.lines.append(f"all entries: {totals[0]} alarms after EVA, {totals[2]} of them proved "
+                        f"by WP, {totals[3]} still reviewed; {totals[1]} properties proved by EVA")
     stale = sorted(set(reviewed) - seen)
-    if stale and planted is None:
+    if stale and planted is None and set(entries) == set(EVA_ENTRIES):
         report.lines.append(f"reviewed alarms no longer raised (the list may shrink): {len(stale)}")
         report.lines.extend(f"  {' | '.join(k)}" for k in stale)
     tags: dict[str, int] = {}
@@ -182,6 +300,21 @@ def check_decoders(planted: str | None = None, precision: int = EVA_PRECISION) -
         report.lines.append("reviewed alarms by reason: " +
                             ", ".join(f"{t} {n}" for t, n in sorted(tags.items())))
     return report
+
+
+# How each invariant of hm_ring.h is established. None is proved by WP yet: the ring's
+# invariants relate the free list, the recency list, the block maps and the counters of
+# the whole struct, and its ACSL contracts are not written (issue 20 leaves it open).
+RING_INVARIANTS = (
+    ("I1 slots", "exploration: ring_check + hm_ring_validate after every step"),
+    ("I2 recency", "exploration: model of the access order, compared after every step"),
+    ("I3 eviction", "exploration: model of the fewest-oldest victims per capture"),
+    ("I4 backpressure", "exploration: a refused capture changes only its two counters"),
+    ("I5 pins", "exploration: ring_check after every step"),
+    ("I6 arena", "exploration: first fit per capture, bytes compared, disjoint block maps"),
+    ("I7 scores", "exploration: ring_check (structure) after every step"),
+    ("I8 counters", "exploration: ring_check + model (one count per gating)"),
+)
 
 
 def build_ring_explorer() -> None:
@@ -207,6 +340,7 @@ def check_ring(depth: int, planted: str | None = None) -> Report:
     report = Report(name, proc.returncode == 0)
     if proc.returncode == 0:
         report.lines.append(f"{proc.stdout.strip()}; {seconds:.1f} s")
+        report.lines.extend(f"{name}: {how}" for name, how in RING_INVARIANTS)
     else:
         report.lines.append(f"violation (exit {proc.returncode}) after {seconds:.1f} s")
         # the search is depth-first: the shallowest depth that fails gives a shortest trail

@@ -10,8 +10,14 @@ const char *hm_cbor_err_name(hm_cbor_err err) {
     return (unsigned)err < sizeof names / sizeof names[0] ? names[err] : "?";
 }
 
+/* ACSL contracts (verify/framac, tools/verify_c.py): WP proves each of the reader's
+ * functions free of out-of-bounds reads for any reader over a readable buffer. */
+/*@ requires \valid_read(s + (0 .. n - 1));
+    assigns \nothing; */
 int hm_utf8_valid(const uint8_t *s, size_t n) {
     size_t i = 0;
+    /*@ loop invariant i <= n;
+        loop assigns i; */
     while (i < n) {
         uint32_t c = s[i++];
         if (c < 0x80) continue;
@@ -19,6 +25,8 @@ int hm_utf8_valid(const uint8_t *s, size_t n) {
         unsigned k = c >= 0xF0 ? 3u : c >= 0xE0 ? 2u : 1u; /* continuation bytes */
         uint32_t cp = c & (0x3Fu >> k);
         if (k > n - i) return 0;
+        /*@ loop invariant j <= k && i == \at(i, LoopEntry) + j;
+            loop assigns i, j, cp; */
         for (unsigned j = 0; j < k; j++) {
             uint32_t d = s[i++];
             if ((d & 0xC0) != 0x80) return 0;
@@ -40,6 +48,8 @@ void hm_cbor_w_init(hm_cbor_w *w, uint8_t *buf, size_t cap) {
     w->err = HM_CBOR_OK;
 }
 
+/*@ assigns \nothing;
+    ensures 1 <= \result <= 9; */
 size_t hm_cbor_head_size(uint64_t v) {
     return v < 24 ? 1u : v <= 0xFFu ? 2u : v <= 0xFFFFu ? 3u : v <= 0xFFFFFFFFu ? 5u : 9u;
 }
@@ -78,6 +88,16 @@ void hm_cbor_put_tstr(hm_cbor_w *w, const uint8_t *p, size_t n) {
 
 /* ---- reader ---------------------------------------------------------------- */
 
+/*@ predicate hm_reader(hm_cbor_r *r) =
+      \valid(r) && \valid_read(r->p + (0 .. r->len - 1));
+    predicate hm_reader_at(hm_cbor_r *r) = hm_reader(r) && r->pos <= r->len;
+    // what a function of the reader returns: OK, or the sticky error it left in r->err
+    predicate hm_outcome(hm_cbor_r *r, hm_cbor_err e) =
+      e == HM_CBOR_OK || (e == r->err && e != HM_CBOR_OK); */
+
+/*@ requires \valid(r) && \valid_read(p + (0 .. len - 1));
+    assigns *r;
+    ensures hm_reader_at(r) && r->p == p && r->len == len; */
 void hm_cbor_r_init(hm_cbor_r *r, const uint8_t *p, size_t len) {
     r->p = p;
     r->len = len;
@@ -85,6 +105,9 @@ void hm_cbor_r_init(hm_cbor_r *r, const uint8_t *p, size_t len) {
     r->err = HM_CBOR_OK;
 }
 
+/*@ requires \valid(r) && err != HM_CBOR_OK;
+    assigns r->err;
+    ensures \result == err && r->err == err; */
 static hm_cbor_err fail(hm_cbor_r *r, hm_cbor_err err) {
     r->err = err;
     return err;
@@ -92,6 +115,11 @@ static hm_cbor_err fail(hm_cbor_r *r, hm_cbor_err err) {
 
 /* Read and check one head: shortest argument, no 28..31, no floats, and of the
  * simple values only false/true/null (f8 xx never). */
+/*@ requires hm_reader(r) && \valid(major) && \valid(arg) && \separated(r, major, arg);
+    assigns r->pos, r->err, *major, *arg;
+    ensures hm_outcome(r, \result);
+    ensures \result == HM_CBOR_OK ==>
+            r->pos <= r->len && \initialized(major) && \initialized(arg); */
 static hm_cbor_err head(hm_cbor_r *r, unsigned *major, uint64_t *arg) {
     if (r->err) return r->err;
     if (r->pos >= r->len) return fail(r, HM_CBOR_E_TRUNCATED);
@@ -104,6 +132,8 @@ static hm_cbor_err head(hm_cbor_r *r, unsigned *major, uint64_t *arg) {
         if (s > r->len - r->pos) return fail(r, HM_CBOR_E_TRUNCATED);
         if (mt == 7) return fail(r, s == 1 ? HM_CBOR_E_SIMPLE : HM_CBOR_E_FLOAT);
         v = 0;
+        /*@ loop invariant i <= s && r->pos == \at(r->pos, LoopEntry) + i;
+            loop assigns i, v, r->pos; */
         for (size_t i = 0; i < s; i++) v = v << 8 | r->p[r->pos++];
         if (hm_cbor_head_size(v) != 1 + s) return fail(r, HM_CBOR_E_NON_MINIMAL);
     }
@@ -114,6 +144,10 @@ static hm_cbor_err head(hm_cbor_r *r, unsigned *major, uint64_t *arg) {
 }
 
 /* A head of the wanted major type (TYPE otherwise). */
+/*@ requires hm_reader(r) && \valid(arg) && \separated(r, arg);
+    assigns r->pos, r->err, *arg;
+    ensures hm_outcome(r, \result);
+    ensures \result == HM_CBOR_OK ==> r->pos <= r->len && \initialized(arg); */
 static hm_cbor_err want(hm_cbor_r *r, unsigned major, uint64_t *arg) {
     unsigned mt;
     if (head(r, &mt, arg)) return r->err;
@@ -121,6 +155,12 @@ static hm_cbor_err want(hm_cbor_r *r, unsigned major, uint64_t *arg) {
 }
 
 /* n content bytes of a string at r->pos. */
+/*@ requires hm_reader_at(r) && \valid(p) && \separated(r, p);
+    assigns r->pos, r->err, *p;
+    ensures hm_outcome(r, \result);
+    ensures \result == HM_CBOR_OK ==> r->pos <= r->len && \initialized(p);
+    ensures \result == HM_CBOR_OK ==> *p == r->p + \old(r->pos);
+    ensures \result == HM_CBOR_OK ==> r->pos == \old(r->pos) + n; */
 static hm_cbor_err take(hm_cbor_r *r, uint64_t n, const uint8_t **p) {
     if (n > r->len - r->pos) return fail(r, HM_CBOR_E_TRUNCATED);
     *p = r->p + r->pos;
@@ -128,10 +168,16 @@ static hm_cbor_err take(hm_cbor_r *r, uint64_t n, const uint8_t **p) {
     return HM_CBOR_OK;
 }
 
+/*@ requires \valid_read(r) && \valid_read(r->p + (0 .. r->len - 1));
+    assigns \nothing; */
 int hm_cbor_peek(const hm_cbor_r *r) {
     return r->err || r->pos >= r->len ? -1 : r->p[r->pos] >> 5;
 }
 
+/*@ requires hm_reader(r) && \valid(v) && \separated(r, v);
+    assigns r->pos, r->err, *v;
+    ensures hm_outcome(r, \result);
+    ensures \result == HM_CBOR_OK ==> \initialized(v); */
 hm_cbor_err hm_cbor_get_uint(hm_cbor_r *r, uint64_t max, uint64_t *v) {
     uint64_t a;
     if (want(r, 0, &a)) return r->err;
@@ -140,6 +186,10 @@ hm_cbor_err hm_cbor_get_uint(hm_cbor_r *r, uint64_t max, uint64_t *v) {
     return HM_CBOR_OK;
 }
 
+/*@ requires hm_reader(r) && \valid(neg) && \valid(v) && \separated(r, neg, v);
+    assigns r->pos, r->err, *neg, *v;
+    ensures hm_outcome(r, \result);
+    ensures \result == HM_CBOR_OK ==> \initialized(neg) && \initialized(v); */
 hm_cbor_err hm_cbor_get_int(hm_cbor_r *r, int *neg, uint64_t *v) {
     unsigned mt;
     uint64_t a;
@@ -150,6 +200,10 @@ hm_cbor_err hm_cbor_get_int(hm_cbor_r *r, int *neg, uint64_t *v) {
     return HM_CBOR_OK;
 }
 
+/*@ requires hm_reader(r) && \valid(p) && \valid(n) && \separated(r, p, n);
+    assigns r->pos, r->err, *p, *n;
+    ensures hm_outcome(r, \result);
+    ensures \result == HM_CBOR_OK ==> \initialized(p) && \initialized(n); */
 static hm_cbor_err get_str(hm_cbor_r *r, unsigned major, size_t min, size_t max,
                            const uint8_t **p, size_t *n) {
     uint64_t a;
@@ -162,16 +216,28 @@ static hm_cbor_err get_str(hm_cbor_r *r, unsigned major, size_t min, size_t max,
     return HM_CBOR_OK;
 }
 
+/*@ requires hm_reader(r) && \valid(p) && \valid(n) && \separated(r, p, n);
+    assigns r->pos, r->err, *p, *n;
+    ensures hm_outcome(r, \result);
+    ensures \result == HM_CBOR_OK ==> \initialized(p) && \initialized(n); */
 hm_cbor_err hm_cbor_get_bstr(hm_cbor_r *r, size_t min, size_t max, const uint8_t **p,
                              size_t *n) {
     return get_str(r, 2, min, max, p, n);
 }
 
+/*@ requires hm_reader(r) && \valid(p) && \valid(n) && \separated(r, p, n);
+    assigns r->pos, r->err, *p, *n;
+    ensures hm_outcome(r, \result);
+    ensures \result == HM_CBOR_OK ==> \initialized(p) && \initialized(n); */
 hm_cbor_err hm_cbor_get_tstr(hm_cbor_r *r, size_t max, const uint8_t **p, size_t *n) {
     return get_str(r, 3, 0, max, p, n);
 }
 
 /* Array or map head: every element needs at least one byte of the rest. */
+/*@ requires hm_reader(r) && \valid(count) && \separated(r, count);
+    assigns r->pos, r->err, *count;
+    ensures hm_outcome(r, \result);
+    ensures \result == HM_CBOR_OK ==> \initialized(count); */
 static hm_cbor_err get_container(hm_cbor_r *r, unsigned major, uint64_t *count) {
     uint64_t a;
     if (want(r, major, &a)) return r->err;
@@ -181,22 +247,41 @@ static hm_cbor_err get_container(hm_cbor_r *r, unsigned major, uint64_t *count) 
     return HM_CBOR_OK;
 }
 
+/*@ requires hm_reader(r) && \valid(count) && \separated(r, count);
+    assigns r->pos, r->err, *count;
+    ensures hm_outcome(r, \result);
+    ensures \result == HM_CBOR_OK ==> \initialized(count); */
 hm_cbor_err hm_cbor_get_array(hm_cbor_r *r, uint64_t *count) {
     return get_container(r, 4, count);
 }
 
+/*@ requires hm_reader(r);
+    assigns r->pos, r->err;
+    ensures hm_outcome(r, \result); */
 hm_cbor_err hm_cbor_expect_array(hm_cbor_r *r, uint64_t count) {
     uint64_t n;
     if (get_container(r, 4, &n)) return r->err;
     return n == count ? HM_CBOR_OK : fail(r, HM_CBOR_E_RANGE);
 }
 
+/*@ requires hm_reader(r) && \valid(pairs) && \separated(r, pairs);
+    assigns r->pos, r->err, *pairs;
+    ensures hm_outcome(r, \result);
+    ensures \result == HM_CBOR_OK ==> \initialized(pairs); */
 hm_cbor_err hm_cbor_get_map(hm_cbor_r *r, uint64_t *pairs) {
     return get_container(r, 5, pairs);
 }
 
+/*@ requires hm_reader(r) && \valid(tag) && \separated(r, tag);
+    assigns r->pos, r->err, *tag;
+    ensures hm_outcome(r, \result);
+    ensures \result == HM_CBOR_OK ==> \initialized(tag); */
 hm_cbor_err hm_cbor_get_tag(hm_cbor_r *r, uint64_t *tag) { return want(r, 6, tag); }
 
+/*@ requires hm_reader(r) && \valid(v) && \separated(r, v);
+    assigns r->pos, r->err, *v;
+    ensures hm_outcome(r, \result);
+    ensures \result == HM_CBOR_OK ==> \initialized(v); */
 hm_cbor_err hm_cbor_get_bool(hm_cbor_r *r, int *v) {
     uint64_t a;
     if (want(r, 7, &a)) return r->err;
@@ -205,6 +290,9 @@ hm_cbor_err hm_cbor_get_bool(hm_cbor_r *r, int *v) {
     return HM_CBOR_OK;
 }
 
+/*@ requires hm_reader(r);
+    assigns r->pos, r->err;
+    ensures hm_outcome(r, \result); */
 hm_cbor_err hm_cbor_get_null(hm_cbor_r *r) {
     uint64_t a;
     if (want(r, 7, &a)) return r->err;
@@ -261,11 +349,15 @@ hm_cbor_err hm_cbor_skip(hm_cbor_r *r) {
     }
 }
 
+/*@ requires \valid(r);
+    assigns r->err;
+    ensures hm_outcome(r, \result); */
 hm_cbor_err hm_cbor_end(hm_cbor_r *r) {
     if (r->err) return r->err;
     return r->pos == r->len ? HM_CBOR_OK : fail(r, HM_CBOR_E_TRAILING);
 }
 
+/*@ requires \valid_read(p + (0 .. len - 1)); */
 hm_cbor_err hm_cbor_check(const uint8_t *p, size_t len) {
     hm_cbor_r r;
     hm_cbor_r_init(&r, p, len);

@@ -47,12 +47,24 @@ size_t hm_cobs_encode(const uint8_t *in, size_t len, uint8_t *out, size_t cap) {
     return cobs_encode2(in, len, NULL, 0, out, cap);
 }
 
+/*@ requires \valid_read(in + (0 .. len - 1));
+    requires \valid(out + (0 .. cap - 1));
+    requires \valid(out_len);
+    assigns out[0 .. cap - 1], *out_len; */
 hm_frame_ev hm_cobs_decode(const uint8_t *in, size_t len, uint8_t *out, size_t cap,
                            size_t *out_len) {
     size_t pos = 0, o = 0;
+    /*@ loop invariant pos <= len && o <= cap;
+        loop assigns pos, o, out[0 .. cap - 1]; */
     while (pos < len) {
         size_t code = in[pos];
+#ifdef HM_PLANT_COBS /* planted bug for tools/verify_c.py (WP must not prove the reads) */
+        if (code == 0 || code > len - pos + 1) return HM_FRAME_BAD_COBS;
+#else
         if (code == 0 || code > len - pos) return HM_FRAME_BAD_COBS;
+#endif
+        /*@ loop invariant 1 <= k <= code && o <= cap;
+            loop assigns k, o, out[0 .. cap - 1]; */
         for (size_t k = 1; k < code; k++) {
             if (in[pos + k] == 0) return HM_FRAME_BAD_COBS;
             if (o >= cap) return HM_FRAME_TOO_LONG;
