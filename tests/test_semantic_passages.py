@@ -297,3 +297,39 @@ def test_a_question_naming_a_month_reaches_what_was_said_then() -> None:
     idx.add("may", "We cooked dinner together, round 77.", "c", said_at=may)
     hits = idx.search("What did Maria cook in May 2023?", 3, {"c"})
     assert "may" in [h.doc for h in hits]
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+def test_the_subject_a_question_names_is_resolved_behind_the_fence(tmp_path: Path,
+                                                                    store: str) -> None:
+    """A name known only in a container the reader cannot read must not scope the reader's
+    question: "Bob Stone" lives only in b, so a reader of a asking about him is scoped to
+    "bob" (known in a), exactly as over a store that never held b."""
+    stone = [("mem://b3", "b", "Bob Stone lives in Rome. Bob Stone works at Umbrella.")]
+    question = "Where does Bob Stone live?"
+
+    def run(rows: list[tuple[str, str, str]], name: str) -> tuple[str | None, list[str]]:
+        path = None if store == "memory" else str(tmp_path / name)
+        sub = _team_substrate(path, rows)
+        if path is not None:  # the subjects per container are read back from the store
+            sub.close()
+            sub = Substrate.open(path)
+        try:
+            ans = sub.ask(question, 10, readable={"a"})
+            return ans.subject, [h.evidence for h in ans.hits]
+        finally:
+            sub.close()
+
+    fenced = run(TEAM_A + TEAM_B + stone, "shared.db")
+    assert fenced == run(TEAM_A, "alone.db")
+    assert fenced[0] == "bob" and fenced[1]
+    assert not any("Rome" in e or "Paris" in e for e in fenced[1])
+    sub = _team_substrate(None, TEAM_A + TEAM_B + stone)
+    assert sub.ask(question, 10, readable={"b"}).subject == "bob stone"
+    assert sub.ask(question, 10).subject == "bob stone"  # the operator reads everything
+    # a change behind the fence is seen at once: once b's Bob Stone is erased, nobody is
+    # scoped to him
+    ref, _, text = stone[0]
+    sub.erase_source(doc_id(ref, 0, Origin.of_bytes(ref, text.encode(), "text/plain", 0).sha256),
+                     "test")  # fmt: skip
+    assert sub.ask(question, 10, readable={"b"}).subject == "bob"

@@ -9,6 +9,10 @@ Invariants:
   not the text again. An entry written before carries ``evidence`` and is read as it is.
 - When the question names a known subject, the search is filtered to that subject through
   the vector store's metadata filter — no second index. With none named, the search is flat.
+- The fence covers naming too: a reader with readable containers has the question's subject
+  resolved only among the subjects indexed in those containers (kept per container as
+  entries come and go), so a name known only behind the fence neither scopes the search
+  nor tells the reader that it exists.
 - A scoped search that finds nothing returns nothing: the memory declines rather than answer
   from turns about somebody else.
 - The embedding is deterministic across processes (CRC-32 feature hashing, not ``hash()``).
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 import zlib
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -112,6 +117,11 @@ class Retriever:
         self.vectors = vectors
         self.embedder = embedder or Embedder()
         self.chunk = chunk
+        self._lock = threading.Lock()
+        # container -> folded subject -> entries indexed; None until first needed, then
+        # read once from the vector store and kept up to date by index and forget
+        self._subjects: dict[str, Counter[str]] | None = None
+        self._names: dict[tuple[str, ...], NameIndex] = {}  # per readable set, until a change
 
     @staticmethod
     def key(t: Triple) -> str:
@@ -136,15 +146,59 @@ class Retriever:
         else:
             for id, vec, meta in items:
                 self.vectors.put(id, vec, meta)
+        with self._lock:
+            if self._subjects is not None:
+                for _, _, meta in items:
+                    self._count(meta, +1)
+                self._names.clear()
         return len(items)
 
     def forget(self, triple_id: str) -> int:
         """Remove every indexed span of an assertion (erasure)."""
+        return self._drop({"triple": triple_id})
+
+    def forget_doc(self, doc_id: str) -> int:
+        """Remove every indexed span read from document ``doc_id`` (superseded, re-read
+        with another chunking, or erased)."""
+        return self._drop({"doc": doc_id})
+
+    def _drop(self, flt: Mapping[str, object]) -> int:
         zero = np.zeros(self.embedder.dim, dtype=np.float32)
         gone = 0
-        for m in self.vectors.near(zero, 1 << 30, {"triple": triple_id}):
-            gone += self.vectors.delete(m.id)
+        with self._lock:
+            for m in self.vectors.near(zero, 1 << 30, flt):
+                if self.vectors.delete(m.id):
+                    gone += 1
+                    if self._subjects is not None:
+                        self._count(m.meta, -1)
+            self._names.clear()
         return gone
+
+    def _count(self, meta: Mapping[str, object], step: int) -> None:
+        assert self._subjects is not None
+        held = self._subjects.setdefault(str(meta.get("container", "")), Counter())
+        subject = str(meta.get("subject", ""))
+        held[subject] += step
+        if held[subject] <= 0:
+            del held[subject]
+
+    def subjects_in(self, readable: Collection[str]) -> NameIndex:
+        """The subjects of the entries indexed in the ``readable`` containers, by their
+        words; built once per readable set and kept until the index changes."""
+        key = tuple(sorted(readable))
+        with self._lock:
+            if self._subjects is None:
+                self._subjects = {}
+                zero = np.zeros(self.embedder.dim, dtype=np.float32)
+                for m in self.vectors.near(zero, 1 << 30):
+                    self._count(m.meta, +1)
+            held = self._names.get(key)
+            if held is None:
+                if len(self._names) >= 8:
+                    self._names.clear()
+                held = self._names[key] = NameIndex(
+                    s for c in key for s in self._subjects.get(c, ()))
+            return held
 
     def ask(
         self,
@@ -155,11 +209,15 @@ class Retriever:
         readable: Collection[str] | None = None,
     ) -> Answer:
         """``readable``: the containers the reader may read, applied in the vector query's
-        filter (so before the top k is taken); none gives nothing. ``None`` is the local
-        operator reading the whole store. ``subjects``: the known subjects, or an index of
-        them (a lookup by the question's words rather than a pass over every subject)."""
+        filter (so before the top k is taken) and to the subject the question is scoped to
+        (resolved among those containers' subjects only); none gives nothing. ``None`` is
+        the local operator reading the whole store, whose question is scoped among
+        ``subjects``: the known subjects, or an index of them (a lookup by the question's
+        words rather than a pass over every subject)."""
         if readable is not None and not readable:
             return Answer(question, None, ())
+        if readable is not None:
+            subjects = self.subjects_in(readable)
         subject = None
         if scoped:
             subject = (subjects.named(question) if isinstance(subjects, NameIndex)

@@ -361,9 +361,7 @@ class Substrate:
                           valid_from=int(doc.meta.get("valid_from") or 0))  # fmt: skip
 
     def _unindex(self, doc_id: str) -> None:
-        zero = [0.0] * self.retriever.embedder.dim
-        for m in self.vectors.near(zero, 1 << 30, {"doc": doc_id}):
-            self.vectors.delete(m.id)
+        self.retriever.forget_doc(doc_id)
 
     def _supported(self, edge: Edge, exclude_doc: str = "", without: str = "") -> bool:
         """Whether something still stands behind ``edge``: a source from another current
@@ -590,9 +588,7 @@ class Substrate:
             mine = [s for s in edge.sources if s.kind == "extracted" and s.doc_id == doc_id]
             if mine and len(mine) == len(edge.sources):
                 stones.append(self.erase(edge.id, reason))
-        zero = [0.0] * self.retriever.embedder.dim
-        for m in self.vectors.near(zero, 1 << 30, {"doc": doc_id}):
-            self.vectors.delete(m.id)
+        self.retriever.forget_doc(doc_id)
         self.docs.delete(doc_id)
         self.graph.delete(doc_id)
         self.passages.remove(doc_id)
