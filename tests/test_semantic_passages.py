@@ -23,6 +23,7 @@ from hirmem.semantic.passages import (
     entities_in,
     injection_marker,
     passages_of,
+    query_terms,
 )
 from hirmem.semantic.retrieve import Embedder
 from hirmem.semantic.split import SentenceSplitter
@@ -333,3 +334,60 @@ def test_the_subject_a_question_names_is_resolved_behind_the_fence(tmp_path: Pat
     sub.erase_source(doc_id(ref, 0, Origin.of_bytes(ref, text.encode(), "text/plain", 0).sha256),
                      "test")  # fmt: skip
     assert sub.ask(question, 10, readable={"b"}).subject == "bob"
+
+
+def test_function_words_are_not_matched() -> None:
+    assert query_terms("What did you do with the pump after the storm?") == ["pump", "storm"]
+    assert query_terms("What is it?") == ["what", "is", "it"]  # nothing else: all of them
+
+
+@pytest.mark.parametrize("question", QUESTIONS)
+def test_the_named_boost_and_neighbours_stay_behind_the_fence(question: str) -> None:
+    """The flat search with its boost for the entity named, and the score lent to
+    neighbours, over a store where the other team's rows sit between ours."""
+    mixed = [row for pair in itertools.zip_longest(MINE, THEIRS) for row in pair if row]
+    alone, shared = _index(MINE), _index(mixed)
+    want = None
+    for idx in (alone, shared):
+        named = idx.subject_named(question, {"team-a"})
+        hits = idx.search(question, 10, {"team-a"}, named=named)
+        got = [(h.doc, round(h.score, 12), round(h.similarity, 6)) for h in hits]
+        assert all(h.container == "team-a" for h in hits)
+        if want is None:
+            want = got
+        assert got == want
+
+
+CHAT = [("c5", "Maya", 1, "The garden needs water."),
+        ("c6", "Jonas", 1, "It rained all week here."),
+        ("c1", "Maya", 2, "Did you finish the marathon in Boston?"),
+        ("c2", "Jonas", 2, "Yes, it took me four hours and ten minutes."),
+        ("c3", "Maya", 3, "I baked bread with rye flour."),
+        ("c4", "Jonas", 3, "Nice, my sister bakes too.")]  # fmt: skip
+
+
+def _chat() -> PassageIndex:
+    idx = PassageIndex(Embedder())
+    for doc, speaker, session, text in CHAT:
+        idx.add(doc, text, "chat", subject=speaker, said_at=session * 86_400_000)
+    return idx
+
+
+def test_a_reply_is_found_through_the_turn_it_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """"took me four hours" shares no word with the question; the turn before it does, and
+    lends it a share of its score. A turn of another session gets none."""
+    import hirmem.semantic.passages as passages
+
+    question = "How long was the marathon in Boston?"
+    lent = {h.doc: h.score for h in _chat().search("rye flour", 6, {"chat"})}
+    assert [h.doc for h in _chat().search(question, 2, {"chat"})] == ["c1", "c2"]
+    # scoped to Maya, Jonas's reply (which does not name her) is never reached
+    assert {h.doc for h in _chat().search(question, 6, {"chat"}, subject="maya")} <= {
+        "c1", "c3", "c5"}
+    share = passages.NEIGHBOUR_SHARE
+    monkeypatch.setattr(passages, "NEIGHBOUR_SHARE", 0.0)
+    assert [h.doc for h in _chat().search(question, 2, {"chat"})][1] != "c2"
+    plain = {h.doc: h.score for h in _chat().search("rye flour", 6, {"chat"})}
+    assert lent["c4"] > plain["c4"]  # said with c3, just after it
+    # c2 sits between c1 (its session) and c3 (the next one): only c1 lends to it
+    assert lent["c2"] == pytest.approx(plain["c2"] + share * plain["c1"])

@@ -614,10 +614,13 @@ class Substrate:
     ) -> tuple[str | None, list[PassageHit]]:
         """Hybrid recall over the passages the reader may read (``readable`` containers;
         none gives nothing), valid at ``at`` (default now); scoped to the subject the
-        question names when ``scoped``. Returns the subject scoped to and the hits."""
+        question names when ``scoped`` (when not, passages naming it are only ranked up).
+        Returns the subject scoped to and the hits."""
         at = self.clock() if at is None else at
-        subject = self.passages.subject_named(question, readable) if scoped else None
-        return subject, self.passages.search(question, k, readable, subject=subject, at=at)
+        named = self.passages.subject_named(question, readable)
+        if scoped:
+            return named, self.passages.search(question, k, readable, subject=named, at=at)
+        return None, self.passages.search(question, k, readable, named=named, at=at)
 
     def answer(self, question: str, readable: Collection[str], k: int = 10) -> tuple[str, str]:
         """(how, answer): a typed question from the claims (``planned``), else the reader
