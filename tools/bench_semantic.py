@@ -19,9 +19,10 @@ Prints:
   ``dbstat``, and the columns of the largest), and the latency of
   ``Substrate.ask`` (assertion tier), ``Substrate.recall`` (passages, fenced) and
   ``Substrate.answer`` (planner first), median and p95 over 200 questions;
-* packed vectors: bytes per vector as float32, float16 and sparse, and the recall@10 that
-  float16 gives up against float32 (384-d random unit vectors; the passage index stores a
-  dense embedding as float16) and that sparse packing of the hashed embedding keeps (all);
+* packed vectors: bytes per vector as float32, float16, int8 and sparse, and the recall@10
+  that float16 and int8 give up against float32 (384-d random unit vectors; the passage
+  index stores a dense embedding as int8) and that sparse packing of the hashed embedding
+  keeps (all);
 * Near latency at 100,000 vectors for each vector driver (memory, file, sqlite, usearch),
   top-10, with no filter and with a metadata filter keeping 1% and 10% of the entries,
   against a bare numpy brute force (``E @ q`` + argpartition; the filtered baseline indexes
@@ -211,6 +212,7 @@ def bench_packed(n: int, dim: int, queries: int = 200, k: int = 10) -> None:
     mat /= np.linalg.norm(mat, axis=1, keepdims=True)
     qs = rng.standard_normal((queries, dim)).astype(np.float32)
     half = Rows([pack(v, half=True) for v in mat], dim)
+    quarter = Rows([pack(v, int8=True) for v in mat], dim)
 
     def overlap(a: F32, b: F32) -> float:
         ta = set(np.argpartition(-a, k - 1)[:k].tolist())
@@ -218,9 +220,11 @@ def bench_packed(n: int, dim: int, queries: int = 200, k: int = 10) -> None:
         return len(ta & tb) / k
 
     r16 = statistics.mean(overlap(mat @ q, half.dot(q)) for q in qs)
-    print(f"  dense, dim {dim}: float32 {4 * dim} B, float16 {len(pack(mat[0], half=True))} B "
-          f"per vector; float16 recall@{k} against float32 {r16:.4f} ({n:,} random unit "
-          f"vectors, {queries} queries)")  # fmt: skip
+    r8 = statistics.mean(overlap(mat @ q, quarter.dot(q) / quarter.norms) for q in qs)
+    print(f"  dense, dim {dim}: float32 {4 * dim} B, float16 {len(pack(mat[0], half=True))} B, "
+          f"int8 {len(pack(mat[0], int8=True))} B per vector; recall@{k} against float32: "
+          f"float16 {r16:.4f}, int8 (cosine) {r8:.4f} ({n:,} random unit vectors, {queries} "
+          f"queries)")  # fmt: skip
     e = Embedder()
     texts = short_docs(min(n, 20_000))
     blobs = [pack(e.embed(t)) for t in texts]

@@ -15,7 +15,7 @@ Invariants:
 - Valid time: ``valid_from``/``valid_until`` (ms, 0 open) are honoured on read at ``at``.
 - Recall is hybrid: a lexical leg (SQLite FTS5, BM25, Porter stemming) and a vector leg
   (cosine over vectors stored once per passage, packed by :mod:`.stores.packed`: sparse
-  when that is smaller, which is exact, else float16), fused by reciprocal rank
+  when that is smaller, which is exact, else int8 with one scale), fused by reciprocal rank
   (:data:`RRF_K`). The lexical leg matches a question's content words, not its function
   words (:func:`query_terms`). A question asking for a figure adds a lexical leg over
   passages with a digit; one asking for the latest adds a leg ordered by time (the cue word
@@ -352,7 +352,7 @@ class PassageIndex:
             try:
                 rows = self._db.execute("SELECT id, text FROM passages").fetchall()
                 self._db.executemany("UPDATE passages SET vec = ? WHERE id = ?",
-                                     [(pack(self.embedder.embed(t), half=True), pid)
+                                     [(pack(self.embedder.embed(t), int8=True), pid)
                                       for pid, t in rows])  # fmt: skip
                 self._db.execute("INSERT OR REPLACE INTO passage_meta VALUES ('embedder', ?)",
                                  (me,))  # fmt: skip
@@ -401,7 +401,7 @@ class PassageIndex:
                 terms = self._terms_table(container, create=True)
                 names = {fold(subject)} if subject else set()
                 for piece in passages_of(text):
-                    vec = pack(self.embedder.embed(piece), half=True)
+                    vec = pack(self.embedder.embed(piece), int8=True)
                     cur = self._db.execute(
                         "INSERT INTO passages (doc, container, subject, text, said_at, "
                         "valid_from, valid_until, has_digit, vec) VALUES (?,?,?,?,?,?,?,?,?)",
