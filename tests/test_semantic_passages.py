@@ -11,6 +11,7 @@ import random
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from hirmem.semantic.errors import SemanticError
@@ -391,3 +392,58 @@ def test_a_reply_is_found_through_the_turn_it_answers(monkeypatch: pytest.Monkey
     assert lent["c4"] > plain["c4"]  # said with c3, just after it
     # c2 sits between c1 (its session) and c3 (the next one): only c1 lends to it
     assert lent["c2"] == pytest.approx(plain["c2"] + share * plain["c1"])
+
+
+class _SmallEmbedder:
+    """Another vector space than the hashed fallback (as MiniLM is): 64 dimensions."""
+
+    name = "small-test"
+    dim = 64
+
+    def embed(self, text: str) -> np.ndarray:
+        return Embedder(self.dim).embed(text)
+
+
+def test_the_assertion_tier_embeds_with_the_substrates_embedder(tmp_path: Path) -> None:
+    """Assertions are asked in the passages' vector space (MiniLM where installed), not the
+    hashed one; a store keeps the space its assertion vectors were written in."""
+    path = str(tmp_path / "small.db")
+    sub = Substrate.open(path, passage_embedder=_SmallEmbedder())
+    sub.ingest(Pipeline(MemoryIngester({"n": "Bob lives in Oslo. Alice works at Acme."}),
+                        extractor=RuleExtractor()), "n")  # fmt: skip
+    assert sub.retriever.embedder is sub.passages.embedder
+    hits = sub.ask("Where does Bob live?", 3, readable={"default"}).hits
+    assert hits and hits[0].evidence.startswith("Bob lives in Oslo")
+    sub.close()
+    again = Substrate.open(path, passage_embedder=_SmallEmbedder())
+    assert again.ask("Where does Bob live?", 3).hits[0].evidence.startswith("Bob lives")
+    again.close()
+    with pytest.raises(SemanticError, match="small-test/64"):
+        Substrate.open(path, passage_embedder=Embedder())  # that space is not here
+    hashed = str(tmp_path / "hashed.db")
+    first = Substrate.open(hashed, passage_embedder=Embedder())
+    first.ingest(Pipeline(MemoryIngester({"n": "Bob lives in Oslo."}),
+                          extractor=RuleExtractor()), "n")  # fmt: skip
+    first.close()
+    later = Substrate.open(hashed, passage_embedder=_SmallEmbedder())  # MiniLM installed since
+    assert isinstance(later.retriever.embedder, Embedder)  # its vectors stay hashed
+    assert later.ask("Where does Bob live?", 3).hits
+    later.close()
+
+
+def test_the_assertion_tier_defaults_to_the_default_embedder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hirmem.semantic.retrieve import Retriever
+    from hirmem.semantic.stores import open_store
+
+    monkeypatch.setenv("HIRMEM_EMBEDDER", "hash")
+    assert isinstance(Retriever(open_store("vector", "memory:")).embedder, Embedder)
+    from hirmem.embed.minilm import MiniLMEmbedder, MiniLMUnavailable
+
+    try:
+        MiniLMEmbedder()
+    except MiniLMUnavailable:  # not installed here: the fallback is all there is
+        return
+    monkeypatch.delenv("HIRMEM_EMBEDDER")
+    assert isinstance(Retriever(open_store("vector", "memory:")).embedder, MiniLMEmbedder)

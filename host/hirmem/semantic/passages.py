@@ -33,14 +33,12 @@ Invariants:
 from __future__ import annotations
 
 import math
-import os
 import re
 import sqlite3
 import threading
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -48,10 +46,17 @@ import numpy.typing as npt
 from hirmem.protocol.identity import fold
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.names import NameIndex
-from hirmem.semantic.retrieve import STOP, Embedder
+from hirmem.semantic.retrieve import (
+    EMBEDDER_ENV,
+    STOP,
+    TextEmbedder,
+    default_embedder,
+    embedder_identity,
+)
 from hirmem.semantic.stores.packed import Rows, pack
 
 __all__ = [
+    "EMBEDDER_ENV",
     "OVERLAP",
     "RRF_K",
     "TARGET",
@@ -59,6 +64,7 @@ __all__ = [
     "PassageHit",
     "PassageIndex",
     "default_embedder",
+    "embedder_identity",
     "entities_in",
     "injection_marker",
     "passages_of",
@@ -76,43 +82,8 @@ NEIGHBOUR_SHARE = 0.3  # of a passage's fused score lent to the passages beside 
 NEIGHBOUR_SOURCES = 30  # the best passages that lend
 
 F32 = npt.NDArray[np.float32]
+PassageEmbedder = TextEmbedder  # what the vector leg needs (the name passages export)
 
-
-class PassageEmbedder(Protocol):
-    """What the vector leg needs: a fixed dimension and a vector per text."""
-
-    @property
-    def dim(self) -> int: ...
-
-    def embed(self, text: str) -> F32: ...
-
-
-EMBEDDER_ENV = "HIRMEM_EMBEDDER"  # "minilm", "hash", or unset: MiniLM where installed
-
-
-def default_embedder() -> PassageEmbedder:
-    """The passages' embedder when none is handed in: all-MiniLM-L6-v2 where its packages
-    and weights are installed, else the hashed-term :class:`~hirmem.semantic.retrieve.Embedder`
-    as the fallback. ``HIRMEM_EMBEDDER=hash`` asks for the fallback (a host without the
-    CPU to spare); ``=minilm`` insists on MiniLM and fails with the install command when
-    it is missing."""
-    choice = os.environ.get(EMBEDDER_ENV, "").strip().lower()
-    if choice not in ("", "minilm", "hash"):
-        raise SemanticError(f"{EMBEDDER_ENV} is 'minilm' or 'hash', got {choice!r}")
-    if choice != "hash":
-        from hirmem.embed.minilm import MiniLMEmbedder, MiniLMUnavailable
-
-        try:
-            return MiniLMEmbedder()
-        except MiniLMUnavailable:
-            if choice == "minilm":
-                raise
-    return Embedder()
-
-
-def embedder_identity(embedder: PassageEmbedder) -> str:
-    """What a store records of the embedder its vectors came from."""
-    return f"{getattr(embedder, 'name', type(embedder).__qualname__)}/{embedder.dim}"
 
 
 # ---- cutting ----------------------------------------------------------------------------------

@@ -63,7 +63,13 @@ from hirmem.semantic.planner import DEFAULT_ONTOLOGY, EXTRACTED, Planner
 from hirmem.semantic.prov import Activity, Entity, Log, SQLiteLog
 from hirmem.semantic.reader import ABSTAIN, Evidence, Reader
 from hirmem.semantic.reason import Chaining, Reasoner
-from hirmem.semantic.retrieve import Answer, Embedder, Retriever
+from hirmem.semantic.retrieve import (
+    Answer,
+    Embedder,
+    Retriever,
+    TextEmbedder,
+    embedder_identity,
+)
 from hirmem.semantic.stages import Pipeline, Rejection, Result, StageRun
 from hirmem.semantic.stores import open_store
 from hirmem.semantic.stores.base import DocStore, GraphStore, TripleStore, VectorStore
@@ -74,6 +80,7 @@ __all__ = ["ForgedAssertion", "Substrate"]
 REASONER = "software:reasoner"
 DEFAULT_CONTAINER = "default"  # the container of a document that names none
 SUPERSEDED = "superseded"  # the reason every supersession retraction starts with
+ASSERTION_VECTORS = "meta:assertion-vectors"  # graph node recording their embedder
 
 
 def container_of(doc: Doc | None) -> str:
@@ -103,7 +110,7 @@ class Substrate:
         graph: GraphStore,
         ledger: Ledger,
         prov: Log,
-        embedder: Embedder | None = None,
+        embedder: TextEmbedder | None = None,
         clock: Callable[[], int] = now_ms,
         decisions: Recorder | None = None,
         passages: PassageIndex | None = None,
@@ -112,9 +119,11 @@ class Substrate:
     ) -> None:
         self.docs, self.triples, self.vectors, self.graph = docs, triples, vectors, graph
         self.ledger, self.prov, self.clock = ledger, prov, clock
-        self.retriever = Retriever(vectors, embedder, docs.chunk)
         self.passages = passages if passages is not None else PassageIndex(
             passage_embedder if passage_embedder is not None else default_embedder())
+        self.retriever = Retriever(vectors, embedder if embedder is not None else
+                                   self._assertion_embedder(self.passages.embedder),
+                                   docs.chunk)  # fmt: skip
         self.claims = claims if claims is not None else ClaimStore(DEFAULT_ONTOLOGY, clock=clock)
         self.planner = Planner(self.claims)
         self.reader = Reader()
@@ -122,6 +131,25 @@ class Substrate:
         if self.decisions.prov is not prov:
             raise ProvError("the decision recorder must write into the substrate's PROV log")
         self.decisions.resolve = self._cite
+
+    def _assertion_embedder(self, shared: TextEmbedder) -> TextEmbedder:
+        """The assertion tier's embedder: the passages' one (MiniLM where installed),
+        unless the store already holds assertion vectors of another: vectors of one space
+        only. A store written with the hashed embedding (or before this was recorded) keeps
+        asking with it; one written with an embedder missing here is refused, by name."""
+        held = (self.graph.props(ASSERTION_VECTORS) or {}).get("embedder")
+        hashed = embedder_identity(Embedder())
+        if held is None and len(self.vectors):
+            held = hashed  # written before the embedder was recorded: always hashed
+        mine = embedder_identity(shared)
+        if held is None or held == mine:
+            self.graph.node(ASSERTION_VECTORS, {"embedder": mine})
+            return shared
+        if held == hashed:
+            return Embedder()
+        raise SemanticError(f"the assertion vectors of this store come from {held}, which is "
+                            f"not available here ({mine} is); install it, or set "
+                            f"HIRMEM_EMBEDDER to match")  # fmt: skip
 
     @classmethod
     def in_memory(
@@ -142,11 +170,10 @@ class Substrate:
         """Every store, the ledger, the log and the passages in one SQLite file."""
         dsn = f"sqlite:{path}"
         log = SQLiteLog(path)
-        embedder = Embedder()
         return cls(docs=open_store("doc", dsn), triples=open_store("triple", dsn),
                    vectors=open_store("vector", dsn), graph=open_store("graph", dsn),
                    ledger=SQLiteLedger(path, clock), prov=log, clock=clock,
-                   decisions=SQLiteRecorder(path, log), embedder=embedder,
+                   decisions=SQLiteRecorder(path, log),
                    passages=PassageIndex(passage_embedder or default_embedder(), str(path)),
                    claims=ClaimStore(DEFAULT_ONTOLOGY, str(path), clock))  # fmt: skip
 
