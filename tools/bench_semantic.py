@@ -51,6 +51,7 @@ import numpy.typing as npt
 from hirmem.semantic.extract import RuleExtractor
 from hirmem.semantic.ingest import TreeIngester
 from hirmem.semantic.parse import ByMediaType, Chain, CollapseSpaces, StripControl
+from hirmem.semantic.retrieve import embedder_identity
 from hirmem.semantic.split import SentenceSplitter
 from hirmem.semantic.stages import Pipeline
 from hirmem.semantic.stores import TripleStore, VectorStore, drivers, open_store
@@ -173,7 +174,8 @@ def bench_ask(n: int, tmp: Path, queries: int = 200) -> None:
     text_bytes = sum(len(x.encode()) for x in texts)
     disk = sum(f.stat().st_size for f in tmp.glob("ask.db*"))
     print(f"  {n:,} documents, {text_bytes / 1e6:.2f} MB of text, absorbed in {built:.1f} s "
-          f"({n / built:.0f} docs/s)")  # fmt: skip
+          f"({n / built:.0f} docs/s); vectors: {embedder_identity(sub.passages.embedder)} "
+          f"(passages), {embedder_identity(sub.retriever.embedder)} (assertions)")  # fmt: skip
     print(f"  store on disk {disk / 1e6:.1f} MB = {disk / text_bytes:.1f}x the text, write-ahead "
           f"log included")  # fmt: skip
     breakdown(path, text_bytes)
@@ -185,6 +187,7 @@ def bench_ask(n: int, tmp: Path, queries: int = 200) -> None:
             for p in rng.sample(PEOPLE, min(queries, len(PEOPLE)))]  # fmt: skip
     for name, call in (
         ("ask (assertions)", lambda q: sub.ask(q, 5)),
+        ("ask (fenced)", lambda q: sub.ask(q, 5, readable={"bench"})),
         ("recall (passages)", lambda q: sub.recall(q, {"bench"}, 10)),
         ("answer (planner first)", lambda q: sub.answer(q, {"bench"})),
     ):
