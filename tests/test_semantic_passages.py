@@ -429,6 +429,11 @@ def test_the_assertion_tier_embeds_with_the_substrates_embedder(tmp_path: Path) 
     assert isinstance(later.retriever.embedder, Embedder)  # its vectors stay hashed
     assert later.ask("Where does Bob live?", 3).hits
     later.close()
+    empty = str(tmp_path / "empty.db")
+    Substrate.open(empty, passage_embedder=_SmallEmbedder()).close()  # no assertion yet
+    reopened = Substrate.open(empty, passage_embedder=Embedder())
+    assert isinstance(reopened.retriever.embedder, Embedder)  # nothing written to keep
+    reopened.close()
 
 
 def test_the_assertion_tier_defaults_to_the_default_embedder(

@@ -142,7 +142,7 @@ class Substrate:
         if held is None and len(self.vectors):
             held = hashed  # written before the embedder was recorded: always hashed
         mine = embedder_identity(shared)
-        if held is None or held == mine:
+        if held is None or held == mine or not len(self.vectors):
             self.graph.node(ASSERTION_VECTORS, {"embedder": mine})
             return shared
         if held == hashed:
