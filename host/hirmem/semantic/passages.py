@@ -507,14 +507,14 @@ class PassageIndex:
         legs: list[tuple[float, list[int]]] = []
         with self._lock:
             legs.append((1.0, self._lexical(terms, readable, where, args, candidates)))
-            vec_leg, sims = self._vector(qvec, readable, at, subject, candidates)
+            vec_leg, sims, named_leg = self._vector(qvec, readable, at, subject, candidates,
+                                                    named)  # fmt: skip
             legs.append((VECTOR_WEIGHT, vec_leg))
             if named is not None:
                 also = where + _NAMING
                 legs.append((NAMED_WEIGHT, self._lexical(terms, readable, also,
                                                          [*args, fold(named)], candidates)))
-                legs.append((NAMED_WEIGHT * VECTOR_WEIGHT,
-                             self._vector(qvec, readable, at, named, candidates)[0]))
+                legs.append((NAMED_WEIGHT * VECTOR_WEIGHT, named_leg))
             if _FIGURE.search(question):
                 legs.append((1.0, self._lexical(terms, readable, where + " AND p.has_digit = 1",
                                                 args, candidates)))  # fmt: skip
@@ -613,27 +613,38 @@ class PassageIndex:
         return [r[2] for r in found[:limit]]
 
     def _vector(self, qvec: F32, readable: Collection[str], at: int | None,
-                subject: str | None, limit: int) -> tuple[list[int], dict[int, float]]:  # fmt: skip
+                subject: str | None, limit: int, named: str | None = None,
+                ) -> tuple[list[int], dict[int, float], list[int]]:  # fmt: skip
         """Cosine over the fenced rows only: the matrix holds nothing else, and the time and
-        subject filters mask it before any score is ranked."""
+        subject filters mask it before any score is ranked. With ``named``, also the best
+        of the passages naming it, from the same scores (none computed twice)."""
         ids, vf, vu, mat = self._fenced(readable)
         if not len(ids):
-            return [], {}
+            return [], {}, []
         keep = np.ones(len(ids), dtype=bool)
         if at is not None:
             keep &= ((vf == 0) | (vf <= at)) & ((vu == 0) | (at < vu))
         if subject is not None:
-            named = [r[0] for r in self._db.execute(
-                "SELECT passage FROM passage_mentions WHERE entity = ?", (fold(subject),)
-            )]  # fmt: skip
-            keep &= np.isin(ids, np.asarray(named, dtype=np.int64))
+            keep &= self._naming(ids, subject)
         rows = np.flatnonzero(keep)
         if not len(rows):
-            return [], {}
+            return [], {}, []
         sims = _cosines(mat, qvec, rows)
         top = np.argsort(-sims, kind="stable")[:limit]
-        return ([int(ids[rows[i]]) for i in top],
-                {int(ids[rows[i]]): float(sims[i]) for i in top})  # fmt: skip
+        picked = [int(ids[rows[i]]) for i in top]
+        scores = {int(ids[rows[i]]): float(sims[i]) for i in top}
+        if named is None:
+            return picked, scores, []
+        among = np.flatnonzero(self._naming(ids[rows], named))
+        best = among[np.argsort(-sims[among], kind="stable")[:limit]]
+        scores.update((int(ids[rows[i]]), float(sims[i])) for i in best)
+        return picked, scores, [int(ids[rows[i]]) for i in best]
+
+    def _naming(self, ids: npt.NDArray[np.int64], entity: str) -> npt.NDArray[np.bool_]:
+        """Which of ``ids`` are passages naming ``entity``."""
+        named = [r[0] for r in self._db.execute(
+            "SELECT passage FROM passage_mentions WHERE entity = ?", (fold(entity),))]  # fmt: skip
+        return np.isin(ids, np.asarray(named, dtype=np.int64))
 
     def _fenced(self, readable: Collection[str]) -> tuple[
         npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], Rows
