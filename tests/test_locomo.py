@@ -11,6 +11,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import ROOT
@@ -160,3 +161,35 @@ def test_the_harness_end_to_end(data: Path, capsys: pytest.CaptureFixture[str]) 
     assert [o.recall for o in bm25.outcomes][2:4] == [1.0, 1.0]
     assert all(0.0 <= o.f1 <= 1.0 for o in scoped.outcomes)
     assert len(scoped.outcomes) == 5
+
+
+class _Counting:
+    name = "counting"
+    dim = 8
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def embed(self, text: str) -> np.ndarray:
+        self.seen.append(text)
+        return np.ones(self.dim, dtype=np.float32)
+
+
+def test_the_arms_embed_a_turn_once_and_each_question_afresh(data: Path) -> None:
+    [conv] = locomo.load(data)
+    inner = _Counting()
+    shared = locomo.Remembered(inner)
+    flat, scoped = locomo.SubstrateArm(False, shared), locomo.SubstrateArm(True, shared)
+    flat.build(conv.turns)
+    built = len(inner.seen)
+    scoped.build(conv.turns)
+    assert len(inner.seen) == built and built >= len(conv.turns)  # the second build: none
+    flat.retrieve("What is the name of the beagle?", 3)
+    scoped.retrieve("What is the name of the beagle?", 3)
+    assert inner.seen[built:].count("What is the name of the beagle?") == 2
+    small = locomo.Remembered(inner, bound=2)
+    small.building = True
+    for text in ("a", "b", "c", "a"):
+        small.embed(text)
+    assert len(small._held) <= 2  # bounded
+

@@ -74,3 +74,40 @@ def test_an_empty_matrix_scores_nothing() -> None:
     q = np.ones(8, dtype=np.float32)
     assert rows.n == 0 and rows.dot(q).shape == (0,) and rows.norms.shape == (0,)
     assert rows.dot(q, np.zeros(0, dtype=np.intp)).shape == (0,)
+
+
+@pytest.mark.parametrize("dim", [1, 2, 7, 384, 1024])
+def test_int8_is_within_half_a_step_of_each_entry_and_a_quarter_of_the_bytes(dim: int) -> None:
+    """The oracle is the definition: each entry is a signed byte times one scale (the
+    largest magnitude / 127), so no entry is further than half a step from the original;
+    the blob is one byte per dimension and a 9-byte head, and always of odd length (a bare
+    float32 blob is even)."""
+    rng = np.random.default_rng(dim)
+    mat = _random_rows(rng, 500, dim, 0.9) * rng.uniform(1e-3, 1e3, (500, 1)).astype(np.float32)
+    blobs = [pack(v, int8=True) for v in mat]
+    for v, b in zip(mat, blobs, strict=True):
+        assert dim_of(b) == dim and len(b) % 2 == 1
+        back = unpack(b)
+        step = float(np.max(np.abs(v))) / 127
+        assert np.all(np.abs(back - v) <= step / 2 + 1e-6 * step), (v, back)
+        if b[:1] == b"Q":
+            assert len(b) in (9 + dim, 10 + dim)
+        else:  # sparse only when that is smaller still
+            assert b[:1] == b"S" and len(b) <= 10 + dim
+    dense = next(b for b in blobs if b[:1] == b"Q") if dim >= 7 else None
+    if dense is not None:
+        assert len(dense) <= len(pack(mat[0])) // 4 + 10  # a quarter of float32
+    rows = Rows(blobs, dim)
+    q = rng.standard_normal(dim).astype(np.float32)
+    want = np.stack([unpack(b) for b in blobs]).astype(np.float64) @ q.astype(np.float64)
+    assert np.allclose(rows.dot(q), want, rtol=1e-4, atol=1e-5 * float(np.max(np.abs(want))))
+    zero = pack(np.zeros(dim, dtype=np.float32), int8=True)
+    assert np.array_equal(unpack(zero), np.zeros(dim, dtype=np.float32))
+
+
+def test_int8_refuses_what_it_cannot_hold() -> None:
+    with pytest.raises(SemanticError, match="infinite or NaN"):
+        pack(np.array([1.0, np.nan, 2.0], dtype=np.float32), int8=True)
+    good = pack(np.arange(1, 12, dtype=np.float32), int8=True)
+    with pytest.raises(SemanticError, match="cannot hold"):
+        unpack(good[:-2])  # cut short by two bytes: the length is still odd

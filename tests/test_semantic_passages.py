@@ -11,6 +11,7 @@ import random
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from hirmem.semantic.errors import SemanticError
@@ -23,6 +24,7 @@ from hirmem.semantic.passages import (
     entities_in,
     injection_marker,
     passages_of,
+    query_terms,
 )
 from hirmem.semantic.retrieve import Embedder
 from hirmem.semantic.split import SentenceSplitter
@@ -297,3 +299,156 @@ def test_a_question_naming_a_month_reaches_what_was_said_then() -> None:
     idx.add("may", "We cooked dinner together, round 77.", "c", said_at=may)
     hits = idx.search("What did Maria cook in May 2023?", 3, {"c"})
     assert "may" in [h.doc for h in hits]
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+def test_the_subject_a_question_names_is_resolved_behind_the_fence(tmp_path: Path,
+                                                                    store: str) -> None:
+    """A name known only in a container the reader cannot read must not scope the reader's
+    question: "Bob Stone" lives only in b, so a reader of a asking about him is scoped to
+    "bob" (known in a), exactly as over a store that never held b."""
+    stone = [("mem://b3", "b", "Bob Stone lives in Rome. Bob Stone works at Umbrella.")]
+    question = "Where does Bob Stone live?"
+
+    def run(rows: list[tuple[str, str, str]], name: str) -> tuple[str | None, list[str]]:
+        path = None if store == "memory" else str(tmp_path / name)
+        sub = _team_substrate(path, rows)
+        if path is not None:  # the subjects per container are read back from the store
+            sub.close()
+            sub = Substrate.open(path)
+        try:
+            ans = sub.ask(question, 10, readable={"a"})
+            return ans.subject, [h.evidence for h in ans.hits]
+        finally:
+            sub.close()
+
+    fenced = run(TEAM_A + TEAM_B + stone, "shared.db")
+    assert fenced == run(TEAM_A, "alone.db")
+    assert fenced[0] == "bob" and fenced[1]
+    assert not any("Rome" in e or "Paris" in e for e in fenced[1])
+    sub = _team_substrate(None, TEAM_A + TEAM_B + stone)
+    assert sub.ask(question, 10, readable={"b"}).subject == "bob stone"
+    assert sub.ask(question, 10).subject == "bob stone"  # the operator reads everything
+    # a change behind the fence is seen at once: once b's Bob Stone is erased, nobody is
+    # scoped to him
+    ref, _, text = stone[0]
+    sub.erase_source(doc_id(ref, 0, Origin.of_bytes(ref, text.encode(), "text/plain", 0).sha256),
+                     "test")  # fmt: skip
+    assert sub.ask(question, 10, readable={"b"}).subject == "bob"
+
+
+def test_function_words_are_not_matched() -> None:
+    assert query_terms("What did you do with the pump after the storm?") == ["pump", "storm"]
+    assert query_terms("What is it?") == ["what", "is", "it"]  # nothing else: all of them
+
+
+@pytest.mark.parametrize("question", QUESTIONS)
+def test_the_named_boost_and_neighbours_stay_behind_the_fence(question: str) -> None:
+    """The flat search with its boost for the entity named, and the score lent to
+    neighbours, over a store where the other team's rows sit between ours."""
+    mixed = [row for pair in itertools.zip_longest(MINE, THEIRS) for row in pair if row]
+    alone, shared = _index(MINE), _index(mixed)
+    want = None
+    for idx in (alone, shared):
+        named = idx.subject_named(question, {"team-a"})
+        hits = idx.search(question, 10, {"team-a"}, named=named)
+        got = [(h.doc, round(h.score, 12), round(h.similarity, 6)) for h in hits]
+        assert all(h.container == "team-a" for h in hits)
+        if want is None:
+            want = got
+        assert got == want
+
+
+CHAT = [("c5", "Maya", 1, "The garden needs water."),
+        ("c6", "Jonas", 1, "It rained all week here."),
+        ("c1", "Maya", 2, "Did you finish the marathon in Boston?"),
+        ("c2", "Jonas", 2, "Yes, it took me four hours and ten minutes."),
+        ("c3", "Maya", 3, "I baked bread with rye flour."),
+        ("c4", "Jonas", 3, "Nice, my sister bakes too.")]  # fmt: skip
+
+
+def _chat() -> PassageIndex:
+    idx = PassageIndex(Embedder())
+    for doc, speaker, session, text in CHAT:
+        idx.add(doc, text, "chat", subject=speaker, said_at=session * 86_400_000)
+    return idx
+
+
+def test_a_reply_is_found_through_the_turn_it_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """"took me four hours" shares no word with the question; the turn before it does, and
+    lends it a share of its score. A turn of another session gets none."""
+    import hirmem.semantic.passages as passages
+
+    question = "How long was the marathon in Boston?"
+    lent = {h.doc: h.score for h in _chat().search("rye flour", 6, {"chat"})}
+    assert [h.doc for h in _chat().search(question, 2, {"chat"})] == ["c1", "c2"]
+    # scoped to Maya, Jonas's reply (which does not name her) is never reached
+    assert {h.doc for h in _chat().search(question, 6, {"chat"}, subject="maya")} <= {
+        "c1", "c3", "c5"}
+    share = passages.NEIGHBOUR_SHARE
+    monkeypatch.setattr(passages, "NEIGHBOUR_SHARE", 0.0)
+    assert [h.doc for h in _chat().search(question, 2, {"chat"})][1] != "c2"
+    plain = {h.doc: h.score for h in _chat().search("rye flour", 6, {"chat"})}
+    assert lent["c4"] > plain["c4"]  # said with c3, just after it
+    # c2 sits between c1 (its session) and c3 (the next one): only c1 lends to it
+    assert lent["c2"] == pytest.approx(plain["c2"] + share * plain["c1"])
+
+
+class _SmallEmbedder:
+    """Another vector space than the hashed fallback (as MiniLM is): 64 dimensions."""
+
+    name = "small-test"
+    dim = 64
+
+    def embed(self, text: str) -> np.ndarray:
+        return Embedder(self.dim).embed(text)
+
+
+def test_the_assertion_tier_embeds_with_the_substrates_embedder(tmp_path: Path) -> None:
+    """Assertions are asked in the passages' vector space (MiniLM where installed), not the
+    hashed one; a store keeps the space its assertion vectors were written in."""
+    path = str(tmp_path / "small.db")
+    sub = Substrate.open(path, passage_embedder=_SmallEmbedder())
+    sub.ingest(Pipeline(MemoryIngester({"n": "Bob lives in Oslo. Alice works at Acme."}),
+                        extractor=RuleExtractor()), "n")  # fmt: skip
+    assert sub.retriever.embedder is sub.passages.embedder
+    hits = sub.ask("Where does Bob live?", 3, readable={"default"}).hits
+    assert hits and hits[0].evidence.startswith("Bob lives in Oslo")
+    sub.close()
+    again = Substrate.open(path, passage_embedder=_SmallEmbedder())
+    assert again.ask("Where does Bob live?", 3).hits[0].evidence.startswith("Bob lives")
+    again.close()
+    with pytest.raises(SemanticError, match="small-test/64"):
+        Substrate.open(path, passage_embedder=Embedder())  # that space is not here
+    hashed = str(tmp_path / "hashed.db")
+    first = Substrate.open(hashed, passage_embedder=Embedder())
+    first.ingest(Pipeline(MemoryIngester({"n": "Bob lives in Oslo."}),
+                          extractor=RuleExtractor()), "n")  # fmt: skip
+    first.close()
+    later = Substrate.open(hashed, passage_embedder=_SmallEmbedder())  # MiniLM installed since
+    assert isinstance(later.retriever.embedder, Embedder)  # its vectors stay hashed
+    assert later.ask("Where does Bob live?", 3).hits
+    later.close()
+    empty = str(tmp_path / "empty.db")
+    Substrate.open(empty, passage_embedder=_SmallEmbedder()).close()  # no assertion yet
+    reopened = Substrate.open(empty, passage_embedder=Embedder())
+    assert isinstance(reopened.retriever.embedder, Embedder)  # nothing written to keep
+    reopened.close()
+
+
+def test_the_assertion_tier_defaults_to_the_default_embedder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hirmem.semantic.retrieve import Retriever
+    from hirmem.semantic.stores import open_store
+
+    monkeypatch.setenv("HIRMEM_EMBEDDER", "hash")
+    assert isinstance(Retriever(open_store("vector", "memory:")).embedder, Embedder)
+    from hirmem.embed.minilm import MiniLMEmbedder, MiniLMUnavailable
+
+    try:
+        MiniLMEmbedder()
+    except MiniLMUnavailable:  # not installed here: the fallback is all there is
+        return
+    monkeypatch.delenv("HIRMEM_EMBEDDER")
+    assert isinstance(Retriever(open_store("vector", "memory:")).embedder, MiniLMEmbedder)

@@ -571,3 +571,22 @@ def test_a_sqlite_vector_file_from_before_the_filter_rule_is_reindexed(tmp_path:
     assert {m.id for m in vs.near([1.0, 1.0], 5, {"k": 1})} == {"i", "f"}
     assert [m.id for m in vs.near([1.0, 1.0], 5, {"tags": True})] == ["i"]
     assert [m.id for m in vs.near([1.0, 1.0], 5, {"tags": {"in": ["a", "z"]}})] == ["i"]
+
+
+def test_sqlite_filtered_rows_follow_every_write() -> None:
+    """The rows a filter (and each of its conditions) admits are kept between queries;
+    every write must drop them: a fenced query after a put or a delete sees it."""
+    from hirmem.semantic.stores.sqlite import SQLiteVectors
+
+    store = SQLiteVectors()
+    flt = {"container": {"in": ["x"]}, "subject": "s"}
+    store.put("a", [1.0, 0.0], {"container": "x", "subject": "s"})
+    store.put("b", [1.0, 0.1], {"container": "x", "subject": "t"})
+    assert [m.id for m in store.near([1.0, 0.0], 10, flt)] == ["a"]
+    assert [m.id for m in store.near([1.0, 0.0], 10, {"subject": "t"})] == ["b"]
+    store.put("c", [0.9, 0.1], {"container": "x", "subject": "s"})
+    assert [m.id for m in store.near([1.0, 0.0], 10, flt)] == ["a", "c"]
+    store.delete("a")
+    assert [m.id for m in store.near([1.0, 0.0], 10, flt)] == ["c"]
+    store.put("c", [0.9, 0.1], {"container": "y", "subject": "s"})  # moved out of the fence
+    assert store.near([1.0, 0.0], 10, flt) == []

@@ -19,9 +19,10 @@ Prints:
   ``dbstat``, and the columns of the largest), and the latency of
   ``Substrate.ask`` (assertion tier), ``Substrate.recall`` (passages, fenced) and
   ``Substrate.answer`` (planner first), median and p95 over 200 questions;
-* packed vectors: bytes per vector as float32, float16 and sparse, and the recall@10 that
-  float16 gives up against float32 (384-d random unit vectors; the passage index stores a
-  dense embedding as float16) and that sparse packing of the hashed embedding keeps (all);
+* packed vectors: bytes per vector as float32, float16, int8 and sparse, and the recall@10
+  that float16 and int8 give up against float32 (384-d random unit vectors; the passage
+  index stores a dense embedding as int8) and that sparse packing of the hashed embedding
+  keeps (all);
 * Near latency at 100,000 vectors for each vector driver (memory, file, sqlite, usearch),
   top-10, with no filter and with a metadata filter keeping 1% and 10% of the entries,
   against a bare numpy brute force (``E @ q`` + argpartition; the filtered baseline indexes
@@ -50,6 +51,7 @@ import numpy.typing as npt
 from hirmem.semantic.extract import RuleExtractor
 from hirmem.semantic.ingest import TreeIngester
 from hirmem.semantic.parse import ByMediaType, Chain, CollapseSpaces, StripControl
+from hirmem.semantic.retrieve import embedder_identity
 from hirmem.semantic.split import SentenceSplitter
 from hirmem.semantic.stages import Pipeline
 from hirmem.semantic.stores import TripleStore, VectorStore, drivers, open_store
@@ -172,7 +174,8 @@ def bench_ask(n: int, tmp: Path, queries: int = 200) -> None:
     text_bytes = sum(len(x.encode()) for x in texts)
     disk = sum(f.stat().st_size for f in tmp.glob("ask.db*"))
     print(f"  {n:,} documents, {text_bytes / 1e6:.2f} MB of text, absorbed in {built:.1f} s "
-          f"({n / built:.0f} docs/s)")  # fmt: skip
+          f"({n / built:.0f} docs/s); vectors: {embedder_identity(sub.passages.embedder)} "
+          f"(passages), {embedder_identity(sub.retriever.embedder)} (assertions)")  # fmt: skip
     print(f"  store on disk {disk / 1e6:.1f} MB = {disk / text_bytes:.1f}x the text, write-ahead "
           f"log included")  # fmt: skip
     breakdown(path, text_bytes)
@@ -184,6 +187,7 @@ def bench_ask(n: int, tmp: Path, queries: int = 200) -> None:
             for p in rng.sample(PEOPLE, min(queries, len(PEOPLE)))]  # fmt: skip
     for name, call in (
         ("ask (assertions)", lambda q: sub.ask(q, 5)),
+        ("ask (fenced)", lambda q: sub.ask(q, 5, readable={"bench"})),
         ("recall (passages)", lambda q: sub.recall(q, {"bench"}, 10)),
         ("answer (planner first)", lambda q: sub.answer(q, {"bench"})),
     ):
@@ -211,6 +215,7 @@ def bench_packed(n: int, dim: int, queries: int = 200, k: int = 10) -> None:
     mat /= np.linalg.norm(mat, axis=1, keepdims=True)
     qs = rng.standard_normal((queries, dim)).astype(np.float32)
     half = Rows([pack(v, half=True) for v in mat], dim)
+    quarter = Rows([pack(v, int8=True) for v in mat], dim)
 
     def overlap(a: F32, b: F32) -> float:
         ta = set(np.argpartition(-a, k - 1)[:k].tolist())
@@ -218,9 +223,11 @@ def bench_packed(n: int, dim: int, queries: int = 200, k: int = 10) -> None:
         return len(ta & tb) / k
 
     r16 = statistics.mean(overlap(mat @ q, half.dot(q)) for q in qs)
-    print(f"  dense, dim {dim}: float32 {4 * dim} B, float16 {len(pack(mat[0], half=True))} B "
-          f"per vector; float16 recall@{k} against float32 {r16:.4f} ({n:,} random unit "
-          f"vectors, {queries} queries)")  # fmt: skip
+    r8 = statistics.mean(overlap(mat @ q, quarter.dot(q) / quarter.norms) for q in qs)
+    print(f"  dense, dim {dim}: float32 {4 * dim} B, float16 {len(pack(mat[0], half=True))} B, "
+          f"int8 {len(pack(mat[0], int8=True))} B per vector; recall@{k} against float32: "
+          f"float16 {r16:.4f}, int8 (cosine) {r8:.4f} ({n:,} random unit vectors, {queries} "
+          f"queries)")  # fmt: skip
     e = Embedder()
     texts = short_docs(min(n, 20_000))
     blobs = [pack(e.embed(t)) for t in texts]

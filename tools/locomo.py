@@ -46,6 +46,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "host"))
 sys.path.insert(0, str(ROOT / "tools"))
@@ -174,6 +177,33 @@ def turn_doc(turn: Turn) -> Doc:
     return Doc(doc_id(ref, 0, org.sha256), ref, turn.text, meta)
 
 
+class Remembered:
+    """An embedder that embeds a turn's text once for every arm that builds a memory of
+    it (the flat and the scoped arm hold the same turns). Only while building: a question
+    is embedded afresh by each arm, so its time per question is its own. Bounded: the
+    memory is dropped when it holds :data:`bound` texts."""
+
+    def __init__(self, inner: PassageEmbedder, bound: int = 50_000) -> None:
+        self.inner, self.bound = inner, bound
+        self.name = getattr(inner, "name", type(inner).__qualname__)
+        self.building = False
+        self._held: dict[str, npt.NDArray[np.float32]] = {}
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed(self, text: str) -> npt.NDArray[np.float32]:
+        if not self.building:
+            return self.inner.embed(text)
+        held = self._held.get(text)
+        if held is None:
+            if len(self._held) >= self.bound:
+                self._held.clear()
+            held = self._held[text] = self.inner.embed(text)
+        return held
+
+
 class SubstrateArm(Arm):
     """The semantic substrate: turns through its pipeline, questions through ``recall``."""
 
@@ -183,6 +213,15 @@ class SubstrateArm(Arm):
         self.name = "scoped" if scoped else "flat"
 
     def build(self, turns: Sequence[Turn]) -> None:
+        if isinstance(self.embedder, Remembered):
+            self.embedder.building = True
+        try:
+            self._build(turns)
+        finally:
+            if isinstance(self.embedder, Remembered):
+                self.embedder.building = False
+
+    def _build(self, turns: Sequence[Turn]) -> None:
         self.sub = Substrate.in_memory(passage_embedder=self.embedder)
         pipeline = Pipeline(None, extractor=RuleExtractor())
         self.by_doc: dict[str, Turn] = {}
@@ -390,7 +429,7 @@ def pick_embedder(choice: str | None) -> tuple[PassageEmbedder, str]:
         embedder = default_embedder()
     if isinstance(embedder, Embedder):
         return embedder, "hashed terms (the substrate's fallback)"
-    return embedder, f"{embedder_identity(embedder)} (the substrate's default)"
+    return Remembered(embedder), f"{embedder_identity(embedder)} (the substrate's default)"
 
 
 if __name__ == "__main__":

@@ -15,9 +15,15 @@ Invariants:
 - Valid time: ``valid_from``/``valid_until`` (ms, 0 open) are honoured on read at ``at``.
 - Recall is hybrid: a lexical leg (SQLite FTS5, BM25, Porter stemming) and a vector leg
   (cosine over vectors stored once per passage, packed by :mod:`.stores.packed`: sparse
-  when that is smaller, which is exact, else float16), fused by reciprocal rank
-  (:data:`RRF_K`). A question asking for a figure adds a lexical leg over passages with a
-  digit; one asking for the latest adds a leg ordered by time (the cue word dropped).
+  when that is smaller, which is exact, else int8 with one scale), fused by reciprocal rank
+  (:data:`RRF_K`). The lexical leg matches a question's content words, not its function
+  words (:func:`query_terms`). A question asking for a figure adds a lexical leg over
+  passages with a digit; one asking for the latest adds a leg ordered by time (the cue word
+  dropped). A flat question naming a known entity adds a lexical and a vector leg over the
+  passages naming it (ranked up, nothing filtered out). Then each of the best passages
+  lends a share of its score to the passage beside it in its container (the next piece of
+  its document, or a turn said in the same session): the reply to a question turn rarely
+  repeats its words. Neighbours are reached through the same fence and filters.
 - Subject scoping filters to passages that *name* the subject: the passage's own subject
   (for a conversation turn, its speaker) and every name written in it (runs of capitalised
   words, parenthetical and "aka" aliases) are its entities. A question is scoped to the
@@ -27,14 +33,12 @@ Invariants:
 from __future__ import annotations
 
 import math
-import os
 import re
 import sqlite3
 import threading
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -42,10 +46,17 @@ import numpy.typing as npt
 from hirmem.protocol.identity import fold
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.names import NameIndex
-from hirmem.semantic.retrieve import Embedder
+from hirmem.semantic.retrieve import (
+    EMBEDDER_ENV,
+    STOP,
+    TextEmbedder,
+    default_embedder,
+    embedder_identity,
+)
 from hirmem.semantic.stores.packed import Rows, pack
 
 __all__ = [
+    "EMBEDDER_ENV",
     "OVERLAP",
     "RRF_K",
     "TARGET",
@@ -53,9 +64,11 @@ __all__ = [
     "PassageHit",
     "PassageIndex",
     "default_embedder",
+    "embedder_identity",
     "entities_in",
     "injection_marker",
     "passages_of",
+    "query_terms",
 ]
 
 TARGET = 900  # characters a long text is cut near
@@ -63,45 +76,14 @@ OVERLAP = 150  # at most this many characters of whole sentences repeat across a
 RRF_K = 60  # reciprocal rank fusion constant
 CANDIDATES = 100  # per leg, before fusion
 SUBJECT_WEIGHT = 1.0  # BM25 weight of a passage's subject (a speaker) against its words
+VECTOR_WEIGHT = 1.0  # the vector legs' weight in the fusion, against a lexical leg's 1
+NAMED_WEIGHT = 1.0  # the legs over passages naming the entity a flat question names
+NEIGHBOUR_SHARE = 0.3  # of a passage's fused score lent to the passages beside it
+NEIGHBOUR_SOURCES = 30  # the best passages that lend
 
 F32 = npt.NDArray[np.float32]
+PassageEmbedder = TextEmbedder  # what the vector leg needs (the name passages export)
 
-
-class PassageEmbedder(Protocol):
-    """What the vector leg needs: a fixed dimension and a vector per text."""
-
-    @property
-    def dim(self) -> int: ...
-
-    def embed(self, text: str) -> F32: ...
-
-
-EMBEDDER_ENV = "HIRMEM_EMBEDDER"  # "minilm", "hash", or unset: MiniLM where installed
-
-
-def default_embedder() -> PassageEmbedder:
-    """The passages' embedder when none is handed in: all-MiniLM-L6-v2 where its packages
-    and weights are installed, else the hashed-term :class:`~hirmem.semantic.retrieve.Embedder`
-    as the fallback. ``HIRMEM_EMBEDDER=hash`` asks for the fallback (a host without the
-    CPU to spare); ``=minilm`` insists on MiniLM and fails with the install command when
-    it is missing."""
-    choice = os.environ.get(EMBEDDER_ENV, "").strip().lower()
-    if choice not in ("", "minilm", "hash"):
-        raise SemanticError(f"{EMBEDDER_ENV} is 'minilm' or 'hash', got {choice!r}")
-    if choice != "hash":
-        from hirmem.embed.minilm import MiniLMEmbedder, MiniLMUnavailable
-
-        try:
-            return MiniLMEmbedder()
-        except MiniLMUnavailable:
-            if choice == "minilm":
-                raise
-    return Embedder()
-
-
-def embedder_identity(embedder: PassageEmbedder) -> str:
-    """What a store records of the embedder its vectors came from."""
-    return f"{getattr(embedder, 'name', type(embedder).__qualname__)}/{embedder.dim}"
 
 
 # ---- cutting ----------------------------------------------------------------------------------
@@ -252,6 +234,23 @@ _FIGURE = re.compile(r"\bhow (?:many|much|long|old|often|far)\b|\bwhat (?:number
 _LATEST = re.compile(r"\b(?:latest|most recent(?:ly)?|recently|last time|newest|current(?:ly)?)\b",
                      re.IGNORECASE)  # fmt: skip
 _TERM = re.compile(r"[^\W_]+", re.UNICODE)
+# words that carry the shape of a question, not what it asks about: matched in the lexical
+# leg, they rank the passages holding the most of them ("what did you do"), not the answer
+QUESTION_STOP = STOP | frozenset(
+    re.findall(
+        r"\w+",
+        """would could should can will shall may might must am being there here about after
+        before into onto than then also other any some such very just only both each few more
+        most own same too again once during while until since ever""",
+    )
+)
+
+
+def query_terms(question: str) -> list[str]:
+    """The words of ``question`` the lexical leg matches: lower-cased, longer than one
+    letter, not a function word (:data:`QUESTION_STOP`); all of them when that leaves none."""
+    words = [t for t in _TERM.findall(question.lower()) if len(t) > 1]
+    return [t for t in words if t not in QUESTION_STOP] or words
 
 
 _MONTHS = tuple(datetime(2000, m, 1).strftime("%B").lower() for m in range(1, 13))
@@ -324,7 +323,7 @@ class PassageIndex:
             try:
                 rows = self._db.execute("SELECT id, text FROM passages").fetchall()
                 self._db.executemany("UPDATE passages SET vec = ? WHERE id = ?",
-                                     [(pack(self.embedder.embed(t), half=True), pid)
+                                     [(pack(self.embedder.embed(t), int8=True), pid)
                                       for pid, t in rows])  # fmt: skip
                 self._db.execute("INSERT OR REPLACE INTO passage_meta VALUES ('embedder', ?)",
                                  (me,))  # fmt: skip
@@ -373,7 +372,7 @@ class PassageIndex:
                 terms = self._terms_table(container, create=True)
                 names = {fold(subject)} if subject else set()
                 for piece in passages_of(text):
-                    vec = pack(self.embedder.embed(piece), half=True)
+                    vec = pack(self.embedder.embed(piece), int8=True)
                     cur = self._db.execute(
                         "INSERT INTO passages (doc, container, subject, text, said_at, "
                         "valid_from, valid_until, has_digit, vec) VALUES (?,?,?,?,?,?,?,?,?)",
@@ -478,12 +477,16 @@ class PassageIndex:
         readable: Collection[str],
         *,
         subject: str | Collection[str] | None = None,
+        named: str | None = None,
         at: int | None = None,
         candidates: int = CANDIDATES,
     ) -> list[PassageHit]:
         """The ``k`` best passages for ``question`` among those the reader may read, valid
-        at ``at`` (when given), naming ``subject`` (when given; or any of several names,
-        the aliases one entity is known by): fused lexical and vector ranks."""
+        at ``at`` (when given), naming ``subject`` (when given: a filter; or any of several
+        names, the aliases one entity is known by): fused lexical and vector ranks.
+        ``named`` (when no subject filters) is an entity the question names: passages naming
+        it get a lexical and a vector leg of their own (a boost, not a filter). Each passage
+        then lends a share of its score to its neighbours."""
         names = None if subject is None else sorted(
             {fold(subject)} if isinstance(subject, str) else {fold(n) for n in subject})
         if not readable or k <= 0:
@@ -494,39 +497,83 @@ class PassageIndex:
                       " AND (p.valid_until = 0 OR ? < p.valid_until)")
             args += [at, at]
         if names is not None:
-            where += (" AND p.id IN (SELECT passage FROM passage_mentions WHERE entity IN "
-                      f"({','.join('?' * len(names))}))")
+            where += _naming_sql(len(names))
             args += names
+            named = None
         qvec = np.asarray(self.embedder.embed(question), dtype=np.float32)
-        terms = [t for t in _TERM.findall(question.lower()) if len(t) > 1]
-        if names is not None:  # the filter carries the subject; its name would match itself
-            named = {t for n in names for t in _TERM.findall(n)}
-            terms = [t for t in terms if t not in named] or terms
-        legs: list[list[int]] = []
+        terms = query_terms(question)
+        entities = names if names is not None else ([fold(named)] if named is not None else [])
+        if entities:  # the filter or the boost leg carries the name; its words would only
+            # match themselves
+            words = {t for e in entities for t in _TERM.findall(e)}
+            terms = [t for t in terms if t not in words] or terms
+        legs: list[tuple[float, list[int]]] = []
         with self._lock:
-            legs.append(self._lexical(terms, readable, where, args, candidates))
-            vec_leg, sims = self._vector(qvec, readable, at, names, candidates)
-            legs.append(vec_leg)
+            legs.append((1.0, self._lexical(terms, readable, where, args, candidates)))
+            vec_leg, sims, named_leg = self._vector(qvec, readable, at, names, candidates,
+                                                    named)  # fmt: skip
+            legs.append((VECTOR_WEIGHT, vec_leg))
+            if named is not None:
+                also = where + _naming_sql(1)
+                legs.append((NAMED_WEIGHT, self._lexical(terms, readable, also,
+                                                         [*args, fold(named)], candidates)))
+                legs.append((NAMED_WEIGHT * VECTOR_WEIGHT, named_leg))
             if _FIGURE.search(question):
-                legs.append(self._lexical(terms, readable, where + " AND p.has_digit = 1", args,
-                                          candidates))  # fmt: skip
+                legs.append((1.0, self._lexical(terms, readable, where + " AND p.has_digit = 1",
+                                                args, candidates)))  # fmt: skip
             window = _named_month(question)
             if window is not None:
                 # "what did Maria do in May 2023": passages said in or near that month
                 lo, hi, said = window
                 dated = [t for t in terms if t not in said] or terms
                 near = where + " AND p.said_at >= ? AND p.said_at < ?"
-                legs.append(self._lexical(dated, readable, near, [*args, lo, hi], candidates))
+                legs.append((1.0, self._lexical(dated, readable, near, [*args, lo, hi],
+                                                candidates)))  # fmt: skip
             if _LATEST.search(question):
                 cue = {t.lower() for t in _TERM.findall(" ".join(_LATEST.findall(question)))}
-                legs.append(self._lexical([t for t in terms if t not in cue], readable, where, args,
-                                          candidates, by_time=True))  # fmt: skip
+                legs.append((1.0, self._lexical([t for t in terms if t not in cue], readable,
+                                                where, args, candidates, by_time=True)))
             fused: dict[int, float] = {}
-            for leg in legs:
+            for weight, leg in legs:
                 for rank, pid in enumerate(leg):
-                    fused[pid] = fused.get(pid, 0.0) + 1.0 / (RRF_K + rank + 1)
+                    fused[pid] = fused.get(pid, 0.0) + weight / (RRF_K + rank + 1)
+            fused = self._with_neighbours(fused, where, args)
             best = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
             return [self._hit(pid, score, sims.get(pid), qvec) for pid, score in best]
+
+    def _with_neighbours(self, fused: dict[int, float], where: str,
+                         args: list[object]) -> dict[int, float]:  # fmt: skip
+        """Each of the best :data:`NEIGHBOUR_SOURCES` passages lends :data:`NEIGHBOUR_SHARE`
+        of its score to the passage before and after it: the next piece of its document, or
+        the turn said just before or after it in its container at the same time (a reply
+        holds what a question turn asked for, and the reverse). A neighbour is only reached
+        through ``where``: the fence, valid time and subject filter hold for it too."""
+        if NEIGHBOUR_SHARE <= 0 or not fused:
+            return fused
+        top = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:NEIGHBOUR_SOURCES]
+        src = {r[0]: r[1:] for r in self._db.execute(
+            f"SELECT p.id, p.container, p.doc, p.said_at FROM passages p WHERE p.id IN "
+            f"({','.join('?' * len(top))})", [pid for pid, _ in top])}  # fmt: skip
+        wanted: dict[int, list[tuple[int, float]]] = {}
+        for pid, score in top:
+            container, doc, said = src[pid]
+            for op, agg in (("<", "max"), (">", "min")):
+                row = self._db.execute(f"SELECT {agg}(id) FROM passages WHERE container = ? "
+                                       f"AND id {op} ?", (container, pid)).fetchone()  # fmt: skip
+                if row[0] is not None:
+                    wanted.setdefault(int(row[0]), []).append((pid, score))
+        if not wanted:
+            return fused
+        marks = ",".join("?" * len(wanted))
+        rows = self._db.execute(f"SELECT p.id, p.doc, p.said_at FROM passages p WHERE "
+                                f"p.id IN ({marks}) AND {where}", [*wanted, *args]).fetchall()
+        out = dict(fused)
+        for nid, doc, said in rows:
+            for pid, score in wanted[nid]:
+                _, pdoc, psaid = src[pid]
+                if doc == pdoc or (said == psaid and said != 0):
+                    out[nid] = out.get(nid, 0.0) + NEIGHBOUR_SHARE * score
+        return out
 
     def _terms_table(self, container: str, *, create: bool) -> str | None:
         """The container's own full-text index. Each container keeps its own, so the term
@@ -569,28 +616,40 @@ class PassageIndex:
         return [r[2] for r in found[:limit]]
 
     def _vector(self, qvec: F32, readable: Collection[str], at: int | None,
-                names: Sequence[str] | None,
-                limit: int) -> tuple[list[int], dict[int, float]]:  # fmt: skip
+                names: Sequence[str] | None, limit: int, named: str | None = None,
+                ) -> tuple[list[int], dict[int, float], list[int]]:  # fmt: skip
         """Cosine over the fenced rows only: the matrix holds nothing else, and the time and
-        subject filters mask it before any score is ranked."""
+        subject filters mask it before any score is ranked. With ``named``, also the best
+        of the passages naming it, from the same scores (none computed twice)."""
         ids, vf, vu, mat = self._fenced(readable)
         if not len(ids):
-            return [], {}
+            return [], {}, []
         keep = np.ones(len(ids), dtype=bool)
         if at is not None:
             keep &= ((vf == 0) | (vf <= at)) & ((vu == 0) | (at < vu))
         if names is not None:
-            named = [r[0] for r in self._db.execute(
-                "SELECT passage FROM passage_mentions WHERE entity IN "
-                f"({','.join('?' * len(names))})", names)]  # fmt: skip
-            keep &= np.isin(ids, np.asarray(named, dtype=np.int64))
+            keep &= self._naming(ids, names)
         rows = np.flatnonzero(keep)
         if not len(rows):
-            return [], {}
+            return [], {}, []
         sims = _cosines(mat, qvec, rows)
         top = np.argsort(-sims, kind="stable")[:limit]
-        return ([int(ids[rows[i]]) for i in top],
-                {int(ids[rows[i]]): float(sims[i]) for i in top})  # fmt: skip
+        picked = [int(ids[rows[i]]) for i in top]
+        scores = {int(ids[rows[i]]): float(sims[i]) for i in top}
+        if named is None:
+            return picked, scores, []
+        among = np.flatnonzero(self._naming(ids[rows], [fold(named)]))
+        best = among[np.argsort(-sims[among], kind="stable")[:limit]]
+        scores.update((int(ids[rows[i]]), float(sims[i])) for i in best)
+        return picked, scores, [int(ids[rows[i]]) for i in best]
+
+    def _naming(self, ids: npt.NDArray[np.int64],
+                names: Sequence[str]) -> npt.NDArray[np.bool_]:  # fmt: skip
+        """Which of ``ids`` are passages naming any of ``names`` (folded)."""
+        named = [r[0] for r in self._db.execute(
+            "SELECT passage FROM passage_mentions WHERE entity IN "
+            f"({','.join('?' * len(names))})", list(names))]  # fmt: skip
+        return np.isin(ids, np.asarray(named, dtype=np.int64))
 
     def _fenced(self, readable: Collection[str]) -> tuple[
         npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], Rows
@@ -620,6 +679,12 @@ class PassageIndex:
         if sim is None:
             sim = float(_cosines(Rows([vec], self.embedder.dim), qvec)[0])
         return PassageHit(pid, doc, container, text, subject, said_at, score, sim)
+
+
+def _naming_sql(n: int) -> str:
+    """The condition that a passage names one of ``n`` entities (``n`` arguments)."""
+    marks = ",".join("?" * n)
+    return f" AND p.id IN (SELECT passage FROM passage_mentions WHERE entity IN ({marks}))"
 
 
 def _fence(readable: Collection[str]) -> tuple[str, list[object]]:

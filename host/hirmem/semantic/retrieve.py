@@ -9,29 +9,51 @@ Invariants:
   not the text again. An entry written before carries ``evidence`` and is read as it is.
 - When the question names a known subject, the search is filtered to that subject through
   the vector store's metadata filter — no second index. With none named, the search is flat.
+- The fence covers naming too: a reader with readable containers has the question's subject
+  resolved only among the subjects indexed in those containers (kept per container as
+  entries come and go), so a name known only behind the fence neither scopes the search
+  nor tells the reader that it exists.
 - A scoped search that finds nothing returns nothing: the memory declines rather than answer
   from turns about somebody else.
-- The embedding is deterministic across processes (CRC-32 feature hashing, not ``hash()``).
+- The vectors come from :func:`default_embedder`: all-MiniLM-L6-v2 where it is installed,
+  else the hashed embedding (``HIRMEM_EMBEDDER`` picks one), deterministic across
+  processes either way (the hashed one by CRC-32 feature hashing, not ``hash()``).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
+import threading
 import zlib
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from hirmem.protocol.identity import fold
+from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.names import NameIndex
 from hirmem.semantic.stores.base import VectorStore
 from hirmem.semantic.values import Chunk, Span, Triple
 
-__all__ = ["Answer", "Embedder", "Hit", "Retriever", "subject_named"]
+F32 = npt.NDArray[np.float32]
+
+__all__ = [
+    "EMBEDDER_ENV",
+    "Answer",
+    "Embedder",
+    "Hit",
+    "Retriever",
+    "TextEmbedder",
+    "default_embedder",
+    "embedder_identity",
+    "subject_named",
+]
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _STOP_WORDS = (
@@ -72,6 +94,43 @@ class Embedder:
         return v / n if n > 0 else v
 
 
+class TextEmbedder(Protocol):
+    """What a vector index needs: a fixed dimension and a vector per text."""
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed(self, text: str) -> F32: ...
+
+
+EMBEDDER_ENV = "HIRMEM_EMBEDDER"  # "minilm", "hash", or unset: MiniLM where installed
+
+
+def default_embedder() -> TextEmbedder:
+    """The substrate's embedder (passages and assertions) when none is handed in:
+    all-MiniLM-L6-v2 where its packages and weights are installed, else the hashed-term
+    :class:`Embedder` as the fallback. ``HIRMEM_EMBEDDER=hash`` asks for the fallback (a
+    host without the CPU to spare); ``=minilm`` insists on MiniLM and fails with the
+    install command when it is missing."""
+    choice = os.environ.get(EMBEDDER_ENV, "").strip().lower()
+    if choice not in ("", "minilm", "hash"):
+        raise SemanticError(f"{EMBEDDER_ENV} is 'minilm' or 'hash', got {choice!r}")
+    if choice != "hash":
+        from hirmem.embed.minilm import MiniLMEmbedder, MiniLMUnavailable
+
+        try:
+            return MiniLMEmbedder()
+        except MiniLMUnavailable:
+            if choice == "minilm":
+                raise
+    return Embedder()
+
+
+def embedder_identity(embedder: TextEmbedder) -> str:
+    """What a store records of the embedder its vectors came from."""
+    return f"{getattr(embedder, 'name', type(embedder).__qualname__)}/{embedder.dim}"
+
+
 @dataclass(frozen=True, slots=True)
 class Hit:
     triple: str
@@ -104,14 +163,21 @@ class Retriever:
     def __init__(
         self,
         vectors: VectorStore,
-        embedder: Embedder | None = None,
+        embedder: TextEmbedder | None = None,
         chunk: Callable[[str], Chunk | None] | None = None,
     ) -> None:
-        """``chunk`` resolves a chunk id to the stored chunk (the evidence of a hit is read
-        from it); without one, the evidence is kept in the index beside the vector."""
+        """``embedder``: :func:`default_embedder` when none is given (MiniLM where
+        installed). ``chunk`` resolves a chunk id to the stored chunk (the evidence of a
+        hit is read from it); without one, the evidence is kept in the index beside the
+        vector."""
         self.vectors = vectors
-        self.embedder = embedder or Embedder()
+        self.embedder = embedder if embedder is not None else default_embedder()
         self.chunk = chunk
+        self._lock = threading.Lock()
+        # container -> folded subject -> entries indexed; None until first needed, then
+        # read once from the vector store and kept up to date by index and forget
+        self._subjects: dict[str, Counter[str]] | None = None
+        self._names: dict[tuple[str, ...], NameIndex] = {}  # per readable set, until a change
 
     @staticmethod
     def key(t: Triple) -> str:
@@ -136,15 +202,59 @@ class Retriever:
         else:
             for id, vec, meta in items:
                 self.vectors.put(id, vec, meta)
+        with self._lock:
+            if self._subjects is not None:
+                for _, _, meta in items:
+                    self._count(meta, +1)
+                self._names.clear()
         return len(items)
 
     def forget(self, triple_id: str) -> int:
         """Remove every indexed span of an assertion (erasure)."""
+        return self._drop({"triple": triple_id})
+
+    def forget_doc(self, doc_id: str) -> int:
+        """Remove every indexed span read from document ``doc_id`` (superseded, re-read
+        with another chunking, or erased)."""
+        return self._drop({"doc": doc_id})
+
+    def _drop(self, flt: Mapping[str, object]) -> int:
         zero = np.zeros(self.embedder.dim, dtype=np.float32)
         gone = 0
-        for m in self.vectors.near(zero, 1 << 30, {"triple": triple_id}):
-            gone += self.vectors.delete(m.id)
+        with self._lock:
+            for m in self.vectors.near(zero, 1 << 30, flt):
+                if self.vectors.delete(m.id):
+                    gone += 1
+                    if self._subjects is not None:
+                        self._count(m.meta, -1)
+            self._names.clear()
         return gone
+
+    def _count(self, meta: Mapping[str, object], step: int) -> None:
+        assert self._subjects is not None
+        held = self._subjects.setdefault(str(meta.get("container", "")), Counter())
+        subject = str(meta.get("subject", ""))
+        held[subject] += step
+        if held[subject] <= 0:
+            del held[subject]
+
+    def subjects_in(self, readable: Collection[str]) -> NameIndex:
+        """The subjects of the entries indexed in the ``readable`` containers, by their
+        words; built once per readable set and kept until the index changes."""
+        key = tuple(sorted(readable))
+        with self._lock:
+            if self._subjects is None:
+                self._subjects = {}
+                zero = np.zeros(self.embedder.dim, dtype=np.float32)
+                for m in self.vectors.near(zero, 1 << 30):
+                    self._count(m.meta, +1)
+            held = self._names.get(key)
+            if held is None:
+                if len(self._names) >= 8:
+                    self._names.clear()
+                held = self._names[key] = NameIndex(
+                    s for c in key for s in self._subjects.get(c, ()))
+            return held
 
     def ask(
         self,
@@ -155,11 +265,15 @@ class Retriever:
         readable: Collection[str] | None = None,
     ) -> Answer:
         """``readable``: the containers the reader may read, applied in the vector query's
-        filter (so before the top k is taken); none gives nothing. ``None`` is the local
-        operator reading the whole store. ``subjects``: the known subjects, or an index of
-        them (a lookup by the question's words rather than a pass over every subject)."""
+        filter (so before the top k is taken) and to the subject the question is scoped to
+        (resolved among those containers' subjects only); none gives nothing. ``None`` is
+        the local operator reading the whole store, whose question is scoped among
+        ``subjects``: the known subjects, or an index of them (a lookup by the question's
+        words rather than a pass over every subject)."""
         if readable is not None and not readable:
             return Answer(question, None, ())
+        if readable is not None:
+            subjects = self.subjects_in(readable)
         subject = None
         if scoped:
             subject = (subjects.named(question) if isinstance(subjects, NameIndex)
@@ -169,15 +283,25 @@ class Retriever:
             flt["subject"] = subject
         if readable is not None:
             flt["container"] = {"in": sorted(readable)}
-        # the filter carries the subject; its name in the query would only match itself
-        drop = frozenset(self.embedder.terms(subject)) if subject is not None else frozenset()
-        found = self.vectors.near(self.embedder.embed(question, drop), k, flt or None)
+        found = self.vectors.near(self.query_vector(question, subject), k, flt or None)
         hits = tuple(
             Hit(str(m.meta["triple"]), str(m.meta["chunk"]), str(m.meta["doc"]),
                 str(m.meta["subject"]), evidence, m.score)
             for m in found if m.score > 0.0 and (evidence := self.evidence(m.meta)) is not None
         )  # fmt: skip
         return Answer(question, subject, hits)
+
+    def query_vector(self, question: str, subject: str | None) -> F32:
+        """The question's vector without the subject's name: the filter carries the
+        subject, and its name in the query would only match itself."""
+        if subject is None:
+            return np.asarray(self.embedder.embed(question), dtype=np.float32)
+        if isinstance(self.embedder, Embedder):
+            return self.embedder.embed(question, frozenset(self.embedder.terms(subject)))
+        named = set(_WORD.findall(fold(subject)))
+        rest = " ".join(w for w in question.split() if fold(w).strip(".,;:!?'\"") not in named)
+        return np.asarray(self.embedder.embed(rest if rest.strip() else question),
+                          dtype=np.float32)  # fmt: skip
 
     def evidence(self, meta: Mapping[str, object]) -> str | None:
         """The text an entry was read from: kept in it (an entry written without a chunk

@@ -90,7 +90,13 @@ from hirmem.semantic.prov import Activity, Entity, Log, SQLiteLog
 from hirmem.semantic.reader import ABSTAIN, Evidence, Reader
 from hirmem.semantic.reason import Chaining, Reasoner
 from hirmem.semantic.relations import filed, fits
-from hirmem.semantic.retrieve import Answer, Embedder, Retriever
+from hirmem.semantic.retrieve import (
+    Answer,
+    Embedder,
+    Retriever,
+    TextEmbedder,
+    embedder_identity,
+)
 from hirmem.semantic.stages import Pipeline, Rejection, Result, StageRun
 from hirmem.semantic.stores import open_store
 from hirmem.semantic.stores.base import DocStore, GraphStore, TripleStore, VectorStore
@@ -101,6 +107,7 @@ __all__ = ["ForgedAssertion", "Recalled", "Substrate"]
 REASONER = "software:reasoner"
 DEFAULT_CONTAINER = "default"  # the container of a document that names none
 SUPERSEDED = "superseded"  # the reason every supersession retraction starts with
+ASSERTION_VECTORS = "meta:assertion-vectors"  # graph node recording their embedder
 
 
 def container_of(doc: Doc | None) -> str:
@@ -158,7 +165,7 @@ class Substrate:
         graph: GraphStore,
         ledger: Ledger,
         prov: Log,
-        embedder: Embedder | None = None,
+        embedder: TextEmbedder | None = None,
         clock: Callable[[], int] = now_ms,
         decisions: Recorder | None = None,
         passages: PassageIndex | None = None,
@@ -169,9 +176,11 @@ class Substrate:
     ) -> None:
         self.docs, self.triples, self.vectors, self.graph = docs, triples, vectors, graph
         self.ledger, self.prov, self.clock = ledger, prov, clock
-        self.retriever = Retriever(vectors, embedder, docs.chunk)
         self.passages = passages if passages is not None else PassageIndex(
             passage_embedder if passage_embedder is not None else default_embedder())
+        self.retriever = Retriever(vectors, embedder if embedder is not None else
+                                   self._assertion_embedder(self.passages.embedder),
+                                   docs.chunk)  # fmt: skip
         self.claims = claims if claims is not None else ClaimStore(DEFAULT_ONTOLOGY, clock=clock)
         # tier 1 shares the passages' embedder: one vector space for every tier
         self.memories = memories if memories is not None else MemoryIndex(self.passages.embedder)
@@ -184,6 +193,25 @@ class Substrate:
         if self.decisions.prov is not prov:
             raise ProvError("the decision recorder must write into the substrate's PROV log")
         self.decisions.resolve = self._cite
+
+    def _assertion_embedder(self, shared: TextEmbedder) -> TextEmbedder:
+        """The assertion tier's embedder: the passages' one (MiniLM where installed),
+        unless the store already holds assertion vectors of another: vectors of one space
+        only. A store written with the hashed embedding (or before this was recorded) keeps
+        asking with it; one written with an embedder missing here is refused, by name."""
+        held = (self.graph.props(ASSERTION_VECTORS) or {}).get("embedder")
+        hashed = embedder_identity(Embedder())
+        if held is None and len(self.vectors):
+            held = hashed  # written before the embedder was recorded: always hashed
+        mine = embedder_identity(shared)
+        if held is None or held == mine or not len(self.vectors):
+            self.graph.node(ASSERTION_VECTORS, {"embedder": mine})
+            return shared
+        if held == hashed:
+            return Embedder()
+        raise SemanticError(f"the assertion vectors of this store come from {held}, which is "
+                            f"not available here ({mine} is); install it, or set "
+                            f"HIRMEM_EMBEDDER to match")  # fmt: skip
 
     @classmethod
     def in_memory(
@@ -204,12 +232,11 @@ class Substrate:
         """Every store, the ledger, the log and the passages in one SQLite file."""
         dsn = f"sqlite:{path}"
         log = SQLiteLog(path)
-        embedder = Embedder()
         passages = PassageIndex(passage_embedder or default_embedder(), str(path))
         return cls(docs=open_store("doc", dsn), triples=open_store("triple", dsn),
                    vectors=open_store("vector", dsn), graph=open_store("graph", dsn),
                    ledger=SQLiteLedger(path, clock), prov=log, clock=clock,
-                   decisions=SQLiteRecorder(path, log), embedder=embedder,
+                   decisions=SQLiteRecorder(path, log),
                    passages=passages, claims=ClaimStore(DEFAULT_ONTOLOGY, str(path), clock),
                    memories=MemoryIndex(passages.embedder, str(path)),
                    entities=EntityIndex(str(path)))  # fmt: skip
@@ -510,9 +537,7 @@ class Substrate:
                           valid_from=int(doc.meta.get("valid_from") or 0))  # fmt: skip
 
     def _unindex(self, doc_id: str) -> None:
-        zero = [0.0] * self.retriever.embedder.dim
-        for m in self.vectors.near(zero, 1 << 30, {"doc": doc_id}):
-            self.vectors.delete(m.id)
+        self.retriever.forget_doc(doc_id)
 
     def _supported(self, edge: Edge, exclude_doc: str = "", without: str = "") -> bool:
         """Whether something still stands behind ``edge``: a source from another current
@@ -739,9 +764,7 @@ class Substrate:
             mine = [s for s in edge.sources if s.kind == "extracted" and s.doc_id == doc_id]
             if mine and len(mine) == len(edge.sources):
                 stones.append(self.erase(edge.id, reason))
-        zero = [0.0] * self.retriever.embedder.dim
-        for m in self.vectors.near(zero, 1 << 30, {"doc": doc_id}):
-            self.vectors.delete(m.id)
+        self.retriever.forget_doc(doc_id)
         self.docs.delete(doc_id)
         self.graph.delete(doc_id)
         self._withdraw_tiers(doc_id)
@@ -766,11 +789,14 @@ class Substrate:
     ) -> tuple[str | None, list[PassageHit]]:
         """Hybrid recall over the passages the reader may read (``readable`` containers;
         none gives nothing), valid at ``at`` (default now); scoped to the subject the
-        question names when ``scoped``. Returns the subject scoped to and the hits."""
+        question names when ``scoped`` (when not, passages naming it are only ranked up).
+        Returns the subject scoped to and the hits."""
         at = self.clock() if at is None else at
-        subject = self.passages.subject_named(question, readable) if scoped else None
-        names = self._names(subject, readable)
-        return subject, self.passages.search(question, k, readable, subject=names, at=at)
+        named = self.passages.subject_named(question, readable)
+        if scoped:
+            names = self._names(named, readable)
+            return named, self.passages.search(question, k, readable, subject=names, at=at)
+        return None, self.passages.search(question, k, readable, named=named, at=at)
 
     def _names(self, subject: str | None, readable: Collection[str]) -> set[str] | None:
         """The names a subject is known by to this reader: itself and the aliases the

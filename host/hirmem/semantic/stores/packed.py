@@ -1,6 +1,6 @@
 """Vectors as compact blobs, and a matrix of them that scores a query without unpacking.
 
-A blob is one of three layouts, told apart by its length and first byte:
+A blob is one of four layouts, told apart by its length and first byte:
 
 - ``S``: sparse — ``S``, the dimension (uint32, little-endian), then the positions of the
   non-zero entries (uint16, or uint32 past 65,536 dimensions) and their float32 values. Exact:
@@ -9,6 +9,11 @@ A blob is one of three layouts, told apart by its length and first byte:
 - ``H``: dense float16 — ``H`` then the entries, when the writer asks for half precision
   and sparse would not be smaller; it halves float32 at a small cost in recall, measured
   against float32 by ``tools/bench_semantic.py``.
+- ``Q``: dense int8 — ``Q``, the dimension (uint32), one float32 scale, then each entry
+  as a signed byte (entry = byte times scale; the scale is the largest magnitude / 127), and
+  a zero byte when needed to keep the length odd. A quarter of float32: one byte per
+  dimension. The error is at most half a step per entry; what it costs in recall against
+  float32 is measured by ``tools/bench_semantic.py``.
 - a bare float32 array (a length that is a multiple of 4): dense and exact, and what earlier
   versions always wrote. A tagged blob always has an odd length, so the two never look alike.
 
@@ -18,6 +23,7 @@ dense float32 otherwise — so a query costs its non-zero entries per row, not t
 
 from __future__ import annotations
 
+import math
 import struct
 from collections.abc import Sequence
 from typing import Any
@@ -30,24 +36,35 @@ from hirmem.semantic.errors import SemanticError
 __all__ = ["Rows", "dim_of", "pack", "unpack"]
 
 F32 = npt.NDArray[np.float32]
-SPARSE, HALF = b"S", b"H"
+SPARSE, HALF, INT8 = b"S", b"H", b"Q"
 _HEAD = struct.Struct("<cI")
+_INT8_HEAD = struct.Struct("<cIf")
 
 
 def _index_dtype(dim: int) -> type[np.unsignedinteger[Any]]:
     return np.uint16 if dim <= 1 << 16 else np.uint32
 
 
-def pack(vec: npt.ArrayLike, *, half: bool = False) -> bytes:
-    """``vec`` sparse when that is smaller, else dense: float16 when ``half`` (smaller, not
-    exact), bare float32 otherwise (exact)."""
+def pack(vec: npt.ArrayLike, *, half: bool = False, int8: bool = False) -> bytes:
+    """``vec`` sparse when that is smaller, else dense: int8 when ``int8``, float16 when
+    ``half`` (smaller, not exact), bare float32 otherwise (exact)."""
     v = np.asarray(vec, dtype=np.float32).reshape(-1)
     dim = int(v.shape[0])
     nz = np.flatnonzero(v)
     idx = _index_dtype(dim)
     sparse_size = _HEAD.size + len(nz) * (np.dtype(idx).itemsize + 4)
-    if sparse_size <= (1 + 2 * dim if half else 4 * dim):
+    dense_size = _INT8_HEAD.size + dim if int8 else 1 + 2 * dim if half else 4 * dim
+    if sparse_size <= dense_size:
         return _HEAD.pack(SPARSE, dim) + nz.astype(idx).tobytes() + v[nz].tobytes()
+    if int8:
+        top = float(np.max(np.abs(v))) if dim else 0.0
+        if not math.isfinite(top):
+            raise SemanticError("a vector with an infinite or NaN entry cannot be packed")
+        scale = top / 127.0
+        steps = np.zeros(dim, dtype=np.int8) if scale == 0.0 else (
+            np.clip(np.rint(v / scale), -127, 127).astype(np.int8))  # fmt: skip
+        pad = b"" if (_INT8_HEAD.size + dim) % 2 else b"\0"
+        return _INT8_HEAD.pack(INT8, dim, scale) + steps.tobytes() + pad
     return HALF + v.astype(np.float16).tobytes() if half else v.tobytes()
 
 
@@ -61,6 +78,8 @@ def dim_of(blob: bytes) -> int:
         return int(_HEAD.unpack_from(blob)[1])
     if blob[:1] == HALF:
         return (len(blob) - 1) // 2
+    if blob[:1] == INT8 and len(blob) >= _INT8_HEAD.size:
+        return int(_INT8_HEAD.unpack_from(blob)[1])
     raise SemanticError(f"a vector blob starting {blob[:1]!r} is no known layout")
 
 
@@ -83,6 +102,13 @@ def unpack(blob: bytes) -> F32:
         return out
     if blob[:1] == HALF and len(blob) % 2:
         return np.frombuffer(blob, dtype=np.float16, offset=1).astype(np.float32)
+    if blob[:1] == INT8 and len(blob) % 2:
+        _, dim, scale = _INT8_HEAD.unpack_from(blob)
+        if len(blob) - _INT8_HEAD.size not in (dim, dim + 1):
+            raise SemanticError(f"an int8 vector blob of {len(blob)} bytes cannot hold {dim} "
+                                "entries")  # fmt: skip
+        steps = np.frombuffer(blob, dtype=np.int8, count=dim, offset=_INT8_HEAD.size)
+        return np.asarray(steps.astype(np.float32) * np.float32(scale), dtype=np.float32)
     return np.frombuffer(blob, dtype=np.float32).copy()
 
 

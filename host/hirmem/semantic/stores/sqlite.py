@@ -128,6 +128,9 @@ def _terms(row: int, meta: Mapping[str, Any]) -> list[tuple[str, str, int]]:
     return [(k, filters.term_json(t), row) for k, t in filters.meta_terms(meta)]
 
 
+ROW_SETS = 256  # filters (and single conditions) whose rows are kept until the next write
+
+
 class SQLiteVectors(_SQLite):
     """``vector_meta`` is the filter's index: one row per metadata term, as :mod:`.filters`
     defines terms (``value`` is the term as JSON, ``["n", 1]``), naming its vector by the
@@ -149,6 +152,10 @@ class SQLiteVectors(_SQLite):
         # ids in rowid order, their positions by rowid, and the matrix of their vectors
         self._cache: tuple[list[str], dict[int, int], Rows] | None = None
         self._rows: dict[tuple[filters.Cond, ...], tuple[list[str], npt.NDArray[np.intp]]] = {}
+        # rowids per single condition, until the next write: a fence condition that admits
+        # most rows (``container in [...]``) is read once, not once per subject it is
+        # combined with
+        self._selected: dict[filters.Cond, frozenset[int]] = {}
         self.dim: int | None = None
         row = self._db.execute("SELECT vec FROM vectors LIMIT 1").fetchone()
         if row is not None:
@@ -199,6 +206,7 @@ class SQLiteVectors(_SQLite):
                 raise
             self._cache = None
             self._rows.clear()
+            self._selected.clear()
 
     def _unterm(self, id: str) -> None:
         """Take the filter terms of vector ``id`` (if held) out of the index."""
@@ -213,6 +221,7 @@ class SQLiteVectors(_SQLite):
             cur = self._db.execute("DELETE FROM vectors WHERE id = ?", (id,))
             self._cache = None
             self._rows.clear()
+            self._selected.clear()
         return cur.rowcount > 0
 
     def _loaded(self) -> tuple[list[str], dict[int, int], Rows]:
@@ -222,6 +231,14 @@ class SQLiteVectors(_SQLite):
             mat = Rows([r[2] for r in rows], self.dim or 0)
             self._cache = (ids, {r[0]: n for n, r in enumerate(rows)}, mat)
         return self._cache
+
+    def _selected_by(self, cond: filters.Cond) -> frozenset[int]:
+        held = self._selected.get(cond)
+        if held is None:
+            if len(self._selected) >= ROW_SETS:
+                self._selected.clear()
+            held = self._selected[cond] = frozenset(self._select(cond))
+        return held
 
     def _select(self, cond: filters.Cond) -> set[int]:
         """Rowids whose metadata satisfies one condition: equality and ``in`` by the index,
@@ -251,12 +268,13 @@ class SQLiteVectors(_SQLite):
             if conds:
                 held = self._rows.get(conds)
                 if held is None:
-                    found: set[int] | None = None
-                    for cond in conds:
-                        got = self._select(cond)
-                        found = got if found is None else found & got
-                    at = sorted(pos[r] for r in found or ())
+                    # smallest first: each intersection then walks the smaller set
+                    sets = sorted((self._selected_by(c) for c in conds), key=len)
+                    found = set(sets[0]).intersection(*sets[1:])
+                    at = sorted(pos[r] for r in found)
                     rows = np.asarray(at, dtype=np.intp)
+                    if len(self._rows) >= ROW_SETS:
+                        self._rows.clear()
                     held = self._rows[conds] = ([ids[i] for i in at], rows)
                 hit, rows = held
                 best = top_k(hit, mat.dot(q, rows), k)
