@@ -5,6 +5,7 @@ and claims kept as hedged (never as asserted), and compact tier-1 rows."""
 from __future__ import annotations
 
 import sqlite3
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,7 @@ from hirmem.semantic.memories import MemoryIndex, Note
 from hirmem.semantic.planner import DEFAULT_ONTOLOGY
 from hirmem.semantic.relations import RELATIONS, fits
 from hirmem.semantic.retrieve import Embedder
+from hirmem.semantic.stores.packed import unpack
 from hirmem.semantic.substrate import Substrate
 from hirmem.semantic.values import Chunk
 from test_semantic_devices import _store
@@ -176,8 +178,8 @@ def test_a_hedged_statement_is_kept_as_hedged_and_never_as_asserted() -> None:
 
 
 def test_quantised_vectors_keep_cosine_against_float32_over_thousands_of_vectors() -> None:
-    """Differential: int8 with one scale against the float32 original, dense (MiniLM-like)
-    and sparse (hashed-like), cosine of each with a random query."""
+    """Differential: int8 with one scale (tier 1's packing) against the float32 original,
+    dense (MiniLM-like) and sparse (hashed-like), cosine of each with a random query."""
     rng = np.random.default_rng(16)
     worst = 0.0
     for i in range(3000):
@@ -188,18 +190,29 @@ def test_quantised_vectors_keep_cosine_against_float32_over_thousands_of_vectors
             v[int(rng.integers(dim))] = float(rng.normal()) or 1.0
         q = rng.normal(size=dim).astype(np.float32)
         q[v != 0] += v[v != 0]  # related to v, so the cosine is not near zero
-        blob = memories.quantise(v)
-        back = memories.dequantise(blob)
-        assert back.shape == v.shape and np.array_equal(back != 0, np.rint(
-            v / (np.abs(v).max() / 127)) != 0)  # fmt: skip
+        blob = memories._packed(v)
+        back = unpack(blob)
+        step = float(np.abs(v).max()) / 127
+        assert back.shape == v.shape and np.array_equal(back != 0, np.rint(v / step) != 0)
+        # within half a step, give or take the float32 rounding of an entry
+        assert np.all(np.abs(back - v) <= step / 2 + 1e-7 * 127 * step)
         cos = float(v @ q / (np.linalg.norm(v) * np.linalg.norm(q)))
         got = float(back @ q / (np.linalg.norm(back) * np.linalg.norm(q)))
         worst = max(worst, abs(cos - got))
-        assert len(blob) <= (9 + 3 * int(np.count_nonzero(v)) if dim == 1024 else 5 + dim)
+        # one byte per entry (three per non-zero entry when sparse), a 9-byte head and the
+        # byte that keeps a tagged blob's length odd: a quarter of float32
+        assert len(blob) <= (10 + 3 * int(np.count_nonzero(v)) if dim == 1024 else 10 + dim)
+        # sparse int8, but exact float32 for a single entry (11 bytes, not 13)
+        n = int(np.count_nonzero(back))
+        assert blob[:1] == (b"Q" if dim == 384 else b"B" if n > 1 else b"S")
     assert worst < 0.02
-    assert memories.dequantise(memories.quantise(np.zeros(8))).tolist() == [0.0] * 8
-    with pytest.raises(SemanticError):
-        memories.dequantise(b"H\x00\x00")
+    assert unpack(memories._packed(np.zeros(8))).tolist() == [0.0] * 8
+    sparse = np.zeros(1024, dtype=np.float32)
+    sparse[[3, 500, 900]] = [1.0, -2.0, 0.5]
+    with pytest.raises(SemanticError, match="whole entries"):
+        unpack(memories._packed(sparse)[:-2])  # cut short by two bytes: still odd
+    with pytest.raises(SemanticError, match="no known layout"):
+        memories._from_old_int8(b"H\x00\x00")
 
 
 def test_a_tier1_row_holds_no_key_text_container_name_or_float_vector() -> None:
@@ -274,3 +287,62 @@ def test_two_sources_of_one_hash_are_refused_not_conflated(monkeypatch: pytest.M
                             else hash(key))  # fmt: skip
         idx.write(Note("Cy Lind is learning Japanese this year.", "team", "doc-c"))
     assert len(idx) == memories_before + 1  # the refused write left nothing behind
+
+
+def _old_int8(v: np.ndarray, *, dense: bool) -> tuple[bytes, np.ndarray]:
+    """``v`` in one of the int8 layouts tier 1 wrote before it used the packed ones, built
+    here from their definition (``s``: tag, uint32 dimension, float32 scale, uint16
+    positions, int8 steps; ``q``: tag, float32 scale, int8 steps), and the float32 vector
+    those bytes hold."""
+    top = float(np.abs(v).max())
+    scale = top / 127 if top > 0 else 1.0
+    steps = np.clip(np.rint(v / scale), -127, 127).astype(np.int8)
+    held = steps.astype(np.float32) * np.float32(scale)
+    if dense:
+        return struct.pack("<cf", b"q", scale) + steps.tobytes(), held
+    nz = np.flatnonzero(steps)
+    blob = struct.pack("<cIf", b"s", len(v), scale) + nz.astype(np.uint16).tobytes()
+    return blob + steps[nz].tobytes(), held
+
+
+def test_a_file_of_the_earlier_int8_layouts_is_repacked_on_open(tmp_path: Path) -> None:
+    """A tier-1 file whose vectors are in the ``s``/``q`` layouts (written by the code
+    before this one) is rewritten on open into the packed ``B``/``Q`` layouts holding the
+    very same steps and scale, and recall over it works; a blob of neither is refused."""
+    path = str(tmp_path / "t1.db")
+    e = Embedder()
+    idx = MemoryIndex(e, path)
+    texts = [f"Ada Reyes is fixing boiler B{i:03d} today." for i in range(40)]
+    texts.append("Bo Nair is rowing on weekends now.")
+    idx.write_many([Note(t, "team", f"doc-{i}") for i, t in enumerate(texts)])
+    idx.close()
+    db = sqlite3.connect(path)
+    want: dict[int, np.ndarray] = {}
+    rows = db.execute("SELECT id, text FROM tier1_memories ORDER BY id").fetchall()
+    for n, (rid, text) in enumerate(rows):  # odd rows dense (a MiniLM file), even sparse
+        old, want[rid] = _old_int8(np.asarray(e.embed(text), dtype=np.float32), dense=n % 2 == 1)
+        db.execute("UPDATE tier1_memories SET vec = ? WHERE id = ?", (old, rid))
+    db.execute("DELETE FROM tier1_meta WHERE key = 'vectors'")  # as such a file has it
+    db.commit()
+    db.close()
+    idx = MemoryIndex(e, path)
+    got = dict(idx._db.execute("SELECT id, vec FROM tier1_memories").fetchall())
+    assert {b[:1] for b in got.values()} == {b"B", b"Q"}
+    for rid, blob in got.items():
+        assert len(blob) % 2 == 1 and np.array_equal(unpack(blob), want[rid]), rid
+    [hit] = idx.search("rowing weekends", 1, {"team"})
+    assert hit.text == "Bo Nair is rowing on weekends now."
+    [hit] = idx.search("boiler B017", 1, {"team"})
+    assert hit.text == "Ada Reyes is fixing boiler B017 today."
+    idx.close()
+    assert dict(sqlite3.connect(path).execute("SELECT id, vec FROM tier1_memories")) == got
+    # a vector of no layout tier 1 ever wrote is refused on open, the file left as it was
+    db = sqlite3.connect(path)
+    db.execute("UPDATE tier1_memories SET vec = x'71ff' WHERE id = ?", (rows[0][0],))
+    db.execute("DELETE FROM tier1_meta WHERE key = 'vectors'")
+    db.commit()
+    db.close()
+    with pytest.raises(SemanticError, match="no known layout"):
+        MemoryIndex(e, path)
+    assert sqlite3.connect(path).execute("SELECT count(*) FROM tier1_meta WHERE key = "
+                                         "'vectors'").fetchone() == (0,)  # fmt: skip

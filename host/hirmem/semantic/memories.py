@@ -23,10 +23,12 @@ Invariants:
   and applies them in SQL (the lexical leg runs over each readable container's own
   full-text index, so unreadable rows never weigh on a BM25 statistic) and the vector
   leg scores only the fenced rows. No containers, no memories.
-- Compact: a vector is int8 with one float32 scale per memory (:func:`quantise`); a
+- Compact: a vector is int8 with one float32 scale per memory, sparse when that is smaller
+  (:func:`~hirmem.semantic.stores.packed.pack`, layouts ``B`` and ``Q``); a
   sentence's key is not stored (it is its source and the hash of its text; rows are found
   by a 64-bit hash of the key); containers, sources and mentioned names are held once and
-  referred to by integer. A file of the first layout is rewritten into this one on open.
+  referred to by integer. A file of the first layout is rewritten into this one on open, and
+  so are vectors of the int8 layouts tier 1 wrote before it used the packed ones.
 - Recall is the fusion by reciprocal rank of a lexical (FTS5 BM25) and a vector (cosine)
   leg, filtered to ``at`` (valid from ≤ at < invalid at) and, when scoped, to memories
   whose subject is, or whose text names (:func:`~hirmem.semantic.passages.entities_in`,
@@ -58,7 +60,7 @@ from hirmem.semantic.passages import (
     injection_marker,
 )
 from hirmem.semantic.retrieve import STOP
-from hirmem.semantic.stores.packed import Rows, pack
+from hirmem.semantic.stores.packed import INT8, SPARSE_INT8, Rows, int8_blob, pack, unpack
 
 __all__ = ["CERTAINTIES", "KEPT_REFUSALS", "MIN_WORDS", "MemoryHit", "MemoryIndex", "Note",
            "notes_of"]
@@ -181,45 +183,31 @@ def _hash(key: str) -> int:
     return h - (1 << 64) if h >= 1 << 63 else h
 
 
-_SPARSE8, _DENSE8 = b"s", b"q"
-_SPARSE_HEAD = struct.Struct("<cIf")  # tag, dimension, scale
-_DENSE_HEAD = struct.Struct("<cf")  # tag, scale
+def _packed(vec: npt.ArrayLike) -> bytes:
+    """A memory's vector as tier 1 keeps it: int8 with one scale, sparse when smaller."""
+    return pack(vec, int8=True, sparse_int8=True)
 
 
-def quantise(vec: npt.ArrayLike) -> bytes:
-    """A memory's vector in int8 with one float32 scale (the largest magnitude over 127):
-    sparse (uint16 positions, or uint32 past 65,536 dimensions, and int8 values) when that
-    is smaller, else dense int8. A quarter of float32, cosine within about 1 %."""
-    v = np.asarray(vec, dtype=np.float32).reshape(-1)
-    dim = int(v.shape[0])
-    top = float(np.max(np.abs(v))) if dim else 0.0
-    scale = top / 127.0 if top > 0 else 1.0
-    q = np.clip(np.rint(v / scale), -127, 127).astype(np.int8)
-    nz = np.flatnonzero(q)
-    idx = np.uint16 if dim <= 1 << 16 else np.uint32
-    if _SPARSE_HEAD.size + len(nz) * (np.dtype(idx).itemsize + 1) <= _DENSE_HEAD.size + dim:
-        return (_SPARSE_HEAD.pack(_SPARSE8, dim, scale) + bytes(nz.astype(idx).tobytes())
-                + bytes(q[nz].tobytes()))  # fmt: skip
-    return _DENSE_HEAD.pack(_DENSE8, scale) + bytes(q.tobytes())
+# The int8 layouts tier 1 wrote before it kept its vectors packed; a file that holds them
+# is rewritten on open, the same steps and scale re-headed (nothing quantised again).
+_OLD_SPARSE8 = struct.Struct("<cIf")  # b"s", dimension, scale; positions, steps
+_OLD_DENSE8 = struct.Struct("<cf")  # b"q", scale; steps
 
 
-def dequantise(blob: bytes) -> npt.NDArray[np.float32]:
-    """The float32 vector :func:`quantise` kept."""
-    if blob[:1] == _SPARSE8:
-        _, dim, scale = _SPARSE_HEAD.unpack_from(blob)
-        idx = np.uint16 if dim <= 1 << 16 else np.uint32
-        n = (len(blob) - _SPARSE_HEAD.size) // (np.dtype(idx).itemsize + 1)
-        where = np.frombuffer(blob, dtype=idx, count=n, offset=_SPARSE_HEAD.size)
-        vals = np.frombuffer(blob, dtype=np.int8, count=n,
-                             offset=_SPARSE_HEAD.size + n * np.dtype(idx).itemsize)  # fmt: skip
-        out = np.zeros(dim, dtype=np.float32)
-        out[where.astype(np.int64)] = vals.astype(np.float32) * np.float32(scale)
-        return out
-    if blob[:1] == _DENSE8:
-        (_, scale) = _DENSE_HEAD.unpack_from(blob)
-        q = np.frombuffer(blob, dtype=np.int8, offset=_DENSE_HEAD.size)
-        return q.astype(np.float32) * np.float32(scale)
-    raise SemanticError(f"a tier-1 vector starting {blob[:1]!r} is no known layout")
+def _from_old_int8(blob: bytes) -> bytes:
+    """A vector of tier 1's earlier int8 layouts as the packed blob of the same steps and
+    scale; a blob of neither layout, or one cut short, is refused."""
+    if blob[:1] == b"s" and len(blob) >= _OLD_SPARSE8.size:
+        _, dim, scale = _OLD_SPARSE8.unpack_from(blob)
+        out = int8_blob(SPARSE_INT8, dim, scale, blob[_OLD_SPARSE8.size:])
+    elif blob[:1] == b"q" and len(blob) >= _OLD_DENSE8.size:
+        _, scale = _OLD_DENSE8.unpack_from(blob)
+        out = int8_blob(INT8, len(blob) - _OLD_DENSE8.size, scale, blob[_OLD_DENSE8.size:])
+    else:
+        raise SemanticError(f"a tier-1 vector of {len(blob)} bytes starting {blob[:1]!r} is "
+                            "no known layout")  # fmt: skip
+    unpack(out)  # refuses one whose length does not fit its head
+    return out
 
 
 class MemoryIndex:
@@ -233,15 +221,32 @@ class MemoryIndex:
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         legacy = self._legacy_rows()
         self._db.executescript(_SCHEMA)
+        self._repack_old_vectors()
         me = embedder_identity(embedder)
         held = self._db.execute("SELECT value FROM tier1_meta WHERE key = 'embedder'").fetchone()
         if held is not None and held[0] != me:  # vectors of one space only
             rows = self._db.execute("SELECT id, text FROM tier1_memories").fetchall()
             self._db.executemany("UPDATE tier1_memories SET vec = ? WHERE id = ?",
-                                 [(quantise(embedder.embed(t)), i) for i, t in rows])
+                                 [(_packed(embedder.embed(t)), i) for i, t in rows])
         self._db.execute("INSERT OR REPLACE INTO tier1_meta VALUES ('embedder', ?)", (me,))
         if legacy:
             self.write_many(legacy)
+
+    def _repack_old_vectors(self) -> None:
+        """Rewrite, once per file, the vectors of tier 1's earlier int8 layouts packed."""
+        if self._db.execute("SELECT 1 FROM tier1_meta WHERE key = 'vectors'").fetchone():
+            return
+        old = self._db.execute("SELECT id, vec FROM tier1_memories "
+                               "WHERE substr(vec, 1, 1) IN (x'73', x'71')").fetchall()  # s, q
+        self._db.execute("BEGIN")
+        try:
+            self._db.executemany("UPDATE tier1_memories SET vec = ? WHERE id = ?",
+                                 [(_from_old_int8(v), i) for i, v in old])  # fmt: skip
+            self._db.execute("INSERT INTO tier1_meta VALUES ('vectors', 'packed')")
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
 
     def _legacy_rows(self) -> list[Note]:
         """The memories of a file written in the first layout (text keys and containers,
@@ -302,7 +307,7 @@ class MemoryIndex:
                 if refused:
                     self._refuse(refused)
                 for (i, note, end), vec in zip(kept, vectors, strict=True):
-                    out[i] = self._insert(note, end, quantise(vec))
+                    out[i] = self._insert(note, end, _packed(vec))
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -574,7 +579,7 @@ class MemoryIndex:
         out = (np.fromiter((r[0] for r in rows), dtype=np.int64, count=n),
                np.fromiter((r[1] for r in rows), dtype=np.int64, count=n),
                np.fromiter((r[2] for r in rows), dtype=np.int64, count=n),
-               Rows([pack(dequantise(r[3])) for r in rows], self.embedder.dim))  # fmt: skip
+               Rows([r[3] for r in rows], self.embedder.dim))  # fmt: skip
         if len(self._cache) >= 8:
             self._cache.clear()
         self._cache[key] = out

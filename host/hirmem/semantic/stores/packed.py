@@ -14,11 +14,16 @@ A blob is one of four layouts, told apart by its length and first byte:
   a zero byte when needed to keep the length odd. A quarter of float32: one byte per
   dimension. The error is at most half a step per entry; what it costs in recall against
   float32 is measured by ``tools/bench_semantic.py``.
+- ``B``: sparse int8 — ``B``, the dimension (uint32), one float32 scale (as ``Q``), the
+  positions of the non-zero steps (as ``S``) and the steps as signed bytes, and a zero byte
+  when needed to keep the length odd. Written only when the writer asks for it
+  (``sparse_int8``): three bytes per entry instead of six, within half a step like ``Q``.
 - a bare float32 array (a length that is a multiple of 4): dense and exact, and what earlier
   versions always wrote. A tagged blob always has an odd length, so the two never look alike.
 
-:class:`Rows` holds many blobs as one matrix — sparse rows (CSR) when the rows are sparse,
-dense float32 otherwise — so a query costs its non-zero entries per row, not the dimension.
+:class:`Rows` holds many blobs as one matrix — sparse rows (CSR) when the rows are sparse
+(``S`` or ``B``), dense float32 otherwise — so a query costs its non-zero entries per row,
+not the dimension.
 """
 
 from __future__ import annotations
@@ -33,38 +38,60 @@ import numpy.typing as npt
 
 from hirmem.semantic.errors import SemanticError
 
-__all__ = ["Rows", "dim_of", "pack", "unpack"]
+__all__ = ["INT8", "SPARSE_INT8", "Rows", "dim_of", "int8_blob", "pack", "unpack"]
 
 F32 = npt.NDArray[np.float32]
-SPARSE, HALF, INT8 = b"S", b"H", b"Q"
+SPARSE, HALF, INT8, SPARSE_INT8 = b"S", b"H", b"Q", b"B"
 _HEAD = struct.Struct("<cI")
-_INT8_HEAD = struct.Struct("<cIf")
+INT8_HEAD = struct.Struct("<cIf")  # tag, dimension, scale: the head of Q and B
 
 
 def _index_dtype(dim: int) -> type[np.unsignedinteger[Any]]:
     return np.uint16 if dim <= 1 << 16 else np.uint32
 
 
-def pack(vec: npt.ArrayLike, *, half: bool = False, int8: bool = False) -> bytes:
+def int8_blob(tag: bytes, dim: int, scale: float, body: bytes) -> bytes:
+    """A ``Q`` or ``B`` blob (``tag``) from its dimension, scale and the bytes after its
+    head, with the zero byte that keeps its length odd when needed."""
+    blob = INT8_HEAD.pack(tag, dim, scale) + body
+    return blob if len(blob) % 2 else blob + b"\0"
+
+
+def _steps(v: F32) -> tuple[float, npt.NDArray[np.int8]]:
+    """``v`` as one scale (the largest magnitude / 127) and a signed byte per entry."""
+    top = float(np.max(np.abs(v))) if len(v) else 0.0
+    if not math.isfinite(top):
+        raise SemanticError("a vector with an infinite or NaN entry cannot be packed")
+    scale = top / 127.0
+    if scale == 0.0:
+        return scale, np.zeros(len(v), dtype=np.int8)
+    return scale, np.clip(np.rint(v / scale), -127, 127).astype(np.int8)
+
+
+def pack(vec: npt.ArrayLike, *, half: bool = False, int8: bool = False,
+         sparse_int8: bool = False) -> bytes:  # fmt: skip
     """``vec`` sparse when that is smaller, else dense: int8 when ``int8``, float16 when
-    ``half`` (smaller, not exact), bare float32 otherwise (exact)."""
+    ``half`` (smaller, not exact), bare float32 otherwise (exact). The sparse form is
+    float32 (exact) unless ``sparse_int8`` asks for int8 steps there too (``B``, when that
+    is smaller still)."""
     v = np.asarray(vec, dtype=np.float32).reshape(-1)
     dim = int(v.shape[0])
-    nz = np.flatnonzero(v)
     idx = _index_dtype(dim)
-    sparse_size = _HEAD.size + len(nz) * (np.dtype(idx).itemsize + 4)
-    dense_size = _INT8_HEAD.size + dim if int8 else 1 + 2 * dim if half else 4 * dim
+    width = np.dtype(idx).itemsize
+    scale, steps = _steps(v) if int8 or sparse_int8 else (0.0, np.zeros(0, dtype=np.int8))
+    nz = np.flatnonzero(v)
+    sparse_size = _HEAD.size + len(nz) * (width + 4)
+    dense_size = INT8_HEAD.size + dim if int8 else 1 + 2 * dim if half else 4 * dim
+    if sparse_int8:
+        kept = np.flatnonzero(steps)
+        dense_written = dense_size | 1 if int8 else dense_size  # Q is padded to odd
+        if (INT8_HEAD.size + len(kept) * (width + 1)) | 1 < min(sparse_size, dense_written):
+            return int8_blob(SPARSE_INT8, dim, scale,
+                             kept.astype(idx).tobytes() + steps[kept].tobytes())  # fmt: skip
     if sparse_size <= dense_size:
         return _HEAD.pack(SPARSE, dim) + nz.astype(idx).tobytes() + v[nz].tobytes()
     if int8:
-        top = float(np.max(np.abs(v))) if dim else 0.0
-        if not math.isfinite(top):
-            raise SemanticError("a vector with an infinite or NaN entry cannot be packed")
-        scale = top / 127.0
-        steps = np.zeros(dim, dtype=np.int8) if scale == 0.0 else (
-            np.clip(np.rint(v / scale), -127, 127).astype(np.int8))  # fmt: skip
-        pad = b"" if (_INT8_HEAD.size + dim) % 2 else b"\0"
-        return _INT8_HEAD.pack(INT8, dim, scale) + steps.tobytes() + pad
+        return int8_blob(INT8, dim, scale, steps.tobytes())
     return HALF + v.astype(np.float16).tobytes() if half else v.tobytes()
 
 
@@ -78,24 +105,41 @@ def dim_of(blob: bytes) -> int:
         return int(_HEAD.unpack_from(blob)[1])
     if blob[:1] == HALF:
         return (len(blob) - 1) // 2
-    if blob[:1] == INT8 and len(blob) >= _INT8_HEAD.size:
-        return int(_INT8_HEAD.unpack_from(blob)[1])
+    if blob[:1] in (INT8, SPARSE_INT8) and len(blob) >= INT8_HEAD.size:
+        return int(INT8_HEAD.unpack_from(blob)[1])
     raise SemanticError(f"a vector blob starting {blob[:1]!r} is no known layout")
 
 
 def _sparse(blob: bytes) -> tuple[int, npt.NDArray[np.int64], F32]:
-    dim = int(_HEAD.unpack_from(blob)[1])
-    idx = _index_dtype(dim)
-    n = (len(blob) - _HEAD.size) // (np.dtype(idx).itemsize + 4)
-    cut = _HEAD.size + n * np.dtype(idx).itemsize
-    where = np.frombuffer(blob, dtype=idx, count=n, offset=_HEAD.size).astype(np.int64)
-    return dim, where, np.frombuffer(blob, dtype=np.float32, count=n, offset=cut)
+    """The dimension, positions and float32 values of an ``S`` or ``B`` blob."""
+    if blob[:1] == SPARSE_INT8:
+        _, dim, scale = INT8_HEAD.unpack_from(blob)
+        width = np.dtype(_index_dtype(dim)).itemsize
+        n, spare = divmod(len(blob) - INT8_HEAD.size, width + 1)
+        if spare > 1:  # at most the one byte that keeps the length odd
+            raise SemanticError(f"a sparse int8 vector blob of {len(blob)} bytes cannot hold "
+                                f"whole entries of {width + 1} bytes")  # fmt: skip
+        where = np.frombuffer(blob, dtype=_index_dtype(dim), count=n,
+                              offset=INT8_HEAD.size).astype(np.int64)  # fmt: skip
+        steps = np.frombuffer(blob, dtype=np.int8, count=n, offset=INT8_HEAD.size + n * width)
+        vals = np.asarray(steps.astype(np.float32) * np.float32(scale), dtype=np.float32)
+    else:
+        dim = int(_HEAD.unpack_from(blob)[1])
+        idx = _index_dtype(dim)
+        n = (len(blob) - _HEAD.size) // (np.dtype(idx).itemsize + 4)
+        cut = _HEAD.size + n * np.dtype(idx).itemsize
+        where = np.frombuffer(blob, dtype=idx, count=n, offset=_HEAD.size).astype(np.int64)
+        vals = np.frombuffer(blob, dtype=np.float32, count=n, offset=cut)
+    if n and int(where.max()) >= dim:
+        raise SemanticError(f"a sparse vector blob names position {int(where.max())} of a "
+                            f"{dim}-dimensional vector")  # fmt: skip
+    return dim, where, vals
 
 
 def unpack(blob: bytes) -> F32:
     """The float32 vector a blob holds."""
     dim = dim_of(blob)
-    if blob[:1] == SPARSE and len(blob) % 2:
+    if blob[:1] in (SPARSE, SPARSE_INT8) and len(blob) % 2:
         _, where, vals = _sparse(blob)
         out = np.zeros(dim, dtype=np.float32)
         out[where] = vals
@@ -103,11 +147,11 @@ def unpack(blob: bytes) -> F32:
     if blob[:1] == HALF and len(blob) % 2:
         return np.frombuffer(blob, dtype=np.float16, offset=1).astype(np.float32)
     if blob[:1] == INT8 and len(blob) % 2:
-        _, dim, scale = _INT8_HEAD.unpack_from(blob)
-        if len(blob) - _INT8_HEAD.size not in (dim, dim + 1):
+        _, dim, scale = INT8_HEAD.unpack_from(blob)
+        if len(blob) - INT8_HEAD.size not in (dim, dim + 1):
             raise SemanticError(f"an int8 vector blob of {len(blob)} bytes cannot hold {dim} "
                                 "entries")  # fmt: skip
-        steps = np.frombuffer(blob, dtype=np.int8, count=dim, offset=_INT8_HEAD.size)
+        steps = np.frombuffer(blob, dtype=np.int8, count=dim, offset=INT8_HEAD.size)
         return np.asarray(steps.astype(np.float32) * np.float32(scale), dtype=np.float32)
     return np.frombuffer(blob, dtype=np.float32).copy()
 
@@ -119,7 +163,7 @@ class Rows:
         self.dim = dim
         self.n = len(blobs)
         self._dense: F32 | None = None
-        if all(b[:1] == SPARSE and len(b) % 2 for b in blobs):
+        if all(b[:1] in (SPARSE, SPARSE_INT8) and len(b) % 2 for b in blobs):
             parts = [_sparse(b) for b in blobs]
             for d, _, _ in parts:
                 if d != dim:
