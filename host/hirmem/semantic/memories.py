@@ -60,7 +60,15 @@ from hirmem.semantic.passages import (
     injection_marker,
 )
 from hirmem.semantic.retrieve import STOP
-from hirmem.semantic.stores.packed import INT8, SPARSE_INT8, Rows, int8_blob, pack, unpack
+from hirmem.semantic.stores.packed import (
+    INT8,
+    SPARSE_INT8,
+    Timed,
+    int8_blob,
+    pack,
+    timed_rows,
+    unpack,
+)
 
 __all__ = ["CERTAINTIES", "KEPT_REFUSALS", "MIN_WORDS", "MemoryHit", "MemoryIndex", "Note",
            "notes_of"]
@@ -216,8 +224,7 @@ class MemoryIndex:
     def __init__(self, embedder: PassageEmbedder, path: str = ":memory:") -> None:
         self.embedder = embedder
         self._lock = threading.RLock()
-        self._cache: dict[tuple[str, ...], tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
-                                                 npt.NDArray[np.int64], Rows]] = {}  # fmt: skip
+        self._cache: dict[tuple[str, ...], Timed] = {}
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         legacy = self._legacy_rows()
         self._db.executescript(_SCHEMA)
@@ -562,9 +569,7 @@ class MemoryIndex:
         top = np.argsort(-sims, kind="stable")[:limit]
         return [int(ids[rows[i]]) for i in top if sims[i] > 0]
 
-    def _fenced(self, readable: Collection[str]) -> tuple[
-        npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], Rows
-    ]:
+    def _fenced(self, readable: Collection[str]) -> Timed:
         """The readable rows as arrays (id, valid from, invalid at, vectors); kept until
         the next write."""
         key = tuple(sorted(readable))
@@ -575,11 +580,7 @@ class MemoryIndex:
         rows = self._db.execute(f"SELECT id, valid_from, invalid_at, vec FROM tier1_memories "
                                 f"WHERE container IN ({','.join('?' * len(fenced))}) ORDER BY id",
                                 fenced).fetchall()  # fmt: skip
-        n = len(rows)
-        out = (np.fromiter((r[0] for r in rows), dtype=np.int64, count=n),
-               np.fromiter((r[1] for r in rows), dtype=np.int64, count=n),
-               np.fromiter((r[2] for r in rows), dtype=np.int64, count=n),
-               Rows([r[3] for r in rows], self.embedder.dim))  # fmt: skip
+        out = timed_rows(rows, self.embedder.dim)
         if len(self._cache) >= 8:
             self._cache.clear()
         self._cache[key] = out

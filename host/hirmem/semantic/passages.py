@@ -53,7 +53,7 @@ from hirmem.semantic.retrieve import (
     default_embedder,
     embedder_identity,
 )
-from hirmem.semantic.stores.packed import Rows, pack
+from hirmem.semantic.stores.packed import Rows, Timed, pack, timed_rows
 
 __all__ = [
     "EMBEDDER_ENV",
@@ -281,8 +281,7 @@ class PassageIndex:
     def __init__(self, embedder: PassageEmbedder, path: str = ":memory:") -> None:
         self.embedder = embedder
         self._lock = threading.RLock()
-        self._cache: dict[tuple[str, ...], tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
-                                                 npt.NDArray[np.int64], Rows]] = {}  # fmt: skip
+        self._cache: dict[tuple[str, ...], Timed] = {}
         # per readable set: its entities indexed by their words, and its subjects; kept
         # until the next write, so naming a subject is a lookup, not a pass over mentions
         self._names: dict[tuple[str, ...], tuple[NameIndex, frozenset[str]]] = {}
@@ -651,9 +650,7 @@ class PassageIndex:
             f"({','.join('?' * len(names))})", list(names))]  # fmt: skip
         return np.isin(ids, np.asarray(named, dtype=np.int64))
 
-    def _fenced(self, readable: Collection[str]) -> tuple[
-        npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], Rows
-    ]:
+    def _fenced(self, readable: Collection[str]) -> Timed:
         """The rows of the readable containers, as arrays; kept until the next write."""
         key = tuple(sorted(readable))
         held = self._cache.get(key)
@@ -662,11 +659,7 @@ class PassageIndex:
         where, args = _fence(readable)
         rows = self._db.execute(f"SELECT p.id, p.valid_from, p.valid_until, p.vec FROM passages p "
                                 f"WHERE {where} ORDER BY p.id", args).fetchall()  # fmt: skip
-        n = len(rows)
-        out = (np.fromiter((r[0] for r in rows), dtype=np.int64, count=n),
-               np.fromiter((r[1] for r in rows), dtype=np.int64, count=n),
-               np.fromiter((r[2] for r in rows), dtype=np.int64, count=n),
-               Rows([r[3] for r in rows], self.embedder.dim))  # fmt: skip
+        out = timed_rows(rows, self.embedder.dim)
         if len(self._cache) >= 8:
             self._cache.clear()
         self._cache[key] = out

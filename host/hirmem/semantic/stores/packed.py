@@ -38,7 +38,8 @@ import numpy.typing as npt
 
 from hirmem.semantic.errors import SemanticError
 
-__all__ = ["INT8", "SPARSE_INT8", "Rows", "dim_of", "int8_blob", "pack", "unpack"]
+__all__ = ["INT8", "SPARSE_INT8", "Rows", "Timed", "dim_of", "int8_blob", "pack", "timed_rows",
+           "unpack"]
 
 F32 = npt.NDArray[np.float32]
 SPARSE, HALF, INT8, SPARSE_INT8 = b"S", b"H", b"Q", b"B"
@@ -218,3 +219,17 @@ class Rows:
         which = np.repeat(np.arange(len(rows), dtype=np.int64), counts)
         prod = self._data[at] * q[self._indices[at]]
         return np.bincount(which, weights=prod, minlength=len(rows)).astype(np.float32)
+
+
+I64 = npt.NDArray[np.int64]
+Timed = tuple[I64, I64, I64, Rows]
+
+
+def timed_rows(rows: Sequence[Sequence[Any]], dim: int) -> Timed:
+    """Query rows of (id, start, end, vector blob) as three int64 arrays (ids, starts,
+    ends, in the rows' order) and the matrix of their vectors."""
+    n = len(rows)
+    return (np.fromiter((r[0] for r in rows), dtype=np.int64, count=n),
+            np.fromiter((r[1] for r in rows), dtype=np.int64, count=n),
+            np.fromiter((r[2] for r in rows), dtype=np.int64, count=n),
+            Rows([r[3] for r in rows], dim))  # fmt: skip
