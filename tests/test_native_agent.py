@@ -613,9 +613,9 @@ def test_periodic_status_and_log(dev: Device) -> None:
 
 
 def test_sizes(dev: Device) -> None:
-    agent, ring, packer, knowledge, reasm, rx, queue = (int(x) for x in dev.request("sizes"))
+    agent, ring, packer, knowledge, join, rx, queue = (int(x) for x in dev.request("sizes"))
     assert agent < 20_000
-    assert agent > ring + packer + knowledge + reasm + rx + queue
+    assert agent > ring + packer + knowledge + join + rx + queue
 
 
 def test_many_captures_window_and_exactly_once(dev: Device) -> None:
