@@ -93,10 +93,6 @@ static int slots_of(hm_msg *m, slot *s) {
     } break;
     case HM_MSG_LOG: U(m->u.log.level), B(m->u.log.text); break;
     case HM_MSG_ERROR: U(m->u.error.code), U(m->u.error.ref), B(m->u.error.detail); break;
-    case HM_MSG_FRAGMENT: {
-        hm_msg_fragment *x = &m->u.fragment;
-        U(x->msg_id), U(x->offset), U(x->total), B(x->chunk);
-    } break;
     case HM_MSG_PROOF: B(m->u.proof.signature); break;
     default: break; /* STATUS_REQUEST, ACK: no fields */
     }
@@ -657,6 +653,10 @@ static void test_msg(void) {
     CHECK(hm_msg_encode(&m, 1, buf, sizeof buf, &len) == HM_E_MALFORMED); /* ack != 0 */
     m.type = HM_MSG_FRAGMENT, m.ack = 0;
     CHECK(hm_msg_encode(&m, 1, buf, sizeof buf, &len) == HM_E_MALFORMED);
+    m.seq = 5; /* FRAGMENT is retired (SPEC §5.14): never encoded, decoded as unknown */
+    CHECK(hm_msg_encode(&m, 0, buf, sizeof buf, &len) == HM_E_MALFORMED);
+    CHECK(hm_msg_decode((const uint8_t *)"\x88\x01\x0e\x05\x00\x00\x00\x00\x40", 9, 0, &m) ==
+              HM_E_UNKNOWN_TYPE && m.seq == 5 && m.type == 0);
     /* HELLO: bytes bounds, text, and every too-small buffer */
     memset(&m, 0, sizeof m);
     m.type = HM_MSG_HELLO, m.seq = 1;
