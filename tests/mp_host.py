@@ -3,7 +3,7 @@
 Modelled on the Host of tests/test_native_agent.py, but on a real byte stream: the
 MicroPython agent runs in a `micropython` process on the slave side of os.openpty(),
 this host reads and writes the master side with the host codec (hirmem.protocol.frames,
-messages, fragments). It sequences, acknowledges and reassembles like a host and
+messages, pieces). It sequences, acknowledges and reassembles like a host and
 keeps what arrived for the test to check.
 """
 

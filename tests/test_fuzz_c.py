@@ -75,7 +75,7 @@ def test_every_target_runs_clean(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert proc.returncode == 0, proc.stdout + proc.stderr
     results = {r["target"]: r for r in json.loads(report.read_text())["results"]}
     assert set(results) == set(fuzz_c.all_targets())
-    assert {"fuzz_agent", "fuzz_cbor", "fuzz_frame", "fuzz_msg", "fuzz_frag"} <= set(results)
+    assert {"fuzz_agent", "fuzz_cbor", "fuzz_frame", "fuzz_msg", "fuzz_pack"} <= set(results)
     for name, r in results.items():
         assert not r["failed"] and not r["crashes"] and not r["reports"], (name, r)
         assert r["executions"] >= RUNS, (name, r)

@@ -1,7 +1,7 @@
 """The C device agent (firmware/core/hm_agent) against a host peer built on the host codec.
 
 build/host/t_agent runs one agent with a virtual clock; this test plays the host with
-the real host codec (hirmem.protocol: frames, messages, fragments, packs):
+the real host codec (hirmem.protocol: frames, messages, pieces, packs):
 it decodes every byte the agent writes, sequences and reassembles like a host, and
 checks the results against independent oracles (hirmem.protocol.gate.evaluate after normalise,
 verify_pack with the device key). The program checks the agent invariants A1-A4 of
@@ -613,9 +613,9 @@ def test_periodic_status_and_log(dev: Device) -> None:
 
 
 def test_sizes(dev: Device) -> None:
-    agent, ring, packer, knowledge, reasm, rx, queue = (int(x) for x in dev.request("sizes"))
+    agent, ring, packer, knowledge, join, rx, queue = (int(x) for x in dev.request("sizes"))
     assert agent < 20_000
-    assert agent > ring + packer + knowledge + reasm + rx + queue
+    assert agent > ring + packer + knowledge + join + rx + queue
 
 
 def test_many_captures_window_and_exactly_once(dev: Device) -> None:

@@ -120,9 +120,26 @@ def header_for(cls: type[Message]) -> st.SearchStrategy[tuple[int, int]]:
 
 
 def test_every_message_type_is_covered() -> None:
-    assert {int(c.TYPE) for c in MESSAGE_CLASSES} == {int(t) for t in messages.MsgType}
+    # every type but the retired FRAGMENT (SPEC §5.14), which has no class
+    retired = {int(messages.MsgType.FRAGMENT)}
+    assert {int(c.TYPE) for c in MESSAGE_CLASSES} == {int(t) for t in messages.MsgType} - retired
     known = {*INT_LIMITS, *BSTR_SIZES, *BSTR_MAX, TSTR, messages.BSTR}
     assert all(kind in known for cls in MESSAGE_CLASSES for kind in cls.FIELDS)
+
+
+@given(seq=st.integers(0, U32), ack=st.integers(0, U32), fields=st.lists(st.integers(0, U32)))
+def test_the_retired_fragment_type_is_unknown_whatever_follows(
+    seq: int, ack: int, fields: list[int]
+) -> None:
+    """SPEC §5.14: type 14 is refused at step 4 (unknown-type), never as malformed,
+    also in its old layout [1, 14, seq, ack, msg_id, offset, total, chunk]."""
+    old_layout: list[object] = [*[*fields, 0, 0, 0][:3], b"chunk"]
+    tails: list[list[object]] = [list(fields), old_layout]
+    for tail in tails:
+        for inner in (False, True):
+            with pytest.raises(MessageError) as err:
+                decode_message(cbor.encode([VERSION, 14, seq, ack, *tail]), inner=inner)
+            assert err.value.code == ErrorCode.UNKNOWN_TYPE
 
 
 @pytest.mark.parametrize("cls", MESSAGE_CLASSES, ids=lambda c: c.__name__)

@@ -484,7 +484,7 @@ def ram_budget(run: BenchRun) -> tuple[list[str], bool]:
         ("frame receiver (sizeof hm_frame_rx)", run.sizes.get("frame_rx")),
         ("frame transmit buffer (HM_FRAME_WIRE_BOUND)", run.sizes.get("frame_tx")),
         ("message body buffer (HM_MAX_FRAME)", run.sizes.get("msg_body")),
-        ("frame-piece joining (sizeof hm_join)", run.sizes.get("reasm")),
+        ("frame-piece joining (sizeof hm_join)", run.sizes.get("join")),
         ("NV store state (hm_persist, hm_nv, hm_nvram)", run.sizes.get("persist")),
         ("NV region (hifive1: the end of the DTIM)", run.sizes.get("nv_region")),
     ]

@@ -11,10 +11,9 @@ the vectors does not linger. The input formats are those the targets document:
 - fuzz_cbor: one CBOR item (message bodies, COSE packs and their protected header and
   payload, plus a few hand-made edge items: every head size, depth 16, map order, UTF-8)
 - fuzz_frame: a byte stream off the wire (every frame vector alone, the vector streams,
-  every message frame in a row, the fragmented messages' frames)
-- fuzz_msg: one message body (valid and invalid vectors, fragments, inner bodies)
-- fuzz_frag: a configuration byte and records (see firmware/fuzz/fuzz_frag.c): the
-  fragment bodies of the fragmented vectors, and a split of their inner bodies
+  every message frame in a row, the frames of the vectors' bodies cut in pieces)
+- fuzz_msg: one message body (valid and invalid vectors, and the bodies the vectors
+  cut in pieces as inner bodies: seq 0, ack 0)
 - fuzz_pack: a knowledge pack (COSE_Sign1) as pushed down to a device: every pack of
   packs.json (the accepted knowledge packs and all the refused ones), their payloads
   (the target signs an input that starts like a payload itself), and the knowledge
@@ -42,13 +41,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "host"))
 
-from hirmem.protocol import cbor, fragments  # noqa: E402
-from hirmem.protocol.frames import encode_frame  # noqa: E402
+from hirmem.protocol import cbor  # noqa: E402
 from hirmem.protocol.messages import decode_message, encode_message  # noqa: E402
 
 VECTORS = ROOT / "protocol" / "vectors"
 OUT = ROOT / "build" / "fuzz" / "corpus"
-TARGETS = ("fuzz_agent", "fuzz_cbor", "fuzz_frame", "fuzz_msg", "fuzz_frag", "fuzz_pack")
+TARGETS = ("fuzz_agent", "fuzz_cbor", "fuzz_frame", "fuzz_msg", "fuzz_pack")
 
 
 def _load(vectors: Path, name: str) -> Any:
@@ -114,18 +112,6 @@ def _knowledge_seed(payload: bytes, flags: int = 0, stretch: int = 0, extra: int
         for text in texts:
             out += bytes([len(text) % 64]) + text[:63]
     return bytes(out)
-
-
-def _frag_seed(limit_byte: int, bodies: Sequence[bytes]) -> bytes:
-    out = bytearray([limit_byte])
-    for body in bodies:
-        out += bytes([0]) + struct.pack("<H", len(body)) + body  # op 0: a FRAGMENT body
-    return bytes(out)
-
-
-def _frag_split(max_frame: int, first_seq: int, ack: int, inner: bytes) -> bytes:
-    # op 3: split an inner body and reassemble it
-    return bytes([3]) + struct.pack("<HIIH", max_frame, first_seq, ack, len(inner)) + inner
 
 
 # fuzz_agent.c: opcodes (op % 11) and the script header.
@@ -252,29 +238,6 @@ def _agent_seeds(
     return scripts
 
 
-def _legacy_fragments(cut: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The retired FRAGMENT form (SPEC §5.14) of the vectors' cut PACK_OFFER, for the
-    fuzz_frag target of hm_frag's FRAGMENT codec: the inner body (seq 0, ack 0) split
-    from first seq 3, ack 2, as the vectors held it before frame pieces."""
-    out = []
-    for case in cut:
-        env = decode_message(bytes.fromhex(case["body"]))
-        inner = encode_message(env.message, inner=True)
-        parts = fragments.split(inner, case["max_frame"], 3)
-        bodies = [encode_message(f, seq, 2) for seq, f in parts]
-        out.append(
-            {
-                "max_frame": case["max_frame"],
-                "inner": inner.hex(),
-                "first_seq": 3,
-                "ack": 2,
-                "fragments": [b.hex() for b in bodies],
-                "frames": [encode_frame(b, case["max_frame"]).hex() for b in bodies],
-            }
-        )
-    return out
-
-
 def seeds(vectors: Path = VECTORS) -> dict[str, list[bytes]]:
     """Every target's seeds, derived from the vector files."""
     frames = _load(vectors, "frames.json")
@@ -283,9 +246,10 @@ def seeds(vectors: Path = VECTORS) -> dict[str, list[bytes]]:
 
     valid_bodies = _hex(messages["valid"], "body")
     invalid_bodies = _hex(messages["invalid"], "body")
-    fragmented = _legacy_fragments(messages["pieces"])
-    fragment_bodies = [bytes.fromhex(b) for fr in fragmented for b in fr["fragments"]]
-    inner_bodies = [bytes.fromhex(fr["inner"]) for fr in fragmented]
+    inner_bodies = [
+        encode_message(decode_message(body).message, inner=True)
+        for body in _hex(messages["pieces"], "body")
+    ]
     piece_frames = [b"".join(bytes.fromhex(f) for f in pc["frames"]) for pc in messages["pieces"]]
     pack_bytes = _hex(packs["cases"], "pack")
     parts = [p for p in map(_cose_parts, pack_bytes) if p is not None]
@@ -306,27 +270,12 @@ def seeds(vectors: Path = VECTORS) -> dict[str, list[bytes]]:
         *(enc + b"\x00" for enc in _hex(frames["cobs"], "encoded")),
         b"".join(_hex(frames["valid"], "wire")),
         b"\x00" + b"".join(_hex(messages["valid"], "frame")),
-        *(b"".join(bytes.fromhex(f) for f in fr["frames"]) for fr in fragmented),
         *piece_frames,
     ]
-
-    frag_seeds = [
-        _frag_seed(0x00, [bytes.fromhex(b) for b in fr["fragments"]]) for fr in fragmented
-    ]
-    frag_seeds += [
-        bytes([0x00])
-        + _frag_split(fr["max_frame"], fr["first_seq"], fr["ack"], bytes.fromhex(fr["inner"]))
-        for fr in fragmented
-    ]
-    # a small limit (TOO_LARGE), and a reassembly cut off by a new offset 0
-    frag_seeds.append(_frag_seed(0x81, [bytes.fromhex(fragmented[0]["fragments"][0])]))
-    first = [bytes.fromhex(b) for b in fragmented[0]["fragments"]]
-    frag_seeds.append(_frag_seed(0x00, [first[0], first[1], first[0], *first[1:]]))
 
     cbor_seeds = [
         *valid_bodies,
         *invalid_bodies,
-        *fragment_bodies,
         *inner_bodies,
         *pack_bytes,
         *(protected for protected, _ in parts),
@@ -340,8 +289,7 @@ def seeds(vectors: Path = VECTORS) -> dict[str, list[bytes]]:
         "fuzz_agent": _agent_seeds(messages, frames, knowledge_packs),
         "fuzz_cbor": cbor_seeds,
         "fuzz_frame": frame_seeds,
-        "fuzz_msg": [*valid_bodies, *invalid_bodies, *fragment_bodies, *inner_bodies],
-        "fuzz_frag": frag_seeds,
+        "fuzz_msg": [*valid_bodies, *invalid_bodies, *inner_bodies],
         "fuzz_pack": [*pack_bytes, *payloads, *structured],
     }
     return {name: list(dict.fromkeys(items)) for name, items in corpus.items()}  # dedupe

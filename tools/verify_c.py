@@ -8,7 +8,7 @@ exploration of the ring. tools/verify.py calls these; run alone it runs both.
 
 check_decoders: Frama-C EVA (Debian frama-c-base) analyses each entry point of
 verify/framac/eva_decoders.c, i.e. hm_cbor (check, skip and every getter), the frame
-receiver and hm_cobs_decode, hm_msg_decode (outer and inner) and the reassembler, each
+receiver and hm_cobs_decode, hm_msg_decode (outer and inner) and the frame-piece joiner, each
 over a buffer of any content and any length up to HM_MAX_FRAME, and the knowledge-pack
 verifier hm_knowledge_accept over any pushed pack up to HM_MAX_MESSAGE bytes (with
 verify/framac/eva_crypto.c: real SHA-256, Ed25519 replaced by a reader of its inputs).
@@ -61,7 +61,6 @@ EVA_ENTRIES: dict[str, tuple[str, ...]] = {
     "eva_cbor": ("hm_cbor.c",),
     "eva_frame": ("hm_frame.c", "hm_crc32.c"),
     "eva_msg": ("hm_msg.c", "hm_cbor.c"),
-    "eva_frag": ("hm_frag.c", "hm_msg.c", "hm_cbor.c", "hm_crc32.c"),
     "eva_join": ("hm_frag.c", "hm_msg.c", "hm_cbor.c", "hm_crc32.c"),
     "eva_pack": ("hm_pack.c", "hm_cbor.c", "hm_sha2.c", "../../verify/framac/eva_crypto.c"),
 }

@@ -644,7 +644,7 @@ int bench_main(void) {
     report("size", "frame_rx", (uint32_t)sizeof(hm_frame_rx));
     report("size", "frame_tx", (uint32_t)HM_FRAME_WIRE_BOUND(HM_MAX_FRAME));
     report("size", "msg_body", (uint32_t)HM_MAX_FRAME);
-    report("size", "reasm", (uint32_t)sizeof(hm_join));
+    report("size", "join", (uint32_t)sizeof(hm_join));
     report("size", "persist", (uint32_t)(sizeof(hm_persist) + sizeof(hm_nv) + sizeof(hm_nvram)));
     report("size", "nv_region", 2u * NV_PAGE); /* boards/hifive1: 2 pages of 256 B */
     report("ram", "static", (uint32_t)((uintptr_t)_ebss - (uintptr_t)_sram));

@@ -1,25 +1,5 @@
-/* Fragmentation (SPEC §6.8): an inner body carried in FRAGMENT messages.
- *
- * Sender: the inner body (a message encoded with seq 0, ack 0, never a FRAGMENT) is
- * cut into chunks of hm_frag_chunk_size(max_frame) = max_frame - 35 bytes (the last
- * one shorter), the host's rule (hirmem/protocol/fragments.py): 4 bytes of CRC plus 31, the
- * largest FRAGMENT envelope, so every fragment fits max_frame whatever its seq, ack
- * and offset. Fragment i has seq first_seq + i, msg_id first_seq, offset
- * i * chunk_size and total = the inner length. Fragments are produced one at a time
- * (a device keeps them in its retransmission window, not all at once).
- *
- * Receiver (hm_reasm): one reassembly at a time into a fixed buffer of HM_MAX_MESSAGE
- * bytes, limited to the announced max_message. Invariants:
- *  - Only bytes inside buf[0..total) with total <= limit <= HM_MAX_MESSAGE are written.
- *  - offset 0 while busy: REASSEMBLY, idle after. offset 0 with total > limit:
- *    TOO_LARGE, stays idle. offset != 0 that does not continue (msg_id, total,
- *    bytes so far) of the reassembly in progress, or arrives idle: REASSEMBLY, idle.
- *    An empty chunk or one overrunning total: REASSEMBLY, idle.
- *  - Completion returns the inner body (buf, total bytes), valid until the next
- *    add or reset; the receiver is then idle. The caller decodes it with
- *    hm_msg_decode(..., inner = 1).
- *  These are the results of fragments.Reassembler.add for the same sequence.
- */
+/* Frame pieces (SPEC §6.8): a body longer than one frame, cut below the session.
+ * They replaced the FRAGMENT message (type 14, retired: §5.14), which has no codec here. */
 #ifndef HM_FRAG_H
 #define HM_FRAG_H
 
@@ -29,42 +9,7 @@
 #include "hm_config.h"
 #include "hm_msg.h"
 
-#define HM_FRAG_OVERHEAD 35 /* CRC + the largest FRAGMENT envelope around a chunk */
-
-/* Chunk bytes per fragment at max_frame; 0 if max_frame <= HM_FRAG_OVERHEAD. */
-size_t hm_frag_chunk_size(size_t max_frame);
-
-/* Number of fragments for an inner body of len bytes (0 for len 0 or no room). */
-size_t hm_frag_count(size_t len, size_t max_frame);
-
-/* Encode fragment `index` of inner[0..len) as a FRAGMENT body into out[0..cap).
- * MALFORMED if index >= hm_frag_count(), seq first_seq + index is 0 or above 2^32 - 1,
- * or len above 2^32 - 1; TOO_LARGE if cap is too small. */
-hm_error_code hm_frag_encode(const uint8_t *inner, size_t len, size_t max_frame,
-                             size_t index, uint32_t first_seq, uint32_t ack, uint8_t *out,
-                             size_t cap, size_t *out_len);
-
-typedef struct {
-    uint32_t limit;  /* max_message announced to the peer, <= HM_MAX_MESSAGE */
-    uint32_t msg_id; /* of the reassembly in progress */
-    uint32_t total;
-    uint32_t have;   /* bytes received so far */
-    uint8_t busy;    /* a reassembly is in progress */
-    uint8_t buf[HM_MAX_MESSAGE]; /* last: the fields above are short offsets */
-} hm_reasm;
-
-/* Start idle with limit <= HM_MAX_MESSAGE; returns 0, or -1 if limit is larger. */
-int hm_reasm_init(hm_reasm *ra, uint32_t limit);
-
-/* Drop any reassembly in progress (session lost, SPEC §6.6). */
-void hm_reasm_reset(hm_reasm *ra);
-
-/* Take one delivered FRAGMENT. Returns HM_OK, HM_E_TOO_LARGE or HM_E_REASSEMBLY.
- * On HM_OK *inner_len is 0 while more is due, else the completed inner body's length
- * (its bytes at ra->buf). */
-hm_error_code hm_reasm_add(hm_reasm *ra, const hm_msg_fragment *f, size_t *inner_len);
-
-/* ---- Frame pieces (SPEC §6.8; hirmem/protocol/pieces.py, hirmem_mp/frag.py) -------
+/* Host: hirmem/protocol/pieces.py; MicroPython: hirmem_mp/frag.py.
  * A body longer than max_frame - 4 is cut below the session: the stream
  * body || CRC-32(body) (4 bytes LE, the body check) travels in pieces, one per frame:
  * the first is f0 then bytes, continuation k (1, 2, ...) is e0 | last << 3 | (k mod 8)

@@ -89,17 +89,15 @@ static const field fields[] = {
     F(hm_msg_error, code, K_ECODE), F(hm_msg_error, ref, K_U32),
     F(hm_msg_error, detail, K_TSTR),
     /* 13 ACK: none */
-    /* 14 FRAGMENT */
-    F(hm_msg_fragment, msg_id, K_U32), F(hm_msg_fragment, offset, K_U32),
-    F(hm_msg_fragment, total, K_U32), F(hm_msg_fragment, chunk, K_BSTR),
+    /* 14 FRAGMENT: retired (SPEC §5.14), refused at step 4 */
     /* 15 PROOF */
     F(hm_msg_proof, signature, K_B64),
 };
 
-static const uint8_t first[16] = {0, 12, 21, 28, 42, 43, 46, 47, 51, 51, 65, 67, 70, 70, 74, 75};
+static const uint8_t first[16] = {0, 12, 21, 28, 42, 43, 46, 47, 51, 51, 65, 67, 70, 70, 70, 71};
 
 /* compile-time: the table and the index agree, and every offset fits its byte */
-typedef char hm_msg_table_check[sizeof fields / sizeof fields[0] == 75 ? 1 : -1];
+typedef char hm_msg_table_check[sizeof fields / sizeof fields[0] == 71 ? 1 : -1];
 typedef char hm_msg_offset_check[sizeof(((hm_msg *)0)->u) <= 256 ? 1 : -1];
 
 int hm_msg_unsequenced(unsigned type) {
@@ -154,14 +152,15 @@ hm_error_code hm_msg_decode(const uint8_t *body, size_t len, int inner, hm_msg *
     }
     if (k == 3 && !neg[2] && v[2] <= U32_MAX) m->seq = (uint32_t)v[2]; /* ERROR ref */
     if (neg[0] || v[0] != HM_VERSION) return HM_E_UNKNOWN_VERSION;     /* step 3 */
-    if (neg[1] || v[1] < 1 || v[1] > HM_MSG_PROOF) return HM_E_UNKNOWN_TYPE; /* step 4 */
+    if (neg[1] || v[1] < 1 || v[1] > HM_MSG_PROOF || v[1] == HM_MSG_FRAGMENT) /* step 4 */
+        return HM_E_UNKNOWN_TYPE;
     unsigned t = (unsigned)v[1];
     m->type = (uint8_t)t;
     if (neg[2] || v[2] > U32_MAX || hm_cbor_get_uint(&r, U32_MAX, &ack)) /* step 5 */
         return HM_E_MALFORMED;
     m->ack = (uint32_t)ack;
     if (inner) {                                                        /* step 6 */
-        if (m->seq || m->ack || t == HM_MSG_FRAGMENT) return HM_E_REASSEMBLY;
+        if (m->seq || m->ack) return HM_E_REASSEMBLY;
     } else if (hm_msg_unsequenced(t) != (m->seq == 0)) {
         return HM_E_MALFORMED;
     }
@@ -190,8 +189,8 @@ hm_error_code hm_msg_encode(const hm_msg *m, int inner, uint8_t *out, size_t cap
                             size_t *len) {
     hm_cbor_w w;
     unsigned t = m->type;
-    if (t < 1 || t > HM_MSG_PROOF) return HM_E_MALFORMED;
-    if (inner ? (m->seq || m->ack || t == HM_MSG_FRAGMENT)
+    if (t < 1 || t > HM_MSG_PROOF || t == HM_MSG_FRAGMENT) return HM_E_MALFORMED;
+    if (inner ? (m->seq || m->ack)
               : hm_msg_unsequenced(t) != (m->seq == 0))
         return HM_E_MALFORMED;
     hm_cbor_w_init(&w, out, cap);

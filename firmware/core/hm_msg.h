@@ -16,20 +16,21 @@
  *  1 the body is one deterministic CBOR item (hm_cbor_check)   -> MALFORMED
  *  2 an array of >= 4 elements                                 -> MALFORMED
  *  3 element 0 is the unsigned integer 1                       -> UNKNOWN_VERSION
- *  4 element 1 is an unsigned integer 1..14                    -> UNKNOWN_TYPE
+ *  4 element 1 is an unsigned integer 1..15 but 14 (FRAGMENT,
+ *    retired: SPEC §5.14)                                      -> UNKNOWN_TYPE
  *  5 seq and ack are unsigned integers <= 2^32 - 1             -> MALFORMED
  *  6 seq 0 exactly for ACK, LOG, ERROR                         -> MALFORMED
- *    (inner: seq 0, ack 0 and not FRAGMENT                     -> REASSEMBLY)
+ *    (inner: seq 0 and ack 0                                   -> REASSEMBLY)
  *  7 exactly the type's field count                            -> MALFORMED
  *  8 every field of its kind and bounds                        -> MALFORMED
- * All 14 types are accepted; refusing a type from the wrong direction or without its
+ * All 14 other types are accepted; refusing a type from the wrong direction or without its
  * capability (also UNKNOWN_TYPE in §5.1) is the caller's decision.
  * On failure `type` is the type code if step 4 passed (else 0) and `seq` is the ERROR
  * ref of SPEC §4.3: element 2 if elements 0..2 are integers and element 2 is an
  * unsigned integer <= 2^32 - 1 in an array of >= 4 elements, else 0. Other members
  * are unspecified.
  *
- * Encoding (hm_msg_encode) checks the same rules (inner: seq 0, ack 0, not FRAGMENT),
+ * Encoding (hm_msg_encode) checks the same rules (inner: seq 0, ack 0; never type 14),
  * so a struct that encodes decodes to itself and the body re-encodes to the same bytes.
  */
 #ifndef HM_MSG_H
@@ -54,7 +55,7 @@ typedef enum {
     HM_MSG_LOG = 11,
     HM_MSG_ERROR = 12,
     HM_MSG_ACK = 13,
-    HM_MSG_FRAGMENT = 14,
+    HM_MSG_FRAGMENT = 14, /* retired (SPEC §5.14): no body, decoded as an unknown type */
     HM_MSG_PROOF = 15
 } hm_msg_type;
 
@@ -164,11 +165,6 @@ typedef struct {
 } hm_msg_error;
 
 typedef struct {
-    uint32_t msg_id, offset, total;
-    hm_bytes chunk;
-} hm_msg_fragment;
-
-typedef struct {
     hm_bytes signature; /* 64: Ed25519, SPEC §5.15 */
 } hm_msg_proof;
 
@@ -188,7 +184,6 @@ typedef struct {
         hm_msg_status status;
         hm_msg_log log;
         hm_msg_error error;
-        hm_msg_fragment fragment;
         hm_msg_proof proof;
     } u;
 } hm_msg;

@@ -18,8 +18,8 @@
 
 #define U32_MAX 0xFFFFFFFFu
 
-/* SPEC §5.1: field count of types 1..15. */
-static const unsigned field_count[16] = {0, 12, 9, 7, 14, 1, 3, 1, 4, 0, 14, 2, 3, 0, 4, 1};
+/* SPEC §5.1: field count of types 1..15 (14, FRAGMENT, is retired: refused at step 4). */
+static const unsigned field_count[16] = {0, 12, 9, 7, 14, 1, 3, 1, 4, 0, 14, 2, 3, 0, 0, 1};
 
 /* One head at *pos of an input already known to be valid deterministic CBOR. */
 static void head_at(const uint8_t *p, size_t *pos, unsigned *mt, uint64_t *arg) {
@@ -61,7 +61,7 @@ static expectation oracle(const uint8_t *body, size_t len, int inner) {
         x.code = HM_E_UNKNOWN_VERSION;
         return x;
     }
-    if (k < 2 || mt[1] != 0 || v[1] < 1 || v[1] > 15) { /* step 4 */
+    if (k < 2 || mt[1] != 0 || v[1] < 1 || v[1] > 15 || v[1] == 14) { /* step 4 */
         x.code = HM_E_UNKNOWN_TYPE;
         return x;
     }
@@ -71,7 +71,7 @@ static expectation oracle(const uint8_t *body, size_t len, int inner) {
     x.ack = (uint32_t)v[3];
     int unsequenced = x.type == 11 || x.type == 12 || x.type == 13;
     if (inner) { /* step 6 as SPEC §6.8 step 4 replaces it */
-        if (x.seq != 0 || x.ack != 0 || x.type == 14) {
+        if (x.seq != 0 || x.ack != 0) {
             x.code = HM_E_REASSEMBLY;
             return x;
         }
@@ -137,7 +137,6 @@ static void check_views(const hm_msg *m, const uint8_t *body, size_t len) {
         FUZZ_CHECK(inside(m->u.error.detail, body, len));
         FUZZ_CHECK(m->u.error.code >= 1 && m->u.error.code <= 8);
         break;
-    case HM_MSG_FRAGMENT: FUZZ_CHECK(inside(m->u.fragment.chunk, body, len)); break;
     default: break;
     }
 }
@@ -171,13 +170,13 @@ static void one_way(const uint8_t *data, size_t size, int inner) {
     len = 12345;
     FUZZ_CHECK(hm_msg_encode(&m, inner, out, size - 1, &len) == HM_E_TOO_LARGE);
     FUZZ_CHECK(len == 12345);
-    /* the other direction's rules: inner refuses seq/ack/FRAGMENT, outer the seq rule */
+    /* the other direction's rules: inner refuses seq/ack, outer the seq rule */
     hm_error_code other = hm_msg_encode(&m, !inner, out, size, &len);
     if (inner) {
         FUZZ_CHECK(other == ((m.type == 11 || m.type == 12 || m.type == 13) ? HM_OK
                                                                               : HM_E_MALFORMED));
     } else {
-        FUZZ_CHECK(other == ((m.seq || m.ack || m.type == 14) ? HM_E_MALFORMED : HM_OK));
+        FUZZ_CHECK(other == ((m.seq || m.ack) ? HM_E_MALFORMED : HM_OK));
     }
     free(out);
 }

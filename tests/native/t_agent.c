@@ -18,7 +18,7 @@
  *                       records_released / records_returned, ring pinned
  *   state               session next_seq snd_una snd_nxt expected rto max_frame window
  *                       wall_ms
- *   sizes               sizeof hm_agent, hm_ring, hm_packer, hm_knowledge, hm_reasm,
+ *   sizes               sizeof hm_agent, hm_ring, hm_packer, hm_knowledge, hm_join,
  *                       hm_frame_rx, the queue
  *   resume boot         a warm reset: hm_agent_init again on the same struct with the
  *                       last init's configuration, this boot counter and resume = 1:

@@ -1,5 +1,5 @@
 /* Native test program for the wire modules: hm_crc32, hm_frame, hm_cbor, hm_msg,
- * hm_frag. Driven by tests/test_native_wire.py through the hexio protocol, one
+ * hm_frag (frame pieces). Driven by tests/test_native_wire.py through the hexio protocol, one
  * request per line, one answer line each:
  *
  *   selftest                          -> ok <checks> | fail <line> <what>
@@ -17,11 +17,6 @@
  *   msg_encode_inner <type> <fields...>
  *                                     -> x<body> | err <code> | unrepresentable
  *                                        (a value the C struct cannot hold)
- *   frag_split x<inner> <max_frame> <first_seq> <ack>
- *                                     -> x<fragment body>... | err <code>
- *   frag_reassemble <limit> x<body>...
- *                                     -> per body: more | too-large | reassembly |
- *                                        notfrag | x<inner> <inner decode code>
  *   piece_split x<body> <max_frame>   -> x<frame body>... | none (cannot be cut)
  *   body_seq x<bytes>                 -> <hm_body_seq>
  *   piece_join <limit> x<frame body>...
@@ -45,7 +40,6 @@
 
 static uint8_t out_buf[HEXIO_MAX_BYTES * 2];
 static hm_frame_rx rx;
-static hm_reasm ra;
 
 /* ---- struct member access, by hand --------------------------------------------- */
 
@@ -99,10 +93,6 @@ static int slots_of(hm_msg *m, slot *s) {
     } break;
     case HM_MSG_LOG: U(m->u.log.level), B(m->u.log.text); break;
     case HM_MSG_ERROR: U(m->u.error.code), U(m->u.error.ref), B(m->u.error.detail); break;
-    case HM_MSG_FRAGMENT: {
-        hm_msg_fragment *x = &m->u.fragment;
-        U(x->msg_id), U(x->offset), U(x->total), B(x->chunk);
-    } break;
     case HM_MSG_PROOF: B(m->u.proof.signature); break;
     default: break; /* STATUS_REQUEST, ACK: no fields */
     }
@@ -266,53 +256,6 @@ static void cmd_msg_encode(const hexio_req *q, int inner) {
     } else {
         hexio_word("err");
         hexio_num(e);
-    }
-}
-
-static void cmd_frag_split(const hexio_req *q) {
-    size_t max_frame = (size_t)q->num[1];
-    size_t count = hm_frag_count(q->len[0], max_frame);
-    if (q->num[2] > 0xFFFFFFFFu || q->num[3] > 0xFFFFFFFFu) {
-        hexio_word("unrepresentable");
-        return;
-    }
-    for (size_t i = 0; i < count; i++) {
-        size_t len = 0;
-        hm_error_code e = hm_frag_encode(q->bytes[0], q->len[0], max_frame, i,
-                                         (uint32_t)q->num[2], (uint32_t)q->num[3], out_buf,
-                                         sizeof out_buf, &len);
-        if (e != HM_OK) {
-            hexio_word("err");
-            hexio_num(e);
-            return;
-        }
-        hexio_bytes(out_buf, len);
-    }
-}
-
-static void cmd_frag_reassemble(const hexio_req *q) {
-    if (q->num[0] > HM_MAX_MESSAGE || hm_reasm_init(&ra, (uint32_t)q->num[0]) != 0) {
-        hexio_word("badlimit");
-        return;
-    }
-    for (int a = 1; a < q->argc; a++) {
-        hm_msg m;
-        size_t len = 0;
-        if (hm_msg_decode(q->bytes[a], q->len[a], 0, &m) != HM_OK ||
-            m.type != HM_MSG_FRAGMENT) {
-            hexio_word("notfrag");
-            continue;
-        }
-        hm_error_code e = hm_reasm_add(&ra, &m.u.fragment, &len);
-        if (e != HM_OK) {
-            hexio_word(hm_error_name(e));
-        } else if (len == 0) {
-            hexio_word("more");
-        } else {
-            hm_msg inner;
-            hexio_bytes(ra.buf, len);
-            hexio_num(hm_msg_decode(ra.buf, len, 1, &inner));
-        }
     }
 }
 
@@ -710,6 +653,10 @@ static void test_msg(void) {
     CHECK(hm_msg_encode(&m, 1, buf, sizeof buf, &len) == HM_E_MALFORMED); /* ack != 0 */
     m.type = HM_MSG_FRAGMENT, m.ack = 0;
     CHECK(hm_msg_encode(&m, 1, buf, sizeof buf, &len) == HM_E_MALFORMED);
+    m.seq = 5; /* FRAGMENT is retired (SPEC §5.14): never encoded, decoded as unknown */
+    CHECK(hm_msg_encode(&m, 0, buf, sizeof buf, &len) == HM_E_MALFORMED);
+    CHECK(hm_msg_decode((const uint8_t *)"\x88\x01\x0e\x05\x00\x00\x00\x00\x40", 9, 0, &m) ==
+              HM_E_UNKNOWN_TYPE && m.seq == 5 && m.type == 0);
     /* HELLO: bytes bounds, text, and every too-small buffer */
     memset(&m, 0, sizeof m);
     m.type = HM_MSG_HELLO, m.seq = 1;
@@ -763,60 +710,6 @@ static void test_msg(void) {
           HM_E_REASSEMBLY);
 }
 
-static void test_frag(void) {
-    static uint8_t inner[HM_MAX_MESSAGE + 1], body[600];
-    hm_msg m;
-    size_t len = 0, got = 0;
-    CHECK(hm_frag_chunk_size(128) == 93 && hm_frag_chunk_size(512) == 477);
-    CHECK(hm_frag_chunk_size(35) == 0 && hm_frag_chunk_size(36) == 1);
-    CHECK(hm_frag_count(729, 128) == 8 && hm_frag_count(0, 128) == 0);
-    CHECK(hm_frag_count(93, 128) == 1 && hm_frag_count(94, 128) == 2);
-    CHECK(hm_frag_count(10, 35) == 0);
-    for (size_t i = 0; i < sizeof inner; i++) inner[i] = (uint8_t)rnd();
-    CHECK(hm_frag_encode(inner, 100, 128, 2, 3, 2, body, sizeof body, &len) == HM_E_MALFORMED);
-    CHECK(hm_frag_encode(inner, 100, 128, 0, 0, 2, body, sizeof body, &len) == HM_E_MALFORMED);
-    CHECK(hm_frag_encode(inner, 100, 128, 1, 0xFFFFFFFFu, 2, body, sizeof body, &len) ==
-          HM_E_MALFORMED);
-    CHECK(hm_frag_encode(inner, 100, 128, 0, 0xFFFFFFFFu, 2, body, sizeof body, &len) == HM_OK);
-    CHECK(hm_frag_encode(inner, 100, 128, 0, 1, 2, body, 20, &len) == HM_E_TOO_LARGE);
-    CHECK(hm_reasm_init(&ra, HM_MAX_MESSAGE + 1) == -1);
-    /* every fragment of every size fits its frame; reassembly gives the inner back */
-    for (size_t mf = 128; mf <= 512; mf += 64) {
-        CHECK(hm_reasm_init(&ra, HM_MAX_MESSAGE) == 0);
-        size_t count = hm_frag_count(HM_MAX_MESSAGE, mf);
-        for (size_t i = 0; i < count; i++) {
-            CHECK(hm_frag_encode(inner, HM_MAX_MESSAGE, mf, i, 0xFFFFFFFFu - (uint32_t)count,
-                                 0xFFFFFFFFu, body, sizeof body, &len) == HM_OK);
-            CHECK(len + 4 <= mf);
-            CHECK(hm_msg_decode(body, len, 0, &m) == HM_OK);
-            CHECK(hm_reasm_add(&ra, &m.u.fragment, &got) == HM_OK);
-            CHECK((got != 0) == (i + 1 == count));
-        }
-        CHECK(got == HM_MAX_MESSAGE && memcmp(ra.buf, inner, got) == 0 && !ra.busy);
-    }
-    /* limits and the error paths */
-    hm_msg_fragment f = {1, 0, 10, {inner, 5}};
-    CHECK(hm_reasm_init(&ra, 9) == 0);
-    CHECK(hm_reasm_add(&ra, &f, &got) == HM_E_TOO_LARGE && !ra.busy);
-    CHECK(hm_reasm_init(&ra, 10) == 0);
-    CHECK(hm_reasm_add(&ra, &f, &got) == HM_OK && got == 0 && ra.busy);
-    CHECK(hm_reasm_add(&ra, &f, &got) == HM_E_REASSEMBLY && !ra.busy); /* restart */
-    f.offset = 5;
-    CHECK(hm_reasm_add(&ra, &f, &got) == HM_E_REASSEMBLY); /* idle */
-    f.offset = 0, f.chunk.len = 11;
-    CHECK(hm_reasm_add(&ra, &f, &got) == HM_E_REASSEMBLY && !ra.busy); /* overrun */
-    f.chunk.len = 0;
-    CHECK(hm_reasm_add(&ra, &f, &got) == HM_E_REASSEMBLY); /* empty */
-    f.chunk.len = 4;
-    CHECK(hm_reasm_add(&ra, &f, &got) == HM_OK && got == 0);
-    f.offset = 4, f.msg_id = 2;
-    CHECK(hm_reasm_add(&ra, &f, &got) == HM_E_REASSEMBLY); /* other msg_id */
-    f.offset = 0, f.msg_id = 1, f.total = 4;
-    CHECK(hm_reasm_add(&ra, &f, &got) == HM_OK && got == 4);
-    hm_reasm_reset(&ra);
-    CHECK(!ra.busy);
-}
-
 static void cmd_selftest(void) {
     checks = 0;
     failed_line = 0;
@@ -826,7 +719,6 @@ static void cmd_selftest(void) {
     test_cbor_writer();
     test_cbor_reader();
     test_msg();
-    test_frag();
     if (failed_line) {
         hexio_word("fail");
         hexio_num((uint64_t)failed_line);
@@ -850,8 +742,6 @@ int main(void) {
         else if (!strcmp(q.cmd, "msg_decode")) cmd_msg_decode(&q);
         else if (!strcmp(q.cmd, "msg_encode")) cmd_msg_encode(&q, 0);
         else if (!strcmp(q.cmd, "msg_encode_inner")) cmd_msg_encode(&q, 1);
-        else if (!strcmp(q.cmd, "frag_split")) cmd_frag_split(&q);
-        else if (!strcmp(q.cmd, "frag_reassemble")) cmd_frag_reassemble(&q);
         else if (!strcmp(q.cmd, "piece_split")) cmd_piece_split(&q);
         else if (!strcmp(q.cmd, "piece_join")) cmd_piece_join(&q);
         else if (!strcmp(q.cmd, "body_seq")) hexio_num(hm_body_seq(q.bytes[0], q.len[0]));

@@ -79,26 +79,6 @@ void eva_msg(void) {
     (void)hm_msg_decode(wire, len, Frama_C_interval(0, 1), &m);
 }
 
-/* Reassembly: a run of FRAGMENTs with any msg_id, offset, total and chunk (any bytes,
- * any length up to the frame: a decoded FRAGMENT's chunk lies inside its frame), with
- * resets in between, against any limit (also one init refuses). */
-static hm_reasm ra;
-
-void eva_frag(void) {
-    size_t len = any_input(), inner_len;
-    if (hm_reasm_init(&ra, Frama_C_unsigned_int_interval(0, 2 * HM_MAX_MESSAGE)) != 0) return;
-    for (int i = 0; i < 64; i++) {
-        hm_msg_fragment f;
-        f.msg_id = Frama_C_unsigned_int_interval(0, UINT32_MAX);
-        f.offset = Frama_C_unsigned_int_interval(0, UINT32_MAX);
-        f.total = Frama_C_unsigned_int_interval(0, UINT32_MAX);
-        f.chunk.ptr = wire;
-        f.chunk.len = Frama_C_size_t_interval(0, len);
-        if (Frama_C_interval(0, 7) == 0) hm_reasm_reset(&ra);
-        (void)hm_reasm_add(&ra, &f, &inner_len);
-    }
-}
-
 /* Frame pieces (SPEC §6.8): a run of frame bodies with any bytes (any head) and any
  * length up to the frame, with resets in between, joined against any limit (also one
  * init refuses); the seq a too-large refusal names is read from each. */

@@ -33,7 +33,6 @@ NAMES = {
     "LOG": (11, ("level", "text")),
     "ERROR": (12, ("code", "ref", "detail")),
     "ACK": (13, ()),
-    "FRAGMENT": (14, ("msg_id", "offset", "total", "chunk")),
     "PROOF": (15, ("signature",)),
 }
 TYPE_NAMES = {v[0]: k for k, v in NAMES.items()}

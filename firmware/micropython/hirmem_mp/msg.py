@@ -22,7 +22,7 @@ STATUS = const(10)
 LOG = const(11)
 ERROR = const(12)
 ACK = const(13)
-FRAGMENT = const(14)
+FRAGMENT = const(14)  # retired (SPEC 5.14): no fields, an unknown type
 PROOF = const(15)
 
 E_UNKNOWN_VERSION = const(1)
@@ -55,7 +55,7 @@ KINDS = (
     "at",  # 11 LOG
     "elt",  # 12 ERROR
     "",  # 13 ACK
-    "lllb",  # 14 FRAGMENT
+    "",  # 14 FRAGMENT, retired: refused at step 4
     "g",  # 15 PROOF
 )
 _MAXV = {"w": 0xFFFF, "l": _U32, "q": 0xFFFFFFFFFFFFFFFF, "f": 0x10000, "s": 2, "x": 15,
@@ -130,7 +130,8 @@ def decode(body, accepts: int, inner: bool = False) -> list:
     """The message as a list [1, type, seq, ack, fields...], or MsgError (SPEC 4.3).
 
     accepts is a bit set of the types this receiver takes (1 << type). With inner (a
-    reassembled body, SPEC 6.8) seq and ack must be 0 and the type not FRAGMENT.
+    body without its sequencing) seq and ack must be 0. FRAGMENT (14) is retired: an
+    unknown type whatever accepts says.
     """
     try:
         m = cbor.decode(body)
@@ -144,14 +145,15 @@ def decode(body, accepts: int, inner: bool = False) -> list:
         ref = seq
     if type(v) is not int or v != 1:  # noqa: E721
         raise MsgError(E_UNKNOWN_VERSION, ref, "unsupported version; this peer speaks 1")
-    if type(t) is not int or t < 1 or t > PROOF or not (accepts >> t) & 1:  # noqa: E721
+    if (type(t) is not int or t < 1 or t > PROOF or t == FRAGMENT  # noqa: E721
+            or not (accepts >> t) & 1):
         raise MsgError(E_UNKNOWN_TYPE, ref, "unknown message type " + str(t))
     if (type(seq) is not int or type(ack) is not int or not 0 <= seq <= _U32  # noqa: E721
             or not 0 <= ack <= _U32):
         raise MsgError(E_MALFORMED, ref, "seq or ack out of range")
     if inner:
-        if seq != 0 or ack != 0 or t == FRAGMENT:
-            raise MsgError(E_REASSEMBLY, ref, "reassembled body with seq/ack or a fragment")
+        if seq != 0 or ack != 0:
+            raise MsgError(E_REASSEMBLY, ref, "inner body with seq/ack")
     elif sequenced(t) != (seq != 0):
         raise MsgError(E_MALFORMED, ref, "seq does not fit the type")
     kinds = KINDS[t]

@@ -2,8 +2,8 @@
 
 A simulated device captures sensor readings, gates them (Q16.16 HIR gate),
 hashes and chains the records, signs them into a COSE_Sign1 memory pack and
-offers it in FRAGMENT frames over a byte channel that flips bits, drops bytes
-and injects garbage. The receiving side decodes the stream, reassembles,
+offers it in frame pieces over a byte channel that flips bits, drops bytes
+and injects garbage. The receiving side decodes the stream, joins the pieces,
 verifies the pack and its records, and the demo checks that every captured
 record arrived intact. Then it shows how the verifier refuses a duplicate, a
 tampered pack and a rollback. Everything printed is measured in this run.

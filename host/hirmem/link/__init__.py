@@ -2,7 +2,7 @@
 
 Holds: ``transport`` (one interface for serial ports, ``socket://``, ``rfc2217://`` and
 ptys), ``session`` (SPEC §5 to §8 as a sans-IO state machine: handshake, go-back-N,
-fragments, packs offered and answered) and ``line`` (a session driven over a transport
+frame pieces, packs offered and answered) and ``line`` (a session driven over a transport
 with a real clock: :class:`~hirmem.link.line.Link`).
 
 May import: :mod:`hirmem.protocol`.

@@ -1,10 +1,10 @@
 """The contract as the host implements it: protocol/SPEC.md and protocol/hirmem.cddl.
 
 Holds: ``cbor`` (deterministic CBOR), ``frames`` (COBS + CRC-32), ``messages``,
-``fragments``, ``records``, ``gate`` and ``fixedpoint`` (the HIR gate in Q16.16 and in
-floating point), ``packs`` (COSE_Sign1 memory and knowledge packs), ``keys`` (Ed25519
-keys, key ids and key files), ``identity`` (fold + FNV-1a) and ``errors`` (the
-:class:`HirmemError` family that every package raises).
+``pieces`` (frame pieces, §6.8), ``records``, ``gate`` and ``fixedpoint`` (the HIR
+gate in Q16.16 and in floating point), ``packs`` (COSE_Sign1 memory and knowledge
+packs), ``keys`` (Ed25519 keys, key ids and key files), ``identity`` (fold + FNV-1a)
+and ``errors`` (the :class:`HirmemError` family that every package raises).
 
 May import: nothing of hirmem outside this package. Every other package may import it.
 

@@ -42,7 +42,7 @@ class MsgType(IntEnum):
     LOG = 11
     ERROR = 12
     ACK = 13
-    FRAGMENT = 14
+    FRAGMENT = 14  # retired (SPEC §5.14): no message class, decoded as an unknown type
     PROOF = 15
 
 
@@ -64,7 +64,7 @@ class Capability(IntEnum):
     CAPTURE = 1 << 0  # accepts host-injected captures
     KNOWLEDGE = 1 << 1  # verifies and keeps knowledge packs
     SENSOR = 1 << 2  # has a sensor producing captures of its own
-    FRAGMENTS = 1 << 3  # reassembles FRAGMENT messages
+    FRAGMENTS = 1 << 3  # joins bodies sent in frame pieces (§6.8)
     STATUS = 1 << 4  # answers STATUS_REQUEST
 
 
@@ -272,16 +272,6 @@ class Ack(Message):
 
 
 @dataclass(frozen=True, slots=True)
-class Fragment(Message):
-    TYPE = MsgType.FRAGMENT
-    FIELDS = (UINT32, UINT32, UINT32, BSTR)
-    msg_id: int  # seq of the message's first fragment
-    offset: int
-    total: int
-    chunk: bytes
-
-
-@dataclass(frozen=True, slots=True)
 class Proof(Message):
     """The device's first sequenced message of a session: it holds its key (§5.15)."""
 
@@ -306,7 +296,6 @@ CLASSES: dict[int, type[Message]] = {
         Log,
         Error,
         Ack,
-        Fragment,
         Proof,
     )
 }
@@ -370,14 +359,13 @@ def _names(cls: type[Message]) -> tuple[str, ...]:
 def encode_message(message: Message, seq: int = 0, ack: int = 0, *, inner: bool = False) -> bytes:
     """Encode a message body; checks every field so bad bodies never reach the wire.
 
-    ``inner`` encodes a message to be carried in fragments (seq 0, ack 0).
+    ``inner`` encodes a message without its sequencing (seq 0, ack 0), as the
+    retired FRAGMENT carried it; the daemon sizes a knowledge push by it.
     """
     cls = type(message)
     if inner:
-        if seq != 0 or ack != 0 or message.TYPE == MsgType.FRAGMENT:
-            raise MessageError(
-                ErrorCode.MALFORMED, "a message carried in fragments has seq 0, ack 0"
-            )
+        if seq != 0 or ack != 0:
+            raise MessageError(ErrorCode.MALFORMED, "an inner message has seq 0, ack 0")
     elif (message.TYPE in UNSEQUENCED) != (seq == 0):
         want = "0" if message.TYPE in UNSEQUENCED else "≥ 1"
         raise MessageError(ErrorCode.MALFORMED, f"{cls.__name__} must have seq {want}, got {seq}")
@@ -412,8 +400,9 @@ def peek_header(body: bytes) -> tuple[int, int, int] | None:
 def decode_message(body: bytes, *, inner: bool = False) -> Envelope:
     """Decode and check a frame body; raise MessageError (with its wire ErrorCode).
 
-    ``inner`` decodes a reassembled message carried in fragments: its seq and ack
-    are 0, the fragments carried the sequencing.
+    ``inner`` decodes a message without its sequencing: its seq and ack are 0
+    (SPEC §4.3 step 6, as the retired FRAGMENT carried it). Type 14 (FRAGMENT, retired)
+    has no class: it is an unknown type (§5.14).
     """
     try:
         item = cbor.decode(body)
@@ -433,10 +422,8 @@ def decode_message(body: bytes, *, inner: bool = False) -> Envelope:
         if type(value) is not int or not 0 <= value <= U32:
             raise MessageError(ErrorCode.MALFORMED, f"{name} must be in 0..{U32}, got {value!r}")
     if inner:
-        if seq != 0 or ack != 0 or cls.TYPE == MsgType.FRAGMENT:
-            raise MessageError(
-                ErrorCode.REASSEMBLY, "a reassembled message has seq 0, ack 0 and is no fragment"
-            )
+        if seq != 0 or ack != 0:
+            raise MessageError(ErrorCode.REASSEMBLY, "an inner message has seq 0, ack 0")
     elif (cls.TYPE in UNSEQUENCED) != (seq == 0):
         want = "0" if cls.TYPE in UNSEQUENCED else "≥ 1"
         raise MessageError(ErrorCode.MALFORMED, f"{cls.__name__} must have seq {want}, got {seq}")

@@ -130,9 +130,8 @@ def describe_message(message: Message) -> str:
     return " ".join(parts)
 
 
-def describe_body(body: bytes, *, inner: bool = False) -> tuple[str, Message | None, int]:
-    """(line, decoded message or None, seq) for one frame body (``inner``: an inner
-    body of the retired FRAGMENT message, seq and ack 0)."""
+def describe_body(body: bytes) -> tuple[str, Message | None, int]:
+    """(line, decoded message or None, seq) for one frame body."""
     try:
         item = cbor.decode(body)
     except CborError as exc:
@@ -144,7 +143,7 @@ def describe_body(body: bytes, *, inner: bool = False) -> tuple[str, Message | N
     if version != 1:
         head += f" version={version!r}"
     try:
-        envelope = decode_message(body, inner=inner)
+        envelope = decode_message(body)
     except MessageError as exc:
         raw = [show_value(v) for v in item[4:]]
         return " ".join([head, *raw, f"({exc})"]), None, 0
