@@ -96,6 +96,7 @@ SESSION_HELP: dict[str, tuple[str, str]] = {
     "fragments_in": ("Frame pieces received (SPEC §6.8).", ""),
     "fragments_out": ("Frame pieces sent (SPEC §6.8).", ""),
     "reassembled": ("Messages joined from frame pieces.", ""),
+    "pieces_refused": ("Frame pieces refused (SPEC §6.8), by kind.", "kind"),
     "captures_sent": ("CAPTURE requests sent to the device.", ""),
     "capture_results": ("CAPTURE results received.", ""),
     "own_captures": ("Captures the device reported on its own.", ""),
