@@ -30,12 +30,13 @@ from board_host import provisioned
 from hirmem.cli.commands import status_rows
 from hirmem.daemon.config import ConfigError, build_config, load_config
 from hirmem.daemon.service import Daemon, render_metrics, sign_knowledge
-from hirmem.daemon.store import Store, now_ms
+from hirmem.daemon.store import Store
 from hirmem.emulation.faultproxy import BYTE_KINDS, Direction, FaultKind, FaultPlan, FaultProxy
 from hirmem.emulation.provision import HostTrust, SlotSettings
 from hirmem.emulation.qemu import QemuBoard
 from hirmem.emulation.rogue import RogueDevice
 from hirmem.emulation.simdevice import SimDevice
+from hirmem.protocol.clock import now_ms
 from hirmem.protocol.identity import triple_id
 from hirmem.protocol.keys import derive_test_key, write_key_file
 from hirmem.protocol.messages import PackStatus

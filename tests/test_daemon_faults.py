@@ -27,11 +27,11 @@ from hirmem.daemon.store import (
     REFUSALS_PER_DEVICE,
     DeviceLimits,
     Store,
-    now_ms,
 )
 from hirmem.emulation.rogue import RogueDevice
 from hirmem.emulation.simdevice import SimDevice
 from hirmem.link.line import FEED_SLICE
+from hirmem.protocol.clock import now_ms
 from hirmem.protocol.frames import encode_frame
 from hirmem.protocol.identity import triple_id
 from hirmem.protocol.keys import derive_test_key, write_key_file

@@ -15,8 +15,9 @@ from pathlib import Path
 from board_host import provisioned
 from hirmem.daemon.config import build_config
 from hirmem.daemon.service import Daemon, sign_knowledge
-from hirmem.daemon.store import Store, now_ms
+from hirmem.daemon.store import Store
 from hirmem.emulation.qemu import QemuBoard
+from hirmem.protocol.clock import now_ms
 from hirmem.protocol.identity import triple_id
 from hirmem.protocol.keys import derive_test_key
 from hirmem.protocol.packs import KnowledgeItem

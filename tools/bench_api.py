@@ -40,9 +40,10 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from bench_memory import bulk_insert, bulk_rows  # noqa: E402
 from hirmem.api.tokens import TokenStore  # noqa: E402
-from hirmem.daemon.store import Store, now_ms  # noqa: E402
+from hirmem.daemon.store import Store  # noqa: E402
 from hirmem.memory.config import MemoryConfig  # noqa: E402
 from hirmem.memory.engine import MemoryEngine  # noqa: E402
+from hirmem.protocol.clock import now_ms  # noqa: E402
 from hirmem.protocol.keys import derive_test_key  # noqa: E402
 from hirmem.protocol.packs import PackKind, sign_pack  # noqa: E402
 from hirmem.protocol.records import GENESIS, Record, record_id  # noqa: E402

@@ -26,6 +26,7 @@ from hirmem.api.tokens import Principal, TokenStore
 from hirmem.daemon.reader import FleetReader
 from hirmem.memory import distill, evidence, review
 from hirmem.memory.engine import MemoryEngine
+from hirmem.protocol.clock import now_ms
 from hirmem.protocol.keys import ID_SIZE
 from hirmem.semantic.errors import ProvError
 
@@ -198,7 +199,7 @@ def _device_routes(app: FastAPI) -> None:
     @app.get("/v1/fleet", tags=["devices"], summary="active, silent and never-seen devices")
     def fleet_summary(request: Request, who: Read) -> dict[str, Any]:
         with fleet(request, who) as reader:
-            return views.fleet_summary(reader.devices(), views.now_ms())
+            return views.fleet_summary(reader.devices(), now_ms())
 
     @app.get("/v1/devices", tags=["devices"], summary="the device table, paged")
     def devices(request: Request, who: Read, cursor: Cursor = None, limit: Limit = 100

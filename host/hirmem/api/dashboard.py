@@ -28,6 +28,7 @@ from hirmem.api.sources import Sources
 from hirmem.api.tokens import Principal, TokenStore
 from hirmem.memory import distill, evidence, review
 from hirmem.memory.engine import MemoryEngine
+from hirmem.protocol.clock import now_ms
 from hirmem.protocol.errors import HirmemError
 
 HERE = Path(__file__).parent
@@ -40,7 +41,7 @@ templates.env.filters["when"] = lambda ms: (
     "-" if ms is None else time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000)) + "Z"
 )
 templates.env.filters["ago"] = lambda ms: (
-    "never" if ms is None else f"{max(0.0, (views.now_ms() - ms) / 1000):.0f} s ago"
+    "never" if ms is None else f"{max(0.0, (now_ms() - ms) / 1000):.0f} s ago"
 )
 
 
@@ -102,7 +103,7 @@ def intake_p99(metrics_text: bytes) -> tuple[int, float | None]:
 
 def _overview(request: Request, who: Principal) -> dict[str, Any]:
     api: Api = request.app.state.api
-    now = views.now_ms()
+    now = now_ms()
     with api.sources.fleet(who.tenant) as reader:
         fleet = views.fleet_summary(reader.devices(), now)
         refusals = views.refusals_by_reason(reader)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import statistics
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,14 +15,12 @@ from hirmem.daemon.reader import DeviceRow, FleetReader, StoredPack
 from hirmem.memory.audit import Verification
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.model import Layer, Memory, State
+from hirmem.protocol.clock import now_ms
 from hirmem.protocol.packs import Reason
 
 SILENT_AFTER_MS = 60_000  # a device heard from longer ago than this is silent
 TIMELINE_PACKS = 200  # the latest packs a device's timeline shows
 
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def reason_name(code: int) -> str:

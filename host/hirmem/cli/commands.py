@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 from hirmem.cli import options
 from hirmem.daemon.config import ConfigError, DaemonConfig, load_config
 from hirmem.daemon.service import Daemon, setup_logging, sign_knowledge, undeliverable
-from hirmem.daemon.store import DeviceRow, OutboxStatus, Store, StoreError, now_ms
+from hirmem.daemon.store import DeviceRow, OutboxStatus, Store, StoreError
+from hirmem.protocol.clock import now_ms
 from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.identity import triple_id
 from hirmem.protocol.keys import ID_SIZE, SigningKey, read_key_file, write_key_file

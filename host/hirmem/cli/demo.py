@@ -36,10 +36,11 @@ from pathlib import Path
 
 from hirmem.daemon.config import build_config
 from hirmem.daemon.service import Daemon, StructuredFormatter, sign_knowledge
-from hirmem.daemon.store import Store, now_ms
+from hirmem.daemon.store import Store
 from hirmem.emulation.provision import HostTrust, SlotSettings, provision_image
 from hirmem.emulation.qemu import QemuBoard, terminate_on_signals
 from hirmem.emulation.rogue import RogueDevice
+from hirmem.protocol.clock import now_ms
 from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.gate import verdict_of
 from hirmem.protocol.identity import triple_id

@@ -52,8 +52,9 @@ from urllib.parse import urlsplit
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from hirmem.daemon.config import FleetConfig
-from hirmem.daemon.store import OutboxPack, Store, now_ms
+from hirmem.daemon.store import OutboxPack, Store
 from hirmem.protocol import httpsig
+from hirmem.protocol.clock import now_ms
 from hirmem.protocol.keys import read_key_file
 
 CONTENT_TYPE = 'application/cose; cose-type="cose-sign1"'

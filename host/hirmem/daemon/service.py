@@ -41,7 +41,7 @@ from hirmem.daemon.config import DaemonConfig, DeviceConfig
 from hirmem.daemon.endpoint import Endpoint
 from hirmem.daemon.intake import StoreIntake
 from hirmem.daemon.metrics import daemon_registry, render_metrics
-from hirmem.daemon.store import DeviceLimits, Store, now_ms
+from hirmem.daemon.store import DeviceLimits, Store
 from hirmem.link.line import Link
 from hirmem.link.session import (
     Counters,
@@ -72,6 +72,7 @@ from hirmem.link.transport import (
     TransportStalled,
     make_transport,
 )
+from hirmem.protocol.clock import now_ms
 from hirmem.protocol.keys import SigningKey
 from hirmem.protocol.messages import (
     KnowledgePush,

@@ -32,13 +32,13 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 from hirmem.protocol import cbor
+from hirmem.protocol.clock import now_ms
 from hirmem.protocol.errors import HirmemError, PackError
 from hirmem.protocol.keys import ID_SIZE, PublicKey, key_id
 from hirmem.protocol.packs import (
@@ -280,9 +280,6 @@ PACK_RECORDS_SQL = (
 class StoreError(HirmemError):
     """The store cannot do what was asked (unknown device, a bad key, a damaged file)."""
 
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,8 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from hirmem.fleet.tenant import TenantStore, now_ms
+from hirmem.fleet.tenant import TenantStore
+from hirmem.protocol.clock import now_ms
 from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.keys import ID_SIZE, key_id
 from hirmem.sql.backend import Backend, PostgresBackend, SqliteBackend

@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hirmem.daemon.reader import DeviceRow, StoredPack
 from hirmem.fleet.refusals import PACK_REASONS, STATUS
 from hirmem.protocol import cbor
+from hirmem.protocol.clock import now_ms
 from hirmem.protocol.errors import HirmemError, PackError
 from hirmem.protocol.keys import ID_SIZE, PublicKey, key_id
 from hirmem.protocol.packs import (
@@ -137,9 +137,6 @@ def _nowhere(kid: bytes) -> bool:
 class TenantStoreError(HirmemError):
     """A registry change the store cannot make (a device with another key, …)."""
 
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import copy
 import os
-import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ from enum import Enum
 from typing import Protocol
 
 from hirmem.protocol import pieces
+from hirmem.protocol.clock import now_ms
 from hirmem.protocol.errors import FrameError, HirmemError, MessageError, PackError
 from hirmem.protocol.frames import CRC_SIZE, MIN_MAX_FRAME, FrameDecoder, encode_frame
 from hirmem.protocol.keys import ID_SIZE, PublicKey
@@ -624,8 +624,7 @@ def _cut(text: str, limit: int) -> str:
     return data[:limit].decode("utf-8", "ignore")
 
 
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
+_wall_ms = now_ms
 
 
 class Session:

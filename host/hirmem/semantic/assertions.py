@@ -30,24 +30,21 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from hirmem.protocol.clock import now_ms
 from hirmem.protocol.identity import fold, triple_id
 from hirmem.semantic.errors import Erased, LedgerError, ProvError
 from hirmem.semantic.names import NameIndex
 from hirmem.semantic.values import OPEN, Claim, Triple, confidence
 
-__all__ = ["Edge", "Ledger", "Lifted", "SQLiteLedger", "Source", "Tombstone", "now_ms"]
+__all__ = ["Edge", "Ledger", "Lifted", "SQLiteLedger", "Source", "Tombstone"]
 
 SourceKind = Literal["extracted", "supplied", "derived"]
 
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)

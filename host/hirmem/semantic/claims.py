@@ -36,12 +36,12 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 
+from hirmem.protocol.clock import now_ms
 from hirmem.protocol.identity import fnv1a64, fold
 from hirmem.semantic import refusals
 from hirmem.semantic.errors import SemanticError
@@ -321,7 +321,7 @@ class ClaimStore:
         self, ontology: Ontology, path: str = ":memory:", clock: Callable[[], int] | None = None
     ) -> None:
         self.ontology = ontology
-        self.clock = clock if clock is not None else (lambda: time.time_ns() // 1_000_000)
+        self.clock = clock if clock is not None else now_ms
         # the names a subject is known by to a reader (its entity's aliases in the readable
         # containers); the composing substrate sets it, alone a name is only itself
         self.names: Callable[[str, Collection[str]], Collection[str]] | None = None

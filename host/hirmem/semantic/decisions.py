@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from hirmem.semantic.assertions import now_ms
+from hirmem.protocol.clock import now_ms
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.prov import Log
 

@@ -16,11 +16,11 @@ Invariants:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from hirmem.protocol.clock import now_ms
 from hirmem.semantic.errors import PipelineError, Refused
 from hirmem.semantic.values import Chunk, Doc, Triple
 
@@ -99,8 +99,7 @@ class Result:
     rejected: list[Rejection] = field(default_factory=list)
 
 
-def _ms() -> int:
-    return time.time_ns() // 1_000_000
+_ms = now_ms  # the stage clock: wall-clock milliseconds
 
 
 def whole(doc: Doc) -> list[Chunk]:

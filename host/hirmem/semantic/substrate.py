@@ -62,7 +62,8 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hirmem.semantic.assertions import Edge, Ledger, Lifted, SQLiteLedger, Tombstone, now_ms
+from hirmem.protocol.clock import now_ms
+from hirmem.semantic.assertions import Edge, Ledger, Lifted, SQLiteLedger, Tombstone
 from hirmem.semantic.claims import READING, ClaimRow, ClaimStore, Statement
 from hirmem.semantic.decisions import (
     Cause,
