@@ -55,7 +55,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
 from hirmem.fleet.refusals import STATUS, TITLES
-from hirmem.fleet.registry import Registry
+from hirmem.fleet.registry import ENV_REGISTRY, Registry
 from hirmem.fleet.tenant import Accepted, Refused
 from hirmem.protocol.httpsig import HttpSignatureError, NonceCache, verify_request
 from hirmem.protocol.packs import MAX_PACK
@@ -80,6 +80,8 @@ class FleetConfig:
     max_skew: int = 300
     pg_pool: int = 8
     consolidate_every: float = 0.0  # seconds between consolidation rounds here; 0: none
+    registry: str | None = None  # a PostgreSQL registry's conninfo; None: directory/fleet.db
+    secret: bytes | None = None  # the fleet secret (seals checkpoint keys in a PG registry)
 
 
 def _is_cose(content_type: str | None) -> bool:
@@ -130,7 +132,9 @@ class FleetNode:
 
     def __init__(self, config: FleetConfig) -> None:
         self.config = config
-        self.registry = Registry(config.directory, config.pg_pool)
+        self.registry = Registry(
+            config.directory, config.pg_pool, registry=config.registry, secret=config.secret
+        )
         self.nonces = NonceCache()
         self.inflight = 0
         self.overloaded = 0  # 503s answered since start
@@ -147,7 +151,10 @@ class FleetNode:
         with self._consolidator_lock:
             if self.consolidator is None:
                 self.consolidator = Consolidator(
-                    self.config.directory, self.worker_id, locate=self.registry.postgres_of
+                    self.config.directory,
+                    self.worker_id,
+                    locate=self.registry.postgres_of,
+                    key_of=self.registry.checkpoint_key,
                 )
             return self.consolidator
 
@@ -329,11 +336,16 @@ def create_app(config: FleetConfig) -> Starlette:
 def app_from_env() -> Starlette:
     """The app factory uvicorn's workers call (``hirmem fleet serve --workers N``)."""
     env: Callable[[str, str], str] = lambda k, d: os.environ.get(k, d)  # noqa: E731
+    from hirmem.fleet.sealing import read_secret
+
     return create_app(
         FleetConfig(
             directory=Path(env("HIRMEM_FLEET_DIR", "fleet")),
             max_body=int(env("HIRMEM_FLEET_MAX_BODY", str(MAX_PACK))),
             max_inflight=int(env("HIRMEM_FLEET_MAX_INFLIGHT", "64")),
             pg_pool=int(env("HIRMEM_FLEET_PG_POOL", "8")),
+            registry=env(ENV_REGISTRY, "") or None,
+            secret=read_secret(),
+            consolidate_every=float(env("HIRMEM_FLEET_CONSOLIDATE_EVERY", "0")),
         )
     )
