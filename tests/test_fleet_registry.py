@@ -26,6 +26,7 @@ from hirmem.emulation import postgres
 from hirmem.fleet import registry as registry_module
 from hirmem.fleet.registry import Registry, RegistryError, create_database
 from hirmem.fleet.sealing import SealError, open_key, seal_key
+from hirmem.fleet.serving import create_token, token_store
 from hirmem.memory.engine import MemoryEngine
 from hirmem.protocol.keys import SigningKey, derive_test_key, read_key_file, write_key_file
 from hirmem.protocol.records import Record
@@ -214,6 +215,9 @@ def test_a_fleet_db_is_migrated_and_never_silently_ignored(
     for i in range(5):
         local.refuse(401, "stale", "", f"#{i}")
     key = local.checkpoint_key("acme")  # the file memory/acme.key
+    tokens = token_store(local)
+    token, _ = create_token(local, tokens, "acme", "ana", "review")
+    tokens.close()
     local.close()
     conninfo = fresh_db(pg, "hirmem_registry")
 
@@ -229,7 +233,8 @@ def test_a_fleet_db_is_migrated_and_never_silently_ignored(
     out = capsys.readouterr().out
     assert code == 0
     assert json.loads(out) == {"tenants": 1, "gateways": 2, "devices": 1, "refusals": 5,
-                               "refusal_counts": 1, "checkpoint_keys": 1}  # fmt: skip
+                               "refusal_counts": 1, "api_tokens": 1,
+                               "checkpoint_keys": 1}  # fmt: skip
     code = main(["fleet", "registry", "migrate", *d, "--secret-file", str(secret_file)])
     assert code == 2 and "already holds tenants" in capsys.readouterr().err
 
@@ -243,6 +248,13 @@ def test_a_fleet_db_is_migrated_and_never_silently_ignored(
         assert shared.refusal_counts() == {"stale": 5}
         shared.refuse(401, "stale", "", "#5")  # the sequence goes on after the copied rows
         assert shared.refusals_kept() == 6
+        tokens = token_store(shared)  # in the registry's database, not a file of this node
+        try:
+            found = tokens.authenticate(token)
+            assert found is not None and (found.tenant, found.name) == ("acme", "ana")
+        finally:
+            tokens.close()
+        assert not (tmp_path / "elsewhere" / "fleet.db").exists()
     finally:
         shared.close()
 
@@ -325,6 +337,14 @@ def test_two_nodes_on_one_registry_sign_one_audit_chain(
             workers = {str(r[0]).split("-")[0] for r in db.execute(
                 "SELECT DISTINCT claimed_by FROM jobs")}  # fmt: skip
         assert workers == {str(n.proc.pid) for n in nodes}  # both consolidated
+        # a token made on one machine is accepted by both; both verify the one chain
+        assert main(["fleet", "token", "create", "--tenant", "acme", *admin]) == 0
+        token = capsys.readouterr().out.strip().splitlines()[-1]
+        for node in nodes:
+            reply = fleet_kit.request(node.port, "GET", "/v1/audit/verify", headers={
+                "Authorization": f"Bearer {token}"})  # fmt: skip
+            assert reply.status == 200 and reply.body["ok"] is True, reply.body
+            assert reply.body["records"] > 0
         # a gateway revoked on one machine is refused by the other's next request
         assert main(["fleet", "gateway", "revoke", gw.keyid, *admin]) == 0
         late = devices[0].pack(4)

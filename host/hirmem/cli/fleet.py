@@ -533,7 +533,7 @@ def _recall(args: argparse.Namespace, reg: Any, where: Path) -> int:
 def _token(args: argparse.Namespace, reg: Any, where: Path) -> int:
     from hirmem.fleet.serving import create_token, token_store
 
-    tokens = token_store(where)
+    tokens = token_store(reg)
     try:
         if args.token_command == "create":
             name = args.name or f"{args.tenant}-{args.scope}"

@@ -244,7 +244,7 @@ def create_app(config: FleetConfig) -> Starlette:
     from hirmem.fleet.serving import api_app, token_store
 
     node = FleetNode(config)
-    tokens = token_store(config.directory)
+    tokens = token_store(node.registry)
 
     async def put_pack(request: Request) -> Response:
         if node.inflight >= config.max_inflight:

@@ -46,6 +46,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from hirmem.api.tokens import SCHEMA as TOKENS_SCHEMA
 from hirmem.fleet.sealing import ENV_SECRET, SealError, open_key, seal_key
 from hirmem.fleet.tenant import TenantStore
 from hirmem.protocol.clock import now_ms
@@ -59,6 +60,7 @@ from hirmem.protocol.keys import (
     write_key_file,
 )
 from hirmem.sql.backend import Backend, PostgresBackend, SqliteBackend, Tx
+from hirmem.sql.dialect import to_postgres
 
 __all__ = [
     "ENV_REGISTRY",
@@ -540,7 +542,8 @@ def migrate(directory: str | Path, registry: str, secret: bytes | None) -> dict[
     ``registry``, in one transaction, with each PostgreSQL tenant's checkpoint key file
     (``memory/<tenant>.key``) sealed with ``secret``. ``fleet.db`` is only read. Refused:
     a registry that already has tenants, and a fleet with SQLite tenants (their files are
-    this machine's: move them to PostgreSQL first). Rows copied per table."""
+    this machine's: move them to PostgreSQL first). The API tokens of ``fleet.db`` come
+    along. Rows copied per table."""
     directory = Path(directory)
     source = directory / "fleet.db"
     if not source.is_file():
@@ -578,12 +581,23 @@ def migrate(directory: str | Path, registry: str, secret: bytes | None) -> dict[
                     for row in rows:
                         tx.run(f"INSERT INTO {table} ({columns}) VALUES ({marks})", tuple(row))
                         copied[table] += 1
-                assert secret is not None or not keys
+                has_tokens = src.execute(
+                    "SELECT count(*) FROM sqlite_master WHERE name = 'api_tokens'"
+                ).fetchone()[0]
+                if has_tokens:  # the API's bearer tokens (hirmem.fleet.serving.token_store)
+                    tx.run(to_postgres(TOKENS_SCHEMA))
+                    columns = "id, name, tenant, scope, digest, created, revoked"
+                    copied["api_tokens"] = 0
+                    for row in src.execute(f"SELECT {columns} FROM api_tokens ORDER BY created"):
+                        tx.run(f"INSERT INTO api_tokens ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                               tuple(row))  # fmt: skip
+                        copied["api_tokens"] += 1
                 for name, path in sorted(keys.items()):
+                    assert secret is not None  # checked above
                     key = read_key_file(path)
                     tx.run(
                         "INSERT INTO checkpoint_keys VALUES (?, ?, ?, ?)",
-                        (name, key.kid, seal_key(secret or b"", name, key), now_ms()),
+                        (name, key.kid, seal_key(secret, name, key), now_ms()),
                     )
                 copied["checkpoint_keys"] = len(keys)
         finally:
