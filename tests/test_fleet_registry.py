@@ -24,6 +24,7 @@ from fleet_kit import BACKENDS, Gateway, free_port, wait_healthy
 from hirmem.cli.entry import main
 from hirmem.emulation import postgres
 from hirmem.fleet import registry as registry_module
+from hirmem.fleet.app import FleetConfig
 from hirmem.fleet.registry import Registry, RegistryError, create_database
 from hirmem.fleet.sealing import SealError, open_key, seal_key
 from hirmem.fleet.serving import create_token, token_store
@@ -391,3 +392,38 @@ def pg_uri(conninfo: str) -> str:
     parts = dict(p.split("=", 1) for p in conninfo.split())
     return (f"postgresql://{parts['user']}@{parts['host']}:{parts['port']}/"
             f"{parts['dbname']}")  # fmt: skip
+
+
+def test_a_registry_down_is_503_and_the_refusal_counted(
+    pg: postgres.Primary, tmp_path: Path
+) -> None:
+    """The registry's own server killed: an upload is 503 storage-unavailable with
+    Retry-After (never a 500, nothing stored), and the refusal the registry could not
+    record is counted by the node."""
+    with postgres.Primary("registry") as cluster:
+        conninfo = fresh_db(cluster, "hirmem_registry")
+        reg = Registry(tmp_path / "admin", registry=conninfo, secret=SECRET)
+        reg.add_tenant("acme", pg.dsn, f"hirmem_acme_{secrets.token_hex(4)}")
+        gw = Gateway(derive_test_key("outage gateway"))
+        reg.add_gateway("acme", gw.key.public.raw)
+        dev = Device(bytes([0xB5, 0, 0, 0, 0, 0, 0, 1]), derive_test_key("outage device"))
+        reg.add_device("acme", dev.device_id, dev.key.public.raw)
+        store_conninfo = reg.postgres_of("acme")
+        reg.close()
+        served = fleet_kit.ServedFleet(
+            FleetConfig(tmp_path / "node", registry=conninfo, secret=SECRET)
+        )
+        try:
+            assert gw.put(served.port, dev.pack(2)).status == 201
+            cluster.kill()
+            late = dev.pack(2)
+            reply = gw.put(served.port, late)
+            assert reply.status == 503 and reply.body["reason"] == "storage-unavailable"
+            assert reply.headers["retry-after"] == "1" and "registry" in reply.body["detail"]
+            health = fleet_kit.request(served.port, "GET", "/v1/healthz").body
+            assert health["unrecorded_refusals"] == 1
+        finally:
+            served.stop()
+    assert store_conninfo is not None
+    with psycopg.connect(store_conninfo) as db:  # nothing of the refused upload stored
+        assert db.execute("SELECT count(*) FROM packs").fetchone() == (1,)

@@ -18,14 +18,17 @@ Backpressure: at most ``max_inflight`` uploads are judged at once; one more is a
 503 with ``Retry-After`` at once, before its body is read.
 
 A failure of the tenant's database is 503 ``storage-unavailable`` with ``Retry-After``
-(recorded in the registry): nothing was stored, the gateway sends again.
+(recorded in the registry): nothing was stored, the gateway sends again. So is a failure
+of the registry's own database (a PostgreSQL registry's server down): that refusal
+cannot be written there, so it is counted in the process (``unrecorded_refusals`` of
+``/v1/healthz`` and the metrics) and logged.
 
 The nonce cache of the signature check is per process: with ``--workers N`` a request
 replayed to another process passes it, and is harmless there (an upload is idempotent:
 the same pack gets the original answer and nothing is stored twice).
 
 ``GET /v1/healthz`` — 200 ``{"ok": true, "inflight", "overloaded",
-"consolidation_failures"}``.
+"consolidation_failures", "unrecorded_refusals"}``.
 
 Every other path is the HTTP API and dashboard of :mod:`hirmem.api` (the daemon's
 application, :mod:`hirmem.fleet.serving`): bearer tokens from ``hirmem fleet token
@@ -143,6 +146,7 @@ class FleetNode:
         self.consolidator: Consolidator | None = None
         self._consolidator_lock = threading.Lock()
         self.consolidation_failures = 0
+        self.unrecorded_refusals = 0  # refusals the registry could not take (it was down)
 
     def worker(self) -> Consolidator:
         """This process's consolidator (the rounds and the API share its engines)."""
@@ -167,7 +171,11 @@ class FleetNode:
                 pass
 
     def refuse(self, reason: str, gateway: str, detail: str, **extra: object) -> Response:
-        self.registry.refuse(STATUS[reason], reason, gateway, detail)
+        try:
+            self.registry.refuse(STATUS[reason], reason, gateway, detail)
+        except Exception as exc:  # the registry's database is down: counted here instead
+            self.unrecorded_refusals += 1
+            log.warning("refusal %s not recorded: the registry failed: %s", reason, exc)
         return problem(reason, detail, **extra)
 
     def flush_overloaded(self) -> None:
@@ -214,6 +222,14 @@ class FleetNode:
             )
         except HttpSignatureError as exc:
             return self.refuse(exc.reason, "", exc.detail)
+        except Exception as exc:  # the registry's database, not the upload: retry later
+            log.warning("the fleet registry failed: %s", exc)
+            return self.refuse(
+                "storage-unavailable",
+                "",
+                f"fleet registry: {type(exc).__name__}; nothing was stored",
+                retry_after=self.config.retry_after,
+            )
         tenant = tenant_of[keyid]
 
         def elsewhere(kid: bytes) -> bool:
@@ -288,6 +304,7 @@ def create_app(config: FleetConfig) -> Starlette:
                 "inflight": node.inflight,
                 "overloaded": node.overloaded,
                 "consolidation_failures": node.consolidation_failures,
+                "unrecorded_refusals": node.unrecorded_refusals,
             }
         )
 

@@ -124,7 +124,8 @@ class FleetSources:
         node = self.node
         return True, {"status": "ok", "role": "fleet node", "inflight": node.inflight,
                       "overloaded": node.overloaded,
-                      "consolidation_failures": node.consolidation_failures}  # fmt: skip
+                      "consolidation_failures": node.consolidation_failures,
+                      "unrecorded_refusals": node.unrecorded_refusals}  # fmt: skip
 
     def metrics(self) -> bytes:
         """The node's own figures (no tenant's data: every token may read them)."""
@@ -135,6 +136,9 @@ class FleetSources:
              "Uploads answered 503 over the in-flight bound.", node.overloaded),
             ("hirmem_fleet_consolidation_failures_total", "counter",
              "Consolidation rounds that failed.", node.consolidation_failures),
+            ("hirmem_fleet_unrecorded_refusals_total", "counter",
+             "Refusals the registry could not record (its database failed).",
+             node.unrecorded_refusals),
         )  # fmt: skip
         lines = []
         for name, kind, text, value in families:
