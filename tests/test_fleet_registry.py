@@ -422,6 +422,10 @@ def test_a_registry_down_is_503_and_the_refusal_counted(
             assert reply.headers["retry-after"] == "1" and "registry" in reply.body["detail"]
             health = fleet_kit.request(served.port, "GET", "/v1/healthz").body
             assert health["unrecorded_refusals"] == 1
+            node = served.app.state.node  # 503s for load wait for the registry's return
+            node._unwritten += 3
+            node.flush_overloaded()
+            assert node._unwritten == 3
         finally:
             served.stop()
     assert store_conninfo is not None

@@ -181,13 +181,17 @@ class FleetNode:
     def flush_overloaded(self) -> None:
         count, self._unwritten = self._unwritten, 0
         if count:
-            self.registry.refuse(
-                503,
-                "overloaded",
-                "",
-                f"{count} uploads over the in-flight bound of {self.config.max_inflight}",
-                count,
-            )
+            try:
+                self.registry.refuse(
+                    503,
+                    "overloaded",
+                    "",
+                    f"{count} uploads over the in-flight bound of {self.config.max_inflight}",
+                    count,
+                )
+            except Exception as exc:  # the registry is down: kept for the next flush
+                self._unwritten += count
+                log.warning("%d overloaded refusals not yet recorded: %s", count, exc)
 
     def judge(
         self,
