@@ -431,3 +431,37 @@ def test_a_registry_down_is_503_and_the_refusal_counted(
     assert store_conninfo is not None
     with psycopg.connect(store_conninfo) as db:  # nothing of the refused upload stored
         assert db.execute("SELECT count(*) FROM packs").fetchone() == (1,)
+
+
+def test_the_registry_and_secret_come_from_the_config_file(
+    pg: postgres.Primary,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    conninfo = fresh_db(pg, "hirmem_registry")
+    (tmp_path / "fleet.secret").write_bytes(SECRET)
+    config = tmp_path / "hirmem.toml"
+    config.write_text(
+        f'[fleet]\ndirectory = "node"\nregistry = "{conninfo}"\nsecret_file = "fleet.secret"\n'
+    )
+    monkeypatch.delenv("HIRMEM_FLEET_REGISTRY", raising=False)
+    monkeypatch.delenv("HIRMEM_FLEET_SECRET", raising=False)
+    monkeypatch.delenv("HIRMEM_FLEET_DIR", raising=False)
+    code = main(["fleet", "tenant", "list", "--config", str(config)])
+    assert code == 2 and "no fleet registry here" in capsys.readouterr().err
+    assert main(["fleet", "tenant", "add", "acme", "--config", str(config), "--postgres",
+                 pg.dsn, "--pg-database", f"hirmem_acme_{secrets.token_hex(4)}"]) == 0  # fmt: skip
+    assert main(["fleet", "tenant", "key", "acme", "--config", str(config),
+                 "--out", str(tmp_path / "acme.key")]) == 0  # fmt: skip
+    capsys.readouterr()
+    reg = Registry(tmp_path / "elsewhere", registry=conninfo, secret=SECRET)
+    try:
+        assert [t.name for t in reg.tenants()] == ["acme"]  # in the registry, not a fleet.db
+        assert reg.checkpoint_key("acme").seed() == read_key_file(tmp_path / "acme.key").seed()
+    finally:
+        reg.close()
+    assert not (tmp_path / "node" / "fleet.db").exists()
+    monkeypatch.setenv("HIRMEM_FLEET_REGISTRY", fresh_db(pg, "hirmem_registry"))
+    assert main(["fleet", "tenant", "list", "--config", str(config), "--create", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []  # the environment before the file
