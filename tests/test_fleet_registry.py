@@ -12,6 +12,7 @@ import os
 import secrets
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -465,3 +466,29 @@ def test_the_registry_and_secret_come_from_the_config_file(
     monkeypatch.setenv("HIRMEM_FLEET_REGISTRY", fresh_db(pg, "hirmem_registry"))
     assert main(["fleet", "tenant", "list", "--config", str(config), "--create", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []  # the environment before the file
+
+
+def test_nodes_opening_a_fresh_registry_at_once_all_start(
+    pg: postgres.Primary, tmp_path: Path
+) -> None:
+    """Concurrent CREATE TABLE IF NOT EXISTS races in PostgreSQL's catalogue (a unique
+    violation on pg_type); the registry's schema is made under an advisory lock."""
+    errors: list[str] = []
+
+    def start_node(directory: Path, conninfo: str, barrier: threading.Barrier) -> None:
+        barrier.wait()
+        try:
+            Registry(directory, 1, registry=conninfo).close()
+        except Exception as exc:  # reported below
+            errors.append(repr(exc))
+
+    for attempt in range(2):
+        conninfo = fresh_db(pg, "hirmem_registry")
+        barrier = threading.Barrier(6)
+        nodes = [(tmp_path / f"{attempt}-{n}", conninfo, barrier) for n in range(6)]
+        threads = [threading.Thread(target=start_node, args=node) for node in nodes]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    assert errors == []

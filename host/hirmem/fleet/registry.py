@@ -188,6 +188,8 @@ class Registry:
                     "one; `hirmem fleet registry migrate` copies a fleet.db into it)"
                 )
             with self.backend.transaction() as tx:
+                if self.backend.kind == "postgres":  # nodes starting at once make it once
+                    tx.rows("SELECT pg_advisory_xact_lock(hashtext('hirmem.fleet.registry'))")
                 for statement in self.backend.schema(SCHEMA).split(";"):
                     if statement.strip():
                         tx.run(statement)
