@@ -478,31 +478,16 @@ class Registry:
                 )
             if self.tenant(tenant) is None:
                 raise RegistryError(f"no tenant {tenant}")
+            fresh = SigningKey.generate()  # kept only if no node stored one first
+            self._write(
+                "INSERT INTO checkpoint_keys VALUES (?, ?, ?, ?) ON CONFLICT (tenant) DO NOTHING",
+                (tenant, fresh.kid, seal_key(self.secret, tenant, fresh), now_ms()),
+            )
             found = self._rows("SELECT sealed FROM checkpoint_keys WHERE tenant = ?", (tenant,))
-            if not found:
-                self.put_checkpoint_key(tenant, SigningKey.generate(), replace=False)
-                found = self._rows("SELECT sealed FROM checkpoint_keys WHERE tenant = ?", (tenant,))
             key = open_key(self.secret, tenant, bytes(found[0][0]))
         with self._lock:
             self._keys[tenant] = key
         return key
-
-    def put_checkpoint_key(self, tenant: str, key: SigningKey, *, replace: bool) -> bool:
-        """Seal ``key`` as ``tenant``'s checkpoint key in a PostgreSQL registry; without
-        ``replace`` a key already there stays (False)."""
-        if self.conninfo is None or self.secret is None:
-            raise SealError("only a PostgreSQL registry given the fleet secret seals keys")
-        conflict = (
-            "DO UPDATE SET kid = excluded.kid, sealed = excluded.sealed"
-            if replace
-            else "DO NOTHING"
-        )
-        return bool(
-            self._write(
-                f"INSERT INTO checkpoint_keys VALUES (?, ?, ?, ?) ON CONFLICT (tenant) {conflict}",
-                (tenant, key.kid, seal_key(self.secret, tenant, key), now_ms()),
-            )
-        )
 
 
 _PASSWORD = re.compile(r"(password\s*=\s*)\S+|(://[^:/@?]*:)[^@/?]*(@)")
