@@ -400,7 +400,8 @@ def test_a_registry_down_is_503_and_the_refusal_counted(
 ) -> None:
     """The registry's own server killed: an upload is 503 storage-unavailable with
     Retry-After (never a 500, nothing stored), and the refusal the registry could not
-    record is counted by the node."""
+    record is counted by the node; the server back, the same upload is stored and the
+    503s for load kept meanwhile are written."""
     with postgres.Primary("registry") as cluster:
         conninfo = fresh_db(cluster, "hirmem_registry")
         reg = Registry(tmp_path / "admin", registry=conninfo, secret=SECRET)
@@ -427,11 +428,20 @@ def test_a_registry_down_is_503_and_the_refusal_counted(
             node._unwritten += 3
             node.flush_overloaded()
             assert node._unwritten == 3
+            cluster.restart(keep_port=True)  # back at its address: the pool reconnects
+            assert gw.put(served.port, late).status == 201
+            node.flush_overloaded()
+            assert node._unwritten == 0
+            back = Registry(tmp_path / "admin", registry=conninfo, secret=SECRET)
+            try:
+                assert back.refusal_counts()["overloaded"] == 3
+            finally:
+                back.close()
         finally:
             served.stop()
     assert store_conninfo is not None
-    with psycopg.connect(store_conninfo) as db:  # nothing of the refused upload stored
-        assert db.execute("SELECT count(*) FROM packs").fetchone() == (1,)
+    with psycopg.connect(store_conninfo) as db:  # the refused upload stored once, when sent again
+        assert db.execute("SELECT count(*) FROM packs").fetchone() == (2,)
 
 
 def test_the_registry_and_secret_come_from_the_config_file(

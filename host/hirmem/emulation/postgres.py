@@ -212,12 +212,13 @@ class Server:
             output = (done.stdout + done.stderr).decode(errors="replace").strip()[-2000:]
             raise PostgresError(f"{self.name}: {Path(str(argv[0])).name} failed: {output}")
 
-    def start(self) -> None:
-        """Start the server on a free port and wait until it takes connections."""
+    def start(self, port: int = 0) -> None:
+        """Start the server on ``port`` (0: a free one; a taken one: another) and wait
+        until it takes connections."""
         if self.running:
             raise PostgresError(f"{self.name} is already running")
-        for _attempt in range(5):  # a free port can be taken between probe and bind
-            self.port = _free_port()
+        for attempt in range(5):  # a free port can be taken between probe and bind
+            self.port = port if port and attempt == 0 else _free_port()
             log = self.log_path.open("ab")
             try:
                 argv = self._command(
@@ -294,10 +295,13 @@ class Server:
         _end_watchdog(self._watchdog)
         self._watchdog = None
 
-    def restart(self) -> None:
-        """Start again on the same data directory (crash recovery after :meth:`kill`)."""
+    def restart(self, *, keep_port: bool = False) -> None:
+        """Start again on the same data directory (crash recovery after :meth:`kill`), on
+        another free port, or with ``keep_port`` on the same one while it is free (the
+        same address: clients reconnect to it)."""
+        port = self.port
         self.stop()
-        self.start()
+        self.start(port if keep_port else 0)
 
     def log_tail(self, lines: int = 20) -> str:
         try:
