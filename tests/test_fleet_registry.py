@@ -411,6 +411,9 @@ def test_a_registry_down_is_503_and_the_refusal_counted(
         dev = Device(bytes([0xB5, 0, 0, 0, 0, 0, 0, 1]), derive_test_key("outage device"))
         reg.add_device("acme", dev.device_id, dev.key.public.raw)
         store_conninfo = reg.postgres_of("acme")
+        tokens = token_store(reg)
+        token, _ = create_token(reg, tokens, "acme", "ana", "read")
+        tokens.close()
         reg.close()
         served = fleet_kit.ServedFleet(
             FleetConfig(tmp_path / "node", registry=conninfo, secret=SECRET)
@@ -424,12 +427,18 @@ def test_a_registry_down_is_503_and_the_refusal_counted(
             assert reply.headers["retry-after"] == "1" and "registry" in reply.body["detail"]
             health = fleet_kit.request(served.port, "GET", "/v1/healthz").body
             assert health["unrecorded_refusals"] == 1
+            bearer = {"Authorization": f"Bearer {token}"}
+            api = fleet_kit.request(served.port, "GET", "/v1/devices", headers=bearer)
+            assert api.status == 503 and api.body["type"].endswith("tokens-unavailable"), api.body
+            assert api.headers["retry-after"] == "1"
             node = served.app.state.node  # 503s for load wait for the registry's return
             node._unwritten += 3
             node.flush_overloaded()
             assert node._unwritten == 3
             cluster.restart(keep_port=True)  # back at its address: the pool reconnects
             assert gw.put(served.port, late).status == 201
+            api = fleet_kit.request(served.port, "GET", "/v1/devices", headers=bearer)
+            assert api.status == 200
             node.flush_overloaded()
             assert node._unwritten == 0
             back = Registry(tmp_path / "admin", registry=conninfo, secret=SECRET)

@@ -54,6 +54,11 @@ class TokenError(HirmemError):
     """A token cannot be made, found or revoked as asked."""
 
 
+class TokensUnavailable(TokenError):
+    """The tokens' database failed (a fleet registry's server down): nothing can be said
+    of a token now; the caller answers 503 and the client retries."""
+
+
 @dataclass(frozen=True, slots=True)
 class Principal:
     """Who a request acts for: the token's id, name (the steward), tenant and scope."""
@@ -154,12 +159,15 @@ class TokenStore:
         m = _TOKEN.fullmatch(token)
         if m is None:
             return None
-        with self._lock:
-            row = self._db.execute(
-                "SELECT name, tenant, scope, digest FROM api_tokens "
-                "WHERE id = ? AND revoked IS NULL",
-                (m.group(1),),
-            ).fetchone()
+        try:
+            with self._lock:
+                row = self._db.execute(
+                    "SELECT name, tenant, scope, digest FROM api_tokens "
+                    "WHERE id = ? AND revoked IS NULL",
+                    (m.group(1),),
+                ).fetchone()
+        except Exception as exc:  # the database, not the token
+            raise TokensUnavailable(f"the token store failed: {type(exc).__name__}") from exc
         if row is None or not hmac.compare_digest(bytes(row[3]), digest(token)):
             return None
         return Principal(m.group(1), str(row[0]), str(row[1]), str(row[2]))
