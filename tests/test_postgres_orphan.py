@@ -1,6 +1,7 @@
 """A PostgreSQL server started by a test dies with the test's process: a child Python
 process starts one and is SIGKILLed (no atexit, no finally, no context manager exit);
-the server's watchdog stops it and removes its directory within seconds."""
+the server's watchdog stops it and removes its directory (and the process's initdb
+template) within seconds."""
 
 from __future__ import annotations
 
@@ -23,10 +24,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = """
 import json, sys, time
-from hirmem.emulation.postgres import Primary, _template_root
-primary = Primary("orphan")
-print(json.dumps({"pid": primary.pid, "root": str(primary.root), "port": primary.port}),
-      flush=True)
+from hirmem.emulation import postgres
+primary = postgres.Primary("orphan")
+print(json.dumps({"pid": primary.pid, "root": str(primary.root),
+                  "template": str(postgres._template_root)}), flush=True)
 time.sleep(600)
 """
 
@@ -48,18 +49,22 @@ def test_a_server_dies_with_the_process_that_started_it() -> None:
         assert line, "the child did not start its server"
         started = json.loads(line)
         pid, root = int(started["pid"]), Path(started["root"])
-        assert not gone(pid) and root.is_dir()
+        template = Path(started["template"])  # the initdb copy made once per process
+        assert not gone(pid) and root.is_dir() and template.is_dir()
         backends = _children(pid)
         assert len(backends) >= 3  # checkpointer, writers, launchers
         child.send_signal(signal.SIGKILL)
         child.wait(10)
         killed = time.monotonic()
-        while time.monotonic() - killed < 5 and not (gone(pid) and not root.exists()):
+        while time.monotonic() - killed < 5 and not (
+            gone(pid) and not root.exists() and not template.exists()
+        ):
             time.sleep(0.05)
         took = time.monotonic() - killed
         assert gone(pid), "the server outlived the process that started it"
         assert all(gone(int(b)) for b in backends), "a backend outlived it"
         assert not root.exists(), "its directory was left behind"
+        assert not template.exists(), "the process's initdb template was left behind"
         assert took < 5
     finally:
         if child.poll() is None:
