@@ -195,6 +195,25 @@ def test_checkpoint_keys_are_sealed_in_a_postgresql_registry(
             blind.checkpoint_key("acme")
         with pytest.raises(SealError, match="does not open"):  # bound to its tenant
             open_key(SECRET, "other", bytes(sealed))
+        # nodes asking for a new tenant's key at once all get the one that was stored
+        one.add_tenant("brix", pg.dsn, f"hirmem_brix_{secrets.token_hex(4)}")
+        nodes = [Registry(tmp_path / f"n{i}", 1, registry=conninfo, secret=SECRET)
+                 for i in range(6)]  # fmt: skip
+        seeds: list[bytes] = []
+        barrier = threading.Barrier(len(nodes))
+
+        def ask(reg: Registry) -> None:
+            barrier.wait()
+            seeds.append(reg.checkpoint_key("brix").seed())
+
+        threads = [threading.Thread(target=ask, args=(reg,)) for reg in nodes]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        for reg in nodes:
+            reg.close()
+        assert len(seeds) == len(nodes) and len(set(seeds)) == 1
         assert open_key(SECRET, "x", seal_key(SECRET, "x", key)).seed() == key.seed()
     finally:
         for reg in (one, two, stranger, blind):
