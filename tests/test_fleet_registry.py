@@ -530,3 +530,36 @@ def test_nodes_opening_a_fresh_registry_at_once_all_start(
         for t in threads:
             t.join(60)
     assert errors == []
+
+
+def test_the_fleet_secret_is_rotated_by_resealing(
+    pg: postgres.Primary, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conninfo = fresh_db(pg, "hirmem_registry")
+    reg = Registry(tmp_path / "a", registry=conninfo, secret=SECRET)
+    reg.add_tenant("acme", pg.dsn, f"hirmem_acme_{secrets.token_hex(4)}")
+    key = reg.checkpoint_key("acme")
+    reg.close()
+    old, new, wrong = tmp_path / "old", tmp_path / "new", tmp_path / "wrong"
+    old.write_bytes(SECRET)
+    new.write_bytes(b"the rotated fleet secret")
+    wrong.write_bytes(b"not the fleet's secret at all")
+    d = ["--database-dir", str(tmp_path / "b"), "--registry", conninfo]
+    code = main(["fleet", "registry", "reseal", *d, "--secret-file", str(wrong),
+                 "--new-secret-file", str(new)])  # fmt: skip
+    assert code == 2 and "does not open" in capsys.readouterr().err  # and nothing changed
+
+    def opened(secret: bytes) -> bytes:
+        node = Registry(tmp_path / "node", 1, registry=conninfo, secret=secret)
+        try:
+            return node.checkpoint_key("acme").seed()
+        finally:
+            node.close()
+
+    assert opened(SECRET) == key.seed()
+    code = main(["fleet", "registry", "reseal", *d, "--secret-file", str(old),
+                 "--new-secret-file", str(new)])  # fmt: skip
+    assert code == 0 and "1 checkpoint keys" in capsys.readouterr().out
+    with pytest.raises(SealError, match="does not open"):
+        opened(SECRET)
+    assert opened(new.read_bytes()) == key.seed()

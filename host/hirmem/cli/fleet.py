@@ -17,6 +17,7 @@
     hirmem fleet token list [--json]
     hirmem fleet token revoke ID
     hirmem fleet registry migrate --registry CONNINFO  # fleet.db → PostgreSQL
+    hirmem fleet registry reseal --new-secret-file FILE   # rotate the fleet secret
 
 The fleet's directory (``--database-dir``) holds the registry (``fleet.db``), the SQLite
 tenant stores and the consolidation's memory and semantic files; its default is
@@ -187,6 +188,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="copy the directory's fleet.db (and its PostgreSQL tenants' checkpoint key "
         "files, sealed) into the empty PostgreSQL registry --registry names",
     )
+    reseal = _leaf(
+        regsub,
+        "reseal",
+        help="rotate the fleet secret: seal every checkpoint key again under a new one",
+    )
+    reseal.add_argument(
+        "--new-secret-file", type=Path, required=True, metavar="FILE", help="the new secret"
+    )
     return p
 
 
@@ -329,6 +338,20 @@ def run(args: argparse.Namespace) -> int:
     where = directory(args)
     conninfo = registry_conninfo(args)
     secret = fleet_secret(args)
+    if cmd == "registry" and args.registry_command == "reseal":
+        from hirmem.fleet.sealing import read_secret
+
+        if conninfo is None:
+            raise HirmemError("registry reseal: only a PostgreSQL registry (--registry) seals keys")
+        new_secret = read_secret(args.new_secret_file)
+        assert new_secret is not None  # a file was named
+        reg = Registry(where, 1, registry=conninfo, secret=secret, create=False)
+        try:
+            count = reg.reseal(new_secret)
+        finally:
+            reg.close()
+        print(f"{count} checkpoint keys sealed under the new secret: give it to every node")
+        return 0
     if cmd == "registry":
         return _migrate(args, where, conninfo, secret)
     creating = (cmd == "tenant" and args.tenant_command == "add") or args.create

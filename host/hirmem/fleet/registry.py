@@ -490,6 +490,25 @@ class Registry:
         return key
 
 
+    def reseal(self, new_secret: bytes) -> int:
+        """Seal every checkpoint key again under ``new_secret`` (a fleet secret rotated),
+        in one transaction: each is opened with this registry's secret first, so a wrong
+        old secret changes nothing. The number of keys resealed. Nodes given the old
+        secret cannot open a key from then on (restart them with the new one)."""
+        if self.conninfo is None or self.secret is None:
+            raise SealError("reseal: a PostgreSQL registry and its current fleet secret")
+        old = self.secret
+        with self._writing() as tx:
+            rows = tx.rows("SELECT tenant, sealed FROM checkpoint_keys ORDER BY tenant FOR UPDATE")
+            for tenant, sealed in rows:
+                key = open_key(old, str(tenant), bytes(sealed))
+                tx.run(
+                    "UPDATE checkpoint_keys SET sealed = ? WHERE tenant = ?",
+                    (seal_key(new_secret, str(tenant), key), tenant),
+                )
+        self.secret = new_secret
+        return len(rows)
+
 _PASSWORD = re.compile(r"(password\s*=\s*)\S+|(://[^:/@?]*:)[^@/?]*(@)")
 
 
