@@ -21,6 +21,10 @@ node in mid-ingest to the restarted node's first stored upload, and from a SIGKI
 the tenant's PostgreSQL primary (its synchronous standby promoted, ``hirmem fleet tenant
 move`` run) to the first stored upload (``--only-recovery``: these two figures alone).
 
+The backend ``postgres-registry`` (in the scaling table only) is ``postgres`` with the
+fleet registry on PostgreSQL too (a database of the same server, ``--registry``), as a
+fleet served from several machines runs: every upload reads its gateway and device there.
+
 Everything shares this machine's cores: the clients, the fleet processes and the
 database compete for them, so the figures are for this machine, in this run.
 """
@@ -180,11 +184,18 @@ def run_one(
     pg_dsn: str | None,
     placement: list[str] | None = None,
 ) -> dict[str, float]:
+    registry = None
+    if backend == "postgres-registry":  # the registry in a database beside the tenant's
+        from hirmem.fleet.registry import create_database
+
+        assert pg_dsn is not None
+        backend = "postgres"
+        registry = create_database(pg_dsn, f"hirmem_registry_{secrets.token_hex(4)}")
     with tempfile.TemporaryDirectory(prefix="hirmem-bench-fleet-") as tmp:
         directory = Path(tmp) / "fleet"
-        names = setup_fleet(directory, backend, gateways, devices, pg_dsn, placement)
+        names = setup_fleet(directory, backend, gateways, devices, pg_dsn, placement, registry)
         port = free_port()
-        server = start_node(directory, port, processes)
+        server = start_node(directory, port, processes, registry)
         try:
             wait_healthy(port)
             time.sleep(0.5 * processes)  # every worker process up
@@ -207,7 +218,7 @@ def run_one(
         finally:
             os.killpg(server.pid, signal.SIGTERM)
             server.wait(60)
-        reg = Registry(directory)
+        reg = Registry(directory, registry=registry)
         stored = sum(reg.store(name).counts()["packs"] for name in names)
         reg.close()
     latencies = sorted(x for r in results for x in r[0])
@@ -227,7 +238,9 @@ def run_one(
     }
 
 
-def start_node(directory: Path, port: int, processes: int) -> subprocess.Popen[bytes]:
+def start_node(
+    directory: Path, port: int, processes: int, registry: str | None = None
+) -> subprocess.Popen[bytes]:
     argv = [
         "fleet",
         "serve",
@@ -241,6 +254,7 @@ def start_node(directory: Path, port: int, processes: int) -> subprocess.Popen[b
         "0",
         "--max-inflight",
         "256",
+        *(["--registry", registry] if registry else []),
     ]
     # its log to a file beside the fleet directory: a pipe nobody reads would stop the
     # node mid-run once a failover fills it with errors
@@ -261,11 +275,12 @@ def setup_fleet(
     devices: list[SigningKey],
     pg_dsn: str | None,
     placement: list[str] | None = None,
+    registry: str | None = None,
 ) -> list[str]:
     """One tenant (or one per entry of ``placement``: the cluster each is placed on);
     gateway g and the devices it carries belong to tenant g mod the number of tenants.
-    The tenants' names."""
-    reg = Registry(directory)
+    The tenants' names. ``registry``: the fleet registry's PostgreSQL database."""
+    reg = Registry(directory, registry=registry)
     where: list[str | None] = list(placement) if placement else [pg_dsn]
     names = [f"bench{t}" for t in range(len(where))]
     for name, dsn in zip(names, where, strict=True):
@@ -528,7 +543,11 @@ def main() -> int:
     ap.add_argument("--clients", type=int, default=2, help="client processes")
     ap.add_argument("--concurrency", type=int, default=16, help="connections in all")
     ap.add_argument("--processes", default="1,2,4", help="fleet-node processes to try")
-    ap.add_argument("--backends", default="sqlite,postgres")
+    ap.add_argument(
+        "--backends",
+        default="sqlite,postgres",
+        help="of sqlite, postgres, postgres-registry (the registry on PostgreSQL too)",
+    )
     ap.add_argument(
         "--no-clusters",
         dest="clusters",
@@ -562,15 +581,17 @@ def main() -> int:
         verify = ed25519_verifies_per_second()
         print(f"ceiling: Ed25519 verifications on one core: {verify:,.0f}/s")
 
-    backends = args.backends.split(",")
+    table_backends = args.backends.split(",")
+    backends = [b for b in table_backends if b != "postgres-registry"]  # the other figures
     primary = None
-    if "postgres" in backends:
+    if {"postgres", "postgres-registry"} & set(table_backends):
         from hirmem.emulation import postgres
 
         why = postgres.available()
         if why is not None:
             print(f"postgres: skipped ({why})")
-            backends.remove("postgres")
+            backends = [b for b in backends if b != "postgres"]
+            table_backends = [b for b in table_backends if not b.startswith("postgres")]
         else:
             primary = postgres.Primary("bench")
     try:
@@ -592,7 +613,7 @@ def main() -> int:
             )
         if not args.only_recovery:
             print()
-            print_scaling_table(args, backends, chains, gateways, devices, primary)
+            print_scaling_table(args, table_backends, chains, gateways, devices, primary)
         if primary is not None and args.clusters and not args.only_recovery:
             from hirmem.emulation import postgres
 
@@ -643,7 +664,7 @@ def print_scaling_table(
 ) -> None:
     """Packs/s, p50/p99 per backend and number of fleet-node processes."""
     print(
-        f"{'backend':<10} {'processes':>9} {'packs/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
+        f"{'backend':<17} {'processes':>9} {'packs/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
         f"{'503s':>6} {'wall s':>7} {'node CPU ms/pack':>17}"
     )
     for backend in backends:
@@ -652,7 +673,7 @@ def print_scaling_table(
                 backend, n, args, chains, gateways, devices, primary.dsn if primary else None
             )
             print(
-                f"{backend:<10} {n:>9} {r['packs_s']:>9,.0f} {r['p50_ms']:>8.1f} "
+                f"{backend:<17} {n:>9} {r['packs_s']:>9,.0f} {r['p50_ms']:>8.1f} "
                 f"{r['p99_ms']:>8.1f} {int(r['retried']):>6} {r['wall_s']:>7.1f} "
                 f"{r['cpu_ms']:>17.2f}",
                 flush=True,

@@ -22,7 +22,7 @@ from hirmem.api.batching import RecallBatcher
 from hirmem.api.problems import Problem
 from hirmem.api.ratelimit import RateLimiter, retry_after
 from hirmem.api.sources import Sources
-from hirmem.api.tokens import Principal, TokenStore
+from hirmem.api.tokens import Principal, TokenStore, TokensUnavailable
 from hirmem.daemon.reader import FleetReader
 from hirmem.memory import distill, evidence, review
 from hirmem.memory.engine import MemoryEngine
@@ -90,7 +90,11 @@ class Api:
             raise Problem(401, "no-token",
                           "this needs a bearer token: Authorization: Bearer <token from "
                           "`hirmem token create`>", {"WWW-Authenticate": "Bearer"})  # fmt: skip
-        who = self.tokens.authenticate(token)
+        try:
+            who = self.tokens.authenticate(token)
+        except TokensUnavailable as exc:
+            raise Problem(503, "tokens-unavailable", f"{exc}; retry later",
+                          {"Retry-After": "1"}) from None  # fmt: skip
         if who is None:
             raise Problem(401, "bad-token", "the token is not valid (unknown, revoked or "
                           "mistyped)", {"WWW-Authenticate": 'Bearer error="invalid_token"'})

@@ -4,7 +4,9 @@ A token is ``hm_<id>_<secret>``: ``id`` (16 hex digits) finds the row, ``secret`
 random bytes, base64url) is never stored — only SHA-256 of the whole token, compared in
 constant time. Scopes nest: ``admin`` ⊃ ``review`` ⊃ ``read``. A revoked token is kept
 (listed as revoked) and never accepted again. The table lives in the daemon's database
-(the store the operator already backs up); this module owns it.
+(the store the operator already backs up); this module owns it. A fleet whose registry
+is on PostgreSQL hands in its registry's database instead (``db``: anything that answers
+``execute`` as ``sqlite3`` does), so every node accepts the same tokens.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 from hirmem.protocol.errors import HirmemError
 
@@ -39,8 +42,21 @@ CREATE TABLE IF NOT EXISTS api_tokens (
 """
 
 
+class Database(Protocol):
+    """The calls the store makes: a ``sqlite3.Connection`` answers them."""
+
+    def execute(self, sql: str, parameters: Any = (), /) -> Any: ...
+
+    def close(self) -> None: ...
+
+
 class TokenError(HirmemError):
     """A token cannot be made, found or revoked as asked."""
+
+
+class TokensUnavailable(TokenError):
+    """The tokens' database failed (a fleet registry's server down): nothing can be said
+    of a token now; the caller answers 503 and the client retries."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,14 +87,17 @@ def digest(token: str) -> bytes:
 
 
 class TokenStore:
-    """The ``api_tokens`` table of one SQLite file; safe from any thread."""
+    """The ``api_tokens`` table of one SQLite file (or of ``db``); safe from any thread."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = str(path)
+    def __init__(self, path: str | Path, db: Database | None = None) -> None:
+        self.path = str(path)  # what messages name
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+        if db is None:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
                                    timeout=30)  # fmt: skip
-        self._db.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA journal_mode=WAL")
+            db = conn
+        self._db: Database = db
         self._db.execute(SCHEMA)
 
     def close(self) -> None:
@@ -101,7 +120,8 @@ class TokenStore:
         now = int(time.time() * 1000)
         with self._lock:
             self._db.execute(
-                "INSERT INTO api_tokens VALUES (?, ?, ?, ?, ?, ?, NULL)",
+                "INSERT INTO api_tokens (id, name, tenant, scope, digest, created) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
                 (token_id, name, tenant, scope, digest(token), now),
             )
         return token, TokenRow(token_id, name, tenant, scope, now, None)
@@ -139,12 +159,15 @@ class TokenStore:
         m = _TOKEN.fullmatch(token)
         if m is None:
             return None
-        with self._lock:
-            row = self._db.execute(
-                "SELECT name, tenant, scope, digest FROM api_tokens "
-                "WHERE id = ? AND revoked IS NULL",
-                (m.group(1),),
-            ).fetchone()
+        try:
+            with self._lock:
+                row = self._db.execute(
+                    "SELECT name, tenant, scope, digest FROM api_tokens "
+                    "WHERE id = ? AND revoked IS NULL",
+                    (m.group(1),),
+                ).fetchone()
+        except Exception as exc:  # the database, not the token
+            raise TokensUnavailable(f"the token store failed: {type(exc).__name__}") from exc
         if row is None or not hmac.compare_digest(bytes(row[3]), digest(token)):
             return None
         return Principal(m.group(1), str(row[0]), str(row[1]), str(row[2]))

@@ -4,6 +4,7 @@
     hirmem fleet tenant add NAME [--postgres CONNINFO [--pg-database DB]] [--json]
     hirmem fleet tenant list [--json]
     hirmem fleet tenant move NAME --postgres CONNINFO   # after a failover
+    hirmem fleet tenant key NAME --out FILE     # its checkpoint key, for hirmem memory --key
     hirmem fleet gateway add --tenant T (--public-key HEX | --key FILE [--new-key]) [--json]
     hirmem fleet gateway revoke KEYID
     hirmem fleet gateway list [--json]
@@ -15,12 +16,21 @@
     hirmem fleet token create --tenant T [--scope read|review|admin] [--name N]
     hirmem fleet token list [--json]
     hirmem fleet token revoke ID
+    hirmem fleet registry migrate --registry CONNINFO  # fleet.db → PostgreSQL
+    hirmem fleet registry reseal --new-secret-file FILE   # rotate the fleet secret
 
 The fleet's directory (``--database-dir``) holds the registry (``fleet.db``), the SQLite
 tenant stores and the consolidation's memory and semantic files; its default is
 ``$HIRMEM_FLEET_DIR``, then ``fleet.directory`` of ``--config``, then ``fleet``. A
 directory without a registry is an error for every command but ``tenant add`` (which
 creates it) unless ``--create`` is given.
+
+A fleet served by nodes on several machines keeps its registry on PostgreSQL:
+``--registry CONNINFO`` (a libpq conninfo or ``postgresql://`` URI of the registry's
+database; default ``$HIRMEM_FLEET_REGISTRY``, then ``fleet.registry`` of ``--config``),
+the same on every node and every command. Its tenants' checkpoint keys are sealed there
+with the fleet secret: ``$HIRMEM_FLEET_SECRET`` or ``--secret-file FILE`` (default
+``fleet.secret_file`` of ``--config``), the same on every node.
 """
 
 from __future__ import annotations
@@ -35,6 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from hirmem.cli import options
+from hirmem.fleet.registry import ENV_REGISTRY, safe_conninfo
+from hirmem.fleet.sealing import ENV_SECRET
 from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.keys import ID_SIZE, SigningKey, read_key_file, write_key_file
 
@@ -102,6 +114,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="the tenant database's conninfo there (a promoted standby, ...)",
     )
 
+    tkey = _leaf(
+        tsub,
+        "key",
+        help="write a tenant's memory checkpoint key to a key file (mode 0600), for "
+        "`hirmem memory --memory postgresql://… --key FILE`",
+    )
+    tkey.add_argument("name")
+    tkey.add_argument("--out", type=Path, required=True, metavar="FILE")
+
     gw = sub.add_parser("gateway", help="gateways: add, revoke, list")
     gsub = gw.add_subparsers(dest="gateway_command", required=True)
     gadd = _leaf(gsub, "add", table=True, help="register a gateway's Ed25519 public key")
@@ -157,6 +178,24 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     _leaf(toksub, "list", table=True, help="the tokens (never their secrets)")
     tr = _leaf(toksub, "revoke", help="stop accepting a token")
     tr.add_argument("id", help="the token's id (16 hex digits, `fleet token list`)")
+
+    reg = sub.add_parser("registry", help="the registry itself: move it to PostgreSQL")
+    regsub = reg.add_subparsers(dest="registry_command", required=True)
+    _leaf(
+        regsub,
+        "migrate",
+        table=True,
+        help="copy the directory's fleet.db (and its PostgreSQL tenants' checkpoint key "
+        "files, sealed) into the empty PostgreSQL registry --registry names",
+    )
+    reseal = _leaf(
+        regsub,
+        "reseal",
+        help="rotate the fleet secret: seal every checkpoint key again under a new one",
+    )
+    reseal.add_argument(
+        "--new-secret-file", type=Path, required=True, metavar="FILE", help="the new secret"
+    )
     return p
 
 
@@ -167,6 +206,21 @@ def _dir_option(p: argparse.ArgumentParser) -> None:
         default=argparse.SUPPRESS,
         metavar="DIR",
         help=f"the fleet's directory (default: ${ENV_DIR}, fleet.directory of --config, fleet)",
+    )
+    p.add_argument(
+        "--registry",
+        default=argparse.SUPPRESS,
+        metavar="CONNINFO",
+        help=f"the registry on PostgreSQL, shared by every node (default: ${ENV_REGISTRY}, "
+        "fleet.registry of --config; none: DIR/fleet.db)",
+    )
+    p.add_argument(
+        "--secret-file",
+        type=Path,
+        default=argparse.SUPPRESS,
+        metavar="FILE",
+        help=f"the fleet secret sealing checkpoint keys in a PostgreSQL registry (default: "
+        f"${ENV_SECRET}, fleet.secret_file of --config)",
     )
     options.add_config(p)
     options.add_create(p)
@@ -191,6 +245,24 @@ def _key_options(p: argparse.ArgumentParser, *, new: bool) -> None:
         )
 
 
+def _config_value(args: argparse.Namespace, key: str) -> tuple[str, Path] | None:
+    """``fleet.<key>`` of the ``--config`` TOML file (a string) and the file's path."""
+    config = getattr(args, "config_toml", None)
+    if config is None:
+        return None
+    try:
+        doc = tomllib.loads(Path(config).read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise HirmemError(f"--config {config}: cannot read it as TOML: {exc}") from None
+    fleet = doc.get("fleet")
+    value = fleet.get(key) if isinstance(fleet, dict) else None
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise HirmemError(f"--config {config}: fleet.{key} must be a string")
+    return value, Path(config)
+
+
 def directory(args: argparse.Namespace, environ: dict[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     given = getattr(args, "database_dir", None)
@@ -198,18 +270,39 @@ def directory(args: argparse.Namespace, environ: dict[str, str] | None = None) -
         return Path(given)
     if env.get(ENV_DIR):
         return Path(env[ENV_DIR])
-    config = getattr(args, "config_toml", None)
-    if config is not None:
-        try:
-            doc = tomllib.loads(Path(config).read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise HirmemError(f"--config {config}: cannot read it as TOML: {exc}") from None
-        value = (
-            doc.get("fleet", {}).get("directory") if isinstance(doc.get("fleet"), dict) else None
-        )
-        if isinstance(value, str):
-            return Path(config).resolve().parent / value
+    found = _config_value(args, "directory")
+    if found is not None:
+        return found[1].resolve().parent / found[0]
     return Path("fleet")
+
+
+def registry_conninfo(
+    args: argparse.Namespace, environ: dict[str, str] | None = None
+) -> str | None:
+    """The PostgreSQL registry's conninfo (``--registry``, ``$HIRMEM_FLEET_REGISTRY``,
+    ``fleet.registry``), None for the directory's ``fleet.db``."""
+    env = os.environ if environ is None else environ
+    given = getattr(args, "registry", None)
+    if given:
+        return str(given)
+    if env.get(ENV_REGISTRY):
+        return env[ENV_REGISTRY]
+    found = _config_value(args, "registry")
+    return found[0] if found is not None else None
+
+
+def fleet_secret(args: argparse.Namespace) -> bytes | None:
+    """The fleet secret: ``--secret-file``, ``$HIRMEM_FLEET_SECRET``, ``fleet.secret_file``."""
+    from hirmem.fleet.sealing import read_secret
+
+    given = getattr(args, "secret_file", None)
+    if given is not None:
+        return read_secret(given)
+    from_env = read_secret()
+    if from_env is not None:
+        return from_env
+    found = _config_value(args, "secret_file")
+    return None if found is None else read_secret(found[1].resolve().parent / found[0])
 
 
 def _public_key(args: argparse.Namespace) -> bytes:
@@ -243,15 +336,35 @@ def run(args: argparse.Namespace) -> int:
 
     cmd = args.fleet_command
     where = directory(args)
-    creating = cmd == "tenant" and args.tenant_command == "add"
-    if not (where / "fleet.db").exists() and not creating and not args.create:
+    conninfo = registry_conninfo(args)
+    secret = fleet_secret(args)
+    if cmd == "registry" and args.registry_command == "reseal":
+        from hirmem.fleet.sealing import read_secret
+
+        if conninfo is None:
+            raise HirmemError("registry reseal: only a PostgreSQL registry (--registry) seals keys")
+        new_secret = read_secret(args.new_secret_file)
+        assert new_secret is not None  # a file was named
+        reg = Registry(where, 1, registry=conninfo, secret=secret, create=False)
+        try:
+            count = reg.reseal(new_secret)
+        finally:
+            reg.close()
+        print(f"{count} checkpoint keys sealed under the new secret: give it to every node")
+        return 0
+    if cmd == "registry":
+        return _migrate(args, where, conninfo, secret)
+    creating = (cmd == "tenant" and args.tenant_command == "add") or args.create
+    if conninfo is None and not (where / "fleet.db").exists() and not creating:
         raise HirmemError(
             f"{where}: no fleet registry here (a mistyped --database-dir? "
             "`hirmem fleet tenant add` creates one; --create starts an empty one)"
         )
     if cmd == "serve":
-        return _serve(args, where)
-    reg = Registry(where)
+        # the registry checked before the server starts: a wrong one fails with its reason
+        Registry(where, 1, registry=conninfo, secret=secret, create=creating).close()
+        return _serve(args, where, conninfo, secret)
+    reg = Registry(where, registry=conninfo, secret=secret, create=creating)
     try:
         if cmd == "tenant":
             return _tenant(args, reg)
@@ -291,20 +404,25 @@ def _device_id(text: str) -> bytes:
 
 
 def _tenant(args: argparse.Namespace, reg: Any) -> int:
+    if args.tenant_command == "key":
+        if reg.tenant(args.name) is None:
+            raise HirmemError(f"no tenant {args.name}")
+        key = reg.checkpoint_key(args.name)
+        write_key_file(args.out, key)
+        print(f"tenant {args.name}: checkpoint key {key.kid.hex()} written to {args.out}")
+        return 0
     if args.tenant_command == "add":
         rows = [reg.add_tenant(args.name, args.postgres, args.pg_database)]
     elif args.tenant_command == "move":
         rows = [reg.move_tenant(args.name, args.postgres)]
     else:
         rows = reg.tenants()
-    data = [{"tenant": t.name, "backend": t.backend, "location": _safe(t.location)} for t in rows]
+    data = [
+        {"tenant": t.name, "backend": t.backend, "location": safe_conninfo(t.location)}
+        for t in rows
+    ]
     _emit(args, data, [f"{d['tenant']:<20} {d['backend']:<9} {d['location']}" for d in data])
     return 0
-
-
-def _safe(location: str) -> str:
-    """A conninfo without its password (the registry keeps it; a listing does not show it)."""
-    return " ".join("password=***" if p.startswith("password=") else p for p in location.split())
 
 
 def _gateway(args: argparse.Namespace, reg: Any) -> int:
@@ -362,7 +480,9 @@ def _status(args: argparse.Namespace, reg: Any) -> int:
 def _consolidate(args: argparse.Namespace, reg: Any, where: Path) -> int:
     from hirmem.fleet.consolidate import Consolidator
 
-    worker = Consolidator(where, f"cli-{os.getpid()}", locate=reg.postgres_of)
+    worker = Consolidator(
+        where, f"cli-{os.getpid()}", locate=reg.postgres_of, key_of=reg.checkpoint_key
+    )
     try:
         while True:
             names = [args.tenant] if args.tenant else [t.name for t in reg.tenants()]
@@ -403,7 +523,9 @@ def _recall(args: argparse.Namespace, reg: Any, where: Path) -> int:
 
     if reg.tenant(args.tenant) is None:
         raise HirmemError(f"no tenant {args.tenant}")
-    worker = Consolidator(where, f"cli-{os.getpid()}", locate=reg.postgres_of)
+    worker = Consolidator(
+        where, f"cli-{os.getpid()}", locate=reg.postgres_of, key_of=reg.checkpoint_key
+    )
     try:
         hits = worker.recall(args.tenant, reg.store(args.tenant), args.text, args.k)
     finally:
@@ -434,7 +556,7 @@ def _recall(args: argparse.Namespace, reg: Any, where: Path) -> int:
 def _token(args: argparse.Namespace, reg: Any, where: Path) -> int:
     from hirmem.fleet.serving import create_token, token_store
 
-    tokens = token_store(where)
+    tokens = token_store(reg)
     try:
         if args.token_command == "create":
             name = args.name or f"{args.tenant}-{args.scope}"
@@ -475,7 +597,32 @@ def _token(args: argparse.Namespace, reg: Any, where: Path) -> int:
         tokens.close()
 
 
-def _serve(args: argparse.Namespace, where: Path) -> int:
+def _migrate(
+    args: argparse.Namespace, where: Path, conninfo: str | None, secret: bytes | None
+) -> int:
+    from hirmem.fleet.registry import migrate
+
+    if conninfo is None:
+        raise HirmemError(
+            "registry migrate: name the PostgreSQL registry to copy into "
+            f"(--registry CONNINFO or ${ENV_REGISTRY})"
+        )
+    copied = migrate(where, conninfo, secret)
+    _emit(
+        args,
+        copied,
+        [f"{table}: {n} rows copied" for table, n in copied.items()]
+        + [
+            f"{where / 'fleet.db'} was only read: serve every node with --registry now "
+            "(and the same fleet secret)"
+        ],
+    )
+    return 0
+
+
+def _serve(
+    args: argparse.Namespace, where: Path, conninfo: str | None, secret: bytes | None
+) -> int:
     import uvicorn
 
     from hirmem.fleet.app import FleetConfig, create_app
@@ -490,6 +637,8 @@ def _serve(args: argparse.Namespace, where: Path) -> int:
             max_inflight=args.max_inflight,
             pg_pool=args.pg_pool,
             consolidate_every=args.consolidate_every,
+            registry=conninfo,
+            secret=secret,
         )
         uvicorn.run(create_app(config), host=args.host, port=args.port, log_level="warning", **ssl)
         return 0
@@ -500,8 +649,11 @@ def _serve(args: argparse.Namespace, where: Path) -> int:
             "HIRMEM_FLEET_MAX_BODY": str(args.max_body),
             "HIRMEM_FLEET_MAX_INFLIGHT": str(args.max_inflight),
             "HIRMEM_FLEET_PG_POOL": str(args.pg_pool),
+            ENV_REGISTRY: conninfo or "",
         }
     )
+    if secret is not None:
+        os.environ[ENV_SECRET] = secret.decode("utf-8", errors="surrogateescape")
     uvicorn.run(
         "hirmem.fleet.app:app_from_env",
         factory=True,

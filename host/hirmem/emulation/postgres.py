@@ -19,6 +19,14 @@ primary; with ``sync=True`` (the default) the primary's ``synchronous_standby_na
 names it and ``synchronous_commit`` is ``on``, so a COMMIT on the primary returns only
 once the standby has the commit on disk. Every server is a context manager whose exit
 stops the server (SIGTERM, then SIGKILL) and removes its directory, whatever happened.
+
+A server never outlives the process that started it: beside each one runs a watchdog
+(:data:`WATCHDOG`, a few lines of Python in their own session) which, once its parent —
+the process that started the server — is gone, however it went (a SIGKILLed test run
+included), SIGKILLs the server and its children (PostgreSQL gives each child a session
+of its own) and removes the server's directory. It watches the parent process rather
+than rely on ``PR_SET_PDEATHSIG``: that signal follows the thread that forked, and is
+cleared when ``setpriv`` changes the user the server runs as.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -57,6 +66,57 @@ SETTINGS: dict[str, str] = {  # appended to each primary's postgresql.conf
     "logging_collector": "off",
     "log_min_messages": "warning",
 }
+# argv: the pid of the process that started the server, the server's process group (0:
+# none, a directory only) and the directory to remove when that process is gone
+WATCHDOG = """
+import os, shutil, signal, sys, time
+parent, group, root = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+while os.getppid() == parent:
+    if group:
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            sys.exit(0)  # the server was stopped: nothing left to watch
+    time.sleep(0.1)
+def children(pid):  # a PostgreSQL child calls setsid(): not in the postmaster's group
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            stat = open(f"/proc/{name}/stat").read()
+        except OSError:
+            continue
+        if name.isdigit() and int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(name))
+    return found
+if group:
+    for pid in [group] + children(group):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    time.sleep(0.2)  # the processes' exit releases the files
+shutil.rmtree(root, ignore_errors=True)
+"""
+WATCH_INTERVAL = 0.1  # seconds between the watchdog's looks at its parent (see WATCHDOG)
+
+
+def watchdog(group: int, root: Path) -> subprocess.Popen[bytes]:
+    """A watchdog (:data:`WATCHDOG`) for the process group ``group`` (0: none) and the
+    directory ``root``, on behalf of this process."""
+    return subprocess.Popen(  # its own session: a signal to this process's group spares it
+        [sys.executable, "-I", "-S", "-c", WATCHDOG, str(os.getpid()), str(group), str(root)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+
+
+def _end_watchdog(proc: subprocess.Popen[bytes] | None) -> None:
+    if proc is not None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        proc.wait(timeout=STOP_TIMEOUT)
+
+
 # what a connection attempt says while the server is still coming up
 TRANSIENT = ("starting up", "Connection refused", "not yet accepting", "shutting down")
 
@@ -107,6 +167,7 @@ class Server:
         self.log_path = self.root / "server.log"
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
+        self._watchdog: subprocess.Popen[bytes] | None = None
         self._owner = _run_as()
         self.sockets.mkdir()
         if self._owner is not None:
@@ -151,12 +212,13 @@ class Server:
             output = (done.stdout + done.stderr).decode(errors="replace").strip()[-2000:]
             raise PostgresError(f"{self.name}: {Path(str(argv[0])).name} failed: {output}")
 
-    def start(self) -> None:
-        """Start the server on a free port and wait until it takes connections."""
+    def start(self, port: int = 0) -> None:
+        """Start the server on ``port`` (0: a free one; a taken one: another) and wait
+        until it takes connections."""
         if self.running:
             raise PostgresError(f"{self.name} is already running")
-        for _attempt in range(5):  # a free port can be taken between probe and bind
-            self.port = _free_port()
+        for attempt in range(5):  # a free port can be taken between probe and bind
+            self.port = port if port and attempt == 0 else _free_port()
             log = self.log_path.open("ab")
             try:
                 argv = self._command(
@@ -168,8 +230,11 @@ class Server:
                 )  # fmt: skip
             finally:
                 log.close()
+            self._watchdog = watchdog(self.process.pid, self.root)
             if self._wait_ready():
                 return
+            _end_watchdog(self._watchdog)
+            self._watchdog = None
             if "already in use" not in self.log_tail():
                 break
         raise PostgresError(f"{self.name} did not start: {self.log_tail()}")
@@ -208,6 +273,8 @@ class Server:
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(timeout=STOP_TIMEOUT)
         self.process = None
+        _end_watchdog(self._watchdog)
+        self._watchdog = None
 
     def stop(self) -> None:
         """A fast shutdown (SIGINT), SIGKILL if it does not finish in time."""
@@ -225,11 +292,16 @@ class Server:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process = None
+        _end_watchdog(self._watchdog)
+        self._watchdog = None
 
-    def restart(self) -> None:
-        """Start again on the same data directory (crash recovery after :meth:`kill`)."""
+    def restart(self, *, keep_port: bool = False) -> None:
+        """Start again on the same data directory (crash recovery after :meth:`kill`), on
+        another free port, or with ``keep_port`` on the same one while it is free (the
+        same address: clients reconnect to it)."""
+        port = self.port
         self.stop()
-        self.start()
+        self.start(port if keep_port else 0)
 
     def log_tail(self, lines: int = 20) -> str:
         try:
@@ -260,6 +332,7 @@ class Server:
 
 _template_lock = threading.Lock()
 _template_root: Path | None = None
+_template_watch: list[subprocess.Popen[bytes]] = []  # kept: its exit is reaped at ours
 
 
 def _template() -> Path:
@@ -274,6 +347,7 @@ def _template() -> Path:
                         "--no-sync")  # fmt: skip
             _template_root = maker.root
             atexit.register(shutil.rmtree, maker.root, True)
+            _template_watch.append(watchdog(0, maker.root))  # a killed process's template too
         return _template_root / "data"
 
 

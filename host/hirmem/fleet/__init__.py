@@ -4,9 +4,11 @@
 * :mod:`~hirmem.fleet.tenant` — a tenant's store: its device registry with each chain
   head, the packs and records it accepted, the refusals it recorded, the consolidation
   queue; :meth:`~hirmem.fleet.tenant.TenantStore.take` verifies and stores one upload
-* :mod:`~hirmem.fleet.registry` — the fleet's own registry: tenants and where their
-  stores are, gateways (keyid → tenant), the device index (which tenant holds a device),
-  refusals that happen before a tenant is known
+* :mod:`~hirmem.fleet.registry` — the fleet's own registry (``fleet.db``, or a PostgreSQL
+  database every node shares): tenants and where their stores are, gateways (keyid →
+  tenant), the device index (which tenant holds a device), refusals that happen before a
+  tenant is known, the tenants' checkpoint keys
+* :mod:`~hirmem.fleet.sealing` — the fleet secret, and checkpoint keys sealed with it
 * :mod:`~hirmem.fleet.app` — the ASGI application (Starlette): ``PUT /v1/packs/{id}``,
   ``GET /v1/healthz``
 * :mod:`~hirmem.fleet.view` — a tenant's store read as the HTTP API reads an intake;

@@ -18,14 +18,17 @@ Backpressure: at most ``max_inflight`` uploads are judged at once; one more is a
 503 with ``Retry-After`` at once, before its body is read.
 
 A failure of the tenant's database is 503 ``storage-unavailable`` with ``Retry-After``
-(recorded in the registry): nothing was stored, the gateway sends again.
+(recorded in the registry): nothing was stored, the gateway sends again. So is a failure
+of the registry's own database (a PostgreSQL registry's server down): that refusal
+cannot be written there, so it is counted in the process (``unrecorded_refusals`` of
+``/v1/healthz`` and the metrics) and logged.
 
 The nonce cache of the signature check is per process: with ``--workers N`` a request
 replayed to another process passes it, and is harmless there (an upload is idempotent:
 the same pack gets the original answer and nothing is stored twice).
 
 ``GET /v1/healthz`` — 200 ``{"ok": true, "inflight", "overloaded",
-"consolidation_failures"}``.
+"consolidation_failures", "unrecorded_refusals"}``.
 
 Every other path is the HTTP API and dashboard of :mod:`hirmem.api` (the daemon's
 application, :mod:`hirmem.fleet.serving`): bearer tokens from ``hirmem fleet token
@@ -55,7 +58,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
 from hirmem.fleet.refusals import STATUS, TITLES
-from hirmem.fleet.registry import Registry
+from hirmem.fleet.registry import ENV_REGISTRY, Registry
 from hirmem.fleet.tenant import Accepted, Refused
 from hirmem.protocol.httpsig import HttpSignatureError, NonceCache, verify_request
 from hirmem.protocol.packs import MAX_PACK
@@ -80,6 +83,8 @@ class FleetConfig:
     max_skew: int = 300
     pg_pool: int = 8
     consolidate_every: float = 0.0  # seconds between consolidation rounds here; 0: none
+    registry: str | None = None  # a PostgreSQL registry's conninfo; None: directory/fleet.db
+    secret: bytes | None = None  # the fleet secret (seals checkpoint keys in a PG registry)
 
 
 def _is_cose(content_type: str | None) -> bool:
@@ -130,7 +135,9 @@ class FleetNode:
 
     def __init__(self, config: FleetConfig) -> None:
         self.config = config
-        self.registry = Registry(config.directory, config.pg_pool)
+        self.registry = Registry(
+            config.directory, config.pg_pool, registry=config.registry, secret=config.secret
+        )
         self.nonces = NonceCache()
         self.inflight = 0
         self.overloaded = 0  # 503s answered since start
@@ -139,6 +146,7 @@ class FleetNode:
         self.consolidator: Consolidator | None = None
         self._consolidator_lock = threading.Lock()
         self.consolidation_failures = 0
+        self.unrecorded_refusals = 0  # refusals the registry could not take (it was down)
 
     def worker(self) -> Consolidator:
         """This process's consolidator (the rounds and the API share its engines)."""
@@ -147,7 +155,10 @@ class FleetNode:
         with self._consolidator_lock:
             if self.consolidator is None:
                 self.consolidator = Consolidator(
-                    self.config.directory, self.worker_id, locate=self.registry.postgres_of
+                    self.config.directory,
+                    self.worker_id,
+                    locate=self.registry.postgres_of,
+                    key_of=self.registry.checkpoint_key,
                 )
             return self.consolidator
 
@@ -160,19 +171,27 @@ class FleetNode:
                 pass
 
     def refuse(self, reason: str, gateway: str, detail: str, **extra: object) -> Response:
-        self.registry.refuse(STATUS[reason], reason, gateway, detail)
+        try:
+            self.registry.refuse(STATUS[reason], reason, gateway, detail)
+        except Exception as exc:  # the registry's database is down: counted here instead
+            self.unrecorded_refusals += 1
+            log.warning("refusal %s not recorded: the registry failed: %s", reason, exc)
         return problem(reason, detail, **extra)
 
     def flush_overloaded(self) -> None:
         count, self._unwritten = self._unwritten, 0
         if count:
-            self.registry.refuse(
-                503,
-                "overloaded",
-                "",
-                f"{count} uploads over the in-flight bound of {self.config.max_inflight}",
-                count,
-            )
+            try:
+                self.registry.refuse(
+                    503,
+                    "overloaded",
+                    "",
+                    f"{count} uploads over the in-flight bound of {self.config.max_inflight}",
+                    count,
+                )
+            except Exception as exc:  # the registry is down: kept for the next flush
+                self._unwritten += count
+                log.warning("%d overloaded refusals not yet recorded: %s", count, exc)
 
     def judge(
         self,
@@ -207,6 +226,14 @@ class FleetNode:
             )
         except HttpSignatureError as exc:
             return self.refuse(exc.reason, "", exc.detail)
+        except Exception as exc:  # the registry's database, not the upload: retry later
+            log.warning("the fleet registry failed: %s", exc)
+            return self.refuse(
+                "storage-unavailable",
+                "",
+                f"fleet registry: {type(exc).__name__}; nothing was stored",
+                retry_after=self.config.retry_after,
+            )
         tenant = tenant_of[keyid]
 
         def elsewhere(kid: bytes) -> bool:
@@ -237,7 +264,7 @@ def create_app(config: FleetConfig) -> Starlette:
     from hirmem.fleet.serving import api_app, token_store
 
     node = FleetNode(config)
-    tokens = token_store(config.directory)
+    tokens = token_store(node.registry)
 
     async def put_pack(request: Request) -> Response:
         if node.inflight >= config.max_inflight:
@@ -281,6 +308,7 @@ def create_app(config: FleetConfig) -> Starlette:
                 "inflight": node.inflight,
                 "overloaded": node.overloaded,
                 "consolidation_failures": node.consolidation_failures,
+                "unrecorded_refusals": node.unrecorded_refusals,
             }
         )
 
@@ -329,11 +357,16 @@ def create_app(config: FleetConfig) -> Starlette:
 def app_from_env() -> Starlette:
     """The app factory uvicorn's workers call (``hirmem fleet serve --workers N``)."""
     env: Callable[[str, str], str] = lambda k, d: os.environ.get(k, d)  # noqa: E731
+    from hirmem.fleet.sealing import read_secret
+
     return create_app(
         FleetConfig(
             directory=Path(env("HIRMEM_FLEET_DIR", "fleet")),
             max_body=int(env("HIRMEM_FLEET_MAX_BODY", str(MAX_PACK))),
             max_inflight=int(env("HIRMEM_FLEET_MAX_INFLIGHT", "64")),
             pg_pool=int(env("HIRMEM_FLEET_PG_POOL", "8")),
+            registry=env(ENV_REGISTRY, "") or None,
+            secret=read_secret(),
+            consolidate_every=float(env("HIRMEM_FLEET_CONSOLIDATE_EVERY", "0")),
         )
     )

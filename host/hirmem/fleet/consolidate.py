@@ -15,8 +15,11 @@ Where the engine keeps its state follows the tenant: a PostgreSQL tenant's memor
 is in the schema ``memory`` of the tenant's own database (so the synchronous standby has
 it, and ``hirmem fleet tenant move`` carries it: the engine is opened again wherever the
 placement points, see ``locate``); a SQLite tenant's is the file ``memory/<tenant>.db``
-beside the fleet's registry. The engine's checkpoint key is ``memory/<tenant>.key`` in the
-fleet directory either way. The semantic substrate is still a SQLite file,
+beside the fleet's registry. A PostgreSQL tenant's engine signs its checkpoints with the
+key ``key_of(tenant)`` gives (:meth:`hirmem.fleet.registry.Registry.checkpoint_key`:
+sealed in a PostgreSQL registry, so every node signs the one chain with one key; else the
+file ``memory/<tenant>.key`` in the fleet directory, also the default without ``key_of``).
+The semantic substrate is still a SQLite file,
 ``semantic/<tenant>.db``, whatever holds the tenant: its stores have one implementation.
 """
 
@@ -115,11 +118,13 @@ class Consolidator:
         worker: str,
         clock: Callable[[], float] = time.time,
         locate: Callable[[str], str | None] | None = None,
+        key_of: Callable[[str], SigningKey] | None = None,
     ) -> None:
         self.directory = Path(directory)
         self.worker = worker
         self.clock = clock
         self.locate = locate or (lambda tenant: None)
+        self.key_of = key_of
         self._engines: dict[str, MemoryEngine] = {}
         self._placed: dict[str, str | None] = {}  # tenant → the database its engine is on
         self._substrates: dict[str, Substrate] = {}
@@ -143,12 +148,14 @@ class Consolidator:
         folder.mkdir(parents=True, exist_ok=True)
         if where is None:
             return MemoryEngine(folder / f"{tenant}.db", clock=self.clock)
-        key_path = folder / f"{tenant}.key"
-        if not key_path.exists():
-            write_key_file(key_path, SigningKey.generate())
-        return MemoryEngine(
-            PgTarget(where, MEMORY_SCHEMA), clock=self.clock, signing_key=read_key_file(key_path)
-        )
+        if self.key_of is not None:
+            key = self.key_of(tenant)
+        else:
+            key_path = folder / f"{tenant}.key"
+            if not key_path.exists():
+                write_key_file(key_path, SigningKey.generate())
+            key = read_key_file(key_path)
+        return MemoryEngine(PgTarget(where, MEMORY_SCHEMA), clock=self.clock, signing_key=key)
 
     def _drop(self, tenant: str) -> None:
         engine = self._engines.pop(tenant)

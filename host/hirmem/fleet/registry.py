@@ -1,17 +1,36 @@
-"""The fleet's registry: tenants and where their stores live, gateways, the device index.
+"""The fleet's registry: tenants and where their stores live, gateways, the device index,
+the tenants' checkpoint keys.
 
-One SQLite file (``fleet.db`` in the fleet's directory), read on every request, so a
-revoked gateway is refused from the next request on (no cache to expire):
+One database read on every request, so a revoked gateway is refused from the next
+request on (no cache to expire): by default the SQLite file ``fleet.db`` in the fleet's
+directory (one machine); or, when the fleet is given a registry conninfo (``hirmem fleet
+… --registry postgresql://…``, ``fleet.registry`` of the config, ``$HIRMEM_FLEET_REGISTRY``),
+a PostgreSQL database that every fleet node on every machine reads and writes. The
+same statements run on both (:mod:`hirmem.sql.backend`):
 
 - ``tenants``: name, backend (``sqlite`` or ``postgres``) and location (the SQLite file,
   or the libpq conninfo of the tenant's own PostgreSQL database) — the placement table:
-  a tenant's database may live on any cluster;
+  a tenant's database may live on any cluster. A registry on PostgreSQL places tenants
+  on PostgreSQL only: a SQLite file is one machine's, and another node would make an
+  empty one of its own;
 - ``gateways``: keyid (the hex kid of its Ed25519 public key) → tenant, revocable;
 - ``devices``: which tenant holds a device key (to tell "another tenant's device" from
-  "unknown" without opening every tenant's store);
+  "unknown" without opening every tenant's store). A device is claimed in the registry
+  first, in one statement that the unique keys decide (``INSERT … ON CONFLICT DO
+  NOTHING``, then the rows read back): of two nodes registering one device id or key for
+  two tenants at once, one wins and the other is refused, and only the winner's store
+  trusts the key;
 - ``refusals``: what was refused before a tenant was known (the HTTP signature, the
   body's size or type, backpressure), the newest :data:`KEPT` kept and every one counted
-  in ``refusal_counts``.
+  in ``refusal_counts``;
+- ``checkpoint_keys``: on PostgreSQL, each tenant's memory-engine checkpoint key sealed
+  with the fleet secret (:mod:`hirmem.fleet.sealing`), so every node signs and verifies
+  the tenant's one audit chain with one key. With the SQLite registry the key is the
+  file ``memory/<tenant>.key`` in the fleet's directory, as before.
+
+:func:`migrate` copies a ``fleet.db`` (and the PostgreSQL tenants' key files) into an
+empty PostgreSQL registry; a node given a PostgreSQL registry beside a ``fleet.db`` that
+holds tenants the PostgreSQL one lacks refuses to start and says so.
 """
 
 from __future__ import annotations
@@ -19,46 +38,67 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from hirmem.api.tokens import SCHEMA as TOKENS_SCHEMA
+from hirmem.fleet.sealing import ENV_SECRET, SealError, open_key, seal_key
 from hirmem.fleet.tenant import TenantStore
 from hirmem.protocol.clock import now_ms
 from hirmem.protocol.errors import HirmemError
-from hirmem.protocol.keys import ID_SIZE, key_id
-from hirmem.sql.backend import Backend, PostgresBackend, SqliteBackend
+from hirmem.protocol.keys import (
+    ID_SIZE,
+    KeyFileError,
+    SigningKey,
+    key_id,
+    read_key_file,
+    write_key_file,
+)
+from hirmem.sql.backend import Backend, PostgresBackend, SqliteBackend, Tx
+from hirmem.sql.dialect import to_postgres
 
-__all__ = ["Gateway", "Registry", "RegistryError", "Tenant"]
+__all__ = [
+    "ENV_REGISTRY",
+    "Gateway",
+    "Registry",
+    "RegistryError",
+    "Tenant",
+    "migrate",
+    "safe_conninfo",
+]
 
 KEPT = 10_000
 TENANT_NAME = re.compile(r"[a-z0-9][a-z0-9_]{0,40}")
+ENV_REGISTRY = "HIRMEM_FLEET_REGISTRY"
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tenants (
     name        TEXT PRIMARY KEY,
     backend     TEXT NOT NULL CHECK (backend IN ('sqlite', 'postgres')),
     location    TEXT NOT NULL,
-    created     INTEGER NOT NULL
+    created     BIGINT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS gateways (
     keyid       TEXT PRIMARY KEY,
     tenant      TEXT NOT NULL REFERENCES tenants(name),
-    public_key  BLOB NOT NULL,
+    public_key  {bytes} NOT NULL,
     label       TEXT NOT NULL DEFAULT '',
-    added       INTEGER NOT NULL,
-    revoked_at  INTEGER
+    added       BIGINT NOT NULL,
+    revoked_at  BIGINT
 );
 CREATE TABLE IF NOT EXISTS devices (
-    device_id   BLOB PRIMARY KEY,
-    kid         BLOB NOT NULL UNIQUE,
+    device_id   {bytes} PRIMARY KEY,
+    kid         {bytes} NOT NULL UNIQUE,
     tenant      TEXT NOT NULL REFERENCES tenants(name)
 );
 CREATE TABLE IF NOT EXISTS refusals (
-    n           INTEGER PRIMARY KEY AUTOINCREMENT,
-    at          INTEGER NOT NULL,
+    n           {serial},
+    at          BIGINT NOT NULL,
     status      INTEGER NOT NULL,
     reason      TEXT NOT NULL,
     gateway     TEXT NOT NULL,
@@ -66,7 +106,13 @@ CREATE TABLE IF NOT EXISTS refusals (
 );
 CREATE TABLE IF NOT EXISTS refusal_counts (
     reason      TEXT PRIMARY KEY,
-    count       INTEGER NOT NULL
+    count       BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS checkpoint_keys (
+    tenant      TEXT PRIMARY KEY REFERENCES tenants(name),
+    kid         {bytes} NOT NULL,
+    sealed      {bytes} NOT NULL,
+    created     BIGINT NOT NULL
 )
 """
 
@@ -90,47 +136,124 @@ class Gateway:
     revoked: bool
 
 
-class Registry:
-    """The fleet registry in ``directory/fleet.db``; tenant stores are opened on demand."""
+def _integrity_errors(backend: Backend) -> tuple[type[Exception], ...]:
+    """The exceptions a refused row raises on ``backend`` (a key in use, a bad reference)."""
+    if backend.kind == "postgres":
+        import psycopg
 
-    def __init__(self, directory: str | Path, pg_pool: int = 8) -> None:
+        return (psycopg.IntegrityError,)
+    return (sqlite3.IntegrityError,)
+
+
+class Registry:
+    """The fleet registry: ``directory/fleet.db``, or the PostgreSQL database
+    ``registry`` (a libpq conninfo); tenant stores are opened on demand.
+
+    ``secret`` (:func:`hirmem.fleet.sealing.read_secret`) seals the checkpoint keys of a
+    PostgreSQL registry. ``create``: make the tables when they are not there (else
+    :class:`RegistryError`)."""
+
+    def __init__(
+        self,
+        directory: str | Path,
+        pg_pool: int = 8,
+        *,
+        registry: str | None = None,
+        secret: bytes | None = None,
+        create: bool = True,
+        check_local: bool = True,
+    ) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.pg_pool = pg_pool
+        self.conninfo = registry
+        self.secret = secret
         self._lock = threading.Lock()
         self._stores: dict[str, TenantStore] = {}
         self._where: dict[str, str] = {}  # the location each open store was opened at
+        self._keys: dict[str, SigningKey] = {}  # checkpoint keys opened (they never change)
         try:
-            self._db = sqlite3.connect(
-                str(self.directory / "fleet.db"),
-                isolation_level=None,
-                check_same_thread=False,
-                timeout=30,
+            self.backend: Backend = (
+                SqliteBackend(self.directory / "fleet.db", foreign_keys=True)
+                if registry is None
+                else PostgresBackend(registry, pg_pool)
             )
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._db.execute("PRAGMA foreign_keys=ON")
-            self._db.executescript(SCHEMA)
-        except sqlite3.Error as exc:
-            raise RegistryError(f"{self.directory}: cannot open the registry: {exc}") from None
+        except HirmemError as exc:
+            raise RegistryError(f"{self.where}: cannot open the registry: {exc}") from None
+        self._refused = _integrity_errors(self.backend)
+        try:
+            if not create and not self.exists():
+                raise RegistryError(
+                    f"{self.where}: no fleet registry here (`hirmem fleet tenant add` makes "
+                    "one; `hirmem fleet registry migrate` copies a fleet.db into it)"
+                )
+            with self.backend.transaction() as tx:
+                if self.backend.kind == "postgres":  # nodes starting at once make it once
+                    tx.rows("SELECT pg_advisory_xact_lock(hashtext('hirmem.fleet.registry'))")
+                for statement in self.backend.schema(SCHEMA).split(";"):
+                    if statement.strip():
+                        tx.run(statement)
+            if registry is not None and check_local:
+                self._check_local()
+        except BaseException:
+            self.backend.close()
+            raise
+
+    @property
+    def where(self) -> str:
+        """What messages call the registry (never a password)."""
+        if self.conninfo is None:
+            return str(self.directory / "fleet.db")
+        return "the PostgreSQL registry " + safe_conninfo(self.conninfo)
+
+    def exists(self) -> bool:
+        """Whether the registry's tables are there."""
+        sql = (
+            "SELECT count(*) FROM sqlite_master WHERE name = 'tenants'"
+            if self.backend.kind == "sqlite"
+            else "SELECT count(*) FROM pg_tables WHERE tablename = 'tenants' "
+            "AND schemaname = current_schema()"
+        )
+        return bool(self._rows(sql)[0][0])
+
+    def _check_local(self) -> None:
+        """Refuse a PostgreSQL registry that lacks the tenants of a ``fleet.db`` beside it
+        (a fleet moved to PostgreSQL without :func:`migrate`: its gateways would be
+        refused as unknown)."""
+        local = _local_tenants(self.directory / "fleet.db")
+        missing = sorted(set(local) - {t.name for t in self.tenants()})
+        if missing:
+            raise RegistryError(
+                f"{self.directory / 'fleet.db'} holds a SQLite registry with tenants "
+                f"{', '.join(missing)} that {self.where} does not: copy it with "
+                "`hirmem fleet registry migrate --registry CONNINFO` (or move fleet.db "
+                "away to start an empty fleet)"
+            )
 
     def close(self) -> None:
         with self._lock:
             for store in self._stores.values():
                 store.close()
             self._stores.clear()
-            self._db.close()
+            self.backend.close()
 
     def _rows(self, sql: str, args: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
-            return [tuple(r) for r in self._db.execute(sql, args).fetchall()]
+        with self.backend.reading() as tx:
+            rows: list[tuple[Any, ...]] = tx.rows(sql, args)
+        return rows
+
+    @contextmanager
+    def _writing(self) -> Iterator[Tx]:
+        """A write transaction; a refused row (a key in use) is a :class:`RegistryError`."""
+        try:
+            with self.backend.transaction() as tx:
+                yield tx
+        except self._refused as exc:
+            raise RegistryError(str(exc).strip()) from None
 
     def _write(self, sql: str, args: tuple[object, ...] = ()) -> int:
-        with self._lock:
-            try:
-                return self._db.execute(sql, args).rowcount
-            except sqlite3.IntegrityError as exc:
-                raise RegistryError(str(exc)) from None
+        with self._writing() as tx:
+            return tx.run(sql, args)
 
     # ---- tenants -------------------------------------------------------------------------
 
@@ -145,6 +268,11 @@ class Registry:
             raise RegistryError(f"tenant name {name!r}: 1-41 of a-z, 0-9, _ (first not _)")
         if self.tenant(name) is not None:
             raise RegistryError(f"tenant {name} exists")
+        if postgres is None and self.conninfo is not None:
+            raise RegistryError(
+                f"tenant {name}: a fleet whose registry is on PostgreSQL places its tenants "
+                "on PostgreSQL (--postgres CONNINFO): a SQLite file is one machine's"
+            )
         if postgres is None:
             tenant = Tenant(name, "sqlite", str(self.directory / "tenants" / f"{name}.db"))
         else:
@@ -267,17 +395,33 @@ class Registry:
     # ---- devices -------------------------------------------------------------------------
 
     def add_device(self, tenant: str, device_id: bytes, public_key: bytes, label: str = "") -> None:
-        """Register a device key for a tenant: in the fleet's index and the tenant's store."""
+        """Register a device key for a tenant: claimed in the fleet's index first (the
+        unique keys decide between two nodes claiming it at once), then trusted by the
+        tenant's store."""
         if len(device_id) != ID_SIZE:
             raise RegistryError(f"a device id is {ID_SIZE} bytes ({2 * ID_SIZE} hex digits)")
+        if self.tenant(tenant) is None:
+            raise RegistryError(f"no tenant {tenant}")
         kid = key_id(public_key)
-        rows = self._rows(
-            "SELECT tenant FROM devices WHERE device_id = ? OR kid = ?", (device_id, kid)
-        )
+        with self._writing() as tx:
+            claimed = tx.run(
+                "INSERT INTO devices VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                (device_id, kid, tenant),
+            )
+            rows = tx.rows(
+                "SELECT tenant FROM devices WHERE device_id = ? OR kid = ?", (device_id, kid)
+            )
         if any(str(r[0]) != tenant for r in rows):
             raise RegistryError(f"device {device_id.hex()} or its key is another tenant's")
-        self.store(tenant).add_device(device_id, public_key, label)
-        self._write("INSERT OR IGNORE INTO devices VALUES (?, ?, ?)", (device_id, kid, tenant))
+        try:
+            self.store(tenant).add_device(device_id, public_key, label)
+        except BaseException:
+            if claimed:  # the tenant's store refused it: so does the index
+                self._write(
+                    "DELETE FROM devices WHERE device_id = ? AND kid = ? AND tenant = ?",
+                    (device_id, kid, tenant),
+                )
+            raise
 
     def revoke_device(self, tenant: str, device_id: bytes) -> None:
         self.store(tenant).revoke_device(device_id)
@@ -289,29 +433,184 @@ class Registry:
     # ---- refusals before a tenant is known -----------------------------------------------
 
     def refuse(self, status: int, reason: str, gateway: str, detail: str, count: int = 1) -> None:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.execute(
-                    "INSERT INTO refusals (at, status, reason, gateway, detail) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    (now_ms(), status, reason, gateway[:80], detail[:240]),
-                )
-                self._db.execute(
-                    "INSERT INTO refusal_counts VALUES (?, ?) ON CONFLICT (reason) "
-                    "DO UPDATE SET count = count + excluded.count",
-                    (reason, count),
-                )
-                self._db.execute(
-                    "DELETE FROM refusals WHERE n <= (SELECT max(n) FROM refusals) - ?", (KEPT,)
-                )
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self._writing() as tx:
+            tx.run(
+                "INSERT INTO refusals (at, status, reason, gateway, detail) VALUES (?, ?, ?, ?, ?)",
+                (now_ms(), status, reason, gateway[:80], detail[:240]),
+            )
+            tx.run(
+                "INSERT INTO refusal_counts VALUES (?, ?) ON CONFLICT (reason) "
+                "DO UPDATE SET count = refusal_counts.count + excluded.count",
+                (reason, count),
+            )
+            tx.run("DELETE FROM refusals WHERE n <= (SELECT max(n) FROM refusals) - ?", (KEPT,))
 
     def refusal_counts(self) -> dict[str, int]:
         return {str(r): int(c) for r, c in self._rows("SELECT reason, count FROM refusal_counts")}
+
+    def refusals_kept(self) -> int:
+        return int(self._rows("SELECT count(*) FROM refusals")[0][0])
+
+    # ---- checkpoint keys -----------------------------------------------------------------
+
+    def checkpoint_key(self, tenant: str) -> SigningKey:
+        """The key that signs the audit checkpoints of ``tenant``'s memory engine, made on
+        first use: sealed in a PostgreSQL registry (every node opens the same one: the
+        first node to store it wins, the others read it back), else the file
+        ``memory/<tenant>.key`` in the fleet's directory."""
+        with self._lock:
+            held = self._keys.get(tenant)
+        if held is not None:
+            return held
+        if self.conninfo is None:
+            path = self.directory / "memory" / f"{tenant}.key"
+            if not path.exists():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with suppress(KeyFileError):  # another process wrote it first: read theirs
+                    write_key_file(path, SigningKey.generate())
+            key = read_key_file(path)
+        else:
+            if self.secret is None:
+                raise SealError(
+                    f"tenant {tenant}: a PostgreSQL registry keeps checkpoint keys sealed "
+                    f"with the fleet secret, and none was given (${ENV_SECRET}, or "
+                    "--secret-file FILE; the same on every node)"
+                )
+            if self.tenant(tenant) is None:
+                raise RegistryError(f"no tenant {tenant}")
+            fresh = SigningKey.generate()  # kept only if no node stored one first
+            self._write(
+                "INSERT INTO checkpoint_keys VALUES (?, ?, ?, ?) ON CONFLICT (tenant) DO NOTHING",
+                (tenant, fresh.kid, seal_key(self.secret, tenant, fresh), now_ms()),
+            )
+            found = self._rows("SELECT sealed FROM checkpoint_keys WHERE tenant = ?", (tenant,))
+            key = open_key(self.secret, tenant, bytes(found[0][0]))
+        with self._lock:
+            self._keys[tenant] = key
+        return key
+
+
+    def reseal(self, new_secret: bytes) -> int:
+        """Seal every checkpoint key again under ``new_secret`` (a fleet secret rotated),
+        in one transaction: each is opened with this registry's secret first, so a wrong
+        old secret changes nothing. The number of keys resealed. Nodes given the old
+        secret cannot open a key from then on (restart them with the new one)."""
+        if self.conninfo is None or self.secret is None:
+            raise SealError("reseal: a PostgreSQL registry and its current fleet secret")
+        old = self.secret
+        with self._writing() as tx:
+            rows = tx.rows("SELECT tenant, sealed FROM checkpoint_keys ORDER BY tenant FOR UPDATE")
+            for tenant, sealed in rows:
+                key = open_key(old, str(tenant), bytes(sealed))
+                tx.run(
+                    "UPDATE checkpoint_keys SET sealed = ? WHERE tenant = ?",
+                    (seal_key(new_secret, str(tenant), key), tenant),
+                )
+        self.secret = new_secret
+        return len(rows)
+
+_PASSWORD = re.compile(r"(password\s*=\s*)\S+|(://[^:/@?]*:)[^@/?]*(@)")
+
+
+def safe_conninfo(conninfo: str) -> str:
+    """A conninfo (key=value or URI) without its password, for messages."""
+    return _PASSWORD.sub(
+        lambda m: f"{m.group(1)}***" if m.group(1) else f"{m.group(2)}***{m.group(3)}", conninfo
+    )
+
+
+def _local_tenants(path: Path) -> list[str]:
+    """The tenants of the SQLite registry at ``path`` (none when it is not there)."""
+    if not path.is_file():
+        return []
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        if db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'tenants'").fetchone()[0]:
+            return [str(r[0]) for r in db.execute("SELECT name FROM tenants")]
+        return []
+    finally:
+        db.close()
+
+
+# what migrate copies, in an order the references allow (refusals without their numbers:
+# the PostgreSQL sequence numbers them again, in the same order)
+_COPIED = (
+    ("tenants", "name, backend, location, created", "name"),
+    ("gateways", "keyid, tenant, public_key, label, added, revoked_at", "keyid"),
+    ("devices", "device_id, kid, tenant", "device_id"),
+    ("refusals", "at, status, reason, gateway, detail", "n"),
+    ("refusal_counts", "reason, count", "reason"),
+)
+
+
+def migrate(directory: str | Path, registry: str, secret: bytes | None) -> dict[str, int]:
+    """Copy the SQLite registry ``directory/fleet.db`` into the empty PostgreSQL registry
+    ``registry``, in one transaction, with each PostgreSQL tenant's checkpoint key file
+    (``memory/<tenant>.key``) sealed with ``secret``. ``fleet.db`` is only read. Refused:
+    a registry that already has tenants, and a fleet with SQLite tenants (their files are
+    this machine's: move them to PostgreSQL first). The API tokens of ``fleet.db`` come
+    along. Rows copied per table."""
+    directory = Path(directory)
+    source = directory / "fleet.db"
+    if not source.is_file():
+        raise RegistryError(f"{source}: no SQLite registry to migrate")
+    src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+    try:
+        tenants = [(str(n), str(b)) for n, b in src.execute("SELECT name, backend FROM tenants")]
+        local = sorted(n for n, b in tenants if b != "postgres")
+        if local:
+            raise RegistryError(
+                f"{source}: tenants {', '.join(local)} are SQLite files on this machine; a "
+                "PostgreSQL registry places tenants on PostgreSQL only"
+            )
+        keys = {n: directory / "memory" / f"{n}.key" for n, _ in tenants}
+        keys = {n: p for n, p in keys.items() if p.exists()}
+        if keys and secret is None:
+            raise SealError(
+                f"checkpoint keys of {', '.join(sorted(keys))} are sealed into the registry "
+                f"with the fleet secret: give ${ENV_SECRET} or --secret-file"
+            )
+        reg = Registry(directory, 2, registry=registry, secret=secret, check_local=False)
+        try:
+            held = reg.tenants()
+            if held:
+                raise RegistryError(
+                    f"{reg.where} already holds tenants ({', '.join(t.name for t in held)}): "
+                    "migrate into an empty registry"
+                )
+            copied: dict[str, int] = {}
+            with reg._writing() as tx:
+                for table, columns, order in _COPIED:
+                    rows = src.execute(f"SELECT {columns} FROM {table} ORDER BY {order}")
+                    marks = ", ".join("?" * len(columns.split(",")))
+                    copied[table] = 0
+                    for row in rows:
+                        tx.run(f"INSERT INTO {table} ({columns}) VALUES ({marks})", tuple(row))
+                        copied[table] += 1
+                has_tokens = src.execute(
+                    "SELECT count(*) FROM sqlite_master WHERE name = 'api_tokens'"
+                ).fetchone()[0]
+                if has_tokens:  # the API's bearer tokens (hirmem.fleet.serving.token_store)
+                    tx.run(to_postgres(TOKENS_SCHEMA))
+                    columns = "id, name, tenant, scope, digest, created, revoked"
+                    copied["api_tokens"] = 0
+                    for row in src.execute(f"SELECT {columns} FROM api_tokens ORDER BY created"):
+                        tx.run(f"INSERT INTO api_tokens ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                               tuple(row))  # fmt: skip
+                        copied["api_tokens"] += 1
+                for name, path in sorted(keys.items()):
+                    assert secret is not None  # checked above
+                    key = read_key_file(path)
+                    tx.run(
+                        "INSERT INTO checkpoint_keys VALUES (?, ?, ?, ?)",
+                        (name, key.kid, seal_key(secret, name, key), now_ms()),
+                    )
+                copied["checkpoint_keys"] = len(keys)
+        finally:
+            reg.close()
+    finally:
+        src.close()
+    return copied
 
 
 def create_database(admin_conninfo: str, dbname: str) -> str:

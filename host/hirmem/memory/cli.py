@@ -22,6 +22,12 @@ Wire it in with ``add_parser(subparsers)`` and dispatch ``run(args)``::
 ``--memory`` (the store, default ``hirmem-memory.sqlite``), ``--memory-config``, ``--key``
 and ``--create`` are taken before or after the subcommand; ``--db`` and ``--config`` are
 the old spellings of the first two.
+
+A store on PostgreSQL is named by a URI, ``--memory
+postgresql://USER@HOST:PORT/DATABASE?schema=memory`` (the schema holding the engine's
+tables, default ``memory``, as a fleet tenant's database holds its engine; every other
+parameter is libpq's). Its checkpoint key is given with ``--key FILE`` (a fleet tenant's:
+``hirmem fleet tenant key NAME --out FILE``), since no file sits beside such a store.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from hirmem.memory import distill, evidence, review
 from hirmem.memory.config import MemoryConfig
@@ -41,6 +48,7 @@ from hirmem.memory.observe import KINDS
 from hirmem.memory.recall import DEFAULT_STATES, RecallFilter
 from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.keys import read_key_file
+from hirmem.sql import PgTarget
 
 __all__ = ["add_parser", "run"]
 
@@ -48,6 +56,8 @@ _STATES = [s.name.lower() for s in State]
 _WRITES = frozenset({"admit", "repair", "sweep", "follow", "check", "checkpoint", "decide"})
 _LAYERS = [x.name.lower() for x in Layer if x is not Layer.PROVENANCE]
 DEFAULT_MEMORY = Path("hirmem-memory.sqlite")
+PG_SCHEMES = ("postgresql://", "postgres://")
+DEFAULT_PG_SCHEMA = "memory"
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -142,9 +152,10 @@ def _leaf(sub: Any, name: str, table: bool = False, **kw: Any) -> argparse.Argum
 def _store_options(p: argparse.ArgumentParser) -> None:
     """The group's options, accepted before and after the subcommand (defaults filled in by
     :func:`run`, so a later parser never overwrites an earlier spelling)."""
-    p.add_argument("--memory", type=Path, default=argparse.SUPPRESS, metavar="FILE",
-                   help=f"the memory store (default {DEFAULT_MEMORY})")  # fmt: skip
-    p.add_argument("--db", dest="memory", type=Path, default=argparse.SUPPRESS,
+    p.add_argument("--memory", default=argparse.SUPPRESS,
+                   metavar="FILE|URI", help=f"the memory store: a SQLite file (default "
+                   f"{DEFAULT_MEMORY}) or postgresql://…?schema={DEFAULT_PG_SCHEMA}")  # fmt: skip
+    p.add_argument("--db", dest="memory", default=argparse.SUPPRESS,
                    help=argparse.SUPPRESS)  # the old spelling
     p.add_argument("--memory-config", dest="config", default=argparse.SUPPRESS,
                    metavar="JSON", help="JSON file of MemoryConfig overrides")  # fmt: skip
@@ -221,14 +232,20 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, name, None) is None:
             setattr(args, name, default)
     try:
-        if not args.create and _reads(args) and not Path(args.memory).exists():
+        store = store_target(str(args.memory))
+        if not args.create and _reads(args) and not _exists(store):
             raise HirmemError(
-                f"{args.memory}: no memory store here (a mistyped path? give --create to "
+                f"{store}: no memory store here (a mistyped path? give --create to "
                 "start an empty one, or admit or follow to fill it)"
+            )
+        if isinstance(store, PgTarget) and not args.key:
+            raise HirmemError(
+                f"a memory store on {store} is opened with its checkpoint key: give --key "
+                "FILE (a fleet tenant's: hirmem fleet tenant key NAME --out FILE)"
             )
         config = MemoryConfig.load(args.config) if args.config else MemoryConfig()
         key = read_key_file(Path(args.key)) if args.key else None
-        engine = MemoryEngine(args.memory, config, signing_key=key)
+        engine = MemoryEngine(store, config, signing_key=key)
     except HirmemError as exc:
         print(f"hirmem memory: {exc}", file=sys.stderr)
         return 2
@@ -245,6 +262,37 @@ def run(args: argparse.Namespace) -> int:
         print(f"hirmem memory: {exc}", file=sys.stderr)
         rc = 2
     return rc
+
+
+def store_target(text: str) -> Path | PgTarget:
+    """``--memory``'s value: a SQLite file, or a ``postgresql://`` URI whose ``schema``
+    parameter (taken out: libpq does not know it) names the engine's schema."""
+    if not text.startswith(PG_SCHEMES):
+        return Path(text)
+    parts = urlsplit(text)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schemas = [v for k, v in query if k == "schema"]
+    schema = schemas[-1] if schemas else DEFAULT_PG_SCHEMA
+    if not schema.isidentifier() or schema.lower() != schema:
+        raise HirmemError(
+            f"--memory: schema={schema!r}: a lower-case name of letters, digits and _"
+        )
+    rest = urlencode([(k, v) for k, v in query if k != "schema"])
+    return PgTarget(urlunsplit(parts._replace(query=rest)), schema)
+
+
+def _exists(store: Path | PgTarget) -> bool:
+    """Whether the store is there (a read never makes one)."""
+    if isinstance(store, Path):
+        return store.exists()
+    import psycopg
+
+    try:
+        with psycopg.connect(store.conninfo, autocommit=True, connect_timeout=10) as db:
+            row = db.execute("SELECT to_regclass(%s)", (f"{store.schema}.memories",)).fetchone()
+    except psycopg.Error as exc:
+        raise HirmemError(f"cannot reach {store}: {str(exc).strip()}") from None
+    return row is not None and row[0] is not None
 
 
 def _reads(args: argparse.Namespace) -> bool:

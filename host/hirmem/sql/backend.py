@@ -72,7 +72,9 @@ class SqliteBackend:
     kind = "sqlite"
     skip_locked = ""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, foreign_keys: bool = False) -> None:
+        """``foreign_keys``: enforce ``REFERENCES`` (SQLite does not unless asked;
+        PostgreSQL always does)."""
         self.path = Path(path)
         self._lock = threading.Lock()
         self._local = threading.local()  # each thread's read connection
@@ -83,6 +85,8 @@ class SqliteBackend:
             )
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
+            if foreign_keys:
+                self._db.execute("PRAGMA foreign_keys=ON")
         except sqlite3.Error as exc:
             raise BackendError(f"{self.path}: cannot open: {exc}") from None
 
