@@ -19,6 +19,9 @@ from hirmem.semantic.split import SentenceSplitter
 from hirmem.semantic.stages import Pipeline, Result, StageRun
 from hirmem.semantic.substrate import Substrate
 from hirmem.semantic.values import Doc, Origin, doc_id, with_origin
+from semantic_backends import semantic_backend, semantic_server  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.usefixtures("semantic_backend")
 
 DAY = 86_400_000
 T0 = 1_600_000_000_000  # 2020-09-13
