@@ -80,6 +80,11 @@ def semantic_server(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 @pytest.fixture
-def semantic_backend(semantic_server: str) -> str:
-    """The module's substrate backend for this test: "sqlite" or "postgres"."""
+def semantic_backend(semantic_server: str, request: pytest.FixtureRequest) -> str:
+    """The module's substrate backend for this test: "sqlite" or "postgres". A test marked
+    ``sqlite_only(reason)`` (it opens the SQLite file itself, or stores what PostgreSQL's
+    text cannot hold) is skipped on PostgreSQL with its reason."""
+    only = request.node.get_closest_marker("sqlite_only")
+    if only is not None and semantic_server == "postgres":
+        pytest.skip(f"SQLite only: {only.args[0]}")
     return semantic_server
