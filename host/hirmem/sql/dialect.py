@@ -24,7 +24,7 @@ a few hundred distinct statements) before psycopg runs it:
   an ``INSERT`` without a column list gets the table's (so the ``rowid`` column the
   dialect added is left to its identity), ``SELECT * FROM t`` the table's columns; a
   NULL given for an ``INTEGER PRIMARY KEY`` takes the column's next value, as SQLite
-  gives a new rowid;
+  gives a new rowid (one more than the largest held);
 * ``X'..'`` blob literals → ``'\\x..'::bytea``; ``typeof(col)`` → SQLite's type names
   from ``pg_typeof``; ``CROSS JOIN t ON …`` (SQLite: an inner join in a fixed order) →
   ``JOIN t ON …``; ``PRAGMA table_info(t)`` → the same six columns from the catalogue;
@@ -70,12 +70,14 @@ NO_OP_PRAGMAS = frozenset({"journal_mode", "synchronous", "foreign_keys", "busy_
 _PRAGMA = re.compile(r"^\s*PRAGMA\s+(\w+)\s*(?:=\s*[\w'\"-]+|\(\s*(\w+)\s*\))?\s*;?\s*$", re.I)
 _NOTHING = "SELECT NULL WHERE false"
 # PRAGMA table_info(t): (cid, name, type, notnull, dflt_value, pk) as SQLite gives them,
-# less the rowid column the dialect added
+# less the rowid column the dialect added (a key's column reads notnull: PostgreSQL makes
+# it so; the type is PostgreSQL's name for it)
 _TABLE_INFO = (
     "SELECT (row_number() OVER (ORDER BY a.attnum)) - 1, a.attname::text, "
     "upper(format_type(a.atttypid, a.atttypmod)), a.attnotnull::int, "
     "pg_get_expr(d.adbin, d.adrelid), "
-    "COALESCE(array_position(i.indkey::int2[], a.attnum), 0) "
+    "COALESCE((SELECT k.n FROM unnest(i.indkey) WITH ORDINALITY AS k(att, n) "
+    "WHERE k.att = a.attnum), 0) "
     "FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid "
     "AND d.adnum = a.attnum LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary "
     "WHERE a.attrelid = to_regclass('{table}') AND a.attnum > 0 AND NOT a.attisdropped "
@@ -329,7 +331,9 @@ def _replace_into(sql: str, table: str, columns: tuple[str, ...], rest: str) -> 
 
 
 def _values_with_alias(table: str, columns: tuple[str, ...], rest: str) -> str:
-    """``VALUES (…)`` with the rowid alias's value, when NULL, the column's next value."""
+    """``VALUES (…)`` with the rowid alias's value, when NULL, one more than the largest
+    held, as SQLite picks it (an ``INSERT`` that leaves the column out takes the identity's
+    next value instead: a table should not mix the two, nor writers without a lock)."""
     shape = shape_of(table)
     if shape is None or shape.rowid_alias not in columns:
         return rest
@@ -341,8 +345,9 @@ def _values_with_alias(table: str, columns: tuple[str, ...], rest: str) -> str:
     if len(values) != len(columns):
         return rest
     at = columns.index(shape.rowid_alias or "")
-    values[at] = (f"COALESCE({values[at]}, nextval(pg_get_serial_sequence('{table}', "
-                  f"'{shape.rowid_alias}')))")  # fmt: skip
+    alias = shape.rowid_alias
+    values[at] = (f"COALESCE({values[at]}, (SELECT COALESCE(max({alias}), 0) + 1 "
+                  f"FROM {table}))")  # fmt: skip
     return f"{rest[: m.end()]}{', '.join(values)}{rest[close:]}"
 
 
