@@ -17,17 +17,20 @@ select list and the join must hold no placeholder before it. A lower rank is bet
   (``porter unicode61`` tokens), ranked by ``bm25()`` with the two columns' weights:
   BM25 over the index's own statistics (how rare a term is among the partition's rows,
   how long a row is against the partition's mean).
-* :class:`PgText` — PostgreSQL: a table of (rowid, ``tsvector``) with a GIN index, the
-  text weighted ``D`` and the subject ``C`` (``english`` configuration: Snowball
-  stemming, English stop words dropped), matched by ``@@`` against
-  ``websearch_to_tsquery`` and ranked by ``ts_rank_cd`` (cover density, normalised by
-  ``1 + log(length)``) with the same two weights scaled to at most 1. **How the ranking
-  differs**: ``ts_rank_cd`` has no inverse document frequency — a row matching a common
-  term weighs as much as one matching a rare one, where BM25 favours the rare — and it
-  rewards matched terms that stand close together, which BM25 ignores; length is
-  normalised by the row's own length only, not against the partition's mean. The rows
-  that match are the same up to the tokenisers (Porter and Snowball stem nearly alike;
-  PostgreSQL also drops English stop words, which FTS5 matches).
+* :class:`PgText` — PostgreSQL: a table of (rowid, ``tsvector``, length) with a GIN
+  index, the text weighted ``D`` and the subject ``C`` (``english`` configuration:
+  Snowball stemming, English stop words dropped), beside the term statistics BM25 needs
+  (rows per lexeme, rows and tokens in all), kept as rows come and go; matched by ``@@``
+  and ranked by **BM25 computed in SQL from those statistics**, with FTS5's formula and
+  constants (idf = ln((N - n + 0.5)/(n + 0.5)), at least 1e-6; k1 = 1.2, b = 0.75; a
+  hit counts at its column's weight; length against the index's mean length).
+  **How the ranking differs**: only by the tokenisers — Porter (FTS5) and Snowball stem
+  nearly alike, but PostgreSQL drops English stop words, so a row's length and a stop
+  word's statistics differ (a stop word matches nothing there); on words both keep, the
+  ranks are the same (``tools/lexical_ranking.py``: the same rows, the same top 10).
+  ``ts_rank_cd`` (cover density) was measured too and not kept: with no inverse
+  document frequency it put a common word's rows above a rare word's (3 % top-10
+  overlap with FTS5 on a rare-OR-common query).
 """
 
 from __future__ import annotations
@@ -114,44 +117,81 @@ class Fts5:
         return Ranked(name, f"{name}.rowid", f"{name} MATCH ?", rank)
 
 
-_WORD = re.compile(r"\w+", re.UNICODE)
-_VECTOR = ("setweight(to_tsvector('english', ?), 'D') || "
-           "setweight(to_tsvector('english', ?), 'C')")  # fmt: skip
+_VECTOR = ("SELECT setweight(to_tsvector('english', ?), 'D') || "
+           "setweight(to_tsvector('english', ?), 'C') AS v")  # fmt: skip
+K1, B = 1.2, 0.75  # BM25's constants, as FTS5's bm25() has them
 
 
 class PgText:
-    """PostgreSQL ``tsvector`` indexes (see the module doc) on ``db``'s schema."""
+    """PostgreSQL ``tsvector`` indexes (see the module doc) on ``db``'s schema: per index
+    ``<name>`` (rowid, tsvector, length in tokens), ``<name>_df`` (rows per lexeme) and
+    ``<name>_n`` (rows and tokens in all), kept by :meth:`add` and :meth:`remove`."""
 
     def __init__(self, db: PgConnection) -> None:
         self.db = db
 
     def create(self, name: str) -> None:
         name = _checked(name)
-        self.db.verbatim(f"CREATE TABLE IF NOT EXISTS {name} "
-                         "(rowid BIGINT PRIMARY KEY, tsv tsvector NOT NULL)")  # fmt: skip
-        self.db.verbatim(f"CREATE INDEX IF NOT EXISTS {name}_tsv ON {name} USING gin (tsv)")
+        for statement in (
+            f"CREATE TABLE IF NOT EXISTS {name} (rowid BIGINT PRIMARY KEY, "
+            "tsv tsvector NOT NULL, len BIGINT NOT NULL)",
+            f"CREATE INDEX IF NOT EXISTS {name}_tsv ON {name} USING gin (tsv)",
+            f'CREATE TABLE IF NOT EXISTS {name}_df (lexeme TEXT COLLATE "C" PRIMARY KEY, '
+            "n BIGINT NOT NULL)",
+            f"CREATE TABLE IF NOT EXISTS {name}_n (rows BIGINT NOT NULL, tokens BIGINT NOT NULL)",
+            f"INSERT INTO {name}_n SELECT 0, 0 WHERE NOT EXISTS (SELECT 1 FROM {name}_n)",
+        ):
+            self.db.verbatim(statement)
 
     def add(self, name: str, rowid: int, text: str, subject: str) -> None:
-        self.db.execute(f"INSERT INTO {_checked(name)} (rowid, tsv) VALUES (?, {_VECTOR})",
-                        (rowid, text, subject))  # fmt: skip
+        name = _checked(name)
+        self.db.execute(
+            f"INSERT INTO {name} (rowid, tsv, len) SELECT ?, s.v, (SELECT COALESCE(sum("
+            f"array_length(x.positions, 1)), 0) FROM unnest(s.v) AS x) FROM ({_VECTOR}) AS s",
+            (rowid, text, subject))  # fmt: skip
+        self.db.execute(
+            f"INSERT INTO {name}_df (lexeme, n) SELECT x.lexeme, 1 FROM unnest((SELECT tsv "
+            f"FROM {name} WHERE rowid = ?)) AS x ON CONFLICT (lexeme) DO UPDATE SET "
+            f"n = {name}_df.n + 1", (rowid,))  # fmt: skip
+        self.db.execute(f"UPDATE {name}_n SET rows = rows + 1, tokens = tokens + "
+                        f"(SELECT len FROM {name} WHERE rowid = ?)", (rowid,))  # fmt: skip
 
     def remove(self, name: str, rowid: int, text: str, subject: str) -> None:
-        self.db.execute(f"DELETE FROM {_checked(name)} WHERE rowid = ?", (rowid,))
+        name = _checked(name)
+        held = f"(SELECT tsv FROM {name} WHERE rowid = ?)"
+        self.db.execute(f"UPDATE {name}_df SET n = n - 1 WHERE lexeme IN "
+                        f"(SELECT x.lexeme FROM unnest({held}) AS x)", (rowid,))  # fmt: skip
+        self.db.execute(f"DELETE FROM {name}_df WHERE n <= 0")
+        self.db.execute(f"UPDATE {name}_n SET rows = rows - 1, tokens = tokens - r.len FROM "
+                        f"(SELECT len FROM {name} WHERE rowid = ?) AS r", (rowid,))  # fmt: skip
+        self.db.execute(f"DELETE FROM {name} WHERE rowid = ?", (rowid,))
 
     def query(self, terms: Sequence[str]) -> str:
-        # each term a quoted phrase of its words, OR-ed: nothing in a term is an operator
-        words = (" ".join(_WORD.findall(t)) for t in sorted(set(terms)))
-        return " or ".join(f'"{w}"' for w in words if w)
+        return " ".join(sorted(set(terms)))  # parsed and stemmed by to_tsvector: no operators
 
     def ranked(self, name: str, weights: tuple[float, float] = (1.0, 1.0)) -> Ranked:
         name = _checked(name)
-        top = max(weights) or 1.0
-        text, subject = (w / top for w in weights)
-        # {D, C, B, A}: the text is D, the subject C
-        scale = f"'{{{text}, {subject}, {subject}, {subject}}}'::float4[]"
-        source = f"{name} CROSS JOIN websearch_to_tsquery('english', ?) AS {name}_q(q)"
-        return Ranked(source, f"{name}.rowid", f"{name}.tsv @@ {name}_q.q",
-                      f"(-ts_rank_cd({scale}, {name}.tsv, {name}_q.q, 1))")  # fmt: skip
+        text, subject = weights
+        # the query's lexemes (stemmed as the rows were), and their OR as a tsquery
+        source = (
+            f"{name} CROSS JOIN (SELECT w.words, COALESCE((SELECT string_agg(quote_literal(x), "
+            "' | ') FROM unnest(w.words) AS x), '')::tsquery AS q FROM (SELECT "
+            f"tsvector_to_array(to_tsvector('english', ?)) AS words) AS w) AS {name}_q"
+        )
+        # BM25 as FTS5 computes it: idf = ln((N - n + 0.5) / (n + 0.5)) (at least 1e-6);
+        # a term's frequency counts each hit at its column's weight
+        tf = (f"(SELECT sum(CASE w WHEN 'C' THEN {subject} ELSE {text} END) "
+              "FROM unnest(x.weights) AS w)")  # fmt: skip
+        idf = "GREATEST(ln((s.rows - d.n + 0.5)::float8 / (d.n + 0.5)), 1e-6)"
+        mean = "GREATEST(s.tokens::float8 / GREATEST(s.rows, 1), 1e-9)"
+        norm = f"(1 - {B} + {B} * {name}.len / {mean})"
+        rank = (
+            f"(-(SELECT COALESCE(sum({idf} * u.tf * {K1 + 1} / (u.tf + {K1} * {norm})), 0) "
+            f"FROM (SELECT x.lexeme, {tf} AS tf FROM unnest({name}.tsv) AS x "
+            f"WHERE x.lexeme = ANY({name}_q.words)) AS u JOIN {name}_df AS d "
+            f"ON d.lexeme = u.lexeme CROSS JOIN {name}_n AS s))"
+        )
+        return Ranked(source, f"{name}.rowid", f"{name}.tsv @@ {name}_q.q", rank)
 
 
 def lexical_of(db: Connection, content: str, key: str) -> Lexical:
