@@ -66,8 +66,10 @@ def semantic_server(request: pytest.FixtureRequest) -> Iterator[str]:
         yield "sqlite"
         return
     with postgres.Primary("semantic") as primary, pytest.MonkeyPatch.context() as patch:
-        # throwaway stores: a commit need not wait for its WAL flush
+        # throwaway stores: a commit need not wait for its WAL flush, nor the shutdown
+        # checkpoint for the disk (the fleet's tests keep fsync'd commits)
         primary.sql("ALTER SYSTEM SET synchronous_commit = off")
+        primary.sql("ALTER SYSTEM SET fsync = off")
         primary.sql("SELECT pg_reload_conf()")
         opener, live = on_postgres(primary.dsn)
         for module in OPENERS:

@@ -50,7 +50,8 @@ Invariants:
   memories and (when the question names a subject) the claims true of it, each leg
   behind the same fence at the same time; :meth:`Substrate.answer` reads that.
 - The library holds no tenant and no credential (§8): isolation is by opening a separate
-  substrate (a separate file) per tenant, which a served surface resolves from the principal.
+  substrate (a separate file, or a schema of the tenant's own PostgreSQL database) per
+  tenant, which a served surface resolves from the principal.
 """
 
 from __future__ import annotations
