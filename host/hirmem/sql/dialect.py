@@ -454,11 +454,18 @@ def to_postgres(sql: str) -> str:
     statements that leave something to a table's shape are said again from it."""
     if _CREATE_TABLE.match(sql):
         _learn(sql)
-    elif _INSERT.match(sql):
-        sql = _insert(sql)
-    elif _SELECT_ALL.match(sql):
-        sql = _select_all(sql)
-    return _translate(sql)
+        return _translate(sql)
+    table = _INSERT.match(sql) or _SELECT_ALL.match(sql)
+    if table is None:
+        return _translate(sql)
+    # cached per statement and the shape it was said from (a shape learned later, or
+    # made ambiguous, says it again)
+    return _shaped(sql, shape_of(table.group(table.lastindex or 0)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _shaped(sql: str, shape: Shape | None) -> str:
+    return _translate(_insert(sql) if _INSERT.match(sql) else _select_all(sql))
 
 
 @functools.lru_cache(maxsize=4096)
