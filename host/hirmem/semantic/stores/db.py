@@ -8,6 +8,14 @@ SQLite and are said in PostgreSQL's dialect on the way (:mod:`hirmem.sql.dialect
 store's transactions take an advisory lock named for the schema and the store, so a store
 has one writer across processes. A store holds one connection (its reads go through it,
 under the store's own lock), so a substrate on PostgreSQL holds one per store: eleven.
+
+What stays SQLite's alone: text holding a NUL character (PostgreSQL's text has none: the
+row is refused with PostgreSQL's error); the ``hirmem semantic`` commands (they take a
+file); the upgrades of files written by earlier layouts (they read SQLite's catalogue);
+the ``open_store`` drivers by DSN (``sqlite:``; a PostgreSQL substrate is opened whole,
+:meth:`~hirmem.semantic.substrate.Substrate.open` with a :class:`~hirmem.sql.PgTarget`).
+Like a SQLite file, a store reads what other processes wrote only when it is opened
+again (the ledger, the PROV log and the decisions are loaded once).
 """
 
 from __future__ import annotations
