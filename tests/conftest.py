@@ -146,6 +146,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "board_setup(unprovisioned, nv, qmp, **slot): how the image goes on the board"
     )
+    config.addinivalue_line(
+        "markers", "sqlite_only(reason): a substrate test skipped on PostgreSQL (semantic_backends)"
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

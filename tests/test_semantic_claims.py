@@ -12,6 +12,9 @@ from hirmem.semantic.claims import (
     Template,
     canonical,
 )
+from semantic_backends import semantic_backend, semantic_server  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.usefixtures("semantic_backend")
 
 ONTOLOGY = Ontology([
     Template("door.state", True, "text", frozenset({"open", "closed"})),

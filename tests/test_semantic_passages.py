@@ -31,6 +31,9 @@ from hirmem.semantic.split import SentenceSplitter
 from hirmem.semantic.stages import Pipeline, Result, StageRun
 from hirmem.semantic.substrate import Substrate
 from hirmem.semantic.values import Doc, Origin, doc_id, with_origin
+from semantic_backends import semantic_backend, semantic_server  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.usefixtures("semantic_backend")
 
 WORDS = ["pump", "valve", "sensor", "river", "bridge", "coffee", "orbit", "lantern", "maple",
          "violet", "harbor", "canyon", "ledger", "quartz", "meadow", "signal"]  # fmt: skip

@@ -10,7 +10,8 @@ Prints:
   employers and conversation turns), read as a directory tree from disk and run through the
   whole path: tree ingester, parser by media type, normalizers, sentence splitter, rule
   extractor, then the substrate (document, triple and vector stores, ledger, PROV log);
-  once with the in-memory stores and once with SQLite;
+  once with the in-memory stores and once with SQLite (and with ``--postgres`` once with
+  a substrate in a schema of a PostgreSQL server the tool starts);
 * Match latency at 1,000,000 triples for each triple driver (memory, file, sqlite,
   oxigraph), per query shape (s??, ?po, sp?, ??o), median and p95 over many queries;
 * ask at 100,000 short documents (one generated line each, one container) in one SQLite
@@ -431,6 +432,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every size (default 1)")
     ap.add_argument("--dim", type=int, default=128, help="vector dimension (default 128)")
+    ap.add_argument("--postgres", action="store_true",
+                    help="ingest into a PostgreSQL substrate too (starts a server)")
     ap.add_argument("--skip", default="", help="comma list of ingest,ask,packed,match,near to skip")
     args = ap.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
@@ -450,6 +453,14 @@ def main(argv: list[str] | None = None) -> int:
             sq = Substrate.open(tmp / "ingest.db")
             bench_ingest(root, sq, "SQLite")
             sq.close()
+            if args.postgres:  # a server of its own, fsync on (as the fleet runs it)
+                from hirmem.emulation import postgres
+                from hirmem.sql import PgTarget
+
+                with postgres.Primary("bench-semantic") as primary:
+                    pg = Substrate.open(PgTarget(primary.dsn, "semantic"))
+                    bench_ingest(root, pg, "PostgreSQL")
+                    pg.close()
         if "ask" not in skip:
             n_docs = max(1000, int(100_000 * args.scale))
             print(f"\nask at {n_docs:,} short documents (SQLite substrate):")

@@ -11,16 +11,16 @@ and only then marks the job done. A worker killed between the two leaves the job
 claimed again when its lease ends; the engine and the substrate see the repeat as a
 duplicate, so nothing is admitted twice.
 
-Where the engine keeps its state follows the tenant: a PostgreSQL tenant's memory engine
-is in the schema ``memory`` of the tenant's own database (so the synchronous standby has
-it, and ``hirmem fleet tenant move`` carries it: the engine is opened again wherever the
-placement points, see ``locate``); a SQLite tenant's is the file ``memory/<tenant>.db``
-beside the fleet's registry. A PostgreSQL tenant's engine signs its checkpoints with the
-key ``key_of(tenant)`` gives (:meth:`hirmem.fleet.registry.Registry.checkpoint_key`:
-sealed in a PostgreSQL registry, so every node signs the one chain with one key; else the
-file ``memory/<tenant>.key`` in the fleet directory, also the default without ``key_of``).
-The semantic substrate is still a SQLite file,
-``semantic/<tenant>.db``, whatever holds the tenant: its stores have one implementation.
+Where the engine and the substrate keep their state follows the tenant: a PostgreSQL
+tenant's memory engine is in the schema ``memory`` of the tenant's own database and its
+semantic substrate in the schema ``semantic`` (so the synchronous standby has both, and
+``hirmem fleet tenant move`` carries both: they are opened again wherever the placement
+points, see ``locate``, or when their server dropped their connections); a SQLite
+tenant's are the files ``memory/<tenant>.db`` and ``semantic/<tenant>.db`` beside the
+fleet's registry. A PostgreSQL tenant's engine signs its checkpoints with the key
+``key_of(tenant)`` gives (:meth:`hirmem.fleet.registry.Registry.checkpoint_key`: sealed in
+a PostgreSQL registry, so every node signs the one chain with one key; else the file
+``memory/<tenant>.key`` in the fleet directory, also the default without ``key_of``).
 """
 
 from __future__ import annotations
@@ -102,6 +102,7 @@ class _OnePack:
 
 
 MEMORY_SCHEMA = "memory"  # the engine's schema in a PostgreSQL tenant's database
+SEMANTIC_SCHEMA = "semantic"  # the substrate's schema there
 
 
 class Consolidator:
@@ -128,6 +129,7 @@ class Consolidator:
         self._engines: dict[str, MemoryEngine] = {}
         self._placed: dict[str, str | None] = {}  # tenant → the database its engine is on
         self._substrates: dict[str, Substrate] = {}
+        self._sited: dict[str, str | None] = {}  # tenant → the database its substrate is on
         self._lock = threading.Lock()  # one round at a time per process: one engine writer
         self._opening = threading.Lock()  # the engines' table (the API reads it mid-round)
 
@@ -167,19 +169,32 @@ class Consolidator:
                 engine.store.close()
 
     def substrate(self, tenant: str) -> Substrate:
-        if tenant not in self._substrates:
-            path = self.directory / "semantic" / f"{tenant}.db"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._substrates[tenant] = Substrate.open(path)
-        return self._substrates[tenant]
+        """The tenant's substrate, opened where the tenant is (again when it moved or its
+        server dropped the connections)."""
+        where = self.locate(tenant)
+        held = self._substrates.get(tenant)
+        if held is not None and (self._sited[tenant] != where or _substrate_broken(held)):
+            self._substrates.pop(tenant)
+            _close_substrate(held)
+            held = None
+        if held is None:
+            if where is None:
+                path = self.directory / "semantic" / f"{tenant}.db"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                held = Substrate.open(path)
+            else:
+                held = Substrate.open(PgTarget(where, SEMANTIC_SCHEMA))
+            self._substrates[tenant], self._sited[tenant] = held, where
+        return held
 
     def _kept(self, kind: str, tenant: str, held: Container[str]) -> bool:
         """Whether the tenant's ``kind`` store is open or on disk (never made by a read)."""
         if tenant in held:
             return True
-        where = self.locate(tenant) if kind == "memory" else None
+        where = self.locate(tenant)
         if where is not None:
-            return _has_memory(where)
+            schema = MEMORY_SCHEMA if kind == "memory" else SEMANTIC_SCHEMA
+            return _has_table(where, f"{schema}.{_KEPT_TABLE[kind]}")
         return (self.directory / kind / f"{tenant}.db").is_file()
 
     def served_engine(self, tenant: str) -> MemoryEngine | None:
@@ -203,10 +218,11 @@ class Consolidator:
             for engine in self._engines.values():
                 engine.close()
             for sub in self._substrates.values():
-                sub.close()
+                _close_substrate(sub)
             self._engines.clear()
             self._placed.clear()
             self._substrates.clear()
+            self._sited.clear()
 
     def run(self, tenant: str, store: TenantStore, limit: int = 32) -> RoundReport:
         """Claim and consolidate up to ``limit`` jobs of ``tenant``."""
@@ -262,14 +278,41 @@ def _broken(engine: MemoryEngine) -> bool:
     return isinstance(db, PgConnection) and bool(db.raw.closed or db.raw.broken)
 
 
-def _has_memory(conninfo: str) -> bool:
-    """Whether a tenant's PostgreSQL database holds a memory engine yet (a read never
-    makes one)."""
+_KEPT_TABLE = {"memory": "memories", "semantic": "prov"}  # a table each store makes first
+
+
+def _pg_connections(sub: Substrate) -> list[PgConnection]:
+    """The PostgreSQL connections of a substrate's stores (none for a SQLite one)."""
+    parts = (sub.docs, sub.triples, sub.vectors, sub.graph, sub.ledger, sub.decisions, sub.prov,
+             sub.passages, sub.claims, sub.memories, sub.entities)  # fmt: skip
+    found = (getattr(part, "_db", None) for part in parts)
+    return [db for db in found if isinstance(db, PgConnection)]
+
+
+def _substrate_broken(sub: Substrate) -> bool:
+    """A PostgreSQL substrate one of whose connections the server dropped."""
+    return any(db.raw.closed or db.raw.broken for db in _pg_connections(sub))
+
+
+def _close_substrate(sub: Substrate) -> None:
+    """Close a substrate, its connections even when their server is gone (what was not
+    flushed is redone: the jobs it came from are not marked done before a flush)."""
+    try:
+        sub.close()
+    except (HirmemError, sqlite3.Error):
+        for db in _pg_connections(sub):
+            with suppress(Exception):
+                db.close()
+
+
+def _has_table(conninfo: str, table: str) -> bool:
+    """Whether a tenant's PostgreSQL database holds ``table`` yet (a read never makes
+    one)."""
     import psycopg
 
     try:
         with psycopg.connect(conninfo, autocommit=True) as db:
-            row = db.execute("SELECT to_regclass(%s)", (f"{MEMORY_SCHEMA}.memories",)).fetchone()
+            row = db.execute("SELECT to_regclass(%s)", (table,)).fetchone()
     except psycopg.Error as exc:
         raise HirmemError(f"cannot reach the tenant's database: {exc}".strip()) from None
     return row is not None and row[0] is not None

@@ -29,16 +29,15 @@ Invariants:
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Literal
 
 from hirmem.protocol.clock import now_ms
 from hirmem.protocol.identity import fold, triple_id
 from hirmem.semantic.errors import Erased, LedgerError, ProvError
 from hirmem.semantic.names import NameIndex
+from hirmem.semantic.stores.db import Where, open_db
 from hirmem.semantic.values import OPEN, Claim, Triple, confidence
 
 __all__ = ["Edge", "Ledger", "Lifted", "SQLiteLedger", "Source", "Tombstone"]
@@ -455,9 +454,9 @@ class SQLiteLedger(Ledger):
     so the erased content does not stay in the table; run ``VACUUM`` to drop free pages.
     """
 
-    def __init__(self, path: str | Path, clock: Callable[[], int] = now_ms) -> None:
+    def __init__(self, path: Where, clock: Callable[[], int] = now_ms) -> None:
         super().__init__(clock)
-        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._db = open_db(path, "ledger")
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(
             "CREATE TABLE IF NOT EXISTS ledger (id TEXT PRIMARY KEY, body TEXT NOT NULL);"

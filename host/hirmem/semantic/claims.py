@@ -34,7 +34,6 @@ Invariants:
 from __future__ import annotations
 
 import re
-import sqlite3
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ from hirmem.protocol.clock import now_ms
 from hirmem.protocol.identity import fnv1a64, fold
 from hirmem.semantic import refusals
 from hirmem.semantic.errors import SemanticError
+from hirmem.semantic.stores.db import Where, open_db
 
 __all__ = [
     "KEPT_REFUSALS",
@@ -318,7 +318,7 @@ class ClaimStore:
     """Claims and their attestations in SQLite (``path``, or in memory)."""
 
     def __init__(
-        self, ontology: Ontology, path: str = ":memory:", clock: Callable[[], int] | None = None
+        self, ontology: Ontology, path: Where = ":memory:", clock: Callable[[], int] | None = None
     ) -> None:
         self.ontology = ontology
         self.clock = clock if clock is not None else now_ms
@@ -326,7 +326,7 @@ class ClaimStore:
         # containers); the composing substrate sets it, alone a name is only itself
         self.names: Callable[[str, Collection[str]], Collection[str]] | None = None
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db = open_db(path, "claims")
         self._db.executescript(
             """
             CREATE TABLE IF NOT EXISTS claims (

@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from hirmem.protocol.clock import now_ms
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.prov import Log
+from hirmem.semantic.stores.db import Where, open_db
 
 __all__ = ["Cause", "Decider", "Decision", "Policy", "Record", "Recorder", "SQLiteRecorder"]
 
@@ -136,9 +135,9 @@ class SQLiteRecorder(Recorder):
     """Decisions (refusals included) in a SQLite table, one row each, written as they are
     made; reopened, the recorder holds what it held."""
 
-    def __init__(self, path: str | Path, prov: Log | None = None) -> None:
+    def __init__(self, path: Where, prov: Log | None = None) -> None:
         super().__init__(prov)
-        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._db = open_db(path, "decisions")
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS decisions (seq INTEGER PRIMARY KEY, id TEXT UNIQUE "

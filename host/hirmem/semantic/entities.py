@@ -32,12 +32,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import re
-import sqlite3
 import threading
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 from hirmem.protocol.identity import fnv1a64, fold
+from hirmem.semantic.stores.db import Where, open_db
 
 __all__ = ["EdgeRow", "EntityIndex", "aliases_in", "entity_id", "implied", "kind_cue",
            "written"]
@@ -182,9 +182,9 @@ class EdgeRow:
 class EntityIndex:
     """Entities, aliases and open edges in SQLite (``path``, or in memory)."""
 
-    def __init__(self, path: str = ":memory:") -> None:
+    def __init__(self, path: Where = ":memory:") -> None:
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db = open_db(path, "entities")
         self._db.executescript(
             """
             CREATE TABLE IF NOT EXISTS entities (

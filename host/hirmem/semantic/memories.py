@@ -38,7 +38,6 @@ Invariants:
 from __future__ import annotations
 
 import re
-import sqlite3
 import struct
 import threading
 from collections.abc import Collection, Sequence
@@ -60,6 +59,7 @@ from hirmem.semantic.passages import (
     injection_marker,
 )
 from hirmem.semantic.retrieve import STOP
+from hirmem.semantic.stores.db import Where, open_db
 from hirmem.semantic.stores.packed import (
     INT8,
     SPARSE_INT8,
@@ -69,6 +69,7 @@ from hirmem.semantic.stores.packed import (
     timed_rows,
     unpack,
 )
+from hirmem.sql.lexical import lexical_of
 
 __all__ = ["CERTAINTIES", "KEPT_REFUSALS", "MIN_WORDS", "MemoryHit", "MemoryIndex", "Note",
            "notes_of"]
@@ -221,11 +222,12 @@ def _from_old_int8(blob: bytes) -> bytes:
 class MemoryIndex:
     """Memories in SQLite (``path``, or in memory), found by BM25 and by cosine, fused."""
 
-    def __init__(self, embedder: PassageEmbedder, path: str = ":memory:") -> None:
+    def __init__(self, embedder: PassageEmbedder, path: Where = ":memory:") -> None:
         self.embedder = embedder
         self._lock = threading.RLock()
         self._cache: dict[tuple[str, ...], Timed] = {}
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db = open_db(path, "memories")
+        self._lex = lexical_of(self._db, "tier1_memories", "id")
         legacy = self._legacy_rows()
         self._db.executescript(_SCHEMA)
         self._repack_old_vectors()
@@ -353,8 +355,7 @@ class MemoryIndex:
                              [(self._interned("tier1_names", n), mid)
                               for n in sorted(named)])  # fmt: skip
         terms = self._terms_table(note.container, create=True)
-        self._db.execute(f"INSERT INTO {terms}(rowid, text, subject) VALUES (?, ?, ?)",
-                         (mid, note.text, fold(note.subject)))  # fmt: skip
+        self._lex.add(str(terms), mid, note.text, fold(note.subject))
         return mid
 
     def _source(self, name: str) -> int:
@@ -437,8 +438,7 @@ class MemoryIndex:
             "ON c.id = m.container WHERE m.id = ?", (mid,)).fetchone()  # fmt: skip
         terms = self._terms_table(container, create=False)
         if terms is not None:
-            self._db.execute(f"INSERT INTO {terms}({terms}, rowid, text, subject) "
-                             "VALUES ('delete', ?, ?, ?)", (mid, text, subject))  # fmt: skip
+            self._lex.remove(terms, mid, text, subject)
 
     def _terms_table(self, container: str, *, create: bool) -> str | None:
         """The container's own full-text index (BM25 statistics from that container only)."""
@@ -451,9 +451,7 @@ class MemoryIndex:
                                     (container,)).lastrowid,)  # fmt: skip
         name = f"tier1_terms_{int(row[0])}"
         if create:
-            self._db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING fts5(text, "
-                             "subject, content='tier1_memories', content_rowid='id', "
-                             "tokenize='porter unicode61')")  # fmt: skip
+            self._lex.create(name)
         return name
 
     # ---- reading ----------------------------------------------------------------------------
@@ -531,16 +529,17 @@ class MemoryIndex:
         subject in the same WHERE, before the LIMIT; merged by score."""
         if not terms:
             return []
-        query = " OR ".join(f'"{t}"' for t in sorted(set(terms)))
+        query = self._lex.query(terms)
         found: list[tuple[float, int]] = []
         for container in sorted(readable):
             table = self._terms_table(container, create=False)
             if table is None:
                 continue
-            found += [(float(r[0]), int(r[1])) for r in self._db.execute(
-                f"SELECT bm25({table}), m.id FROM {table} JOIN tier1_memories m "
-                f"ON m.id = {table}.rowid WHERE {table} MATCH ? AND {where} "
-                f"ORDER BY bm25({table}) LIMIT ?", [query, *args, limit])]  # fmt: skip
+            r = self._lex.ranked(table)
+            found += [(float(row[0]), int(row[1])) for row in self._db.execute(
+                f"SELECT {r.rank}, m.id FROM {r.source} JOIN tier1_memories m "
+                f"ON m.id = {r.key} WHERE {r.match} AND {where} "
+                f"ORDER BY {r.rank} LIMIT ?", [query, *args, limit])]  # fmt: skip
         found.sort()
         return [mid for _, mid in found[:limit]]
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import math
 import re
-import sqlite3
 import threading
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -53,7 +52,9 @@ from hirmem.semantic.retrieve import (
     default_embedder,
     embedder_identity,
 )
+from hirmem.semantic.stores.db import Where, open_db
 from hirmem.semantic.stores.packed import Rows, Timed, pack, timed_rows
+from hirmem.sql.lexical import lexical_of
 
 __all__ = [
     "EMBEDDER_ENV",
@@ -278,14 +279,15 @@ def _named_month(question: str) -> tuple[int, int, set[str]] | None:
 class PassageIndex:
     """Passages in SQLite (``path``, or in memory), found by BM25 and by cosine, fused."""
 
-    def __init__(self, embedder: PassageEmbedder, path: str = ":memory:") -> None:
+    def __init__(self, embedder: PassageEmbedder, path: Where = ":memory:") -> None:
         self.embedder = embedder
         self._lock = threading.RLock()
         self._cache: dict[tuple[str, ...], Timed] = {}
         # per readable set: its entities indexed by their words, and its subjects; kept
         # until the next write, so naming a subject is a lookup, not a pass over mentions
         self._names: dict[tuple[str, ...], tuple[NameIndex, frozenset[str]]] = {}
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db = open_db(path, "passages")
+        self._lex = lexical_of(self._db, "passages", "id")
         self._db.executescript(
             """
             CREATE TABLE IF NOT EXISTS passages (
@@ -379,8 +381,7 @@ class PassageIndex:
                          valid_until, int(any(c.isdigit() for c in piece)), vec),
                     )  # fmt: skip
                     pid = int(cur.lastrowid or 0)
-                    self._db.execute(f"INSERT INTO {terms}(rowid, text, subject) "
-                                     "VALUES (?, ?, ?)", (pid, piece, fold(subject)))  # fmt: skip
+                    self._lex.add(str(terms), pid, piece, fold(subject))
                     strong, weak = entities_in(piece)
                     self._db.executemany(
                         "INSERT OR IGNORE INTO passage_mentions VALUES (?, ?, ?)",
@@ -409,8 +410,7 @@ class PassageIndex:
                                 (doc,)).fetchall()  # fmt: skip
         for pid, text, subject, container in rows:
             terms = self._terms_table(container, create=False)
-            self._db.execute(f"INSERT INTO {terms}({terms}, rowid, text, subject) "
-                             "VALUES ('delete', ?, ?, ?)", (pid, text, subject))  # fmt: skip
+            self._lex.remove(str(terms), pid, text, subject)
             self._db.execute("DELETE FROM passage_mentions WHERE passage = ?", (pid,))
         self._db.execute("DELETE FROM passages WHERE doc = ?", (doc,))
         self._db.execute("DELETE FROM passage_quarantine WHERE doc = ?", (doc,))
@@ -587,9 +587,7 @@ class PassageIndex:
             row = (cur.lastrowid,)
         name = f"passage_terms_{int(row[0])}"
         if create:
-            self._db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING fts5(text, "
-                             "subject, content='passages', content_rowid='id', "
-                             "tokenize='porter unicode61')")  # fmt: skip
+            self._lex.create(name)
         return name
 
     def _lexical(self, terms: Sequence[str], readable: Collection[str], where: str,
@@ -597,17 +595,17 @@ class PassageIndex:
         """BM25 over each readable container's own index, merged by score (or by time)."""
         if not terms:
             return []
-        query = " OR ".join(f'"{t}"' for t in sorted(set(terms)))
+        query = self._lex.query(terms)
         found: list[tuple[int, float, int]] = []
         for container in sorted(readable):
             table = self._terms_table(container, create=False)
             if table is None:
                 continue
-            rank = f"bm25({table}, 1.0, {SUBJECT_WEIGHT})"
-            order = f"p.said_at DESC, {rank}" if by_time else rank
+            r = self._lex.ranked(table, (1.0, SUBJECT_WEIGHT))
+            order = f"p.said_at DESC, {r.rank}" if by_time else r.rank
             found += self._db.execute(
-                f"SELECT -p.said_at, {rank}, p.id FROM {table} JOIN passages p "
-                f"ON p.id = {table}.rowid WHERE {table} MATCH ? AND {where} "
+                f"SELECT -p.said_at, {r.rank}, p.id FROM {r.source} JOIN passages p "
+                f"ON p.id = {r.key} WHERE {r.match} AND {where} "
                 f"ORDER BY {order} LIMIT ?",
                 [query, *args, limit],
             ).fetchall()  # fmt: skip

@@ -28,14 +28,12 @@ Invariants:
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 import urllib.parse
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Literal
 
 import rdflib
@@ -43,6 +41,7 @@ from prov.constants import PROV as PROV_NS
 from prov.model import ProvDocument
 
 from hirmem.semantic.errors import ProvError
+from hirmem.semantic.stores.db import Where, open_db
 
 __all__ = ["Activity", "Agent", "Entity", "Log", "SQLiteLog"]
 
@@ -321,9 +320,9 @@ def _instant(ms: int) -> datetime:
 class SQLiteLog(Log):
     """The log written through to a SQLite table (append-only: rows are only ever added)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: Where) -> None:
         super().__init__()
-        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._db = open_db(path, "prov")
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS prov (seq INTEGER PRIMARY KEY, "
                          "tbl TEXT NOT NULL, id TEXT NOT NULL, body TEXT NOT NULL)")  # fmt: skip

@@ -1,4 +1,4 @@
-"""A bounded refusal list in SQLite: every refusal counted, the latest few listed.
+"""A bounded refusal list in SQLite (or PostgreSQL): every refusal counted, the latest few listed.
 
 A store that refuses writes (tier 1's memories, tier 2's claims) keeps each refusal as a
 row with its reason so it can be shown, but a source that keeps sending refusable input
@@ -9,15 +9,16 @@ caller's transaction.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
+
+from hirmem.sql import Connection
 
 __all__ = ["KEPT", "count", "keep"]
 
 KEPT = 10_000  # refusal rows listed per store; every refusal is counted
 
 
-def keep(db: sqlite3.Connection, table: str, meta: str, rows: Sequence[Sequence[object]],
+def keep(db: Connection, table: str, meta: str, rows: Sequence[Sequence[object]],
          kept: int) -> None:  # fmt: skip
     """Append ``rows`` to ``table``, count them under ``refused`` in ``meta`` (a key/value
     table) and trim ``table`` to its newest ``kept`` rows."""
@@ -32,7 +33,7 @@ def keep(db: sqlite3.Connection, table: str, meta: str, rows: Sequence[Sequence[
                (kept,))  # fmt: skip
 
 
-def count(db: sqlite3.Connection, meta: str) -> int:
+def count(db: Connection, meta: str) -> int:
     """How many refusals were ever kept in the table ``meta`` counts for."""
     row = db.execute(f"SELECT value FROM {meta} WHERE key = 'refused'").fetchone()
     return int(row[0]) if row is not None else 0

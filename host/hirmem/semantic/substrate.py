@@ -50,7 +50,8 @@ Invariants:
   memories and (when the question names a subject) the claims true of it, each leg
   behind the same fence at the same time; :meth:`Substrate.answer` reads that.
 - The library holds no tenant and no credential (§8): isolation is by opening a separate
-  substrate (a separate file) per tenant, which a served surface resolves from the principal.
+  substrate (a separate file, or a schema of the tenant's own PostgreSQL database) per
+  tenant, which a served surface resolves from the principal.
 """
 
 from __future__ import annotations
@@ -101,7 +102,9 @@ from hirmem.semantic.retrieve import (
 from hirmem.semantic.stages import Pipeline, Rejection, Result, StageRun
 from hirmem.semantic.stores import open_store
 from hirmem.semantic.stores.base import DocStore, GraphStore, TripleStore, VectorStore
+from hirmem.semantic.stores.sqlite import SQLiteDocs, SQLiteGraph, SQLiteTriples, SQLiteVectors
 from hirmem.semantic.values import Chunk, Claim, Doc, Triple, lineage, origin
+from hirmem.sql import PgTarget
 
 __all__ = ["ForgedAssertion", "Recalled", "Substrate"]
 
@@ -226,21 +229,22 @@ class Substrate:
     @classmethod
     def open(
         cls,
-        path: str | Path,
+        path: str | Path | PgTarget,
         clock: Callable[[], int] = now_ms,
         passage_embedder: PassageEmbedder | None = None,
     ) -> Substrate:
-        """Every store, the ledger, the log and the passages in one SQLite file."""
-        dsn = f"sqlite:{path}"
-        log = SQLiteLog(path)
-        passages = PassageIndex(passage_embedder or default_embedder(), str(path))
-        return cls(docs=open_store("doc", dsn), triples=open_store("triple", dsn),
-                   vectors=open_store("vector", dsn), graph=open_store("graph", dsn),
-                   ledger=SQLiteLedger(path, clock), prov=log, clock=clock,
-                   decisions=SQLiteRecorder(path, log),
-                   passages=passages, claims=ClaimStore(DEFAULT_ONTOLOGY, str(path), clock),
-                   memories=MemoryIndex(passages.embedder, str(path)),
-                   entities=EntityIndex(str(path)))  # fmt: skip
+        """Every store, the ledger, the log and the passages in one SQLite file, or in one
+        schema of a PostgreSQL database (a :class:`~hirmem.sql.PgTarget`)."""
+        where: str | PgTarget = path if isinstance(path, PgTarget) else str(path)
+        log = SQLiteLog(where)
+        passages = PassageIndex(passage_embedder or default_embedder(), where)
+        return cls(docs=SQLiteDocs(where), triples=SQLiteTriples(where),
+                   vectors=SQLiteVectors(where), graph=SQLiteGraph(where),
+                   ledger=SQLiteLedger(where, clock), prov=log, clock=clock,
+                   decisions=SQLiteRecorder(where, log),
+                   passages=passages, claims=ClaimStore(DEFAULT_ONTOLOGY, where, clock),
+                   memories=MemoryIndex(passages.embedder, where),
+                   entities=EntityIndex(where))  # fmt: skip
 
     def save(self) -> None:
         for part in (self.ledger, self.prov):

@@ -1,5 +1,6 @@
 """SQL databases behind small interfaces: SQLite or PostgreSQL, for the stores that run on
-either (the fleet's tenant stores, and each tenant's memory engine on the fleet).
+either (the fleet's tenant stores, and each tenant's memory engine and semantic
+substrate on the fleet).
 
 * :mod:`~hirmem.sql.backend` — one database, one small transaction interface
   (:class:`~hirmem.sql.backend.Backend`): the fleet's registry and tenant stores
@@ -7,6 +8,9 @@ either (the fleet's tenant stores, and each tenant's memory engine on the fleet)
 * :mod:`~hirmem.sql.pgconn` — a PostgreSQL connection that answers as a
   ``sqlite3.Connection`` does, so code written against ``sqlite3`` (the memory engine)
   keeps its statements on PostgreSQL
+* :mod:`~hirmem.sql.lexical` — full-text indexes behind one interface: SQLite FTS5, or
+  a PostgreSQL ``tsvector`` index ranked by BM25 from its own term statistics (the
+  semantic substrate's passages and memories)
 * :class:`PgTarget` — where a store lives on PostgreSQL: a database and a schema in it
 
 May import: :mod:`hirmem.protocol` only (memory, semantic and fleet import it).
@@ -56,8 +60,10 @@ class Connection(Protocol):
     @property
     def in_transaction(self) -> bool: ...
 
-    def execute(self, sql: str, parameters: Any = (), /) -> Any: ...
+    def execute(self, sql: str, parameters: Any = (), /) -> Cursor: ...
 
-    def executemany(self, sql: str, parameters: Iterable[Any], /) -> Any: ...
+    def executemany(self, sql: str, parameters: Iterable[Any], /) -> Cursor: ...
+
+    def executescript(self, sql_script: str, /) -> Any: ...
 
     def close(self) -> None: ...

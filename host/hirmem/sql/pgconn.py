@@ -20,18 +20,23 @@ What differs is made to look the same:
   ``BIGINT`` column takes no PostgreSQL ``boolean``).
 
 The connection runs in autocommit mode; the caller says ``BEGIN``/``COMMIT``/``ROLLBACK``
-itself, as the memory store does on SQLite.
+itself, as the memory store does on SQLite. A connection opened with ``writer_lock``
+takes ``pg_advisory_xact_lock`` on that name right after each ``BEGIN`` (SQLite's
+``BEGIN IMMEDIATE``): a store's transactions have one writer across processes and
+machines. :meth:`PgConnection.executescript` runs a script of statements (``;``
+between them, ``--`` comments) as ``sqlite3``'s does, in one transaction.
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from hirmem.sql.dialect import inserted_table, to_postgres
 
-__all__ = ["PgConnection", "PgCursor", "PgIntegrityError"]
+__all__ = ["PgConnection", "PgCursor", "PgIntegrityError", "split_script"]
 
 Params = Sequence[Any] | Mapping[str, Any]
 
@@ -78,6 +83,36 @@ class PgCursor:
             yield row
 
 
+_BEGIN = re.compile(r"^\s*BEGIN(\s+(DEFERRED|IMMEDIATE|EXCLUSIVE))?(\s+TRANSACTION)?\s*;?\s*$",
+                    re.I)  # fmt: skip
+
+
+def split_script(script: str) -> list[str]:
+    """The statements of a SQL script: split at ``;`` outside quotes, ``--`` comments
+    dropped, empty statements skipped."""
+    out, part, i, n = [], [], 0, len(script)
+    while i < n:
+        ch = script[i]
+        if ch in ("'", '"'):
+            end = script.find(ch, i + 1)
+            end = n - 1 if end == -1 else end
+            part.append(script[i : end + 1])
+            i = end + 1
+            continue
+        if ch == "-" and script.startswith("--", i):
+            i = script.find("\n", i)
+            i = n if i == -1 else i
+            continue
+        if ch == ";":
+            out.append("".join(part).strip())
+            part = []
+        else:
+            part.append(ch)
+        i += 1
+    out.append("".join(part).strip())
+    return [s for s in out if s]
+
+
 def _param(value: Any) -> Any:
     return int(value) if isinstance(value, bool) else value
 
@@ -91,7 +126,7 @@ def _params(params: Params) -> Params:
 class PgConnection:
     """One psycopg connection to ``conninfo`` with ``schema`` first on its search path."""
 
-    def __init__(self, conninfo: str, schema: str) -> None:
+    def __init__(self, conninfo: str, schema: str, writer_lock: str | None = None) -> None:
         import psycopg  # imported here: SQLite-only installs never need it
         from psycopg.adapt import Loader
 
@@ -110,6 +145,7 @@ class PgConnection:
             raise sqlite3.OperationalError(f"cannot connect to PostgreSQL: {exc}") from None
         self.raw.adapters.register_loader("numeric", _NumberLoader)
         self._keys: dict[str, str | None] = {}  # table → its identity column
+        self.writer_lock = writer_lock
 
     @property
     def in_transaction(self) -> bool:
@@ -137,6 +173,10 @@ class PgConnection:
         return sqlite3.OperationalError(f"{text} (in: {sql.strip()[:160]})")
 
     def execute(self, sql: str, params: Params = ()) -> PgCursor:
+        if self.writer_lock is not None and _BEGIN.match(sql):
+            self._run("BEGIN", ())
+            self._run("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.writer_lock,))
+            return PgCursor([], -1, None)
         statement = to_postgres(sql)
         table = inserted_table(sql)
         key = self._identity(table) if table is not None else None
@@ -162,6 +202,30 @@ class PgConnection:
         except self._psycopg.Error as exc:
             raise self._error(exc, sql) from exc
         return PgCursor([], count, None)
+
+    def _run(self, statement: str, params: Params) -> None:
+        try:
+            self.raw.execute(statement, params)
+        except self._psycopg.Error as exc:
+            raise self._error(exc, statement) from exc
+
+    def executescript(self, script: str) -> PgCursor:
+        """Each statement of ``script`` (as SQLite takes it) in turn, in one transaction
+        (joined when one is open), under the writer's lock when it has one."""
+        statements = split_script(script)
+        own = not self.in_transaction
+        if own:
+            self.execute("BEGIN")
+        try:
+            for statement in statements:
+                self.execute(statement)
+        except BaseException:
+            if own:
+                self.execute("ROLLBACK")
+            raise
+        if own:
+            self.execute("COMMIT")
+        return PgCursor([], -1, None)
 
     def verbatim(self, sql: str) -> None:
         """Run ``sql`` as written, untranslated and without parameters (PL/pgSQL)."""

@@ -14,7 +14,6 @@ import json
 import sqlite3
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,15 +23,17 @@ from hirmem.protocol.identity import fold, triple_id
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.stores import filters
 from hirmem.semantic.stores.base import Match, Vec, as_unit, check_terms, top_k
+from hirmem.semantic.stores.db import Where, open_db
 from hirmem.semantic.stores.packed import Rows, dim_of, pack
 from hirmem.semantic.values import Chunk, Doc
+from hirmem.sql import Connection
 
 __all__ = ["SQLiteDocs", "SQLiteGraph", "SQLiteTriples", "SQLiteVectors", "connect"]
 
 
-def connect(path: str | Path) -> sqlite3.Connection:
+def connect(path: Where, store: str = "stores") -> Connection:
     try:
-        db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30)
+        db = open_db(path, store, timeout=30)
         if str(path) != ":memory:":
             db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
@@ -50,9 +51,9 @@ def _json(value: Mapping[str, Any], *, sort: bool = True) -> str:
 class _SQLite:
     SCHEMA = ""
 
-    def __init__(self, path: str | Path = ":memory:") -> None:
+    def __init__(self, path: Where = ":memory:") -> None:
         self.path = str(path)
-        self._db = connect(path)
+        self._db = connect(path, type(self).__name__.lower())
         self._lock = threading.RLock()
         self._db.executescript(self.SCHEMA)
 
@@ -147,7 +148,7 @@ class SQLiteVectors(_SQLite):
     DROP INDEX IF EXISTS vector_meta_id;
     """
 
-    def __init__(self, path: str | Path = ":memory:") -> None:
+    def __init__(self, path: Where = ":memory:") -> None:
         super().__init__(path)
         # ids in rowid order, their positions by rowid, and the matrix of their vectors
         self._cache: tuple[list[str], dict[int, int], Rows] | None = None

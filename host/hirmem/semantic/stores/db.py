@@ -1,0 +1,49 @@
+"""Where a substrate store keeps its tables: a SQLite file (or ``":memory:"``), or a
+schema of a PostgreSQL database (:class:`~hirmem.sql.PgTarget`: a fleet tenant's
+substrate lives in its tenant's database, so the standby and ``tenant move`` carry it).
+
+:func:`open_db` is the one place a store gets its connection. On PostgreSQL it is a
+:class:`~hirmem.sql.pgconn.PgConnection`: the store's statements stay as written for
+SQLite and are said in PostgreSQL's dialect on the way (:mod:`hirmem.sql.dialect`); each
+store's transactions take an advisory lock named for the schema and the store, so a store
+has one writer across processes. A store holds one connection (its reads go through it,
+under the store's own lock), so a substrate on PostgreSQL holds one per store: eleven.
+
+What stays SQLite's alone: text holding a NUL character (PostgreSQL's text has none: the
+row is refused with PostgreSQL's error); the ``hirmem semantic`` commands (they take a
+file); the upgrades of files written by earlier layouts (they read SQLite's catalogue);
+the ``open_store`` drivers by DSN (``sqlite:``; a PostgreSQL substrate is opened whole,
+:meth:`~hirmem.semantic.substrate.Substrate.open` with a :class:`~hirmem.sql.PgTarget`).
+Like a SQLite file, a store reads what other processes wrote only when it is opened
+again (the ledger, the PROV log and the decisions are loaded once).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from hirmem.sql import Connection, PgTarget
+from hirmem.sql.pgconn import PgConnection
+
+__all__ = ["Where", "open_db"]
+
+Where = str | Path | PgTarget
+
+
+def open_db(where: Where, store: str, timeout: float = 5.0) -> Connection:
+    """A connection to ``where`` for the store named ``store`` (autocommit: the store says
+    BEGIN and COMMIT itself). ``timeout``: how long SQLite waits for another writer."""
+    if not isinstance(where, PgTarget):
+        return sqlite3.connect(str(where), isolation_level=None, check_same_thread=False,
+                               timeout=timeout)  # fmt: skip
+    db = PgConnection(where.conninfo, where.schema, writer_lock=f"hirmem.{where.schema}.{store}")
+    try:
+        db.raw.execute("BEGIN")  # the schema made once, whoever opens first
+        db.raw.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"hirmem.{where.schema}",))
+        db.verbatim(f'CREATE SCHEMA IF NOT EXISTS "{where.schema}"')
+        db.raw.execute("COMMIT")
+    except BaseException:
+        db.close()
+        raise
+    return db

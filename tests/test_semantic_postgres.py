@@ -1,0 +1,85 @@
+"""The substrate on PostgreSQL: what SQLite's file gave it holds in a schema — one writer
+per store across connections (an advisory lock after each BEGIN, as SQLite's file lock),
+a bounded set of connections, and everything back on reopen."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from hirmem.emulation import postgres
+from hirmem.semantic.entities import EntityIndex
+from hirmem.semantic.retrieve import Embedder
+from hirmem.semantic.stores.db import open_db
+from hirmem.semantic.substrate import Substrate
+from hirmem.sql import PgTarget
+from memory_backends import pg_skip
+
+pytestmark = pg_skip()
+_schemas = itertools.count(1)
+
+
+@pytest.fixture(scope="module")
+def primary() -> Iterator[postgres.Primary]:
+    with postgres.Primary("semanticpg") as server:
+        yield server
+
+
+@pytest.fixture
+def target(primary: postgres.Primary) -> PgTarget:
+    return PgTarget(primary.dsn, f"sub_{next(_schemas)}")
+
+
+def test_a_store_has_one_writer_across_connections(target: PgTarget) -> None:
+    """While one connection's transaction on the entities store is open, another writer of
+    the same store waits for it; a writer of another store does not."""
+    holder = open_db(target, "entities")
+    index = EntityIndex(target)  # its tables made before the holder takes the lock
+    other = open_db(target, "claims")
+    holder.execute("BEGIN")
+    done = threading.Event()
+
+    def write() -> None:
+        index.note("Alice Smith", "team", "doc1")
+        done.set()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        other.execute("BEGIN")  # another store's lock: free
+        other.execute("COMMIT")
+        assert not done.wait(1.0), "a second writer of the store ran beside the first"
+    finally:
+        holder.execute("COMMIT")
+    assert done.wait(30.0)
+    writer.join()
+    assert index.resolve("Alice Smith", {"team"})
+    for db in (holder, other):
+        db.close()
+    index.close()
+
+
+def _connections(primary: postgres.Primary) -> int:
+    rows = primary.sql("SELECT count(*) FROM pg_stat_activity WHERE backend_type = "
+                       "'client backend' AND datname = 'postgres'")  # fmt: skip
+    return int(str(rows[0][0]))
+
+
+def test_a_substrate_holds_one_connection_per_store_and_reopens_whole(
+    primary: postgres.Primary, target: PgTarget
+) -> None:
+    before = _connections(primary)
+    sub = Substrate.open(target, clock=lambda: 1_700_000_000_000, passage_embedder=Embedder())
+    assert _connections(primary) - before == 11  # docs … entities: one each, no more
+    sub.passages.add("doc1", "Alice moved the pump to Berlin in May.", "team", subject="Maya")
+    hits = sub.passages.search("pump Berlin", 5, {"team"})
+    assert [h.doc for h in hits] == ["doc1"]
+    sub.close()
+    assert _connections(primary) == before
+    again = Substrate.open(target, clock=lambda: 1_700_000_000_000, passage_embedder=Embedder())
+    assert [h.doc for h in again.passages.search("pump Berlin", 5, {"team"})] == ["doc1"]
+    assert again.passages.search("pump Berlin", 5, {"other"}) == []
+    again.close()
