@@ -45,7 +45,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -117,10 +117,10 @@ def intake_records(
     return admit_pack(engine, records, device_id, kid, pack_prev, signature_verified)
 
 
-@dataclass(frozen=True, slots=True)
-class Admitted:
+class Admitted(NamedTuple):
     """A device record as its pack admits it: what distillation reads of an episode
-    (:class:`hirmem.memory.distill.Episode`), without building a whole memory."""
+    (:class:`hirmem.memory.distill.Episode`), without building a whole memory (a
+    tuple: built once per record, cheaply)."""
 
     id: str
     kind: str
@@ -139,7 +139,7 @@ class Admitted:
     flagged: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class _Fresh:
     rec: Record
     mid: str

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from hirmem.protocol import cbor
 from hirmem.protocol.errors import HirmemError
@@ -50,8 +50,7 @@ ACTION = "admit-pack"
 _MAX_TEXT = 512
 
 
-@dataclass(frozen=True, slots=True)
-class Admission:
+class Admission(NamedTuple):  # a tuple: built once per record, cheaply
     memory_id: bytes  # 16 bytes
     hash: bytes  # 32 bytes
     gate: int
