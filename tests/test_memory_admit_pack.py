@@ -5,6 +5,7 @@ same memories as the one-by-one path.
 The oracle for the admitted rows is the engine's own one-by-one path (capture into the
 working ring, then stages 2-5 with revision and distillation per record), fed the same
 records one pack of one record at a time; verify must still name every tampered row.
+On SQLite and on PostgreSQL (the throwaway engines; the tampered stores are files).
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ from hirmem.protocol.fixedpoint import ONE
 from hirmem.protocol.keys import derive_test_key
 from hirmem.protocol.packs import PackKind, sign_pack
 from hirmem.protocol.records import GENESIS, Record, host_flags, record_hash, record_id
+from memory_backends import memory_backend, memory_server  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.usefixtures("memory_backend")  # ":memory:" engines: SQLite, PostgreSQL
 
 DEV = bytes.fromhex("5e5e5e5e5e5e5e01")
 KEY = derive_test_key("admit-pack device 5e5e5e5e5e5e5e01")
