@@ -392,3 +392,28 @@ def test_a_memorys_history_shows_its_packs_admission(tmp_path: Path) -> None:
     assert mine.hash == rec.hash and mine.state == int(e.require(rec.id.hex()).state)
     assert entry.actor == f"intake:{DEV.hex()}"
     e.close()
+
+
+def test_an_index_loaded_before_the_packs_ranks_as_one_loaded_after(tmp_path: Path) -> None:
+    """Rows a pack inserts and patterns it steps reach a recall index already loaded
+    (the daemon's) exactly as a fresh load of the file would hold them."""
+    path = tmp_path / "m.sqlite"
+    clock = Clock()
+    e = MemoryEngine(path, clock=clock)
+    assert e.recall("temp0", k=3, touch=False) == []  # the index is loaded, empty
+    rng = random.Random(23)
+    prev = GENESIS
+    for p in range(12):
+        clock.t = T0 + 60 * p
+        recs = _records(rng, 8, 8 * p + 1, prev, corrupt=False)
+        admit_pack(e, recs, DEV, KEY.kid, prev)
+        prev = recs[-1].hash
+    queries = ["temp0 t 21.3", "temp1 readings", "close v3 open v4 success", "note from the line"]
+    live = [[(h.id, h.score) for h in hits] for hits in e.recall_batch(queries, k=8, touch=False)]
+    e.close()
+    fresh = MemoryEngine(path, clock=Clock(clock.t))
+    again = [[(h.id, h.score) for h in hits]
+             for hits in fresh.recall_batch(queries, k=8, touch=False)]  # fmt: skip
+    assert live == again and all(live)
+    assert any(fresh.require(mid).kind == "pattern" for hits in live for mid, _ in hits)
+    fresh.close()
