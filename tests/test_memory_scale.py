@@ -212,11 +212,15 @@ def test_a_pack_is_one_transaction_and_each_record_written_once(tmp_path: Path) 
     full_rows = [s for s in upper if s.startswith("UPDATE MEMORIES SET FLAGS")]
     # each record's row is inserted in its final state and never rewritten; each of the
     # two patterns (temp0, temp1) is written once for the whole pack (issue 13: one
-    # write of the distilled row per pack, not per record)
-    patterns = {p.memory_id.upper() for p in distill.patterns(engine)}
+    # write of the distilled row per pack, not per record), and only in the columns
+    # its step changes (its episodes' links are in distill_links, never in its row)
+    patterns = {p.memory_id for p in distill.patterns(engine)}
     assert len(patterns) == 2
-    assert len(full_rows) == 2, len(full_rows)
-    assert {s.rsplit("WHERE ID = '", 1)[1][:32] for s in full_rows} == patterns
+    assert full_rows == []
+    steps = [s for s in upper if s.startswith("UPDATE MEMORIES SET H = ")]
+    assert len(steps) == 2, len(steps)
+    rowids = {str(engine.store.rowid(p)) for p in patterns}
+    assert {s.rsplit("WHERE ROWID = ", 1)[1].strip() for s in steps} == rowids
     assert not any("UPDATE MEMORIES SET STATE" in s for s in upper)
     assert not any("EMBEDDING" in s for s in upper if s.startswith("UPDATE"))
     assert engine.verify_audit().ok

@@ -75,7 +75,7 @@ def test_migrates_an_old_file_to_the_current_schema(tmp_path: Path) -> None:
     db.commit()
     db.close()
     s = Store(path)
-    assert s.schema_version == SCHEMA_VERSION == 5  # v4, v5: issue 13's speed section
+    assert s.schema_version == SCHEMA_VERSION == 6  # v4-v6: issue 13's speed section
     names = {r[0] for r in s.db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
     assert "memories_subject" in names
     s.close()

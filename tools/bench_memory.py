@@ -236,7 +236,8 @@ def bench_end_to_end(
           f"{per_pack} records ({n:,} records): "
           f"{n / total:,.0f} records/s, {cpu_total / n * 1e6:,.0f} µs CPU per record "
           f"(daemon verify + store {t_store / n * 1e6:,.0f} µs, {cpu_store / n * 1e6:,.0f} µs CPU;"
-          f" memory follow {(total - t_store) / n * 1e6:,.0f} µs per record); plain SQLite "
+          f" memory follow {(total - t_store) / n * 1e6:,.0f} µs, "
+          f"{(cpu_total - cpu_store) / n * 1e6:,.0f} µs CPU per record); plain SQLite "
           f"insert of the same rows: {n / t_plain:,.0f} records/s ({t_plain / total:.1%} of "
           "the end-to-end time)")  # fmt: skip
     engine.close()

@@ -9,6 +9,9 @@ the record before (32 zero bytes for the first). The table refuses updates and d
 (SQLite triggers, MEM-INV-5); :meth:`AuditLog.verify` walks the chain and names the
 first broken link, so tampering that bypasses the triggers (editing the file) is found.
 
+A device pack's admission is one ``admit-pack`` record whose detail lists every record
+it admitted (:mod:`.packaudit`: fixed shapes, no free field).
+
 MEM-INV-8: the chain records system actions only. ``action`` must be one of
 :data:`ACTIONS`, ``actor`` is ``"system"``, ``"intake:<device>"`` or ``"steward:<name>"``,
 and ``detail`` keys must be in :data:`DETAIL_KEYS` (gate scores, states, strengths,
@@ -25,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from hirmem.memory import packaudit
 from hirmem.memory.store import Store
 from hirmem.protocol import cbor
 from hirmem.protocol.errors import HirmemError
@@ -38,7 +42,7 @@ ACTIONS = frozenset(
     {
         "capture", "admit", "transition", "strength", "contradiction", "corruption",
         "repair", "review", "evict", "intake-mismatch", "sweep", "integrity",
-        "derive", "supersede", "unflag",
+        "derive", "supersede", "unflag", "admit-pack",
     }
 )  # fmt: skip
 
@@ -57,11 +61,13 @@ _MAX_TEXT = 512
 
 
 class Entry(NamedTuple):
-    """One record to append: what happened, to which memory, the detail, and who did it."""
+    """One record to append: what happened, to which memory, the detail, and who did it
+    (an ``admit-pack`` entry's detail comes encoded and checked by
+    :func:`hirmem.memory.packaudit.encode`)."""
 
     action: str
     memory_id: str
-    detail: dict[str, Any]
+    detail: dict[str, Any] | bytes
     actor: str = "system"
 
 
@@ -215,7 +221,12 @@ class AuditLog:
                 checked.add(actor)
             if action not in ACTIONS:
                 raise HirmemError(f"audit action {action!r} is not one of {sorted(ACTIONS)}")
-            bodies.append((action, memory_id, _body(detail), actor))
+            if isinstance(detail, bytes):
+                if action != packaudit.ACTION:
+                    raise HirmemError(f"audit action {action!r} takes a map as its detail")
+                bodies.append((action, memory_id, detail, actor))
+            else:
+                bodies.append((action, memory_id, _body(detail), actor))
         with self.store.writing() as db:  # the head is read and moved by the writer only
             rows = []
             seq, prev = self.head_seq, self.head_hash
@@ -243,9 +254,12 @@ class AuditLog:
     def records(self, memory_id: str | None = None, limit: int | None = None) -> list[AuditRecord]:
         sql = "SELECT seq, ts, action, memory_id, actor, detail, prev, hash FROM audit"
         params: tuple[Any, ...] = ()
-        if memory_id is not None:
-            sql += " WHERE memory_id = ?"
-            params = (memory_id,)
+        if memory_id is not None:  # its own records, and its device pack's admission
+            sql += (
+                " WHERE memory_id = ? OR seq = (SELECT p.seq FROM admissions p "
+                "JOIN memories m ON m.rowid = p.memory WHERE m.id = ?)"
+            )
+            params = (memory_id, memory_id)
         sql += " ORDER BY seq"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"

@@ -19,10 +19,14 @@ on ``distill_min_episodes`` episodes a memory is created for it:
   procedural, once it succeeded ``procedure_min_successes`` times at a success rate of
   at least ``procedure_min_rate``: its steps and success rate.
 
-The derived memory carries ``links`` to every episode it rests on (also kept in the
-``distill_links`` table, episode → pattern), is derived in PROV terms — the audit
-records one ``derive`` (``activity``: ``distill``, ``wasDerivedFrom``: the episode,
-``agrees``) for every episode, at creation and for each later one — and
+The derived memory carries ``links`` to every episode it rests on (kept in the
+``distill_links`` table, episode → pattern, and joined in when the memory is read:
+its row holds only the window it continues, so a step never rewrites up to
+``distill_max_episodes`` ids), is derived in PROV terms — the audit records one
+``derive`` (``activity``: ``distill``, ``wasDerivedFrom``: the episode, ``agrees``) for
+every episode, at creation and for each later one; a device pack's episodes say it in
+the pack's one ``admit-pack`` record instead (:mod:`.packaudit`: the pattern each fed,
+whether it agreed, and each pattern's step of strength) — and
 has its own gate scores: the means of its episodes' H, I, R and W, with F, C, Rn
 derived from them as the gate does. A new episode that agrees (a reading within three
 standard deviations of the mean, the same state, an event, a success) *reinforces*
@@ -42,26 +46,65 @@ links to the closed one.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hirmem.memory.audit import Entry
 from hirmem.memory.contradiction import same_value, single_valued
-from hirmem.memory.dynamics import decay_between
+from hirmem.memory.dynamics import decay_between, strength_step
 from hirmem.memory.model import Memory, State
 from hirmem.memory.observe import OUTCOMES_OK, is_episode, number
 from hirmem.protocol.fixedpoint import to_q
 from hirmem.protocol.gate import verdict_of
 from hirmem.protocol.identity import fold
 
+
+class Episode(Protocol):
+    """What distillation reads of an episode (a :class:`Memory` is one; device intake
+    hands lighter ones, :class:`hirmem.memory.intake.Admitted`)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def subject(self) -> str: ...
+    @property
+    def attribute(self) -> str: ...
+    @property
+    def value(self) -> str: ...
+    @property
+    def negated(self) -> bool: ...
+    @property
+    def timestamp(self) -> int: ...
+    @property
+    def payload(self) -> bytes: ...
+    @property
+    def h(self) -> float: ...
+    @property
+    def i(self) -> float: ...
+    @property
+    def r(self) -> float: ...
+    @property
+    def w(self) -> float: ...
+    @property
+    def state(self) -> State: ...
+    @property
+    def flagged(self) -> bool: ...
+
+
 if TYPE_CHECKING:  # the engine imports this module
     from hirmem.memory.engine import MemoryEngine
 
-__all__ = ["SCHEMA", "Distillate", "Stats", "baseline", "baseline_aligned", "distillate_of",
-           "episodes_of", "on_episode", "on_episodes", "patterns", "reconsider"]  # fmt: skip
+__all__ = ["SCHEMA", "Distillate", "Episode", "PatternStep", "Stats", "baseline",
+           "baseline_aligned", "distillate_of", "episodes_of", "on_episode",
+           "on_episodes", "patterns", "reconsider", "write_steps"]  # fmt: skip
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS distillates (
@@ -196,7 +239,7 @@ def patterns(engine: MemoryEngine) -> list[Distillate]:
     return [_row(r) for r in rows]
 
 
-def _key(engine: MemoryEngine, m: Memory) -> tuple[str, str, str, str, str]:
+def _key(engine: MemoryEngine, m: Episode) -> Key:
     form = FORMS[m.kind]
     value_key = ""
     if form == "event" or (form == "state" and not single_valued(m.attribute, engine.config)):
@@ -204,16 +247,13 @@ def _key(engine: MemoryEngine, m: Memory) -> tuple[str, str, str, str, str]:
     return form, m.device, m.subject, m.attribute, value_key
 
 
-def _open_distillate(engine: MemoryEngine, m: Memory) -> Distillate:
-    form, device, subject, attribute, value_key = _key(engine, m)
-    r = engine.store.db.execute(
-        _SELECT + " WHERE device = ? AND subject = ? AND attribute = ? AND value_key = ? "
-        "AND form = ? AND open = 1",
-        (device, subject, attribute, value_key, form),
-    ).fetchone()
+def _open_distillate(engine: MemoryEngine, m: Episode, read: Read | None = None) -> Distillate:
+    key = _key(engine, m)
+    form, device, subject, attribute, value_key = key
+    found = _read_open(engine, key, read, keep=False)
     prev = ""
-    if r is not None:
-        d = _row(r)
+    if found is not None:
+        d = found
         if _fits(d, m, engine):
             return d
         engine.store.db.execute("UPDATE distillates SET open = 0 WHERE rowid = ?", (d.rowid,))
@@ -228,7 +268,7 @@ def _open_distillate(engine: MemoryEngine, m: Memory) -> Distillate:
                       value_key, True, stats)  # fmt: skip
 
 
-def _absorb(d: Distillate, m: Memory, engine: MemoryEngine) -> bool:
+def _absorb(d: Distillate, m: Episode, engine: MemoryEngine) -> bool:
     """Add episode ``m`` to the statistics; whether it agrees with the pattern so far."""
     s = d.stats
     agrees = True
@@ -279,19 +319,37 @@ def _within(v: float, s: Stats, engine: MemoryEngine) -> bool:
     return abs(v - s.mean) <= max(cfg.baseline_sigmas * s.sd, cfg.value_abs_tolerance)
 
 
-def baseline(engine: MemoryEngine, device: str, subject: str, attribute: str) -> Stats | None:
+Key = tuple[str, str, str, str, str]  # form, device, subject, attribute, value_key
+Read = dict[Key, "Distillate | None"]  # open distillates one pack has read, by key
+
+
+def _read_open(engine: MemoryEngine, key: Key, read: Read | None, keep: bool) -> Distillate | None:
+    """The open distillate of ``key``: from ``read`` when this pack read it already
+    (taken out unless ``keep``: the next use must see what distillation wrote), else
+    from its row."""
+    if read is not None and key in read:
+        return read[key] if keep else read.pop(key)
+    form, device, subject, attribute, value_key = key
+    r = engine.store.db.execute(
+        _SELECT + " WHERE device = ? AND subject = ? AND attribute = ? AND value_key = ? "
+        "AND form = ? AND open = 1",
+        (device, subject, attribute, value_key, form),
+    ).fetchone()
+    d = None if r is None else _row(r)
+    if read is not None and keep:
+        read[key] = d
+    return d
+
+
+def baseline(
+    engine: MemoryEngine, device: str, subject: str, attribute: str, read: Read | None = None
+) -> Stats | None:
     """The baseline of a sensor: the statistics of the distilled pattern of (device,
     subject, attribute) in its open window, once it rests on ``baseline_min_episodes``
-    readings (None before)."""
-    r = engine.store.db.execute(
-        _SELECT + " WHERE device = ? AND subject = ? AND attribute = ? AND value_key = '' "
-        "AND form = 'reading' AND open = 1",
-        (device, subject, attribute),
-    ).fetchone()
-    if r is None:
-        return None
-    d = _row(r)
-    if not d.memory_id or d.stats.n < engine.config.baseline_min_episodes:
+    readings (None before). ``read``: the rows a pack has read (its distillation then
+    starts from the same one, not reading it again)."""
+    d = _read_open(engine, ("reading", device, subject, attribute, ""), read, keep=True)
+    if d is None or not d.memory_id or d.stats.n < engine.config.baseline_min_episodes:
         return None
     return d.stats
 
@@ -303,7 +361,7 @@ def baseline_aligned(engine: MemoryEngine, base: Stats | None, value: str) -> bo
     return None if base is None or v is None else _within(v, base, engine)
 
 
-def _result_of(m: Memory) -> str:
+def _result_of(m: Episode) -> str:
     try:
         data = json.loads(m.payload.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
@@ -360,6 +418,11 @@ def _ready(d: Distillate, engine: MemoryEngine) -> bool:
     return s.n >= cfg.distill_min_episodes
 
 
+@functools.lru_cache(maxsize=4096)  # a pure function; patterns' Rn recur (1.0 most of all)
+def _verdict(rn: float) -> int:
+    return int(verdict_of(to_q(rn)))
+
+
 def _scored(m: Memory, s: Stats, engine: MemoryEngine, **changes: object) -> Memory:
     """Gate scores of a derived memory: the means of its episodes' (with ``changes``,
     in the same copy)."""
@@ -367,7 +430,7 @@ def _scored(m: Memory, s: Stats, engine: MemoryEngine, **changes: object) -> Mem
     f, c = math.sqrt(h * i), math.sqrt(r * i)
     rn = math.sqrt(f * c)
     return m.replace(h=h, i=i, r=r, f=f, c=c, rn=rn, w=w, trust=h * i * r,
-                     verdict=int(verdict_of(to_q(rn))), gate_mode="derived",
+                     verdict=_verdict(rn), gate_mode="derived",
                      **changes)  # fmt: skip
 
 
@@ -382,9 +445,10 @@ def _create(engine: MemoryEngine, d: Distillate) -> Memory:
     episodes = episodes_of_row(engine, d.rowid)
     links = ([d.stats.prev] if d.stats.prev else []) + episodes
     kind = "procedure" if d.form == "action" else "pattern"
+    # the row links only the window it continues: its episodes are in distill_links
     m = engine.capture(
         _payload(d), "distill", kind=kind, subject=d.subject, attribute=d.attribute,
-        value=statement(d), links=links,
+        value=statement(d), links=links[: len(links) - len(episodes)],
     )  # fmt: skip
     _save_stats(engine, d, m.id)
     now = engine.clock()
@@ -409,36 +473,42 @@ def episodes_of_row(engine: MemoryEngine, rowid: int) -> list[str]:
     return [str(x[0]) for x in rows]
 
 
-def on_episode(engine: MemoryEngine, m: Memory) -> Memory | None:
-    """Distil a freshly admitted live episode; returns the derived memory it now
-    supports (created or reinforced), or None while the pattern is not yet one."""
-    return on_episodes(engine, [m]).get(m.id)
+def on_episode(engine: MemoryEngine, m: Episode) -> None:
+    """Distil a freshly admitted live episode into the pattern it supports."""
+    on_episodes(engine, [m])
 
 
-def on_episodes(engine: MemoryEngine, ms: Sequence[Memory]) -> dict[str, Memory | None]:
+def on_episodes(
+    engine: MemoryEngine, ms: Sequence[Episode], steps: list[PatternStep] | None = None,
+    *, fresh: bool = False, read: Read | None = None,
+) -> None:  # fmt: skip
     """Distil live episodes admitted together (one device pack), in their order: the
     episodes of one key are absorbed one by one, and the pattern they support is
-    written once — its statement, its links, one ``derive`` record per episode, and
-    one step of the strength equation in which every agreeing episode is a rehearsal
-    (U = their number, as the sweep folds pending rehearsals). Returns, per episode
-    distilled, the derived memory it supports (None while the pattern is not yet one)."""
-    fresh = [
+    written once — its statement, its links, and one step of the strength equation in
+    which every agreeing episode is a rehearsal (U = their number, as the sweep folds
+    pending rehearsals). Audited here, one ``derive`` record per episode; or, given
+    ``steps``, each live pattern's step is handed back unwritten, for the caller's one
+    audit record of the pack (:func:`write_steps`). ``fresh``: the episodes were just
+    stored for the first time (none can have fed a pattern yet); ``read``: the open
+    distillates their pack already read (:func:`baseline`)."""
+    live = [
         m for m in ms
         if m.state in (State.CANDIDATE, State.CONSOLIDATED) and not m.flagged  # a disputed
         and m.kind in FORMS and is_episode(m.kind, m.subject, m.attribute)  # claim waits
     ]  # fmt: skip
-    if not fresh:
-        return {}
-    done = _distilled(engine, [m.id for m in fresh])
-    groups: dict[tuple[str, str, str, str, str], list[Memory]] = {}
-    for m in fresh:
+    if not live:
+        return
+    done = set() if fresh else _distilled(engine, [m.id for m in live])
+    groups: dict[Key, list[Episode]] = {}
+    for m in live:
         if m.id not in done:  # already distilled
             done.add(m.id)
             groups.setdefault(_key(engine, m), []).append(m)
-    out: dict[str, Memory | None] = {}
+    deferred: Deferred | None = None if steps is None else []
     for group in groups.values():
-        _distil_group(engine, group, out)
-    return out
+        _distil_group(engine, group, deferred, read)
+    if steps is not None and deferred:
+        steps += _steps_of(engine, deferred)
 
 
 def _distilled(engine: MemoryEngine, ids: list[str]) -> set[str]:
@@ -452,7 +522,7 @@ def _distilled(engine: MemoryEngine, ids: list[str]) -> set[str]:
     return out
 
 
-def _fits(d: Distillate, m: Memory, engine: MemoryEngine) -> bool:
+def _fits(d: Distillate, m: Episode, engine: MemoryEngine) -> bool:
     """Whether episode ``m`` belongs in the open window of ``d`` (not full, not late)."""
     cfg = engine.config
     if d.stats.n >= cfg.distill_max_episodes:
@@ -462,71 +532,161 @@ def _fits(d: Distillate, m: Memory, engine: MemoryEngine) -> bool:
 
 
 def _distil_group(
-    engine: MemoryEngine, group: list[Memory], out: dict[str, Memory | None]
+    engine: MemoryEngine, group: list[Episode], deferred: Deferred | None, read: Read | None
 ) -> None:
     """Episodes of one key, in order (see :func:`on_episodes`)."""
     d: Distillate | None = None
-    pending: list[tuple[Memory, bool]] = []  # absorbed, their pattern not yet written
+    pending: list[tuple[Episode, bool]] = []  # absorbed, their pattern not yet written
     for m in group:
         if d is not None and not _fits(d, m, engine):
-            _reinforce(engine, d, pending, out)
+            _save_stats(engine, d)  # now: the window is read again to be closed
+            _reinforce(engine, d, pending, deferred)
             d, pending = None, []
         if d is None:
-            d = _open_distillate(engine, m)  # closes a full or late window
+            d = _open_distillate(engine, m, read)  # closes a full or late window
         agrees = _absorb(d, m, engine)
         if d.memory_id:
             pending.append((m, agrees))
             continue
         _link(engine, d, [m])
         _save_stats(engine, d)
-        out[m.id] = None
         if _ready(d, engine):
-            out[m.id] = _create(engine, d)
+            _create(engine, d)
             d = None  # re-read: the row now names its memory
     if d is not None:
-        _reinforce(engine, d, pending, out)
+        _reinforce(engine, d, pending, deferred)
 
 
-def _link(engine: MemoryEngine, d: Distillate, episodes: Sequence[Memory]) -> None:
+def _link(engine: MemoryEngine, d: Distillate, episodes: Sequence[Episode]) -> None:
     engine.store.db.executemany(
         "INSERT OR IGNORE INTO distill_links (episode_id, distillate) VALUES (?, ?)",
         [(m.id, d.rowid) for m in episodes],
     )
 
 
-def _reinforce(
-    engine: MemoryEngine, d: Distillate, pending: list[tuple[Memory, bool]],
-    out: dict[str, Memory | None],
-) -> None:  # fmt: skip
-    """Write what episodes ``pending`` did to the pattern of ``d``: its statistics, the
-    links, their ``derive`` records and one step of strength."""
-    if not pending:
-        return
-    _link(engine, d, [m for m, _ in pending])
-    _save_stats(engine, d)
-    p = engine.get(d.memory_id)
-    if p is None or p.state not in (State.CANDIDATE, State.CONSOLIDATED):
-        for m, _ in pending:  # a quarantined or archived pattern takes no new support
-            out[m.id] = p
-        return
-    now = engine.clock()
+@dataclass
+class PatternStep:
+    """What new episodes did to a live pattern: its new scores, statement and strength
+    (written by :func:`write_steps` once the audit record that says so has its seq)."""
+
+    rowid: int
+    memory_id: str
+    form: str
+    old: float
+    new: float
+    columns: dict[str, object]
+    episodes: list[tuple[str, bool]]  # (episode id, whether it agreed)
+
+
+_PATTERN_COLUMNS = ("h", "i", "r", "f", "c", "rn", "w", "trust", "verdict", "gate_mode",
+                    "value", "strength", "last_access", "decayed_at")  # fmt: skip
+_WRITE_STEP = (
+    "UPDATE memories SET " + ", ".join(f"{c} = ?" for c in _PATTERN_COLUMNS)
+    + ", audit_seq = ? WHERE rowid = ?"
+)  # fmt: skip
+
+
+_STEP_COLUMNS = "id, rowid, state, strength, last_access, decayed_at, layer, priority"
+
+
+def _pattern_rows(engine: MemoryEngine, ids: Sequence[str]) -> dict[str, Sequence[Any]]:
+    """The columns a step reads of each pattern (never the whole memory), by id."""
+    marks = ",".join("?" * len(ids))
+    rows = engine.store.db.execute(
+        f"SELECT {_STEP_COLUMNS} FROM memories WHERE id IN ({marks})", tuple(ids)
+    )
+    return {str(r[0]): r[1:] for r in rows}
+
+
+def _step(
+    engine: MemoryEngine, d: Distillate, pending: Sequence[tuple[Episode, bool]], now: float,
+    row: Sequence[Any] | None,
+) -> PatternStep | None:  # fmt: skip
+    """The pattern of ``d`` after episodes ``pending`` (None when it is not live: a
+    quarantined or archived pattern takes no new support); ``row``: its
+    :func:`_pattern_rows`."""
+    if row is None or int(row[1]) not in (int(State.CANDIDATE), int(State.CONSOLIDATED)):
+        return None
+    rowid, _, strength, last_access, decayed_at, layer, priority = row
     cfg = engine.config
     agreeing = sum(agrees for _, agrees in pending)
     # settle the decay owed so far, then count each agreeing episode as a rehearsal
-    owed = decay_between(p.last_access, p.decayed_at, now, cfg, cfg.tau_for(p.layer))
-    derived = [
-        Entry("derive", p.id, {"activity": "distill", "form": d.form, "wasDerivedFrom": m.id,
-                               "agrees": int(agrees)})
-        for m, agrees in pending]  # fmt: skip
-    p = _scored(p, d.stats, engine, value=statement(d),
-                links=(*p.links, *(m.id for m, _ in pending)),
-                decayed_at=max(p.decayed_at, now),
-                last_access=now if agreeing else p.last_access)  # fmt: skip
-    # one append (the derive records, then the strength step's) and one write of the row
-    p = engine.apply_strength(p, u=float(agreeing), d=owed, reason="distilled episode",
-                              after=derived)  # fmt: skip
-    for m, _ in pending:
-        out[m.id] = p
+    owed = decay_between(last_access, decayed_at, now, cfg, cfg.tau_for(int(layer)))
+    s = d.stats
+    h, i, r, w = (x / s.n for x in (s.sum_h, s.sum_i, s.sum_r, s.sum_w))
+    f, c = math.sqrt(h * i), math.sqrt(r * i)
+    rn = math.sqrt(f * c)
+    new = strength_step(float(strength), float(agreeing), float(priority), rn, owed, 0.0, cfg)
+    columns: dict[str, object] = dict(
+        h=h, i=i, r=r, f=f, c=c, rn=rn, w=w, trust=h * i * r,
+        verdict=_verdict(rn), gate_mode="derived", value=statement(d),
+        strength=new, last_access=now if agreeing else float(last_access),
+        decayed_at=max(float(decayed_at), now),
+    )  # fmt: skip
+    return PatternStep(int(rowid), d.memory_id, d.form, float(strength), new, columns,
+                       [(m.id, agrees) for m, agrees in pending])  # fmt: skip
+
+
+def write_steps(engine: MemoryEngine, steps: Sequence[PatternStep], seq: int, now: float) -> None:
+    """Write patterns' steps, citing audit record ``seq``, with their strength points."""
+    if not steps:
+        return
+    engine.store.db.executemany(_WRITE_STEP, [
+        (*(st.columns[c] for c in _PATTERN_COLUMNS), seq, st.rowid) for st in steps])  # fmt: skip
+    engine.strengths_moved([(st.rowid, st.memory_id, st.new) for st in steps], now)
+
+
+Deferred = list[tuple[Distillate, list[tuple[Episode, bool]]]]
+
+
+def _reinforce(
+    engine: MemoryEngine, d: Distillate, pending: list[tuple[Episode, bool]],
+    deferred: Deferred | None,
+) -> None:  # fmt: skip
+    """Write what episodes ``pending`` did to the pattern of ``d``: its statistics, the
+    links, and one step of strength, audited here (one ``derive`` record per episode,
+    then the step's ``strength`` record when it is large). Given ``deferred`` (a
+    pack's distillation), it is only noted there, for :func:`_steps_of` to write with
+    the other patterns the pack reinforced."""
+    if not pending:
+        return
+    if deferred is not None:
+        deferred.append((d, pending))
+        return
+    _link(engine, d, [m for m, _ in pending])
+    _save_stats(engine, d)
+    now = engine.clock()
+    step = _step(engine, d, pending, now, _pattern_rows(engine, [d.memory_id]).get(d.memory_id))
+    if step is None:
+        return
+    entries = [
+        Entry("derive", step.memory_id, {"activity": "distill", "form": d.form,
+                                         "wasDerivedFrom": mid, "agrees": int(agrees)})
+        for mid, agrees in step.episodes]  # fmt: skip
+    if abs(step.new - step.old) >= engine.config.audit_strength_delta:
+        entries.append(Entry("strength", step.memory_id, {
+            "old_strength": step.old, "strength": step.new, "x": 0.0,
+            "reason": "distilled episode"}))  # fmt: skip
+    write_steps(engine, [step], engine.audit.append_entries(entries, ts=now)[-1], now)
+
+
+def _steps_of(engine: MemoryEngine, deferred: Deferred) -> list[PatternStep]:
+    """The patterns a pack reinforced: their statistics and links written with one
+    statement each, their rows read with one, their steps returned unwritten."""
+    if not deferred:
+        return []
+    engine.store.db.executemany(
+        "INSERT OR IGNORE INTO distill_links (episode_id, distillate) VALUES (?, ?)",
+        [(m.id, d.rowid) for d, pending in deferred for m, _ in pending],
+    )
+    engine.store.db.executemany(
+        "UPDATE distillates SET stats = ? WHERE rowid = ?",
+        [(_json(d.stats), d.rowid) for d, _ in deferred],
+    )
+    now = engine.clock()
+    rows = _pattern_rows(engine, [d.memory_id for d, _ in deferred])
+    steps = [_step(engine, d, pending, now, rows.get(d.memory_id)) for d, pending in deferred]
+    return [st for st in steps if st is not None]
 
 
 def reconsider(engine: MemoryEngine, m: Memory) -> Memory | None:
@@ -537,7 +697,8 @@ def reconsider(engine: MemoryEngine, m: Memory) -> Memory | None:
     if not engine.store.db.execute(
         "SELECT 1 FROM distill_links WHERE episode_id = ?", (m.id,)
     ).fetchone():
-        return on_episode(engine, m)
+        on_episode(engine, m)
+        return None
     return _rebuild(engine, m)
 
 
@@ -575,6 +736,6 @@ def _rebuild(engine: MemoryEngine, m: Memory) -> Memory | None:
     if not live:
         return engine.transition(p.replace(audit_seq=seq), State.QUARANTINED,
                                  "every episode it rested on was quarantined")  # fmt: skip
-    links = ([d.stats.prev] if d.stats.prev else []) + [e.id for e in live]
+    links = [d.stats.prev] if d.stats.prev else []  # its live episodes: episode_links
     p = _scored(p, d.stats, engine, value=statement(d), links=tuple(links), audit_seq=seq)
     return engine._save(p)

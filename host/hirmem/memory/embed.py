@@ -68,8 +68,9 @@ def make_embedder(kind: str = "hash", dim: int = 256) -> Embedder:
 
 def embed_batch(embedder: Embedder, texts: Sequence[str]) -> F32:
     """(len(texts), dim) float32: ``embed_many`` when the embedder has it."""
-    if isinstance(embedder, BatchEmbedder):
-        return np.asarray(embedder.embed_many(texts), dtype=np.float32)
+    many = getattr(embedder, "embed_many", None)  # (a runtime Protocol check costs more)
+    if callable(many):
+        return np.asarray(many(texts), dtype=np.float32)
     if not texts:
         return np.zeros((0, embedder.dim), dtype=np.float32)
     return np.stack([embedder.embed(text) for text in texts]).astype(np.float32)
@@ -98,6 +99,52 @@ class HashEmbedder:
         if norm > 0:
             vec /= norm
         return vec
+
+    def embed_many(self, texts: Sequence[str]) -> F32:
+        """(len(texts), dim) float32, bit for bit :meth:`embed` of each text, built in one
+        pass: every text's signed bucket counts are summed into one matrix
+        (``np.bincount`` of whole numbers: exact), and each row is divided by its norm.
+        The counts are small integers, so their sum of squares is exact in float32 as in
+        ``embed``'s dot product, and the square root and the division round alike (a
+        text whose sum reaches 2**24, where float32 stops being exact, is embedded
+        alone)."""
+        buckets: list[npt.NDArray[np.int64]] = []
+        counts: list[npt.NDArray[np.int64]] = []
+        sizes: list[int] = []
+        dim, ngrams = self.dim, self.ngrams
+        for text in texts:
+            size = 0
+            for word in fold(text).split(" "):
+                if word:
+                    b, c = _word_arrays(word, dim, ngrams)
+                    buckets.append(b)
+                    counts.append(c)
+                    size += len(b)
+            sizes.append(size)
+        n = len(texts)
+        if not buckets:
+            return np.zeros((n, dim), dtype=np.float32)
+        cells = np.concatenate(buckets) + np.repeat(np.arange(n, dtype=np.int64) * dim, sizes)
+        totals = np.bincount(cells, np.concatenate(counts), n * dim).astype(np.int64)
+        totals = totals.reshape(n, dim)
+        squares = (totals * totals).sum(axis=1)
+        norm = np.sqrt(squares.astype(np.float32))
+        out = totals.astype(np.float32)
+        live = norm > 0
+        out[live] /= norm[live, None]
+        for row in np.flatnonzero(squares >= 1 << 24).tolist():
+            out[row] = self.embed(texts[row])
+        return out
+
+
+@functools.lru_cache(maxsize=1 << 14)  # bounded, as _word_buckets
+def _word_arrays(
+    word: str, dim: int, ngrams: tuple[int, ...]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """:func:`_word_buckets` as two arrays (buckets, signed counts), for batches."""
+    pairs = _word_buckets(word, dim, ngrams)
+    return (np.array([b for b, _ in pairs], dtype=np.int64),
+            np.array([c for _, c in pairs], dtype=np.int64))  # fmt: skip
 
 
 @functools.lru_cache(maxsize=1 << 16)  # bounded: words recur (sensor names, units, keys)

@@ -42,7 +42,7 @@ from hirmem.memory.model import Layer, Memory, State, layer_for
 from hirmem.memory.observe import describe, is_episode
 from hirmem.memory.recall import RecallFilter, RecallHit, RecallIndex
 from hirmem.memory.states import check_transition
-from hirmem.memory.store import Store
+from hirmem.memory.store import COLUMNS, Store, from_row
 from hirmem.protocol import cbor
 from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.fixedpoint import ONE, to_q
@@ -55,6 +55,7 @@ from hirmem.sql import PgTarget
 __all__ = ["Captured", "GateScores", "MemoryEngine", "SweepReport"]
 
 HOST_ID = b"hirmhost"  # 8-byte prefix of host-assigned memory ids
+_COL_W = COLUMNS.index("w")
 _PAGE = 1000  # rows per page of a streamed scan (check_integrity)
 # observe.is_episode in SQL, for the sweep's columns
 _EPISODE_SQL = (
@@ -305,7 +306,8 @@ class MemoryEngine:
         return rowid
 
     def get(self, memory_id: str) -> Memory | None:
-        """Explicit id lookup: returns any memory, whatever its trust or state."""
+        """Explicit id lookup: returns any memory, whatever its trust or state (a derived
+        memory with the episodes it rests on among its links)."""
         return self.store.get(memory_id)
 
     def withheld(self, record_id: bytes) -> str:
@@ -321,7 +323,7 @@ class MemoryEngine:
         return "Trust = 0 in the memory engine" if m.trust == 0 else ""
 
     def require(self, memory_id: str) -> Memory:
-        m = self.store.get(memory_id)
+        m = self.get(memory_id)
         if m is None:
             raise HirmemError(f"no memory with id {memory_id}")
         return m
@@ -540,18 +542,7 @@ class MemoryEngine:
         flags = normalise(m.flags, m.payload, m.source, m.timestamp, m.context)
         g = gate_scores(flags, m.confidence, m.provenance, mode or self.config.gate_mode)
         trust = g.h * g.i * g.r
-        reason = device_check or quarantine_reason(g)
-        if reason:
-            target = State.QUARANTINED
-        else:
-            target = dynamics.rn_disposition(g.rn, self.config)
-            if target is State.QUARANTINED:
-                reason = "Rn below yellow"
-            elif target is State.CONSOLIDATED and g.w < self.config.archive_strength:
-                # GREEN but born below the archive threshold: held as a candidate that
-                # rehearsal may still reinforce, never consolidated at a strength the
-                # next sweep archives
-                target, reason = State.CANDIDATE, "Rn ≥ green but W below archive_strength: held"
+        target, reason = self.disposition(g, device_check)
         changes: dict[str, Any] = dict(
             flags=flags, h=g.h, i=g.i, r=g.r, f=g.f, c=g.c, rn=g.rn, w=g.w,
             verdict=int(g.verdict), hard=int(g.hard), trust=trust, gate_mode=g.mode,
@@ -579,6 +570,22 @@ class MemoryEngine:
             },
         )
         return changes, g, target, reason, admitted
+
+    def disposition(self, g: GateScores, device_check: str = "") -> tuple[State, str]:
+        """Stage 5's decision for gated scores ``g``: the state a fresh object goes to,
+        and why ("" for a plain pass). ``device_check``: what intake found wrong."""
+        reason = device_check or quarantine_reason(g)
+        if reason:
+            return State.QUARANTINED, reason
+        target = dynamics.rn_disposition(g.rn, self.config)
+        if target is State.QUARANTINED:
+            return target, "Rn below yellow"
+        if target is State.CONSOLIDATED and g.w < self.config.archive_strength:
+            # GREEN but born below the archive threshold: held as a candidate that
+            # rehearsal may still reinforce, never consolidated at a strength the
+            # next sweep archives
+            return State.CANDIDATE, "Rn ≥ green but W below archive_strength: held"
+        return target, ""
 
     def _steps(
         self, m: Memory, steps: Sequence[tuple[State, str]], h: float
@@ -624,74 +631,20 @@ class MemoryEngine:
     def admit_captured(
         self, items: Sequence[Captured], now: float, mode: str | None = None
     ) -> list[Memory]:
-        """Stages 1-5 for objects captured elsewhere (a device pack's records), in order,
-        in one transaction. Each ends exactly as :meth:`insert_volatile` then
-        :meth:`process` would leave it, with the same audit records (the capture's
-        ``actor`` is the item's, its ``notes`` follow the capture). What no other memory
-        can touch — anything but a stated fact, which may contradict or revise another —
-        is admitted in runs: one audit append and one insert per run, each row written
-        once in its final state, the run's episodes distilled together (one update of
-        each pattern, :func:`hirmem.memory.distill.on_episodes`). A stated fact goes
-        through the one-by-one path, in its place in the order."""
+        """Stages 1-5 for objects captured elsewhere (a device pack's stated facts, which
+        may contradict or revise what is held), one by one in order, in one
+        transaction: each stored in the working ring (the capture's ``actor`` is the
+        item's, its ``notes`` follow the capture), then gated as :meth:`process` gates
+        it. A pack's other records are admitted together
+        (:func:`hirmem.memory.intake.admit_pack`)."""
         out: list[Memory] = []
-        run: list[Captured] = []
         with self.store.transaction():
             for item in items:
-                m = item.memory
-                if m.kind == "fact" and m.subject and m.attribute:
-                    out += self._admit_run(run, now, mode)
-                    run = []
-                    held = self.insert_volatile(m, now, actor=item.actor)
-                    if item.notes:
-                        self.audit.append_entries(item.notes, ts=now)
-                    out.append(self.process(m.id, device_check=item.device_check, mode=mode,
-                                            held=held))  # fmt: skip
-                else:
-                    run.append(item)
-            out += self._admit_run(run, now, mode)
-        return out
-
-    def _admit_run(self, run: Sequence[Captured], now: float, mode: str | None) -> list[Memory]:
-        """Admit fresh objects that contradict and revise nothing (see
-        :meth:`admit_captured`): gated, audited and inserted in their final state."""
-        if not run:
-            return []
-        entries: list[Entry] = []
-        plans: list[tuple[Memory, dict[str, Any], State, Layer, str, int]] = []
-        for item in run:
-            m = item.memory
-            if m.state is not State.VOLATILE or m.links:
-                raise HirmemError(f"memory {m.id} is not a fresh capture")
-            changes, _, target, reason, admitted = self._gated(m, item.device_check, mode, now)
-            steps = (
-                [(State.QUARANTINED, reason)]
-                if target is State.QUARANTINED
-                else _live_steps(target, reason)
-            )
-            moves, state, layer = self._steps(m, steps, changes["h"])
-            entries.append(Entry("capture", m.id, {"hash": m.hash, "device": m.device or None},
-                                 item.actor))  # fmt: skip
-            entries += item.notes
-            entries.append(Entry(*admitted))
-            entries += [Entry(*t) for t in moves]
-            why = reason if target is State.QUARANTINED else m.quarantine_reason
-            plans.append((m, changes, state, layer, why, len(entries) - 1))
-        first = self.audit.append_entries(entries, ts=now)[0]
-        out = [
-            m.replace(**changes, state=state, layer=layer, audit_seq=first + last,
-                      quarantine_reason=why)
-            for m, changes, state, layer, why, last in plans
-        ]  # fmt: skip
-        rowids = self.store.insert_many(out)
-        self._record_history(np.array(rowids, dtype=np.int64), now,
-                             np.array([m.w for m in out]), HISTORY_ADMIT)  # fmt: skip
-        if self._index is not None:
-            for rowid, m in zip(rowids, out, strict=True):
-                if m.state is not State.VOLATILE:
-                    self._index.upsert(rowid, m)
-        distill.on_episodes(
-            self, [m for m in out if m.state in (State.CANDIDATE, State.CONSOLIDATED)]
-        )
+                held = self.insert_volatile(item.memory, now, actor=item.actor)
+                if item.notes:
+                    self.audit.append_entries(item.notes, ts=now)
+                out.append(self.process(held.id, device_check=item.device_check, mode=mode,
+                                        held=held))  # fmt: skip
         return out
 
     def _revise_and_distil(self, m: Memory) -> Memory:
@@ -1108,6 +1061,28 @@ class MemoryEngine:
                 ((int(r), slot, t, float(m), cause)
                  for r, m in zip(rowids.tolist(), strength.tolist(), strict=True)),
             )  # fmt: skip
+
+    def admitted_rows(
+        self, rowids: Sequence[int], rows: Sequence[Sequence[Any]], vectors: Sequence[bytes],
+        now: float,
+    ) -> None:  # fmt: skip
+        """Rows inserted in their final state (a device pack's, :data:`COLUMNS` order):
+        their admission strength points, and their places in the index when it is
+        loaded (an index not loaded yet reads the rows itself)."""
+        w = np.array([row[_COL_W] for row in rows], dtype=np.float64)
+        self._record_history(np.array(rowids, dtype=np.int64), now, w, HISTORY_ADMIT)
+        if self._index is not None:
+            for rowid, row, vector in zip(rowids, rows, vectors, strict=True):
+                self._index.upsert(rowid, from_row((rowid, *row, vector))[1])
+
+    def strengths_moved(self, moved: Sequence[tuple[int, str, float]], t: float) -> None:
+        """Rows whose strength was written in SQL (patterns' steps: rowid, id, strength):
+        their history points, and their places in the index when it is loaded."""
+        rowids = np.array([r for r, _, _ in moved], dtype=np.int64)
+        self._record_history(rowids, t, np.array([m for _, _, m in moved]), HISTORY_PRESSURE)
+        if self._index is not None:
+            for rowid, memory_id, _ in moved:
+                self._index.upsert(rowid, self.require(memory_id))
 
     def strength_history(self, memory_id: str) -> list[tuple[float, float, str]]:
         """(time, strength, cause) points of a memory, oldest first (at most

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hirmem.memory import packaudit
 from hirmem.memory.audit import record_hash as audit_record_hash
 from hirmem.protocol import cbor
 from hirmem.protocol.errors import HirmemError
@@ -226,32 +227,87 @@ SELECT m.id, m.payload, m.source, m.timestamp, m.context, m.prev_hash, m.hash,
        (SELECT a.detail FROM audit a WHERE a.memory_id = m.id AND a.action = 'capture'
         ORDER BY a.seq LIMIT 1),
        (SELECT a.detail FROM audit a WHERE a.memory_id = m.id AND a.action = 'admit'
-        ORDER BY a.seq LIMIT 1)
-FROM memories m ORDER BY m.rowid
+        ORDER BY a.seq LIMIT 1),
+       p.seq, p.pos
+FROM memories m LEFT JOIN admissions p ON p.memory = m.rowid ORDER BY m.rowid
 """
 
 
-def _arrived_corrupted(admitted: dict[str, object]) -> bool:
+def _arrived_corrupted(reason: object) -> bool:
     """A device record whose hash did not match its content on arrival: admitted into
     quarantine with that reason in its (chained) admission record, so not tampering."""
-    reason = admitted.get("reason")
     return isinstance(reason, str) and "hash does not match the record content" in reason
+
+
+class _PackEntries:
+    """The ``admit-pack`` entries rows point to, read as the rows come (rows of one pack
+    are neighbours, so one entry is kept: bounded memory)."""
+
+    def __init__(self, db: Connection) -> None:
+        self.db = db
+        self.seq = -1
+        self.body: packaudit.PackBody | None = None
+
+    def admission(
+        self, mid: str, seq: int, pos: int
+    ) -> tuple[packaudit.PackBody, packaudit.Admission] | None:
+        if seq != self.seq:
+            self.seq, self.body = seq, None
+            row = self.db.execute(
+                "SELECT action, detail FROM audit WHERE seq = ?", (seq,)
+            ).fetchone()
+            if row is not None and row[0] == packaudit.ACTION:
+                try:
+                    self.body = packaudit.decode(bytes(row[1]))
+                except HirmemError:
+                    self.body = None
+        if self.body is None or not 0 <= pos < len(self.body.admissions):
+            return None
+        a = self.body.admissions[pos]
+        return (self.body, a) if a.memory_id.hex() == mid else None
+
+
+def _check_packed(
+    mid: str, content: bytes, digest: bytes, permanent: int, state: int,
+    found: tuple[packaudit.PackBody, packaudit.Admission] | None,
+) -> str:  # fmt: skip
+    """A memory admitted with its device pack, against its place in the pack's entry."""
+    if found is None:
+        return f"memory {mid} has no capture record in the chain"
+    body, a = found
+    if content != digest and not _arrived_corrupted(body.reason_of(a)):
+        return f"memory {mid}: its content does not match its hash (corrupted)"
+    if a.hash != digest:
+        return (
+            f"memory {mid}: its hash is not the one its capture record carries "
+            "(payload rewritten together with its hash)"
+        )
+    if body.gates[a.gate][3] == 0 and not (permanent and state == 3):
+        return (
+            f"memory {mid} was admitted with R = 0 but is no longer in permanent "
+            "quarantine (MEM-INV-2)"
+        )
+    return ""
 
 
 def check_rows(db: Connection) -> list[str]:
     """Every memory row against its own content and the records of its capture and
-    admission (streamed: bounded memory however many rows there are)."""
+    admission (one by one, or its place in its pack's ``admit-pack`` entry); streamed:
+    bounded memory however many rows there are."""
     problems: list[str] = []
     extra = 0
-    for mid, payload, source, ts, context, prev, digest, permanent, state, cap, adm in db.execute(
-        _ROWS
-    ):
+    packs = _PackEntries(db)
+    for (mid, payload, source, ts, context, prev, digest, permanent, state, cap, adm,
+         pseq, pos) in db.execute(_ROWS):  # fmt: skip
         found = ""
         content = record_hash(bytes.fromhex(mid), payload, source, ts, context, prev)
         admitted = cbor.decode(adm) if adm is not None else {}
-        if cap is None:
+        if cap is None and pseq is not None:
+            found = _check_packed(mid, content, bytes(digest), permanent, state,
+                                  packs.admission(mid, int(pseq), int(pos)))  # fmt: skip
+        elif cap is None:
             found = f"memory {mid} has no capture record in the chain"
-        elif content != bytes(digest) and not _arrived_corrupted(admitted):
+        elif content != bytes(digest) and not _arrived_corrupted(admitted.get("reason")):
             found = f"memory {mid}: its content does not match its hash (corrupted)"
         elif cbor.decode(cap).get("hash") != bytes(digest):
             found = (

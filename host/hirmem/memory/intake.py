@@ -15,6 +15,13 @@ hands its records here with the signer's device id and key id. Each record:
 
 A record whose id is already stored is a duplicate (a re-sent pack) and is skipped.
 
+**A pack is admitted as one** (:func:`admit_pack`): its records are gated, embedded,
+inserted, distilled and audited together — one transaction, one ``admit-pack`` audit
+record listing every admission (:mod:`.packaudit`), one step per pattern — and each
+ends exactly as the one-by-one path (capture, then stages 2-5) would leave it, with the
+sensors' baselines as the pack found them. Stated facts, which may contradict or
+revise, still go one by one.
+
 **Which sub-checks the host evaluates itself**
 (:func:`hirmem.protocol.records.host_flags`). Of the twelve ACTION_FLAGS bits a device
 asserts, the host recomputes what it can from what it holds and gates on its own
@@ -35,21 +42,25 @@ chain (``intake-mismatch``, with the device's flags and the bits named) and repo
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from hirmem.memory import distill
+from hirmem.memory import distill, packaudit
 from hirmem.memory.audit import Entry
-from hirmem.memory.engine import Captured, MemoryEngine
-from hirmem.memory.model import Memory, State, memory_text
-from hirmem.memory.observe import describe
+from hirmem.memory.embed import embed_batch
+from hirmem.memory.engine import Captured, GateScores, MemoryEngine, gate_scores
+from hirmem.memory.model import Memory, State, layer_for, memory_text
+from hirmem.memory.observe import Described, describe, is_episode
+from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.fixedpoint import ONE
 from hirmem.protocol.gate import evaluate
 from hirmem.protocol.records import Layer, Record, host_flags, normalise, record_hash
 
-__all__ = ["IntakeReport", "check_record", "intake_records"]
+__all__ = ["Admitted", "IntakeReport", "admit_pack", "check_record", "intake_records"]
 
 
 """Bits the host evaluates for a device record beyond normalise's two (bits 2 and 3)."""
@@ -101,73 +112,244 @@ def intake_records(
 ) -> IntakeReport:
     """Admit the records of one verified pack (``pack_prev`` = the pack's ``prev``;
     ``signature_verified``: the caller verified the pack's signature with the device's
-    key, which is what sets signature_intact), in one transaction
-    (:meth:`MemoryEngine.admit_captured`)."""
+    key, which is what sets signature_intact), in one transaction: every record is
+    re-checked here (:func:`admit_pack` with ``checked=False``)."""
+    return admit_pack(engine, records, device_id, kid, pack_prev, signature_verified)
+
+
+class Admitted(NamedTuple):
+    """A device record as its pack admits it: what distillation reads of an episode
+    (:class:`hirmem.memory.distill.Episode`), without building a whole memory (a
+    tuple: built once per record, cheaply)."""
+
+    id: str
+    kind: str
+    device: str
+    subject: str
+    attribute: str
+    value: str
+    negated: bool
+    timestamp: int
+    payload: bytes
+    h: float
+    i: float
+    r: float
+    w: float
+    state: State
+    flagged: bool = False
+
+
+@dataclass(slots=True)
+class _Fresh:
+    rec: Record
+    mid: str
+    problem: str
+    intact: bool
+    seen: Described
+
+
+def admit_pack(
+    engine: MemoryEngine,
+    records: Iterable[Record],
+    device_id: bytes,
+    kid: bytes,
+    pack_prev: bytes | None = None,
+    signature_verified: bool = True,
+    checked: bool = False,
+) -> IntakeReport:
+    """Admit the records of one pack, in one transaction of the writer.
+
+    ``records``: the pack's records, decoded, in order; ``device_id``/``kid``: its
+    signer; ``pack_prev``: the pack's ``prev`` (the first record's chain link);
+    ``signature_verified``: the pack's signature was verified with the device's key
+    (sets signature_intact); ``checked``: every record was already checked against its
+    chain link, its hash and its gate scores (:func:`hirmem.protocol.packs.verify_pack`
+    with the chain, as the daemon does before storing a pack), so they are not checked
+    again here.
+
+    Records that contradict and revise nothing (readings, actions, statements) are
+    admitted together: gated (the gate remembered per flag word), embedded in one
+    batch, inserted with one statement per table, distilled with one update per
+    pattern, and audited with **one** ``admit-pack`` entry (:mod:`.packaudit`) that
+    lists each admission and each pattern step. A stated fact (a subject and an
+    attribute) may contradict or revise what is held, so it goes through
+    :meth:`MemoryEngine.admit_captured` one by one, in its place in the order."""
     report = IntakeReport()
     link = pack_prev
-    actor = f"intake:{device_id.hex()}"
     device, key_id = device_id.hex(), kid.hex()
     records = list(records)
     with engine.store.transaction():
         now = engine.clock()
         held = engine.store.hashes_of([rec.id.hex() for rec in records])
-        items: list[Captured] = []
-        baselines: dict[tuple[str, str], distill.Stats | None] = {}
+        run: list[_Fresh] = []
         for rec in records:
             mid = rec.id.hex()
-            intact = rec.hash == record_hash(
-                rec.id, rec.payload, rec.source, rec.timestamp, rec.context, rec.prev_hash
-            )  # once for both checks that need it
-            problem = check_record(rec, device_id, link, intact)
+            if checked:
+                problem, intact = "", True
+            else:
+                intact = rec.hash == record_hash(
+                    rec.id, rec.payload, rec.source, rec.timestamp, rec.context, rec.prev_hash
+                )  # once for both checks that need it
+                problem = check_record(rec, device_id, link, intact)
             link = rec.hash
             if mid in held:
                 (report.duplicates if held[mid] == rec.hash else report.conflicts).append(mid)
                 continue
             held[mid] = rec.hash  # the same id again in this pack is a duplicate too
             seen = describe(rec.payload, rec.source)  # a fact, a reading or an action
-            aligned = None
-            if seen.kind == "reading":  # against its sensor's pattern as the pack found it
-                sensor = (seen.subject, seen.attribute)
-                if sensor not in baselines:
-                    baselines[sensor] = distill.baseline(engine, device, *sensor)
-                aligned = distill.baseline_aligned(engine, baselines[sensor], seen.value)
-            flags, disagreement = host_flags(rec, signature_verified, aligned, intact)
-            text = memory_text(rec.payload, seen.subject, seen.attribute, seen.value)
-            m = Memory(
-                id=mid,
-                payload=rec.payload,
-                source=rec.source,
-                timestamp=rec.timestamp,
-                context=rec.context,
-                flags=flags,
-                confidence=rec.confidence / ONE,
-                provenance=rec.provenance / ONE,
-                priority=rec.priority / ONE,
-                last_access=now,
-                decayed_at=now,
-                hash=rec.hash,
-                prev_hash=rec.prev_hash,
-                subject=seen.subject,
-                attribute=seen.attribute,
-                value=seen.value,
-                negated=seen.negated,
-                kind=seen.kind,
-                device=device,
-                kid=key_id,
-                device_scores=(rec.h, rec.i, rec.r, rec.f, rec.c, rec.rn, rec.w),
-                created=now,
-                embedding=engine.embedder.embed(text).astype(np.float32).tobytes(),
-            )
-            notes: tuple[Entry, ...] = ()
-            if disagreement:
-                report.disagreed[mid] = disagreement
-                notes = (Entry("intake-mismatch", mid,
-                               {"flags": rec.flags, "reason": disagreement}, actor),)  # fmt: skip
-            if problem:
-                report.mismatched[mid] = problem
-            items.append(Captured(m, problem and f"device record: {problem}", actor, notes))
-        for out in engine.admit_captured(items, now, mode="fixed"):
-            (report.quarantined if out.state is State.QUARANTINED else report.admitted).append(
-                out.id
-            )
+            fresh = _Fresh(rec, mid, problem, intact, seen)
+            if seen.kind == "fact" and seen.subject and seen.attribute:
+                _admit_together(engine, report, run, device, key_id, now, signature_verified)
+                run = []
+                _admit_alone(engine, report, fresh, device, key_id, now, signature_verified)
+            else:
+                run.append(fresh)
+        _admit_together(engine, report, run, device, key_id, now, signature_verified)
     return report
+
+
+class _Baselines:
+    """Each sensor's baseline as the pack found it (read once per sensor per pack)."""
+
+    def __init__(self, engine: MemoryEngine, device: str) -> None:
+        self.engine, self.device = engine, device
+        self.known: dict[tuple[str, str], distill.Stats | None] = {}
+        self.read: distill.Read = {}  # the distillates read, for the pack's distillation
+
+    def aligned(self, seen: Described) -> bool | None:
+        if seen.kind != "reading":
+            return None
+        sensor = (seen.subject, seen.attribute)
+        if sensor not in self.known:
+            self.known[sensor] = distill.baseline(self.engine, self.device, *sensor, self.read)
+        return distill.baseline_aligned(self.engine, self.known[sensor], seen.value)
+
+
+def _host_view(
+    f: _Fresh, base: _Baselines, signature_verified: bool, notes: list[Entry],
+    report: IntakeReport, actor: str,
+) -> int:  # fmt: skip
+    """The flags the host gates ``f`` on (its evaluated sub-checks, then stage 2), with
+    a disagreement with the device noted and reported."""
+    flags, disagreement = host_flags(f.rec, signature_verified, base.aligned(f.seen), f.intact)
+    if disagreement:
+        report.disagreed[f.mid] = disagreement
+        notes.append(Entry("intake-mismatch", f.mid,
+                           {"flags": f.rec.flags, "reason": disagreement}, actor))  # fmt: skip
+    if f.problem:
+        report.mismatched[f.mid] = f.problem
+    return flags
+
+
+def _admit_alone(
+    engine: MemoryEngine, report: IntakeReport, f: _Fresh, device: str, key_id: str,
+    now: float, signature_verified: bool,
+) -> None:  # fmt: skip
+    """A stated fact: captured and processed one by one (it may contradict or revise)."""
+    rec, seen = f.rec, f.seen
+    actor = f"intake:{device}"
+    notes: list[Entry] = []
+    flags = _host_view(f, _Baselines(engine, device), signature_verified, notes, report, actor)
+    text = memory_text(rec.payload, seen.subject, seen.attribute, seen.value)
+    m = Memory(
+        id=f.mid, payload=rec.payload, source=rec.source, timestamp=rec.timestamp,
+        context=rec.context, flags=flags, confidence=rec.confidence / ONE,
+        provenance=rec.provenance / ONE, priority=rec.priority / ONE, last_access=now,
+        decayed_at=now, hash=rec.hash, prev_hash=rec.prev_hash, subject=seen.subject,
+        attribute=seen.attribute, value=seen.value, negated=seen.negated, kind=seen.kind,
+        device=device, kid=key_id, device_scores=_device_scores(rec), created=now,
+        embedding=engine.embedder.embed(text).astype(np.float32).tobytes(),
+    )  # fmt: skip
+    item = Captured(m, f.problem and f"device record: {f.problem}", actor, tuple(notes))
+    for out in engine.admit_captured([item], now, mode="fixed"):
+        (report.quarantined if out.state is State.QUARANTINED else report.admitted).append(out.id)
+
+
+def _device_scores(rec: Record) -> tuple[int, ...]:
+    return (rec.h, rec.i, rec.r, rec.f, rec.c, rec.rn, rec.w)
+
+
+class _Numbering:
+    """Distinct values of a pack entry's shared tables, numbered as they first come."""
+
+    def __init__(self) -> None:
+        self.of: dict[object, int] = {}
+        self.values: list[Any] = []
+
+    def __call__(self, key: object, value: Any) -> int:
+        k = self.of.get(key)
+        if k is None:
+            k = self.of[key] = len(self.values)
+            self.values.append(value)
+        return k
+
+
+def _admit_together(
+    engine: MemoryEngine, report: IntakeReport, run: list[_Fresh], device: str,
+    key_id: str, now: float, signature_verified: bool,
+) -> None:  # fmt: skip
+    """Fresh records that contradict and revise nothing, admitted as one: see
+    :func:`admit_pack`. Each ends as the one-by-one path would leave it (the same
+    state, layer, scores, strength and strength point), with one audit entry for all."""
+    if not run:
+        return
+    actor = f"intake:{device}"
+    base = _Baselines(engine, device)
+    notes: list[Entry] = []
+    gates, scores, reasons = _Numbering(), _Numbering(), _Numbering()
+    episodes: list[Admitted] = []
+    plans: list[tuple[_Fresh, int, GateScores, State, int, str, int, int, int]] = []
+    for f in run:
+        rec = f.rec
+        flags = normalise(_host_view(f, base, signature_verified, notes, report, actor),
+                          rec.payload, rec.source, rec.timestamp, rec.context)  # fmt: skip
+        g = gate_scores(flags, rec.confidence / ONE, rec.provenance / ONE, "fixed")
+        target, reason = engine.disposition(g, f.problem and f"device record: {f.problem}")
+        state = target  # fresh: volatile → candidate (→ consolidated), or quarantined
+        if state is State.CONSOLIDATED and g.h <= 0:
+            raise HirmemError(f"memory {f.mid} has H = 0 and cannot consolidate (MEM-INV-1)")
+        layer = layer_for(state, f.seen.kind, Layer.WORKING,
+                          is_episode(f.seen.kind, f.seen.subject, f.seen.attribute))  # fmt: skip
+        gate = gates((g.q16, g.verdict, g.hard, flags),
+                     [flags, *g.q16, int(g.verdict), int(g.hard)])  # fmt: skip
+        ds = _device_scores(rec)
+        plans.append((f, flags, g, state, int(layer),
+                      reason if state is State.QUARANTINED else "", gate,
+                      scores(ds, list(ds)), reasons(reason, reason) if reason else -1))  # fmt: skip
+        episodes.append(Admitted(f.mid, f.seen.kind, device, f.seen.subject, f.seen.attribute,
+                                 f.seen.value, f.seen.negated, rec.timestamp, rec.payload,
+                                 g.h, g.i, g.r, g.w, state))  # fmt: skip
+    vectors = embed_batch(engine.embedder, [
+        memory_text(f.rec.payload, f.seen.subject, f.seen.attribute, f.seen.value)
+        for f in run])  # fmt: skip
+    steps: list[distill.PatternStep] = []
+    distill.on_episodes(engine, episodes, steps, fresh=True, read=base.read)
+    fed: dict[str, tuple[int, bool]] = {
+        mid: (k, agrees) for k, step in enumerate(steps) for mid, agrees in step.episodes
+    }
+    admissions = [
+        packaudit.Admission(f.rec.id, f.rec.hash, gate, ds, int(state), why,
+                            *((fed[f.mid][0], int(fed[f.mid][1])) if f.mid in fed else (-1, 0)))
+        for f, _, _, state, _, _, gate, ds, why in plans
+    ]  # fmt: skip
+    body = packaudit.PackBody(device, key_id, gates.values, scores.values, reasons.values,
+                              admissions,
+                              [(st.memory_id, repr(st.old), repr(st.new)) for st in steps])
+    entries = [*notes, Entry(packaudit.ACTION, "", packaudit.encode(body), actor)]
+    seq = engine.audit.append_entries(entries, ts=now)[-1]
+    rows = [
+        (f.mid, f.rec.payload, f.rec.source, f.rec.timestamp, f.rec.context, flags,
+         g.h, g.i, g.r, g.f, g.c, g.rn, f.rec.confidence / ONE, f.rec.provenance / ONE,
+         f.rec.priority / ONE, g.w, int(g.verdict), int(g.hard), g.h * g.i * g.r, "[]", 0, 0,
+         g.w, now, now, f.rec.hash, f.rec.prev_hash, seq, int(state), layer,
+         f.seen.subject, f.seen.attribute, f.seen.value, int(f.seen.negated), f.seen.kind,
+         device, key_id, json.dumps(list(_device_scores(f.rec))), g.mode, 1, "", 0, why,
+         int(g.r == 0), now)
+        for f, flags, g, state, layer, why, _, _, _ in plans
+    ]  # fmt: skip
+    blobs = [v.tobytes() for v in vectors]
+    rowids = engine.store.insert_admitted(rows, blobs, seq)
+    engine.admitted_rows(rowids, rows, blobs, now)
+    distill.write_steps(engine, steps, seq, now)
+    for f, _, _, state, *_ in plans:
+        (report.quarantined if state is State.QUARANTINED else report.admitted).append(f.mid)

@@ -58,9 +58,10 @@ from hirmem.protocol.errors import HirmemError
 from hirmem.sql import Connection, PgTarget
 from hirmem.sql.pgconn import PgConnection
 
-__all__ = ["COLUMNS", "MIGRATIONS", "PG_READERS", "SCHEMA_VERSION", "TRIGGERS", "Store",
-           "Writer"]  # fmt: skip
+__all__ = ["COLUMNS", "DERIVED_KINDS", "MIGRATIONS", "PG_READERS", "SCHEMA_VERSION", "TRIGGERS",
+           "Store", "Writer"]  # fmt: skip
 
+DERIVED_KINDS = ("pattern", "procedure")  # kinds whose episodes are in distill_links
 PG_READERS = 4  # read connections a store on PostgreSQL holds at most (besides its writer)
 
 _V1 = """
@@ -191,7 +192,15 @@ WHEN (SELECT state FROM memories WHERE rowid = OLD.memory) != 0
 BEGIN SELECT RAISE(ABORT, 'a gated memory keeps its embedding (MEM-INV-3)'); END;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
+# v6: a device pack's records are admitted with one audit entry (``admit-pack``, see
+# hirmem.memory.packaudit); this table says which entry, and where in it, holds a
+# memory's admission. It is an index, not evidence: verify checks the row's hash
+# against the entry it points to, so a pointer changed or removed is named.
+_V6 = """
+CREATE TABLE admissions (memory INTEGER PRIMARY KEY, seq INTEGER NOT NULL, pos INTEGER NOT NULL);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 COLUMNS: tuple[str, ...] = (
@@ -582,6 +591,27 @@ class Store:
             raise HirmemError(f"memories {ms[0].id}… cannot be stored: {exc}") from exc
         return rowids
 
+    def insert_admitted(
+        self, rows: Sequence[Sequence[Any]], vectors: Sequence[bytes], seq: int
+    ) -> list[int]:
+        """Insert new memories given as rows in :data:`COLUMNS` order, their embeddings,
+        and where audit entry ``seq`` lists each of them (``admissions``: position k
+        for the k-th row), one statement each; returns their rowids, in order."""
+        names = ", ".join(COLUMNS)
+        marks = ", ".join("?" * len(COLUMNS))
+        try:
+            with self.writing() as db:
+                rowids = self._new_rowids(db, len(rows))
+                db.executemany(f"INSERT INTO memories (rowid, {names}) VALUES (?, {marks})",
+                               [(r, *x) for r, x in zip(rowids, rows, strict=True)])  # fmt: skip
+                db.executemany("INSERT INTO embeddings(memory, vector) VALUES (?, ?)",
+                               zip(rowids, vectors, strict=True))  # fmt: skip
+                db.executemany("INSERT INTO admissions(memory, seq, pos) VALUES (?, ?, ?)",
+                               [(r, seq, k) for k, r in enumerate(rowids)])  # fmt: skip
+        except sqlite3.IntegrityError as exc:
+            raise HirmemError(f"memories {rows[0][0]}… cannot be stored: {exc}") from exc
+        return rowids
+
     def _new_rowids(self, db: Connection, n: int) -> list[int]:
         """Rowids for ``n`` new memories: SQLite's own choice (max + 1 …), or numbers
         drawn from the identity's sequence on PostgreSQL (which a plain insert uses)."""
@@ -609,9 +639,13 @@ class Store:
 
     def update(self, m: Memory) -> int:
         """Write the mutable fields of ``m`` (content fields are immutable, and so is the
-        embedding, in its own table); returns the row's rowid."""
-        row = to_row(m)
+        embedding, in its own table); returns the row's rowid. A derived memory's
+        episodes stay out of its row (see :meth:`_linked`)."""
         with self.writing() as db:
+            if m.kind in DERIVED_KINDS and m.links:
+                episodes = set(self._linked(db, m.replace(links=())).links)
+                m = m.replace(links=tuple(x for x in m.links if x not in episodes))
+            row = to_row(m)
             got = db.execute(_UPDATE, row).fetchone()
         if got is None:
             raise HirmemError(f"memory {m.id} is not in the store")
@@ -624,7 +658,23 @@ class Store:
     def get(self, memory_id: str) -> Memory | None:
         with self.reading() as db:
             row = db.execute(_SELECT + " WHERE id = ?", (memory_id,)).fetchone()
-        return None if row is None else from_row(row)[1]
+            return None if row is None else self._linked(db, from_row(row)[1])
+
+    @staticmethod
+    def _linked(db: Connection, m: Memory) -> Memory:
+        """A derived memory (a pattern, a learnt procedure) with the episodes it rests on
+        among its links: they are kept in ``distill_links`` (the distillation's table),
+        never in its row, which a pack's step would otherwise rewrite with up to
+        ``distill_max_episodes`` ids. Every episode it was distilled from, in the order
+        they came, except those quarantined since (it is rebuilt without them)."""
+        if m.kind not in DERIVED_KINDS:
+            return m
+        episodes = [str(x[0]) for x in db.execute(
+            "SELECT l.episode_id FROM distill_links l JOIN distillates d "
+            "ON d.rowid = l.distillate LEFT JOIN memories e ON e.id = l.episode_id "
+            "WHERE d.memory_id = ? AND (e.state IS NULL OR e.state != 3) ORDER BY l.rowid",
+            (m.id,))]  # fmt: skip
+        return m.replace(links=tuple(dict.fromkeys((*m.links, *episodes)))) if episodes else m
 
     def hash_of(self, memory_id: str) -> bytes | None:
         """The content hash a memory is stored with (a cheap "is it held?")."""
@@ -640,12 +690,14 @@ class Store:
     def select(self, where: str = "", params: Sequence[Any] = (), tail: str = "") -> list[Memory]:
         sql = _SELECT + (f" WHERE {where}" if where else "") + (f" {tail}" if tail else "")
         with self.reading() as db:
-            return [from_row(row)[1] for row in db.execute(sql, tuple(params))]
+            rows = db.execute(sql, tuple(params)).fetchall()
+            return [self._linked(db, from_row(row)[1]) for row in rows]
 
     def select_rows(self, where: str = "", params: Sequence[Any] = ()) -> list[tuple[int, Memory]]:
         sql = _SELECT + (f" WHERE {where}" if where else "") + " ORDER BY rowid"
         with self.reading() as db:
-            return [from_row(row) for row in db.execute(sql, tuple(params))]
+            rows = db.execute(sql, tuple(params)).fetchall()
+            return [(r, self._linked(db, m)) for r, m in map(from_row, rows)]
 
     def count(self, where: str = "", params: Sequence[Any] = ()) -> int:
         sql = "SELECT count(*) FROM memories" + (f" WHERE {where}" if where else "")

@@ -1,0 +1,150 @@
+"""The audit record of a device pack's admission: one ``admit-pack`` entry per pack.
+
+A pack's records that contradict and revise nothing (readings, actions, statements:
+:func:`hirmem.memory.intake.admit_pack`) are admitted with one audit entry instead of
+four per record. Its detail is deterministic CBOR with fixed keys and fixed shapes —
+whole numbers, byte strings and the engine's own short texts, no free field (MEM-INV-8):
+
+``device``, ``kid``
+    the signer's device id and key id (hex)
+``gate_mode``
+    ``"fixed"`` (device records are gated in Q16.16)
+``gates``
+    the distinct gate results of the pack: ``[flags, h, i, r, f, c, rn, w, verdict,
+    hard]`` as Q16.16 and integers (a fleet's readings share a handful)
+``scores``
+    the distinct device-carried scores ``[h, i, r, f, c, rn, w]`` (Q16.16)
+``reasons``
+    the distinct quarantine reasons (texts the engine wrote, at most 512 characters)
+``admissions``
+    one array per record, in order: ``[id, hash, gate, scores, state, reason, pattern,
+    agrees]`` — the 16-byte memory id, its 32-byte content hash, the index of its gate
+    result, of its device scores (-1: none), the state it was admitted in, the index of
+    its quarantine reason (-1: none), the index of the pattern it fed (-1: none) and
+    whether it agreed with it (PROV: the pattern ``wasDerivedFrom`` the episode)
+``patterns``
+    the patterns the pack reinforced: ``[memory id, old strength, strength]``
+    (strengths as ``repr`` text: this CBOR carries no floats)
+
+The steps an admission implies are those the one-by-one path writes as ``capture``,
+``admit`` and ``transition`` records: captured, gated with that gate result, then
+candidate, then consolidated (GREEN) — or quarantined. Verify
+(:func:`hirmem.memory.evidence.check_rows`) finds a memory's entry through the
+``admissions`` table (memory rowid → entry seq and position) and checks the row's hash
+against the one the entry carries; that table is an index, not evidence: a row pointed
+elsewhere or removed leaves the memory without an audited hash, which verify names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from hirmem.protocol import cbor
+from hirmem.protocol.errors import HirmemError
+
+__all__ = ["ACTION", "Admission", "PackBody", "decode", "encode"]
+
+ACTION = "admit-pack"
+_MAX_TEXT = 512
+
+
+class Admission(NamedTuple):  # a tuple: built once per record, cheaply
+    memory_id: bytes  # 16 bytes
+    hash: bytes  # 32 bytes
+    gate: int
+    scores: int = -1
+    state: int = 0
+    reason: int = -1
+    pattern: int = -1
+    agrees: int = 0
+
+
+@dataclass(frozen=True)
+class PackBody:
+    device: str
+    kid: str
+    gates: Sequence[Sequence[int]]
+    scores: Sequence[Sequence[int]]
+    reasons: Sequence[str]
+    admissions: Sequence[Admission]
+    patterns: Sequence[tuple[str, str, str]]
+    gate_mode: str = "fixed"
+
+    def reason_of(self, a: Admission) -> str:
+        return self.reasons[a.reason] if a.reason >= 0 else ""
+
+
+def _ints(row: Sequence[int], size: int, what: str) -> list[int]:
+    if len(row) != size or not all(type(v) is int for v in row):
+        raise HirmemError(f"admit-pack {what} must be {size} whole numbers, got {row!r}")
+    return list(row)
+
+
+def _refs(refs: tuple[int, ...]) -> bytes:
+    """Whole numbers' CBOR, one after the other: one byte each for -24..23 (nearly
+    always here: indexes into the entry's small tables, states, -1 for none)."""
+    if all(type(v) is int and -24 <= v < 24 for v in refs):
+        return bytes(v if v >= 0 else 0x1F - v for v in refs)
+    if not all(type(v) is int for v in refs):
+        raise HirmemError(f"admit-pack references must be whole numbers, got {refs!r}")
+    return b"".join(cbor.encode(v) for v in refs)
+
+
+def _admission(a: Admission) -> bytes:
+    """One admission's array, written out: [bstr 16, bstr 32, six integers]."""
+    if len(a.memory_id) != 16 or len(a.hash) != 32:
+        raise HirmemError("admit-pack admissions carry a 16-byte id and a 32-byte hash")
+    refs = (a.gate, a.scores, a.state, a.reason, a.pattern, a.agrees)
+    return b"".join((b"\x88\x50", a.memory_id, b"\x58\x20", a.hash, _refs(refs)))
+
+
+def _array_head(n: int) -> bytes:
+    """An array head for ``n`` members."""
+    size = cbor.encode(n)  # the same argument bytes, major type 0 …
+    return bytes((size[0] | 0x80,)) + size[1:]  # … as major type 4
+
+
+_KEYS = ("device", "kid", "gate_mode", "gates", "scores", "reasons", "admissions", "patterns")
+# deterministic order: by the keys' encodings (short texts: by length, then bytes)
+_ORDER = sorted((cbor.encode(k), k) for k in _KEYS)
+
+
+def encode(body: PackBody) -> bytes:
+    """The entry's detail, checked: every field of the fixed shape, nothing else. The
+    same bytes as ``cbor.encode`` of the plain map (a test holds them equal); the
+    admissions, most of it, are written out directly."""
+    for text in (*body.reasons, body.device, body.kid, body.gate_mode):
+        if type(text) is not str or len(text) > _MAX_TEXT:
+            raise HirmemError(f"admit-pack text longer than {_MAX_TEXT} characters: {text!r}")
+    patterns = []
+    for pid, old, new in body.patterns:
+        float(old), float(new)  # strengths as text: refuse anything else
+        patterns.append([pid, old, new])
+    members = {
+        "device": cbor.encode(body.device), "kid": cbor.encode(body.kid),
+        "gate_mode": cbor.encode(body.gate_mode),
+        "gates": cbor.encode([_ints(g, 10, "gate results") for g in body.gates]),
+        "scores": cbor.encode([_ints(s, 7, "device scores") for s in body.scores]),
+        "reasons": cbor.encode(list(body.reasons)),
+        "admissions": b"".join((_array_head(len(body.admissions)),
+                                *map(_admission, body.admissions))),
+        "patterns": cbor.encode(patterns),
+    }  # fmt: skip
+    return b"".join((bytes((0xA0 | len(_ORDER),)), *(k + members[name] for k, name in _ORDER)))
+
+
+def decode(detail: bytes | dict[str, Any]) -> PackBody:
+    """An ``admit-pack`` entry's detail (its bytes, or as :meth:`AuditLog.records`
+    decoded it); a malformed one raises :class:`HirmemError`."""
+    d = cbor.decode(detail) if isinstance(detail, bytes) else detail
+    try:
+        admissions = [Admission(bytes(r[0]), bytes(r[1]), *(int(x) for x in r[2:8]))
+                      for r in d["admissions"]]  # fmt: skip
+        return PackBody(str(d["device"]), str(d["kid"]), d["gates"], d["scores"],
+                        [str(x) for x in d["reasons"]], admissions,
+                        [(str(p), str(o), str(n)) for p, o, n in d["patterns"]],
+                        str(d["gate_mode"]))  # fmt: skip
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise HirmemError(f"admit-pack entry is malformed: {exc}") from None
