@@ -268,6 +268,13 @@ def u64_out(stored: object) -> int:
     return int(stored) + U64_OFFSET  # type: ignore[call-overload, no-any-return]
 
 
+# A pack's records, in one executemany; an id already held is skipped (and told apart
+# from a conflict afterwards: Store._record_conflicts)
+INSERT_RECORD_SQL = (
+    "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+    "?, ?) ON CONFLICT (id) DO NOTHING"
+)
+
 # Records (and conflicting records) stored for one pack: the integrity check runs it
 # once per pack, so both lookups must use an index.
 PACK_RECORDS_SQL = (
@@ -386,6 +393,7 @@ class StoreFigures:
 
 
 ZERO_PACK_ID = bytes(16)
+KEYS_KEPT = 4096  # verifier keys kept made (the cache starts over when it is full)
 FLEET_DETAIL = 400  # characters of a fleet refusal's or error's text kept
 
 
@@ -435,6 +443,28 @@ class OutboxStatus:
         return self.full_since is not None
 
 
+GROUP_MAX = 256  # packs committed in one transaction at most (take_pack, take_packs)
+
+
+class _Offer:
+    """A pack waiting for a group commit, then its answer (or the error)."""
+
+    __slots__ = ("data", "device", "done", "error", "intake")
+
+    def __init__(self, device: bytes, data: bytes) -> None:
+        self.device = device
+        self.data = data
+        self.done = False
+        self.intake: Intake | None = None
+        self.error: BaseException | None = None
+
+    def outcome(self) -> Intake:
+        if self.error is not None:
+            raise self.error
+        assert self.intake is not None
+        return self.intake
+
+
 class Store:
     """The host database. Open with :meth:`open`; usable as a context manager."""
 
@@ -449,6 +479,13 @@ class Store:
         # the outbox bound while an outbox is enabled in this process: (max packs,
         # max bytes, packs, bytes); the counts are refreshed by outbox_status()
         self._outbox: list[int] | None = None
+        self.intake_commits = 0  # transactions that committed offered packs
+        self.intake_offers = 0  # packs they answered (accepted, duplicate, refused…)
+        # packs offered by threads waiting for the store (see take_pack: group commit)
+        self._offers: list[_Offer] = []
+        self._offers_lock = threading.Lock()
+        # verifier keys made from registered devices' rows (see _trusted_key)
+        self._keys: dict[tuple[bytes, bytes], TrustedKey] = {}
         try:
             self._db = sqlite3.connect(
                 str(self.path), isolation_level=None, check_same_thread=False, timeout=30
@@ -646,98 +683,170 @@ class Store:
         before this returns. The same bytes again: *duplicate*, nothing stored twice.
         Refused: the reason is recorded (with the bytes) before this returns. A
         database error propagates (the session answers *deferred*).
+
+        Group commit: packs that other threads (the daemon's device lines) offer while a
+        commit is under way wait for it, then the first of them to get the store commits
+        all the waiting ones in one transaction (at most ``GROUP_MAX``), each verified
+        against the chain head the packs before it left. Every caller still returns only
+        after the transaction holding its pack committed; when that transaction fails,
+        every pack in it gets the error (nothing of it was stored).
         """
+        offer = _Offer(line_device, data)
+        with self._offers_lock:
+            self._offers.append(offer)
+        with self._lock:
+            if not offer.done:  # no commit took it while this thread waited: lead one
+                with self._offers_lock:
+                    batch = self._offers[:GROUP_MAX]
+                    del self._offers[:GROUP_MAX]
+                self._commit_offers(batch)
+        return offer.outcome()
+
+    def take_packs(self, offers: Sequence[tuple[bytes, bytes]]) -> list[Intake]:
+        """``take_pack`` for several (line device, pack bytes) offered together: one
+        transaction, each pack verified against the chain head the ones before it left;
+        an answer per offer, in order, once all are committed. A database error
+        propagates (nothing of them was stored)."""
+        batch = [_Offer(device, data) for device, data in offers]
+        for start in range(0, len(batch), GROUP_MAX):
+            with self._lock:
+                self._commit_offers(batch[start:start + GROUP_MAX])
+        return [offer.outcome() for offer in batch]
+
+    def _commit_offers(self, batch: list[_Offer]) -> None:
+        """Take every offer of ``batch`` in one transaction; each gets its answer, or
+        the error that rolled the transaction back."""
+        try:
+            with self._transaction() as db:
+                answers = [self._take(db, offer.device, offer.data) for offer in batch]
+        except BaseException as exc:
+            for offer in batch:
+                offer.error, offer.done = exc, True
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for offer, answer in zip(batch, answers, strict=True):
+            offer.intake, offer.done = answer, True
+        self.intake_commits += 1
+        self.intake_offers += len(batch)
+
+    def _take(self, db: sqlite3.Connection, line_device: bytes, data: bytes) -> Intake:
+        """One offered pack, inside the caller's transaction."""
         digest = hashlib.sha256(data).digest()
-        with self._transaction() as db:
-            row = db.execute(
-                "SELECT pack_id, seq, device_id FROM packs WHERE hash = ?", (digest,)
-            ).fetchone()
-            if row is not None:
-                if row[2] != line_device:
-                    return self._refuse(
-                        db, line_device, data, digest, Reason.WRONG_SIGNER,
-                        f"pack {row[0].hex()} belongs to device {row[2].hex()}",
-                        row[0], u64_out(row[1]),
-                    )  # fmt: skip
-                return Intake("duplicate", Reason.NONE, row[0], u64_out(row[1]), "already stored")
-            device = db.execute(
-                "SELECT * FROM devices WHERE device_id = ?", (line_device,)
-            ).fetchone()
-            keys: dict[bytes, TrustedKey] = {}
-            head: ChainHead | None = None
-            if device is not None:
-                d = _device_row(device)
-                keys = {d.kid: TrustedKey(PublicKey(d.public_key), d.device_id, PackKind.MEMORY)}
-                head = d.head
-            try:
-                verified = verify_pack(data, keys, head, PackKind.MEMORY, require_chain=True)
-            except PackError as exc:
+        row = db.execute(
+            "SELECT pack_id, seq, device_id FROM packs WHERE hash = ?", (digest,)
+        ).fetchone()
+        if row is not None:
+            if row[2] != line_device:
                 return self._refuse(
-                    db,
-                    line_device,
-                    data,
-                    digest,
-                    Reason(exc.reason),
-                    exc.detail,
-                    exc.pack_id,
-                    exc.seq,
-                )
-            pack = verified.pack
-            if verified.duplicate:  # the head itself, already stored (found above normally)
-                return Intake("duplicate", Reason.NONE, pack.pack_id, pack.seq, "the chain head")
-            full = self._outbox_full(db)
-            if full is not None:  # the device keeps the pack and offers it again
-                return Intake("deferred", Reason.STORAGE, pack.pack_id, pack.seq, full)
-            stored, conflicts = self._insert_pack(db, pack)
-            if self._outbox is not None:
-                self._outbox_put(db, pack.pack_id)
-            return Intake("accepted", Reason.NONE, pack.pack_id, pack.seq, "", stored, conflicts)
+                    db, line_device, data, digest, Reason.WRONG_SIGNER,
+                    f"pack {row[0].hex()} belongs to device {row[2].hex()}",
+                    row[0], u64_out(row[1]),
+                )  # fmt: skip
+            return Intake("duplicate", Reason.NONE, row[0], u64_out(row[1]), "already stored")
+        device = db.execute(
+            "SELECT public_key, kid, head_seq, head_hash FROM devices WHERE device_id = ?",
+            (line_device,),
+        ).fetchone()
+        keys: dict[bytes, TrustedKey] = {}
+        head: ChainHead | None = None
+        if device is not None:
+            public, kid, head_seq, head_hash = device
+            keys = {kid: self._trusted_key(line_device, public)}
+            if head_seq is not None:
+                head = ChainHead(head_seq + U64_OFFSET, head_hash)
+        try:
+            verified = verify_pack(data, keys, head, PackKind.MEMORY, require_chain=True)
+        except PackError as exc:
+            return self._refuse(
+                db, line_device, data, digest, Reason(exc.reason), exc.detail, exc.pack_id,
+                exc.seq,
+            )  # fmt: skip
+        pack = verified.pack
+        if verified.duplicate:  # the head itself, already stored (found above normally)
+            return Intake("duplicate", Reason.NONE, pack.pack_id, pack.seq, "the chain head")
+        full = self._outbox_full(db)
+        if full is not None:  # the device keeps the pack and offers it again
+            return Intake("deferred", Reason.STORAGE, pack.pack_id, pack.seq, full)
+        stored, conflicts = self._insert_pack(db, pack)
+        if self._outbox is not None:
+            self._outbox_put(db, pack.pack_id)
+        return Intake("accepted", Reason.NONE, pack.pack_id, pack.seq, "", stored, conflicts)
+
+    def _trusted_key(self, device_id: bytes, public: bytes) -> TrustedKey:
+        """The device's registered key as the verifier takes it, made once per key."""
+        got = self._keys.get((device_id, public))
+        if got is None:
+            got = TrustedKey(PublicKey(public), device_id, PackKind.MEMORY)
+            if len(self._keys) >= KEYS_KEPT:
+                self._keys.clear()
+            self._keys[(device_id, public)] = got
+        return got
 
     def _insert_pack(self, db: sqlite3.Connection, pack: Pack) -> tuple[int, tuple[bytes, ...]]:
-        """Store an accepted pack: (records stored, ids of the records that conflict)."""
-        t = now_ms()
+        """Store an accepted pack: (records stored, ids of the records that conflict).
+
+        Three statements whatever the pack holds: the pack, its records in one
+        ``executemany``, the chain head. A record id is (device, boot, capture seq). The
+        same id again with the same hash is the same record (stored once); with another
+        hash it is a conflict: a device that reused ids. Both are kept, the second in
+        record_conflicts. The insert skips every id already held (``DO NOTHING``); only
+        when it skipped any are the ids looked up to tell the two apart.
+        """
+        signer, pid = pack.signer, pack.pack_id
         db.execute(
             "INSERT INTO packs (pack_id, device_id, seq, hash, prev, created, received, "
             "nrecords, raw) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (pack.pack_id, pack.signer, u64_in(pack.seq), pack.hash, pack.prev,
-             u64_in(pack.created), t, len(pack.items), pack.encoded),
+            (pid, signer, pack.seq - U64_OFFSET, pack.hash, pack.prev,
+             pack.created - U64_OFFSET, now_ms(), len(pack.items), pack.encoded),
         )  # fmt: skip
-        rows = []
-        for idx, rec in enumerate(pack.items):
-            assert isinstance(rec, Record)
-            rows.append(
-                (rec.id, pack.signer, pack.pack_id, idx, rec.payload, rec.source,
-                 u64_in(rec.timestamp),
-                 rec.context, rec.flags, rec.h, rec.i, rec.r, rec.f, rec.c, rec.rn,
-                 rec.confidence, rec.provenance, rec.priority, rec.w, rec.state, rec.layer,
-                 rec.hash, rec.prev_hash)
-            )  # fmt: skip
-        # A record id is (device, boot, capture seq). The same id again with the same
-        # hash is the same record (stored once); with another hash it is a conflict: a
-        # device that reused ids. Both are kept, the second in record_conflicts.
-        stored = 0
+        records: list[Record] = pack.items  # type: ignore[assignment]
+        rows = [
+            (r.id, signer, pid, idx, r.payload, r.source, r.timestamp - U64_OFFSET, r.context,
+             r.flags, r.h, r.i, r.r, r.f, r.c, r.rn, r.confidence, r.provenance, r.priority,
+             r.w, r.state, r.layer, r.hash, r.prev_hash)
+            for idx, r in enumerate(records)
+        ]  # fmt: skip
+        stored = db.executemany(INSERT_RECORD_SQL, rows).rowcount
         conflicts: list[bytes] = []
-        for row, rec in zip(rows, pack.items, strict=True):
-            assert isinstance(rec, Record)
-            old = db.execute("SELECT hash FROM records WHERE id = ?", (rec.id,)).fetchone()
-            if old is None:
-                db.execute(
-                    "INSERT INTO records VALUES "
-                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    row,
-                )
-                stored += 1
-            elif old[0] != rec.hash:
-                db.execute(
-                    "INSERT INTO record_conflicts VALUES (?, ?, ?, ?, ?)",
-                    (rec.id, pack.pack_id, row[3], rec.hash, cbor.encode(rec.to_wire())),
-                )
-                conflicts.append(rec.id)
+        if stored != len(rows):
+            conflicts = self._record_conflicts(db, pack, records)
         db.execute(
             "UPDATE devices SET head_seq = ?, head_hash = ? WHERE device_id = ?",
-            (u64_in(pack.seq), pack.hash, pack.signer),
+            (pack.seq - U64_OFFSET, pack.hash, signer),
         )
         return stored, tuple(conflicts)
+
+    @staticmethod
+    def _record_conflicts(
+        db: sqlite3.Connection, pack: Pack, records: Sequence[Record]
+    ) -> list[bytes]:
+        """After the insert skipped some of ``records``: keep those whose id a record
+        with another hash holds in record_conflicts, in pack order; their ids. A record
+        the insert skipped is held by an earlier pack's record (another pack_id) or by
+        an earlier one of this pack (another index), and conflicts when that one's hash
+        differs."""
+        held: dict[bytes, tuple[bytes, bytes, int]] = {}
+        ids = list({r.id: None for r in records})
+        for start in range(0, len(ids), 500):  # within SQLite's variable limit
+            chunk = ids[start:start + 500]
+            held.update(
+                (bytes(i), (bytes(h), bytes(p), int(x))) for i, h, p, x in db.execute(
+                    "SELECT id, hash, pack_id, idx FROM records WHERE id IN "
+                    f"({', '.join('?' * len(chunk))})", chunk,
+                ).fetchall()
+            )  # fmt: skip
+        conflicts = []
+        for idx, rec in enumerate(records):
+            digest, owner, at = held[rec.id]
+            if (owner, at) == (pack.pack_id, idx) or digest == rec.hash:
+                continue  # stored now, or the same record stored before
+            db.execute(
+                "INSERT INTO record_conflicts VALUES (?, ?, ?, ?, ?)",
+                (rec.id, pack.pack_id, idx, rec.hash, cbor.encode(rec.to_wire())),
+            )
+            conflicts.append(rec.id)
+        return conflicts
 
     def _refuse(
         self,

@@ -15,6 +15,7 @@ the signer's previous pack) and each later record to the one before it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -223,6 +224,75 @@ class Record:
                 f"record is episodic ({int(Layer.EPISODIC)}) in the state its gate gives "
                 f"({int(g.disposition)})"
             )
+
+
+# ---- the pack verifier's fast path ---------------------------------------------------------
+# A pack's records arrive as cbor2's lists. The two predicates below say, without building
+# a Record or raising, whether ``Record.from_wire(item)`` would succeed (wire_shaped) and
+# whether its ``check(link)`` would pass with the id the signer's (wire_sound). Each is
+# exactly as strict as the method it stands for: True only where that method accepts.
+# False means "not vouched for": the verifier then runs the methods themselves, which
+# raise with the reason (or accept what the predicate was too cautious to vouch for).
+
+_WIRE_TYPES = (bytes, bytes, str, int, bytes, *(int,) * 13, bytes, bytes)
+_U64 = 1 << 64
+_SCHEMA_SOURCE = int(Check.SCHEMA_VALID | Check.SOURCE_PRESENT)
+_SCHEMA_VALID = int(Check.SCHEMA_VALID)
+_SOURCE_PRESENT = int(Check.SOURCE_PRESENT)
+_EPISODIC = int(Layer.EPISODIC)
+
+
+def wire_shaped(item: object) -> bool:
+    """Whether :meth:`Record.from_wire` accepts ``item`` (types, sizes, ranges)."""
+    if type(item) is not list or len(item) != 20 or tuple(map(type, item)) != _WIRE_TYPES:
+        return False
+    (rid, payload, source, ts, context, flags, h, i, r, f, c, rn, q, p, priority, w,
+     state, layer, digest, prev) = item  # fmt: skip
+    scores = (h, i, r, f, c, rn, q, p, priority, w)
+    return (
+        len(rid) == RECORD_ID_SIZE
+        and len(payload) <= MAX_PAYLOAD
+        # at most 4 UTF-8 bytes a character: short text needs no encoding to be measured
+        and (len(source) * 4 <= MAX_SOURCE or len(source.encode()) <= MAX_SOURCE)
+        and len(context) == HASH_SIZE
+        and len(digest) == HASH_SIZE
+        and len(prev) == HASH_SIZE
+        and 0 <= ts < _U64
+        and 0 <= flags <= _UINT_LIMITS["flags"]
+        and min(scores) >= 0
+        and max(scores) <= 0x10000
+        and 0 <= state <= _UINT_LIMITS["state"]
+        and 0 <= layer <= _UINT_LIMITS["layer"]
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _expected_scores(flags: int, quality: int, provenance: int) -> tuple[int, ...]:
+    """(h, i, r, f, c, rn, w, state, layer) the gate gives a device record (a pure
+    function of three ints the caller has checked are ints: bounded memo)."""
+    g = evaluate(flags, quality, provenance)
+    return (g.h, g.i, g.r, g.f, g.c, g.rn, g.w, int(g.disposition), _EPISODIC)
+
+
+def wire_sound(item: list[Any], signer: bytes, link: bytes) -> bool:
+    """For an ``item`` that is :func:`wire_shaped`: whether its id starts with
+    ``signer`` and ``Record.from_wire(item).check(link)`` passes (link, hash, normalised
+    flags, gate scores, state and layer)."""
+    (rid, payload, source, ts, context, flags, h, i, r, f, c, rn, q, p, _, w,
+     state, layer, digest, prev) = item  # fmt: skip
+    if rid[: len(signer)] != signer or prev != link:
+        return False
+    # normalise(): context and source sizes hold for a shaped record, the payload's too
+    schema = _SCHEMA_VALID if payload and ts > 0 else 0
+    if (flags & ~_SCHEMA_SOURCE) | schema | (_SOURCE_PRESENT if source else 0) != flags:
+        return False
+    try:
+        want = _expected_scores(flags, q, p)
+    except HirmemError:  # the gate refuses its inputs; check() says so
+        return False
+    if (h, i, r, f, c, rn, w, state, layer) != want:
+        return False
+    return bool(record_hash(rid, payload, source, ts, context, prev) == digest)
 
 
 _UINT_FIELDS = (
