@@ -195,16 +195,18 @@ def test_fast_and_strict_verification_agree(seed: int) -> None:
     assert vouched > 300 and refused > 300, (vouched, refused)
 
 
+def strict_read(data: bytes, kind: PackKind) -> packs.Pack:
+    """read_unverified as it was: the strict reader only."""
+    _, payload, _, kid = packs._envelope(data)
+    return packs._parse_payload(payload, kind, kid, data)
+
+
 @pytest.mark.parametrize("seed", range(2))
 def test_fast_and_strict_reading_agree(seed: int) -> None:
     """read_unverified (the memory side's reader) takes the fast path too."""
-
-    def strict(data: bytes) -> packs.Pack:
-        _, payload, _, kid = packs._envelope(data)
-        return packs._parse_payload(payload, PackKind.MEMORY, kid, data)
-
     for data, _ in cases(100 + seed, 1000):
-        assert outcome(read_unverified, data, PackKind.MEMORY) == outcome(strict, data)
+        assert outcome(read_unverified, data, PackKind.MEMORY) == outcome(
+            strict_read, data, PackKind.MEMORY)
 
 
 def test_every_valid_pack_is_vouched_for_by_the_fast_path() -> None:
@@ -256,3 +258,27 @@ def test_record_predicates_match_from_wire_and_check() -> None:
         assert wire_sound(item, signer, link) == passes, item
         sound += passes
     assert shaped > 5000 and sound > 2000, (shaped, sound)
+
+
+def test_knowledge_packs_read_alike() -> None:
+    """Knowledge packs (the host's, read back by the session) take the same fast path."""
+    from hirmem.protocol.packs import KnowledgeItem
+
+    rng = random.Random(11)
+    host = derive_test_key("fast path host")
+    keys = {host.kid: TrustedKey(host.public, SIGNER, PackKind.KNOWLEDGE)}
+    for seq in range(1, 400):
+        items = [
+            KnowledgeItem(rng.randbytes(8), random_source(rng), "p", random_source(rng),
+                          rng.randrange(ONE + 1))
+            for _ in range(rng.randrange(4))
+        ]  # fmt: skip
+        data = sign_pack(host, PackKind.KNOWLEDGE, SIGNER, seq, GENESIS, seq, items).encoded
+        if rng.random() < 0.5:
+            flipped = bytearray(data)
+            flipped[rng.randrange(len(flipped))] ^= 1 << rng.randrange(8)
+            data = bytes(flipped)
+        for kind in (PackKind.KNOWLEDGE, PackKind.MEMORY):
+            assert outcome(verify_pack, data, keys, None, kind, require_chain=False) == outcome(
+                verify_pack, data, keys, None, kind, require_chain=False, fast=False)
+            assert outcome(read_unverified, data, kind) == outcome(strict_read, data, kind)

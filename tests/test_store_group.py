@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from hirmem.daemon.store import Store
+from hirmem.daemon.store import Store, StoreError
 from hirmem.protocol.keys import derive_test_key
 from hirmem.protocol.packs import PackKind, sign_pack
 from hirmem.protocol.records import GENESIS, Record, record_id
@@ -140,3 +140,27 @@ def test_a_failed_group_stores_none_of_its_packs(tmp_path: Path) -> None:
         answers = store.take_packs([(DEV_A, p.encoded) for p in packs])
         assert [a.status for a in answers] == ["accepted"] * 3
         assert store.write_health().writable
+
+
+def test_packs_since_returns_the_verified_decoding_and_still_checks_the_bytes(
+    tmp_path: Path,
+) -> None:
+    """A pack accepted in this process is handed to a reader as the verifier decoded it
+    (the same object), equal to what another process reads from the bytes; a stored
+    pack whose bytes changed is refused all the same."""
+    db = tmp_path / "d.db"
+    dev = Device(DEV_A, KEY_A)
+    packs = [dev.pack(3) for _ in range(5)]
+    with Store(db) as store:
+        store.register_device(DEV_A, KEY_A.public.raw)
+        store.take_packs([(DEV_A, p.encoded) for p in packs])
+        here = store.packs_since(0, 10)
+        assert all(pack is store._decoded[pack.hash] for _, pack in here)
+        with Store(db) as other:  # nothing decoded there: read from the bytes
+            assert other._decoded == {}
+            assert other.packs_since(0, 10) == here == [(n + 1, p) for n, p in enumerate(packs)]
+        raw = bytearray(packs[1].encoded)
+        raw[-1] ^= 1  # a bit of the signature
+        store._db.execute("UPDATE packs SET raw = ? WHERE rowid = 2", (bytes(raw),))
+        with pytest.raises(StoreError, match="stored pack 2 changed since it was verified"):
+            store.packs_since(0, 10)

@@ -394,6 +394,7 @@ class StoreFigures:
 
 ZERO_PACK_ID = bytes(16)
 KEYS_KEPT = 4096  # verifier keys kept made (the cache starts over when it is full)
+DECODED_KEPT = 1024  # accepted packs kept decoded for packs_since (about 10 KiB each)
 FLEET_DETAIL = 400  # characters of a fleet refusal's or error's text kept
 
 
@@ -484,6 +485,9 @@ class Store:
         # packs offered by threads waiting for the store (see take_pack: group commit)
         self._offers: list[_Offer] = []
         self._offers_lock = threading.Lock()
+        # accepted packs as the verifier decoded them, oldest first (see packs_since)
+        self._decoded: dict[bytes, Pack] = {}
+        self._decoded_lock = threading.Lock()
         # verifier keys made from registered devices' rows (see _trusted_key)
         self._keys: dict[tuple[bytes, bytes], TrustedKey] = {}
         try:
@@ -771,7 +775,16 @@ class Store:
         stored, conflicts = self._insert_pack(db, pack)
         if self._outbox is not None:
             self._outbox_put(db, pack.pack_id)
+        self._keep_decoded(pack)
         return Intake("accepted", Reason.NONE, pack.pack_id, pack.seq, "", stored, conflicts)
+
+    def _keep_decoded(self, pack: Pack) -> None:
+        """Keep an accepted pack as decoded, for :meth:`packs_since` (by its hash, which
+        names its bytes: a transaction that rolled back leaves one no reader asks for)."""
+        with self._decoded_lock:
+            self._decoded[pack.hash] = pack
+            while len(self._decoded) > DECODED_KEPT:
+                del self._decoded[next(iter(self._decoded))]  # the oldest
 
     def _trusted_key(self, device_id: bytes, public: bytes) -> TrustedKey:
         """The device's registered key as the verifier takes it, made once per key."""
@@ -1146,6 +1159,14 @@ class Store:
         the key from this same file, so whoever could rewrite a pack's bytes could
         rewrite its device's key too and sign with their own; against accidental change
         both catch any altered byte, and against a writer of the file neither holds.
+
+        So every record of a returned pack passed :meth:`Record.check` against its link
+        (the first against the pack's ``prev``) with an id of the signer's, when the pack
+        was accepted: its hash matches its content, its flags are normalised, its gate
+        scores, state and layer are the gate's. A reader need not check them again.
+
+        Decoded once: a pack this process accepted is returned as the verifier decoded
+        it (kept by its hash, the last ``DECODED_KEPT``), not read again from its bytes.
         """
         with self._lock:
             rows = self._db.execute(
@@ -1157,11 +1178,12 @@ class Store:
         out = []
         for rowid, raw, digest, device_id, kid in rows:
             data = bytes(raw)
-            if hashlib.sha256(data).digest() != bytes(digest):
+            data_hash = hashlib.sha256(data).digest()
+            if data_hash != bytes(digest):
                 raise StoreError(f"stored pack {rowid} changed since it was verified: its "
                                  "bytes do not match the hash recorded when it was accepted")
             try:
-                pack = read_unverified(data, PackKind.MEMORY)
+                pack = self._decoded.get(data_hash) or read_unverified(data, PackKind.MEMORY)
             except PackError as exc:
                 raise StoreError(f"stored pack {rowid} is not well formed any more: {exc}") \
                     from None
