@@ -484,7 +484,8 @@ class Store:
         self.intake_offers = 0  # packs they answered (accepted, duplicate, refused…)
         # packs offered by threads waiting for the store (see take_pack: group commit)
         self._offers: list[_Offer] = []
-        self._offers_lock = threading.Lock()
+        self._group = threading.Condition(threading.Lock())
+        self._leading = False  # a thread is committing offered packs
         # accepted packs as the verifier decoded them, oldest first (see packs_since)
         self._decoded: dict[bytes, Pack] = {}
         self._decoded_lock = threading.Lock()
@@ -689,22 +690,31 @@ class Store:
         database error propagates (the session answers *deferred*).
 
         Group commit: packs that other threads (the daemon's device lines) offer while a
-        commit is under way wait for it, then the first of them to get the store commits
+        commit is under way wait for it (not for the store), then one of them commits
         all the waiting ones in one transaction (at most ``GROUP_MAX``), each verified
         against the chain head the packs before it left. Every caller still returns only
         after the transaction holding its pack committed; when that transaction fails,
         every pack in it gets the error (nothing of it was stored).
         """
         offer = _Offer(line_device, data)
-        with self._offers_lock:
+        with self._group:
             self._offers.append(offer)
-        with self._lock:
-            if not offer.done:  # no commit took it while this thread waited: lead one
-                with self._offers_lock:
-                    batch = self._offers[:GROUP_MAX]
-                    del self._offers[:GROUP_MAX]
-                self._commit_offers(batch)
-        return offer.outcome()
+        while True:
+            with self._group:
+                while self._leading and not offer.done:
+                    self._group.wait()  # a commit is under way: it may take this one
+                if offer.done:
+                    return offer.outcome()
+                self._leading = True  # none is: lead one, with every pack waiting
+                batch = self._offers[:GROUP_MAX]
+                del self._offers[:GROUP_MAX]
+            try:
+                with self._lock:
+                    self._commit_offers(batch)
+            finally:
+                with self._group:
+                    self._leading = False
+                    self._group.notify_all()
 
     def take_packs(self, offers: Sequence[tuple[bytes, bytes]]) -> list[Intake]:
         """``take_pack`` for several (line device, pack bytes) offered together: one
