@@ -747,25 +747,25 @@ class Store:
     def _take(self, db: sqlite3.Connection, line_device: bytes, data: bytes) -> Intake:
         """One offered pack, inside the caller's transaction."""
         digest = hashlib.sha256(data).digest()
-        row = db.execute(
-            "SELECT pack_id, seq, device_id FROM packs WHERE hash = ?", (digest,)
+        # the pack if it is stored already, and the line device's key and chain head
+        stored_id, stored_seq, owner, public, kid, head_seq, head_hash = db.execute(
+            "SELECT p.pack_id, p.seq, p.device_id, d.public_key, d.kid, d.head_seq, "
+            "d.head_hash FROM (SELECT 1) LEFT JOIN packs p ON p.hash = ? "
+            "LEFT JOIN devices d ON d.device_id = ?",
+            (digest, line_device),
         ).fetchone()
-        if row is not None:
-            if row[2] != line_device:
+        if stored_id is not None:
+            if owner != line_device:
                 return self._refuse(
                     db, line_device, data, digest, Reason.WRONG_SIGNER,
-                    f"pack {row[0].hex()} belongs to device {row[2].hex()}",
-                    row[0], u64_out(row[1]),
+                    f"pack {stored_id.hex()} belongs to device {owner.hex()}",
+                    stored_id, u64_out(stored_seq),
                 )  # fmt: skip
-            return Intake("duplicate", Reason.NONE, row[0], u64_out(row[1]), "already stored")
-        device = db.execute(
-            "SELECT public_key, kid, head_seq, head_hash FROM devices WHERE device_id = ?",
-            (line_device,),
-        ).fetchone()
+            return Intake("duplicate", Reason.NONE, stored_id, u64_out(stored_seq),
+                          "already stored")  # fmt: skip
         keys: dict[bytes, TrustedKey] = {}
         head: ChainHead | None = None
-        if device is not None:
-            public, kid, head_seq, head_hash = device
+        if public is not None:
             keys = {kid: self._trusted_key(line_device, public)}
             if head_seq is not None:
                 head = ChainHead(head_seq + U64_OFFSET, head_hash)
