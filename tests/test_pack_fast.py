@@ -282,3 +282,73 @@ def test_knowledge_packs_read_alike() -> None:
             assert outcome(verify_pack, data, keys, None, kind, require_chain=False) == outcome(
                 verify_pack, data, keys, None, kind, require_chain=False, fast=False)
             assert outcome(read_unverified, data, kind) == outcome(strict_read, data, kind)
+
+
+def strict_structure(payload: bytes) -> bool | None:
+    """Bit 7 by the rule of SPEC and records.py, restated as the oracle."""
+    import json
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        if len(dict(pairs)) != len(pairs):
+            raise ValueError("a key twice")
+        return dict(pairs)
+
+    def no_constant(name: str) -> Any:
+        raise ValueError(name)
+
+    if payload.lstrip()[:1] not in (b"{", b"["):
+        return None
+    try:
+        data = json.loads(payload.decode("utf-8"), object_pairs_hook=unique,
+                          parse_constant=no_constant)  # fmt: skip
+    except (UnicodeDecodeError, ValueError):
+        return False
+    if not isinstance(data, dict):
+        return True
+    form = [data.get(k) for k in ("subject", "attribute", "value")]
+    scalar = all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in form)
+    if any(k in data for k in ("subject", "attribute", "value")) and not scalar:
+        return False
+    if "action" in data or "outcome" in data:
+        steps = data.get("action")
+        steps = [steps] if isinstance(steps, str) else steps
+        if not (isinstance(steps, list) and steps and all(isinstance(x, str) for x in steps)
+                and isinstance(data.get("outcome"), str)):  # fmt: skip
+            return False
+    return True
+
+
+def test_one_read_of_the_payload_gives_both_readers_their_answer() -> None:
+    """read_payload: bit 7 exactly as the strict parse found it (the rule as it was,
+    restated here), and the JSON object exactly as the memory engine's plain
+    ``json.loads`` reads it, over payloads near JSON: keys twice, NaN, lists, scalars,
+    structured forms whole and in part, broken UTF-8, odd white space."""
+    import json
+
+    from hirmem.protocol.records import read_payload, structurally_consistent
+
+    def plain(payload: bytes) -> object:
+        try:
+            data = json.loads(payload.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    parts = ['"t": 21.5', '"t": NaN', '"t": Infinity', '"subject": "door"', '"attribute": "open"',
+             '"value": 1', '"value": [1]', '"value": true', '"action": "open"',
+             '"action": ["a", "b"]', '"action": []', '"outcome": "success"', '"outcome": 1',
+             '"t": 1', '"x": {"y": 2}']  # fmt: skip
+    rng = random.Random(13)
+    seen = set()
+    for _ in range(5000):
+        body = ", ".join(rng.choice(parts) for _ in range(rng.randrange(5)))
+        shape = rng.choice(["{%s}", "[%s]", " \t{%s}\n", "%s", "{%s", "\x0b{%s}", "21.5%s"])
+        text = shape % body
+        payload = text.encode()
+        if rng.random() < 0.05:
+            payload += b"\xff"
+        consistent, data = read_payload(payload)
+        assert consistent is structurally_consistent(payload) is strict_structure(payload)
+        assert data == plain(payload), payload
+        seen.add((consistent, data is None))
+    assert len(seen) == 5  # every combination the readers can see was exercised

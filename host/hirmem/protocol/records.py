@@ -20,6 +20,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from enum import IntEnum
+from types import EllipsisType
 from typing import Any
 
 from hirmem.protocol import cbor
@@ -364,33 +365,50 @@ def structurally_consistent(payload: bytes) -> bool | None:
     an object that uses the fields of a structured form uses them whole: ``subject``,
     ``attribute`` and ``value`` all present as scalars if any is; ``action`` (a step or
     a list of steps) with an ``outcome`` string if either is present."""
+    return read_payload(payload)[0]
+
+
+def read_payload(payload: bytes) -> tuple[bool | None, dict[str, Any] | None]:
+    """The payload's JSON read once for both of its readers: bit 7 as
+    :func:`structurally_consistent` finds it, and the JSON object ``json.loads`` gives
+    (None when the payload is not one), which the memory engine reads the form of a
+    memory from. One strict parse serves both; only a payload it refuses (a key twice,
+    NaN) that still parses plainly is parsed a second time."""
     head = payload.lstrip()[:1]
-    if head not in (b"{", b"["):
-        return None
+    if head not in (b"{", b"["):  # JSON whitespace is among what lstrip strips: no object
+        return None, None
     try:
         data = json.loads(payload.decode("utf-8"), object_pairs_hook=_unique_pairs,
                           parse_constant=_no_constant)  # fmt: skip
     except (UnicodeDecodeError, ValueError):
-        return False
+        return False, _plain_object(payload)
     if not isinstance(data, dict):
-        return True
+        return True, None
     fact = [data.get(k) for k in _FORM_FIELDS]
     if any(k in data for k in _FORM_FIELDS) and not all(
         isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in fact
     ):
-        return False
+        return False, data
     if "action" in data or "outcome" in data:
         steps = data.get("action")
         steps = [steps] if isinstance(steps, str) else steps
         if not (isinstance(steps, list) and steps and all(isinstance(x, str) for x in steps)
                 and isinstance(data.get("outcome"), str)):  # fmt: skip
-            return False
-    return True
+            return False, data
+    return True, data
+
+
+def _plain_object(payload: bytes) -> dict[str, Any] | None:
+    try:
+        data = json.loads(payload.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def host_flags(
     rec: Record, signature_verified: bool, baseline_aligned: bool | None = None,
-    intact: bool | None = None,
+    intact: bool | None = None, structure: bool | EllipsisType | None = ...,
 ) -> tuple[int, str]:  # fmt: skip
     """The record's flags with the sub-checks the host can evaluate as the host finds
     them, and what the device asserted differently ("" when it agrees).
@@ -400,7 +418,9 @@ def host_flags(
     payload's schema when it declares one (:func:`structurally_consistent`); bit 4
     when the caller holds a baseline for the record (``baseline_aligned``: the memory
     engine, from the distilled pattern of the reading's sensor). ``intact``: whether the
-    record's hash matches its content, when the caller has just checked it."""
+    record's hash matches its content, when the caller has just checked it;
+    ``structure``: bit 7 as :func:`read_payload` found it, when the caller read the
+    payload already."""
     found = 0
     evaluated = HOST_EVALUATED
     if intact is None:
@@ -411,7 +431,9 @@ def host_flags(
         found |= int(Check.SIGNATURE_INTACT)
     if 0 <= rec.confidence <= 0x10000:  # a probability in Q16.16
         found |= int(Check.UNCERTAINTY_DISCLOSED)
-    for check, passed in ((Check.STRUCTURALLY_CONSISTENT, structurally_consistent(rec.payload)),
+    if structure is ...:
+        structure = structurally_consistent(rec.payload)
+    for check, passed in ((Check.STRUCTURALLY_CONSISTENT, structure),
                           (Check.BASELINE_ALIGNED, baseline_aligned)):  # fmt: skip
         if passed is not None:
             evaluated |= int(check)
