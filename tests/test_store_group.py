@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from hirmem.daemon import store as store_module
 from hirmem.daemon.store import Store, StoreError
 from hirmem.protocol.keys import derive_test_key
-from hirmem.protocol.packs import PackKind, sign_pack
+from hirmem.protocol.packs import PackKind, read_unverified, sign_pack
 from hirmem.protocol.records import GENESIS, Record, record_id
 from test_store import DEV_A, KEY_A, T0, Device
 
@@ -145,9 +146,9 @@ def test_a_failed_group_stores_none_of_its_packs(tmp_path: Path) -> None:
 def test_packs_since_returns_the_verified_decoding_and_still_checks_the_bytes(
     tmp_path: Path,
 ) -> None:
-    """A pack accepted in this process is handed to a reader as the verifier decoded it
-    (the same object), equal to what another process reads from the bytes; a stored
-    pack whose bytes changed is refused all the same."""
+    """A pack accepted in this process is handed to a reader, on any Store of the file,
+    as the verifier decoded it (the same object), equal to what is read from the bytes;
+    a stored pack whose bytes changed is refused all the same."""
     db = tmp_path / "d.db"
     dev = Device(DEV_A, KEY_A)
     packs = [dev.pack(3) for _ in range(5)]
@@ -155,10 +156,13 @@ def test_packs_since_returns_the_verified_decoding_and_still_checks_the_bytes(
         store.register_device(DEV_A, KEY_A.public.raw)
         store.take_packs([(DEV_A, p.encoded) for p in packs])
         here = store.packs_since(0, 10)
-        assert all(pack is store._decoded[pack.hash] for _, pack in here)
-        with Store(db) as other:  # nothing decoded there: read from the bytes
-            assert other._decoded == {}
-            assert other.packs_since(0, 10) == here == [(n + 1, p) for n, p in enumerate(packs)]
+        assert all(pack is store_module._DECODED[pack.hash] for _, pack in here)
+        assert here == [(n + 1, p) for n, p in enumerate(packs)]
+        assert [p for _, p in here] == [read_unverified(p.encoded, PackKind.MEMORY)
+                                        for p in packs]  # fmt: skip
+        with Store(db) as reader:  # the memory keeper's own reader
+            assert all(a is b for (_, a), (_, b) in zip(reader.packs_since(0, 10), here,
+                                                         strict=True))  # fmt: skip
         raw = bytearray(packs[1].encoded)
         raw[-1] ^= 1  # a bit of the signature
         store._db.execute("UPDATE packs SET raw = ? WHERE rowid = 2", (bytes(raw),))

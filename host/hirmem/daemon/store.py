@@ -394,7 +394,6 @@ class StoreFigures:
 
 ZERO_PACK_ID = bytes(16)
 KEYS_KEPT = 4096  # verifier keys kept made (the cache starts over when it is full)
-DECODED_KEPT = 1024  # accepted packs kept decoded for packs_since (about 10 KiB each)
 FLEET_DETAIL = 400  # characters of a fleet refusal's or error's text kept
 
 
@@ -446,6 +445,23 @@ class OutboxStatus:
 
 GROUP_MAX = 256  # packs committed in one transaction at most (take_pack, take_packs)
 
+# Accepted packs as the verifier decoded them, by hash, oldest first: packs_since hands a
+# reader in this process the verifier's objects instead of decoding the bytes again.
+# Process-wide, because a reader opens its own Store (the daemon's memory keeper does);
+# keyed by the hash that names the bytes, so a pack whose transaction rolled back is one
+# no reader asks for. Bound: DECODED_KEPT packs, about 12 KiB each (2,048: 25 MiB, the
+# lag of a follower two seconds behind 1,000 packs/s).
+DECODED_KEPT = 2048
+_DECODED: dict[bytes, Pack] = {}
+_DECODED_LOCK = threading.Lock()
+
+
+def _keep_decoded(pack: Pack) -> None:
+    with _DECODED_LOCK:
+        _DECODED[pack.hash] = pack
+        while len(_DECODED) > DECODED_KEPT:
+            del _DECODED[next(iter(_DECODED))]  # the oldest
+
 
 class _Offer:
     """A pack waiting for a group commit, then its answer (or the error)."""
@@ -486,9 +502,6 @@ class Store:
         self._offers: list[_Offer] = []
         self._group = threading.Condition(threading.Lock())
         self._leading = False  # a thread is committing offered packs
-        # accepted packs as the verifier decoded them, oldest first (see packs_since)
-        self._decoded: dict[bytes, Pack] = {}
-        self._decoded_lock = threading.Lock()
         # verifier keys made from registered devices' rows (see _trusted_key)
         self._keys: dict[tuple[bytes, bytes], TrustedKey] = {}
         try:
@@ -785,16 +798,8 @@ class Store:
         stored, conflicts = self._insert_pack(db, pack)
         if self._outbox is not None:
             self._outbox_put(db, pack.pack_id)
-        self._keep_decoded(pack)
+        _keep_decoded(pack)
         return Intake("accepted", Reason.NONE, pack.pack_id, pack.seq, "", stored, conflicts)
-
-    def _keep_decoded(self, pack: Pack) -> None:
-        """Keep an accepted pack as decoded, for :meth:`packs_since` (by its hash, which
-        names its bytes: a transaction that rolled back leaves one no reader asks for)."""
-        with self._decoded_lock:
-            self._decoded[pack.hash] = pack
-            while len(self._decoded) > DECODED_KEPT:
-                del self._decoded[next(iter(self._decoded))]  # the oldest
 
     def _trusted_key(self, device_id: bytes, public: bytes) -> TrustedKey:
         """The device's registered key as the verifier takes it, made once per key."""
@@ -1175,8 +1180,9 @@ class Store:
         was accepted: its hash matches its content, its flags are normalised, its gate
         scores, state and layer are the gate's. A reader need not check them again.
 
-        Decoded once: a pack this process accepted is returned as the verifier decoded
-        it (kept by its hash, the last ``DECODED_KEPT``), not read again from its bytes.
+        Decoded once: a pack this process accepted (through any Store: the daemon's
+        memory keeper opens a reader of its own) is returned as the verifier decoded it
+        (kept by its hash, the last ``DECODED_KEPT``), not read again from its bytes.
         """
         with self._lock:
             rows = self._db.execute(
@@ -1193,7 +1199,7 @@ class Store:
                 raise StoreError(f"stored pack {rowid} changed since it was verified: its "
                                  "bytes do not match the hash recorded when it was accepted")
             try:
-                pack = self._decoded.get(data_hash) or read_unverified(data, PackKind.MEMORY)
+                pack = _DECODED.get(data_hash) or read_unverified(data, PackKind.MEMORY)
             except PackError as exc:
                 raise StoreError(f"stored pack {rowid} is not well formed any more: {exc}") \
                     from None
