@@ -168,3 +168,19 @@ def test_packs_since_returns_the_verified_decoding_and_still_checks_the_bytes(
         store._db.execute("UPDATE packs SET raw = ? WHERE rowid = 2", (bytes(raw),))
         with pytest.raises(StoreError, match="stored pack 2 changed since it was verified"):
             store.packs_since(0, 10)
+
+
+def test_a_pack_larger_than_one_insert_keeps_every_record_in_order(tmp_path: Path) -> None:
+    from hirmem.daemon.store import RECORDS_PER_INSERT
+
+    dev = Device(DEV_A, KEY_A)
+    count = RECORDS_PER_INSERT + 44
+    pack = dev.pack(count)
+    with Store(tmp_path / "big.db") as store:
+        store.register_device(DEV_A, KEY_A.public.raw)
+        assert store.take_pack(DEV_A, pack.encoded).records == count
+        rows = store._db.execute(
+            "SELECT id, idx FROM records WHERE pack_id = ? ORDER BY rowid", (pack.pack_id,)
+        ).fetchall()
+        assert rows == [(r.id, j) for j, r in enumerate(pack.items)]  # type: ignore[attr-defined]
+        assert store.check_integrity() == []

@@ -29,6 +29,7 @@ One connection, guarded by a lock: the daemon's device threads share it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import sqlite3
 import threading
@@ -268,12 +269,17 @@ def u64_out(stored: object) -> int:
     return int(stored) + U64_OFFSET  # type: ignore[call-overload, no-any-return]
 
 
-# A pack's records, in one executemany; an id already held is skipped (and told apart
-# from a conflict afterwards: Store._record_conflicts)
-INSERT_RECORD_SQL = (
-    "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-    "?, ?) ON CONFLICT (id) DO NOTHING"
-)
+# A pack's records in one INSERT of many rows (up to RECORDS_PER_INSERT: 23 values each,
+# within SQLite's variable limit); an id already held is skipped, and told apart from a
+# conflict afterwards (Store._record_conflicts)
+RECORDS_PER_INSERT = 256
+
+
+@functools.lru_cache(maxsize=RECORDS_PER_INSERT)
+def _insert_records_sql(rows: int) -> str:
+    row = "(" + ", ".join("?" * 23) + ")"
+    return f"INSERT INTO records VALUES {', '.join([row] * rows)} ON CONFLICT (id) DO NOTHING"
+
 
 # Records (and conflicting records) stored for one pack: the integrity check runs it
 # once per pack, so both lookups must use an index.
@@ -814,8 +820,8 @@ class Store:
     def _insert_pack(self, db: sqlite3.Connection, pack: Pack) -> tuple[int, tuple[bytes, ...]]:
         """Store an accepted pack: (records stored, ids of the records that conflict).
 
-        Three statements whatever the pack holds: the pack, its records in one
-        ``executemany``, the chain head. A record id is (device, boot, capture seq). The
+        Three statements for a pack of up to RECORDS_PER_INSERT records: the pack, its
+        records in one INSERT, the chain head. A record id is (device, boot, capture seq). The
         same id again with the same hash is the same record (stored once); with another
         hash it is a conflict: a device that reused ids. Both are kept, the second in
         record_conflicts. The insert skips every id already held (``DO NOTHING``); only
@@ -829,15 +835,18 @@ class Store:
              pack.created - U64_OFFSET, now_ms(), len(pack.items), pack.encoded),
         )  # fmt: skip
         records: list[Record] = pack.items  # type: ignore[assignment]
-        rows = [
-            (r.id, signer, pid, idx, r.payload, r.source, r.timestamp - U64_OFFSET, r.context,
-             r.flags, r.h, r.i, r.r, r.f, r.c, r.rn, r.confidence, r.provenance, r.priority,
-             r.w, r.state, r.layer, r.hash, r.prev_hash)
-            for idx, r in enumerate(records)
-        ]  # fmt: skip
-        stored = db.executemany(INSERT_RECORD_SQL, rows).rowcount
+        stored = 0
+        for start in range(0, len(records), RECORDS_PER_INSERT):
+            values: list[object] = []
+            chunk = records[start:start + RECORDS_PER_INSERT]
+            for idx, r in enumerate(chunk, start):
+                values += (r.id, signer, pid, idx, r.payload, r.source,
+                           r.timestamp - U64_OFFSET, r.context, r.flags, r.h, r.i, r.r, r.f,
+                           r.c, r.rn, r.confidence, r.provenance, r.priority, r.w, r.state,
+                           r.layer, r.hash, r.prev_hash)  # fmt: skip
+            stored += db.execute(_insert_records_sql(len(chunk)), values).rowcount
         conflicts: list[bytes] = []
-        if stored != len(rows):
+        if stored != len(records):
             conflicts = self._record_conflicts(db, pack, records)
         db.execute(
             "UPDATE devices SET head_seq = ?, head_hash = ? WHERE device_id = ?",
