@@ -184,3 +184,24 @@ def test_a_pack_larger_than_one_insert_keeps_every_record_in_order(tmp_path: Pat
         ).fetchall()
         assert rows == [(r.id, j) for j, r in enumerate(pack.items)]  # type: ignore[attr-defined]
         assert store.check_integrity() == []
+
+
+def test_a_line_whose_commit_failed_leaves_the_next_one_free_to_commit(tmp_path: Path) -> None:
+    """take_pack after a failed group commit: the error reaches its caller, and the lead
+    passes on (a lead left taken would make every later pack wait for ever)."""
+    dev = Device(DEV_A, KEY_A)
+    first, second = dev.pack(2), dev.pack(2)
+    with Store(tmp_path / "l.db") as store:
+        store.register_device(DEV_A, KEY_A.public.raw)
+        store._db.execute("CREATE TRIGGER fail BEFORE INSERT ON packs "
+                          "BEGIN SELECT RAISE(ABORT, 'no space'); END")  # fmt: skip
+        with pytest.raises(sqlite3.IntegrityError, match="no space"):
+            store.take_pack(DEV_A, first.encoded)
+        store._db.execute("DROP TRIGGER fail")
+        answers: list[str] = []
+        line = threading.Thread(target=lambda: answers.extend(
+            store.take_pack(DEV_A, p.encoded).status for p in (first, second)))  # fmt: skip
+        line.start()
+        line.join(timeout=30)
+        assert not line.is_alive(), "the next pack waited for a lead nobody held"
+        assert answers == ["accepted", "accepted"]

@@ -472,12 +472,15 @@ def _keep_decoded(pack: Pack) -> None:
 class _Offer:
     """A pack waiting for a group commit, then its answer (or the error)."""
 
-    __slots__ = ("data", "device", "done", "error", "intake")
+    __slots__ = ("data", "device", "done", "error", "intake", "wake")
 
     def __init__(self, device: bytes, data: bytes) -> None:
         self.device = device
         self.data = data
         self.done = False
+        # held until the offer is answered or its thread is to lead the next commit
+        self.wake = threading.Lock()
+        self.wake.acquire()
         self.intake: Intake | None = None
         self.error: BaseException | None = None
 
@@ -506,7 +509,7 @@ class Store:
         self.intake_offers = 0  # packs they answered (accepted, duplicate, refused…)
         # packs offered by threads waiting for the store (see take_pack: group commit)
         self._offers: list[_Offer] = []
-        self._group = threading.Condition(threading.Lock())
+        self._group = threading.Lock()  # guards _offers and _leading
         self._leading = False  # a thread is committing offered packs
         # verifier keys made from registered devices' rows (see _trusted_key)
         self._keys: dict[tuple[bytes, bytes], TrustedKey] = {}
@@ -718,22 +721,31 @@ class Store:
         offer = _Offer(line_device, data)
         with self._group:
             self._offers.append(offer)
-        while True:
-            with self._group:
-                while self._leading and not offer.done:
-                    self._group.wait()  # a commit is under way: it may take this one
-                if offer.done:
-                    return offer.outcome()
-                self._leading = True  # none is: lead one, with every pack waiting
-                batch = self._offers[:GROUP_MAX]
-                del self._offers[:GROUP_MAX]
-            try:
-                with self._lock:
-                    self._commit_offers(batch)
-            finally:
+            lead = not self._leading
+            self._leading = True
+        if not lead:  # a commit is under way: wait until one took this pack, or it leads
+            offer.wake.acquire()
+            if offer.done:
+                return offer.outcome()
+        try:
+            while not offer.done:  # lead: commit every pack waiting, this one among them
                 with self._group:
+                    batch = self._offers[:GROUP_MAX]
+                    del self._offers[:GROUP_MAX]
+                try:
+                    with self._lock:
+                        self._commit_offers(batch)
+                finally:
+                    for other in batch:
+                        if other is not offer:
+                            other.wake.release()  # its answer is there
+        finally:
+            with self._group:  # hand the lead to the first pack still waiting, if any
+                if self._offers:
+                    self._offers[0].wake.release()
+                else:
                     self._leading = False
-                    self._group.notify_all()
+        return offer.outcome()
 
     def take_packs(self, offers: Sequence[tuple[bytes, bytes]]) -> list[Intake]:
         """``take_pack`` for several (line device, pack bytes) offered together: one
