@@ -244,6 +244,57 @@ def bench_end_to_end(
     intake.close()
 
 
+def bench_daemon(tmp: Path, devices: int, per_pack: int, packs_each: int) -> None:
+    """The daemon's half alone: signed packs to records committed in its store (verify,
+    store; synchronous=FULL), CPU and wall per record, three ways: one transaction per
+    pack (take_pack in a loop); the packs of a round, one per device, committed together
+    (take_packs); one thread per device line calling take_pack (group commit)."""
+    import threading
+
+    from hirmem.daemon.store import Store as DaemonStore
+
+    packs = fleet_packs(devices, per_pack, packs_each)
+    n = per_pack * len(packs)
+
+    def serial(store: DaemonStore) -> None:
+        for dev, _, pack in packs:
+            store.take_pack(dev, pack.encoded)
+
+    def grouped(store: DaemonStore) -> None:
+        for start in range(0, len(packs), devices):
+            store.take_packs([(dev, pack.encoded) for dev, _, pack in packs[start:start + devices]])
+
+    def threaded(store: DaemonStore) -> None:
+        def line(d: int) -> None:
+            for dev, _, pack in packs[d::devices]:
+                store.take_pack(dev, pack.encoded)
+
+        lines = [threading.Thread(target=line, args=(d,)) for d in range(devices)]
+        for t in lines:
+            t.start()
+        for t in lines:
+            t.join()
+
+    for label, feed in (("one transaction per pack", serial),
+                        (f"a round of {devices} packs per transaction", grouped),
+                        (f"{devices} line threads, group commit", threaded)):  # fmt: skip
+        for stale in tmp.glob("daemon-*"):
+            stale.unlink()
+        store = DaemonStore(tmp / "daemon-intake.db")
+        for dev, public, _ in packs[:devices]:
+            store.register_device(dev, public)
+        t, cpu = time.perf_counter(), time.process_time()
+        feed(store)
+        dt, dcpu = time.perf_counter() - t, time.process_time() - cpu
+        if store.count_records() != n:
+            raise SystemExit(f"the daemon store holds {store.count_records()} of {n} records")
+        print(f"daemon verify + store, {label}: {n / dt:,.0f} records/s, "
+              f"{dcpu / n * 1e6:,.1f} µs CPU per record ({dcpu / len(packs) * 1e6:,.0f} µs "
+              f"per pack of {per_pack}; {store.intake_commits:,} commits for {len(packs):,} "
+              "packs)")  # fmt: skip
+        store.close()
+
+
 def _sensor_packs(count: int, readings: bool) -> list[tuple[bytes, list[Record]]]:
     device = bytes.fromhex("0102030405060709")
     rng = np.random.default_rng(5)
@@ -448,12 +499,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--distil-only", action="store_true", help="only the distillation figure")
     ap.add_argument("--e2e-only", action="store_true",
                     help="only the end-to-end figure (--admit records; --profile applies)")
+    ap.add_argument("--daemon-only", action="store_true",
+                    help="only the daemon's verify + store, three ways (--admit records)")
     ap.add_argument("--profile", action="store_true",
                     help="also profile the end-to-end run (where its CPU goes)")  # fmt: skip
     args = ap.parse_args(argv)
     now = 1_780_000_000.0
     cfg = MemoryConfig()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        if args.daemon_only:
+            bench_daemon(Path(tmp), 64, 8, max(1, args.admit // (64 * 8)))
+            return 0
         if not args.e2e_only:
             bench_distillation(Path(tmp), args.admit, now)
         if args.distil_only:

@@ -36,7 +36,15 @@ class IntakeReader(Protocol):
         ...
 
     def packs_since(self, after: int = 0, limit: int = 100) -> list[tuple[int, Pack]]:
-        """Accepted packs in arrival order, (cursor, pack) with cursor > ``after``."""
+        """Accepted packs in arrival order, (cursor, pack) with cursor > ``after``.
+
+        Verified once, at intake, and not again: each pack's signature, signer and
+        chain, and each record's id (the signer's), link (the first to the pack's
+        ``prev``), hash, normalised flags, gate scores, state and layer
+        (:meth:`~hirmem.protocol.records.Record.check`). The bytes are checked against
+        the hash recorded then, so all of that holds for what is returned: a reader
+        takes the records as intact and checked. In the daemon's own process a pack is
+        the object the verifier decoded (nothing is decoded twice)."""
         ...
 
     def records(self, after: int = 0, limit: int = 1000) -> list[tuple[int, Record, bytes]]:

@@ -50,7 +50,11 @@ class PublicKey:
     def verify(self, signature: bytes, message: bytes) -> bool:
         """True when ``signature`` is a valid Ed25519 signature of ``message``."""
         try:
-            Ed25519PublicKey.from_public_bytes(self.raw).verify(signature, message)
+            loaded = self.__dict__.get("_loaded")
+            if loaded is None:  # parsed once per PublicKey (a verifier keeps its keys)
+                loaded = Ed25519PublicKey.from_public_bytes(self.raw)
+                object.__setattr__(self, "_loaded", loaded)
+            loaded.verify(signature, message)
         except (InvalidSignature, ValueError):
             return False
         return True

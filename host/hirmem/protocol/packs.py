@@ -23,11 +23,13 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
+import cbor2
+
 from hirmem.protocol import cbor
 from hirmem.protocol.cbor import Tag
 from hirmem.protocol.errors import CborError, HirmemError, PackError
 from hirmem.protocol.keys import ID_SIZE, KID_SIZE, PublicKey, SigningKey
-from hirmem.protocol.records import GENESIS, HASH_SIZE, Record
+from hirmem.protocol.records import GENESIS, HASH_SIZE, Record, wire_shaped, wire_sound
 
 COSE_SIGN1_TAG = 18
 ALG_EDDSA = -8
@@ -188,14 +190,27 @@ def verify_pack(
     kind: PackKind,
     *,
     require_chain: bool = True,
+    fast: bool = True,
 ) -> Verified:
     """Verify a pack against the trusted keys and the signer's chain head.
 
     ``require_chain`` is true for device packs at the host (every pack links to
     the previous one); a device checking knowledge packs sets it false, since it
     may have missed versions, and relies on the sequence alone.
+
+    The pack is read once (:func:`_read_fast`: one cbor2 decode of the envelope and one
+    of the payload, the canonical form checked once for the whole payload) and each
+    record checked without raising (:func:`~hirmem.protocol.records.wire_sound`); where
+    the fast path does not vouch, the strict reader and :meth:`Record.check` decide,
+    with their messages. ``fast=False`` runs only those: the reference the fast path is
+    tested against (same result, same refusal, for every input).
     """
-    protected_raw, payload_raw, signature, kid = _envelope(data)
+    read = _read_fast(data, kind) if fast else None
+    if read is None:
+        protected_raw, payload_raw, signature, kid = _envelope(data)
+    else:
+        protected_raw, payload_raw, signature, kid = read.protected, read.payload, \
+            read.signature, read.pack.kid  # fmt: skip
     trusted = keys.get(kid)
     if trusted is None or trusted.kind != kind:
         raise _refuse(Reason.UNKNOWN_KEY, f"no trusted {kind.name.lower()} key with id {kid.hex()}")
@@ -204,7 +219,7 @@ def verify_pack(
     ):
         raise _refuse(Reason.BAD_SIGNATURE, f"signature does not verify with key {kid.hex()}")
 
-    pack = _parse_payload(payload_raw, kind, kid, data)
+    pack = _parse_payload(payload_raw, kind, kid, data) if read is None else read.pack
     if pack.signer != trusted.signer:
         raise _refuse(
             Reason.WRONG_SIGNER,
@@ -228,20 +243,129 @@ def verify_pack(
                 f"prev {pack.prev.hex()[:16]}… does not match the chain head {want.hex()[:16]}…",
                 pack,
             )
-    if kind == PackKind.MEMORY:
-        link = pack.prev
-        for record in pack.items:
-            assert isinstance(record, Record)
-            if record.id[:ID_SIZE] != pack.signer:
-                raise _refuse(
-                    Reason.BAD_RECORD, f"record {record.id.hex()} is not the signer's", pack
-                )
-            try:
-                record.check(link)
-            except HirmemError as exc:
-                raise _refuse(Reason.BAD_RECORD, str(exc), pack) from None
-            link = record.hash
+    if kind == PackKind.MEMORY and (read is None or not _records_sound(read.wire, pack)):
+        _check_records(pack)
     return Verified(pack, duplicate=False)
+
+
+def _records_sound(wire: list[list[Any]], pack: Pack) -> bool:
+    """Whether every record of a fast-read pack passes :func:`_check_records`."""
+    link = pack.prev
+    signer = pack.signer
+    for item in wire:
+        if not wire_sound(item, signer, link):
+            return False
+        link = item[18]  # its hash
+    return True
+
+
+def _check_records(pack: Pack) -> None:
+    """Each record is the signer's and checks (:meth:`Record.check`) against the record
+    before it, the first against the pack's prev; raise the refusal for the first that
+    does not."""
+    link = pack.prev
+    for record in pack.items:
+        assert isinstance(record, Record)
+        if record.id[:ID_SIZE] != pack.signer:
+            raise _refuse(Reason.BAD_RECORD, f"record {record.id.hex()} is not the signer's", pack)
+        try:
+            record.check(link)
+        except HirmemError as exc:
+            raise _refuse(Reason.BAD_RECORD, str(exc), pack) from None
+        link = record.hash
+
+
+@dataclass(frozen=True, slots=True)
+class _FastRead:
+    protected: bytes
+    payload: bytes
+    signature: bytes
+    pack: Pack
+    wire: list[list[Any]]  # the records as decoded (memory packs; empty for knowledge)
+
+
+# the protected header {1: -8, 4: kid} in its one deterministic encoding, up to the kid;
+# and the head of a tagged COSE_Sign1 array of four
+_PROTECTED_HEAD = protected_header(bytes(KID_SIZE))[:-KID_SIZE]
+_SIGN1_HEAD = cbor.encode(Tag(COSE_SIGN1_TAG, [b"", {}, b"", b""]))[:2]
+
+
+def _read_fast(data: bytes, kind: PackKind) -> _FastRead | None:
+    """What :func:`_envelope` and :func:`_parse_payload` would return for ``data``, read
+    by cbor2's C decoder, or None when that is not proven (then the strict reader
+    decides, and says what is wrong).
+
+    The proof, as for :func:`hirmem.protocol.cbor.decode`: every value taken is checked
+    to be exactly of the type and size the strict readers require (so nothing cbor2
+    decodes beyond hirmem CBOR — floats, tags other than 18, simple values, maps with
+    keys — gets through), and the bytes are the one deterministic encoding of that
+    value (the envelope rebuilt and compared; the payload re-encoded by cbor2 and
+    compared: arrays, integers and strings only, so its canonical form is hirmem's).
+    The strict reader accepts exactly the deterministic encodings and decodes them to
+    the value encoded, so it would return these same values. Records are taken only
+    when :func:`~hirmem.protocol.records.wire_shaped` (what ``Record.from_wire``
+    accepts) holds for each.
+    """
+    if len(data) > MAX_PACK:
+        return None
+    try:
+        outer = cbor2.loads(data)
+        if type(outer) is not cbor2.CBORTag or outer.tag != COSE_SIGN1_TAG:
+            return None
+        body = outer.value
+        if type(body) is not list or len(body) != 4:
+            return None
+        protected, unprotected, payload, signature = body
+        if (
+            type(protected) is not bytes
+            or type(unprotected) is not dict
+            or unprotected
+            or type(payload) is not bytes
+            or type(signature) is not bytes
+            or len(protected) != len(_PROTECTED_HEAD) + KID_SIZE
+            or not protected.startswith(_PROTECTED_HEAD)
+        ):
+            return None
+        rebuilt = (_SIGN1_HEAD, cbor.encode(protected), b"\xa0", cbor.encode(payload),
+                   cbor.encode(signature))  # the one deterministic encoding of the envelope
+        if data != b"".join(rebuilt):
+            return None
+        p = cbor2.loads(payload)
+        if type(p) is not list or len(p) != 7:
+            return None
+        k, pid, signer, seq, prev, created, items = p
+        if (
+            type(k) is not int
+            or k != int(kind)
+            or type(signer) is not bytes
+            or len(signer) != ID_SIZE
+            or type(seq) is not int
+            or not 0 < seq < 1 << 64
+            or type(pid) is not bytes
+            or pid != pack_id(signer, seq)
+            or type(prev) is not bytes
+            or len(prev) != HASH_SIZE
+            or type(created) is not int
+            or not 0 <= created < 1 << 64
+            or type(items) is not list
+        ):
+            return None
+        parsed: tuple[Record, ...] | tuple[KnowledgeItem, ...]
+        if kind == PackKind.MEMORY:
+            if not all(map(wire_shaped, items)):
+                return None
+            parsed = tuple([Record(*item) for item in items])
+            wire = items
+        else:
+            parsed = tuple(KnowledgeItem.from_wire(it) for it in items)
+            wire = []
+        if cbor2.dumps(p) != payload:  # the one deterministic encoding (no maps in it)
+            return None
+    except Exception:  # anything cbor2 refuses, or a knowledge item: the strict reader
+        return None
+    pack = Pack(kind, pid, signer, seq, prev, created, parsed, protected[-KID_SIZE:], data,
+                hashlib.sha256(data).digest())  # fmt: skip
+    return _FastRead(protected, payload, signature, pack, wire)
 
 
 def _envelope(data: bytes) -> tuple[bytes, bytes, bytes, bytes]:
@@ -293,6 +417,9 @@ def read_unverified(data: bytes, kind: PackKind) -> Pack:
     id and seq of a knowledge pack it pushes; the device verifies it): trust nothing
     in the result. Raises :class:`PackError` for a pack that is not well formed.
     """
+    read = _read_fast(data, kind)
+    if read is not None:
+        return read.pack
     _, payload_raw, _, kid = _envelope(data)
     return _parse_payload(payload_raw, kind, kid, data)
 

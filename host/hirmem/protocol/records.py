@@ -15,10 +15,12 @@ the signer's previous pack) and each later record to the one before it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
 from enum import IntEnum
+from types import EllipsisType
 from typing import Any
 
 from hirmem.protocol import cbor
@@ -225,6 +227,100 @@ class Record:
             )
 
 
+# ---- the pack verifier's fast path ---------------------------------------------------------
+# A pack's records arrive as cbor2's lists. The two predicates below say, without building
+# a Record or raising, whether ``Record.from_wire(item)`` would succeed (wire_shaped) and
+# whether its ``check(link)`` would pass with the id the signer's (wire_sound). Each is
+# exactly as strict as the method it stands for: True only where that method accepts.
+# False means "not vouched for": the verifier then runs the methods themselves, which
+# raise with the reason (or accept what the predicate was too cautious to vouch for).
+
+_WIRE_TYPES = (bytes, bytes, str, int, bytes, *(int,) * 13, bytes, bytes)
+_U64 = 1 << 64
+_SCHEMA_SOURCE = int(Check.SCHEMA_VALID | Check.SOURCE_PRESENT)
+_SCHEMA_VALID = int(Check.SCHEMA_VALID)
+_SOURCE_PRESENT = int(Check.SOURCE_PRESENT)
+_EPISODIC = int(Layer.EPISODIC)
+
+
+def wire_shaped(item: object) -> bool:
+    """Whether :meth:`Record.from_wire` accepts ``item`` (types, sizes, ranges)."""
+    if type(item) is not list or len(item) != 20 or tuple(map(type, item)) != _WIRE_TYPES:
+        return False
+    (rid, payload, source, ts, context, flags, h, i, r, f, c, rn, q, p, priority, w,
+     state, layer, digest, prev) = item  # fmt: skip
+    scores = (h, i, r, f, c, rn, q, p, priority, w)
+    return (
+        len(rid) == RECORD_ID_SIZE
+        and len(payload) <= MAX_PAYLOAD
+        # at most 4 UTF-8 bytes a character: short text needs no encoding to be measured
+        and (len(source) * 4 <= MAX_SOURCE or len(source.encode()) <= MAX_SOURCE)
+        and len(context) == HASH_SIZE
+        and len(digest) == HASH_SIZE
+        and len(prev) == HASH_SIZE
+        and 0 <= ts < _U64
+        and 0 <= flags <= _UINT_LIMITS["flags"]
+        and min(scores) >= 0
+        and max(scores) <= 0x10000
+        and 0 <= state <= _UINT_LIMITS["state"]
+        and 0 <= layer <= _UINT_LIMITS["layer"]
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _expected_scores(flags: int, quality: int, provenance: int) -> tuple[int, ...]:
+    """(h, i, r, f, c, rn, w, state, layer) the gate gives a device record (a pure
+    function of three ints the caller has checked are ints: bounded memo)."""
+    g = evaluate(flags, quality, provenance)
+    return (g.h, g.i, g.r, g.f, g.c, g.rn, g.w, int(g.disposition), _EPISODIC)
+
+
+def wire_sound(item: list[Any], signer: bytes, link: bytes) -> bool:
+    """For an ``item`` that is :func:`wire_shaped`: whether its id starts with
+    ``signer`` and ``Record.from_wire(item).check(link)`` passes (link, hash, normalised
+    flags, gate scores, state and layer)."""
+    (rid, payload, source, ts, context, flags, h, i, r, f, c, rn, q, p, _, w,
+     state, layer, digest, prev) = item  # fmt: skip
+    if rid[: len(signer)] != signer or prev != link:
+        return False
+    # normalise(): context and source sizes hold for a shaped record, the payload's too
+    schema = _SCHEMA_VALID if payload and ts > 0 else 0
+    if (flags & ~_SCHEMA_SOURCE) | schema | (_SOURCE_PRESENT if source else 0) != flags:
+        return False
+    try:
+        want = _expected_scores(flags, q, p)
+    except HirmemError:  # the gate refuses its inputs; check() says so
+        return False
+    if (h, i, r, f, c, rn, w, state, layer) != want:
+        return False
+    carried: bytes = digest
+    return hashlib.sha256(_shaped_preimage(rid, payload, source, ts, context, prev)).digest() \
+        == carried  # fmt: skip
+
+
+def _heads(make: Any, sizes: int) -> tuple[bytes, ...]:
+    """The CBOR heads of strings of 0..``sizes`` bytes (``make(n)`` is one)."""
+    return tuple(cbor.encode(make(n))[: len(cbor.encode(make(n))) - n] for n in range(sizes + 1))
+
+
+_BYTES_HEADS = _heads(bytes, MAX_PAYLOAD)
+_TEXT_HEADS = _heads(lambda n: "a" * n, MAX_SOURCE)
+_ID_HEAD = cbor.encode(bytes(RECORD_ID_SIZE))[:1]
+_HASH_HEAD = cbor.encode(bytes(HASH_SIZE))[:2]
+
+
+def _shaped_preimage(
+    rid: bytes, payload: bytes, source: str, ts: int, context: bytes, prev: bytes
+) -> bytes:
+    """:func:`record_hash`'s preimage for the fields of a shaped record (sizes within
+    their limits, ``ts`` a u64), written without looking at types: the same bytes."""
+    text = source.encode()
+    stamp = b"\x1b" + ts.to_bytes(8, "big") if ts >= 1 << 32 else cbor.encode(ts)
+    return b"".join((b"\x86", _ID_HEAD, rid, _BYTES_HEADS[len(payload)], payload,
+                     _TEXT_HEADS[len(text)], text, stamp, _HASH_HEAD, context, _HASH_HEAD,
+                     prev))  # fmt: skip
+
+
 _UINT_FIELDS = (
     "flags",
     "h",
@@ -269,33 +365,50 @@ def structurally_consistent(payload: bytes) -> bool | None:
     an object that uses the fields of a structured form uses them whole: ``subject``,
     ``attribute`` and ``value`` all present as scalars if any is; ``action`` (a step or
     a list of steps) with an ``outcome`` string if either is present."""
+    return read_payload(payload)[0]
+
+
+def read_payload(payload: bytes) -> tuple[bool | None, dict[str, Any] | None]:
+    """The payload's JSON read once for both of its readers: bit 7 as
+    :func:`structurally_consistent` finds it, and the JSON object ``json.loads`` gives
+    (None when the payload is not one), which the memory engine reads the form of a
+    memory from. One strict parse serves both; only a payload it refuses (a key twice,
+    NaN) that still parses plainly is parsed a second time."""
     head = payload.lstrip()[:1]
-    if head not in (b"{", b"["):
-        return None
+    if head not in (b"{", b"["):  # JSON whitespace is among what lstrip strips: no object
+        return None, None
     try:
         data = json.loads(payload.decode("utf-8"), object_pairs_hook=_unique_pairs,
                           parse_constant=_no_constant)  # fmt: skip
     except (UnicodeDecodeError, ValueError):
-        return False
+        return False, _plain_object(payload)
     if not isinstance(data, dict):
-        return True
+        return True, None
     fact = [data.get(k) for k in _FORM_FIELDS]
     if any(k in data for k in _FORM_FIELDS) and not all(
         isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in fact
     ):
-        return False
+        return False, data
     if "action" in data or "outcome" in data:
         steps = data.get("action")
         steps = [steps] if isinstance(steps, str) else steps
         if not (isinstance(steps, list) and steps and all(isinstance(x, str) for x in steps)
                 and isinstance(data.get("outcome"), str)):  # fmt: skip
-            return False
-    return True
+            return False, data
+    return True, data
+
+
+def _plain_object(payload: bytes) -> dict[str, Any] | None:
+    try:
+        data = json.loads(payload.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def host_flags(
     rec: Record, signature_verified: bool, baseline_aligned: bool | None = None,
-    intact: bool | None = None,
+    intact: bool | None = None, structure: bool | EllipsisType | None = ...,
 ) -> tuple[int, str]:  # fmt: skip
     """The record's flags with the sub-checks the host can evaluate as the host finds
     them, and what the device asserted differently ("" when it agrees).
@@ -305,7 +418,9 @@ def host_flags(
     payload's schema when it declares one (:func:`structurally_consistent`); bit 4
     when the caller holds a baseline for the record (``baseline_aligned``: the memory
     engine, from the distilled pattern of the reading's sensor). ``intact``: whether the
-    record's hash matches its content, when the caller has just checked it."""
+    record's hash matches its content, when the caller has just checked it;
+    ``structure``: bit 7 as :func:`read_payload` found it, when the caller read the
+    payload already."""
     found = 0
     evaluated = HOST_EVALUATED
     if intact is None:
@@ -316,7 +431,9 @@ def host_flags(
         found |= int(Check.SIGNATURE_INTACT)
     if 0 <= rec.confidence <= 0x10000:  # a probability in Q16.16
         found |= int(Check.UNCERTAINTY_DISCLOSED)
-    for check, passed in ((Check.STRUCTURALLY_CONSISTENT, structurally_consistent(rec.payload)),
+    if structure is ...:
+        structure = structurally_consistent(rec.payload)
+    for check, passed in ((Check.STRUCTURALLY_CONSISTENT, structure),
                           (Check.BASELINE_ALIGNED, baseline_aligned)):  # fmt: skip
         if passed is not None:
             evaluated |= int(check)
