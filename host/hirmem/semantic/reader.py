@@ -181,13 +181,40 @@ class Reply:
     source: str = ""
 
 
+# the past forms of common irregular verbs, each to its base: a question asks "what did
+# Nate take" of a turn that says "I took"
+_IRREGULAR = {
+    past: base
+    for base, forms in (
+        ("be", "was were been"), ("begin", "began begun"), ("bring", "brought"),
+        ("build", "built"), ("buy", "bought"), ("catch", "caught"), ("choose", "chose chosen"),
+        ("come", "came"), ("do", "did done"), ("draw", "drew drawn"), ("drink", "drank drunk"),
+        ("drive", "drove driven"), ("eat", "ate eaten"), ("fall", "fell fallen"),
+        ("feel", "felt"), ("find", "found"), ("fly", "flew flown"), ("forget", "forgot"),
+        ("get", "got gotten"), ("give", "gave given"), ("go", "went gone"),
+        ("grow", "grew grown"), ("have", "had"), ("hear", "heard"), ("hold", "held"),
+        ("keep", "kept"), ("know", "knew known"), ("lead", "led"), ("learn", "learnt"),
+        ("leave", "left"), ("lose", "lost"), ("make", "made"), ("meet", "met"),
+        ("pay", "paid"), ("ride", "rode ridden"), ("run", "ran"), ("say", "said"),
+        ("see", "saw seen"), ("sell", "sold"), ("send", "sent"), ("sing", "sang sung"),
+        ("sit", "sat"), ("speak", "spoke spoken"), ("spend", "spent"), ("stand", "stood"),
+        ("swim", "swam swum"), ("take", "took taken"), ("teach", "taught"),
+        ("tell", "told"), ("think", "thought"), ("throw", "threw thrown"),
+        ("understand", "understood"), ("wear", "wore worn"), ("win", "won"),
+        ("write", "wrote written"),
+    )
+    for past in forms.split()
+}  # fmt: skip
+
+
 def _stem(w: str) -> str:
     """A light suffix stripper, enough to meet "hiking" with "hike" and "participated"
     with "participate": possessive, plural and verb endings off, then a final "e" and a
-    doubled final consonant."""
+    doubled final consonant; an irregular past goes to its base first."""
     w = fold(w).replace("\u2019", "'")
     if w.endswith("'s"):
         w = w[:-2]
+    w = _IRREGULAR.get(w, w)
     if len(w) > 4 and w.endswith(("ies", "ied")):
         return w[:-3] + "y"
     for suffix in ("ing", "ed", "es", "s"):
