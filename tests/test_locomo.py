@@ -200,7 +200,7 @@ def test_the_arms_embed_a_turn_once_and_each_question_afresh(data: Path) -> None
 def _with_session_3() -> dict[str, object]:
     """The fixture with a third session: a statement the claims tier types (where Tomas
     lives, said by Ines) and a relative time the memories tier keeps (Tomas's marathon)."""
-    conv = copy.deepcopy(CONVERSATION)
+    conv: dict[str, object] = copy.deepcopy(dict(CONVERSATION))
     talk = conv["conversation"]
     assert isinstance(talk, dict)
     talk["session_3_date_time"] = "2:00 pm on 1 May, 2024"
