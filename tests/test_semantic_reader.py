@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from hirmem.semantic.reader import ABSTAIN, Evidence, Reader, answer_kind
+from hirmem.semantic.reader import ABSTAIN, Evidence, Reader, answer_kind, focus_verb
 
 SAID = int(datetime(2024, 3, 3, 10, 0, tzinfo=UTC).timestamp() * 1000)
 
@@ -164,3 +164,44 @@ def test_the_time_a_question_names_is_not_what_the_evidence_must_hold() -> None:
     q = "What new hobby did Ines start recently, as mentioned on 3 June, 2023?"
     got = Reader(0.5).read(q, e, "Ines")
     assert not got.abstained and "pottery" in got.text and got.support == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("question", "evidence", "want"),
+    [
+        # an irregular past meets the base form the question asks in: the object of "took"
+        ("What did Nate take to the beach?",
+         "Anyway, I took my turtles to the beach yesterday!", "turtles"),
+        # the verb's object, not the stretch between the subject's other words
+        ("What did Audrey and her friends stumble across during a hike?",
+         "So my friends and I went on a hike and stumbled across this stunning lake.",
+         "stunning lake"),
+        # the name a sentence is addressed to is not what it says
+        ("Why did Jon close his bank account?",
+         "Hey Gina, I had to close my bank account. I needed it for my business.",
+         "needed business"),
+        # a time said in passing answers no "what" question
+        ("What did James adopt in April?",
+         "I adopted a pup last week and my days have been so much happier.", "pup"),
+    ],
+)  # fmt: skip
+def test_the_span_is_the_object_of_what_the_question_asks(
+    question: str, evidence: str, want: str
+) -> None:
+    subject = next(w for w in question.split()[1:] if w[0].isupper())
+    got = Reader(0.5).read(question, [Evidence(evidence, SAID)], subject)
+    assert not got.abstained and got.text == want
+
+
+@pytest.mark.parametrize(
+    ("question", "verb"),
+    [
+        ("What did Joanna make for one of the ladies?", "mak"),
+        ("What did Audrey and her friends stumble across?", "stumbl"),
+        ("What is John organizing with his siblings?", "organiz"),
+        ("What is Joanna's project called?", ""),  # a noun after "is": no verb asked
+        ("Where does Bob live?", ""),
+    ],
+)
+def test_the_verb_whose_object_is_asked(question: str, verb: str) -> None:
+    assert focus_verb(question) == verb

@@ -93,6 +93,7 @@ _CLAUSE = frozenset(
 _PLACE_PREPOSITIONS = frozenset(
     {"in", "at", "to", "from", "near", "around", "into", "visit", "visited", "visiting"}
 )
+VERB_WEIGHT = 2.0  # a span's score when it follows the verb a "what did X do" asks about
 SENTENCE_WEIGHT = 0.75  # a span's score per question word its sentence holds
 CONTEXT_WEIGHT = 0.5  # and per question word the sentence before it holds
 _REASON = frozenset({"because", "since", "so", "to", "for"})
@@ -267,6 +268,36 @@ _KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
 _HEAD = re.compile(r"^(?:what|which) (?:kinds?|types?|sorts?|genres?|forms?) of ([^\W_]+)", re.I)
 
 
+_ASKS_OBJECT = re.compile(
+    r"^(?:what|which \w+|who|whom)\s+(?P<aux>did|does|do|has|have|had|will|would|is|was|are|were)"
+    r"\s+(?P<rest>.+)$", re.IGNORECASE)  # fmt: skip
+
+
+def focus_verb(question: str) -> str:
+    """The stem of the verb whose object a "what did <subject> <verb> ..." question asks
+    for ("What did Joanna make for ..." -> make; "What is John organizing"); "" for
+    other questions. The subject is its leading names and possessives, and what "and"
+    joins to them ("Audrey and her friends")."""
+    m = _ASKS_OBJECT.match(" ".join(question.strip().rstrip("?").split()))
+    if m is None:
+        return ""
+    words = m.group("rest").split()
+    i = 0
+    while i < len(words) and (words[i][0].isupper() or fold(words[i]) in ("his", "her", "their")):
+        i += 1
+        if i < len(words) and fold(words[i]) == "and":  # "Audrey and her friends"
+            i += 1
+            while i < len(words) and fold(words[i]) in _FUNCTION:
+                i += 1
+            i += 1
+    if i == 0 or i >= len(words) or fold(words[i]) in _FUNCTION:
+        return ""
+    verb = fold(words[i].strip(",.;:"))
+    if fold(m.group("aux")) in ("is", "was", "are", "were") and not verb.endswith(("ing", "ed")):
+        return ""  # "what is X's project called": a noun, not a verb of X
+    return _stem(verb)
+
+
 def head_noun(question: str) -> str:
     """The stem of the noun a "what kind of N" question asks a kind of; "" otherwise."""
     m = _HEAD.search(" ".join(question.strip().split()))
@@ -305,6 +336,34 @@ def answer_kind(question: str) -> str:
     return "thing"
 
 
+# a time said in passing ("yesterday", "last Friday", "a few years back", "in May 2023")
+_IN_PASSING = re.compile(
+    r"\b(?:(?:just |only )?(?:yesterday|today|tonight|tomorrow|recently|lately|earlier|"
+    r"the other day|this (?:morning|afternoon|evening)|last night)"
+    rf"|(?:last|next|this|past) (?:{_WEEKDAYS}|week(?:end)?|month|year|summer|winter|spring|"
+    r"fall|autumn|time)"
+    r"|(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|a couple of|"
+    r"several) (?:days?|weeks?|months?|years?) (?:ago|back))\b",
+    re.IGNORECASE,
+)
+# a name the sentence is addressed to ("Hey Gina,", "Thanks, Maria!", "..., Caroline.")
+_GREETING = (r"(?i:(?:hey|hi|hello|thanks|thank you|wow|whoa|oh|ooh|yeah|yes|yep|haha|aw+|"
+             r"congrats|congratulations|sorry|sure|ok|okay|great|cool|nice|good morning|"
+             r"morning|dear)[,!]?\s+)")  # fmt: skip
+_VOCATIVE = re.compile(
+    rf"^{_GREETING}+[A-Z][a-z]+(?=\s*[,!.?])|,\s*[A-Z][a-z]+(?=\s*[.!?]$)")
+
+
+def _plain(sentence: str, kind: str) -> str:
+    """``sentence`` less what answers no question of ``kind``: the name it is addressed to
+    and, unless a time or a figure is asked for, the times it mentions in passing (each
+    leaves a boundary, so no span runs across it)."""
+    sentence = _VOCATIVE.sub(";", sentence)
+    if kind in ("when", "figure"):
+        return sentence
+    return _IN_PASSING.sub(";", _DATED.sub(";", sentence))
+
+
 @dataclass(frozen=True, slots=True)
 class _Tok:
     text: str
@@ -327,9 +386,11 @@ def _figure(t: str) -> bool:
     return t[0].isdigit() or t[0] in "$\u20ac\u00a3" or fold(t) in _NUMBER_WORDS
 
 
-def _spans(toks: list[_Tok], kind: str, head: str = "") -> list[tuple[float, int, list[str]]]:
+def _spans(toks: list[_Tok], kind: str, head: str = "",
+           verb: str = "") -> list[tuple[float, int, list[str]]]:  # fmt: skip
     """Every stretch of words the question does not hold, between the words it holds and
-    the clause boundaries, scored for the answer kind: (score, position, its words)."""
+    the clause boundaries, scored for the answer kind: (score, position, its words). A
+    stretch just after the question's verb (``verb``, a stem) is its object: favoured."""
     out: list[tuple[float, int, list[str]]] = []
     start = 0
     n = len(toks)
@@ -364,6 +425,8 @@ def _spans(toks: list[_Tok], kind: str, head: str = "") -> list[tuple[float, int
                 [1.0 / (j - end + 1) for j in range(end, min(n, end + 3)) if toks[j].asked] + [0.0]
             )
             score += 0.25 * min(len(words), 4)
+            if verb and any(_stem(toks[j].text) == verb for j in range(max(0, start - 3), start)):
+                score += VERB_WEIGHT
             if head and end < n and _stem(toks[end].text) == head:
                 # "what kind of art": the words just before "art" say which kind
                 score += 3.0
@@ -470,11 +533,12 @@ class Reader:
         skip = _terms(question) | (_terms(subject) if subject else set())
         parts: list[str] = []
         head = head_noun(question)
+        verb = focus_verb(question)
         chosen = [best]
         if kind in ("list", "places"):
             chosen += [r[3] for r in ranked[1:] if r[4] >= max(self.min_support, support * 0.75)]
         for e in chosen[: self.LIST_PARTS]:
-            span = self._span(skip, asked, _statements(e.text), kind, head)
+            span = self._span(skip, asked, _statements(e.text), kind, head, verb)
             if span and self._verified(span, e.text) and span not in parts:
                 parts.append(span)
         if not parts:
@@ -488,7 +552,8 @@ class Reader:
         sentences: list[str] = [s.strip() for s in _SENT.findall(text) if s.strip()] or [text]
         return max(sentences, key=lambda s: (len(asked & _terms(s)), _holds_kind(s, kind), -len(s)))
 
-    def _span(self, skip: set[str], asked: set[str], text: str, kind: str, head: str) -> str:
+    def _span(self, skip: set[str], asked: set[str], text: str, kind: str, head: str,
+              verb: str = "") -> str:  # fmt: skip
         # a turn often names what is asked about in one sentence and answers in the next:
         # every sentence's spans compete, weighted by what the sentence and the one before
         # it hold of the question
@@ -497,7 +562,8 @@ class Reader:
         best: tuple[float, int, list[str]] | None = None
         for i, sentence in enumerate(sentences):
             weight = SENTENCE_WEIGHT * held[i] + CONTEXT_WEIGHT * (held[i - 1] if i else 0)
-            for score, pos, words in _spans(_tokens(sentence, skip), kind, head):
+            for score, pos, words in _spans(_tokens(_plain(sentence, kind), skip), kind, head,
+                                            verb):
                 cand = (score + weight, -(i * 10_000 + pos), words)
                 if best is None or cand[:2] > best[:2]:
                     best = cand
