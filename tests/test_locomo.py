@@ -244,3 +244,9 @@ def test_the_substrate_arms_answer_through_the_fused_tiers(tmp_path: Path) -> No
     # the harness's figures come from the fused path: the typed question scores in full
     results = locomo.run([conv], [scoped], 5, 0.5)
     assert len(results[0].outcomes) == len(conv.questions)
+
+
+def test_a_photo_caption_says_what_it_shows() -> None:
+    assert locomo.caption("a photo of a photo of a dog on a bed") == "a dog on a bed"
+    assert locomo.caption("A photography of  a shelf of books") == "a shelf of books"
+    assert locomo.caption("photo of ") == "photo of"  # nothing else: kept as it is

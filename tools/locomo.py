@@ -120,6 +120,16 @@ def parse_when(text: str) -> datetime | None:
         return None
 
 
+_PHOTO_OF = re.compile(r"^(?:(?:a |an )?(?:photo|photograph|photography|picture|image) of )+",
+                       re.IGNORECASE)  # fmt: skip
+
+
+def caption(text: str) -> str:
+    """A shared photo's caption as what it shows: an image captioner's "a photo of a
+    photo of ..." says only that it is a photo, which the turn says already."""
+    return _PHOTO_OF.sub("", " ".join(text.split())) or text
+
+
 def load(path: Path) -> list[Conversation]:
     raw = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(raw, list):
@@ -136,7 +146,7 @@ def load(path: Path) -> list[Conversation]:
             for t in conv[key]:
                 text = str(t.get("text", ""))
                 if t.get("blip_caption"):
-                    text = f"{text} [shares a photo of {t['blip_caption']}]"
+                    text = f"{text} [photo: {caption(str(t['blip_caption']))}]"
                 turns.append(Turn(str(t["dia_id"]).strip(), str(t["speaker"]), text, when))
         questions = tuple(
             Question(
