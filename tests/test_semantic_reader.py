@@ -183,6 +183,12 @@ def test_the_time_a_question_names_is_not_what_the_evidence_must_hold() -> None:
         # a time said in passing answers no "what" question
         ("What did James adopt in April?",
          "I adopted a pup last week and my days have been so much happier.", "pup"),
+        # the name a thing is given: after "called", or in quotes
+        ("What game is John hooked on?",
+         "I'm hooked on this great game called FIFA 23. You can play it online with anyone!",
+         "FIFA 23"),
+        ("What movie did Joanna watch?",
+         'I watched "Little Women" with my sister and it was amazing!', "Little Women"),
     ],
 )  # fmt: skip
 def test_the_span_is_the_object_of_what_the_question_asks(

@@ -93,11 +93,12 @@ _CLAUSE = frozenset(
 _PLACE_PREPOSITIONS = frozenset(
     {"in", "at", "to", "from", "near", "around", "into", "visit", "visited", "visiting"}
 )
+NAME_WEIGHT = 2.0  # and when it is the name something is given, for a "what" question
 VERB_WEIGHT = 2.0  # a span's score when it follows the verb a "what did X do" asks about
 SENTENCE_WEIGHT = 0.75  # a span's score per question word its sentence holds
 CONTEXT_WEIGHT = 0.5  # and per question word the sentence before it holds
 _REASON = frozenset({"because", "since", "so", "to", "for"})
-_TOKEN = re.compile(r"[$\u20ac\u00a3]?\d[\d,.:]*%?|[^\W_]+(?:['\u2019][^\W_]+)*|[^\w\s]")
+_TOKEN = re.compile(r"[$\u20ac\u00a3]?\d(?:[\d,.:]*\d)?%?|[^\W_]+(?:['\u2019][^\W_]+)*|[^\w\s]")
 _BOUNDARY = frozenset(';:()[]"\u201c\u201d\u2014\u2013!?.')
 
 
@@ -441,10 +442,31 @@ def _spans(toks: list[_Tok], kind: str, head: str = "",
                 score += 2.0 + any(w[0].isupper() for w in words)
             elif kind == "reason" and _REASON & set(lead):
                 score += 3.0
+            elif kind in ("thing", "list") and _titled(toks, start, end):
+                score += NAME_WEIGHT
+                if fold(words[0]) in _NAMING:  # "called FIFA 23": the name
+                    words = words[1:] or words
             score -= 0.15 * max(0, len(words) - 5)
             out.append((score, start, words))
         start = max(end, start + 1)
     return out
+
+
+_QUOTES = frozenset('"\u201c\u201d')
+_NAMING = frozenset({"called", "named", "titled"})
+
+
+def _titled(toks: list[_Tok], start: int, end: int) -> bool:
+    """Whether the stretch ``[start, end)`` is a name given to a thing: quoted, or led
+    by "called" or "named" ("a game called FIFA 23"), or just after them."""
+    if fold(toks[start].text) in _NAMING and end > start + 1:
+        return True
+    before = toks[start - 1] if start else None
+    quoted = (before is not None and before.text in _QUOTES
+              and end < len(toks) and toks[end].text in _QUOTES)  # fmt: skip
+    return quoted or (before is not None and fold(before.text) in _NAMING) or (
+        before is not None and before.text in _QUOTES and start >= 2
+        and fold(toks[start - 2].text) in _NAMING)  # fmt: skip
 
 
 def _narrow(words: list[str], kind: str) -> list[str]:
