@@ -134,6 +134,10 @@ def test_a_list_span_is_verified_like_any_other() -> None:
         ("I went kayaking last summer.", "the summer of 2023"),
         ("I went kayaking two years ago.", "2022"),
         ("I went kayaking a few days ago.", "a few days before 3 March 2024"),
+        ("I went kayaking on Friday!", "the Friday before 3 March 2024"),
+        # a number that ends a name is no year: the time is when it was said
+        ("Yesterday I went kayaking in my Kayak 2077.", "2 March 2024"),
+        ("Since 2019 I go kayaking.", "2019"),  # a capital that starts a sentence
     ],
 )
 def test_more_relative_times_are_resolved(sentence: str, want: str) -> None:

@@ -60,6 +60,22 @@ _FUNCTION = _QUESTION_WORDS | frozenset(
     )
 )
 _YEAR = re.compile(r"\b(?:19|20)\d{2}\b")
+_BEFORE_YEAR = re.compile(r"([A-Z][a-z]+)\s+$")
+
+
+def _year(text: str) -> re.Match[str] | None:
+    """The first year ``text`` states; not a number that ends a name ("Cyberpunk 2077":
+    after a capitalised word that neither starts its sentence nor names a month)."""
+    for m in _YEAR.finditer(text):
+        before = _BEFORE_YEAR.search(text[: m.start()])
+        if before is None or fold(before.group(1)) in _MONTHS:
+            return m
+        lead = text[: before.start(1)].rstrip()
+        if not lead or lead[-1] in ".!?":  # "Since 2019": a capital that starts a sentence
+            return m
+    return None
+
+
 _MONTHS = tuple(datetime(2000, m, 1).strftime("%B").lower() for m in range(1, 13))
 _DATE = re.compile(
     rf"\b(?:\d{{1,2}} )?(?:{'|'.join(_MONTHS)})(?: \d{{1,2}})?(?:,? \d{{4}})?\b", re.IGNORECASE
@@ -139,8 +155,9 @@ _RELATIVE: tuple[tuple[re.Pattern[str], _Resolve], ...] = tuple(
         ("tomorrow", lambda d, m: _day(d + timedelta(days=1))),
         ("today|tonight|this morning|this afternoon|this evening|just now",
          lambda d, m: _day(d)),
-        (rf"last ({_WEEKDAYS})|this past ({_WEEKDAYS})",
-         lambda d, m: f"the {(m.group(1) or m.group(2)).capitalize()} before {_day(d)}"),
+        (rf"last ({_WEEKDAYS})|this past ({_WEEKDAYS})|on ({_WEEKDAYS})",
+         lambda d, m: f"the {(m.group(1) or m.group(2) or m.group(3)).capitalize()} before "
+                      f"{_day(d)}"),
         ("last weekend", lambda d, m: f"the weekend before {_day(d)}"),
         ("this weekend|over the weekend", lambda d, m: f"the weekend of {_day(d)}"),
         ("last week", lambda d, m: f"the week before {_day(d)}"),
@@ -486,7 +503,7 @@ def _holds_kind(text: str, kind: str) -> bool:
     """Whether ``text`` has something of the kind asked for (a tie-break between passages
     equally supported)."""
     if kind == "when":
-        return bool(_DATE.search(text) or _YEAR.search(text))
+        return bool(_DATE.search(text) or _year(text))
     if kind == "figure":
         return any(_figure(w) for w in _WORD.findall(text))
     if kind in ("person", "place", "places"):
@@ -599,7 +616,7 @@ class Reader:
             ago = _AGO.search(sentence) or _AGO.search(e.text)
             if ago is not None:
                 return ago.group(0)
-        m = _DATE.search(sentence) or _YEAR.search(sentence)
+        m = _DATE.search(sentence) or _year(sentence)
         if m is not None:
             return m.group(0)
         if e.said_at:
