@@ -215,3 +215,20 @@ def test_the_span_is_the_object_of_what_the_question_asks(
 )
 def test_the_verb_whose_object_is_asked(question: str, verb: str) -> None:
     assert focus_verb(question) == verb
+
+
+def test_words_of_the_question_scattered_over_a_long_text_are_no_support() -> None:
+    scattered = ("I dropped food off at the shelter on Monday. The weather was grey all week. "
+                 "Traffic was terrible. My manager gave me a medal for recognition at work.")
+    together = "At the shelter they gave me a medal in recognition of my volunteering."
+    question = "What recognition did John receive at the shelter?"
+    assert Reader(0.5).read(question, [Evidence(scattered, SAID)], "John").abstained
+    got = Reader(0.5).read(question, [Evidence(together, SAID)], "John")
+    assert not got.abstained and "medal" in got.text
+
+
+def test_a_capital_that_only_starts_a_sentence_is_no_name() -> None:
+    e = [Evidence("Long story! Four years ago I moved here from my home country, Sweden.", SAID)]
+    assert Reader(0.5).read("Where did Caroline move from?", e, "Caroline").text == "Sweden"
+    who = [Evidence("Loved it. Went to the match with Priya and her brother.", SAID)]
+    assert Reader(0.5).read("Who did Omar go to the match with?", who, "Omar").text == "Priya"

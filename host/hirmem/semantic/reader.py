@@ -364,12 +364,13 @@ _IN_PASSING = re.compile(
     r"several) (?:days?|weeks?|months?|years?) (?:ago|back))\b",
     re.IGNORECASE,
 )
-# a name the sentence is addressed to ("Hey Gina,", "Thanks, Maria!", "..., Caroline.")
+# a name the sentence is addressed to after a greeting ("Hey Gina,", "Thanks, Maria!")
 _GREETING = (r"(?i:(?:hey|hi|hello|thanks|thank you|wow|whoa|oh|ooh|yeah|yes|yep|haha|aw+|"
              r"congrats|congratulations|sorry|sure|ok|okay|great|cool|nice|good morning|"
              r"morning|dear)[,!]?\s+)")  # fmt: skip
-_VOCATIVE = re.compile(
-    rf"^{_GREETING}+[A-Z][a-z]+(?=\s*[,!.?])|,\s*[A-Z][a-z]+(?=\s*[.!?]$)")
+# (one that ends a sentence, "you're right, Caroline.", reads like an apposition, "my
+# home country, Sweden.", and is kept)
+_VOCATIVE = re.compile(rf"^{_GREETING}+[A-Z][a-z]+(?=\s*[,!.?])")
 
 
 def _plain(sentence: str, kind: str) -> str:
@@ -388,15 +389,18 @@ class _Tok:
     word: bool  # False: punctuation
     asked: bool  # the question holds it
     function: bool  # carries no answer
+    name: bool = False  # a capital that does not only start its sentence
 
 
 def _tokens(sentence: str, asked: set[str]) -> list[_Tok]:
-    out = []
+    out: list[_Tok] = []
     for m in _TOKEN.finditer(sentence):
         t = m.group(0)
         word = t[0].isalnum() or t[0] in "$\u20ac\u00a3"
         low = fold(t)
-        out.append(_Tok(t, word, word and _stem(t) in asked, word and low in _FUNCTION))
+        initial = not any(u.word for u in out) or out[-1].text in (".", "!", "?", ";")
+        out.append(_Tok(t, word, word and _stem(t) in asked, word and low in _FUNCTION,
+                        word and t[0].isupper() and not initial))  # fmt: skip
     return out
 
 
@@ -405,11 +409,12 @@ def _figure(t: str) -> bool:
 
 
 def _spans(toks: list[_Tok], kind: str, head: str = "",
-           verb: str = "") -> list[tuple[float, int, list[str]]]:  # fmt: skip
+           verb: str = "") -> list[tuple[float, int, list[str], list[str]]]:  # fmt: skip
     """Every stretch of words the question does not hold, between the words it holds and
-    the clause boundaries, scored for the answer kind: (score, position, its words). A
-    stretch just after the question's verb (``verb``, a stem) is its object: favoured."""
-    out: list[tuple[float, int, list[str]]] = []
+    the clause boundaries, scored for the answer kind: (score, position, its words, the
+    names among them). A stretch just after the question's verb (``verb``, a stem) is its
+    object: favoured."""
+    out: list[tuple[float, int, list[str], list[str]]] = []
     start = 0
     n = len(toks)
     while start < n:
@@ -431,6 +436,7 @@ def _spans(toks: list[_Tok], kind: str, head: str = "",
                 break
             end += 1
         words = [u.text for u in toks[start:end] if u.word and not u.function]
+        names = [u.text for u in toks[start:end] if u.name and not u.function]
         if words:
             lead = [fold(u.text) for u in toks[start:end] if u.word][:2]
             # near the words the question holds, just after them most of all; and a span of
@@ -450,13 +456,13 @@ def _spans(toks: list[_Tok], kind: str, head: str = "",
                 score += 3.0
                 words = [*words, toks[end].text]
             if (kind == "figure" and any(_figure(w) for w in words)) or (
-                kind == "person" and any(w[0].isupper() for w in words)
+                kind == "person" and names
             ):
                 score += 3.0
             elif kind in ("place", "places") and (
-                any(w[0].isupper() for w in words) or _PLACE_PREPOSITIONS & set(lead)
+                names or _PLACE_PREPOSITIONS & set(lead)
             ):
-                score += 2.0 + any(w[0].isupper() for w in words)
+                score += 5.0 if names else 2.0  # a named place over a phrase
             elif kind == "reason" and _REASON & set(lead):
                 score += 3.0
             elif kind in ("thing", "list") and _titled(toks, start, end):
@@ -464,7 +470,7 @@ def _spans(toks: list[_Tok], kind: str, head: str = "",
                 if fold(words[0]) in _NAMING:  # "called FIFA 23": the name
                     words = words[1:] or words
             score -= 0.15 * max(0, len(words) - 5)
-            out.append((score, start, words))
+            out.append((score, start, words, names))
         start = max(end, start + 1)
     return out
 
@@ -486,16 +492,14 @@ def _titled(toks: list[_Tok], start: int, end: int) -> bool:
         and fold(toks[start - 2].text) in _NAMING)  # fmt: skip
 
 
-def _narrow(words: list[str], kind: str) -> list[str]:
+def _narrow(words: list[str], kind: str, names: list[str]) -> list[str]:
     """The part of a chosen span the kind asks for: a figure and its unit; a name."""
     if kind == "figure":
         for i, w in enumerate(words):
             if _figure(w):
                 return words[i : i + 2]
-    if kind in ("person", "place", "places"):
-        names = [w for w in words if w[0].isupper()]
-        if names:
-            return names
+    if kind in ("person", "place", "places") and names:
+        return names
     return words
 
 
@@ -515,6 +519,16 @@ def _statements(text: str) -> str:
     """``text`` without its questions ("Did you make it?" states nothing)."""
     kept = [s for s in _SENT.findall(text) if not s.rstrip().endswith("?")]
     return " ".join(s.strip() for s in kept)
+
+
+def _held_together(asked: set[str], text: str) -> set[str]:
+    """What ``text`` holds of the question within a sentence and the next: words
+    scattered over a long text are not evidence of one thing (the abstention reads this;
+    the choice among passages reads all they hold)."""
+    sentences = [_terms(s) for s in _SENT.findall(text) if s.strip()] or [_terms(text)]
+    return max((asked & (a | b) for a, b in zip(sentences, [*sentences[1:], set()],
+                                                 strict=True)),
+               key=len, default=set())
 
 
 class Reader:
@@ -539,6 +553,7 @@ class Reader:
         # a question asserts nothing: what a passage holds is what its statements hold
         stated = [_statements(e.text) for e in evidence]
         held = [asked & _terms(t) for t in stated]
+        together = [_held_together(asked, t) for t in stated]
         # a word the question shares with every passage tells them apart least: the choice
         # weighs each word by how few of the passages hold it
         df = {t: sum(t in h for h in held) for t in asked}
@@ -551,9 +566,10 @@ class Reader:
                     _holds_kind(t, kind),
                     -i,
                     e,
-                    len(h) / len(asked) if asked else 1.0,
+                    len(g) / len(asked) if asked else 1.0,
                 )
-                for i, (h, t, e) in enumerate(zip(held, stated, evidence, strict=True))
+                for i, (h, g, t, e) in enumerate(zip(held, together, stated, evidence,
+                                                     strict=True))
             ),
             key=lambda r: r[:3],
             reverse=True,
@@ -598,15 +614,15 @@ class Reader:
         # it hold of the question
         sentences = [s.strip() for s in _SENT.findall(text) if s.strip()] or [text]
         held = [len(asked & _terms(s)) for s in sentences]
-        best: tuple[float, int, list[str]] | None = None
+        best: tuple[float, int, list[str], list[str]] | None = None
         for i, sentence in enumerate(sentences):
             weight = SENTENCE_WEIGHT * held[i] + CONTEXT_WEIGHT * (held[i - 1] if i else 0)
-            for score, pos, words in _spans(_tokens(_plain(sentence, kind), skip), kind, head,
-                                            verb):
-                cand = (score + weight, -(i * 10_000 + pos), words)
+            for score, pos, words, names in _spans(_tokens(_plain(sentence, kind), skip), kind,
+                                                   head, verb):  # fmt: skip
+                cand = (score + weight, -(i * 10_000 + pos), words, names)
                 if best is None or cand[:2] > best[:2]:
                     best = cand
-        return "" if best is None else " ".join(_narrow(best[2], kind))
+        return "" if best is None else " ".join(_narrow(best[2], kind, best[3]))
 
     @staticmethod
     def _when(sentence: str, e: Evidence, question: str = "") -> str:
