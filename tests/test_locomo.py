@@ -7,6 +7,7 @@ never copied into the project), run end to end through the harness.
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 from pathlib import Path
@@ -20,6 +21,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import locomo
 from hirmem.semantic.reader import Reader
+from hirmem.semantic.retrieve import Embedder
 from locomo_score import multi_f1, normalise, score, token_f1
 
 
@@ -193,3 +195,58 @@ def test_the_arms_embed_a_turn_once_and_each_question_afresh(data: Path) -> None
         small.embed(text)
     assert len(small._held) <= 2  # bounded
 
+
+
+def _with_session_3() -> dict[str, object]:
+    """The fixture with a third session: a statement the claims tier types (where Tomas
+    lives, said by Ines) and a relative time the memories tier keeps (Tomas's marathon)."""
+    conv: dict[str, object] = copy.deepcopy(dict(CONVERSATION))
+    talk = conv["conversation"]
+    assert isinstance(talk, dict)
+    talk["session_3_date_time"] = "2:00 pm on 1 May, 2024"
+    talk["session_3"] = [
+        {"speaker": "Ines", "dia_id": "D3:1", "text": "Tomas lives in Bergen."},
+        {"speaker": "Tomas", "dia_id": "D3:2",
+         "text": "Yes! And yesterday I ran my first marathon along the harbour."},
+    ]  # fmt: skip
+    return conv
+
+
+def test_the_substrate_arms_answer_through_the_fused_tiers(tmp_path: Path) -> None:
+    path = tmp_path / "three.json"
+    path.write_text(json.dumps([_with_session_3()]), encoding="utf-8")
+    [conv] = locomo.load(path)
+    reader = Reader(0.5)
+    scoped, flat = locomo.SubstrateArm(True, Embedder()), locomo.SubstrateArm(False, Embedder())
+    for arm in (scoped, flat):
+        arm.build(conv.turns)
+        # every turn went into the three tiers: passages, memories, claims
+        assert len(arm.sub.passages) == len(conv.turns)
+        assert len(arm.sub.memories) >= 4
+        assert [r.value for r in arm.sub.claims.about("Tomas", {locomo.CONTAINER})] == ["bergen"]
+        # a typed question is planned from the claim; its evidence is the turn it quotes
+        reply, found = arm.answer("Where does Tomas live?", 5, reader)
+        assert reply.lower().startswith("bergen") and found[0].turn.dia_id == "D3:1"
+        # a time said relatively is resolved against the session's date
+        reply, found = arm.answer("When did Tomas run his first marathon?", 5, reader)
+        assert reply == "30 April 2024"
+        assert "D3:2" in [e.turn.dia_id for e in found]
+    # the memory tier is among what is fused, and a memory counts as the turn it cites
+    r = scoped.sub.respond("When did Tomas run his first marathon?", {locomo.CONTAINER}, 5,
+                           at=scoped.at)  # fmt: skip
+    assert r.how == "recalled" and r.subject == "tomas"
+    assert any(h.tier == "memory" for h in r.evidence)
+    assert scoped.by_doc[r.source].dia_id == "D3:2"
+    # the two arms differ in the scoping only: flat names no subject
+    assert scoped.answer("What did Ines say about her violin recital?", 5, reader)[0] == (
+        locomo.ABSTAIN)
+    assert flat.subject is None and scoped.subject == "ines"
+    # the harness's figures come from the fused path: the typed question scores in full
+    results = locomo.run([conv], [scoped], 5, 0.5)
+    assert len(results[0].outcomes) == len(conv.questions)
+
+
+def test_a_photo_caption_says_what_it_shows() -> None:
+    assert locomo.caption("a photo of a photo of a dog on a bed") == "a dog on a bed"
+    assert locomo.caption("A photography of  a shelf of books") == "a shelf of books"
+    assert locomo.caption("photo of ") == "photo of"  # nothing else: kept as it is

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from hirmem.semantic.reader import ABSTAIN, Evidence, Reader, answer_kind
+from hirmem.semantic.reader import ABSTAIN, Evidence, Reader, answer_kind, focus_verb
 
 SAID = int(datetime(2024, 3, 3, 10, 0, tzinfo=UTC).timestamp() * 1000)
 
@@ -134,6 +134,10 @@ def test_a_list_span_is_verified_like_any_other() -> None:
         ("I went kayaking last summer.", "the summer of 2023"),
         ("I went kayaking two years ago.", "2022"),
         ("I went kayaking a few days ago.", "a few days before 3 March 2024"),
+        ("I went kayaking on Friday!", "the Friday before 3 March 2024"),
+        # a number that ends a name is no year: the time is when it was said
+        ("Yesterday I went kayaking in my Kayak 2077.", "2 March 2024"),
+        ("Since 2019 I go kayaking.", "2019"),  # a capital that starts a sentence
     ],
 )
 def test_more_relative_times_are_resolved(sentence: str, want: str) -> None:
@@ -164,3 +168,67 @@ def test_the_time_a_question_names_is_not_what_the_evidence_must_hold() -> None:
     q = "What new hobby did Ines start recently, as mentioned on 3 June, 2023?"
     got = Reader(0.5).read(q, e, "Ines")
     assert not got.abstained and "pottery" in got.text and got.support == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("question", "evidence", "want"),
+    [
+        # an irregular past meets the base form the question asks in: the object of "took"
+        ("What did Nate take to the beach?",
+         "Anyway, I took my turtles to the beach yesterday!", "turtles"),
+        # the verb's object, not the stretch between the subject's other words
+        ("What did Audrey and her friends stumble across during a hike?",
+         "So my friends and I went on a hike and stumbled across this stunning lake.",
+         "stunning lake"),
+        # the name a sentence is addressed to is not what it says
+        ("Why did Jon close his bank account?",
+         "Hey Gina, I had to close my bank account. I needed it for my business.",
+         "needed business"),
+        # a time said in passing answers no "what" question
+        ("What did James adopt in April?",
+         "I adopted a pup last week and my days have been so much happier.", "pup"),
+        # the name a thing is given: after "called", or in quotes
+        ("What game is John hooked on?",
+         "I'm hooked on this great game called FIFA 23. You can play it online with anyone!",
+         "FIFA 23"),
+        ("What movie did Joanna watch?",
+         'I watched "Little Women" with my sister and it was amazing!', "Little Women"),
+    ],
+)  # fmt: skip
+def test_the_span_is_the_object_of_what_the_question_asks(
+    question: str, evidence: str, want: str
+) -> None:
+    subject = next(w for w in question.split()[1:] if w[0].isupper())
+    got = Reader(0.5).read(question, [Evidence(evidence, SAID)], subject)
+    assert not got.abstained and got.text == want
+
+
+@pytest.mark.parametrize(
+    ("question", "verb"),
+    [
+        ("What did Joanna make for one of the ladies?", "mak"),
+        ("What did Audrey and her friends stumble across?", "stumbl"),
+        ("What is John organizing with his siblings?", "organiz"),
+        ("What is Joanna's project called?", ""),  # a noun after "is": no verb asked
+        ("Where does Bob live?", ""),
+    ],
+)
+def test_the_verb_whose_object_is_asked(question: str, verb: str) -> None:
+    assert focus_verb(question) == verb
+
+
+def test_words_of_the_question_scattered_over_a_long_text_are_no_support() -> None:
+    scattered = ("I dropped food off at the shelter on Monday. The weather was grey all week. "
+                 "Traffic was terrible. My manager gave me a medal for recognition at work.")
+    together = "At the shelter they gave me a medal in recognition of my volunteering."
+    question = "What recognition did John receive at the shelter?"
+    assert Reader(0.5).read(question, [Evidence(scattered, SAID)], "John").abstained
+    got = Reader(0.5).read(question, [Evidence(together, SAID)], "John")
+    assert not got.abstained and "medal" in got.text
+
+
+def test_a_capital_that_only_starts_a_sentence_is_no_name() -> None:
+    e = [Evidence("Long story! Four years ago I moved here from my home country, Sweden.", SAID)]
+    assert Reader(0.5).read("Where did Caroline move from?", e, "Caroline").text == "Sweden"
+    who = [Evidence("Loved it. Went to the match with Priya and her brother.", SAID)]
+    assert Reader(0.5).read("Who did Omar go to the match with?", who, "Omar").text == "Priya"

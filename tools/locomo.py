@@ -10,16 +10,22 @@ and ``qa`` (``question``, ``answer`` or ``adversarial_answer``, ``evidence`` dia
 ``category`` 1-5).
 
 Every conversation gets its own memory, in a container of its own: each turn is one
-document (its words; a shared photo adds its caption) whose subject is its speaker, read by
-the substrate's own pipeline and kept as passages (tier 0). Arms:
+document (its words; a shared photo adds its caption) whose subject is its speaker, said at
+its session's date and time, read by the substrate's own pipeline into the three tiers the
+way any text enters them: passages (tier 0), self-contained sentences as memories (tier 1),
+typed claims (tier 2). Every question is answered by :meth:`Substrate.respond` as of the
+day after the last session: the planner over the claims for a typed question, else the
+reader over fused recall (:meth:`Substrate.remember`: passages, memories and the claims of
+the subject the question names, fused by reciprocal rank). Arms:
 
-- ``flat``: :meth:`Substrate.recall` (hybrid: BM25 and vectors, fused by reciprocal rank)
-  with ``scoped=False``;
-- ``scoped``: the same memory and question with ``scoped=True`` (hip-0526 §7: recall
-  filtered to the subject the question names, by the names a passage holds and its
-  speaker). The two arms differ in that one thing.
+- ``flat``: ``scoped=False`` (passages naming the question's subject are only ranked up);
+- ``scoped``: the same memory and question with ``scoped=True`` (hip-0526 §7: the passages
+  and memories filtered to the subject the question names, by the names a passage holds
+  and its speaker). The two arms differ in that one thing.
 - ``bm25``: a plain BM25 over the turns as ``"<speaker>: <text>"`` (SQLite FTS5), as the
-  retrieval baseline for evidence recall.
+  retrieval baseline for evidence recall, read by the same reader.
+
+Evidence recall counts a memory or a claim as the turn it cites.
 
 The vectors come from the substrate's default embedder: all-MiniLM-L6-v2 where it is
 installed, else the hashed fallback; ``--embedder minilm`` or ``--embedder hash`` picks one.
@@ -63,7 +69,7 @@ from hirmem.semantic.reader import ABSTAIN, Reader  # noqa: E402
 from hirmem.semantic.reader import Evidence as ReaderEvidence  # noqa: E402
 from hirmem.semantic.retrieve import Embedder  # noqa: E402
 from hirmem.semantic.stages import Pipeline, Result, StageRun  # noqa: E402
-from hirmem.semantic.substrate import Substrate  # noqa: E402
+from hirmem.semantic.substrate import Recalled, Substrate  # noqa: E402
 from hirmem.semantic.values import Doc, Origin, doc_id, with_origin  # noqa: E402
 from locomo_score import score  # noqa: E402
 
@@ -114,6 +120,16 @@ def parse_when(text: str) -> datetime | None:
         return None
 
 
+_PHOTO_OF = re.compile(r"^(?:(?:a |an )?(?:photo|photograph|photography|picture|image) of )+",
+                       re.IGNORECASE)  # fmt: skip
+
+
+def caption(text: str) -> str:
+    """A shared photo's caption as what it shows: an image captioner's "a photo of a
+    photo of ..." says only that it is a photo, which the turn says already."""
+    return _PHOTO_OF.sub("", " ".join(text.split())) or text
+
+
 def load(path: Path) -> list[Conversation]:
     raw = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(raw, list):
@@ -130,7 +146,7 @@ def load(path: Path) -> list[Conversation]:
             for t in conv[key]:
                 text = str(t.get("text", ""))
                 if t.get("blip_caption"):
-                    text = f"{text} [shares a photo of {t['blip_caption']}]"
+                    text = f"{text} [photo: {caption(str(t['blip_caption']))}]"
                 turns.append(Turn(str(t["dia_id"]).strip(), str(t["speaker"]), text, when))
         questions = tuple(
             Question(
@@ -163,6 +179,11 @@ class Arm:
 
     def retrieve(self, question: str, k: int) -> list[Evidence]:
         raise NotImplementedError
+
+    def answer(self, question: str, k: int, reader: Reader) -> tuple[str, list[Evidence]]:
+        """The reply to ``question`` and the evidence it was read from (the top ``k``)."""
+        found = self.retrieve(question, k)
+        return read(reader, question, found, self.subject), found
 
 
 CONTAINER = "conversation"
@@ -205,7 +226,8 @@ class Remembered:
 
 
 class SubstrateArm(Arm):
-    """The semantic substrate: turns through its pipeline, questions through ``recall``."""
+    """The semantic substrate: turns through its pipeline into the three tiers, questions
+    through :meth:`Substrate.respond` (fused recall and the planner)."""
 
     def __init__(self, scoped: bool, embedder: PassageEmbedder | None = None) -> None:
         self.scoped = scoped
@@ -232,14 +254,32 @@ class SubstrateArm(Arm):
                                            (doc.id,))])  # fmt: skip
             self.sub.absorb(pipeline.process([doc], result))
             self.by_doc[doc.id] = t
+        # questions are asked as of just after the conversation's last session: what it
+        # said is valid then, whatever today's date is
+        stamps = [_ms(t.when) for t in turns if t.when is not None]
+        self.at = max(stamps) + 86_400_000 if stamps else None
 
     def retrieve(self, question: str, k: int) -> list[Evidence]:
-        self.subject, hits = self.sub.recall(question, {CONTAINER}, k, scoped=self.scoped)
+        self.subject, hits = self.sub.remember(question, {CONTAINER}, k, scoped=self.scoped,
+                                               at=self.at)  # fmt: skip
+        return self._turns(hits)
+
+    def answer(self, question: str, k: int, reader: Reader) -> tuple[str, list[Evidence]]:
+        """Through :meth:`Substrate.respond`: the planner over the claims, else the reader
+        over the fused tiers, with the harness's abstention threshold."""
+        self.sub.reader = reader
+        r = self.sub.respond(question, {CONTAINER}, k, scoped=self.scoped, at=self.at)
+        self.subject = r.subject
+        return r.text, self._turns(r.evidence)
+
+    def _turns(self, hits: Iterable[Recalled]) -> list[Evidence]:
+        """The turns the evidence came from, best first: a passage, a memory or a claim
+        counts as the turn it cites."""
         seen: dict[str, Evidence] = {}
         for h in hits:
-            turn = self.by_doc.get(h.doc)
+            turn = self.by_doc.get(h.source)
             if turn is not None and turn.dia_id not in seen:
-                seen[turn.dia_id] = Evidence(turn, h.similarity)
+                seen[turn.dia_id] = Evidence(turn, h.score)
         return list(seen.values())
 
 
@@ -320,8 +360,7 @@ def run(
             arm.build(conv.turns)
             for q in conv.questions:
                 t0 = time.perf_counter()
-                found = arm.retrieve(q.text, k)
-                reply = read(reader, q.text, found, arm.subject)
+                reply, found = arm.answer(q.text, k, reader)
                 spent = time.perf_counter() - t0
                 res.outcomes.append(Outcome(conv.sample_id, q.category,
                                             score(q.category, reply, q.answer),

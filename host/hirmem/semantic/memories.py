@@ -481,9 +481,11 @@ class MemoryIndex:
         names: Collection[str] = (),
         at: int | None = None,
         candidates: int = CANDIDATES,
+        qvec: npt.NDArray[np.float32] | None = None,
     ) -> list[MemoryHit]:
         """The ``k`` best memories for ``question`` the reader may read, valid at ``at``
-        (when given), about one of ``names`` (when given: the subject's names, folded)."""
+        (when given), about one of ``names`` (when given: the subject's names, folded).
+        ``qvec``: the question's vector, when the caller has it already."""
         if not readable or k <= 0:
             return []
         with self._lock:
@@ -510,7 +512,7 @@ class MemoryIndex:
             terms = [t for t in terms if t not in named] or terms
         with self._lock:
             legs = [self._lexical(terms, readable, where, args, candidates),
-                    self._vector(question, readable, at, scoped, candidates)]
+                    self._vector(question, readable, at, scoped, candidates, qvec)]
             fused: dict[int, float] = {}
             for leg in legs:
                 for rank, mid in enumerate(leg):
@@ -544,7 +546,8 @@ class MemoryIndex:
         return [mid for _, mid in found[:limit]]
 
     def _vector(self, question: str, readable: Collection[str], at: int | None,
-                scoped: Sequence[str], limit: int) -> list[int]:  # fmt: skip
+                scoped: Sequence[str], limit: int,
+                qvec: npt.NDArray[np.float32] | None = None) -> list[int]:  # fmt: skip
         """Cosine over the fenced rows only, masked by time and subject before ranking."""
         ids, vf, ia, mat = self._fenced(readable)
         if not len(ids):
@@ -560,7 +563,8 @@ class MemoryIndex:
         rows = np.flatnonzero(keep)
         if not len(rows):
             return []
-        q = np.asarray(self.embedder.embed(question), dtype=np.float32)
+        q = np.asarray(self.embedder.embed(question) if qvec is None else qvec,
+                       dtype=np.float32)
         qn = float(np.linalg.norm(q))
         with np.errstate(divide="ignore", invalid="ignore"):
             sims = mat.dot(q, rows) / (mat.norms[rows] * (qn if qn > 0 else np.inf))

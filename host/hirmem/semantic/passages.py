@@ -479,13 +479,15 @@ class PassageIndex:
         named: str | None = None,
         at: int | None = None,
         candidates: int = CANDIDATES,
+        qvec: F32 | None = None,
     ) -> list[PassageHit]:
         """The ``k`` best passages for ``question`` among those the reader may read, valid
         at ``at`` (when given), naming ``subject`` (when given: a filter; or any of several
         names, the aliases one entity is known by): fused lexical and vector ranks.
         ``named`` (when no subject filters) is an entity the question names: passages naming
         it get a lexical and a vector leg of their own (a boost, not a filter). Each passage
-        then lends a share of its score to its neighbours."""
+        then lends a share of its score to its neighbours. ``qvec``: the question's vector,
+        when the caller has it already (fused recall embeds a question once for all tiers)."""
         names = None if subject is None else sorted(
             {fold(subject)} if isinstance(subject, str) else {fold(n) for n in subject})
         if not readable or k <= 0:
@@ -499,7 +501,8 @@ class PassageIndex:
             where += _naming_sql(len(names))
             args += names
             named = None
-        qvec = np.asarray(self.embedder.embed(question), dtype=np.float32)
+        if qvec is None:
+            qvec = np.asarray(self.embedder.embed(question), dtype=np.float32)
         terms = query_terms(question)
         entities = names if names is not None else ([fold(named)] if named is not None else [])
         if entities:  # the filter or the boost leg carries the name; its words would only

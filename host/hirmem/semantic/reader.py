@@ -60,6 +60,22 @@ _FUNCTION = _QUESTION_WORDS | frozenset(
     )
 )
 _YEAR = re.compile(r"\b(?:19|20)\d{2}\b")
+_BEFORE_YEAR = re.compile(r"([A-Z][a-z]+)\s+$")
+
+
+def _year(text: str) -> re.Match[str] | None:
+    """The first year ``text`` states; not a number that ends a name ("Cyberpunk 2077":
+    after a capitalised word that neither starts its sentence nor names a month)."""
+    for m in _YEAR.finditer(text):
+        before = _BEFORE_YEAR.search(text[: m.start()])
+        if before is None or fold(before.group(1)) in _MONTHS:
+            return m
+        lead = text[: before.start(1)].rstrip()
+        if not lead or lead[-1] in ".!?":  # "Since 2019": a capital that starts a sentence
+            return m
+    return None
+
+
 _MONTHS = tuple(datetime(2000, m, 1).strftime("%B").lower() for m in range(1, 13))
 _DATE = re.compile(
     rf"\b(?:\d{{1,2}} )?(?:{'|'.join(_MONTHS)})(?: \d{{1,2}})?(?:,? \d{{4}})?\b", re.IGNORECASE
@@ -93,10 +109,12 @@ _CLAUSE = frozenset(
 _PLACE_PREPOSITIONS = frozenset(
     {"in", "at", "to", "from", "near", "around", "into", "visit", "visited", "visiting"}
 )
+NAME_WEIGHT = 2.0  # and when it is the name something is given, for a "what" question
+VERB_WEIGHT = 2.0  # a span's score when it follows the verb a "what did X do" asks about
 SENTENCE_WEIGHT = 0.75  # a span's score per question word its sentence holds
 CONTEXT_WEIGHT = 0.5  # and per question word the sentence before it holds
 _REASON = frozenset({"because", "since", "so", "to", "for"})
-_TOKEN = re.compile(r"[$\u20ac\u00a3]?\d[\d,.:]*%?|[^\W_]+(?:['\u2019][^\W_]+)*|[^\w\s]")
+_TOKEN = re.compile(r"[$\u20ac\u00a3]?\d(?:[\d,.:]*\d)?%?|[^\W_]+(?:['\u2019][^\W_]+)*|[^\w\s]")
 _BOUNDARY = frozenset(';:()[]"\u201c\u201d\u2014\u2013!?.')
 
 
@@ -137,8 +155,9 @@ _RELATIVE: tuple[tuple[re.Pattern[str], _Resolve], ...] = tuple(
         ("tomorrow", lambda d, m: _day(d + timedelta(days=1))),
         ("today|tonight|this morning|this afternoon|this evening|just now",
          lambda d, m: _day(d)),
-        (rf"last ({_WEEKDAYS})|this past ({_WEEKDAYS})",
-         lambda d, m: f"the {(m.group(1) or m.group(2)).capitalize()} before {_day(d)}"),
+        (rf"last ({_WEEKDAYS})|this past ({_WEEKDAYS})|on ({_WEEKDAYS})",
+         lambda d, m: f"the {(m.group(1) or m.group(2) or m.group(3)).capitalize()} before "
+                      f"{_day(d)}"),
         ("last weekend", lambda d, m: f"the weekend before {_day(d)}"),
         ("this weekend|over the weekend", lambda d, m: f"the weekend of {_day(d)}"),
         ("last week", lambda d, m: f"the week before {_day(d)}"),
@@ -181,13 +200,40 @@ class Reply:
     source: str = ""
 
 
+# the past forms of common irregular verbs, each to its base: a question asks "what did
+# Nate take" of a turn that says "I took"
+_IRREGULAR = {
+    past: base
+    for base, forms in (
+        ("be", "was were been"), ("begin", "began begun"), ("bring", "brought"),
+        ("build", "built"), ("buy", "bought"), ("catch", "caught"), ("choose", "chose chosen"),
+        ("come", "came"), ("do", "did done"), ("draw", "drew drawn"), ("drink", "drank drunk"),
+        ("drive", "drove driven"), ("eat", "ate eaten"), ("fall", "fell fallen"),
+        ("feel", "felt"), ("find", "found"), ("fly", "flew flown"), ("forget", "forgot"),
+        ("get", "got gotten"), ("give", "gave given"), ("go", "went gone"),
+        ("grow", "grew grown"), ("have", "had"), ("hear", "heard"), ("hold", "held"),
+        ("keep", "kept"), ("know", "knew known"), ("lead", "led"), ("learn", "learnt"),
+        ("leave", "left"), ("lose", "lost"), ("make", "made"), ("meet", "met"),
+        ("pay", "paid"), ("ride", "rode ridden"), ("run", "ran"), ("say", "said"),
+        ("see", "saw seen"), ("sell", "sold"), ("send", "sent"), ("sing", "sang sung"),
+        ("sit", "sat"), ("speak", "spoke spoken"), ("spend", "spent"), ("stand", "stood"),
+        ("swim", "swam swum"), ("take", "took taken"), ("teach", "taught"),
+        ("tell", "told"), ("think", "thought"), ("throw", "threw thrown"),
+        ("understand", "understood"), ("wear", "wore worn"), ("win", "won"),
+        ("write", "wrote written"),
+    )
+    for past in forms.split()
+}  # fmt: skip
+
+
 def _stem(w: str) -> str:
     """A light suffix stripper, enough to meet "hiking" with "hike" and "participated"
     with "participate": possessive, plural and verb endings off, then a final "e" and a
-    doubled final consonant."""
+    doubled final consonant; an irregular past goes to its base first."""
     w = fold(w).replace("\u2019", "'")
     if w.endswith("'s"):
         w = w[:-2]
+    w = _IRREGULAR.get(w, w)
     if len(w) > 4 and w.endswith(("ies", "ied")):
         return w[:-3] + "y"
     for suffix in ("ing", "ed", "es", "s"):
@@ -240,6 +286,36 @@ _KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
 _HEAD = re.compile(r"^(?:what|which) (?:kinds?|types?|sorts?|genres?|forms?) of ([^\W_]+)", re.I)
 
 
+_ASKS_OBJECT = re.compile(
+    r"^(?:what|which \w+|who|whom)\s+(?P<aux>did|does|do|has|have|had|will|would|is|was|are|were)"
+    r"\s+(?P<rest>.+)$", re.IGNORECASE)  # fmt: skip
+
+
+def focus_verb(question: str) -> str:
+    """The stem of the verb whose object a "what did <subject> <verb> ..." question asks
+    for ("What did Joanna make for ..." -> make; "What is John organizing"); "" for
+    other questions. The subject is its leading names and possessives, and what "and"
+    joins to them ("Audrey and her friends")."""
+    m = _ASKS_OBJECT.match(" ".join(question.strip().rstrip("?").split()))
+    if m is None:
+        return ""
+    words = m.group("rest").split()
+    i = 0
+    while i < len(words) and (words[i][0].isupper() or fold(words[i]) in ("his", "her", "their")):
+        i += 1
+        if i < len(words) and fold(words[i]) == "and":  # "Audrey and her friends"
+            i += 1
+            while i < len(words) and fold(words[i]) in _FUNCTION:
+                i += 1
+            i += 1
+    if i == 0 or i >= len(words) or fold(words[i]) in _FUNCTION:
+        return ""
+    verb = fold(words[i].strip(",.;:"))
+    if fold(m.group("aux")) in ("is", "was", "are", "were") and not verb.endswith(("ing", "ed")):
+        return ""  # "what is X's project called": a noun, not a verb of X
+    return _stem(verb)
+
+
 def head_noun(question: str) -> str:
     """The stem of the noun a "what kind of N" question asks a kind of; "" otherwise."""
     m = _HEAD.search(" ".join(question.strip().split()))
@@ -278,21 +354,53 @@ def answer_kind(question: str) -> str:
     return "thing"
 
 
+# a time said in passing ("yesterday", "last Friday", "a few years back", "in May 2023")
+_IN_PASSING = re.compile(
+    r"\b(?:(?:just |only )?(?:yesterday|today|tonight|tomorrow|recently|lately|earlier|"
+    r"the other day|this (?:morning|afternoon|evening)|last night)"
+    rf"|(?:last|next|this|past) (?:{_WEEKDAYS}|week(?:end)?|month|year|summer|winter|spring|"
+    r"fall|autumn|time)"
+    r"|(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|a couple of|"
+    r"several) (?:days?|weeks?|months?|years?) (?:ago|back))\b",
+    re.IGNORECASE,
+)
+# a name the sentence is addressed to after a greeting ("Hey Gina,", "Thanks, Maria!")
+_GREETING = (r"(?i:(?:hey|hi|hello|thanks|thank you|wow|whoa|oh|ooh|yeah|yes|yep|haha|aw+|"
+             r"congrats|congratulations|sorry|sure|ok|okay|great|cool|nice|good morning|"
+             r"morning|dear)[,!]?\s+)")  # fmt: skip
+# (one that ends a sentence, "you're right, Caroline.", reads like an apposition, "my
+# home country, Sweden.", and is kept)
+_VOCATIVE = re.compile(rf"^{_GREETING}+[A-Z][a-z]+(?=\s*[,!.?])")
+
+
+def _plain(sentence: str, kind: str) -> str:
+    """``sentence`` less what answers no question of ``kind``: the name it is addressed to
+    and, unless a time or a figure is asked for, the times it mentions in passing (each
+    leaves a boundary, so no span runs across it)."""
+    sentence = _VOCATIVE.sub(";", sentence)
+    if kind in ("when", "figure"):
+        return sentence
+    return _IN_PASSING.sub(";", _DATED.sub(";", sentence))
+
+
 @dataclass(frozen=True, slots=True)
 class _Tok:
     text: str
     word: bool  # False: punctuation
     asked: bool  # the question holds it
     function: bool  # carries no answer
+    name: bool = False  # a capital that does not only start its sentence
 
 
 def _tokens(sentence: str, asked: set[str]) -> list[_Tok]:
-    out = []
+    out: list[_Tok] = []
     for m in _TOKEN.finditer(sentence):
         t = m.group(0)
         word = t[0].isalnum() or t[0] in "$\u20ac\u00a3"
         low = fold(t)
-        out.append(_Tok(t, word, word and _stem(t) in asked, word and low in _FUNCTION))
+        initial = not any(u.word for u in out) or out[-1].text in (".", "!", "?", ";")
+        out.append(_Tok(t, word, word and _stem(t) in asked, word and low in _FUNCTION,
+                        word and t[0].isupper() and not initial))  # fmt: skip
     return out
 
 
@@ -300,10 +408,13 @@ def _figure(t: str) -> bool:
     return t[0].isdigit() or t[0] in "$\u20ac\u00a3" or fold(t) in _NUMBER_WORDS
 
 
-def _spans(toks: list[_Tok], kind: str, head: str = "") -> list[tuple[float, int, list[str]]]:
+def _spans(toks: list[_Tok], kind: str, head: str = "",
+           verb: str = "") -> list[tuple[float, int, list[str], list[str]]]:  # fmt: skip
     """Every stretch of words the question does not hold, between the words it holds and
-    the clause boundaries, scored for the answer kind: (score, position, its words)."""
-    out: list[tuple[float, int, list[str]]] = []
+    the clause boundaries, scored for the answer kind: (score, position, its words, the
+    names among them). A stretch just after the question's verb (``verb``, a stem) is its
+    object: favoured."""
+    out: list[tuple[float, int, list[str], list[str]]] = []
     start = 0
     n = len(toks)
     while start < n:
@@ -325,6 +436,7 @@ def _spans(toks: list[_Tok], kind: str, head: str = "") -> list[tuple[float, int
                 break
             end += 1
         words = [u.text for u in toks[start:end] if u.word and not u.function]
+        names = [u.text for u in toks[start:end] if u.name and not u.function]
         if words:
             lead = [fold(u.text) for u in toks[start:end] if u.word][:2]
             # near the words the question holds, just after them most of all; and a span of
@@ -337,36 +449,57 @@ def _spans(toks: list[_Tok], kind: str, head: str = "") -> list[tuple[float, int
                 [1.0 / (j - end + 1) for j in range(end, min(n, end + 3)) if toks[j].asked] + [0.0]
             )
             score += 0.25 * min(len(words), 4)
+            if verb and any(_stem(toks[j].text) == verb for j in range(max(0, start - 3), start)):
+                score += VERB_WEIGHT
             if head and end < n and _stem(toks[end].text) == head:
                 # "what kind of art": the words just before "art" say which kind
                 score += 3.0
                 words = [*words, toks[end].text]
             if (kind == "figure" and any(_figure(w) for w in words)) or (
-                kind == "person" and any(w[0].isupper() for w in words)
+                kind == "person" and names
             ):
                 score += 3.0
             elif kind in ("place", "places") and (
-                any(w[0].isupper() for w in words) or _PLACE_PREPOSITIONS & set(lead)
+                names or _PLACE_PREPOSITIONS & set(lead)
             ):
-                score += 2.0 + any(w[0].isupper() for w in words)
+                score += 5.0 if names else 2.0  # a named place over a phrase
             elif kind == "reason" and _REASON & set(lead):
                 score += 3.0
+            elif kind in ("thing", "list") and _titled(toks, start, end):
+                score += NAME_WEIGHT
+                if fold(words[0]) in _NAMING:  # "called FIFA 23": the name
+                    words = words[1:] or words
             score -= 0.15 * max(0, len(words) - 5)
-            out.append((score, start, words))
+            out.append((score, start, words, names))
         start = max(end, start + 1)
     return out
 
 
-def _narrow(words: list[str], kind: str) -> list[str]:
+_QUOTES = frozenset('"\u201c\u201d')
+_NAMING = frozenset({"called", "named", "titled"})
+
+
+def _titled(toks: list[_Tok], start: int, end: int) -> bool:
+    """Whether the stretch ``[start, end)`` is a name given to a thing: quoted, or led
+    by "called" or "named" ("a game called FIFA 23"), or just after them."""
+    if fold(toks[start].text) in _NAMING and end > start + 1:
+        return True
+    before = toks[start - 1] if start else None
+    quoted = (before is not None and before.text in _QUOTES
+              and end < len(toks) and toks[end].text in _QUOTES)  # fmt: skip
+    return quoted or (before is not None and fold(before.text) in _NAMING) or (
+        before is not None and before.text in _QUOTES and start >= 2
+        and fold(toks[start - 2].text) in _NAMING)  # fmt: skip
+
+
+def _narrow(words: list[str], kind: str, names: list[str]) -> list[str]:
     """The part of a chosen span the kind asks for: a figure and its unit; a name."""
     if kind == "figure":
         for i, w in enumerate(words):
             if _figure(w):
                 return words[i : i + 2]
-    if kind in ("person", "place", "places"):
-        names = [w for w in words if w[0].isupper()]
-        if names:
-            return names
+    if kind in ("person", "place", "places") and names:
+        return names
     return words
 
 
@@ -374,7 +507,7 @@ def _holds_kind(text: str, kind: str) -> bool:
     """Whether ``text`` has something of the kind asked for (a tie-break between passages
     equally supported)."""
     if kind == "when":
-        return bool(_DATE.search(text) or _YEAR.search(text))
+        return bool(_DATE.search(text) or _year(text))
     if kind == "figure":
         return any(_figure(w) for w in _WORD.findall(text))
     if kind in ("person", "place", "places"):
@@ -386,6 +519,16 @@ def _statements(text: str) -> str:
     """``text`` without its questions ("Did you make it?" states nothing)."""
     kept = [s for s in _SENT.findall(text) if not s.rstrip().endswith("?")]
     return " ".join(s.strip() for s in kept)
+
+
+def _held_together(asked: set[str], text: str) -> set[str]:
+    """What ``text`` holds of the question within a sentence and the next: words
+    scattered over a long text are not evidence of one thing (the abstention reads this;
+    the choice among passages reads all they hold)."""
+    sentences = [_terms(s) for s in _SENT.findall(text) if s.strip()] or [_terms(text)]
+    return max((asked & (a | b) for a, b in zip(sentences, [*sentences[1:], set()],
+                                                 strict=True)),
+               key=len, default=set())
 
 
 class Reader:
@@ -410,6 +553,7 @@ class Reader:
         # a question asserts nothing: what a passage holds is what its statements hold
         stated = [_statements(e.text) for e in evidence]
         held = [asked & _terms(t) for t in stated]
+        together = [_held_together(asked, t) for t in stated]
         # a word the question shares with every passage tells them apart least: the choice
         # weighs each word by how few of the passages hold it
         df = {t: sum(t in h for h in held) for t in asked}
@@ -422,9 +566,10 @@ class Reader:
                     _holds_kind(t, kind),
                     -i,
                     e,
-                    len(h) / len(asked) if asked else 1.0,
+                    len(g) / len(asked) if asked else 1.0,
                 )
-                for i, (h, t, e) in enumerate(zip(held, stated, evidence, strict=True))
+                for i, (h, g, t, e) in enumerate(zip(held, together, stated, evidence,
+                                                     strict=True))
             ),
             key=lambda r: r[:3],
             reverse=True,
@@ -443,11 +588,12 @@ class Reader:
         skip = _terms(question) | (_terms(subject) if subject else set())
         parts: list[str] = []
         head = head_noun(question)
+        verb = focus_verb(question)
         chosen = [best]
         if kind in ("list", "places"):
             chosen += [r[3] for r in ranked[1:] if r[4] >= max(self.min_support, support * 0.75)]
         for e in chosen[: self.LIST_PARTS]:
-            span = self._span(skip, asked, _statements(e.text), kind, head)
+            span = self._span(skip, asked, _statements(e.text), kind, head, verb)
             if span and self._verified(span, e.text) and span not in parts:
                 parts.append(span)
         if not parts:
@@ -461,20 +607,22 @@ class Reader:
         sentences: list[str] = [s.strip() for s in _SENT.findall(text) if s.strip()] or [text]
         return max(sentences, key=lambda s: (len(asked & _terms(s)), _holds_kind(s, kind), -len(s)))
 
-    def _span(self, skip: set[str], asked: set[str], text: str, kind: str, head: str) -> str:
+    def _span(self, skip: set[str], asked: set[str], text: str, kind: str, head: str,
+              verb: str = "") -> str:  # fmt: skip
         # a turn often names what is asked about in one sentence and answers in the next:
         # every sentence's spans compete, weighted by what the sentence and the one before
         # it hold of the question
         sentences = [s.strip() for s in _SENT.findall(text) if s.strip()] or [text]
         held = [len(asked & _terms(s)) for s in sentences]
-        best: tuple[float, int, list[str]] | None = None
+        best: tuple[float, int, list[str], list[str]] | None = None
         for i, sentence in enumerate(sentences):
             weight = SENTENCE_WEIGHT * held[i] + CONTEXT_WEIGHT * (held[i - 1] if i else 0)
-            for score, pos, words in _spans(_tokens(sentence, skip), kind, head):
-                cand = (score + weight, -(i * 10_000 + pos), words)
+            for score, pos, words, names in _spans(_tokens(_plain(sentence, kind), skip), kind,
+                                                   head, verb):  # fmt: skip
+                cand = (score + weight, -(i * 10_000 + pos), words, names)
                 if best is None or cand[:2] > best[:2]:
                     best = cand
-        return "" if best is None else " ".join(_narrow(best[2], kind))
+        return "" if best is None else " ".join(_narrow(best[2], kind, best[3]))
 
     @staticmethod
     def _when(sentence: str, e: Evidence, question: str = "") -> str:
@@ -484,7 +632,7 @@ class Reader:
             ago = _AGO.search(sentence) or _AGO.search(e.text)
             if ago is not None:
                 return ago.group(0)
-        m = _DATE.search(sentence) or _YEAR.search(sentence)
+        m = _DATE.search(sentence) or _year(sentence)
         if m is not None:
             return m.group(0)
         if e.said_at:

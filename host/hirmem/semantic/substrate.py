@@ -63,6 +63,8 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from hirmem.protocol.clock import now_ms
 from hirmem.semantic.assertions import Edge, Ledger, Lifted, SQLiteLedger, Tombstone
 from hirmem.semantic.claims import READING, ClaimRow, ClaimStore, Statement
@@ -106,7 +108,7 @@ from hirmem.semantic.stores.sqlite import SQLiteDocs, SQLiteGraph, SQLiteTriples
 from hirmem.semantic.values import Chunk, Claim, Doc, Triple, lineage, origin
 from hirmem.sql import PgTarget
 
-__all__ = ["ForgedAssertion", "Recalled", "Substrate"]
+__all__ = ["ForgedAssertion", "Recalled", "Response", "Substrate"]
 
 REASONER = "software:reasoner"
 DEFAULT_CONTAINER = "default"  # the container of a document that names none
@@ -138,6 +140,38 @@ class Recalled:
     score: float  # the fused reciprocal-rank score across the tiers
 
 
+def _body(text: str) -> str:
+    """A memory's sentence without the speaker it was led by ("Maya: I moved." -> "I
+    moved."), as its passage holds it."""
+    head, sep, rest = text.partition(": ")
+    return rest if sep and len(head.split()) <= 3 else text
+
+
+def _holds(outer: Recalled, inner: Recalled) -> bool:
+    """Whether ``outer`` holds the text of ``inner``, another piece of the same source (a
+    turn holds its sentences' memories and its claims' quotes)."""
+    return (outer is not inner and outer.source == inner.source
+            and len(outer.text) > len(inner.text) and _body(inner.text) in outer.text)
+
+
+def _fuse_pieces(fused: Sequence[tuple[float, Recalled]], k: int) -> list[Recalled]:
+    """The pieces of the ``k`` best sources, best first. A piece that holds others of its
+    source (a passage, its memories) ranks by its score and theirs: found in several tiers,
+    it is better evidence; the pieces it holds are listed too, by their own."""
+    raised = [(score + sum(sc for sc, r in fused if _holds(piece, r)), piece)
+              for score, piece in fused]  # fmt: skip
+    ranked = sorted(raised, key=lambda sr: (-sr[0], sr[1].tier, sr[1].text))
+    sources: set[str] = set()
+    out = []
+    for score, r in ranked:
+        if r.source not in sources:
+            if len(sources) == k:
+                continue
+            sources.add(r.source)
+        out.append(Recalled(r.tier, r.text, r.container, r.source, r.said_at, score))
+    return out
+
+
 def _structured(text: str) -> tuple[str, str] | None:
     """(subject, attribute) of a record stating a value of a subject's attribute."""
     try:
@@ -147,6 +181,17 @@ def _structured(text: str) -> tuple[str, str] | None:
     if not isinstance(body, dict) or not {"subject", "attribute", "value"} <= body.keys():
         return None
     return str(body["subject"]), str(body["attribute"])
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """An answer and what it rests on."""
+
+    how: str  # "planned" (from claims), "recalled" (the reader over fused recall), "abstained"
+    text: str
+    subject: str | None  # the subject recall was scoped to
+    evidence: tuple[Recalled, ...]  # what the answer was read from, best first
+    source: str = ""  # the source of the evidence the reply quotes ("" when abstained)
 
 
 class ForgedAssertion(SemanticError):
@@ -822,20 +867,31 @@ class Substrate:
         """Recall across the tiers: passages (tier 0), memories (tier 1) and, when the
         question names a subject, the claims true of it (tier 2), each ranked within its
         tier behind the same fence and at the same time ``at``, fused by reciprocal rank.
-        Returns the subject scoped to and the ``k`` best."""
+        ``scoped`` (§7) filters the passages and memories to the subject the question
+        names; when not, passages naming it are only ranked up. Returns the subject scoped
+        to (None when flat) and the pieces of the ``k`` best sources (a source's passage and
+        the memories and quotes it holds are each listed, the passage ranked by them all)."""
         at = self.clock() if at is None else at
         if not readable or k <= 0:
             return None, []
-        subject = self.passages.subject_named(question, readable) if scoped else None
-        names = self._names(subject, readable)
+        named = self.passages.subject_named(question, readable)
+        names = self._names(named, readable) if scoped else None
+        # one vector of the question for every tier (they share one embedder)
+        qvec = np.asarray(self.passages.embedder.embed(question), dtype=np.float32)
         legs: list[list[Recalled]] = [
             [Recalled("passage", h.text, h.container, h.doc, h.said_at, 0.0)
-             for h in self.passages.search(question, k, readable, subject=names, at=at)],
+             for h in (self.passages.search(question, k, readable, subject=names, at=at,
+                                            qvec=qvec)
+                       if scoped else
+                       self.passages.search(question, k, readable, named=named, at=at,
+                                            qvec=qvec))],
             [Recalled("memory", m.text, m.container, m.source, m.said_at, 0.0)
-             for m in self.memories.search(question, k, readable, names=names or (), at=at)],
+             for m in self.memories.search(
+                 question, k, readable, names=names or (), at=at,
+                 qvec=qvec if self.memories.embedder is self.passages.embedder else None)],
         ]  # fmt: skip
-        if subject is not None:
-            legs.append(self._claim_leg(question, subject, readable, at, k))
+        if named is not None:  # tier 2 is read by subject in either arm
+            legs.append(self._claim_leg(question, named, readable, at, k))
         # one piece of evidence found in two tiers (a one-sentence text is its passage, its
         # memory and the quote of its claim) is one entry, its ranks summed, under the most
         # typed tier that holds it
@@ -847,9 +903,7 @@ class Substrate:
                 if _TIERS.index(r.tier) > _TIERS.index(held.tier):
                     held = r
                 fused[key] = (score + 1.0 / (RRF_K + rank + 1), held)
-        best = sorted(fused.values(), key=lambda sr: (-sr[0], sr[1].tier, sr[1].text))[:k]
-        return subject, [Recalled(r.tier, r.text, r.container, r.source, r.said_at, score)
-                         for score, r in best]  # fmt: skip
+        return (named if scoped else None), _fuse_pieces(list(fused.values()), k)
 
     def _claim_leg(self, question: str, subject: str, readable: Collection[str], at: int,
                    k: int) -> list[Recalled]:  # fmt: skip
@@ -871,15 +925,37 @@ class Substrate:
     def answer(self, question: str, readable: Collection[str], k: int = 10) -> tuple[str, str]:
         """(how, answer): a typed question from the claims (``planned``), else the reader
         over hybrid recall (``recalled``), else ``abstained`` with the abstention."""
+        r = self.respond(question, readable, k)
+        return r.how, r.text
+
+    def respond(
+        self,
+        question: str,
+        readable: Collection[str],
+        k: int = 10,
+        scoped: bool = True,
+        *,
+        at: int | None = None,
+    ) -> Response:
+        """:meth:`answer` with what it rests on: the plan's claim quotes, or the fused
+        evidence the reader was handed (:meth:`remember`, ``scoped`` or flat)."""
         if not readable:
-            return "abstained", ABSTAIN  # no containers, nothing: the fence working
+            return Response("abstained", ABSTAIN, None, ())  # no containers: the fence
         planned = self.planner.answer(question, readable)
         if planned is not None and planned.answer:
-            return "planned", planned.answer
-        subject, hits = self.remember(question, readable, k)
-        reply = self.reader.read(question, [Evidence(h.text, h.said_at, h.source) for h in hits],
+            cited = tuple(Recalled("claim", a.quote, a.container, a.source, a.said_at, 1.0)
+                          for row in planned.rows for a in row.attestations
+                          if a.container in readable)  # fmt: skip
+            return Response("planned", planned.answer, None, cited,
+                            cited[0].source if cited else "")
+        subject, hits = self.remember(question, readable, k, scoped, at=at)
+        # the reader reads each text once: a piece another one holds adds nothing
+        read = [h for h in hits if not any(_holds(o, h) for o in hits)]
+        reply = self.reader.read(question, [Evidence(h.text, h.said_at, h.source) for h in read],
                                  subject)  # fmt: skip
-        return ("abstained" if reply.abstained else "recalled"), reply.text
+        if reply.abstained:
+            return Response("abstained", reply.text, subject, tuple(hits))
+        return Response("recalled", reply.text, subject, tuple(hits), reply.source)
 
     def subjects(self) -> list[str]:
         """Subjects the memory has heard of (retracted ones too: asking about them is
