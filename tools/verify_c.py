@@ -315,25 +315,27 @@ def check_decoders(planted: str | None = None, precision: int = EVA_PRECISION,
     return report
 
 
-# How each invariant of hm_ring.h is established (protocol/SPEC.md §13 in full). WP
-# (check_ring_wp) proves the contracts of hm_ring.c against ring_ok, the per-slot part
-# of the invariants, except the goals of verify/ring/wp_unproved.txt; the rest is the
-# exploration's.
+# How each invariant of hm_ring.h is established (protocol/SPEC.md §13 in full): all of
+# each by the exploration; the part ring_ok and the postconditions state is WP's too,
+# goal by goal, except what verify/ring/wp_unproved.txt lists (among it ring_ok kept by
+# most stores into the ring, so WP does not yet replace the exploration for any of them).
 RING_INVARIANTS = (
-    ("I1 slots", "WP: live seqs distinct and <= seq, links in range (ring_ok); "
-                 "exploration: ring_check + hm_ring_validate after every step"),
+    ("I1 slots", "exploration: ring_check + hm_ring_validate after every step; "
+                 "ACSL: live seqs distinct and <= seq, links in range"),
     ("I2 recency", "exploration: model of the access order, compared after every step"),
-    ("I3 eviction", "WP: release frees only a pinned record; exploration: model of the "
-                    "fewest-oldest victims per capture"),
-    ("I4 backpressure", "WP: a refusal keeps seq and is counted; exploration: it changes "
-                        "only its two counters"),
-    ("I5 pins", "WP: pack != 0 only when gated (ring_ok), pin/unpin/release contracts"),
-    ("I6 arena", "WP: each record's geometry, arena accesses in bounds; exploration: "
-                 "first fit per capture, bytes compared, disjoint block maps"),
-    ("I7 scores", "WP: VOLATILE unscored, unpinned, unchained; gated EPISODIC (ring_ok)"),
-    ("I8 counters", "WP: captures = seq + refusals, one count per gating; exploration: "
-                    "used, volatiles, pinned, arena_used"),
+    ("I3 eviction", "exploration: model of the fewest-oldest victims per capture; "
+                    "ACSL: no gated record leaves by a capture, a release needs a pin"),
+    ("I4 backpressure", "exploration: a refused capture changes only its two counters; "
+                        "ACSL: a refusal keeps seq and is counted"),
+    ("I5 pins", "exploration: ring_check after every step; ACSL: pack != 0 only when gated"),
+    ("I6 arena", "exploration: first fit per capture, bytes compared, disjoint block maps; "
+                 "ACSL: each record's geometry, arena accesses in bounds (-wp-rte)"),
+    ("I7 scores", "exploration: ring_check (structure) after every step; ACSL: VOLATILE "
+                  "unscored, unpinned, unchained; gated EPISODIC"),
+    ("I8 counters", "exploration: ring_check + model (one count per gating); ACSL: "
+                    "captures = seq + refusals, one count per gating"),
 )
+
 
 
 
