@@ -12,12 +12,13 @@
 - Every sequence of up to 5 ring operations from an empty 3-slot ring keeps the
   invariants of hm_ring.h (the tool runs depth 8); the planted recency bug
   (HM_PLANT_RING_LRU) is caught with the sequence that shows it.
-- WP proves the ACSL contracts of hm_ring.c's capture path (find_run, slot_take,
-  evict_lru, lru_push_front, make_room) with -wp-rte, except the goals listed with
+- WP proves the ACSL contracts of the capture path's helpers in hm_ring.c (find_run,
+  slot_take, evict_lru, lru_push_front) with -wp-rte, except the goals listed with
   their reason in verify/ring/wp_unproved.txt; the planted off-by-one in the eviction's
   run search (HM_PLANT_RING) leaves a goal of make_room unproved that is not listed.
 - The reviewed-alarm list parses, and an alarm outside it is reported as new.
-About 4 minutes on two loaded cores (WP is most of it).
+About 5 minutes on two loaded cores (WP is most of it: each ring WP test about a minute
+alone, several under load).
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ def test_ring_wp_proves_the_capture_path() -> None:
                  r"0 new", rep.lines[0])
     assert m, text
     proved, total, listed = (int(g) for g in m.groups())
-    assert total == proved + listed and proved >= 100, text
+    assert total == proved + listed and proved >= 50, text
     # every function of the fast subset had goals, and each unproved one has its reason
     for function in verify_c.RING_WP_FAST:
         assert re.search(rf"\b{function} \d+/\d+", rep.lines[1]), text
