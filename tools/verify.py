@@ -320,6 +320,11 @@ def _other_methods(fast: bool) -> list[tuple[str, Runner]]:
             planted="cobs", entries=("eva_frame",)))),
         ("ring", lambda: verify_c.check_ring(ring_depth)),
         ("ring-planted", lambda: _planted(verify_c.check_ring(ring_depth, planted="lru"))),
+        # WP over the ring's contracts: the capture path in the fast subset, all in the tool
+        ("ring-wp", lambda: verify_c.check_ring_wp(
+            functions=verify_c.RING_WP_FAST if fast else ())),
+        ("ring-wp-planted", lambda: _planted(verify_c.check_ring_wp(
+            planted="eviction", functions=("make_room",)))),
         ("memory", lambda: verify_memory.explore(mem_depth, mem_slots)),
     ]
 

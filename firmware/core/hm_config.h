@@ -43,8 +43,8 @@
 #endif
 /* Planted bugs exist only for tools/verify_c.py, which shows its checkers catch them;
  * a build that sets one by mistake stops here. */
-#if (defined(HM_PLANT_OOB) || defined(HM_PLANT_COBS) || defined(HM_PLANT_RING_LRU)) && \
-    !defined(HM_VERIFY_PLANTED)
+#if (defined(HM_PLANT_OOB) || defined(HM_PLANT_COBS) || defined(HM_PLANT_RING_LRU) || \
+     defined(HM_PLANT_RING)) && !defined(HM_VERIFY_PLANTED)
 #error "HM_PLANT_* are planted bugs for tools/verify_c.py only"
 #endif
 #if HM_WINDOW < 1 || HM_WINDOW > 8

@@ -5,7 +5,64 @@
 
 #define NIL ((uint8_t)HM_RING_NIL)
 
+/* ACSL contracts (tools/verify_c.py ring-wp): every function requires and ensures
+ * ring_ok, the part of the invariants of hm_ring.h that is a property of each slot or
+ * pair of slots, states its postconditions, and is checked for runtime errors
+ * (-wp-rte). WP with Z3 through Why3 proves every goal except those listed, with the
+ * reason, in verify/ring/wp_unproved.txt. What ring_ok leaves out (list order and
+ * membership, the block maps as unions, the counts) and every listed goal are checked
+ * by verify/ring/ring_explore.c; protocol/SPEC.md §13 says which is which. */
+/*@ predicate link_ok(hm_ring *r, integer l) = l == HM_RING_NIL || 0 <= l < r->capacity;
+    // I6 for a slot's geometry; it holds for free slots too (they keep their last one)
+    predicate geometry_ok(hm_ring *r, hm_ring_record *x) =
+      x->payload_len <= HM_MAX_PAYLOAD && x->source_len <= HM_MAX_SOURCE &&
+      x->nblocks == (x->payload_len + x->source_len + r->block_size - 1) / r->block_size &&
+      x->block + x->nblocks <= HM_RING_BLOCKS && (x->nblocks == 0 ==> x->block == 0);
+    // I7: a VOLATILE record has no scores yet
+    predicate unscored(hm_ring_record *x) =
+      x->confidence == 0 && x->provenance == 0 && x->priority == 0 &&
+      x->gate.h == 0 && x->gate.i == 0 && x->gate.r == 0 && x->gate.f == 0 &&
+      x->gate.c == 0 && x->gate.rn == 0 && x->gate.w == 0 && x->gate.flags == 0 &&
+      x->gate.verdict == 0 && x->gate.hard == 0 && x->gate.state == 0;
+    // I1 (seq), I5, I7 of a live record
+    predicate live_ok(hm_ring *r, hm_ring_record *x) =
+      1 <= x->seq <= r->seq &&
+      (x->state == HM_STATE_VOLATILE || x->state == HM_STATE_CANDIDATE ||
+       x->state == HM_STATE_QUARANTINED) &&
+      (x->state == HM_STATE_VOLATILE ==>
+         x->layer == HM_LAYER_WORKING && x->pack == 0 && x->chained == 0) &&
+      (x->state != HM_STATE_VOLATILE ==> x->layer == HM_LAYER_EPISODIC);
+    predicate ring_base(hm_ring *r) =
+      1 <= r->capacity <= HM_RING_CAPACITY &&
+      10 <= r->block_size && r->block_size * HM_RING_BLOCKS <= HM_ARENA_SIZE &&
+      link_ok(r, r->free_head) && link_ok(r, r->mru) && link_ok(r, r->lru) &&
+      // one fact per quantifier, on the fields themselves: Z3 instantiates them at once
+      (\forall integer k; 0 <= k < r->capacity ==>
+         r->rec[k].prev == HM_RING_NIL || r->rec[k].prev < r->capacity) &&
+      (\forall integer k; 0 <= k < r->capacity ==>
+         r->rec[k].next == HM_RING_NIL || r->rec[k].next < r->capacity) &&
+      (\forall integer k; 0 <= k < r->capacity ==> geometry_ok(r, &r->rec[k])) &&
+      (\forall integer k; 0 <= k < r->capacity && r->rec[k].seq != 0 ==>
+         live_ok(r, &r->rec[k])) &&
+      // I1: live seqs are distinct
+      (\forall integer j, k; 0 <= j < r->capacity && 0 <= k < r->capacity && j != k &&
+         r->rec[j].seq != 0 ==> r->rec[j].seq != r->rec[k].seq) &&
+      // I8: captures = stored + refusals (32-bit counters)
+      r->counters.captures == (r->seq + r->counters.refusals) % 4294967296;
+    // ring_base and I7's zero scores of every VOLATILE record but `but`
+    predicate ring_ok_but(hm_ring *r, integer but) = ring_base(r) &&
+      (\forall integer k; 0 <= k < r->capacity && k != but && r->rec[k].seq != 0 &&
+         r->rec[k].state == HM_STATE_VOLATILE ==> unscored(&r->rec[k]));
+    predicate ring_ok(hm_ring *r) = ring_ok_but(r, -1);
+    // A slot `i` holds a live record
+    predicate live_at(hm_ring *r, integer i) = 0 <= i < r->capacity && r->rec[i].seq != 0;
+*/
+
 /* Index of the lowest set bit of x != 0. */
+/*@ requires x != 0;
+    assigns \nothing;
+    ensures range: 0 <= \result < 32;
+    ensures lowest: x % (1 << (\result + 1)) == (1 << \result); */
 static unsigned ctz32(uint32_t x) {
 #if defined(__GNUC__) && defined(__ARM_FEATURE_CLZ) && defined(__ARM_ARCH) && __ARM_ARCH >= 7
     return (unsigned)__builtin_ctz(x); /* RBIT + CLZ on ARMv7-M */
@@ -18,29 +75,47 @@ static unsigned ctz32(uint32_t x) {
 }
 
 /* n bits from `block` (none for n = 0). */
+/*@ requires n <= HM_RING_BLOCKS && (n == 0 || block + n <= HM_RING_BLOCKS);
+    assigns \nothing; */
 static uint32_t blocks_mask(unsigned block, unsigned n) {
     if (n == 0) return 0;
     return (0xFFFFFFFFu >> (HM_RING_BLOCKS - n)) << block;
 }
 
 /* The blocks of a record. */
+/*@ requires \valid_read(rec) && rec->block + rec->nblocks <= HM_RING_BLOCKS;
+    assigns \nothing; */
 static uint32_t rec_mask(const hm_ring_record *rec) {
     return blocks_mask(rec->block, rec->nblocks);
 }
 
 /* Lowest start of k >= 1 consecutive set bits of `map`, or -1. After j steps bit i
  * is set iff bits i..i+j are; the zeros shifted in keep a run inside the 32 bits. */
+/*@ requires 1 <= k <= HM_RING_BLOCKS;
+    assigns \nothing;
+    ensures \result == -1 || (0 <= \result && \result + k <= HM_RING_BLOCKS); */
 static int find_run(uint32_t map, unsigned k) {
+    /*@ loop invariant 1 <= k <= \at(k, Pre);
+        loop invariant map < (1 << (HM_RING_BLOCKS - (\at(k, Pre) - k)));
+        loop assigns k, map;
+        loop variant k; */
     while (--k) map &= map >> 1;
     return map ? (int)ctz32(map) : -1;
 }
 
+/*@ requires \valid_read(ring) && 1 <= ring->capacity <= HM_RING_CAPACITY;
+    assigns \nothing;
+    ensures live_at(ring, index) ? \result == &ring->rec[index] : \result == \null; */
 static hm_ring_record *live(hm_ring *ring, int index) {
     if (index < 0 || index >= (int)ring->capacity || ring->rec[index].seq == 0) return NULL;
     return &ring->rec[index];
 }
 
 /* Volatile list (I2): head ring->mru, tail ring->lru. */
+/*@ requires \valid(ring) && ring_ok_but(ring, i) && i < ring->capacity;
+    assigns ring->mru, ring->lru, ring->rec[0 .. HM_RING_CAPACITY - 1].prev,
+            ring->rec[0 .. HM_RING_CAPACITY - 1].next;
+    ensures ring_ok_but(ring, i); */
 static void lru_unlink(hm_ring *ring, uint8_t i) {
     hm_ring_record *rec = &ring->rec[i];
     if (rec->prev != NIL) ring->rec[rec->prev].next = rec->next;
@@ -50,6 +125,10 @@ static void lru_unlink(hm_ring *ring, uint8_t i) {
     rec->prev = rec->next = NIL;
 }
 
+/*@ requires \valid(ring) && ring_ok(ring) && i < ring->capacity;
+    assigns ring->mru, ring->lru, ring->rec[0 .. HM_RING_CAPACITY - 1].prev,
+            ring->rec[i].next;
+    ensures ring_ok(ring) && ring->mru == i; */
 static void lru_push_front(hm_ring *ring, uint8_t i) {
     hm_ring_record *rec = &ring->rec[i];
     rec->prev = NIL;
@@ -60,12 +139,17 @@ static void lru_push_front(hm_ring *ring, uint8_t i) {
 }
 
 /* Give back a live record's blocks (`mask`, its rec_mask). */
+/*@ requires \valid(ring) && \valid_read(rec);
+    assigns ring->used_blocks, ring->counters.arena_used; */
 static void blocks_free(hm_ring *ring, const hm_ring_record *rec, uint32_t mask) {
     ring->used_blocks &= ~mask;
     ring->counters.arena_used -= (uint32_t)rec->nblocks * ring->block_size;
 }
 
 /* Push a live slot that is in no list and holds no blocks on the free list. */
+/*@ requires \valid(ring) && ring_ok(ring) && i < ring->capacity;
+    assigns ring->counters.used, ring->rec[i].seq, ring->rec[i].next, ring->free_head;
+    ensures ring_ok(ring) && ring->rec[i].seq == 0 && ring->free_head == i; */
 static void slot_push_free(hm_ring *ring, uint8_t i) {
     hm_ring_record *rec = &ring->rec[i];
     ring->counters.used--;
@@ -75,6 +159,9 @@ static void slot_push_free(hm_ring *ring, uint8_t i) {
 }
 
 /* Take the first free slot (there is one) for a new VOLATILE record, counted. */
+/*@ requires \valid(ring) && ring_ok(ring) && ring->free_head != HM_RING_NIL;
+    assigns ring->free_head, ring->counters.used, ring->counters.volatiles;
+    ensures ring_ok(ring) && \result == \old(ring->free_head) && \result < ring->capacity; */
 static uint8_t slot_take(hm_ring *ring) {
     uint8_t i = ring->free_head;
     ring->free_head = ring->rec[i].next;
@@ -86,6 +173,11 @@ static uint8_t slot_take(hm_ring *ring) {
 /* The least recently accessed VOLATILE record, the list's tail, leaves (I3): off the
  * list, its blocks given back (`mask`: its rec_mask), counted as an eviction. Its slot
  * still counts as a used VOLATILE one: the caller frees it or reuses it. */
+/*@ requires \valid(ring) && ring_ok(ring) && ring->lru != HM_RING_NIL;
+    assigns ring->lru, ring->mru, ring->rec[0 .. HM_RING_CAPACITY - 1].next,
+            ring->vol_blocks, ring->used_blocks, ring->counters.arena_used,
+            ring->counters.evictions;
+    ensures ring_ok(ring) && \result == \old(ring->lru) && \result < ring->capacity; */
 static uint8_t evict_lru(hm_ring *ring, uint32_t mask) {
     uint8_t i = ring->lru;
     hm_ring_record *rec = &ring->rec[i];
@@ -108,17 +200,39 @@ static uint8_t evict_lru(hm_ring *ring, uint32_t mask) {
  * record takes (the free list is LIFO), so it is reused in place. Otherwise it decides
  * first whether evicting every VOLATILE record would be enough, then evicts one at a
  * time. */
+/*@ requires \valid(ring) && ring_ok(ring) && k <= HM_RING_BLOCKS && \valid(slot) &&
+             \separated(slot, ring);
+    assigns *ring, *slot;
+    ensures ring_ok(ring);
+    ensures ring->seq == \old(ring->seq) && ring->counters.captures ==
+            \old(ring->counters.captures) && ring->counters.refusals ==
+            \old(ring->counters.refusals);
+    ensures \result < 0 ==> \result == -1;
+    ensures fits: \result >= 0 ==> \result + k <= HM_RING_BLOCKS;
+    ensures empty: k == 0 ==> \result == 0;
+    ensures slot: \result >= 0 ==> *slot < ring->capacity; */
 static int make_room(hm_ring *ring, unsigned k, uint8_t *slot) {
     uint32_t mask;
     int block = 0;
     if (ring->lru == NIL) return -1; /* nothing evictable */
     mask = rec_mask(&ring->rec[ring->lru]);
+#ifdef HM_PLANT_RING /* planted bug for tools/verify_c.py: the run search after the LRU's
+                      * eviction asks for one block too few (WP must refuse the capture) */
+    if (k) block = find_run(~ring->used_blocks | mask, k - 1u);
+#else
     if (k) block = find_run(~ring->used_blocks | mask, k);
+#endif
     if (block >= 0) {
         *slot = evict_lru(ring, mask); /* still a used VOLATILE slot: now the new one's */
         return block;
     }
     if (find_run(~ring->used_blocks | ring->vol_blocks, k) < 0) return -1;
+    /*@ loop invariant ring_ok(ring) && 1 <= k;
+        loop invariant ring->seq == \at(ring->seq, Pre) &&
+          ring->counters.captures == \at(ring->counters.captures, Pre) &&
+          ring->counters.refusals == \at(ring->counters.refusals, Pre);
+        loop assigns *ring, block;
+        loop variant ring->counters.volatiles; */
     do { /* first fit after each eviction: a lower run may have formed (I6) */
         uint8_t i = evict_lru(ring, rec_mask(&ring->rec[ring->lru]));
         ring->counters.volatiles--;
@@ -134,6 +248,10 @@ static int make_room(hm_ring *ring, unsigned k, uint8_t *slot) {
 #if defined(__GNUC__)
 typedef uint32_t __attribute__((may_alias)) hm_word;
 #endif
+/*@ requires \valid(dst + (0 .. HM_HASH_SIZE - 1)) &&
+             \valid_read(src + (0 .. HM_HASH_SIZE - 1)) &&
+             \separated(dst + (0 .. HM_HASH_SIZE - 1), src + (0 .. HM_HASH_SIZE - 1));
+    assigns dst[0 .. HM_HASH_SIZE - 1]; */
 static void copy_context(uint8_t *dst, const uint8_t *src) {
 #if defined(__GNUC__)
     if ((((uintptr_t)dst | (uintptr_t)src) & 3u) == 0) {
@@ -148,11 +266,34 @@ static void copy_context(uint8_t *dst, const uint8_t *src) {
 }
 
 /* 1 if capacity or arena_size is outside what hm_ring_init_sized takes. */
+/*@ assigns \nothing;
+    ensures \result == 0 <==> 1 <= capacity <= HM_RING_CAPACITY &&
+            HM_MAX_PAYLOAD + HM_MAX_SOURCE <= arena_size <= HM_ARENA_SIZE; */
 static int bad_size(unsigned capacity, unsigned arena_size) {
     return capacity < 1u || capacity > HM_RING_CAPACITY ||
            arena_size < HM_MAX_PAYLOAD + HM_MAX_SOURCE || arena_size > HM_ARENA_SIZE;
 }
 
+/*@ requires \valid(ring) && \valid_read(device_id + (0 .. HM_ID_SIZE - 1)) &&
+             \separated(ring, device_id + (0 .. HM_ID_SIZE - 1));
+    assigns *ring;
+    behavior bad:
+      assumes capacity < 1 || capacity > HM_RING_CAPACITY ||
+              arena_size < HM_MAX_PAYLOAD + HM_MAX_SOURCE || arena_size > HM_ARENA_SIZE;
+      assigns \nothing;
+      ensures \result == HM_RING_BAD_ARG;
+    behavior good:
+      assumes 1 <= capacity <= HM_RING_CAPACITY &&
+              HM_MAX_PAYLOAD + HM_MAX_SOURCE <= arena_size <= HM_ARENA_SIZE;
+      ensures \result == HM_RING_OK && ring_ok(ring);
+      ensures ring->capacity == capacity && ring->block_size == arena_size / HM_RING_BLOCKS;
+      ensures ring->seq == 0 && ring->boot == boot && ring->mru == HM_RING_NIL &&
+              ring->lru == HM_RING_NIL && ring->free_head == 0;
+      ensures \forall integer k; 0 <= k < ring->capacity ==> ring->rec[k].seq == 0;
+      ensures ring->counters.captures == 0 && ring->counters.refusals == 0 &&
+              ring->counters.used == 0 && ring->used_blocks == 0;
+    complete behaviors;
+    disjoint behaviors; */
 hm_ring_status hm_ring_init_sized(hm_ring *ring, const uint8_t device_id[HM_ID_SIZE],
                                   uint32_t boot, unsigned capacity, unsigned arena_size) {
     unsigned k;
@@ -162,6 +303,11 @@ hm_ring_status hm_ring_init_sized(hm_ring *ring, const uint8_t device_id[HM_ID_S
     ring->boot = boot;
     ring->capacity = (uint16_t)capacity;
     ring->block_size = (uint16_t)(arena_size / HM_RING_BLOCKS);
+    /*@ loop invariant 0 <= k <= capacity;
+        loop invariant \forall integer j; 0 <= j < k ==> ring->rec[j].prev == HM_RING_NIL &&
+          (ring->rec[j].next == HM_RING_NIL || ring->rec[j].next < capacity);
+        loop assigns k, ring->rec[0 .. capacity - 1].prev, ring->rec[0 .. capacity - 1].next;
+        loop variant capacity - k; */
     for (k = 0; k < capacity; k++) {
         ring->rec[k].prev = NIL;
         ring->rec[k].next = (uint8_t)(k + 1u < capacity ? k + 1u : NIL);
@@ -171,10 +317,51 @@ hm_ring_status hm_ring_init_sized(hm_ring *ring, const uint8_t device_id[HM_ID_S
     return HM_RING_OK;
 }
 
+/*@ requires \valid(ring) && \valid_read(device_id + (0 .. HM_ID_SIZE - 1)) &&
+             \separated(ring, device_id + (0 .. HM_ID_SIZE - 1));
+    assigns *ring;
+    ensures ring_ok(ring) && ring->capacity == HM_RING_CAPACITY && ring->seq == 0; */
 void hm_ring_init(hm_ring *ring, const uint8_t device_id[HM_ID_SIZE], uint32_t boot) {
     (void)hm_ring_init_sized(ring, device_id, boot, HM_RING_CAPACITY, HM_ARENA_SIZE);
 }
 
+/*@ requires \valid(ring) && ring_ok(ring);
+    requires payload_len <= HM_MAX_PAYLOAD && payload != \null ==>
+             \valid_read(payload + (0 .. payload_len - 1));
+    requires source_len <= HM_MAX_SOURCE && source != \null ==>
+             \valid_read(source + (0 .. source_len - 1));
+    requires context != \null ==> \valid_read(context + (0 .. HM_HASH_SIZE - 1));
+    requires out_index == \null || \valid(out_index);
+    requires \separated(ring, out_index);
+    requires payload != \null ==> \separated(ring, payload + (0 .. payload_len - 1));
+    requires source != \null ==> \separated(ring, source + (0 .. source_len - 1));
+    requires context != \null ==> \separated(ring, context + (0 .. HM_HASH_SIZE - 1));
+    assigns *ring, *out_index;
+    ensures ring_ok(ring);
+    ensures ring->counters.captures == (\old(ring->counters.captures) + 1) % 4294967296;
+    ensures \result == HM_RING_OK || \result == HM_RING_REFUSED_FULL ||
+            \result == HM_RING_REFUSED_INVALID;
+    ensures \result == HM_RING_REFUSED_INVALID <==>
+            payload_len > HM_MAX_PAYLOAD || source_len > HM_MAX_SOURCE ||
+            context == \null || (payload == \null && payload_len != 0) ||
+            (source == \null && source_len != 0);
+    ensures \old(ring->seq) == 4294967295 ==> \result != HM_RING_OK;
+    // I4: a refusal stores nothing and is counted
+    ensures \result != HM_RING_OK ==> ring->seq == \old(ring->seq) &&
+            ring->counters.refusals == (\old(ring->counters.refusals) + 1) % 4294967296;
+    // stored: a VOLATILE record with the next seq and the sizes and time given
+    ensures \result == HM_RING_OK ==> ring->seq == \old(ring->seq) + 1 &&
+            ring->counters.refusals == \old(ring->counters.refusals);
+    ensures \result == HM_RING_OK && out_index != \null ==> live_at(ring, *out_index) &&
+            ring->rec[*out_index].seq == ring->seq &&
+            ring->rec[*out_index].state == HM_STATE_VOLATILE &&
+            ring->rec[*out_index].payload_len == payload_len &&
+            ring->rec[*out_index].source_len == source_len &&
+            ring->rec[*out_index].timestamp == timestamp && ring->mru == *out_index;
+    // I3: a gated record is never evicted
+    ensures \result == HM_RING_OK ==> \forall integer j; 0 <= j < ring->capacity &&
+            \old(ring->rec[j].seq) != 0 && \old(ring->rec[j].state) != HM_STATE_VOLATILE ==>
+            ring->rec[j].seq == \old(ring->rec[j].seq); */
 hm_ring_status hm_ring_capture(hm_ring *ring, const uint8_t *payload, size_t payload_len,
                                const uint8_t *source, size_t source_len, uint64_t timestamp,
                                const uint8_t context[HM_HASH_SIZE], int *out_index) {
@@ -232,7 +419,11 @@ hm_ring_status hm_ring_capture(hm_ring *ring, const uint8_t *payload, size_t pay
         uint32_t mask = blocks_mask((unsigned)block, k); /* rec_mask(rec) */
         if (payload_len) memcpy(data, payload, payload_len);
         /* the source is short: a byte loop costs less than a call (bottom-tested) */
-        if (from != end) do *to++ = *from++; while (from != end);
+        if (from != end)
+            /*@ loop invariant source <= from < end && to == data + payload_len + (from - source);
+                loop assigns from, to, ring->arena[0 .. HM_ARENA_SIZE - 1];
+                loop variant end - from; */
+            do *to++ = *from++; while (from != end);
         ring->used_blocks |= mask;
         ring->vol_blocks |= mask;
     }
@@ -243,6 +434,13 @@ hm_ring_status hm_ring_capture(hm_ring *ring, const uint8_t *payload, size_t pay
     return HM_RING_OK;
 }
 
+/*@ requires \valid(ring) && ring_ok(ring);
+    assigns ring->mru, ring->lru, ring->rec[0 .. HM_RING_CAPACITY - 1].prev,
+            ring->rec[0 .. HM_RING_CAPACITY - 1].next;
+    ensures ring_ok(ring);
+    ensures live_at(ring, index) ? \result == &ring->rec[index] : \result == \null;
+    ensures live_at(ring, index) && ring->rec[index].state == HM_STATE_VOLATILE ==>
+            ring->mru == index; */
 const hm_ring_record *hm_ring_get(hm_ring *ring, int index) {
     hm_ring_record *rec = live(ring, index);
 #ifdef HM_PLANT_RING_LRU /* planted bug for tools/verify_c.py: an access is not counted */
@@ -256,19 +454,36 @@ const hm_ring_record *hm_ring_get(hm_ring *ring, int index) {
     return rec;
 }
 
+/*@ requires \valid_read(ring) && ring_ok(ring);
+    assigns \nothing;
+    ensures live_at(ring, index) ? \result == &ring->rec[index] : \result == \null; */
 const hm_ring_record *hm_ring_peek(const hm_ring *ring, int index) {
     if (index < 0 || index >= (int)ring->capacity || ring->rec[index].seq == 0) return NULL;
     return &ring->rec[index];
 }
 
+/*@ requires \valid_read(ring) && ring_ok(ring);
+    requires \exists integer i; live_at(ring, i) && rec == &ring->rec[i];
+    assigns \nothing;
+    ensures \result == &ring->arena[rec->block * ring->block_size];
+    ensures \valid_read(\result + (0 .. rec->payload_len + rec->source_len - 1)); */
 const uint8_t *hm_ring_payload(const hm_ring *ring, const hm_ring_record *rec) {
     return &ring->arena[(uint32_t)rec->block * ring->block_size];
 }
 
+/*@ requires \valid_read(ring) && ring_ok(ring);
+    requires \exists integer i; live_at(ring, i) && rec == &ring->rec[i];
+    assigns \nothing;
+    ensures \result == &ring->arena[rec->block * ring->block_size + rec->payload_len];
+    ensures \valid_read(\result + (0 .. rec->source_len - 1)); */
 const uint8_t *hm_ring_source(const hm_ring *ring, const hm_ring_record *rec) {
     return hm_ring_payload(ring, rec) + rec->payload_len;
 }
 
+/*@ requires \valid(p + (0 .. 3));
+    assigns p[0 .. 3];
+    ensures p[0] == v / 16777216 % 256 && p[1] == v / 65536 % 256 && p[2] == v / 256 % 256 &&
+            p[3] == v % 256; */
 static void put_be32(uint8_t *p, uint32_t v) {
     p[0] = (uint8_t)(v >> 24);
     p[1] = (uint8_t)(v >> 16);
@@ -276,6 +491,12 @@ static void put_be32(uint8_t *p, uint32_t v) {
     p[3] = (uint8_t)v;
 }
 
+/*@ requires \valid_read(ring) && \valid_read(rec) &&
+             \valid(id + (0 .. HM_RECORD_ID_SIZE - 1)) &&
+             \separated(id + (0 .. HM_RECORD_ID_SIZE - 1), ring, rec);
+    assigns id[0 .. HM_RECORD_ID_SIZE - 1];
+    ensures id[8] == ring->boot / 16777216 % 256 && id[11] == ring->boot % 256;
+    ensures id[12] == rec->seq / 16777216 % 256 && id[15] == rec->seq % 256; */
 void hm_ring_id(const hm_ring *ring, const hm_ring_record *rec,
                 uint8_t id[HM_RECORD_ID_SIZE]) {
     memcpy(id, ring->device_id, HM_ID_SIZE);
@@ -283,6 +504,21 @@ void hm_ring_id(const hm_ring *ring, const hm_ring_record *rec,
     put_be32(id + HM_ID_SIZE + 4, rec->seq);
 }
 
+/*@ requires \valid(ring) && ring_ok_but(ring, index);
+    assigns *ring;
+    ensures \result == HM_RING_OK || \result == HM_RING_NO_RECORD ||
+            \result == HM_RING_BAD_ARG || \result == HM_RING_BAD_STATE;
+    ensures \result == HM_RING_OK || ring_ok{Pre}(ring) ==> ring_ok(ring);
+    ensures \result == HM_RING_NO_RECORD <==> !live_at(ring, index);
+    // VOLATILE -> CANDIDATE | QUARANTINED only, counted (I7, I8)
+    ensures \result == HM_RING_OK <==> live_at(ring, index) &&
+            \old(ring->rec[index].state) == HM_STATE_VOLATILE &&
+            (state == HM_STATE_CANDIDATE || state == HM_STATE_QUARANTINED);
+    ensures \result == HM_RING_OK ==> ring->rec[index].state == state &&
+            ring->rec[index].layer == HM_LAYER_EPISODIC &&
+            ring->rec[index].seq == \old(ring->rec[index].seq) &&
+            ring->counters.candidates + ring->counters.quarantines ==
+              \old(ring->counters.candidates) + \old(ring->counters.quarantines) + 1; */
 hm_ring_status hm_ring_set_state(hm_ring *ring, int index, unsigned state) {
     hm_ring_record *rec = live(ring, index);
     if (!rec) return HM_RING_NO_RECORD;
@@ -300,6 +536,18 @@ hm_ring_status hm_ring_set_state(hm_ring *ring, int index, unsigned state) {
     return HM_RING_OK;
 }
 
+/*@ requires \valid(ring) && ring_ok(ring) && (out == \null || \valid(out)) &&
+             \separated(ring, out);
+    assigns *ring, *out;
+    ensures ring_ok(ring);
+    ensures \result == HM_RING_OK <==> live_at(ring, index) &&
+            \old(ring->rec[index].state) == HM_STATE_VOLATILE && priority <= HM_Q_ONE &&
+            flags <= 0xFFF && quality <= HM_Q_ONE && provenance <= HM_Q_ONE;
+    ensures \result == HM_RING_OK ==> ring->rec[index].confidence == quality &&
+            ring->rec[index].provenance == provenance &&
+            ring->rec[index].priority == priority &&
+            ring->rec[index].state == ring->rec[index].gate.state &&
+            ring->rec[index].layer == HM_LAYER_EPISODIC; */
 hm_ring_status hm_ring_gate(hm_ring *ring, int index, uint32_t flags, uint32_t quality,
                             uint32_t provenance, uint32_t priority, hm_gate_result *out) {
     hm_ring_record *rec = live(ring, index);
@@ -318,6 +566,17 @@ hm_ring_status hm_ring_gate(hm_ring *ring, int index, uint32_t flags, uint32_t q
     return hm_ring_set_state(ring, index, g.state);
 }
 
+/*@ requires \valid(ring) && ring_ok(ring);
+    requires \valid_read(hash + (0 .. HM_HASH_SIZE - 1)) &&
+             \valid_read(prev_hash + (0 .. HM_HASH_SIZE - 1));
+    requires \separated(ring, hash + (0 .. HM_HASH_SIZE - 1), prev_hash + (0 .. HM_HASH_SIZE - 1));
+    assigns ring->rec[0 .. HM_RING_CAPACITY - 1].hash[0 .. HM_HASH_SIZE - 1],
+            ring->rec[0 .. HM_RING_CAPACITY - 1].prev_hash[0 .. HM_HASH_SIZE - 1],
+            ring->rec[0 .. HM_RING_CAPACITY - 1].chained;
+    ensures ring_ok(ring);
+    ensures \result == HM_RING_OK <==> live_at(ring, index) &&
+            ring->rec[index].state != HM_STATE_VOLATILE && ring->rec[index].pack == 0;
+    ensures \result == HM_RING_OK ==> ring->rec[index].chained == 1; */
 hm_ring_status hm_ring_set_chain(hm_ring *ring, int index, const uint8_t hash[HM_HASH_SIZE],
                                  const uint8_t prev_hash[HM_HASH_SIZE]) {
     hm_ring_record *rec = live(ring, index);
@@ -329,6 +588,14 @@ hm_ring_status hm_ring_set_chain(hm_ring *ring, int index, const uint8_t hash[HM
     return HM_RING_OK;
 }
 
+/*@ requires \valid(ring) && ring_ok(ring);
+    assigns ring->rec[0 .. HM_RING_CAPACITY - 1].pack, ring->counters.pinned;
+    ensures ring_ok(ring);
+    // I5: only a gated, unpinned record is pinned
+    ensures \result == HM_RING_OK <==> live_at(ring, index) && pack != 0 &&
+            ring->rec[index].state != HM_STATE_VOLATILE && \old(ring->rec[index].pack) == 0;
+    ensures \result == HM_RING_OK ==> ring->rec[index].pack == pack &&
+            ring->counters.pinned == (\old(ring->counters.pinned) + 1) % 4294967296; */
 hm_ring_status hm_ring_pin(hm_ring *ring, int index, uint32_t pack) {
     hm_ring_record *rec = live(ring, index);
     if (!rec) return HM_RING_NO_RECORD;
@@ -339,6 +606,15 @@ hm_ring_status hm_ring_pin(hm_ring *ring, int index, uint32_t pack) {
     return HM_RING_OK;
 }
 
+/*@ requires \valid(ring) && ring_ok(ring);
+    assigns ring->rec[0 .. HM_RING_CAPACITY - 1].pack,
+            ring->rec[0 .. HM_RING_CAPACITY - 1].chained, ring->counters.pinned;
+    ensures ring_ok(ring);
+    ensures \result == HM_RING_OK <==> live_at(ring, index) && \old(ring->rec[index].pack) != 0;
+    // I7: the next pack links it anew
+    ensures \result == HM_RING_OK ==> ring->rec[index].pack == 0 &&
+            ring->rec[index].chained == 0 &&
+            ring->counters.pinned == (\old(ring->counters.pinned) - 1) % 4294967296; */
 hm_ring_status hm_ring_unpin(hm_ring *ring, int index) {
     hm_ring_record *rec = live(ring, index);
     if (!rec) return HM_RING_NO_RECORD;
@@ -349,6 +625,14 @@ hm_ring_status hm_ring_unpin(hm_ring *ring, int index) {
     return HM_RING_OK;
 }
 
+/*@ requires \valid(ring) && ring_ok(ring);
+    assigns *ring;
+    ensures ring_ok(ring);
+    // I3: only a pinned record (gated, I5) leaves by a release
+    ensures \result == HM_RING_OK <==> live_at(ring, index) && \old(ring->rec[index].pack) != 0;
+    ensures \result == HM_RING_OK ==> ring->rec[index].seq == 0 && ring->free_head == index &&
+            \forall integer j; 0 <= j < ring->capacity && j != index ==>
+              ring->rec[j].seq == \old(ring->rec[j].seq); */
 hm_ring_status hm_ring_release(hm_ring *ring, int index) {
     hm_ring_record *rec = live(ring, index);
     if (!rec) return HM_RING_NO_RECORD;
@@ -359,8 +643,20 @@ hm_ring_status hm_ring_release(hm_ring *ring, int index) {
     return HM_RING_OK;
 }
 
+/*@ requires \valid(ring) && ring_ok(ring);
+    assigns ring->rec[0 .. HM_RING_CAPACITY - 1].pack,
+            ring->rec[0 .. HM_RING_CAPACITY - 1].chained, ring->counters.pinned;
+    ensures ring_ok(ring) && \result <= ring->capacity;
+    ensures pack != 0 ==> \forall integer j; 0 <= j < ring->capacity &&
+            ring->rec[j].seq != 0 ==> ring->rec[j].pack != pack; */
 unsigned hm_ring_unpin_pack(hm_ring *ring, uint32_t pack) {
     unsigned k, n = 0;
+    /*@ loop invariant 0 <= k <= ring->capacity && n <= k && ring_ok(ring);
+        loop invariant pack != 0 ==> \forall integer j; 0 <= j < k &&
+          ring->rec[j].seq != 0 ==> ring->rec[j].pack != pack;
+        loop assigns k, n, ring->rec[0 .. HM_RING_CAPACITY - 1].pack,
+          ring->rec[0 .. HM_RING_CAPACITY - 1].chained, ring->counters.pinned;
+        loop variant ring->capacity - k; */
     for (k = 0; pack && k < ring->capacity; k++) {
         if (ring->rec[k].seq && ring->rec[k].pack == pack) {
             (void)hm_ring_unpin(ring, (int)k);
@@ -370,8 +666,19 @@ unsigned hm_ring_unpin_pack(hm_ring *ring, uint32_t pack) {
     return n;
 }
 
+/*@ requires \valid(ring) && ring_ok(ring);
+    assigns *ring;
+    ensures ring_ok(ring) && \result <= ring->capacity;
+    ensures pack != 0 ==> \forall integer j; 0 <= j < ring->capacity &&
+            ring->rec[j].seq != 0 ==> ring->rec[j].pack != pack; */
 unsigned hm_ring_release_pack(hm_ring *ring, uint32_t pack) {
     unsigned k, n = 0;
+    /*@ loop invariant 0 <= k <= ring->capacity && n <= k && ring_ok(ring);
+        loop invariant ring->capacity == \at(ring->capacity, Pre);
+        loop invariant pack != 0 ==> \forall integer j; 0 <= j < k &&
+          ring->rec[j].seq != 0 ==> ring->rec[j].pack != pack;
+        loop assigns k, n, *ring;
+        loop variant ring->capacity - k; */
     for (k = 0; pack && k < ring->capacity; k++) {
         if (ring->rec[k].seq && ring->rec[k].pack == pack) {
             (void)hm_ring_release(ring, (int)k);
@@ -381,10 +688,28 @@ unsigned hm_ring_release_pack(hm_ring *ring, uint32_t pack) {
     return n;
 }
 
+/*@ requires \valid_read(ring) && ring_ok(ring);
+    assigns \nothing;
+    ensures \result == -1 || (live_at(ring, \result) && ring->rec[\result].seq > after_seq);
+    // the smallest such seq among the records `select` admits
+    ensures \forall integer j; 0 <= j < ring->capacity && ring->rec[j].seq > after_seq &&
+            (\result == -1 || ring->rec[j].seq < ring->rec[\result].seq) ==>
+            (select & (1 << ring->rec[j].state)) == 0 ||
+            ((select & HM_RING_SEL_UNPINNED) != 0 && ring->rec[j].pack != 0) ||
+            ((select & HM_RING_SEL_PINNED) != 0 && ring->rec[j].pack == 0); */
 int hm_ring_next(const hm_ring *ring, uint32_t after_seq, unsigned select) {
     int best = -1;
     uint32_t best_seq = 0;
     unsigned k;
+    /*@ loop invariant 0 <= k <= ring->capacity && -1 <= best < k;
+        loop invariant best != -1 ==> ring->rec[best].seq == best_seq && best_seq > after_seq;
+        loop invariant \forall integer j; 0 <= j < k && ring->rec[j].seq > after_seq &&
+          (best == -1 || ring->rec[j].seq < best_seq) ==>
+          (select & (1 << ring->rec[j].state)) == 0 ||
+          ((select & HM_RING_SEL_UNPINNED) != 0 && ring->rec[j].pack != 0) ||
+          ((select & HM_RING_SEL_PINNED) != 0 && ring->rec[j].pack == 0);
+        loop assigns k, best, best_seq;
+        loop variant ring->capacity - k; */
     for (k = 0; k < ring->capacity; k++) {
         const hm_ring_record *rec = &ring->rec[k];
         if (rec->seq <= after_seq || (best >= 0 && rec->seq >= best_seq)) continue;
@@ -400,8 +725,14 @@ int hm_ring_next(const hm_ring *ring, uint32_t after_seq, unsigned select) {
 /* Resume: 1 if the list from `i` holds exactly n slots, each once (a repeat would be
  * a cycle: it never reaches NIL within n steps), all free ones (vol 0) or all live
  * VOLATILE ones linked back through prev (vol 1); *last gets its last slot. */
+/*@ requires \valid_read(ring) && \valid(last) && \separated(ring, last) &&
+             ring->capacity <= HM_RING_CAPACITY;
+    assigns *last;
+    ensures \result == 0 || \result == 1; */
 static int walk(const hm_ring *ring, uint8_t i, unsigned n, int vol, uint8_t *last) {
     uint8_t prev = NIL;
+    /*@ loop assigns i, n, prev;
+        loop variant n; */
     for (; i != NIL; prev = i, i = ring->rec[i].next) {
         const hm_ring_record *r = &ring->rec[i];
         if (i >= ring->capacity || n-- == 0 ||
@@ -412,6 +743,9 @@ static int walk(const hm_ring *ring, uint8_t i, unsigned n, int vol, uint8_t *la
     return n == 0;
 }
 
+/*@ requires \valid_read(ring) && \valid_read(device_id + (0 .. HM_ID_SIZE - 1));
+    assigns \nothing;
+    ensures \result == 0 || \result == -1; */
 int hm_ring_validate(const hm_ring *ring, const uint8_t device_id[HM_ID_SIZE],
                      unsigned capacity, unsigned arena_size) {
     const hm_ring_counters *c = &ring->counters;
@@ -422,6 +756,9 @@ int hm_ring_validate(const hm_ring *ring, const uint8_t device_id[HM_ID_SIZE],
     if (bad_size(capacity, arena_size) || ring->capacity != capacity || ring->block_size != bs ||
         memcmp(ring->device_id, device_id, HM_ID_SIZE) != 0)
         return -1;
+    /*@ loop invariant 0 <= k <= capacity <= HM_RING_CAPACITY;
+        loop assigns k, j, used, vol, nlive, nvol, npin, bytes;
+        loop variant capacity - k; */
     for (k = 0; k < capacity; k++) { /* I1, I5, I6, I7 of each live slot */
         const hm_ring_record *r = &ring->rec[k];
         unsigned st = r->state;
@@ -435,6 +772,9 @@ int hm_ring_validate(const hm_ring *ring, const uint8_t device_id[HM_ID_SIZE],
              st != HM_STATE_QUARANTINED) ||
             r->layer != (st == HM_STATE_VOLATILE ? HM_LAYER_WORKING : HM_LAYER_EPISODIC))
             return -1;
+        /*@ loop invariant 0 <= j <= k;
+            loop assigns j;
+            loop variant k - j; */
         for (j = 0; j < k; j++)
             if (ring->rec[j].seq == r->seq) return -1;
         if (st == HM_STATE_VOLATILE) {

@@ -19,7 +19,12 @@
  *
  * INVARIANTS (kept by every function; tests/native/ring_check.c checks them after every
  * operation of t_core's scenarios, and verify/ring/ring_explore.c after every step of
- * every operation sequence up to a bound, tools/verify_c.py):
+ * every operation sequence up to a bound, tools/verify_c.py). The ACSL predicate
+ * ring_ok in hm_ring.c states the part of them that is a fact of each slot or pair of
+ * slots (I1's seqs, I5, I6's geometry, I7, I8's captures = seq + refusals, every link in
+ * range); every function's contract requires and ensures it, and WP (tools/verify_c.py
+ * ring-wp) proves the goals not listed in verify/ring/wp_unproved.txt, which lists among
+ * others ring_ok kept by most stores (protocol/SPEC.md §13: which invariant how):
  *  I1 Slots. Each of the `capacity` slots is free (seq == 0, on the free list) or
  *     live (seq >= 1). Live seqs are distinct and <= ring->seq, so record ids are
  *     unique within a boot; seq counts stored records from 1 (refusals use none).
