@@ -111,10 +111,18 @@ def wait_healthy(port: int, timeout: float = 60) -> None:
 # ---- the client processes --------------------------------------------------------------
 
 
-def client(port: int, chains: list[Chain], seeds: list[bytes], threads: int, out: mp.Queue) -> None:  # type: ignore[type-arg]
-    """Upload ``chains`` (each in order) over ``threads`` keep-alive connections."""
+def client(
+    port: int,
+    chains: list[tuple[int, Chain]],
+    seeds: list[bytes],
+    threads: int,
+    out: mp.Queue,  # type: ignore[type-arg]
+) -> None:
+    """Upload ``chains`` (each in order) over ``threads`` keep-alive connections. Chain i
+    (its number in the whole run) is sent by gateway i mod ``len(seeds)``, as
+    :func:`setup_fleet` registers its device: a client's share keeps the run's numbers."""
     keys = [(Ed25519PrivateKey.from_private_bytes(s), SigningKey(s).kid.hex()) for s in seeds]
-    todo = list(enumerate(chains))
+    todo = list(chains)
     lock = threading.Lock()
     latencies: list[float] = []
     retried = [0]
@@ -201,7 +209,7 @@ def run_one(
             time.sleep(0.5 * processes)  # every worker process up
             queue: mp.Queue = mp.Queue()  # type: ignore[type-arg]
             per = args.concurrency // args.clients
-            shares = [chains[c :: args.clients] for c in range(args.clients)]
+            shares = [list(enumerate(chains))[c :: args.clients] for c in range(args.clients)]
             seeds = [g.seed() for g in gateways]
             cpu_before = group_cpu_seconds(server.pid)
             start = time.perf_counter()
@@ -315,7 +323,7 @@ def recovery_after_sigkill(
         wait_healthy(port)
         queue: mp.Queue = mp.Queue()  # type: ignore[type-arg]
         seeds = [g.seed() for g in gateways]
-        load = mp.Process(target=client, args=(port, chains[1:], seeds, 4, queue))
+        load = mp.Process(target=client, args=(port, list(enumerate(chains))[1:], seeds, 4, queue))
         load.start()
         time.sleep(1.0)
         os.killpg(server.pid, signal.SIGKILL)
@@ -325,7 +333,7 @@ def recovery_after_sigkill(
         try:
             wait_healthy(port, 120)
             healthy = time.perf_counter()
-            client(port, [chains[0][:1]], seeds, 1, queue)  # one upload, answered
+            client(port, [(0, chains[0][:1])], seeds, 1, queue)  # one upload, answered
             queue.get()  # its own result; the load's comes after
             stored = time.perf_counter()
             queue.get()
@@ -367,12 +375,13 @@ def recovery_after_failover(
             wait_healthy(port)
             queue: mp.Queue = mp.Queue()  # type: ignore[type-arg]
             seeds = [g.seed() for g in gateways]
-            load = mp.Process(target=client, args=(port, chains[1:], seeds, 4, queue))
+            rest = list(enumerate(chains))[1:]
+            load = mp.Process(target=client, args=(port, rest, seeds, 4, queue))
             load.start()
             time.sleep(1.0)
             probe_queue: mp.Queue = mp.Queue()  # type: ignore[type-arg]
             probe = threading.Thread(
-                target=client, args=(port, [chains[0][:1]], seeds, 1, probe_queue)
+                target=client, args=(port, [(0, chains[0][:1])], seeds, 1, probe_queue)
             )
             primary.kill()
             killed = time.perf_counter()
