@@ -5,7 +5,10 @@
   leaves only the alarms reviewed as imprecision in
   verify/framac/eva_reviewed.txt; every entry point is analysed.
 - WP proves the ACSL contracts of hm_cbor.c's reader and of hm_cobs_decode (every goal)
-  and with them the EVA alarms in their bodies: the frame entry is left with none.
+  and with them the EVA alarms in their bodies: the frame entry is left with none, and
+  the message entry keeps none inside the reader.
+- EVA with one state per message type proves every field store of hm_msg_decode inside
+  the message struct; SHA-256's framing, unrolled, leaves only its last block reviewed.
 - EVA catches the planted off-by-one of the frame receiver (HM_PLANT_OOB) as a new
   alarm at the buffer write; WP catches the planted off-by-one of hm_cobs_decode's
   block check (HM_PLANT_COBS): the reads it guards are no longer proved.
@@ -55,6 +58,14 @@ def test_decoders_leave_only_reviewed_alarms() -> None:
                      text, re.M), text
     m = re.search(r"^eva_cbor .*; (\d+) alarms after EVA .*, (\d+) proved by WP", text, re.M)
     assert m and int(m.group(2)) >= 5, text
+    # the reader's WP proofs carry over to the message decoder that calls it
+    m = re.search(r"^eva_msg .*; (\d+) alarms after EVA .*, (\d+) proved by WP", text, re.M)
+    assert m and int(m.group(2)) >= 5, text
+    # one EVA state per message type: every field store is inside the struct (no
+    # field-table alarm left), and SHA-256's block loop is unrolled
+    tags = dict(re.findall(r"(\S+) (\d+)", text.split("reviewed alarms by reason: ")[1]))
+    assert "field-table" not in tags, text
+    assert int(tags.get("md-block", "0")) <= 5, text
 
 
 def test_planted_out_of_bounds_write_is_caught() -> None:

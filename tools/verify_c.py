@@ -16,13 +16,15 @@ over a buffer of any content and any length up to HM_MAX_FRAME, and the knowledg
 verifier hm_knowledge_accept over any pushed pack up to HM_MAX_MESSAGE bytes (with
 verify/framac/eva_crypto.c: real SHA-256, Ed25519 replaced by a reader of its inputs).
 EVA runs with -eva-split-return auto (a getter's OK and error returns are kept apart,
-so its out-parameters are known set on OK). For the entries of WP_ENTRIES the same
-Frama-C session then runs WP (Z3 through Why3; `why3 config detect` first on a fresh
-machine) on every function of the entry's sources that carries an ACSL contract
-(hm_cbor.c's reader, hm_cobs_decode): WP proves the contracts, the loop invariants and
-the alarms EVA left in those bodies, and Frama-C consolidates: an alarm is closed when
-WP proved it under preconditions that EVA or WP proved at every call. The other entries
-analyse the same code with the annotations taken out (EVA alone).
+so its out-parameters are known set on OK) and the partitions of EVA_PARTITIONS. For
+the entries of WP_ENTRIES the same Frama-C session then runs WP (Z3 through Why3;
+`why3 config detect` first on a fresh machine) on every function of the entry's
+sources that carries an ACSL contract (hm_cbor.c's reader but hm_cbor_skip,
+hm_cobs_decode): WP proves the contracts, the loop invariants and the alarms EVA left
+in those bodies, and Frama-C consolidates: an alarm is closed when WP proved it under
+preconditions that EVA or WP proved at every call. WP keeps its results per goal in
+build/verify/wp-cache (a goal's text is its key: a changed goal is proved again). The
+other entries analyse the same code with the annotations taken out (EVA alone).
 Every alarm left open is compared with verify/framac/eva_reviewed.txt, the alarms
 reviewed as imprecision (with the reason); any other alarm fails the check and is
 printed with its place. Per entry it prints the alarms EVA left, how many of them WP
@@ -78,11 +80,25 @@ EVA_ENTRIES: dict[str, tuple[str, ...]] = {
     "eva_join": ("hm_frag.c", "hm_msg.c", "hm_cbor.c", "hm_crc32.c"),
     "eva_pack": ("hm_pack.c", "hm_cbor.c", "hm_sha2.c", "../../verify/framac/eva_crypto.c"),
 }
-# The entries whose sources' ACSL contracts WP proves (in the same session as EVA).
-# The others analyse the same code with the annotations taken out: EVA checks the
-# reader's body in their context, and a contract there would be one more claim at
-# every call site that only WP over the caller (not written yet) could discharge.
-WP_ENTRIES = {"eva_cbor", "eva_frame"}
+# The entries whose sources' ACSL contracts WP proves (in the same session as EVA), so
+# the reader's proofs carry over to the decoders that call it: EVA checks the reader's
+# preconditions at every call, WP the bodies under them. eva_pack analyses copies
+# without annotations (EVA alone): its readers run over sub-buffers (the protected
+# header, the payload) that EVA bounds only as intervals, so the reader's
+# preconditions there would need WP over hm_knowledge_accept (the COSE layout).
+# eva_join calls no function with a contract (hm_join_take's bound needs one, with a
+# loop invariant over the harness's run of pieces: not written).
+WP_ENTRIES = {"eva_cbor", "eva_frame", "eva_msg"}
+# EVA partitioning per entry: hm_msg_decode keeps one state per message type (its
+# `split t`) and per field, so each field's offset in the table is a constant;
+# SHA-256's framing keeps its block loop and the wipes unrolled.
+EVA_PARTITIONS: dict[str, tuple[str, ...]] = {
+    "eva_msg": ("-eva-slevel-function", "hm_msg_decode:2000"),
+    "eva_pack": ("-eva-slevel-function", "md_update:200,md_final:100,wipe:300"),
+}
+# WP's results per goal, keyed by the goal's text: an unchanged goal (the reader's
+# contracts, met again in every entry that calls the reader) is not proved twice.
+WP_CACHE = ROOT / "build" / "verify" / "wp-cache"
 # planted bug -> (its macro, whether WP runs: "oob" is EVA's to find, "cobs" WP's)
 DECODER_PLANTS = {"oob": ("HM_PLANT_OOB", False), "cobs": ("HM_PLANT_COBS", True)}
 RING_PLANTS = {"lru": "ring_explore_planted"}
@@ -167,12 +183,14 @@ def ensure_why3() -> None:
         subprocess.run(["why3", "config", "detect"], capture_output=True, text=True, check=True)
 
 
-_ANNOTATION = re.compile(r"/\*@.*?\*/|//@[^\n]*", re.S)
+# ACSL annotations, except EVA's partitioning directives (`//@ split e;`): no claims
+_ANNOTATION = re.compile(r"/\*@.*?\*/|//@(?!\s*split\b)[^\n]*", re.S)
 
 
 def strip_annotations(source: Path, into: Path) -> Path:
     """A copy of source without its ACSL annotations (each replaced by as many newlines,
-    so the lines of the code, and of EVA's alarms, stay where they are)."""
+    so the lines of the code, and of EVA's alarms, stay where they are); EVA's `split`
+    directives stay."""
     text = _ANNOTATION.sub(lambda m: "\n" * m.group(0).count("\n"), source.read_text())
     out = into / source.name
     out.write_text(text)
@@ -223,12 +241,15 @@ def run_eva(entry: str, defines: tuple[str, ...] = (), precision: int = EVA_PREC
             sources = [strip_annotations(f, Path(tmp)) for f in sources]
         cmd = ["frama-c", f"-cpp-extra-args={cpp}", "-machdep", "x86_64", "-eva",
                "-eva-precision", str(precision), "-eva-split-return", "auto",
+               *EVA_PARTITIONS.get(entry, ()),
                "-main", entry, "-eva-show-progress", "-eva-no-print", str(HARNESS),
                *map(str, sources), "-then", "-report-csv", str(after_eva)]
         if contracted:
             ensure_why3()
+            WP_CACHE.mkdir(parents=True, exist_ok=True)
             cmd += ["-then", "-wp", "-wp-fct", ",".join(contracted), "-wp-prover", "z3",
-                    "-wp-timeout", str(WP_TIMEOUT), "-then", "-report-csv", str(after_wp)]
+                    "-wp-timeout", str(WP_TIMEOUT), "-wp-cache", "update",
+                    "-wp-cache-dir", str(WP_CACHE), "-then", "-report-csv", str(after_wp)]
         start = time.monotonic()
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=3600)
         seconds = time.monotonic() - start

@@ -203,7 +203,8 @@ hm_cbor_err hm_cbor_get_int(hm_cbor_r *r, int *neg, uint64_t *v) {
 /*@ requires hm_reader(r) && \valid(p) && \valid(n) && \separated(r, p, n);
     assigns r->pos, r->err, *p, *n;
     ensures hm_outcome(r, \result);
-    ensures \result == HM_CBOR_OK ==> \initialized(p) && \initialized(n); */
+    ensures \result == HM_CBOR_OK ==> \initialized(p) && \initialized(n);
+    ensures \result == HM_CBOR_OK ==> \valid_read(*p + (0 .. *n - 1)); */
 static hm_cbor_err get_str(hm_cbor_r *r, unsigned major, size_t min, size_t max,
                            const uint8_t **p, size_t *n) {
     uint64_t a;
@@ -219,7 +220,8 @@ static hm_cbor_err get_str(hm_cbor_r *r, unsigned major, size_t min, size_t max,
 /*@ requires hm_reader(r) && \valid(p) && \valid(n) && \separated(r, p, n);
     assigns r->pos, r->err, *p, *n;
     ensures hm_outcome(r, \result);
-    ensures \result == HM_CBOR_OK ==> \initialized(p) && \initialized(n); */
+    ensures \result == HM_CBOR_OK ==> \initialized(p) && \initialized(n);
+    ensures \result == HM_CBOR_OK ==> \valid_read(*p + (0 .. *n - 1)); */
 hm_cbor_err hm_cbor_get_bstr(hm_cbor_r *r, size_t min, size_t max, const uint8_t **p,
                              size_t *n) {
     return get_str(r, 2, min, max, p, n);
@@ -228,7 +230,8 @@ hm_cbor_err hm_cbor_get_bstr(hm_cbor_r *r, size_t min, size_t max, const uint8_t
 /*@ requires hm_reader(r) && \valid(p) && \valid(n) && \separated(r, p, n);
     assigns r->pos, r->err, *p, *n;
     ensures hm_outcome(r, \result);
-    ensures \result == HM_CBOR_OK ==> \initialized(p) && \initialized(n); */
+    ensures \result == HM_CBOR_OK ==> \initialized(p) && \initialized(n);
+    ensures \result == HM_CBOR_OK ==> \valid_read(*p + (0 .. *n - 1)); */
 hm_cbor_err hm_cbor_get_tstr(hm_cbor_r *r, size_t max, const uint8_t **p, size_t *n) {
     return get_str(r, 3, 0, max, p, n);
 }

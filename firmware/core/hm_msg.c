@@ -155,6 +155,8 @@ hm_error_code hm_msg_decode(const uint8_t *body, size_t len, int inner, hm_msg *
     if (neg[1] || v[1] < 1 || v[1] > HM_MSG_PROOF || v[1] == HM_MSG_FRAGMENT) /* step 4 */
         return HM_E_UNKNOWN_TYPE;
     unsigned t = (unsigned)v[1];
+    /* EVA keeps one state per type: each field offset below is then a constant */
+    //@ split t;
     m->type = (uint8_t)t;
     if (neg[2] || v[2] > U32_MAX || hm_cbor_get_uint(&r, U32_MAX, &ack)) /* step 5 */
         return HM_E_MALFORMED;
