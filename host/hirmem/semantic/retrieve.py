@@ -159,6 +159,9 @@ def subject_named(question: str, subjects: Iterable[str]) -> str | None:
     return best
 
 
+FILTERED = ("subject", "container", "triple", "doc")  # the metadata keys queries filter on
+
+
 class Retriever:
     def __init__(
         self,
@@ -171,6 +174,9 @@ class Retriever:
         hit is read from it); without one, the evidence is kept in the index beside the
         vector."""
         self.vectors = vectors
+        index_only = getattr(vectors, "index_only", None)
+        if index_only is not None:  # the keys a query of this class filters on, no more
+            index_only(FILTERED)
         self.embedder = embedder if embedder is not None else default_embedder()
         self.chunk = chunk
         self._lock = threading.Lock()
@@ -208,6 +214,37 @@ class Retriever:
                     self._count(meta, +1)
                 self._names.clear()
         return len(items)
+
+    def reembed(self) -> int:
+        """Embed every indexed entry again with this retriever's embedder, from the evidence
+        its chunk holds (the embedder changed: a store keeps vectors of one space only).
+        Nothing is changed unless every entry's evidence reads; raises
+        :class:`~hirmem.semantic.errors.SemanticError` naming the first that does not.
+        Returns how many entries were embedded again."""
+        held = self.vectors.near(np.zeros(self._held_dim(), dtype=np.float32), 1 << 30)
+        items = []
+        for m in held:
+            text = self.evidence(m.meta)
+            if text is None:
+                raise SemanticError(f"entry {m.id}: its evidence (chunk {m.meta.get('chunk')}) "
+                                    "is no longer stored")  # fmt: skip
+            items.append((m.id, self.embedder.embed(text), m.meta))
+        with self._lock:
+            for m in held:
+                self.vectors.delete(m.id)
+            put_many = getattr(self.vectors, "put_many", None)
+            if put_many is not None:
+                put_many(items)
+            else:
+                for id, vec, meta in items:
+                    self.vectors.put(id, vec, meta)
+            self._names.clear()
+        return len(items)
+
+    def _held_dim(self) -> int:
+        """The dimension of the vectors the store holds (another embedder's, perhaps)."""
+        dim = getattr(self.vectors, "dim", None)
+        return int(dim) if isinstance(dim, int) else self.embedder.dim
 
     def forget(self, triple_id: str) -> int:
         """Remove every indexed span of an assertion (erasure)."""

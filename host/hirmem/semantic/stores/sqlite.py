@@ -10,6 +10,7 @@ SQL lookup.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import threading
@@ -124,27 +125,36 @@ class SQLiteTriples(_SQLite):
         return cur.rowcount > 0
 
 
-def _terms(row: int, meta: Mapping[str, Any]) -> list[tuple[str, str, int]]:
-    return [(k, filters.term_json(t), row) for k, t in filters.meta_terms(meta)]
+def term_id(key: str, text: str) -> int:
+    """The integer a (key, term) pair is indexed by: 63 bits of its BLAKE2b digest, so the
+    index rows are two integers and the term's text is held once (in ``vector_terms``)."""
+    digest = hashlib.blake2b(f"{key}\0{text}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1
 
 
 ROW_SETS = 256  # filters (and single conditions) whose rows are kept until the next write
 
 
 class SQLiteVectors(_SQLite):
-    """``vector_meta`` is the filter's index: one row per metadata term, as :mod:`.filters`
-    defines terms (``value`` is the term as JSON, ``["n", 1]``), naming its vector by the
-    vector row's integer ``rowid`` (not its text id: the index would repeat that id once per
-    term). It has no second index: a vector's terms are found again from its ``meta`` to
-    delete them. It is derived from ``vectors.meta`` and rebuilt from it when a file written
-    by an earlier version holds bare values there (``1``, ``"s1"``, which compared ``1`` and
-    ``1.0`` as different) or text ids."""
+    """The filter's index is dictionary encoded: ``vector_terms`` holds each distinct
+    metadata term once (its integer :func:`term_id`, its key, the term as JSON as
+    :mod:`.filters` defines terms, ``["n", 1]``), and ``vector_meta`` one row of two integers
+    per term of a vector (the term, the vector row's ``rowid``). A term no vector holds any
+    more is deleted with its last row. Only the keys named by :meth:`index_only` are indexed
+    (every key until a caller names them; the choice is kept in ``vector_keys``): a filter on
+    another key is answered by reading every row's ``meta``, the same answer, slower. The
+    index is derived from ``vectors.meta`` and rebuilt from it when a file of an earlier
+    layout (``vector_meta`` holding key and value text) is opened, or the keys change."""
 
     SCHEMA = """
     CREATE TABLE IF NOT EXISTS vectors (id TEXT PRIMARY KEY, vec BLOB NOT NULL, meta TEXT NOT NULL);
-    CREATE TABLE IF NOT EXISTS vector_meta (id INTEGER NOT NULL, key TEXT NOT NULL,
-        value TEXT NOT NULL, PRIMARY KEY (key, value, id)) WITHOUT ROWID;
-    DROP INDEX IF EXISTS vector_meta_id;
+    CREATE TABLE IF NOT EXISTS vector_terms (term INTEGER PRIMARY KEY, key TEXT NOT NULL,
+        value TEXT NOT NULL);
+    CREATE TABLE IF NOT EXISTS vector_keys (key TEXT PRIMARY KEY);
+    """
+    INDEX = """
+    CREATE TABLE IF NOT EXISTS vector_meta (term INTEGER NOT NULL, id INTEGER NOT NULL,
+        PRIMARY KEY (term, id)) WITHOUT ROWID;
     """
 
     def __init__(self, path: str | Path = ":memory:") -> None:
@@ -157,23 +167,70 @@ class SQLiteVectors(_SQLite):
         # combined with
         self._selected: dict[filters.Cond, frozenset[int]] = {}
         self.dim: int | None = None
+        keys = [k for (k,) in self._db.execute("SELECT key FROM vector_keys ORDER BY key")]
+        self._indexed: frozenset[str] | None = frozenset(keys) if keys else None
+        cols = [r[1] for r in self._db.execute("PRAGMA table_info(vector_meta)")]
+        earlier = bool(cols) and "term" not in cols
+        if earlier:  # the layout with key and value text in every index row
+            self._db.execute("DROP TABLE vector_meta")
+        self._db.executescript(self.INDEX)
         row = self._db.execute("SELECT vec FROM vectors LIMIT 1").fetchone()
         if row is not None:
             self.dim = dim_of(row[0])
-            held = self._db.execute("SELECT value, typeof(id) FROM vector_meta LIMIT 1").fetchone()
-            if held is not None and (not held[0].startswith("[") or held[1] != "integer"):
+            if earlier:
                 self._reindex()
+
+    def index_only(self, keys: Iterable[str]) -> None:
+        """Index the metadata keys ``keys`` only (the ones its callers filter on); the
+        index is rebuilt when that changes what it holds."""
+        wanted = frozenset(keys)
+        if wanted == self._indexed:
+            return
+        with self._lock:
+            self._db.execute("BEGIN")
+            self._db.execute("DELETE FROM vector_keys")
+            self._db.executemany("INSERT INTO vector_keys VALUES (?)", [(k,) for k in wanted])
+            self._db.execute("COMMIT")
+            self._indexed = wanted
+        self._reindex()
+
+    def _terms(self, row: int, meta: Mapping[str, Any]) -> list[tuple[int, str, str, int]]:
+        """(term id, key, term text, rowid) of each indexed term of ``meta``."""
+        out = []
+        for k, t in filters.meta_terms(meta):
+            if self._indexed is None or k in self._indexed:
+                text = filters.term_json(t)
+                out.append((term_id(k, text), k, text, row))
+        return out
+
+    def _index(self, row: int, meta: Mapping[str, Any]) -> None:
+        for term, key, text, r in self._terms(row, meta):
+            fresh = self._db.execute("INSERT OR IGNORE INTO vector_terms VALUES (?,?,?)",
+                                     (term, key, text)).rowcount  # fmt: skip
+            if not fresh:
+                held = self._db.execute("SELECT key, value FROM vector_terms WHERE term = ?",
+                                        (term,)).fetchone()  # fmt: skip
+                if tuple(held) != (key, text):
+                    raise SemanticError(f"metadata terms {key}={text} and {held[0]}={held[1]} "
+                                        "share an index number; this store cannot index both")
+            self._db.execute("INSERT OR IGNORE INTO vector_meta VALUES (?,?)", (term, r))
 
     def _reindex(self) -> None:
         """Rebuild the filter index from the metadata."""
         with self._lock:
             self._db.execute("BEGIN")
-            rows = self._db.execute("SELECT rowid, meta FROM vectors").fetchall()
-            self._db.execute("DELETE FROM vector_meta")
-            self._db.executemany("INSERT OR IGNORE INTO vector_meta VALUES (?,?,?)",
-                                 [(r, k, v) for row, meta in rows
-                                  for k, v, r in _terms(row, json.loads(meta))])
-            self._db.execute("COMMIT")  # fmt: skip
+            try:
+                rows = self._db.execute("SELECT rowid, meta FROM vectors").fetchall()
+                self._db.execute("DELETE FROM vector_meta")
+                self._db.execute("DELETE FROM vector_terms")
+                for row, meta in rows:
+                    self._index(row, json.loads(meta))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._rows.clear()
+            self._selected.clear()
 
     def __len__(self) -> int:
         with self._lock:
@@ -184,6 +241,10 @@ class SQLiteVectors(_SQLite):
 
     def put_many(self, items: Iterable[tuple[str, Vec, Mapping[str, Any]]]) -> None:
         rows: list[tuple[str, bytes, str, Mapping[str, Any]]] = []
+        if self.dim is not None:
+            with self._lock:  # an emptied store takes vectors of any dimension again
+                if self._db.execute("SELECT 1 FROM vectors LIMIT 1").fetchone() is None:
+                    self.dim = None
         for id, vec, meta in items:
             v = as_unit(vec, self.dim)
             self.dim = int(v.shape[0])
@@ -198,8 +259,7 @@ class SQLiteVectors(_SQLite):
                         "INSERT INTO vectors VALUES (?,?,?) ON CONFLICT(id) DO UPDATE SET "
                         "vec = excluded.vec, meta = excluded.meta RETURNING rowid",
                         (id, blob, text)).fetchone()[0]  # fmt: skip
-                    self._db.executemany("INSERT OR IGNORE INTO vector_meta VALUES (?,?,?)",
-                                         [(r, k, v) for k, v, r in _terms(rowid, meta)])
+                    self._index(rowid, meta)
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -212,8 +272,11 @@ class SQLiteVectors(_SQLite):
         """Take the filter terms of vector ``id`` (if held) out of the index."""
         held = self._db.execute("SELECT rowid, meta FROM vectors WHERE id = ?", (id,)).fetchone()
         if held is not None:
-            self._db.executemany("DELETE FROM vector_meta WHERE key = ? AND value = ? AND id = ?",
-                                 _terms(held[0], json.loads(held[1])))  # fmt: skip
+            for term, _, _, row in self._terms(held[0], json.loads(held[1])):
+                self._db.execute("DELETE FROM vector_meta WHERE term = ? AND id = ?", (term, row))
+                if self._db.execute("SELECT 1 FROM vector_meta WHERE term = ? LIMIT 1",
+                                    (term,)).fetchone() is None:  # fmt: skip
+                    self._db.execute("DELETE FROM vector_terms WHERE term = ?", (term,))
 
     def delete(self, id: str) -> bool:
         with self._lock:
@@ -242,17 +305,20 @@ class SQLiteVectors(_SQLite):
 
     def _select(self, cond: filters.Cond) -> set[int]:
         """Rowids whose metadata satisfies one condition: equality and ``in`` by the index,
-        a range by testing each distinct term of the key (the rule of :mod:`.filters`)."""
+        a range by testing each distinct term of the key (the rule of :mod:`.filters`); a
+        key not indexed by reading every row's metadata."""
+        if self._indexed is not None and cond.key not in self._indexed:
+            return {row for row, meta in self._db.execute("SELECT rowid, meta FROM vectors")
+                    if filters.matches(json.loads(meta), (cond,))}  # fmt: skip
         if cond.equal is not None:
-            wanted = [filters.term_json(t) for t in cond.equal]
+            wanted = [term_id(cond.key, filters.term_json(t)) for t in cond.equal]
             out: set[int] = set()
             for at in range(0, len(wanted), 500):  # bounded statement size
                 part = wanted[at : at + 500]
-                sql = ("SELECT id FROM vector_meta WHERE key = ? AND value IN "
-                       f"({','.join('?' * len(part))})")  # fmt: skip
-                out.update(r[0] for r in self._db.execute(sql, [cond.key, *part]))
+                sql = f"SELECT id FROM vector_meta WHERE term IN ({','.join('?' * len(part))})"
+                out.update(r[0] for r in self._db.execute(sql, part))
             return out
-        terms = self._db.execute("SELECT DISTINCT value FROM vector_meta WHERE key = ?",
+        terms = self._db.execute("SELECT value FROM vector_terms WHERE key = ?",
                                  (cond.key,)).fetchall()  # fmt: skip
         admitted = [t for (t,) in terms if cond.admits(filters.term_from_json(t))]
         return self._select(filters.Cond(cond.key, equal=frozenset(
