@@ -445,7 +445,7 @@ def test_the_assertion_tier_embeds_with_the_substrates_embedder(tmp_path: Path) 
     later.close()
     # evidence that can no longer be read: refused, naming both embedders, nothing changed
     con = sqlite3.connect(hashed)
-    con.execute("DELETE FROM chunks")
+    con.execute("DELETE FROM doc_chunks")
     con.commit()
     con.close()
     with pytest.raises(SemanticError, match=r"small-test/64.*Embedder/1024.*no longer stored"):

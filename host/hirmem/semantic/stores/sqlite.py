@@ -353,73 +353,175 @@ class SQLiteVectors(_SQLite):
             return out
 
 
+def node_id(name: str) -> int:
+    """The integer a graph node is keyed by: 63 bits of the BLAKE2b digest of its name, so
+    an edge is three integers and a label, and a name is held once (in ``graph_nodes``)."""
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big") >> 1
+
+
 class SQLiteGraph(_SQLite):
+    """Nodes keyed by :func:`node_id` (the name held once, beside its properties), edges by
+    their ends' integers with their label; ``seq`` (the edge row's rowid) keeps the order
+    edges were first linked in. A file of the earlier layout (``nodes`` and ``edges`` keyed
+    by name text) is converted when opened."""
+
     SCHEMA = """
-    CREATE TABLE IF NOT EXISTS nodes (id TEXT PRIMARY KEY, props TEXT NOT NULL);
-    CREATE TABLE IF NOT EXISTS edges (src TEXT NOT NULL, dst TEXT NOT NULL, label TEXT NOT NULL,
-        seq INTEGER PRIMARY KEY AUTOINCREMENT, UNIQUE (src, dst, label));
-    CREATE INDEX IF NOT EXISTS edges_dst ON edges(dst);
+    CREATE TABLE IF NOT EXISTS graph_nodes (id INTEGER PRIMARY KEY, name TEXT NOT NULL,
+        props TEXT NOT NULL);
+    CREATE TABLE IF NOT EXISTS graph_edges (seq INTEGER PRIMARY KEY, src INTEGER NOT NULL,
+        dst INTEGER NOT NULL, label TEXT NOT NULL, UNIQUE (src, label, dst));
+    CREATE INDEX IF NOT EXISTS graph_edges_dst ON graph_edges(dst);
     """
+
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        super().__init__(path)
+        held = self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND "
+                                "name = 'edges'").fetchone()  # fmt: skip
+        if held is not None:
+            self._convert()
+
+    def _convert(self) -> None:
+        """Move the nodes and edges of the earlier layout into the integer-keyed tables."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                for name, props in self._db.execute("SELECT id, props FROM nodes").fetchall():
+                    self._named(name, props, replace=True)
+                for src, dst, label in self._db.execute(
+                    "SELECT src, dst, label FROM edges ORDER BY seq"
+                ).fetchall():
+                    self._link(src, dst, label)
+                self._db.execute("DROP TABLE edges")
+                self._db.execute("DROP TABLE nodes")
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def _named(self, name: str, props: str = "{}", *, replace: bool = False) -> int:
+        """The node of ``name``, written if new (or its properties replaced)."""
+        nid = node_id(name)
+        held = self._db.execute("SELECT name FROM graph_nodes WHERE id = ?", (nid,)).fetchone()
+        if held is not None and held[0] != name:
+            raise SemanticError(f"graph nodes {name!r} and {held[0]!r} share a key; this store "
+                                "cannot hold both")  # fmt: skip
+        if held is None:
+            self._db.execute("INSERT INTO graph_nodes VALUES (?, ?, ?)", (nid, name, props))
+        elif replace:
+            self._db.execute("UPDATE graph_nodes SET props = ? WHERE id = ?", (props, nid))
+        return nid
+
+    def _link(self, src: str, dst: str, label: str) -> None:
+        a, b = self._named(src), self._named(dst)
+        self._db.execute("INSERT OR IGNORE INTO graph_edges (src, dst, label) VALUES (?, ?, ?)",
+                         (a, b, label))  # fmt: skip
 
     def node(self, id: str, props: Mapping[str, Any]) -> None:
         with self._lock:
             old = self.props(id) or {}
             old.update(props)
-            self._db.execute("INSERT OR REPLACE INTO nodes VALUES (?, ?)",
-                             (id, _json(old)))  # fmt: skip
+            self._named(id, _json(old), replace=True)
 
     def edge(self, src: str, dst: str, label: str) -> None:
         with self._lock:
-            for n in (src, dst):
-                self._db.execute("INSERT OR IGNORE INTO nodes VALUES (?, '{}')", (n,))
-            self._db.execute("INSERT OR IGNORE INTO edges (src, dst, label) VALUES (?, ?, ?)",
-                             (src, dst, label))  # fmt: skip
+            self._link(src, dst, label)
 
     def out(self, id: str, label: str | None = None) -> list[str]:
-        sql = "SELECT dst FROM edges WHERE src = ?"
-        args: tuple[str, ...] = (id,)
+        sql = ("SELECT n.name FROM graph_edges e JOIN graph_nodes n ON n.id = e.dst "
+               "WHERE e.src = ?")  # fmt: skip
+        args: tuple[object, ...] = (node_id(id),)
         if label is not None:
-            sql += " AND label = ?"
-            args = (id, label)
-        sql += " GROUP BY dst ORDER BY min(seq)"  # each neighbour once, in first-linked order
+            sql += " AND e.label = ?"
+            args = (node_id(id), label)
+        sql += " GROUP BY e.dst ORDER BY min(e.seq)"  # each neighbour once, first-linked first
         with self._lock:
             return [r[0] for r in self._db.execute(sql, args).fetchall()]
 
     def props(self, id: str) -> dict[str, Any] | None:
         with self._lock:
-            row = self._db.execute("SELECT props FROM nodes WHERE id = ?", (id,)).fetchone()
-        return None if row is None else dict(json.loads(row[0]))
+            row = self._db.execute("SELECT name, props FROM graph_nodes WHERE id = ?",
+                                   (node_id(id),)).fetchone()  # fmt: skip
+        return None if row is None or row[0] != id else dict(json.loads(row[1]))
 
     def delete(self, id: str) -> bool:
+        nid = node_id(id)
         with self._lock:
-            self._db.execute("DELETE FROM edges WHERE src = ? OR dst = ?", (id, id))
-            return self._db.execute("DELETE FROM nodes WHERE id = ?", (id,)).rowcount > 0
+            if self.props(id) is None:
+                return False
+            self._db.execute("DELETE FROM graph_edges WHERE src = ? OR dst = ?", (nid, nid))
+            return self._db.execute("DELETE FROM graph_nodes WHERE id = ?", (nid,)).rowcount > 0
 
 
 class SQLiteDocs(_SQLite):
+    """Documents whole; a chunk by reference: its byte range of its document's text (the
+    chunk's ``text`` column is NULL), so a chunk's text is not kept twice. A chunk handed in
+    whose text is not that range of its document keeps its own text. Deleting a document
+    deletes its chunks. A file of the earlier layout (``chunks`` holding every chunk's
+    text) is converted when opened."""
+
     SCHEMA = """
     CREATE TABLE IF NOT EXISTS docs (id TEXT PRIMARY KEY, source TEXT NOT NULL,
         text TEXT NOT NULL, meta TEXT NOT NULL);
-    CREATE TABLE IF NOT EXISTS chunks (doc_id TEXT NOT NULL, idx INTEGER NOT NULL,
-        text TEXT NOT NULL, start INTEGER NOT NULL, end_ INTEGER NOT NULL,
+    CREATE TABLE IF NOT EXISTS doc_chunks (doc_id TEXT NOT NULL, idx INTEGER NOT NULL,
+        start INTEGER NOT NULL, end_ INTEGER NOT NULL, text TEXT,
         PRIMARY KEY (doc_id, idx)) WITHOUT ROWID;
     """
+
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        super().__init__(path)
+        held = self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND "
+                                "name = 'chunks'").fetchone()  # fmt: skip
+        if held is not None:
+            self._convert()
+
+    def _convert(self) -> None:
+        """Move the chunks of the earlier layout into ``doc_chunks``, by reference."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                texts: dict[str, bytes] = {}
+                rows = []
+                for doc_id, idx, text, start, end in self._db.execute(
+                    "SELECT doc_id, idx, text, start, end_ FROM chunks"
+                ).fetchall():
+                    if doc_id not in texts:
+                        d = self._db.execute("SELECT text FROM docs WHERE id = ?",
+                                             (doc_id,)).fetchone()  # fmt: skip
+                        texts[doc_id] = b"" if d is None else str(d[0]).encode("utf-8")
+                    rows.append(self._row(Chunk(doc_id, idx, text, start, end), texts[doc_id]))
+                self._db.executemany("INSERT OR REPLACE INTO doc_chunks VALUES (?, ?, ?, ?, ?)",
+                                     rows)  # fmt: skip
+                self._db.execute("DROP TABLE chunks")
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    @staticmethod
+    def _row(c: Chunk, doc: bytes) -> tuple[str, int, int, int, str | None]:
+        same = doc[c.start : c.end] == c.text.encode("utf-8")
+        return (c.doc_id, c.index, c.start, c.end, None if same else c.text)
+
+    @staticmethod
+    def _chunk(doc: bytes, doc_id: str, idx: int, start: int, end: int,
+               text: str | None) -> Chunk:  # fmt: skip
+        return Chunk(doc_id, idx, doc[start:end].decode("utf-8") if text is None else text,
+                     start, end)  # fmt: skip
 
     def __len__(self) -> int:
         with self._lock:
             return int(self._db.execute("SELECT count(*) FROM docs").fetchone()[0])
 
     def put(self, doc: Doc, chunks: Sequence[Chunk]) -> None:
+        raw = doc.text.encode("utf-8")
         with self._lock:
             self._db.execute("BEGIN")
             try:
                 row = (doc.id, doc.source, doc.text, _json(doc.meta, sort=False))
                 self._db.execute("INSERT OR REPLACE INTO docs VALUES (?, ?, ?, ?)", row)
-                self._db.execute("DELETE FROM chunks WHERE doc_id = ?", (doc.id,))
-                self._db.executemany(
-                    "INSERT INTO chunks VALUES (?, ?, ?, ?, ?)",
-                    [(c.doc_id, c.index, c.text, c.start, c.end) for c in chunks],
-                )
+                self._db.execute("DELETE FROM doc_chunks WHERE doc_id = ?", (doc.id,))
+                self._db.executemany("INSERT INTO doc_chunks VALUES (?, ?, ?, ?, ?)",
+                                     [self._row(c, raw) for c in chunks])  # fmt: skip
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -435,17 +537,23 @@ class SQLiteDocs(_SQLite):
         if not index.isdigit():
             return None
         with self._lock:
-            row = self._db.execute("SELECT * FROM chunks WHERE doc_id = ? AND idx = ?",
-                                   (doc, int(index))).fetchone()  # fmt: skip
-        return None if row is None else Chunk(*row)
+            row = self._db.execute(
+                "SELECT c.start, c.end_, c.text, d.text FROM doc_chunks c JOIN docs d "
+                "ON d.id = c.doc_id WHERE c.doc_id = ? AND c.idx = ?",
+                (doc, int(index))).fetchone()  # fmt: skip
+        if row is None:
+            return None
+        return self._chunk(str(row[3]).encode("utf-8"), doc, int(index), row[0], row[1], row[2])
 
     def chunks(self, doc_id: str) -> list[Chunk]:
         with self._lock:
-            rows = self._db.execute("SELECT * FROM chunks WHERE doc_id = ? ORDER BY idx",
-                                    (doc_id,)).fetchall()  # fmt: skip
-        return [Chunk(*r) for r in rows]
+            d = self._db.execute("SELECT text FROM docs WHERE id = ?", (doc_id,)).fetchone()
+            rows = self._db.execute("SELECT idx, start, end_, text FROM doc_chunks WHERE "
+                                    "doc_id = ? ORDER BY idx", (doc_id,)).fetchall()  # fmt: skip
+        raw = b"" if d is None else str(d[0]).encode("utf-8")
+        return [self._chunk(raw, doc_id, *r) for r in rows]
 
     def delete(self, doc_id: str) -> bool:
         with self._lock:
-            self._db.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
+            self._db.execute("DELETE FROM doc_chunks WHERE doc_id = ?", (doc_id,))
             return self._db.execute("DELETE FROM docs WHERE id = ?", (doc_id,)).rowcount > 0
