@@ -344,3 +344,83 @@ def test_the_dictionary_encoded_filter_index_answers_as_the_memory_driver(
         mine.delete(i)
     assert mine._db.execute("SELECT count(*) FROM vector_terms").fetchone()[0] == 0
     assert mine._db.execute("SELECT count(*) FROM vector_meta").fetchone()[0] == 0
+
+
+# ---- triples and entity tables ------------------------------------------------------------------
+
+
+def test_the_dictionary_encoded_triples_answer_as_the_memory_driver(tmp_path: Path) -> None:
+    from hirmem.semantic.stores.memory import MemoryTriples
+    from hirmem.semantic.stores.sqlite import SQLiteTriples
+
+    rng = random.Random(4)
+    terms = ["Alice", "alice", "ALICE", "Bob", "knows", "KNOWS", "lives in", "Oslo",
+             "Zoë", "zoë", "İstanbul", "a\u00a0b", "a b"]  # fmt: skip
+    mine, oracle = SQLiteTriples(tmp_path / "t.db"), MemoryTriples()
+    for step in range(3000):
+        s, p, o = (rng.choice(terms) for _ in range(3))
+        r = rng.random()
+        if r < 0.5:
+            assert mine.assert_triple(s, p, o) == oracle.assert_triple(s, p, o)
+        elif r < 0.6:
+            n = mine.assert_many([(s, p, o), (o, p, s)])
+            assert n == oracle.assert_many([(s, p, o), (o, p, s)]), step
+        elif r < 0.8:
+            assert mine.delete(s, p, o) == oracle.delete(s, p, o), step
+        q = [rng.choice([None, *terms]) for _ in range(3)]
+        assert sorted(mine.match(*q)) == sorted(oracle.match(*q)), (step, q)
+        assert len(mine) == len(oracle)
+    mine.close()
+    again = SQLiteTriples(tmp_path / "t.db")
+    assert sorted(again.match()) == sorted(oracle.match())
+    for s, p, o in oracle.match():
+        again.delete(s, p, o)
+    assert again._db.execute("SELECT count(*) FROM triple_terms").fetchone()[0] == 0
+    again.close()
+
+
+def test_a_triples_file_of_the_earlier_layout_is_converted_when_opened(tmp_path: Path) -> None:
+    from hirmem.protocol.identity import triple_id
+    from hirmem.semantic.stores.sqlite import SQLiteTriples
+
+    db = tmp_path / "t.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE triples (id TEXT PRIMARY KEY, s TEXT NOT NULL, p TEXT NOT NULL, "
+                "o TEXT NOT NULL, fs TEXT NOT NULL, fp TEXT NOT NULL, fo TEXT NOT NULL) "
+                "WITHOUT ROWID")
+    con.execute("INSERT INTO triples VALUES (?, 'Alice', 'knows', 'Bob', 'alice', 'knows', "
+                "'bob')", (triple_id("Alice", "knows", "Bob"),))
+    con.commit()
+    con.close()
+    store = SQLiteTriples(db)
+    assert store.match("ALICE") == [("Alice", "knows", "Bob")] and len(store) == 1
+    store.close()
+    con = sqlite3.connect(db)
+    tables = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    con.close()
+    assert "triples" not in tables
+
+
+def test_entity_tables_of_the_earlier_rowid_layout_are_rebuilt_without_rowid(
+    tmp_path: Path,
+) -> None:
+    from hirmem.semantic.entities import EntityIndex
+
+    db = tmp_path / "e.db"
+    con = sqlite3.connect(db)
+    con.executescript("""
+        CREATE TABLE entity_aliases (alias TEXT NOT NULL, entity TEXT NOT NULL,
+            container TEXT NOT NULL, source TEXT NOT NULL,
+            PRIMARY KEY (alias, entity, container, source));
+        CREATE INDEX entity_aliases_entity ON entity_aliases(entity);
+        INSERT INTO entity_aliases VALUES ('bob', 'e1', 'c', 'd1'), ('robert', 'e1', 'c', 'd1');
+    """)
+    con.close()
+    index = EntityIndex(str(db))
+    assert index.names("Bob", {"c"}) == {"bob", "robert"}
+    index.close()
+    con = sqlite3.connect(db)
+    ddl = {n: sql for n, sql in con.execute("SELECT name, sql FROM sqlite_master")}
+    con.close()
+    assert "WITHOUT ROWID" in ddl["entity_aliases"] and "entity_aliases_entity" in ddl
+    assert not any(n.endswith("_earlier") for n in ddl)

@@ -38,6 +38,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 from hirmem.protocol.identity import fnv1a64, fold
+from hirmem.semantic.stores.sqlite import rowless
 
 __all__ = ["EdgeRow", "EntityIndex", "aliases_in", "entity_id", "implied", "kind_cue",
            "written"]
@@ -179,32 +180,37 @@ class EdgeRow:
     hedged: bool
 
 
+_TABLES = {
+    "entities": "CREATE TABLE entities (id TEXT PRIMARY KEY, name TEXT NOT NULL) WITHOUT ROWID",
+    "entity_aliases": "CREATE TABLE entity_aliases (alias TEXT NOT NULL, entity TEXT NOT NULL, "
+                      "container TEXT NOT NULL, source TEXT NOT NULL, "
+                      "PRIMARY KEY (alias, entity, container, source)) WITHOUT ROWID",
+    "entity_edges": "CREATE TABLE entity_edges (subject TEXT NOT NULL, relation TEXT NOT NULL, "
+                    "object TEXT NOT NULL, container TEXT NOT NULL, source TEXT NOT NULL, "
+                    "quote TEXT NOT NULL, hedged INTEGER NOT NULL, "
+                    "PRIMARY KEY (subject, relation, object, container, source)) WITHOUT ROWID",
+    "entity_kinds": "CREATE TABLE entity_kinds (entity TEXT NOT NULL, kind TEXT NOT NULL, "
+                    "container TEXT NOT NULL, source TEXT NOT NULL, "
+                    "PRIMARY KEY (entity, kind, container, source)) WITHOUT ROWID",
+}  # fmt: skip
+
+
 class EntityIndex:
     """Entities, aliases and open edges in SQLite (``path``, or in memory)."""
 
     def __init__(self, path: str = ":memory:") -> None:
         self._lock = threading.RLock()
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        # the tables are their primary keys (WITHOUT ROWID): a rowid table would keep each
+        # alias, source and quote twice, in its rows and in its key's index
+        for table, ddl in _TABLES.items():
+            rowless(self._db, table, ddl)
         self._db.executescript(
             """
-            CREATE TABLE IF NOT EXISTS entities (
-                id TEXT PRIMARY KEY, name TEXT NOT NULL);
-            CREATE TABLE IF NOT EXISTS entity_aliases (
-                alias TEXT NOT NULL, entity TEXT NOT NULL, container TEXT NOT NULL,
-                source TEXT NOT NULL, PRIMARY KEY (alias, entity, container, source));
             CREATE INDEX IF NOT EXISTS entity_aliases_entity ON entity_aliases(entity);
             CREATE INDEX IF NOT EXISTS entity_aliases_source ON entity_aliases(source);
-            CREATE TABLE IF NOT EXISTS entity_edges (
-                subject TEXT NOT NULL, relation TEXT NOT NULL, object TEXT NOT NULL,
-                container TEXT NOT NULL, source TEXT NOT NULL, quote TEXT NOT NULL,
-                hedged INTEGER NOT NULL,
-                PRIMARY KEY (subject, relation, object, container, source));
             CREATE INDEX IF NOT EXISTS entity_edges_object ON entity_edges(object);
             CREATE INDEX IF NOT EXISTS entity_edges_source ON entity_edges(source);
-            CREATE TABLE IF NOT EXISTS entity_kinds (
-                entity TEXT NOT NULL, kind TEXT NOT NULL, container TEXT NOT NULL,
-                source TEXT NOT NULL,
-                PRIMARY KEY (entity, kind, container, source)) WITHOUT ROWID;
             CREATE INDEX IF NOT EXISTS entity_kinds_source ON entity_kinds(source);
             """
         )

@@ -28,7 +28,7 @@ from hirmem.semantic.stores.base import Match, Vec, as_unit, check_terms, top_k
 from hirmem.semantic.stores.packed import Rows, dim_of, pack
 from hirmem.semantic.values import Chunk, Doc
 
-__all__ = ["SQLiteDocs", "SQLiteGraph", "SQLiteTriples", "SQLiteVectors", "connect"]
+__all__ = ["SQLiteDocs", "SQLiteGraph", "SQLiteTriples", "SQLiteVectors", "connect", "rowless"]
 
 
 def connect(path: str | Path) -> sqlite3.Connection:
@@ -40,6 +40,34 @@ def connect(path: str | Path) -> sqlite3.Connection:
     except sqlite3.DatabaseError as exc:
         raise SemanticError(f"{path}: cannot open as SQLite: {exc}") from None
     return db
+
+
+def rowless(db: sqlite3.Connection, table: str, ddl: str) -> None:
+    """Create ``table`` by ``ddl`` (a ``WITHOUT ROWID`` table: the primary key is the table,
+    not a second copy of its columns beside the rows); a table of that name in the earlier
+    rowid layout is rebuilt into it, rows and all (its indexes go with the old table; the
+    caller creates them again). Run before the caller's ``CREATE INDEX`` statements."""
+    held = db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?",
+                      (table,)).fetchone()  # fmt: skip
+    if held is None:
+        db.execute(ddl)
+        return
+    if "WITHOUT ROWID" in str(held[0]).upper():
+        return
+    own = not db.in_transaction
+    if own:
+        db.execute("BEGIN")
+    try:
+        db.execute(f"ALTER TABLE {table} RENAME TO {table}_earlier")
+        db.execute(ddl)
+        db.execute(f"INSERT OR IGNORE INTO {table} SELECT * FROM {table}_earlier")
+        db.execute(f"DROP TABLE {table}_earlier")
+        if own:
+            db.execute("COMMIT")
+    except BaseException:
+        if own:
+            db.execute("ROLLBACK")
+        raise
 
 
 def _json(value: Mapping[str, Any], *, sort: bool = True) -> str:
@@ -61,68 +89,135 @@ class _SQLite:
         self._db.close()
 
 
+def _h63(text: str) -> int:
+    """63 bits of the BLAKE2b digest of ``text``: the integer a term is keyed by."""
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big") >> 1
+
+
+def _signed(hex_id: str) -> int:
+    """A 64-bit id in hex as the signed integer SQLite keeps."""
+    v = int(hex_id, 16)
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
 class SQLiteTriples(_SQLite):
+    """Triples dictionary encoded: ``triple_terms`` holds each term as written once (keyed
+    by the 63-bit hash of its text), and a triple is a row of integers: its id, its terms
+    as written, and the hashes of its folded terms (what ``match`` looks up by, through the
+    indexes of the shapes it answers; each answer is checked against the folded terms, so
+    a hash collision cannot add a row). A term no triple names any more is deleted with
+    its last triple. A file of the earlier layout (``triples`` holding the terms as text,
+    folded and not) is converted when opened."""
+
     SCHEMA = """
-    CREATE TABLE IF NOT EXISTS triples (
-        id TEXT PRIMARY KEY, s TEXT NOT NULL, p TEXT NOT NULL, o TEXT NOT NULL,
-        fs TEXT NOT NULL, fp TEXT NOT NULL, fo TEXT NOT NULL) WITHOUT ROWID;
-    CREATE INDEX IF NOT EXISTS triples_sp ON triples(fs, fp);
-    CREATE INDEX IF NOT EXISTS triples_po ON triples(fp, fo);
-    CREATE INDEX IF NOT EXISTS triples_o ON triples(fo);
+    CREATE TABLE IF NOT EXISTS triple_terms (id INTEGER PRIMARY KEY, text TEXT NOT NULL);
+    CREATE TABLE IF NOT EXISTS triple_rows (id INTEGER PRIMARY KEY, s INTEGER NOT NULL,
+        p INTEGER NOT NULL, o INTEGER NOT NULL, fs INTEGER NOT NULL, fp INTEGER NOT NULL,
+        fo INTEGER NOT NULL);
+    CREATE INDEX IF NOT EXISTS triple_rows_sp ON triple_rows(fs, fp);
+    CREATE INDEX IF NOT EXISTS triple_rows_po ON triple_rows(fp, fo);
+    CREATE INDEX IF NOT EXISTS triple_rows_o ON triple_rows(fo);
     """
+
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        super().__init__(path)
+        held = self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND "
+                                "name = 'triples'").fetchone()  # fmt: skip
+        if held is not None:
+            rows = self._db.execute("SELECT s, p, o FROM triples").fetchall()
+            self.assert_many(rows, drop_earlier=True)
 
     def __len__(self) -> int:
         with self._lock:
-            return int(self._db.execute("SELECT count(*) FROM triples").fetchone()[0])
+            return int(self._db.execute("SELECT count(*) FROM triple_rows").fetchone()[0])
 
-    @staticmethod
-    def _row(s: str, p: str, o: str) -> tuple[str, ...]:
+    def _term(self, text: str) -> int:
+        """The key of ``text`` in ``triple_terms``, written if new."""
+        key = _h63(text)
+        if self._db.execute("INSERT OR IGNORE INTO triple_terms VALUES (?, ?)",
+                            (key, text)).rowcount == 0:  # fmt: skip
+            held = self._db.execute("SELECT text FROM triple_terms WHERE id = ?",
+                                    (key,)).fetchone()[0]  # fmt: skip
+            if held != text:
+                raise SemanticError(f"triple terms {text!r} and {held!r} share a key; this "
+                                    "store cannot hold both")  # fmt: skip
+        return key
+
+    def _insert(self, s: str, p: str, o: str) -> int:
         fs, fp, fo = fold(s), fold(p), fold(o)
-        return (triple_id(fs, fp, fo), s, p, o, fs, fp, fo)
+        row = (_signed(triple_id(fs, fp, fo)), self._term(s), self._term(p), self._term(o),
+               _h63(fs), _h63(fp), _h63(fo))  # fmt: skip
+        return self._db.execute("INSERT OR IGNORE INTO triple_rows VALUES (?,?,?,?,?,?,?)",
+                                row).rowcount  # fmt: skip
 
     def assert_triple(self, s: str, p: str, o: str) -> str:
         check_terms(s, p, o)
-        row = self._row(s, p, o)
-        with self._lock:
-            self._db.execute("INSERT OR IGNORE INTO triples VALUES (?,?,?,?,?,?,?)", row)
-        return row[0]
-
-    def assert_many(self, triples: Iterable[tuple[str, str, str]]) -> int:
-        batch = list(triples)
-        for s, p, o in batch:
-            check_terms(s, p, o)
-        rows = [self._row(s, p, o) for s, p, o in batch]
         with self._lock:
             self._db.execute("BEGIN")
             try:
-                cur = self._db.executemany(
-                    "INSERT OR IGNORE INTO triples VALUES (?,?,?,?,?,?,?)", rows
-                )
+                self._insert(s, p, o)
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-        return cur.rowcount
+        return triple_id(fold(s), fold(p), fold(o))
+
+    def assert_many(self, triples: Iterable[tuple[str, str, str]], *,
+                    drop_earlier: bool = False) -> int:  # fmt: skip
+        batch = list(triples)
+        for s, p, o in batch:
+            check_terms(s, p, o)
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                n = sum(self._insert(s, p, o) for s, p, o in batch)
+                if drop_earlier:
+                    self._db.execute("DROP TABLE triples")
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return n
 
     def match(
         self, s: str | None = None, p: str | None = None, o: str | None = None
     ) -> list[tuple[str, str, str]]:
         check_terms(s, p, o)
-        where, args = [], []
+        where, args, want = [], [], []
         for col, term in (("fs", s), ("fp", p), ("fo", o)):
             if term is not None:
-                where.append(f"{col} = ?")
-                args.append(fold(term))
-        sql = "SELECT s, p, o FROM triples"
+                where.append(f"r.{col} = ?")
+                args.append(_h63(fold(term)))
+                want.append(fold(term))
+        sql = ("SELECT ts.text, tp.text, tt.text FROM triple_rows r "
+               "JOIN triple_terms ts ON ts.id = r.s JOIN triple_terms tp ON tp.id = r.p "
+               "JOIN triple_terms tt ON tt.id = r.o")  # fmt: skip
         if where:
             sql += " WHERE " + " AND ".join(where)
         with self._lock:
-            return [(a, b, c) for a, b, c in self._db.execute(sql, args).fetchall()]
+            rows = self._db.execute(sql, args).fetchall()
+        bound = [i for i, t in enumerate((s, p, o)) if t is not None]
+        return [(a, b, c) for a, b, c in rows
+                if [fold((a, b, c)[i]) for i in bound] == want]  # fmt: skip
 
     def delete(self, s: str, p: str, o: str) -> bool:
+        key = _signed(triple_id(s, p, o))
         with self._lock:
-            cur = self._db.execute("DELETE FROM triples WHERE id = ?", (triple_id(s, p, o),))
-        return cur.rowcount > 0
+            row = self._db.execute("SELECT s, p, o, fs, fp, fo FROM triple_rows WHERE id = ?",
+                                   (key,)).fetchone()  # fmt: skip
+            if row is None:
+                return False
+            self._db.execute("DELETE FROM triple_rows WHERE id = ?", (key,))
+            terms = self._db.execute("SELECT id, text FROM triple_terms WHERE id IN (?, ?, ?)",
+                                     row[:3]).fetchall()  # fmt: skip
+            for term, text in terms:
+                h = _h63(fold(text))
+                if self._db.execute(
+                    "SELECT 1 FROM triple_rows WHERE (fs = ? AND s = ?) OR (fp = ? AND p = ?) "
+                    "OR (fo = ? AND o = ?) LIMIT 1", (h, term, h, term, h, term)
+                ).fetchone() is None:  # fmt: skip
+                    self._db.execute("DELETE FROM triple_terms WHERE id = ?", (term,))
+        return True
 
 
 def term_id(key: str, text: str) -> int:
