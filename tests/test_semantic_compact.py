@@ -20,7 +20,7 @@ from hirmem.semantic.assertions import Edge, Source, SourceKind
 from hirmem.semantic.prov import Log, SQLiteLog
 from hirmem.semantic.stores.memory import MemoryGraph, MemoryVectors
 from hirmem.semantic.stores.sqlite import SQLiteDocs, SQLiteGraph, SQLiteVectors
-from hirmem.semantic.values import Chunk, Doc
+from hirmem.semantic.values import Chunk, Doc, Origin, with_origin
 
 # ---- the ledger ---------------------------------------------------------------------------------
 
@@ -217,7 +217,11 @@ def test_chunks_are_kept_by_reference_and_read_back_as_they_were(tmp_path: Path)
             continue
         text = "".join(rng.choice(["Alice ", "knows ", "Zoë. ", "日本 ", "\n"])
                        for _ in range(rng.randint(1, 30)))  # fmt: skip
-        doc = Doc(d, f"mem://{d}", text, {"n": step})
+        org = Origin(rng.choice([f"mem://{d}", "file:/x"]), 0, len(text.encode()), step,
+                     "ab" * 32, "text/plain")  # fmt: skip
+        meta = rng.choice([{"n": step}, with_origin({"container": "c"}, org),
+                           {"origin": [0, 1, 2, 3, 4, 5]}, {"origin": {"ref": 0}}])
+        doc = Doc(d, f"mem://{d}", text, meta)
         chunks = _chunks(rng, doc)
         store.put(doc, chunks)
         held[d] = (doc, chunks)
@@ -228,6 +232,9 @@ def test_chunks_are_kept_by_reference_and_read_back_as_they_were(tmp_path: Path)
             assert store.chunk(c.id) == c
     con = sqlite3.connect(tmp_path / "d.db")
     own = con.execute("SELECT count(*) FROM doc_chunks WHERE text IS NOT NULL").fetchone()[0]
+    metas = [m for (m,) in con.execute("SELECT meta FROM docs")]
+    assert any(m.startswith("~") for m in metas) and any(m.startswith("{") for m in metas)
+    assert not any("mem://" in m for m in metas if m.startswith("~"))  # the source, held once
     total = con.execute("SELECT count(*) FROM doc_chunks").fetchone()[0]
     con.close()
     assert 0 < own < total / 4  # only the chunks that are not their span keep a text
@@ -424,3 +431,72 @@ def test_entity_tables_of_the_earlier_rowid_layout_are_rebuilt_without_rowid(
     con.close()
     assert "WITHOUT ROWID" in ddl["entity_aliases"] and "entity_aliases_entity" in ddl
     assert not any(n.endswith("_earlier") for n in ddl)
+
+
+# ---- dense assertion vectors --------------------------------------------------------------------
+
+
+class _DenseEmbedder:
+    """A dense embedding (as MiniLM's is): a fixed random projection of the hashed one."""
+
+    name = "dense-test"
+    dim = 96
+
+    def __init__(self) -> None:
+        import numpy as np
+
+        from hirmem.semantic.retrieve import Embedder
+
+        self._hashed = Embedder(512)
+        self._proj = np.random.default_rng(5).standard_normal((512, self.dim)).astype("float32")
+
+    def embed(self, text: str) -> Any:
+        import numpy as np
+
+        v = self._hashed.embed(text) @ self._proj
+        n = float(np.linalg.norm(v))
+        return v / n if n else v
+
+
+def test_dense_assertion_vectors_are_kept_in_int8_steps_and_still_answer(tmp_path: Path) -> None:
+    from hirmem.semantic.extract import RuleExtractor
+    from hirmem.semantic.ingest import MemoryIngester
+    from hirmem.semantic.stages import Pipeline
+    from hirmem.semantic.substrate import Substrate
+
+    people = ["Alice Smith", "Bob Jones", "Carol Novak", "Dora Silva"]
+    cities = ["Paris", "Lagos", "Osaka", "Lima", "Oslo"]
+    texts = {f"n{i}": f"{people[i % 4]} lives in {cities[i % 5]}." for i in range(40)}
+    db = tmp_path / "dense.db"
+    sub = Substrate.open(db, passage_embedder=_DenseEmbedder())
+    pipeline = Pipeline(MemoryIngester(texts), extractor=RuleExtractor())
+    for key in texts:
+        sub.ingest(pipeline, key)
+    hits = sub.ask("Where does Carol Novak live?", 3).hits
+    assert hits and all(h.evidence.startswith("Carol Novak lives in") for h in hits)
+    sub.close()
+    con = sqlite3.connect(db)
+    sizes = [len(b) for (b,) in con.execute("SELECT vec FROM vectors")]
+    con.close()
+    assert sizes and max(sizes) <= _DenseEmbedder.dim + 10  # not 4 bytes per entry
+
+
+def test_vector_metadata_rows_name_their_shape_and_read_back_as_written(tmp_path: Path) -> None:
+    rng = random.Random(12)
+    db = tmp_path / "v.db"
+    store = SQLiteVectors(db)
+    held: dict[str, dict[str, Any]] = {}
+    keys = ["subject", "container", "n", "tags", "é", "[", "{"]
+    for i in range(600):
+        meta = {k: rng.choice(["a", 1, 2.5, None, True, ["x", "y"], "[{"])
+                for k in rng.sample(keys, rng.randint(0, 4))}  # fmt: skip
+        store.put(f"v{i}", [rng.random() + 0.1, rng.random()], meta)
+        held[f"v{i}"] = meta
+    store.close()
+    again = SQLiteVectors(db)
+    got = {m.id: m.meta for m in again.near([1.0, 0.0], 10_000)}
+    assert got == held
+    assert all(list(got[i]) == list(held[i]) for i in held)  # key order kept too
+    texts = [t for (t,) in again._db.execute("SELECT meta FROM vectors")]
+    assert not any('"subject"' in t for t in texts)  # the key names are in the shapes
+    again.close()

@@ -276,8 +276,32 @@ def breakdown(path: Path, text_bytes: int, top: int = 8) -> None:
                   f"{100 * size / total:5.1f} %{cols}")  # fmt: skip
         rest = sum(v for v in pages.values() if v * 100 < total)
         print(f"    {'(tables under 1 % each)':<24} {rest / 1e6:8.2f} MB {rest / text_bytes:7.1f}x")
+        shares: dict[str, int] = {}
+        for table, size in pages.items():
+            part = next((name for name, prefixes in SHARES if table.startswith(prefixes)),
+                        "other")  # fmt: skip
+            shares[part] = shares.get(part, 0) + size
+        print("  shares of the text (each part with its tables and indexes): " + ", ".join(
+            f"{part} {size / text_bytes:.1f}x" for part, size in
+            sorted(shares.items(), key=lambda kv: -kv[1])))  # fmt: skip
     finally:
         db.close()
+
+
+# the parts of a substrate file, by the prefixes of their tables (first match wins)
+SHARES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("PROV", ("prov",)),
+    ("ledger", ("ledger", "tombstones", "lifted")),
+    ("docs", ("docs", "doc_chunks", "chunks")),
+    ("graph", ("graph_", "nodes", "edges")),
+    ("triples", ("triple",)),
+    ("assertion vectors", ("vector",)),
+    ("passages", ("passage",)),
+    ("tier 1", ("tier1",)),
+    ("claims", ("claim",)),
+    ("entities", ("entit",)),
+    ("decisions", ("decisions",)),
+)
 
 
 def pct(xs: list[float], p: float) -> float:

@@ -177,6 +177,9 @@ class Retriever:
         index_only = getattr(vectors, "index_only", None)
         if index_only is not None:  # the keys a query of this class filters on, no more
             index_only(FILTERED)
+        quantize = getattr(vectors, "quantize", None)
+        if quantize is not None:  # a dense embedding (MiniLM) in int8 steps, as passages are
+            quantize()
         self.embedder = embedder if embedder is not None else default_embedder()
         self.chunk = chunk
         self._lock = threading.Lock()

@@ -3,9 +3,11 @@
 Each store opens its own connection in WAL mode. Deletes are real ``DELETE``s, so an erased
 record leaves the file's live pages (``VACUUM`` reclaims the free ones).
 The vector driver keeps each vector packed (:mod:`.packed`: sparse when that is smaller, else
-float32, both exact) and answers ``near`` from a matrix of them loaded on the first query
-after a write (sparse rows cost their non-zero entries); the metadata filter is an indexed
-SQL lookup.
+float32, both exact, or int8 steps when the caller asks, :meth:`SQLiteVectors.quantize`) and
+answers ``near`` from a matrix of them loaded on the first query after a write (sparse rows
+cost their non-zero entries); the metadata filter is an indexed SQL lookup. The graph, the
+triples and the filter index are dictionary encoded (integers in their rows, each text
+once); a document's chunks are byte ranges of its text.
 """
 
 from __future__ import annotations
@@ -228,6 +230,7 @@ def term_id(key: str, text: str) -> int:
 
 
 ROW_SETS = 256  # filters (and single conditions) whose rows are kept until the next write
+SHAPES = 1024  # metadata shapes (key lists) named by number; others are kept as JSON objects
 
 
 class SQLiteVectors(_SQLite):
@@ -246,6 +249,7 @@ class SQLiteVectors(_SQLite):
     CREATE TABLE IF NOT EXISTS vector_terms (term INTEGER PRIMARY KEY, key TEXT NOT NULL,
         value TEXT NOT NULL);
     CREATE TABLE IF NOT EXISTS vector_keys (key TEXT PRIMARY KEY);
+    CREATE TABLE IF NOT EXISTS vector_shapes (id INTEGER PRIMARY KEY, keys TEXT NOT NULL);
     """
     INDEX = """
     CREATE TABLE IF NOT EXISTS vector_meta (term INTEGER NOT NULL, id INTEGER NOT NULL,
@@ -262,6 +266,10 @@ class SQLiteVectors(_SQLite):
         # combined with
         self._selected: dict[filters.Cond, frozenset[int]] = {}
         self.dim: int | None = None
+        # a metadata row is its values, named by the shape (the keys, in order) they follow
+        self._shapes: dict[int, list[str]] = {}
+        self._shape_of: dict[str, int] = {}
+        self._load_shapes()
         keys = [k for (k,) in self._db.execute("SELECT key FROM vector_keys ORDER BY key")]
         self._indexed: frozenset[str] | None = frozenset(keys) if keys else None
         cols = [r[1] for r in self._db.execute("PRAGMA table_info(vector_meta)")]
@@ -274,6 +282,40 @@ class SQLiteVectors(_SQLite):
             self.dim = dim_of(row[0])
             if earlier:
                 self._reindex()
+
+    def _load_shapes(self) -> None:
+        rows = self._db.execute("SELECT id, keys FROM vector_shapes").fetchall()
+        self._shapes = {int(n): list(json.loads(keys)) for n, keys in rows}
+        self._shape_of = {json.dumps(keys): n for n, keys in self._shapes.items()}
+
+    def _meta_text(self, meta: Mapping[str, Any]) -> str:
+        """``meta`` as ``vectors.meta`` holds it: the number of its shape (its keys, in order,
+        kept once in ``vector_shapes``) followed by its values as a JSON array, so a row
+        does not repeat its key names; beyond :data:`SHAPES` shapes, a JSON object."""
+        keys = json.dumps(list(meta))
+        n = self._shape_of.get(keys)
+        if n is None:
+            if len(self._shapes) >= SHAPES:
+                return _json(dict(meta), sort=False)
+            n = int(self._db.execute("INSERT INTO vector_shapes (keys) VALUES (?)",
+                                     (keys,)).lastrowid or 0)  # fmt: skip
+            self._shapes[n], self._shape_of[keys] = list(meta), n
+        return f"{n}{json.dumps(list(meta.values()), separators=(',', ':'), ensure_ascii=False)}"
+
+    def _meta_of(self, text: str) -> dict[str, Any]:
+        """The inverse of :meth:`_meta_text` (a JSON object is read as it is)."""
+        if text.startswith("{"):
+            return dict(json.loads(text))
+        cut = text.index("[")
+        return dict(zip(self._shapes[int(text[:cut])], json.loads(text[cut:]), strict=True))
+
+    int8 = False  # dense vectors written in int8 steps (:meth:`quantize`), else float32
+
+    def quantize(self, on: bool = True) -> None:
+        """Write dense vectors from now on as int8 steps with one scale (a quarter of
+        float32, cosine kept to about 1e-2; :mod:`.packed`); sparse ones stay exact. Rows
+        already written are read as they are."""
+        self.int8 = on
 
     def index_only(self, keys: Iterable[str]) -> None:
         """Index the metadata keys ``keys`` only (the ones its callers filter on); the
@@ -319,7 +361,7 @@ class SQLiteVectors(_SQLite):
                 self._db.execute("DELETE FROM vector_meta")
                 self._db.execute("DELETE FROM vector_terms")
                 for row, meta in rows:
-                    self._index(row, json.loads(meta))
+                    self._index(row, self._meta_of(meta))
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -343,11 +385,12 @@ class SQLiteVectors(_SQLite):
         for id, vec, meta in items:
             v = as_unit(vec, self.dim)
             self.dim = int(v.shape[0])
-            rows.append((id, pack(v), _json(dict(meta)), meta))
+            rows.append((id, pack(v, int8=self.int8), "", meta))
         with self._lock:
             self._db.execute("BEGIN")
             try:
-                for id, blob, text, meta in rows:
+                for id, blob, _, meta in rows:
+                    text = self._meta_text(meta)
                     self._unterm(id)
                     # an upsert keeps the row's rowid, which the filter index names
                     rowid = self._db.execute(
@@ -358,6 +401,7 @@ class SQLiteVectors(_SQLite):
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
+                self._load_shapes()  # a shape written in the rolled-back transaction is gone
                 raise
             self._cache = None
             self._rows.clear()
@@ -367,7 +411,7 @@ class SQLiteVectors(_SQLite):
         """Take the filter terms of vector ``id`` (if held) out of the index."""
         held = self._db.execute("SELECT rowid, meta FROM vectors WHERE id = ?", (id,)).fetchone()
         if held is not None:
-            for term, _, _, row in self._terms(held[0], json.loads(held[1])):
+            for term, _, _, row in self._terms(held[0], self._meta_of(held[1])):
                 self._db.execute("DELETE FROM vector_meta WHERE term = ? AND id = ?", (term, row))
                 if self._db.execute("SELECT 1 FROM vector_meta WHERE term = ? LIMIT 1",
                                     (term,)).fetchone() is None:  # fmt: skip
@@ -404,7 +448,7 @@ class SQLiteVectors(_SQLite):
         key not indexed by reading every row's metadata."""
         if self._indexed is not None and cond.key not in self._indexed:
             return {row for row, meta in self._db.execute("SELECT rowid, meta FROM vectors")
-                    if filters.matches(json.loads(meta), (cond,))}  # fmt: skip
+                    if filters.matches(self._meta_of(meta), (cond,))}  # fmt: skip
         if cond.equal is not None:
             wanted = [term_id(cond.key, filters.term_json(t)) for t in cond.equal]
             out: set[int] = set()
@@ -438,13 +482,13 @@ class SQLiteVectors(_SQLite):
                         self._rows.clear()
                     held = self._rows[conds] = ([ids[i] for i in at], rows)
                 hit, rows = held
-                best = top_k(hit, mat.dot(q, rows), k)
+                best = top_k(hit, mat.cosine(q, rows), k)
             else:
-                best = top_k(ids, mat.dot(q), k)
+                best = top_k(ids, mat.cosine(q), k)
             out = []
             for i, score in best:
                 meta = self._db.execute("SELECT meta FROM vectors WHERE id = ?", (i,)).fetchone()
-                out.append(Match(i, score, json.loads(meta[0])))
+                out.append(Match(i, score, self._meta_of(meta[0])))
             return out
 
 
@@ -547,6 +591,9 @@ class SQLiteGraph(_SQLite):
             return self._db.execute("DELETE FROM graph_nodes WHERE id = ?", (nid,)).rowcount > 0
 
 
+_ORIGIN = ("ref", "offset", "size", "mtime", "sha256", "media_type")  # Origin.to_meta's keys
+
+
 class SQLiteDocs(_SQLite):
     """Documents whole; a chunk by reference: its byte range of its document's text (the
     chunk's ``text`` column is NULL), so a chunk's text is not kept twice. A chunk handed in
@@ -593,6 +640,28 @@ class SQLiteDocs(_SQLite):
                 raise
 
     @staticmethod
+    def _meta_text(doc: Doc) -> str:
+        """``doc.meta`` as its row holds it: an origin of the usual shape as a list in the
+        order of :data:`_ORIGIN`, its reference 0 when it is the document's source (held
+        once, in ``source``), the text marked ``~`` (a plain JSON object otherwise)."""
+        org = doc.meta.get("origin")
+        if not (isinstance(org, Mapping) and tuple(org) == _ORIGIN
+                and isinstance(org["ref"], str)):  # fmt: skip
+            return _json(doc.meta, sort=False)
+        packed = [0 if org["ref"] == doc.source else org["ref"], *(org[k] for k in _ORIGIN[1:])]
+        return "~" + _json({**doc.meta, "origin": packed}, sort=False)
+
+    @staticmethod
+    def _meta_of(text: str, source: str) -> dict[str, Any]:
+        if not text.startswith("~"):
+            return dict(json.loads(text))
+        meta = dict(json.loads(text[1:]))
+        org = list(meta["origin"])
+        meta["origin"] = dict(zip(_ORIGIN, [source if org[0] == 0 else org[0], *org[1:]],
+                                  strict=True))  # fmt: skip
+        return meta
+
+    @staticmethod
     def _row(c: Chunk, doc: bytes) -> tuple[str, int, int, int, str | None]:
         same = doc[c.start : c.end] == c.text.encode("utf-8")
         return (c.doc_id, c.index, c.start, c.end, None if same else c.text)
@@ -612,7 +681,7 @@ class SQLiteDocs(_SQLite):
         with self._lock:
             self._db.execute("BEGIN")
             try:
-                row = (doc.id, doc.source, doc.text, _json(doc.meta, sort=False))
+                row = (doc.id, doc.source, doc.text, self._meta_text(doc))
                 self._db.execute("INSERT OR REPLACE INTO docs VALUES (?, ?, ?, ?)", row)
                 self._db.execute("DELETE FROM doc_chunks WHERE doc_id = ?", (doc.id,))
                 self._db.executemany("INSERT INTO doc_chunks VALUES (?, ?, ?, ?, ?)",
@@ -625,7 +694,8 @@ class SQLiteDocs(_SQLite):
     def get(self, doc_id: str) -> Doc | None:
         with self._lock:
             row = self._db.execute("SELECT * FROM docs WHERE id = ?", (doc_id,)).fetchone()
-        return None if row is None else Doc(row[0], row[1], row[2], json.loads(row[3]))
+        return None if row is None else Doc(row[0], row[1], row[2],
+                                            self._meta_of(row[3], row[1]))  # fmt: skip
 
     def chunk(self, chunk_id: str) -> Chunk | None:
         doc, _, index = chunk_id.rpartition("#")
