@@ -408,7 +408,7 @@ def test_a_triples_file_of_the_earlier_layout_is_converted_when_opened(tmp_path:
     assert "triples" not in tables
 
 
-def test_entity_tables_of_the_earlier_rowid_layout_are_rebuilt_without_rowid(
+def test_the_entities_table_of_the_earlier_rowid_layout_is_rebuilt_without_rowid(
     tmp_path: Path,
 ) -> None:
     from hirmem.semantic.entities import EntityIndex
@@ -416,10 +416,11 @@ def test_entity_tables_of_the_earlier_rowid_layout_are_rebuilt_without_rowid(
     db = tmp_path / "e.db"
     con = sqlite3.connect(db)
     con.executescript("""
+        CREATE TABLE entities (id TEXT PRIMARY KEY, name TEXT NOT NULL);
         CREATE TABLE entity_aliases (alias TEXT NOT NULL, entity TEXT NOT NULL,
             container TEXT NOT NULL, source TEXT NOT NULL,
             PRIMARY KEY (alias, entity, container, source));
-        CREATE INDEX entity_aliases_entity ON entity_aliases(entity);
+        INSERT INTO entities VALUES ('e1', 'bob');
         INSERT INTO entity_aliases VALUES ('bob', 'e1', 'c', 'd1'), ('robert', 'e1', 'c', 'd1');
     """)
     con.close()
@@ -428,8 +429,9 @@ def test_entity_tables_of_the_earlier_rowid_layout_are_rebuilt_without_rowid(
     index.close()
     con = sqlite3.connect(db)
     ddl = {n: sql for n, sql in con.execute("SELECT name, sql FROM sqlite_master")}
+    rows = con.execute("SELECT * FROM entities").fetchall()
     con.close()
-    assert "WITHOUT ROWID" in ddl["entity_aliases"] and "entity_aliases_entity" in ddl
+    assert "WITHOUT ROWID" in ddl["entities"] and rows == [("e1", "bob")]
     assert not any(n.endswith("_earlier") for n in ddl)
 
 

@@ -45,7 +45,6 @@ from hirmem.protocol.clock import now_ms
 from hirmem.protocol.identity import fnv1a64, fold
 from hirmem.semantic import refusals
 from hirmem.semantic.errors import SemanticError
-from hirmem.semantic.stores.sqlite import rowless
 
 __all__ = [
     "KEPT_REFUSALS",
@@ -328,11 +327,11 @@ class ClaimStore:
         self.names: Callable[[str, Collection[str]], Collection[str]] | None = None
         self._lock = threading.RLock()
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        # the table is its key (WITHOUT ROWID): a rowid table keeps every id twice
-        rowless(self._db, "claims", "CREATE TABLE claims (id TEXT PRIMARY KEY, subject TEXT NOT "
-                "NULL, predicate TEXT NOT NULL, value TEXT NOT NULL) WITHOUT ROWID")
         self._db.executescript(
             """
+            CREATE TABLE IF NOT EXISTS claims (
+                id TEXT PRIMARY KEY, subject TEXT NOT NULL, predicate TEXT NOT NULL,
+                value TEXT NOT NULL);
             CREATE INDEX IF NOT EXISTS claims_sp ON claims(subject, predicate);
             CREATE INDEX IF NOT EXISTS claims_pv ON claims(predicate, value);
             CREATE INDEX IF NOT EXISTS claims_value ON claims(value);

@@ -180,19 +180,11 @@ class EdgeRow:
     hedged: bool
 
 
-_TABLES = {
-    "entities": "CREATE TABLE entities (id TEXT PRIMARY KEY, name TEXT NOT NULL) WITHOUT ROWID",
-    "entity_aliases": "CREATE TABLE entity_aliases (alias TEXT NOT NULL, entity TEXT NOT NULL, "
-                      "container TEXT NOT NULL, source TEXT NOT NULL, "
-                      "PRIMARY KEY (alias, entity, container, source)) WITHOUT ROWID",
-    "entity_edges": "CREATE TABLE entity_edges (subject TEXT NOT NULL, relation TEXT NOT NULL, "
-                    "object TEXT NOT NULL, container TEXT NOT NULL, source TEXT NOT NULL, "
-                    "quote TEXT NOT NULL, hedged INTEGER NOT NULL, "
-                    "PRIMARY KEY (subject, relation, object, container, source)) WITHOUT ROWID",
-    "entity_kinds": "CREATE TABLE entity_kinds (entity TEXT NOT NULL, kind TEXT NOT NULL, "
-                    "container TEXT NOT NULL, source TEXT NOT NULL, "
-                    "PRIMARY KEY (entity, kind, container, source)) WITHOUT ROWID",
-}  # fmt: skip
+# ``entities`` has no index but its key, so as a WITHOUT ROWID table its key is the table:
+# each id once, not twice (row and key index). The other tables keep their rowids: every
+# index of a WITHOUT ROWID table repeats its whole key, which costs more than a rowid where
+# the key is wide and a second index is needed (measured: the alias table grew).
+_ENTITIES = "CREATE TABLE entities (id TEXT PRIMARY KEY, name TEXT NOT NULL) WITHOUT ROWID"
 
 
 class EntityIndex:
@@ -201,12 +193,21 @@ class EntityIndex:
     def __init__(self, path: str = ":memory:") -> None:
         self._lock = threading.RLock()
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        # the tables are their primary keys (WITHOUT ROWID): a rowid table would keep each
-        # alias, source and quote twice, in its rows and in its key's index
-        for table, ddl in _TABLES.items():
-            rowless(self._db, table, ddl)
+        rowless(self._db, "entities", _ENTITIES)
         self._db.executescript(
             """
+            CREATE TABLE IF NOT EXISTS entity_aliases (
+                alias TEXT NOT NULL, entity TEXT NOT NULL, container TEXT NOT NULL,
+                source TEXT NOT NULL, PRIMARY KEY (alias, entity, container, source));
+            CREATE TABLE IF NOT EXISTS entity_edges (
+                subject TEXT NOT NULL, relation TEXT NOT NULL, object TEXT NOT NULL,
+                container TEXT NOT NULL, source TEXT NOT NULL, quote TEXT NOT NULL,
+                hedged INTEGER NOT NULL,
+                PRIMARY KEY (subject, relation, object, container, source));
+            CREATE TABLE IF NOT EXISTS entity_kinds (
+                entity TEXT NOT NULL, kind TEXT NOT NULL, container TEXT NOT NULL,
+                source TEXT NOT NULL,
+                PRIMARY KEY (entity, kind, container, source)) WITHOUT ROWID;
             CREATE INDEX IF NOT EXISTS entity_aliases_entity ON entity_aliases(entity);
             CREATE INDEX IF NOT EXISTS entity_aliases_source ON entity_aliases(source);
             CREATE INDEX IF NOT EXISTS entity_edges_object ON entity_edges(object);

@@ -49,6 +49,11 @@ Invariants:
 - :meth:`Substrate.remember` fuses the tiers by reciprocal rank: the passages, the
   memories and (when the question names a subject) the claims true of it, each leg
   behind the same fence at the same time; :meth:`Substrate.answer` reads that.
+- Vectors of one space only: the assertion vectors follow the substrate's embedder. A store
+  whose assertion vectors another embedder wrote (recorded in the graph node
+  ``meta:assertion-vectors``) has them embedded again from their evidence when opened
+  (:attr:`reembedded` says how many); one whose evidence can no longer be read is refused,
+  naming both embedders. The passages and memories do the same (:mod:`.passages`).
 - The library holds no tenant and no credential (§8): isolation is by opening a separate
   substrate (a separate file) per tenant, which a served surface resolves from the principal.
 """
