@@ -502,3 +502,47 @@ def test_vector_metadata_rows_name_their_shape_and_read_back_as_written(tmp_path
     texts = [t for (t,) in again._db.execute("SELECT meta FROM vectors")]
     assert not any('"subject"' in t for t in texts)  # the key names are in the shapes
     again.close()
+
+
+def test_ids_by_prefix_are_the_ids_that_begin_with_it() -> None:
+    rng = random.Random(3)
+    store = SQLiteVectors()
+    alphabet = ["a", "b", "@", "#", "é", "\U0010ffff", "0"]
+    ids = {"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 5))) for _ in range(400)}
+    for i in ids:
+        store.put(i, [1.0, 0.5], {"k": i})
+    for _ in range(500):
+        prefix = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 3)))
+        got = {m.id for m in store.with_prefix(prefix)}
+        assert got == {i for i in ids if i.startswith(prefix)}, prefix
+        assert all(m.meta == {"k": m.id} for m in store.with_prefix(prefix))
+
+
+def test_erasure_finds_an_assertions_vectors_by_their_ids_not_a_filter_term(
+    tmp_path: Path,
+) -> None:
+    from hirmem.semantic.extract import RuleExtractor
+    from hirmem.semantic.ingest import MemoryIngester
+    from hirmem.semantic.stages import Pipeline
+    from hirmem.semantic.substrate import Substrate
+
+    texts = {f"n{i}": f"Alice Smith lives in City{i}. Bob Jones knows Alice Smith."
+             for i in range(6)}  # fmt: skip
+    sub = Substrate.open(tmp_path / "s.db")
+    pipeline = Pipeline(MemoryIngester(texts), extractor=RuleExtractor())
+    for key in texts:
+        sub.ingest(pipeline, key)
+    store = sub.vectors
+    assert isinstance(store, SQLiteVectors)
+    keys = {k for (k,) in store._db.execute("SELECT DISTINCT key FROM vector_terms")}
+    assert keys == {"subject", "container", "doc"}  # no term per assertion
+    lives = next(e for e in sub.ledger if e.predicate == "lives_in")
+    knows = next(e for e in sub.ledger if e.predicate == "knows")
+    before = len(store)
+    held = len(store.near([1.0] * 1024, 1000, {"triple": knows.id}))
+    assert held == 6 and len(store.near([1.0] * 1024, 1000, {"triple": lives.id})) == 1
+    sub.erase(knows.id, "request")
+    assert store.near([1.0] * 1024, 1000, {"triple": knows.id}) == []
+    assert len(store) == before - held
+    assert len(store.near([1.0] * 1024, 1000, {"triple": lives.id})) == 1
+    sub.close()

@@ -38,7 +38,7 @@ import numpy.typing as npt
 from hirmem.protocol.identity import fold
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.names import NameIndex
-from hirmem.semantic.stores.base import VectorStore
+from hirmem.semantic.stores.base import Match, VectorStore
 from hirmem.semantic.values import Chunk, Span, Triple
 
 F32 = npt.NDArray[np.float32]
@@ -159,7 +159,8 @@ def subject_named(question: str, subjects: Iterable[str]) -> str | None:
     return best
 
 
-FILTERED = ("subject", "container", "triple", "doc")  # the metadata keys queries filter on
+FILTERED = ("subject", "container", "doc")  # the metadata keys queries filter on (an
+# assertion's entries are found by their ids' prefix where the store can, :meth:`forget`)
 
 
 class Retriever:
@@ -250,8 +251,14 @@ class Retriever:
         return int(dim) if isinstance(dim, int) else self.embedder.dim
 
     def forget(self, triple_id: str) -> int:
-        """Remove every indexed span of an assertion (erasure)."""
-        return self._drop({"triple": triple_id})
+        """Remove every indexed span of an assertion (erasure). Its entries' ids begin with
+        its id (:meth:`key`): a store that lists ids by prefix finds them by its key's index,
+        so the filter index need not hold a term per assertion; another is filtered."""
+        prefixed = getattr(self.vectors, "with_prefix", None)
+        if prefixed is None:
+            return self._drop({"triple": triple_id})
+        with self._lock:
+            return self._gone(prefixed(f"{triple_id}@"))
 
     def forget_doc(self, doc_id: str) -> int:
         """Remove every indexed span read from document ``doc_id`` (superseded, re-read
@@ -259,15 +266,19 @@ class Retriever:
         return self._drop({"doc": doc_id})
 
     def _drop(self, flt: Mapping[str, object]) -> int:
-        zero = np.zeros(self.embedder.dim, dtype=np.float32)
-        gone = 0
+        zero = np.zeros(self._held_dim(), dtype=np.float32)
         with self._lock:
-            for m in self.vectors.near(zero, 1 << 30, flt):
-                if self.vectors.delete(m.id):
-                    gone += 1
-                    if self._subjects is not None:
-                        self._count(m.meta, -1)
-            self._names.clear()
+            return self._gone(self.vectors.near(zero, 1 << 30, flt))
+
+    def _gone(self, entries: Iterable[Match]) -> int:
+        """Delete ``entries`` from the store and from the subjects counted; how many."""
+        gone = 0
+        for m in entries:
+            if self.vectors.delete(m.id):
+                gone += 1
+                if self._subjects is not None:
+                    self._count(m.meta, -1)
+        self._names.clear()
         return gone
 
     def _count(self, meta: Mapping[str, object], step: int) -> None:

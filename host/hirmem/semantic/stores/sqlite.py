@@ -426,6 +426,20 @@ class SQLiteVectors(_SQLite):
             self._selected.clear()
         return cur.rowcount > 0
 
+    def with_prefix(self, prefix: str) -> list[Match]:
+        """Every entry whose id begins with ``prefix`` (score 0), found by the ids' index."""
+        if not prefix:
+            raise SemanticError("with_prefix needs a prefix: every entry is near() with no filter")
+        with self._lock:
+            if ord(prefix[-1]) < 0x10FFFF:  # ids from the prefix up to the next one
+                rows = self._db.execute("SELECT id, meta FROM vectors WHERE id >= ? AND id < ?",
+                                        (prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1))
+                                        ).fetchall()  # fmt: skip
+            else:
+                rows = self._db.execute("SELECT id, meta FROM vectors WHERE id >= ?",
+                                        (prefix,)).fetchall()  # fmt: skip
+        return [Match(i, 0.0, self._meta_of(m)) for i, m in rows if i.startswith(prefix)]
+
     def _loaded(self) -> tuple[list[str], dict[int, int], Rows]:
         if self._cache is None:
             rows = self._db.execute("SELECT rowid, id, vec FROM vectors ORDER BY rowid").fetchall()
