@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sqlite3
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -44,17 +45,25 @@ def connect(path: str | Path) -> sqlite3.Connection:
     return db
 
 
+def earlier_table(db: sqlite3.Connection, name: str) -> str | None:
+    """The ``CREATE TABLE`` statement of table ``name`` if the file holds one (the one place
+    the stores read SQLite's catalogue, to find a layout of an earlier version to convert;
+    a server database, made in the current layout, has none to find)."""
+    row = db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?",
+                     (name,)).fetchone()  # fmt: skip
+    return None if row is None else str(row[0])
+
+
 def rowless(db: sqlite3.Connection, table: str, ddl: str) -> None:
     """Create ``table`` by ``ddl`` (a ``WITHOUT ROWID`` table: the primary key is the table,
     not a second copy of its columns beside the rows); a table of that name in the earlier
     rowid layout is rebuilt into it, rows and all (its indexes go with the old table; the
     caller creates them again). Run before the caller's ``CREATE INDEX`` statements."""
-    held = db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?",
-                      (table,)).fetchone()  # fmt: skip
+    held = earlier_table(db, table)
     if held is None:
         db.execute(ddl)
         return
-    if "WITHOUT ROWID" in str(held[0]).upper():
+    if "WITHOUT ROWID" in held.upper():
         return
     own = not db.in_transaction
     if own:
@@ -123,9 +132,7 @@ class SQLiteTriples(_SQLite):
 
     def __init__(self, path: str | Path = ":memory:") -> None:
         super().__init__(path)
-        held = self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND "
-                                "name = 'triples'").fetchone()  # fmt: skip
-        if held is not None:
+        if earlier_table(self._db, "triples") is not None:
             rows = self._db.execute("SELECT s, p, o FROM triples").fetchall()
             self.assert_many(rows, drop_earlier=True)
 
@@ -272,8 +279,8 @@ class SQLiteVectors(_SQLite):
         self._load_shapes()
         keys = [k for (k,) in self._db.execute("SELECT key FROM vector_keys ORDER BY key")]
         self._indexed: frozenset[str] | None = frozenset(keys) if keys else None
-        cols = [r[1] for r in self._db.execute("PRAGMA table_info(vector_meta)")]
-        earlier = bool(cols) and "term" not in cols
+        held = earlier_table(self._db, "vector_meta")
+        earlier = held is not None and not re.search(r"\bterm\b", held)
         if earlier:  # the layout with key and value text in every index row
             self._db.execute("DROP TABLE vector_meta")
         self._db.executescript(self.INDEX)
@@ -528,9 +535,7 @@ class SQLiteGraph(_SQLite):
 
     def __init__(self, path: str | Path = ":memory:") -> None:
         super().__init__(path)
-        held = self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND "
-                                "name = 'edges'").fetchone()  # fmt: skip
-        if held is not None:
+        if earlier_table(self._db, "edges") is not None:
             self._convert()
 
     def _convert(self) -> None:
@@ -625,9 +630,7 @@ class SQLiteDocs(_SQLite):
 
     def __init__(self, path: str | Path = ":memory:") -> None:
         super().__init__(path)
-        held = self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND "
-                                "name = 'chunks'").fetchone()  # fmt: skip
-        if held is not None:
+        if earlier_table(self._db, "chunks") is not None:
             self._convert()
 
     def _convert(self) -> None:
@@ -645,7 +648,7 @@ class SQLiteDocs(_SQLite):
                                              (doc_id,)).fetchone()  # fmt: skip
                         texts[doc_id] = b"" if d is None else str(d[0]).encode("utf-8")
                     rows.append(self._row(Chunk(doc_id, idx, text, start, end), texts[doc_id]))
-                self._db.executemany("INSERT OR REPLACE INTO doc_chunks VALUES (?, ?, ?, ?, ?)",
+                self._db.executemany("INSERT INTO doc_chunks VALUES (?, ?, ?, ?, ?)",
                                      rows)  # fmt: skip
                 self._db.execute("DROP TABLE chunks")
                 self._db.execute("COMMIT")
