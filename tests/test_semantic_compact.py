@@ -546,3 +546,16 @@ def test_erasure_finds_an_assertions_vectors_by_their_ids_not_a_filter_term(
     assert len(store) == before - held
     assert len(store.near([1.0] * 1024, 1000, {"triple": lives.id})) == 1
     sub.close()
+
+
+def test_replacing_every_vector_is_all_or_nothing() -> None:
+    store = SQLiteVectors()
+    store.put_many([("a", [1.0, 0.0], {"subject": "x"}), ("b", [0.0, 1.0], {"subject": "y"})])
+    with pytest.raises(TypeError):  # the second item's metadata cannot be written
+        store.replace_all([("a", [1.0, 0.0, 0.0], {"subject": "x"}),
+                           ("b", [0.0, 1.0, 0.0], {"subject": object()})])
+    assert store.dim == 2 and len(store) == 2
+    assert [m.id for m in store.near([1.0, 0.1], 5, {"subject": "x"})] == ["a"]
+    store.replace_all([("c", [0.0, 0.0, 1.0], {"subject": "z"})])  # another dimension
+    assert store.dim == 3 and [m.id for m in store.near([0.0, 0.0, 1.0], 5)] == ["c"]
+    assert store.near([0.0, 0.0, 1.0], 5, {"subject": "x"}) == []

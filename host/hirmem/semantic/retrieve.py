@@ -234,12 +234,12 @@ class Retriever:
                                     "is no longer stored")  # fmt: skip
             items.append((m.id, self.embedder.embed(text), m.meta))
         with self._lock:
-            for m in held:
-                self.vectors.delete(m.id)
-            put_many = getattr(self.vectors, "put_many", None)
-            if put_many is not None:
-                put_many(items)
+            replace_all = getattr(self.vectors, "replace_all", None)
+            if replace_all is not None:  # in one transaction: all old or all new
+                replace_all(items)
             else:
+                for m in held:
+                    self.vectors.delete(m.id)
                 for id, vec, meta in items:
                     self.vectors.put(id, vec, meta)
             self._names.clear()

@@ -384,19 +384,32 @@ class SQLiteVectors(_SQLite):
         self.put_many([(id, vec, meta)])
 
     def put_many(self, items: Iterable[tuple[str, Vec, Mapping[str, Any]]]) -> None:
-        rows: list[tuple[str, bytes, str, Mapping[str, Any]]] = []
-        if self.dim is not None:
-            with self._lock:  # an emptied store takes vectors of any dimension again
-                if self._db.execute("SELECT 1 FROM vectors LIMIT 1").fetchone() is None:
-                    self.dim = None
-        for id, vec, meta in items:
-            v = as_unit(vec, self.dim)
-            self.dim = int(v.shape[0])
-            rows.append((id, pack(v, int8=self.int8), "", meta))
+        self._write(items, replace=False)
+
+    def replace_all(self, items: Iterable[tuple[str, Vec, Mapping[str, Any]]]) -> None:
+        """Every entry replaced by ``items`` in one transaction (vectors of another
+        dimension allowed): a store embedded again is either all old or all new."""
+        self._write(items, replace=True)
+
+    def _write(self, items: Iterable[tuple[str, Vec, Mapping[str, Any]]], *,
+               replace: bool) -> None:  # fmt: skip
         with self._lock:
+            dim = None if replace else self.dim
+            if dim is not None and self._db.execute(
+                "SELECT 1 FROM vectors LIMIT 1"
+            ).fetchone() is None:
+                dim = None  # an emptied store takes vectors of any dimension again
+            rows: list[tuple[str, bytes, Mapping[str, Any]]] = []
+            for id, vec, meta in items:
+                v = as_unit(vec, dim)
+                dim = int(v.shape[0])
+                rows.append((id, pack(v, int8=self.int8), meta))
             self._db.execute("BEGIN")
             try:
-                for id, blob, _, meta in rows:
+                if replace:
+                    for table in ("vectors", "vector_meta", "vector_terms"):
+                        self._db.execute(f"DELETE FROM {table}")
+                for id, blob, meta in rows:
                     text = self._meta_text(meta)
                     self._unterm(id)
                     # an upsert keeps the row's rowid, which the filter index names
@@ -410,6 +423,8 @@ class SQLiteVectors(_SQLite):
                 self._db.execute("ROLLBACK")
                 self._load_shapes()  # a shape written in the rolled-back transaction is gone
                 raise
+            if rows or replace:
+                self.dim = dim if rows else None
             self._cache = None
             self._rows.clear()
             self._selected.clear()
