@@ -412,8 +412,7 @@ def test_the_assertion_tier_embeds_with_the_substrates_embedder(tmp_path: Path) 
     hashed one; a store written by another embedder has its assertion vectors embedded
     again from their evidence when opened (issue 16: they follow the embedder, as the
     passages do), or is refused, naming both, when that evidence is gone."""
-    import sqlite3
-
+    from hirmem.semantic.stores.sqlite import SQLiteDocs
     from hirmem.semantic.substrate import ASSERTION_VECTORS
 
     path = str(tmp_path / "small.db")
@@ -447,10 +446,12 @@ def test_the_assertion_tier_embeds_with_the_substrates_embedder(tmp_path: Path) 
     assert later.ask("Where does Bob live?", 3).hits
     later.close()
     # evidence that can no longer be read: refused, naming both embedders, nothing changed
-    con = sqlite3.connect(hashed)
-    con.execute("DELETE FROM doc_chunks")
-    con.commit()
-    con.close()
+    # (through the store's own connection: the file's, or its PostgreSQL schema's)
+    held = Substrate.open(hashed, passage_embedder=_SmallEmbedder())
+    assert held.reembedded == 0
+    assert isinstance(held.docs, SQLiteDocs)
+    held.docs._db.execute("DELETE FROM doc_chunks")
+    held.close()
     with pytest.raises(SemanticError, match=r"small-test/64.*Embedder/1024.*no longer stored"):
         Substrate.open(hashed, passage_embedder=Embedder())
     empty = str(tmp_path / "empty.db")

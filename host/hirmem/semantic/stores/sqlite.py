@@ -31,6 +31,7 @@ from hirmem.semantic.stores.db import Where, open_db
 from hirmem.semantic.stores.packed import Rows, dim_of, pack
 from hirmem.semantic.values import Chunk, Doc
 from hirmem.sql import Connection
+from hirmem.sql.pgconn import PgConnection
 
 __all__ = ["SQLiteDocs", "SQLiteGraph", "SQLiteTriples", "SQLiteVectors", "connect", "rowless"]
 
@@ -48,11 +49,16 @@ def connect(path: Where, store: str = "stores") -> Connection:
 
 def earlier_table(db: Connection, name: str) -> str | None:
     """The ``CREATE TABLE`` statement of table ``name`` if the file holds one (the one place
-    the stores read SQLite's catalogue, to find a layout of an earlier version to convert;
-    a server database, made in the current layout, has none to find)."""
+    the stores read SQLite's catalogue, to find a layout of an earlier version to convert).
+    None on PostgreSQL: a server database was only ever made in the current layout."""
+    if isinstance(db, PgConnection):
+        return None
     row = db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?",
                      (name,)).fetchone()  # fmt: skip
     return None if row is None else str(row[0])
+
+
+_CREATE = re.compile(r"^\s*CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?", re.I)
 
 
 def rowless(db: Connection, table: str, ddl: str) -> None:
@@ -60,6 +66,9 @@ def rowless(db: Connection, table: str, ddl: str) -> None:
     not a second copy of its columns beside the rows); a table of that name in the earlier
     rowid layout is rebuilt into it, rows and all (its indexes go with the old table; the
     caller creates them again). Run before the caller's ``CREATE INDEX`` statements."""
+    if isinstance(db, PgConnection):  # no earlier layout; the table may be there already
+        db.execute(_CREATE.sub("CREATE TABLE IF NOT EXISTS ", ddl, count=1))
+        return
     held = earlier_table(db, table)
     if held is None:
         db.execute(ddl)
@@ -607,7 +616,8 @@ class SQLiteGraph(_SQLite):
         if label is not None:
             sql += " AND e.label = ?"
             args = (node_id(id), label)
-        sql += " GROUP BY e.dst ORDER BY min(e.seq)"  # each neighbour once, first-linked first
+        # each neighbour once, first-linked first (n.name named too: PostgreSQL asks for it)
+        sql += " GROUP BY e.dst, n.name ORDER BY min(e.seq)"
         with self._lock:
             return [r[0] for r in self._db.execute(sql, args).fetchall()]
 
