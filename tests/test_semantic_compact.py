@@ -21,6 +21,18 @@ from hirmem.semantic.prov import Log, SQLiteLog
 from hirmem.semantic.stores.memory import MemoryGraph, MemoryVectors
 from hirmem.semantic.stores.sqlite import SQLiteDocs, SQLiteGraph, SQLiteVectors
 from hirmem.semantic.values import Chunk, Doc, Origin, with_origin
+from semantic_backends import semantic_backend, semantic_server  # noqa: F401  (fixtures)
+
+# every test on SQLite and on PostgreSQL, but those that write an earlier layout into the
+# SQLite file themselves (a server schema is only made in the current layout)
+pytestmark = pytest.mark.usefixtures("semantic_backend")
+EARLIER = pytest.mark.sqlite_only("it writes an earlier layout into the SQLite file itself")
+
+
+def _steps(n: int, request: pytest.FixtureRequest) -> int:
+    """``n`` random steps on SQLite, a fifth on PostgreSQL (each statement a round trip to
+    the server: the same oracle, fewer inputs, so the module stays a matter of seconds)."""
+    return n if request.getfixturevalue("semantic_backend") == "sqlite" else n // 5
 
 # ---- the ledger ---------------------------------------------------------------------------------
 
@@ -57,6 +69,7 @@ def test_a_compact_ledger_row_reads_back_as_the_same_edge_and_is_smaller() -> No
                                                                   **json.loads(e.to_row())})
 
 
+@EARLIER
 def test_a_ledger_file_of_the_earlier_layout_opens_and_is_written_compact(tmp_path: Path) -> None:
     from hirmem.semantic.assertions import SQLiteLedger
     from hirmem.semantic.values import Claim
@@ -148,6 +161,7 @@ def test_a_compact_prov_log_reopens_as_the_log_it_was_and_renders_the_same_prov(
     again.close()
 
 
+@EARLIER
 def test_a_prov_file_of_the_earlier_layout_opens_unchanged_and_gains_compact_rows(
     tmp_path: Path,
 ) -> None:
@@ -230,17 +244,17 @@ def test_chunks_are_kept_by_reference_and_read_back_as_they_were(tmp_path: Path)
         assert store.chunks(d) == chunks
         for c in chunks:
             assert store.chunk(c.id) == c
-    con = sqlite3.connect(tmp_path / "d.db")
+    con = store._db  # the file's, or its PostgreSQL schema's
     own = con.execute("SELECT count(*) FROM doc_chunks WHERE text IS NOT NULL").fetchone()[0]
     metas = [m for (m,) in con.execute("SELECT meta FROM docs")]
     assert any(m.startswith("~") for m in metas) and any(m.startswith("{") for m in metas)
     assert not any("mem://" in m for m in metas if m.startswith("~"))  # the source, held once
     total = con.execute("SELECT count(*) FROM doc_chunks").fetchone()[0]
-    con.close()
     assert 0 < own < total / 4  # only the chunks that are not their span keep a text
     store.close()
 
 
+@EARLIER
 def test_a_docs_file_of_the_earlier_layout_is_converted_when_opened(tmp_path: Path) -> None:
     db = tmp_path / "d.db"
     con = sqlite3.connect(db)
@@ -269,11 +283,13 @@ def test_a_docs_file_of_the_earlier_layout_is_converted_when_opened(tmp_path: Pa
 # ---- the graph ----------------------------------------------------------------------------------
 
 
-def test_the_integer_keyed_graph_answers_as_the_memory_graph(tmp_path: Path) -> None:
+def test_the_integer_keyed_graph_answers_as_the_memory_graph(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     rng = random.Random(8)
     names = [f"n{i}" for i in range(25)] + ["doc:é", "a#1", "lineage:mem://x"]
     mine, oracle = SQLiteGraph(tmp_path / "g.db"), MemoryGraph()
-    for step in range(3000):
+    for step in range(_steps(3000, request)):
         r = rng.random()
         a, b = rng.choice(names), rng.choice(names)
         label = rng.choice(["has_chunk", "version", "superseded_by"])
@@ -296,6 +312,7 @@ def test_the_integer_keyed_graph_answers_as_the_memory_graph(tmp_path: Path) -> 
     reopened.close()
 
 
+@EARLIER
 def test_a_graph_file_of_the_earlier_layout_is_converted_when_opened(tmp_path: Path) -> None:
     db = tmp_path / "g.db"
     con = sqlite3.connect(db)
@@ -323,14 +340,14 @@ def test_a_graph_file_of_the_earlier_layout_is_converted_when_opened(tmp_path: P
 
 @pytest.mark.parametrize("indexed", [None, ("subject", "container")])
 def test_the_dictionary_encoded_filter_index_answers_as_the_memory_driver(
-    indexed: tuple[str, ...] | None,
+    indexed: tuple[str, ...] | None, request: pytest.FixtureRequest
 ) -> None:
     rng = random.Random(99)
     mine, oracle = SQLiteVectors(), MemoryVectors()
     if indexed is not None:
         mine.index_only(indexed)
     ids = [f"v{i}" for i in range(80)]
-    for step in range(1500):
+    for step in range(_steps(1500, request)):
         i = rng.choice(ids)
         if rng.random() < 0.2:
             assert mine.delete(i) == oracle.delete(i)
@@ -356,7 +373,9 @@ def test_the_dictionary_encoded_filter_index_answers_as_the_memory_driver(
 # ---- triples and entity tables ------------------------------------------------------------------
 
 
-def test_the_dictionary_encoded_triples_answer_as_the_memory_driver(tmp_path: Path) -> None:
+def test_the_dictionary_encoded_triples_answer_as_the_memory_driver(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     from hirmem.semantic.stores.memory import MemoryTriples
     from hirmem.semantic.stores.sqlite import SQLiteTriples
 
@@ -364,7 +383,7 @@ def test_the_dictionary_encoded_triples_answer_as_the_memory_driver(tmp_path: Pa
     terms = ["Alice", "alice", "ALICE", "Bob", "knows", "KNOWS", "lives in", "Oslo",
              "Zoë", "zoë", "İstanbul", "a\u00a0b", "a b"]  # fmt: skip
     mine, oracle = SQLiteTriples(tmp_path / "t.db"), MemoryTriples()
-    for step in range(3000):
+    for step in range(_steps(3000, request)):
         s, p, o = (rng.choice(terms) for _ in range(3))
         r = rng.random()
         if r < 0.5:
@@ -386,6 +405,7 @@ def test_the_dictionary_encoded_triples_answer_as_the_memory_driver(tmp_path: Pa
     again.close()
 
 
+@EARLIER
 def test_a_triples_file_of_the_earlier_layout_is_converted_when_opened(tmp_path: Path) -> None:
     from hirmem.protocol.identity import triple_id
     from hirmem.semantic.stores.sqlite import SQLiteTriples
@@ -408,6 +428,7 @@ def test_a_triples_file_of_the_earlier_layout_is_converted_when_opened(tmp_path:
     assert "triples" not in tables
 
 
+@EARLIER
 def test_the_entities_table_of_the_earlier_rowid_layout_is_rebuilt_without_rowid(
     tmp_path: Path,
 ) -> None:
@@ -476,10 +497,9 @@ def test_dense_assertion_vectors_are_kept_in_int8_steps_and_still_answer(tmp_pat
         sub.ingest(pipeline, key)
     hits = sub.ask("Where does Carol Novak live?", 3).hits
     assert hits and all(h.evidence.startswith("Carol Novak lives in") for h in hits)
+    assert isinstance(sub.vectors, SQLiteVectors)
+    sizes = [len(b) for (b,) in sub.vectors._db.execute("SELECT vec FROM vectors")]
     sub.close()
-    con = sqlite3.connect(db)
-    sizes = [len(b) for (b,) in con.execute("SELECT vec FROM vectors")]
-    con.close()
     assert sizes and max(sizes) <= _DenseEmbedder.dim + 10  # not 4 bytes per entry
 
 
