@@ -290,10 +290,11 @@ def test_the_compact_layouts_statements_answer_alike(
     for sql, args in queries:
         assert pg.execute(sql, args).fetchall() == lite.execute(sql, args).fetchall(), sql
     # an upsert keeps the row (its rowid) on both: the rowids a second write returns
-    again = [[r[0] for r in db.execute(f"SELECT rowid FROM {v} ORDER BY id")] for db in (lite, pg)]
-    for db, held in zip((lite, pg), again, strict=True):
-        for name in sorted({t for _, t in terms}):
-            db.execute(f"INSERT INTO {v} VALUES (?, 0) ON CONFLICT(id) DO UPDATE SET "
-                       "n = excluded.n RETURNING rowid", (name,)).fetchall()  # fmt: skip
-        assert [r[0] for r in db.execute(f"SELECT rowid FROM {v} ORDER BY id")] == held
+    rowids = f"SELECT rowid FROM {v} ORDER BY id"
+    held = [[r[0] for r in lite.execute(rowids)], [r[0] for r in pg.execute(rowids)]]
+    upsert = f"INSERT INTO {v} VALUES (?, 0) ON CONFLICT(id) DO UPDATE SET n = excluded.n"
+    for name in sorted({t for _, t in terms}):
+        lite.execute(upsert, (name,))
+        pg.execute(upsert, (name,))
+    assert [[r[0] for r in lite.execute(rowids)], [r[0] for r in pg.execute(rowids)]] == held
     lite.close()
