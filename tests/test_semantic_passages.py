@@ -409,7 +409,12 @@ class _SmallEmbedder:
 
 def test_the_assertion_tier_embeds_with_the_substrates_embedder(tmp_path: Path) -> None:
     """Assertions are asked in the passages' vector space (MiniLM where installed), not the
-    hashed one; a store keeps the space its assertion vectors were written in."""
+    hashed one; a store written by another embedder has its assertion vectors embedded
+    again from their evidence when opened (issue 16: they follow the embedder, as the
+    passages do), or is refused, naming both, when that evidence is gone."""
+    from hirmem.semantic.stores.sqlite import SQLiteDocs
+    from hirmem.semantic.substrate import ASSERTION_VECTORS
+
     path = str(tmp_path / "small.db")
     sub = Substrate.open(path, passage_embedder=_SmallEmbedder())
     sub.ingest(Pipeline(MemoryIngester({"n": "Bob lives in Oslo. Alice works at Acme."}),
@@ -417,21 +422,38 @@ def test_the_assertion_tier_embeds_with_the_substrates_embedder(tmp_path: Path) 
     assert sub.retriever.embedder is sub.passages.embedder
     hits = sub.ask("Where does Bob live?", 3, readable={"default"}).hits
     assert hits and hits[0].evidence.startswith("Bob lives in Oslo")
+    n = len(sub.vectors)
     sub.close()
     again = Substrate.open(path, passage_embedder=_SmallEmbedder())
+    assert again.reembedded == 0  # the same space: nothing to do
     assert again.ask("Where does Bob live?", 3).hits[0].evidence.startswith("Bob lives")
     again.close()
-    with pytest.raises(SemanticError, match="small-test/64"):
-        Substrate.open(path, passage_embedder=Embedder())  # that space is not here
+    hashed_now = Substrate.open(path, passage_embedder=Embedder())  # 64-d written, 1024-d here
+    assert hashed_now.reembedded == n and len(hashed_now.vectors) == n
+    assert isinstance(hashed_now.retriever.embedder, Embedder)
+    assert getattr(hashed_now.vectors, "dim", None) == Embedder().dim
+    assert hashed_now.graph.props(ASSERTION_VECTORS) == {"embedder": "Embedder/1024"}
+    got = hashed_now.ask("Where does Bob live?", 3).hits
+    assert got and got[0].evidence.startswith("Bob lives in Oslo")
+    hashed_now.close()
     hashed = str(tmp_path / "hashed.db")
     first = Substrate.open(hashed, passage_embedder=Embedder())
     first.ingest(Pipeline(MemoryIngester({"n": "Bob lives in Oslo."}),
                           extractor=RuleExtractor()), "n")  # fmt: skip
     first.close()
     later = Substrate.open(hashed, passage_embedder=_SmallEmbedder())  # MiniLM installed since
-    assert isinstance(later.retriever.embedder, Embedder)  # its vectors stay hashed
+    assert later.retriever.embedder is later.passages.embedder and later.reembedded == 1
     assert later.ask("Where does Bob live?", 3).hits
     later.close()
+    # evidence that can no longer be read: refused, naming both embedders, nothing changed
+    # (through the store's own connection: the file's, or its PostgreSQL schema's)
+    held = Substrate.open(hashed, passage_embedder=_SmallEmbedder())
+    assert held.reembedded == 0
+    assert isinstance(held.docs, SQLiteDocs)
+    held.docs._db.execute("DELETE FROM doc_chunks")
+    held.close()
+    with pytest.raises(SemanticError, match=r"small-test/64.*Embedder/1024.*no longer stored"):
+        Substrate.open(hashed, passage_embedder=Embedder())
     empty = str(tmp_path / "empty.db")
     Substrate.open(empty, passage_embedder=_SmallEmbedder()).close()  # no assertion yet
     reopened = Substrate.open(empty, passage_embedder=Embedder())

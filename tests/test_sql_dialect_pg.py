@@ -236,3 +236,65 @@ def test_the_lexical_index_matches_the_same_rows_on_both(
         # the same BM25: on words both tokenisers keep, the same score for every row
         assert ranks["PgText"] == pytest.approx(ranks["Fts5"], rel=1e-9, abs=1e-12), terms
     lite.close()
+
+
+_KEY64 = st.one_of(st.sampled_from([-(2**63), -1, 0, 1, 2**63 - 1]),
+                   st.integers(-(2**63), 2**63 - 1))  # fmt: skip
+_NAME = st.text(st.sampled_from(["a", "b", "é", "日", "\U0010ffff", "#", "0"]), min_size=1,
+                max_size=4)  # fmt: skip
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(_KEY64, _NAME), min_size=1, max_size=8),
+       st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7), _NAME), max_size=10),
+       _NAME)  # fmt: skip
+def test_the_compact_layouts_statements_answer_alike(
+    pgconn: PgConnection, terms: list[tuple[int, str]], links: list[tuple[int, int, str]],
+    prefix: str,
+) -> None:
+    """Differential, the statements the compact semantic stores rely on: a dictionary of
+    terms keyed by signed 64-bit integers (both ends of the range) written with INSERT OR
+    IGNORE (its rowcount says new or held), rows of integers naming them, an upsert that
+    returns the row's rowid (kept across the update), a neighbour query grouped by the
+    integer and the name it selects, and an id range by prefix (byte order on both)."""
+    d, e, v = f"cd{next(_tables)}", f"ce{next(_tables)}", f"cv{next(_tables)}"
+    lite, pg = both(pgconn)
+    for db in (lite, pg):
+        db.execute(f"CREATE TABLE {d} (id INTEGER PRIMARY KEY, text TEXT NOT NULL)")
+        db.execute(f"CREATE TABLE {e} (seq INTEGER PRIMARY KEY, src INTEGER NOT NULL, "
+                   f"dst INTEGER NOT NULL, label TEXT NOT NULL, UNIQUE (src, label, dst))")
+        db.execute(f"CREATE TABLE {v} (id TEXT PRIMARY KEY, n INTEGER NOT NULL)")
+    for key, text in terms:
+        counts = [db.execute(f"INSERT OR IGNORE INTO {d} VALUES (?, ?)", (key, text)).rowcount
+                  for db in (lite, pg)]  # fmt: skip
+        assert counts[0] == counts[1], (key, text)
+    keys = [k for k, _ in terms]
+    for a, b, label in links:
+        row = (keys[a % len(keys)], keys[b % len(keys)], label)
+        counts = [db.execute(f"INSERT OR IGNORE INTO {e} (src, dst, label) VALUES (?, ?, ?)",
+                             row).rowcount for db in (lite, pg)]  # fmt: skip
+        assert counts[0] == counts[1]
+    for n, (_, name) in enumerate([*terms, (0, prefix)]):
+        got = [db.execute(f"INSERT INTO {v} VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET "
+                          "n = excluded.n RETURNING rowid", (name, n)).fetchall()
+               for db in (lite, pg)]  # fmt: skip
+        assert len(got[0]) == len(got[1]) == 1
+    queries = [
+        (f"SELECT id, text FROM {d} ORDER BY id", ()),
+        (f"SELECT n.text, min(x.seq) FROM {e} x JOIN {d} n ON n.id = x.dst WHERE x.src = ? "
+         "GROUP BY x.dst, n.text ORDER BY min(x.seq)", (keys[0],)),
+        (f"SELECT id, n FROM {v} WHERE id >= ? AND id < ? ORDER BY id",
+         (prefix, prefix[:-1] + chr(min(ord(prefix[-1]) + 1, 0x10FFFF)))),
+        (f"SELECT id FROM {v} ORDER BY id", ()),
+    ]
+    for sql, args in queries:
+        assert pg.execute(sql, args).fetchall() == lite.execute(sql, args).fetchall(), sql
+    # an upsert keeps the row (its rowid) on both: the rowids a second write returns
+    rowids = f"SELECT rowid FROM {v} ORDER BY id"
+    held = [[r[0] for r in lite.execute(rowids)], [r[0] for r in pg.execute(rowids)]]
+    upsert = f"INSERT INTO {v} VALUES (?, 0) ON CONFLICT(id) DO UPDATE SET n = excluded.n"
+    for name in sorted({t for _, t in terms}):
+        lite.execute(upsert, (name,))
+        pg.execute(upsert, (name,))
+    assert [[r[0] for r in lite.execute(rowids)], [r[0] for r in pg.execute(rowids)]] == held
+    lite.close()

@@ -66,12 +66,39 @@ class Source:
             "score": self.score,
         }  # fmt: skip
 
+    def to_compact(self) -> list[Any]:
+        """The source as a compact ledger row holds it: ``[kind letter, ref, score, agent,
+        start, end, [antecedents], doc_id]``, trailing fields at their defaults left out;
+        an extracted source's ``doc_id`` is left out when it is its chunk id's document."""
+        row: list[Any] = [self.kind[0], self.ref, self.score, self.agent, self.start, self.end,
+                          list(self.antecedents), self.doc_id]  # fmt: skip
+        defaults: list[Any] = [None, None, None, "", -1, -1, [], _doc_of(self.kind, self.ref)]
+        while len(row) > 2 and row[-1] == defaults[len(row) - 1]:
+            row.pop()
+        return row
+
+    @classmethod
+    def from_compact(cls, row: list[Any]) -> Source:
+        """The inverse of :meth:`to_compact`."""
+        kind = _KINDS[row[0]]
+        more = row[2:] + [None, "", -1, -1, [], _doc_of(kind, row[1])][len(row) - 2:]
+        score, agent, start, end, ante, doc = more
+        return cls(kind, row[1], doc, start, end, agent, tuple(ante), score)
+
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Source:
         """The inverse of :meth:`to_json`; a field left out has its default."""
         return cls(d["kind"], d["ref"], d.get("doc_id", ""), d.get("start", -1),
                    d.get("end", -1), d.get("agent", ""), tuple(d.get("antecedents", ())),
                    d.get("score"))  # fmt: skip
+
+
+_KINDS: dict[str, SourceKind] = {"e": "extracted", "s": "supplied", "d": "derived"}
+
+
+def _doc_of(kind: str, ref: str) -> str:
+    """The document an extracted source's chunk id names ("" for other kinds)."""
+    return ref.rpartition("#")[0] if kind == "extracted" else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +166,41 @@ class Edge:
                    tuple(Source.from_json(s) for s in d["sources"]), vf, vu,
                    d["recorded"], d.get("retracted", 0), d.get("retraction", ""),
                    tuple((a, f, u) for a, f, u in spans))  # fmt: skip
+
+    def to_compact(self) -> str:
+        """The edge as a compact ledger row holds it, without its id (the row's key): a JSON
+        array ``[s, p, o, count, score, recorded, [sources], from, until, retracted,
+        retraction, [spans]]``, each source as :meth:`Source.to_compact` writes it,
+        trailing fields at their defaults left out (spans when they are the one span
+        recorded with the edge)."""
+        spans = [list(v) for v in self.spans]
+        row: list[Any] = [self.subject, self.predicate, self.object, self.count, self.score,
+                          self.recorded_at, [s.to_compact() for s in self.sources],
+                          self.valid_from, self.valid_until, self.retracted_at,
+                          self.retraction, spans]  # fmt: skip
+        if spans == [[self.recorded_at, self.valid_from, self.valid_until]]:
+            row.pop()
+        while len(row) > 7 and row[-1] in (OPEN, 0, ""):
+            row.pop()
+        return json.dumps(row, separators=(",", ":"), ensure_ascii=False)
+
+    @classmethod
+    def from_compact(cls, id: str, text: str) -> Edge:
+        """The inverse of :meth:`to_compact`, given the row's id."""
+        row = json.loads(text)
+        s, p, o, count, score, recorded, sources = row[:7]
+        vf, vu, retracted, why, spans = (row[7:] + [OPEN, OPEN, 0, "", None][len(row) - 7:])
+        return cls(id, s, p, o, count, score, tuple(Source.from_compact(x) for x in sources),
+                   vf, vu, recorded, retracted, why,
+                   tuple((a, f, u) for a, f, u in (spans or [[recorded, vf, vu]])))  # fmt: skip
+
+    @classmethod
+    def from_row(cls, id: str, text: str) -> Edge:
+        """A stored ledger row of either layout: compact (an array) or the earlier
+        object (:meth:`to_row`)."""
+        if text.startswith("["):
+            return cls.from_compact(id, text)
+        return cls.from_json({"id": id, **json.loads(text)})
 
     def to_row(self) -> str:
         """:meth:`to_json` as a stored row holds it: without the id (the row's key), without
@@ -450,6 +512,9 @@ class Ledger:
 class SQLiteLedger(Ledger):
     """The ledger written through to SQLite: one row per edge, one per tombstone.
 
+    An edge's row is compact (:meth:`Edge.to_compact`); rows of the earlier layout (a JSON
+    object, :meth:`Edge.to_row`) are read as they are and written compact when they change.
+
     Erasure is a ``DELETE`` of the edge row (and its sources with it) plus a tombstone row,
     so the erased content does not stay in the table; run ``VACUUM`` to drop free pages.
     """
@@ -467,7 +532,7 @@ class SQLiteLedger(Ledger):
             "reason TEXT NOT NULL);"
         )
         for id, body in self._db.execute("SELECT id, body FROM ledger"):
-            e = Edge.from_json({"id": id, **json.loads(body)})
+            e = Edge.from_row(id, body)
             self._edges[e.id] = e
             key = fold(e.subject)
             self._subjects[key] = self._subjects.get(key, 0) + 1
@@ -512,7 +577,7 @@ class SQLiteLedger(Ledger):
                                      (tid, stone.erased_at, stone.reason))  # fmt: skip
             else:
                 self._db.execute("INSERT OR REPLACE INTO ledger VALUES (?, ?)",
-                                 (tid, edge.to_row()))  # fmt: skip
+                                 (tid, edge.to_compact()))  # fmt: skip
         self._db.execute("COMMIT")
         self._dirty = {}
         self._lifts = []

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 from hirmem.protocol.identity import fnv1a64, fold
 from hirmem.semantic.stores.db import Where, open_db
+from hirmem.semantic.stores.sqlite import rowless
 
 __all__ = ["EdgeRow", "EntityIndex", "aliases_in", "entity_id", "implied", "kind_cue",
            "written"]
@@ -179,32 +180,38 @@ class EdgeRow:
     hedged: bool
 
 
+# ``entities`` has no index but its key, so as a WITHOUT ROWID table its key is the table:
+# each id once, not twice (row and key index). The other tables keep their rowids: every
+# index of a WITHOUT ROWID table repeats its whole key, which costs more than a rowid where
+# the key is wide and a second index is needed (measured: the alias table grew).
+_ENTITIES = "CREATE TABLE entities (id TEXT PRIMARY KEY, name TEXT NOT NULL) WITHOUT ROWID"
+
+
 class EntityIndex:
     """Entities, aliases and open edges in SQLite (``path``, or in memory)."""
 
     def __init__(self, path: Where = ":memory:") -> None:
         self._lock = threading.RLock()
         self._db = open_db(path, "entities")
+        rowless(self._db, "entities", _ENTITIES)
         self._db.executescript(
             """
-            CREATE TABLE IF NOT EXISTS entities (
-                id TEXT PRIMARY KEY, name TEXT NOT NULL);
             CREATE TABLE IF NOT EXISTS entity_aliases (
                 alias TEXT NOT NULL, entity TEXT NOT NULL, container TEXT NOT NULL,
                 source TEXT NOT NULL, PRIMARY KEY (alias, entity, container, source));
-            CREATE INDEX IF NOT EXISTS entity_aliases_entity ON entity_aliases(entity);
-            CREATE INDEX IF NOT EXISTS entity_aliases_source ON entity_aliases(source);
             CREATE TABLE IF NOT EXISTS entity_edges (
                 subject TEXT NOT NULL, relation TEXT NOT NULL, object TEXT NOT NULL,
                 container TEXT NOT NULL, source TEXT NOT NULL, quote TEXT NOT NULL,
                 hedged INTEGER NOT NULL,
                 PRIMARY KEY (subject, relation, object, container, source));
-            CREATE INDEX IF NOT EXISTS entity_edges_object ON entity_edges(object);
-            CREATE INDEX IF NOT EXISTS entity_edges_source ON entity_edges(source);
             CREATE TABLE IF NOT EXISTS entity_kinds (
                 entity TEXT NOT NULL, kind TEXT NOT NULL, container TEXT NOT NULL,
                 source TEXT NOT NULL,
                 PRIMARY KEY (entity, kind, container, source)) WITHOUT ROWID;
+            CREATE INDEX IF NOT EXISTS entity_aliases_entity ON entity_aliases(entity);
+            CREATE INDEX IF NOT EXISTS entity_aliases_source ON entity_aliases(source);
+            CREATE INDEX IF NOT EXISTS entity_edges_object ON entity_edges(object);
+            CREATE INDEX IF NOT EXISTS entity_edges_source ON entity_edges(source);
             CREATE INDEX IF NOT EXISTS entity_kinds_source ON entity_kinds(source);
             """
         )

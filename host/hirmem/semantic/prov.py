@@ -318,7 +318,22 @@ def _instant(ms: int) -> datetime:
 
 
 class SQLiteLog(Log):
-    """The log written through to a SQLite table (append-only: rows are only ever added)."""
+    """The log written through to a SQLite table (append-only: rows are only ever added).
+
+    A row is compact: ``tbl`` is one letter (``g`` agent, ``a`` activity, ``e`` entity),
+    ``id`` the id it writes, and ``body`` a JSON array in which every other id it names is
+    the ``seq`` of the row that first wrote that id (an integer, not the id again), and an
+    entity's kind is left out (``0``) when it is its id's prefix:
+
+    - agent ``[kind]``;
+    - activity ``[kind, agent, start, end, [used, ...]]``;
+    - entity ``[kind or 0, [generated_by], [derived_from], attributed_to or 0, {attrs}]``,
+      trailing fields at their defaults left out; a later row of the same id holds only
+      what that write added.
+
+    Rows of the earlier layout (``tbl`` a word, ``body`` a JSON object naming ids in full)
+    are read as they are, so a file written before opens unchanged and gains compact rows.
+    The PROV documents rendered from either are the same (:meth:`Log.to_prov`)."""
 
     def __init__(self, path: Where) -> None:
         super().__init__()
@@ -326,46 +341,100 @@ class SQLiteLog(Log):
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS prov (seq INTEGER PRIMARY KEY, "
                          "tbl TEXT NOT NULL, id TEXT NOT NULL, body TEXT NOT NULL)")  # fmt: skip
+        self._ref: dict[str, int] = {}  # id -> seq of the first row that wrote it
         self._loading = True
-        for tbl, id, body in self._db.execute("SELECT tbl, id, body FROM prov ORDER BY seq"):
+        names: dict[int, str] = {}
+        for seq, tbl, id, body in self._db.execute(
+            "SELECT seq, tbl, id, body FROM prov ORDER BY seq"
+        ):
+            names[seq] = id
+            self._ref.setdefault(id, seq)
             b = json.loads(body)
-            if tbl == "agent":
-                self.agents[id] = Agent(id, b["kind"])
-            elif tbl == "activity":
-                self.activities[id] = Activity(id, b["kind"], b["agent"], b["start"], b["end"],
-                                               tuple(b.get("used", ())))  # fmt: skip
-            else:  # the first row of an entity, then rows of what later writes added
-                gen, der = tuple(b.get("generated_by", ())), tuple(b.get("derived_from", ()))
-                facts = tuple(sorted(b.get("attrs", {}).items()))
-                held = self.entities.get(id)
-                if held is not None:
-                    known = set(held.derived_from)
-                    gen = held.generated_by + tuple(g for g in gen if g not in held.generated_by)
-                    der = held.derived_from + tuple(a for a in der if a not in known)
-                    facts = held.attrs or facts
-                    attributed = held.attributed_to or b.get("attributed_to", "")
-                else:
-                    attributed = b.get("attributed_to", "")
-                self.entities[id] = Entity(id, b["kind"], gen, der, attributed, facts)
+            if isinstance(b, list):
+                b = _expand(tbl, id, b, names)
+                tbl = _TABLES[tbl]
+            self._load_row(tbl, id, b)
         self._loading = False
-        self._pending: list[tuple[str, str, str]] = []
+        self._pending: list[tuple[str, str, dict[str, Any]]] = []
+
+    def _load_row(self, tbl: str, id: str, b: dict[str, Any]) -> None:
+        if tbl == "agent":
+            self.agents[id] = Agent(id, b["kind"])
+        elif tbl == "activity":
+            self.activities[id] = Activity(id, b["kind"], b["agent"], b["start"], b["end"],
+                                           tuple(b.get("used", ())))  # fmt: skip
+        else:  # the first row of an entity, then rows of what later writes added
+            gen, der = tuple(b.get("generated_by", ())), tuple(b.get("derived_from", ()))
+            facts = tuple(sorted(b.get("attrs", {}).items()))
+            held = self.entities.get(id)
+            if held is not None:
+                known = set(held.derived_from)
+                gen = held.generated_by + tuple(g for g in gen if g not in held.generated_by)
+                der = held.derived_from + tuple(a for a in der if a not in known)
+                facts = held.attrs or facts
+                attributed = held.attributed_to or b.get("attributed_to", "")
+            else:
+                attributed = b.get("attributed_to", "")
+            self.entities[id] = Entity(id, b["kind"], gen, der, attributed, facts)
 
     def _persist(self, table: str, id: str, body: dict[str, Any]) -> None:
-        # an empty field (no derivation, no attribution) is left out of the row, and the
-        # JSON has no spaces: a row per document, chunk and assertion, so bytes add up
-        kept = {k: v for k, v in body.items() if v not in ("", [], {})}
         if not self._loading:
-            self._pending.append((table, id, json.dumps(kept, separators=(",", ":"))))
+            self._pending.append((table, id, body))
+
+    def _compact(self, table: str, id: str, body: dict[str, Any]) -> list[Any]:
+        """``body`` as a compact row holds it (see the class)."""
+        ref = self._ref.__getitem__
+        if table == "agent":
+            return [body["kind"]]
+        if table == "activity":
+            return [body["kind"], ref(body["agent"]), body["start"], body["end"],
+                    [ref(u) for u in body["used"]]]  # fmt: skip
+        kind = body["kind"]
+        row: list[Any] = [0 if id.partition(":")[0] == kind else kind,
+                          [ref(g) for g in body["generated_by"]],
+                          [ref(d) for d in body["derived_from"]],
+                          ref(body["attributed_to"]) if body["attributed_to"] else 0,
+                          body["attrs"]]  # fmt: skip
+        while row and row[-1] in ([], 0, {}) and len(row) > 1:
+            row.pop()
+        return row
 
     def flush(self) -> None:
         with self._lock:
             if self._pending:
                 self._db.execute("BEGIN")
-                self._db.executemany("INSERT INTO prov (tbl, id, body) VALUES (?, ?, ?)",
-                                     self._pending)  # fmt: skip
-                self._db.execute("COMMIT")
+                try:
+                    for table, id, body in self._pending:
+                        text = json.dumps(self._compact(table, id, body), separators=(",", ":"),
+                                          ensure_ascii=False)  # fmt: skip
+                        cur = self._db.execute("INSERT INTO prov (tbl, id, body) VALUES (?, ?, ?)",
+                                               (_CODES[table], id, text))
+                        self._ref.setdefault(id, int(cur.lastrowid or 0))
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
                 self._pending = []
 
     def close(self) -> None:
         self.flush()
         self._db.close()
+
+
+_TABLES = {"g": "agent", "a": "activity", "e": "entity"}
+_CODES = {v: k for k, v in _TABLES.items()}
+
+
+def _expand(tbl: str, id: str, row: list[Any], names: dict[int, str]) -> dict[str, Any]:
+    """A compact row (:class:`SQLiteLog`) as the fields it stands for, ids in full."""
+    if tbl == "g":
+        return {"kind": row[0]}
+    if tbl == "a":
+        return {"kind": row[0], "agent": names[row[1]], "start": row[2], "end": row[3],
+                "used": [names[u] for u in row[4]]}  # fmt: skip
+    if tbl != "e":
+        raise ProvError(f"PROV row of {id}: unknown table code {tbl!r}")
+    row = row + [0, [], [], 0, {}][len(row):]
+    return {"kind": row[0] or id.partition(":")[0], "generated_by": [names[g] for g in row[1]],
+            "derived_from": [names[d] for d in row[2]],
+            "attributed_to": names[row[3]] if row[3] else "", "attrs": row[4]}  # fmt: skip

@@ -38,7 +38,7 @@ import numpy.typing as npt
 from hirmem.protocol.identity import fold
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.names import NameIndex
-from hirmem.semantic.stores.base import VectorStore
+from hirmem.semantic.stores.base import Match, VectorStore
 from hirmem.semantic.values import Chunk, Span, Triple
 
 F32 = npt.NDArray[np.float32]
@@ -159,6 +159,10 @@ def subject_named(question: str, subjects: Iterable[str]) -> str | None:
     return best
 
 
+FILTERED = ("subject", "container", "doc")  # the metadata keys queries filter on (an
+# assertion's entries are found by their ids' prefix where the store can, :meth:`forget`)
+
+
 class Retriever:
     def __init__(
         self,
@@ -171,6 +175,12 @@ class Retriever:
         hit is read from it); without one, the evidence is kept in the index beside the
         vector."""
         self.vectors = vectors
+        index_only = getattr(vectors, "index_only", None)
+        if index_only is not None:  # the keys a query of this class filters on, no more
+            index_only(FILTERED)
+        quantize = getattr(vectors, "quantize", None)
+        if quantize is not None:  # a dense embedding (MiniLM) in int8 steps, as passages are
+            quantize()
         self.embedder = embedder if embedder is not None else default_embedder()
         self.chunk = chunk
         self._lock = threading.Lock()
@@ -209,9 +219,46 @@ class Retriever:
                 self._names.clear()
         return len(items)
 
+    def reembed(self) -> int:
+        """Embed every indexed entry again with this retriever's embedder, from the evidence
+        its chunk holds (the embedder changed: a store keeps vectors of one space only).
+        Nothing is changed unless every entry's evidence reads; raises
+        :class:`~hirmem.semantic.errors.SemanticError` naming the first that does not.
+        Returns how many entries were embedded again."""
+        held = self.vectors.near(np.zeros(self._held_dim(), dtype=np.float32), 1 << 30)
+        items = []
+        for m in held:
+            text = self.evidence(m.meta)
+            if text is None:
+                raise SemanticError(f"entry {m.id}: its evidence (chunk {m.meta.get('chunk')}) "
+                                    "is no longer stored")  # fmt: skip
+            items.append((m.id, self.embedder.embed(text), m.meta))
+        with self._lock:
+            replace_all = getattr(self.vectors, "replace_all", None)
+            if replace_all is not None:  # in one transaction: all old or all new
+                replace_all(items)
+            else:
+                for m in held:
+                    self.vectors.delete(m.id)
+                for id, vec, meta in items:
+                    self.vectors.put(id, vec, meta)
+            self._names.clear()
+        return len(items)
+
+    def _held_dim(self) -> int:
+        """The dimension of the vectors the store holds (another embedder's, perhaps)."""
+        dim = getattr(self.vectors, "dim", None)
+        return int(dim) if isinstance(dim, int) else self.embedder.dim
+
     def forget(self, triple_id: str) -> int:
-        """Remove every indexed span of an assertion (erasure)."""
-        return self._drop({"triple": triple_id})
+        """Remove every indexed span of an assertion (erasure). Its entries' ids begin with
+        its id (:meth:`key`): a store that lists ids by prefix finds them by its key's index,
+        so the filter index need not hold a term per assertion; another is filtered."""
+        prefixed = getattr(self.vectors, "with_prefix", None)
+        if prefixed is None:
+            return self._drop({"triple": triple_id})
+        with self._lock:
+            return self._gone(prefixed(f"{triple_id}@"))
 
     def forget_doc(self, doc_id: str) -> int:
         """Remove every indexed span read from document ``doc_id`` (superseded, re-read
@@ -219,15 +266,19 @@ class Retriever:
         return self._drop({"doc": doc_id})
 
     def _drop(self, flt: Mapping[str, object]) -> int:
-        zero = np.zeros(self.embedder.dim, dtype=np.float32)
-        gone = 0
+        zero = np.zeros(self._held_dim(), dtype=np.float32)
         with self._lock:
-            for m in self.vectors.near(zero, 1 << 30, flt):
-                if self.vectors.delete(m.id):
-                    gone += 1
-                    if self._subjects is not None:
-                        self._count(m.meta, -1)
-            self._names.clear()
+            return self._gone(self.vectors.near(zero, 1 << 30, flt))
+
+    def _gone(self, entries: Iterable[Match]) -> int:
+        """Delete ``entries`` from the store and from the subjects counted; how many."""
+        gone = 0
+        for m in entries:
+            if self.vectors.delete(m.id):
+                gone += 1
+                if self._subjects is not None:
+                    self._count(m.meta, -1)
+        self._names.clear()
         return gone
 
     def _count(self, meta: Mapping[str, object], step: int) -> None:

@@ -49,6 +49,11 @@ Invariants:
 - :meth:`Substrate.remember` fuses the tiers by reciprocal rank: the passages, the
   memories and (when the question names a subject) the claims true of it, each leg
   behind the same fence at the same time; :meth:`Substrate.answer` reads that.
+- Vectors of one space only: the assertion vectors follow the substrate's embedder. A store
+  whose assertion vectors another embedder wrote (recorded in the graph node
+  ``meta:assertion-vectors``) has them embedded again from their evidence when opened
+  (:attr:`reembedded` says how many); one whose evidence can no longer be read is refused,
+  naming both embedders. The passages and memories do the same (:mod:`.passages`).
 - The library holds no tenant and no credential (§8): isolation is by opening a separate
   substrate (a separate file, or a schema of the tenant's own PostgreSQL database) per
   tenant, which a served surface resolves from the principal.
@@ -227,9 +232,8 @@ class Substrate:
         self.ledger, self.prov, self.clock = ledger, prov, clock
         self.passages = passages if passages is not None else PassageIndex(
             passage_embedder if passage_embedder is not None else default_embedder())
-        self.retriever = Retriever(vectors, embedder if embedder is not None else
-                                   self._assertion_embedder(self.passages.embedder),
-                                   docs.chunk)  # fmt: skip
+        self.retriever = (Retriever(vectors, embedder, docs.chunk) if embedder is not None
+                          else self.retriever_for(self._assertion_embedder(self.passages.embedder)))
         self.claims = claims if claims is not None else ClaimStore(DEFAULT_ONTOLOGY, clock=clock)
         # tier 1 shares the passages' embedder: one vector space for every tier
         self.memories = memories if memories is not None else MemoryIndex(self.passages.embedder)
@@ -244,23 +248,30 @@ class Substrate:
         self.decisions.resolve = self._cite
 
     def _assertion_embedder(self, shared: TextEmbedder) -> TextEmbedder:
-        """The assertion tier's embedder: the passages' one (MiniLM where installed),
-        unless the store already holds assertion vectors of another: vectors of one space
-        only. A store written with the hashed embedding (or before this was recorded) keeps
-        asking with it; one written with an embedder missing here is refused, by name."""
+        """The assertion tier's embedder: the passages' one (MiniLM where installed), so
+        every tier asks in one vector space. A store whose assertion vectors came from
+        another embedder (recorded in the graph; a store from before that record is
+        hashed) has them embedded again from their evidence, read from the stored chunks;
+        when some evidence can no longer be read, the store is refused, naming both."""
         held = (self.graph.props(ASSERTION_VECTORS) or {}).get("embedder")
-        hashed = embedder_identity(Embedder())
         if held is None and len(self.vectors):
-            held = hashed  # written before the embedder was recorded: always hashed
+            held = embedder_identity(Embedder())  # written before the embedder was recorded
         mine = embedder_identity(shared)
-        if held is None or held == mine or not len(self.vectors):
-            self.graph.node(ASSERTION_VECTORS, {"embedder": mine})
-            return shared
-        if held == hashed:
-            return Embedder()
-        raise SemanticError(f"the assertion vectors of this store come from {held}, which is "
-                            f"not available here ({mine} is); install it, or set "
-                            f"HIRMEM_EMBEDDER to match")  # fmt: skip
+        if held is not None and held != mine and len(self.vectors):
+            try:
+                self.reembedded = self.retriever_for(shared).reembed()
+            except SemanticError as exc:
+                raise SemanticError(f"the assertion vectors of this store come from {held}; "
+                                    f"embedding them again with {mine} failed: {exc}. Open it "
+                                    f"with {held} (HIRMEM_EMBEDDER), or re-ingest its "
+                                    "sources") from None  # fmt: skip
+        self.graph.node(ASSERTION_VECTORS, {"embedder": mine})
+        return shared
+
+    reembedded = 0  # assertion vectors embedded again on open (another embedder wrote them)
+
+    def retriever_for(self, embedder: TextEmbedder) -> Retriever:
+        return Retriever(self.vectors, embedder, self.docs.chunk)
 
     @classmethod
     def in_memory(

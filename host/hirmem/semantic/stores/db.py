@@ -11,7 +11,9 @@ under the store's own lock), so a substrate on PostgreSQL holds one per store: e
 
 What stays SQLite's alone: text holding a NUL character (PostgreSQL's text has none: the
 row is refused with PostgreSQL's error); the ``hirmem semantic`` commands (they take a
-file); the upgrades of files written by earlier layouts (they read SQLite's catalogue);
+file); the upgrades of files written by earlier layouts (they read SQLite's catalogue;
+:func:`~hirmem.semantic.stores.sqlite.earlier_table` finds none in a server schema, which
+is only ever made in the current, compact layout);
 the ``open_store`` drivers by DSN (``sqlite:``; a PostgreSQL substrate is opened whole,
 :meth:`~hirmem.semantic.substrate.Substrate.open` with a :class:`~hirmem.sql.PgTarget`).
 Like a SQLite file, a store reads what other processes wrote only when it is opened

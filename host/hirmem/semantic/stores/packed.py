@@ -164,6 +164,8 @@ class Rows:
         self.dim = dim
         self.n = len(blobs)
         self._dense: F32 | None = None
+        # rows held in int8 steps are not unit length any more: their cosine divides by norms
+        self.scaled = any(b[:1] in (INT8, SPARSE_INT8) and len(b) % 2 for b in blobs)
         if all(b[:1] in (SPARSE, SPARSE_INT8) and len(b) % 2 for b in blobs):
             parts = [_sparse(b) for b in blobs]
             for d, _, _ in parts:
@@ -197,6 +199,16 @@ class Rows:
         sq = np.bincount(self._row_of, weights=self._data.astype(np.float64) ** 2,
                          minlength=self.n)  # fmt: skip
         return np.sqrt(sq).astype(np.float32)
+
+    def cosine(self, q: F32, rows: npt.NDArray[np.intp] | None = None) -> F32:
+        """:meth:`dot` of a unit ``q``, divided by the rows' norms when some row was held in
+        int8 steps (stored unit vectors are read as they are: their dot is their cosine)."""
+        sims = self.dot(q, rows)
+        if not self.scaled:
+            return sims
+        norms = self.norms if rows is None else self.norms[rows]
+        out: F32 = np.divide(sims, norms, out=np.zeros_like(sims), where=norms > 0)
+        return out
 
     def dot(self, q: F32, rows: npt.NDArray[np.intp] | None = None) -> F32:
         """``M @ q`` (float32), for every row or for ``rows`` in that order."""

@@ -3,14 +3,18 @@
 Each store opens its own connection in WAL mode. Deletes are real ``DELETE``s, so an erased
 record leaves the file's live pages (``VACUUM`` reclaims the free ones).
 The vector driver keeps each vector packed (:mod:`.packed`: sparse when that is smaller, else
-float32, both exact) and answers ``near`` from a matrix of them loaded on the first query
-after a write (sparse rows cost their non-zero entries); the metadata filter is an indexed
-SQL lookup.
+float32, both exact, or int8 steps when the caller asks, :meth:`SQLiteVectors.quantize`) and
+answers ``near`` from a matrix of them loaded on the first query after a write (sparse rows
+cost their non-zero entries); the metadata filter is an indexed SQL lookup. The graph, the
+triples and the filter index are dictionary encoded (integers in their rows, each text
+once); a document's chunks are byte ranges of its text.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import sqlite3
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -27,8 +31,9 @@ from hirmem.semantic.stores.db import Where, open_db
 from hirmem.semantic.stores.packed import Rows, dim_of, pack
 from hirmem.semantic.values import Chunk, Doc
 from hirmem.sql import Connection
+from hirmem.sql.pgconn import PgConnection
 
-__all__ = ["SQLiteDocs", "SQLiteGraph", "SQLiteTriples", "SQLiteVectors", "connect"]
+__all__ = ["SQLiteDocs", "SQLiteGraph", "SQLiteTriples", "SQLiteVectors", "connect", "rowless"]
 
 
 def connect(path: Where, store: str = "stores") -> Connection:
@@ -40,6 +45,50 @@ def connect(path: Where, store: str = "stores") -> Connection:
     except sqlite3.DatabaseError as exc:
         raise SemanticError(f"{path}: cannot open as SQLite: {exc}") from None
     return db
+
+
+def earlier_table(db: Connection, name: str) -> str | None:
+    """The ``CREATE TABLE`` statement of table ``name`` if the file holds one (the one place
+    the stores read SQLite's catalogue, to find a layout of an earlier version to convert).
+    None on PostgreSQL: a server database was only ever made in the current layout."""
+    if isinstance(db, PgConnection):
+        return None
+    row = db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?",
+                     (name,)).fetchone()  # fmt: skip
+    return None if row is None else str(row[0])
+
+
+_CREATE = re.compile(r"^\s*CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?", re.I)
+
+
+def rowless(db: Connection, table: str, ddl: str) -> None:
+    """Create ``table`` by ``ddl`` (a ``WITHOUT ROWID`` table: the primary key is the table,
+    not a second copy of its columns beside the rows); a table of that name in the earlier
+    rowid layout is rebuilt into it, rows and all (its indexes go with the old table; the
+    caller creates them again). Run before the caller's ``CREATE INDEX`` statements."""
+    if isinstance(db, PgConnection):  # no earlier layout; the table may be there already
+        db.execute(_CREATE.sub("CREATE TABLE IF NOT EXISTS ", ddl, count=1))
+        return
+    held = earlier_table(db, table)
+    if held is None:
+        db.execute(ddl)
+        return
+    if "WITHOUT ROWID" in held.upper():
+        return
+    own = not db.in_transaction
+    if own:
+        db.execute("BEGIN")
+    try:
+        db.execute(f"ALTER TABLE {table} RENAME TO {table}_earlier")
+        db.execute(ddl)
+        db.execute(f"INSERT OR IGNORE INTO {table} SELECT * FROM {table}_earlier")
+        db.execute(f"DROP TABLE {table}_earlier")
+        if own:
+            db.execute("COMMIT")
+    except BaseException:
+        if own:
+            db.execute("ROLLBACK")
+        raise
 
 
 def _json(value: Mapping[str, Any], *, sort: bool = True) -> str:
@@ -61,91 +110,167 @@ class _SQLite:
         self._db.close()
 
 
+def _h63(text: str) -> int:
+    """63 bits of the BLAKE2b digest of ``text``: the integer a term is keyed by."""
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big") >> 1
+
+
+def _signed(hex_id: str) -> int:
+    """A 64-bit id in hex as the signed integer SQLite keeps."""
+    v = int(hex_id, 16)
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
 class SQLiteTriples(_SQLite):
+    """Triples dictionary encoded: ``triple_terms`` holds each term as written once (keyed
+    by the 63-bit hash of its text), and a triple is a row of integers: its id, its terms
+    as written, and the hashes of its folded terms (what ``match`` looks up by, through the
+    indexes of the shapes it answers; each answer is checked against the folded terms, so
+    a hash collision cannot add a row). A term no triple names any more is deleted with
+    its last triple. A file of the earlier layout (``triples`` holding the terms as text,
+    folded and not) is converted when opened."""
+
     SCHEMA = """
-    CREATE TABLE IF NOT EXISTS triples (
-        id TEXT PRIMARY KEY, s TEXT NOT NULL, p TEXT NOT NULL, o TEXT NOT NULL,
-        fs TEXT NOT NULL, fp TEXT NOT NULL, fo TEXT NOT NULL) WITHOUT ROWID;
-    CREATE INDEX IF NOT EXISTS triples_sp ON triples(fs, fp);
-    CREATE INDEX IF NOT EXISTS triples_po ON triples(fp, fo);
-    CREATE INDEX IF NOT EXISTS triples_o ON triples(fo);
+    CREATE TABLE IF NOT EXISTS triple_terms (id INTEGER PRIMARY KEY, text TEXT NOT NULL);
+    CREATE TABLE IF NOT EXISTS triple_rows (id INTEGER PRIMARY KEY, s INTEGER NOT NULL,
+        p INTEGER NOT NULL, o INTEGER NOT NULL, fs INTEGER NOT NULL, fp INTEGER NOT NULL,
+        fo INTEGER NOT NULL);
+    CREATE INDEX IF NOT EXISTS triple_rows_sp ON triple_rows(fs, fp);
+    CREATE INDEX IF NOT EXISTS triple_rows_po ON triple_rows(fp, fo);
+    CREATE INDEX IF NOT EXISTS triple_rows_o ON triple_rows(fo);
     """
+
+    def __init__(self, path: Where = ":memory:") -> None:
+        super().__init__(path)
+        if earlier_table(self._db, "triples") is not None:
+            rows = self._db.execute("SELECT s, p, o FROM triples").fetchall()
+            self.assert_many(rows, drop_earlier=True)
 
     def __len__(self) -> int:
         with self._lock:
-            return int(self._db.execute("SELECT count(*) FROM triples").fetchone()[0])
+            return int(self._db.execute("SELECT count(*) FROM triple_rows").fetchone()[0])
 
-    @staticmethod
-    def _row(s: str, p: str, o: str) -> tuple[str, ...]:
+    def _term(self, text: str) -> int:
+        """The key of ``text`` in ``triple_terms``, written if new."""
+        key = _h63(text)
+        if self._db.execute("INSERT OR IGNORE INTO triple_terms VALUES (?, ?)",
+                            (key, text)).rowcount == 0:  # fmt: skip
+            held = self._db.execute("SELECT text FROM triple_terms WHERE id = ?",
+                                    (key,)).fetchone()[0]  # fmt: skip
+            if held != text:
+                raise SemanticError(f"triple terms {text!r} and {held!r} share a key; this "
+                                    "store cannot hold both")  # fmt: skip
+        return key
+
+    def _insert(self, s: str, p: str, o: str) -> int:
         fs, fp, fo = fold(s), fold(p), fold(o)
-        return (triple_id(fs, fp, fo), s, p, o, fs, fp, fo)
+        row = (_signed(triple_id(fs, fp, fo)), self._term(s), self._term(p), self._term(o),
+               _h63(fs), _h63(fp), _h63(fo))  # fmt: skip
+        return self._db.execute("INSERT OR IGNORE INTO triple_rows VALUES (?,?,?,?,?,?,?)",
+                                row).rowcount  # fmt: skip
 
     def assert_triple(self, s: str, p: str, o: str) -> str:
         check_terms(s, p, o)
-        row = self._row(s, p, o)
-        with self._lock:
-            self._db.execute("INSERT OR IGNORE INTO triples VALUES (?,?,?,?,?,?,?)", row)
-        return row[0]
-
-    def assert_many(self, triples: Iterable[tuple[str, str, str]]) -> int:
-        batch = list(triples)
-        for s, p, o in batch:
-            check_terms(s, p, o)
-        rows = [self._row(s, p, o) for s, p, o in batch]
         with self._lock:
             self._db.execute("BEGIN")
             try:
-                cur = self._db.executemany(
-                    "INSERT OR IGNORE INTO triples VALUES (?,?,?,?,?,?,?)", rows
-                )
+                self._insert(s, p, o)
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-        return cur.rowcount
+        return triple_id(fold(s), fold(p), fold(o))
+
+    def assert_many(self, triples: Iterable[tuple[str, str, str]], *,
+                    drop_earlier: bool = False) -> int:  # fmt: skip
+        batch = list(triples)
+        for s, p, o in batch:
+            check_terms(s, p, o)
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                n = sum(self._insert(s, p, o) for s, p, o in batch)
+                if drop_earlier:
+                    self._db.execute("DROP TABLE triples")
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return n
 
     def match(
         self, s: str | None = None, p: str | None = None, o: str | None = None
     ) -> list[tuple[str, str, str]]:
         check_terms(s, p, o)
-        where, args = [], []
+        where, args, want = [], [], []
         for col, term in (("fs", s), ("fp", p), ("fo", o)):
             if term is not None:
-                where.append(f"{col} = ?")
-                args.append(fold(term))
-        sql = "SELECT s, p, o FROM triples"
+                where.append(f"r.{col} = ?")
+                args.append(_h63(fold(term)))
+                want.append(fold(term))
+        sql = ("SELECT ts.text, tp.text, tt.text FROM triple_rows r "
+               "JOIN triple_terms ts ON ts.id = r.s JOIN triple_terms tp ON tp.id = r.p "
+               "JOIN triple_terms tt ON tt.id = r.o")  # fmt: skip
         if where:
             sql += " WHERE " + " AND ".join(where)
         with self._lock:
-            return [(a, b, c) for a, b, c in self._db.execute(sql, args).fetchall()]
+            rows = self._db.execute(sql, args).fetchall()
+        bound = [i for i, t in enumerate((s, p, o)) if t is not None]
+        return [(a, b, c) for a, b, c in rows
+                if [fold((a, b, c)[i]) for i in bound] == want]  # fmt: skip
 
     def delete(self, s: str, p: str, o: str) -> bool:
+        key = _signed(triple_id(s, p, o))
         with self._lock:
-            cur = self._db.execute("DELETE FROM triples WHERE id = ?", (triple_id(s, p, o),))
-        return cur.rowcount > 0
+            row = self._db.execute("SELECT s, p, o, fs, fp, fo FROM triple_rows WHERE id = ?",
+                                   (key,)).fetchone()  # fmt: skip
+            if row is None:
+                return False
+            self._db.execute("DELETE FROM triple_rows WHERE id = ?", (key,))
+            terms = self._db.execute("SELECT id, text FROM triple_terms WHERE id IN (?, ?, ?)",
+                                     row[:3]).fetchall()  # fmt: skip
+            for term, text in terms:
+                h = _h63(fold(text))
+                if self._db.execute(
+                    "SELECT 1 FROM triple_rows WHERE (fs = ? AND s = ?) OR (fp = ? AND p = ?) "
+                    "OR (fo = ? AND o = ?) LIMIT 1", (h, term, h, term, h, term)
+                ).fetchone() is None:  # fmt: skip
+                    self._db.execute("DELETE FROM triple_terms WHERE id = ?", (term,))
+        return True
 
 
-def _terms(row: int, meta: Mapping[str, Any]) -> list[tuple[str, str, int]]:
-    return [(k, filters.term_json(t), row) for k, t in filters.meta_terms(meta)]
+def term_id(key: str, text: str) -> int:
+    """The integer a (key, term) pair is indexed by: 63 bits of its BLAKE2b digest, so the
+    index rows are two integers and the term's text is held once (in ``vector_terms``)."""
+    digest = hashlib.blake2b(f"{key}\0{text}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1
 
 
 ROW_SETS = 256  # filters (and single conditions) whose rows are kept until the next write
+SHAPES = 1024  # metadata shapes (key lists) named by number; others are kept as JSON objects
 
 
 class SQLiteVectors(_SQLite):
-    """``vector_meta`` is the filter's index: one row per metadata term, as :mod:`.filters`
-    defines terms (``value`` is the term as JSON, ``["n", 1]``), naming its vector by the
-    vector row's integer ``rowid`` (not its text id: the index would repeat that id once per
-    term). It has no second index: a vector's terms are found again from its ``meta`` to
-    delete them. It is derived from ``vectors.meta`` and rebuilt from it when a file written
-    by an earlier version holds bare values there (``1``, ``"s1"``, which compared ``1`` and
-    ``1.0`` as different) or text ids."""
+    """The filter's index is dictionary encoded: ``vector_terms`` holds each distinct
+    metadata term once (its integer :func:`term_id`, its key, the term as JSON as
+    :mod:`.filters` defines terms, ``["n", 1]``), and ``vector_meta`` one row of two integers
+    per term of a vector (the term, the vector row's ``rowid``). A term no vector holds any
+    more is deleted with its last row. Only the keys named by :meth:`index_only` are indexed
+    (every key until a caller names them; the choice is kept in ``vector_keys``): a filter on
+    another key is answered by reading every row's ``meta``, the same answer, slower. The
+    index is derived from ``vectors.meta`` and rebuilt from it when a file of an earlier
+    layout (``vector_meta`` holding key and value text) is opened, or the keys change."""
 
     SCHEMA = """
     CREATE TABLE IF NOT EXISTS vectors (id TEXT PRIMARY KEY, vec BLOB NOT NULL, meta TEXT NOT NULL);
-    CREATE TABLE IF NOT EXISTS vector_meta (id INTEGER NOT NULL, key TEXT NOT NULL,
-        value TEXT NOT NULL, PRIMARY KEY (key, value, id)) WITHOUT ROWID;
-    DROP INDEX IF EXISTS vector_meta_id;
+    CREATE TABLE IF NOT EXISTS vector_terms (term INTEGER PRIMARY KEY, key TEXT NOT NULL,
+        value TEXT NOT NULL);
+    CREATE TABLE IF NOT EXISTS vector_keys (key TEXT PRIMARY KEY);
+    CREATE TABLE IF NOT EXISTS vector_shapes (id INTEGER PRIMARY KEY, keys TEXT NOT NULL);
+    """
+    INDEX = """
+    CREATE TABLE IF NOT EXISTS vector_meta (term INTEGER NOT NULL, id INTEGER NOT NULL,
+        PRIMARY KEY (term, id)) WITHOUT ROWID;
     """
 
     def __init__(self, path: Where = ":memory:") -> None:
@@ -158,23 +283,108 @@ class SQLiteVectors(_SQLite):
         # combined with
         self._selected: dict[filters.Cond, frozenset[int]] = {}
         self.dim: int | None = None
+        # a metadata row is its values, named by the shape (the keys, in order) they follow
+        self._shapes: dict[int, list[str]] = {}
+        self._shape_of: dict[str, int] = {}
+        self._load_shapes()
+        keys = [k for (k,) in self._db.execute("SELECT key FROM vector_keys ORDER BY key")]
+        self._indexed: frozenset[str] | None = frozenset(keys) if keys else None
+        held = earlier_table(self._db, "vector_meta")
+        earlier = held is not None and not re.search(r"\bterm\b", held)
+        if earlier:  # the layout with key and value text in every index row
+            self._db.execute("DROP TABLE vector_meta")
+        self._db.executescript(self.INDEX)
         row = self._db.execute("SELECT vec FROM vectors LIMIT 1").fetchone()
         if row is not None:
             self.dim = dim_of(row[0])
-            held = self._db.execute("SELECT value, typeof(id) FROM vector_meta LIMIT 1").fetchone()
-            if held is not None and (not held[0].startswith("[") or held[1] != "integer"):
+            if earlier:
                 self._reindex()
+
+    def _load_shapes(self) -> None:
+        rows = self._db.execute("SELECT id, keys FROM vector_shapes").fetchall()
+        self._shapes = {int(n): list(json.loads(keys)) for n, keys in rows}
+        self._shape_of = {json.dumps(keys): n for n, keys in self._shapes.items()}
+
+    def _meta_text(self, meta: Mapping[str, Any]) -> str:
+        """``meta`` as ``vectors.meta`` holds it: the number of its shape (its keys, in order,
+        kept once in ``vector_shapes``) followed by its values as a JSON array, so a row
+        does not repeat its key names; beyond :data:`SHAPES` shapes, a JSON object."""
+        keys = json.dumps(list(meta))
+        n = self._shape_of.get(keys)
+        if n is None:
+            if len(self._shapes) >= SHAPES:
+                return _json(dict(meta), sort=False)
+            n = int(self._db.execute("INSERT INTO vector_shapes (keys) VALUES (?)",
+                                     (keys,)).lastrowid or 0)  # fmt: skip
+            self._shapes[n], self._shape_of[keys] = list(meta), n
+        return f"{n}{json.dumps(list(meta.values()), separators=(',', ':'), ensure_ascii=False)}"
+
+    def _meta_of(self, text: str) -> dict[str, Any]:
+        """The inverse of :meth:`_meta_text` (a JSON object is read as it is)."""
+        if text.startswith("{"):
+            return dict(json.loads(text))
+        cut = text.index("[")
+        return dict(zip(self._shapes[int(text[:cut])], json.loads(text[cut:]), strict=True))
+
+    int8 = False  # dense vectors written in int8 steps (:meth:`quantize`), else float32
+
+    def quantize(self, on: bool = True) -> None:
+        """Write dense vectors from now on as int8 steps with one scale (a quarter of
+        float32, cosine kept to about 1e-2; :mod:`.packed`); sparse ones stay exact. Rows
+        already written are read as they are."""
+        self.int8 = on
+
+    def index_only(self, keys: Iterable[str]) -> None:
+        """Index the metadata keys ``keys`` only (the ones its callers filter on); the
+        index is rebuilt when that changes what it holds."""
+        wanted = frozenset(keys)
+        if wanted == self._indexed:
+            return
+        with self._lock:
+            self._db.execute("BEGIN")
+            self._db.execute("DELETE FROM vector_keys")
+            self._db.executemany("INSERT INTO vector_keys VALUES (?)", [(k,) for k in wanted])
+            self._db.execute("COMMIT")
+            self._indexed = wanted
+        self._reindex()
+
+    def _terms(self, row: int, meta: Mapping[str, Any]) -> list[tuple[int, str, str, int]]:
+        """(term id, key, term text, rowid) of each indexed term of ``meta``."""
+        out = []
+        for k, t in filters.meta_terms(meta):
+            if self._indexed is None or k in self._indexed:
+                text = filters.term_json(t)
+                out.append((term_id(k, text), k, text, row))
+        return out
+
+    def _index(self, row: int, meta: Mapping[str, Any]) -> None:
+        for term, key, text, r in self._terms(row, meta):
+            fresh = self._db.execute("INSERT OR IGNORE INTO vector_terms VALUES (?,?,?)",
+                                     (term, key, text)).rowcount  # fmt: skip
+            if not fresh:
+                held = self._db.execute("SELECT key, value FROM vector_terms WHERE term = ?",
+                                        (term,)).fetchone()  # fmt: skip
+                if tuple(held) != (key, text):
+                    raise SemanticError(f"metadata terms {key}={text} and {held[0]}={held[1]} "
+                                        "share an index number; this store cannot index both")
+            self._db.execute("INSERT OR IGNORE INTO vector_meta VALUES (?,?)", (term, r))
 
     def _reindex(self) -> None:
         """Rebuild the filter index from the metadata."""
         with self._lock:
             self._db.execute("BEGIN")
-            rows = self._db.execute("SELECT rowid, meta FROM vectors").fetchall()
-            self._db.execute("DELETE FROM vector_meta")
-            self._db.executemany("INSERT OR IGNORE INTO vector_meta VALUES (?,?,?)",
-                                 [(r, k, v) for row, meta in rows
-                                  for k, v, r in _terms(row, json.loads(meta))])
-            self._db.execute("COMMIT")  # fmt: skip
+            try:
+                rows = self._db.execute("SELECT rowid, meta FROM vectors").fetchall()
+                self._db.execute("DELETE FROM vector_meta")
+                self._db.execute("DELETE FROM vector_terms")
+                for row, meta in rows:
+                    self._index(row, self._meta_of(meta))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._rows.clear()
+            self._selected.clear()
 
     def __len__(self) -> int:
         with self._lock:
@@ -184,27 +394,47 @@ class SQLiteVectors(_SQLite):
         self.put_many([(id, vec, meta)])
 
     def put_many(self, items: Iterable[tuple[str, Vec, Mapping[str, Any]]]) -> None:
-        rows: list[tuple[str, bytes, str, Mapping[str, Any]]] = []
-        for id, vec, meta in items:
-            v = as_unit(vec, self.dim)
-            self.dim = int(v.shape[0])
-            rows.append((id, pack(v), _json(dict(meta)), meta))
+        self._write(items, replace=False)
+
+    def replace_all(self, items: Iterable[tuple[str, Vec, Mapping[str, Any]]]) -> None:
+        """Every entry replaced by ``items`` in one transaction (vectors of another
+        dimension allowed): a store embedded again is either all old or all new."""
+        self._write(items, replace=True)
+
+    def _write(self, items: Iterable[tuple[str, Vec, Mapping[str, Any]]], *,
+               replace: bool) -> None:  # fmt: skip
         with self._lock:
+            dim = None if replace else self.dim
+            if dim is not None and self._db.execute(
+                "SELECT 1 FROM vectors LIMIT 1"
+            ).fetchone() is None:
+                dim = None  # an emptied store takes vectors of any dimension again
+            rows: list[tuple[str, bytes, Mapping[str, Any]]] = []
+            for id, vec, meta in items:
+                v = as_unit(vec, dim)
+                dim = int(v.shape[0])
+                rows.append((id, pack(v, int8=self.int8), meta))
             self._db.execute("BEGIN")
             try:
-                for id, blob, text, meta in rows:
+                if replace:
+                    for table in ("vectors", "vector_meta", "vector_terms"):
+                        self._db.execute(f"DELETE FROM {table}")
+                for id, blob, meta in rows:
+                    text = self._meta_text(meta)
                     self._unterm(id)
                     # an upsert keeps the row's rowid, which the filter index names
                     rowid = self._db.execute(
                         "INSERT INTO vectors VALUES (?,?,?) ON CONFLICT(id) DO UPDATE SET "
                         "vec = excluded.vec, meta = excluded.meta RETURNING rowid",
                         (id, blob, text)).fetchone()[0]  # fmt: skip
-                    self._db.executemany("INSERT OR IGNORE INTO vector_meta VALUES (?,?,?)",
-                                         [(r, k, v) for k, v, r in _terms(rowid, meta)])
+                    self._index(rowid, meta)
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
+                self._load_shapes()  # a shape written in the rolled-back transaction is gone
                 raise
+            if rows or replace:
+                self.dim = dim if rows else None
             self._cache = None
             self._rows.clear()
             self._selected.clear()
@@ -213,8 +443,11 @@ class SQLiteVectors(_SQLite):
         """Take the filter terms of vector ``id`` (if held) out of the index."""
         held = self._db.execute("SELECT rowid, meta FROM vectors WHERE id = ?", (id,)).fetchone()
         if held is not None:
-            self._db.executemany("DELETE FROM vector_meta WHERE key = ? AND value = ? AND id = ?",
-                                 _terms(held[0], json.loads(held[1])))  # fmt: skip
+            for term, _, _, row in self._terms(held[0], self._meta_of(held[1])):
+                self._db.execute("DELETE FROM vector_meta WHERE term = ? AND id = ?", (term, row))
+                if self._db.execute("SELECT 1 FROM vector_meta WHERE term = ? LIMIT 1",
+                                    (term,)).fetchone() is None:  # fmt: skip
+                    self._db.execute("DELETE FROM vector_terms WHERE term = ?", (term,))
 
     def delete(self, id: str) -> bool:
         with self._lock:
@@ -224,6 +457,20 @@ class SQLiteVectors(_SQLite):
             self._rows.clear()
             self._selected.clear()
         return cur.rowcount > 0
+
+    def with_prefix(self, prefix: str) -> list[Match]:
+        """Every entry whose id begins with ``prefix`` (score 0), found by the ids' index."""
+        if not prefix:
+            raise SemanticError("with_prefix needs a prefix: every entry is near() with no filter")
+        with self._lock:
+            if ord(prefix[-1]) < 0x10FFFF:  # ids from the prefix up to the next one
+                rows = self._db.execute("SELECT id, meta FROM vectors WHERE id >= ? AND id < ?",
+                                        (prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1))
+                                        ).fetchall()  # fmt: skip
+            else:
+                rows = self._db.execute("SELECT id, meta FROM vectors WHERE id >= ?",
+                                        (prefix,)).fetchall()  # fmt: skip
+        return [Match(i, 0.0, self._meta_of(m)) for i, m in rows if i.startswith(prefix)]
 
     def _loaded(self) -> tuple[list[str], dict[int, int], Rows]:
         if self._cache is None:
@@ -243,17 +490,20 @@ class SQLiteVectors(_SQLite):
 
     def _select(self, cond: filters.Cond) -> set[int]:
         """Rowids whose metadata satisfies one condition: equality and ``in`` by the index,
-        a range by testing each distinct term of the key (the rule of :mod:`.filters`)."""
+        a range by testing each distinct term of the key (the rule of :mod:`.filters`); a
+        key not indexed by reading every row's metadata."""
+        if self._indexed is not None and cond.key not in self._indexed:
+            return {row for row, meta in self._db.execute("SELECT rowid, meta FROM vectors")
+                    if filters.matches(self._meta_of(meta), (cond,))}  # fmt: skip
         if cond.equal is not None:
-            wanted = [filters.term_json(t) for t in cond.equal]
+            wanted = [term_id(cond.key, filters.term_json(t)) for t in cond.equal]
             out: set[int] = set()
             for at in range(0, len(wanted), 500):  # bounded statement size
                 part = wanted[at : at + 500]
-                sql = ("SELECT id FROM vector_meta WHERE key = ? AND value IN "
-                       f"({','.join('?' * len(part))})")  # fmt: skip
-                out.update(r[0] for r in self._db.execute(sql, [cond.key, *part]))
+                sql = f"SELECT id FROM vector_meta WHERE term IN ({','.join('?' * len(part))})"
+                out.update(r[0] for r in self._db.execute(sql, part))
             return out
-        terms = self._db.execute("SELECT DISTINCT value FROM vector_meta WHERE key = ?",
+        terms = self._db.execute("SELECT value FROM vector_terms WHERE key = ?",
                                  (cond.key,)).fetchall()  # fmt: skip
         admitted = [t for (t,) in terms if cond.admits(filters.term_from_json(t))]
         return self._select(filters.Cond(cond.key, equal=frozenset(
@@ -278,83 +528,207 @@ class SQLiteVectors(_SQLite):
                         self._rows.clear()
                     held = self._rows[conds] = ([ids[i] for i in at], rows)
                 hit, rows = held
-                best = top_k(hit, mat.dot(q, rows), k)
+                best = top_k(hit, mat.cosine(q, rows), k)
             else:
-                best = top_k(ids, mat.dot(q), k)
+                best = top_k(ids, mat.cosine(q), k)
             out = []
             for i, score in best:
                 meta = self._db.execute("SELECT meta FROM vectors WHERE id = ?", (i,)).fetchone()
-                out.append(Match(i, score, json.loads(meta[0])))
+                out.append(Match(i, score, self._meta_of(meta[0])))
             return out
 
 
+def node_id(name: str) -> int:
+    """The integer a graph node is keyed by: 63 bits of the BLAKE2b digest of its name, so
+    an edge is three integers and a label, and a name is held once (in ``graph_nodes``)."""
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big") >> 1
+
+
 class SQLiteGraph(_SQLite):
+    """Nodes keyed by :func:`node_id` (the name held once, beside its properties), edges by
+    their ends' integers with their label; ``seq`` (the edge row's rowid) keeps the order
+    edges were first linked in. A file of the earlier layout (``nodes`` and ``edges`` keyed
+    by name text) is converted when opened."""
+
     SCHEMA = """
-    CREATE TABLE IF NOT EXISTS nodes (id TEXT PRIMARY KEY, props TEXT NOT NULL);
-    CREATE TABLE IF NOT EXISTS edges (src TEXT NOT NULL, dst TEXT NOT NULL, label TEXT NOT NULL,
-        seq INTEGER PRIMARY KEY AUTOINCREMENT, UNIQUE (src, dst, label));
-    CREATE INDEX IF NOT EXISTS edges_dst ON edges(dst);
+    CREATE TABLE IF NOT EXISTS graph_nodes (id INTEGER PRIMARY KEY, name TEXT NOT NULL,
+        props TEXT NOT NULL);
+    CREATE TABLE IF NOT EXISTS graph_edges (seq INTEGER PRIMARY KEY, src INTEGER NOT NULL,
+        dst INTEGER NOT NULL, label TEXT NOT NULL, UNIQUE (src, label, dst));
+    CREATE INDEX IF NOT EXISTS graph_edges_dst ON graph_edges(dst);
     """
+
+    def __init__(self, path: Where = ":memory:") -> None:
+        super().__init__(path)
+        if earlier_table(self._db, "edges") is not None:
+            self._convert()
+
+    def _convert(self) -> None:
+        """Move the nodes and edges of the earlier layout into the integer-keyed tables."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                for name, props in self._db.execute("SELECT id, props FROM nodes").fetchall():
+                    self._named(name, props, replace=True)
+                for src, dst, label in self._db.execute(
+                    "SELECT src, dst, label FROM edges ORDER BY seq"
+                ).fetchall():
+                    self._link(src, dst, label)
+                self._db.execute("DROP TABLE edges")
+                self._db.execute("DROP TABLE nodes")
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def _named(self, name: str, props: str = "{}", *, replace: bool = False) -> int:
+        """The node of ``name``, written if new (or its properties replaced)."""
+        nid = node_id(name)
+        held = self._db.execute("SELECT name FROM graph_nodes WHERE id = ?", (nid,)).fetchone()
+        if held is not None and held[0] != name:
+            raise SemanticError(f"graph nodes {name!r} and {held[0]!r} share a key; this store "
+                                "cannot hold both")  # fmt: skip
+        if held is None:
+            self._db.execute("INSERT INTO graph_nodes VALUES (?, ?, ?)", (nid, name, props))
+        elif replace:
+            self._db.execute("UPDATE graph_nodes SET props = ? WHERE id = ?", (props, nid))
+        return nid
+
+    def _link(self, src: str, dst: str, label: str) -> None:
+        a, b = self._named(src), self._named(dst)
+        self._db.execute("INSERT OR IGNORE INTO graph_edges (src, dst, label) VALUES (?, ?, ?)",
+                         (a, b, label))  # fmt: skip
 
     def node(self, id: str, props: Mapping[str, Any]) -> None:
         with self._lock:
             old = self.props(id) or {}
             old.update(props)
-            self._db.execute("INSERT OR REPLACE INTO nodes VALUES (?, ?)",
-                             (id, _json(old)))  # fmt: skip
+            self._named(id, _json(old), replace=True)
 
     def edge(self, src: str, dst: str, label: str) -> None:
         with self._lock:
-            for n in (src, dst):
-                self._db.execute("INSERT OR IGNORE INTO nodes VALUES (?, '{}')", (n,))
-            self._db.execute("INSERT OR IGNORE INTO edges (src, dst, label) VALUES (?, ?, ?)",
-                             (src, dst, label))  # fmt: skip
+            self._link(src, dst, label)
 
     def out(self, id: str, label: str | None = None) -> list[str]:
-        sql = "SELECT dst FROM edges WHERE src = ?"
-        args: tuple[str, ...] = (id,)
+        sql = ("SELECT n.name FROM graph_edges e JOIN graph_nodes n ON n.id = e.dst "
+               "WHERE e.src = ?")  # fmt: skip
+        args: tuple[object, ...] = (node_id(id),)
         if label is not None:
-            sql += " AND label = ?"
-            args = (id, label)
-        sql += " GROUP BY dst ORDER BY min(seq)"  # each neighbour once, in first-linked order
+            sql += " AND e.label = ?"
+            args = (node_id(id), label)
+        # each neighbour once, first-linked first (n.name named too: PostgreSQL asks for it)
+        sql += " GROUP BY e.dst, n.name ORDER BY min(e.seq)"
         with self._lock:
             return [r[0] for r in self._db.execute(sql, args).fetchall()]
 
     def props(self, id: str) -> dict[str, Any] | None:
         with self._lock:
-            row = self._db.execute("SELECT props FROM nodes WHERE id = ?", (id,)).fetchone()
-        return None if row is None else dict(json.loads(row[0]))
+            row = self._db.execute("SELECT name, props FROM graph_nodes WHERE id = ?",
+                                   (node_id(id),)).fetchone()  # fmt: skip
+        return None if row is None or row[0] != id else dict(json.loads(row[1]))
 
     def delete(self, id: str) -> bool:
+        nid = node_id(id)
         with self._lock:
-            self._db.execute("DELETE FROM edges WHERE src = ? OR dst = ?", (id, id))
-            return self._db.execute("DELETE FROM nodes WHERE id = ?", (id,)).rowcount > 0
+            if self.props(id) is None:
+                return False
+            self._db.execute("DELETE FROM graph_edges WHERE src = ? OR dst = ?", (nid, nid))
+            return self._db.execute("DELETE FROM graph_nodes WHERE id = ?", (nid,)).rowcount > 0
+
+
+_ORIGIN = ("ref", "offset", "size", "mtime", "sha256", "media_type")  # Origin.to_meta's keys
 
 
 class SQLiteDocs(_SQLite):
+    """Documents whole; a chunk by reference: its byte range of its document's text (the
+    chunk's ``text`` column is NULL), so a chunk's text is not kept twice. A chunk handed in
+    whose text is not that range of its document keeps its own text. Deleting a document
+    deletes its chunks. A file of the earlier layout (``chunks`` holding every chunk's
+    text) is converted when opened."""
+
     SCHEMA = """
     CREATE TABLE IF NOT EXISTS docs (id TEXT PRIMARY KEY, source TEXT NOT NULL,
         text TEXT NOT NULL, meta TEXT NOT NULL);
-    CREATE TABLE IF NOT EXISTS chunks (doc_id TEXT NOT NULL, idx INTEGER NOT NULL,
-        text TEXT NOT NULL, start INTEGER NOT NULL, end_ INTEGER NOT NULL,
+    CREATE TABLE IF NOT EXISTS doc_chunks (doc_id TEXT NOT NULL, idx INTEGER NOT NULL,
+        start INTEGER NOT NULL, end_ INTEGER NOT NULL, text TEXT,
         PRIMARY KEY (doc_id, idx)) WITHOUT ROWID;
     """
+
+    def __init__(self, path: Where = ":memory:") -> None:
+        super().__init__(path)
+        if earlier_table(self._db, "chunks") is not None:
+            self._convert()
+
+    def _convert(self) -> None:
+        """Move the chunks of the earlier layout into ``doc_chunks``, by reference."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                texts: dict[str, bytes] = {}
+                rows = []
+                for doc_id, idx, text, start, end in self._db.execute(
+                    "SELECT doc_id, idx, text, start, end_ FROM chunks"
+                ).fetchall():
+                    if doc_id not in texts:
+                        d = self._db.execute("SELECT text FROM docs WHERE id = ?",
+                                             (doc_id,)).fetchone()  # fmt: skip
+                        texts[doc_id] = b"" if d is None else str(d[0]).encode("utf-8")
+                    rows.append(self._row(Chunk(doc_id, idx, text, start, end), texts[doc_id]))
+                self._db.executemany("INSERT INTO doc_chunks VALUES (?, ?, ?, ?, ?)",
+                                     rows)  # fmt: skip
+                self._db.execute("DROP TABLE chunks")
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    @staticmethod
+    def _meta_text(doc: Doc) -> str:
+        """``doc.meta`` as its row holds it: an origin of the usual shape as a list in the
+        order of :data:`_ORIGIN`, its reference 0 when it is the document's source (held
+        once, in ``source``), the text marked ``~`` (a plain JSON object otherwise)."""
+        org = doc.meta.get("origin")
+        if not (isinstance(org, Mapping) and tuple(org) == _ORIGIN
+                and isinstance(org["ref"], str)):  # fmt: skip
+            return _json(doc.meta, sort=False)
+        packed = [0 if org["ref"] == doc.source else org["ref"], *(org[k] for k in _ORIGIN[1:])]
+        return "~" + _json({**doc.meta, "origin": packed}, sort=False)
+
+    @staticmethod
+    def _meta_of(text: str, source: str) -> dict[str, Any]:
+        if not text.startswith("~"):
+            return dict(json.loads(text))
+        meta = dict(json.loads(text[1:]))
+        org = list(meta["origin"])
+        meta["origin"] = dict(zip(_ORIGIN, [source if org[0] == 0 else org[0], *org[1:]],
+                                  strict=True))  # fmt: skip
+        return meta
+
+    @staticmethod
+    def _row(c: Chunk, doc: bytes) -> tuple[str, int, int, int, str | None]:
+        same = doc[c.start : c.end] == c.text.encode("utf-8")
+        return (c.doc_id, c.index, c.start, c.end, None if same else c.text)
+
+    @staticmethod
+    def _chunk(doc: bytes, doc_id: str, idx: int, start: int, end: int,
+               text: str | None) -> Chunk:  # fmt: skip
+        return Chunk(doc_id, idx, doc[start:end].decode("utf-8") if text is None else text,
+                     start, end)  # fmt: skip
 
     def __len__(self) -> int:
         with self._lock:
             return int(self._db.execute("SELECT count(*) FROM docs").fetchone()[0])
 
     def put(self, doc: Doc, chunks: Sequence[Chunk]) -> None:
+        raw = doc.text.encode("utf-8")
         with self._lock:
             self._db.execute("BEGIN")
             try:
-                row = (doc.id, doc.source, doc.text, _json(doc.meta, sort=False))
+                row = (doc.id, doc.source, doc.text, self._meta_text(doc))
                 self._db.execute("INSERT OR REPLACE INTO docs VALUES (?, ?, ?, ?)", row)
-                self._db.execute("DELETE FROM chunks WHERE doc_id = ?", (doc.id,))
-                self._db.executemany(
-                    "INSERT INTO chunks VALUES (?, ?, ?, ?, ?)",
-                    [(c.doc_id, c.index, c.text, c.start, c.end) for c in chunks],
-                )
+                self._db.execute("DELETE FROM doc_chunks WHERE doc_id = ?", (doc.id,))
+                self._db.executemany("INSERT INTO doc_chunks VALUES (?, ?, ?, ?, ?)",
+                                     [self._row(c, raw) for c in chunks])  # fmt: skip
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -363,24 +737,31 @@ class SQLiteDocs(_SQLite):
     def get(self, doc_id: str) -> Doc | None:
         with self._lock:
             row = self._db.execute("SELECT * FROM docs WHERE id = ?", (doc_id,)).fetchone()
-        return None if row is None else Doc(row[0], row[1], row[2], json.loads(row[3]))
+        return None if row is None else Doc(row[0], row[1], row[2],
+                                            self._meta_of(row[3], row[1]))  # fmt: skip
 
     def chunk(self, chunk_id: str) -> Chunk | None:
         doc, _, index = chunk_id.rpartition("#")
         if not index.isdigit():
             return None
         with self._lock:
-            row = self._db.execute("SELECT * FROM chunks WHERE doc_id = ? AND idx = ?",
-                                   (doc, int(index))).fetchone()  # fmt: skip
-        return None if row is None else Chunk(*row)
+            row = self._db.execute(
+                "SELECT c.start, c.end_, c.text, d.text FROM doc_chunks c JOIN docs d "
+                "ON d.id = c.doc_id WHERE c.doc_id = ? AND c.idx = ?",
+                (doc, int(index))).fetchone()  # fmt: skip
+        if row is None:
+            return None
+        return self._chunk(str(row[3]).encode("utf-8"), doc, int(index), row[0], row[1], row[2])
 
     def chunks(self, doc_id: str) -> list[Chunk]:
         with self._lock:
-            rows = self._db.execute("SELECT * FROM chunks WHERE doc_id = ? ORDER BY idx",
-                                    (doc_id,)).fetchall()  # fmt: skip
-        return [Chunk(*r) for r in rows]
+            d = self._db.execute("SELECT text FROM docs WHERE id = ?", (doc_id,)).fetchone()
+            rows = self._db.execute("SELECT idx, start, end_, text FROM doc_chunks WHERE "
+                                    "doc_id = ? ORDER BY idx", (doc_id,)).fetchall()  # fmt: skip
+        raw = b"" if d is None else str(d[0]).encode("utf-8")
+        return [self._chunk(raw, doc_id, *r) for r in rows]
 
     def delete(self, doc_id: str) -> bool:
         with self._lock:
-            self._db.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
+            self._db.execute("DELETE FROM doc_chunks WHERE doc_id = ?", (doc_id,))
             return self._db.execute("DELETE FROM docs WHERE id = ?", (doc_id,)).rowcount > 0

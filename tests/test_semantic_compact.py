@@ -1,0 +1,581 @@
+"""The compact layouts of the SQLite substrate (issue 16 §5: the store under 10x its text).
+
+Each compact layout is checked against an independent oracle over thousands of random
+inputs (the in-memory object it persists, or the in-memory driver), against files of the
+earlier layout (converted or read as they are), and against a bound on the bytes it keeps.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hirmem.semantic.assertions import Edge, Source, SourceKind
+from hirmem.semantic.prov import Log, SQLiteLog
+from hirmem.semantic.stores.memory import MemoryGraph, MemoryVectors
+from hirmem.semantic.stores.sqlite import SQLiteDocs, SQLiteGraph, SQLiteVectors
+from hirmem.semantic.values import Chunk, Doc, Origin, with_origin
+from semantic_backends import semantic_backend, semantic_server  # noqa: F401  (fixtures)
+
+# every test on SQLite and on PostgreSQL, but those that write an earlier layout into the
+# SQLite file themselves (a server schema is only made in the current layout)
+pytestmark = pytest.mark.usefixtures("semantic_backend")
+EARLIER = pytest.mark.sqlite_only("it writes an earlier layout into the SQLite file itself")
+
+
+def _steps(n: int, request: pytest.FixtureRequest) -> int:
+    """``n`` random steps on SQLite, a fifth on PostgreSQL (each statement a round trip to
+    the server: the same oracle, fewer inputs, so the module stays a matter of seconds)."""
+    return n if request.getfixturevalue("semantic_backend") == "sqlite" else n // 5
+
+# ---- the ledger ---------------------------------------------------------------------------------
+
+
+def _edge(rng: random.Random) -> Edge:
+    def source() -> Source:
+        kinds: list[SourceKind] = ["extracted", "supplied", "derived"]
+        kind = rng.choice(kinds)
+        ref = rng.choice(["d1#0", "d1#12", "ops", "rule:t", "#", "a#b#3"])
+        return Source(kind, ref, rng.choice(["", "d1", "a#b", ref.rpartition("#")[0]]),
+                      rng.choice([-1, 0, 7]), rng.choice([-1, 5, 38]),
+                      rng.choice(["", "extract/rules-1"]),
+                      tuple(rng.sample(["a1", "b2", "c3"], rng.randint(0, 2))),
+                      rng.choice([None, 0.0, 0.2, 1.0]))  # fmt: skip
+
+    rec = rng.choice([1, 1_700_000_000_000])
+    vf, vu = rng.choice([0, 5]), rng.choice([0, 9])
+    spans = rng.choice([((rec, vf, vu),), ((rec, 0, 0), (rec + 1, vf, vu)), ((rec, 3, 4),)])
+    return Edge(rng.choice(["7a5cda536dcc8a2e", "x"]), rng.choice(["S", "Zoë \"q\""]), "p",
+                rng.choice(["O", "", "[1]"]), rng.randint(0, 4), rng.choice([0.2, 1.0]),
+                tuple(source() for _ in range(rng.randint(0, 3))), vf, vu, rec,
+                rng.choice([0, rec + 5]), rng.choice(["", "withdrawn", "0"]), spans)  # fmt: skip
+
+
+def test_a_compact_ledger_row_reads_back_as_the_same_edge_and_is_smaller() -> None:
+    rng = random.Random(1605)
+    for _ in range(4000):
+        e = _edge(rng)
+        row = e.to_compact()
+        assert Edge.from_row(e.id, row) == e, row
+        assert len(row) < len(e.to_row())
+        # a row of the earlier layout still reads (as it did)
+        assert Edge.from_row(e.id, e.to_row()) == Edge.from_json({"id": e.id,
+                                                                  **json.loads(e.to_row())})
+
+
+@EARLIER
+def test_a_ledger_file_of_the_earlier_layout_opens_and_is_written_compact(tmp_path: Path) -> None:
+    from hirmem.semantic.assertions import SQLiteLedger
+    from hirmem.semantic.values import Claim
+
+    db = tmp_path / "l.db"
+    ledger = SQLiteLedger(db, clock=lambda: 5)
+    a = ledger.add(Claim("Alice", "knows", "Bob", "ops"))
+    b = ledger.add(Claim("Bob", "knows", "Carol", "ops"))
+    ledger.close()
+    con = sqlite3.connect(db)
+    con.execute("UPDATE ledger SET body = ? WHERE id = ?", (a.to_row(), a.id))  # then's layout
+    con.commit()
+    con.close()
+    again = SQLiteLedger(db, clock=lambda: 6)
+    assert again.get(a.id) == a and again.get(b.id) == b
+    again.retract(a.id, "gone")
+    again.close()
+    con = sqlite3.connect(db)
+    bodies = [body for (body,) in con.execute("SELECT body FROM ledger")]
+    con.close()
+    assert bodies and all(body.startswith("[") for body in bodies)
+    assert SQLiteLedger(db).get(a.id) == again.get(a.id)
+
+
+# ---- PROV ---------------------------------------------------------------------------------------
+
+
+def _random_log(rng: random.Random, logs: list[Log], steps: int) -> None:
+    """The same random writes into every log in ``logs`` (refused ones refused by all)."""
+    agents: list[str] = []
+    acts: list[str] = []
+    ents: list[str] = []
+    kinds = ["doc", "chunk", "assertion", "source", "claim", "decision", "thing"]
+    for step in range(steps):
+        r = rng.random()
+        if r < 0.1 or not agents:
+            kind = rng.choice(["person", "software", "organization"])
+            call: tuple[str, tuple[object, ...], dict[str, object]] = (
+                "agent", (f"{kind}:{rng.randrange(5)}", kind), {})
+        elif r < 0.3 or not ents:
+            used = rng.sample(ents, min(len(ents), rng.randint(0, 2)))
+            call = ("activity", (f"activity:x:{rng.randrange(40)}", rng.choice(["extract",
+                    "rule:r1", "ingest"]), rng.choice(agents), step, step + rng.randint(0, 3),
+                    used), {})  # fmt: skip
+        else:
+            kind = rng.choice(kinds)
+            prefix = kind if rng.random() < 0.8 else "other"
+            ante = rng.sample(ents, min(len(ents), rng.randint(0, 3)))
+            if kind in ("doc", "chunk", "assertion") and not ante and ents:
+                ante = [ents[0]]
+            call = ("entity", (f"{prefix}:{rng.randrange(120)}~é", kind,
+                               rng.choice(["", *acts[-3:]]), ante),
+                    {"attributed_to": rng.choice(["", "", *agents[-2:]]),
+                     "attrs": rng.choice([None, {"choice": "keep", "rule": "r"}])})
+        outcomes = []
+        for log in logs:
+            try:
+                getattr(log, call[0])(*call[1], **call[2])
+                outcomes.append("ok")
+            except Exception as exc:  # the same refusal from each
+                outcomes.append(type(exc).__name__)
+        assert len(set(outcomes)) == 1, (step, call, outcomes)
+        if outcomes[0] == "ok":
+            name = str(call[1][0])
+            {"agent": agents, "activity": acts, "entity": ents}[call[0]].append(name)
+
+
+def test_a_compact_prov_log_reopens_as_the_log_it_was_and_renders_the_same_prov(
+    tmp_path: Path,
+) -> None:
+    rng = random.Random(526)
+    db = tmp_path / "p.db"
+    oracle, stored = Log(), SQLiteLog(db)
+    for burst in range(6):  # flushed in bursts, so refs cross flushes and point within one
+        _random_log(rng, [oracle, stored], 500)
+        stored.flush()
+        if burst % 2:
+            stored.close()
+            stored = SQLiteLog(db)
+            assert stored.entities == oracle.entities
+    stored.close()
+    again = SQLiteLog(db)
+    assert again.entities == oracle.entities
+    assert again.activities == oracle.activities
+    assert again.agents == oracle.agents
+    assert again.to_provjson() == oracle.to_provjson()
+    for e in list(oracle.entities)[:50]:
+        assert again.trace(e) == oracle.trace(e)
+    again.close()
+
+
+@EARLIER
+def test_a_prov_file_of_the_earlier_layout_opens_unchanged_and_gains_compact_rows(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "p.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE prov (seq INTEGER PRIMARY KEY, tbl TEXT NOT NULL, id TEXT NOT "
+                "NULL, body TEXT NOT NULL)")
+    old = [("agent", "software:x", {"kind": "software"}),
+           ("entity", "source:s", {"kind": "source"}),
+           ("activity", "activity:ingest:1", {"kind": "ingest", "agent": "software:x",
+                                               "start": 1, "end": 2, "used": ["source:s"]}),
+           ("entity", "doc:d", {"kind": "doc", "generated_by": ["activity:ingest:1"],
+                                "derived_from": ["source:s"]})]  # fmt: skip
+    con.executemany("INSERT INTO prov (tbl, id, body) VALUES (?, ?, ?)",
+                    [(t, i, json.dumps(b)) for t, i, b in old])
+    con.commit()
+    con.close()
+    log = SQLiteLog(db)
+    oracle = Log()
+    for lg in (log, oracle):
+        lg.agent("software:x", "software")
+        lg.entity("source:s", "source")
+        lg.activity("activity:ingest:1", "ingest", "software:x", 1, 2, ["source:s"])
+        lg.entity("doc:d", "doc", "activity:ingest:1", ["source:s"])
+        lg.entity("chunk:d#0", "chunk", "", ["doc:d"])
+        lg.entity("doc:d", "doc", "", ["chunk:d#0"])  # a later derivation of an old entity
+    log.close()
+    again = SQLiteLog(db)
+    assert again.entities == oracle.entities and again.activities == oracle.activities
+    assert again.to_provn() == oracle.to_provn()
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT tbl, id, body FROM prov ORDER BY seq").fetchall()
+    con.close()
+    assert [r[0] for r in rows] == ["agent", "entity", "activity", "entity", "e", "e"]
+    assert rows[4][2] == "[0,[],[4]]" and rows[5][2] == "[0,[],[5]]"  # refs, not ids again
+    again.close()
+
+
+# ---- documents ----------------------------------------------------------------------------------
+
+
+def _chunks(rng: random.Random, doc: Doc) -> list[Chunk]:
+    raw = doc.text.encode()
+    cuts = sorted({0, len(raw), *(rng.randrange(len(raw) + 1) for _ in range(3))})
+    out = []
+    for i, (a, b) in enumerate(itertools.pairwise(cuts)):
+        try:
+            text = raw[a:b].decode()
+        except UnicodeDecodeError:
+            continue
+        if rng.random() < 0.1:  # a chunk whose text is not its span: kept as given
+            text = "x" * (b - a)
+        out.append(Chunk(doc.id, i, text, a, b))
+    return out
+
+
+def test_chunks_are_kept_by_reference_and_read_back_as_they_were(tmp_path: Path) -> None:
+    rng = random.Random(16)
+    store = SQLiteDocs(tmp_path / "d.db")
+    held: dict[str, tuple[Doc, list[Chunk]]] = {}
+    for step in range(1500):
+        d = f"d{rng.randrange(60)}"
+        if rng.random() < 0.15 and d in held:
+            assert store.delete(d)
+            del held[d]
+            assert store.chunks(d) == [] and store.chunk(f"{d}#0") is None
+            continue
+        text = "".join(rng.choice(["Alice ", "knows ", "Zoë. ", "日本 ", "\n"])
+                       for _ in range(rng.randint(1, 30)))  # fmt: skip
+        org = Origin(rng.choice([f"mem://{d}", "file:/x"]), 0, len(text.encode()), step,
+                     "ab" * 32, "text/plain")  # fmt: skip
+        meta = rng.choice([{"n": step}, with_origin({"container": "c"}, org),
+                           {"origin": [0, 1, 2, 3, 4, 5]}, {"origin": {"ref": 0}}])
+        doc = Doc(d, f"mem://{d}", text, meta)
+        chunks = _chunks(rng, doc)
+        store.put(doc, chunks)
+        held[d] = (doc, chunks)
+    for d, (doc, chunks) in held.items():
+        assert store.get(d) == doc
+        assert store.chunks(d) == chunks
+        for c in chunks:
+            assert store.chunk(c.id) == c
+    con = store._db  # the file's, or its PostgreSQL schema's
+    own = con.execute("SELECT count(*) FROM doc_chunks WHERE text IS NOT NULL").fetchone()[0]
+    metas = [m for (m,) in con.execute("SELECT meta FROM docs")]
+    assert any(m.startswith("~") for m in metas) and any(m.startswith("{") for m in metas)
+    assert not any("mem://" in m for m in metas if m.startswith("~"))  # the source, held once
+    total = con.execute("SELECT count(*) FROM doc_chunks").fetchone()[0]
+    assert 0 < own < total / 4  # only the chunks that are not their span keep a text
+    store.close()
+
+
+@EARLIER
+def test_a_docs_file_of_the_earlier_layout_is_converted_when_opened(tmp_path: Path) -> None:
+    db = tmp_path / "d.db"
+    con = sqlite3.connect(db)
+    con.executescript("""
+        CREATE TABLE docs (id TEXT PRIMARY KEY, source TEXT NOT NULL, text TEXT NOT NULL,
+            meta TEXT NOT NULL);
+        CREATE TABLE chunks (doc_id TEXT NOT NULL, idx INTEGER NOT NULL, text TEXT NOT NULL,
+            start INTEGER NOT NULL, end_ INTEGER NOT NULL, PRIMARY KEY (doc_id, idx))
+            WITHOUT ROWID;
+        INSERT INTO docs VALUES ('d', 'mem://d', 'Alice knows Bob. Zoë lives in Oslo.', '{}');
+        INSERT INTO chunks VALUES ('d', 0, 'Alice knows Bob. ', 0, 17);
+        INSERT INTO chunks VALUES ('d', 1, 'Zoë lives in Oslo.', 17, 36);
+    """)
+    con.close()
+    store = SQLiteDocs(db)
+    assert [c.text for c in store.chunks("d")] == ["Alice knows Bob. ", "Zoë lives in Oslo."]
+    assert store.chunk("d#1") == Chunk("d", 1, "Zoë lives in Oslo.", 17, 36)
+    store.close()
+    con = sqlite3.connect(db)
+    tables = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    texts = con.execute("SELECT text FROM doc_chunks").fetchall()
+    con.close()
+    assert "chunks" not in tables and texts == [(None,), (None,)]
+
+
+# ---- the graph ----------------------------------------------------------------------------------
+
+
+def test_the_integer_keyed_graph_answers_as_the_memory_graph(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    rng = random.Random(8)
+    names = [f"n{i}" for i in range(25)] + ["doc:é", "a#1", "lineage:mem://x"]
+    mine, oracle = SQLiteGraph(tmp_path / "g.db"), MemoryGraph()
+    for step in range(_steps(3000, request)):
+        r = rng.random()
+        a, b = rng.choice(names), rng.choice(names)
+        label = rng.choice(["has_chunk", "version", "superseded_by"])
+        if r < 0.5:
+            mine.edge(a, b, label)
+            oracle.edge(a, b, label)
+        elif r < 0.75:
+            props = {rng.choice(["source", "current"]): rng.choice(["x", 1, None])}
+            mine.node(a, props)
+            oracle.node(a, props)
+        elif r < 0.8:
+            assert mine.delete(a) == oracle.delete(a), step
+        assert mine.props(a) == oracle.props(a), step
+        for lb in (None, label):
+            assert mine.out(a, lb) == oracle.out(a, lb), (step, a, lb)
+    mine.close()
+    reopened = SQLiteGraph(tmp_path / "g.db")
+    for n in names:
+        assert reopened.out(n) == oracle.out(n) and reopened.props(n) == oracle.props(n)
+    reopened.close()
+
+
+@EARLIER
+def test_a_graph_file_of_the_earlier_layout_is_converted_when_opened(tmp_path: Path) -> None:
+    db = tmp_path / "g.db"
+    con = sqlite3.connect(db)
+    con.executescript("""
+        CREATE TABLE nodes (id TEXT PRIMARY KEY, props TEXT NOT NULL);
+        CREATE TABLE edges (src TEXT NOT NULL, dst TEXT NOT NULL, label TEXT NOT NULL,
+            seq INTEGER PRIMARY KEY AUTOINCREMENT, UNIQUE (src, dst, label));
+        INSERT INTO nodes VALUES ('lineage:x', '{"current":"d2"}'), ('d1', '{}'), ('d2', '{}');
+        INSERT INTO edges (src, dst, label) VALUES ('lineage:x', 'd2', 'version');
+        INSERT INTO edges (src, dst, label) VALUES ('lineage:x', 'd1', 'version');
+    """)
+    con.close()
+    g = SQLiteGraph(db)
+    assert g.out("lineage:x", "version") == ["d2", "d1"]  # first-linked order kept
+    assert g.props("lineage:x") == {"current": "d2"}
+    g.close()
+    con = sqlite3.connect(db)
+    tables = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    con.close()
+    assert not {"nodes", "edges"} & tables
+
+
+# ---- the vector filter index --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("indexed", [None, ("subject", "container")])
+def test_the_dictionary_encoded_filter_index_answers_as_the_memory_driver(
+    indexed: tuple[str, ...] | None, request: pytest.FixtureRequest
+) -> None:
+    rng = random.Random(99)
+    mine, oracle = SQLiteVectors(), MemoryVectors()
+    if indexed is not None:
+        mine.index_only(indexed)
+    ids = [f"v{i}" for i in range(80)]
+    for step in range(_steps(1500, request)):
+        i = rng.choice(ids)
+        if rng.random() < 0.2:
+            assert mine.delete(i) == oracle.delete(i)
+        else:
+            vec = [rng.random() + 0.01 for _ in range(4)]
+            meta = {"subject": rng.choice(["a", "b", "c"]), "container": rng.choice(["x", "y"]),
+                    "n": rng.choice([1, 1.0, 2, True]), "tags": rng.sample(["p", "q", "r"], 2)}
+            mine.put(i, vec, meta)
+            oracle.put(i, vec, meta)
+        flt: dict[str, Any] = rng.choice([
+            {"subject": "a"}, {"container": {"in": ["x"]}, "subject": "b"}, {"n": 1},
+            {"tags": "q", "container": "y"}, {"n": {"ge": 2}}, {"subject": {"gt": "a"}}])
+        q = [rng.random() for _ in range(4)]
+        got = [(m.id, round(m.score, 5)) for m in mine.near(q, 100, flt)]
+        want = [(m.id, round(m.score, 5)) for m in oracle.near(q, 100, flt)]
+        assert sorted(got) == sorted(want), (step, flt)
+    for i in ids:  # every term leaves with its last vector: the term table is bounded
+        mine.delete(i)
+    assert mine._db.execute("SELECT count(*) FROM vector_terms").fetchone()[0] == 0
+    assert mine._db.execute("SELECT count(*) FROM vector_meta").fetchone()[0] == 0
+
+
+# ---- triples and entity tables ------------------------------------------------------------------
+
+
+def test_the_dictionary_encoded_triples_answer_as_the_memory_driver(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    from hirmem.semantic.stores.memory import MemoryTriples
+    from hirmem.semantic.stores.sqlite import SQLiteTriples
+
+    rng = random.Random(4)
+    terms = ["Alice", "alice", "ALICE", "Bob", "knows", "KNOWS", "lives in", "Oslo",
+             "Zoë", "zoë", "İstanbul", "a\u00a0b", "a b"]  # fmt: skip
+    mine, oracle = SQLiteTriples(tmp_path / "t.db"), MemoryTriples()
+    for step in range(_steps(3000, request)):
+        s, p, o = (rng.choice(terms) for _ in range(3))
+        r = rng.random()
+        if r < 0.5:
+            assert mine.assert_triple(s, p, o) == oracle.assert_triple(s, p, o)
+        elif r < 0.6:
+            n = mine.assert_many([(s, p, o), (o, p, s)])
+            assert n == oracle.assert_many([(s, p, o), (o, p, s)]), step
+        elif r < 0.8:
+            assert mine.delete(s, p, o) == oracle.delete(s, p, o), step
+        q = [rng.choice([None, *terms]) for _ in range(3)]
+        assert sorted(mine.match(*q)) == sorted(oracle.match(*q)), (step, q)
+        assert len(mine) == len(oracle)
+    mine.close()
+    again = SQLiteTriples(tmp_path / "t.db")
+    assert sorted(again.match()) == sorted(oracle.match())
+    for s, p, o in oracle.match():
+        again.delete(s, p, o)
+    assert again._db.execute("SELECT count(*) FROM triple_terms").fetchone()[0] == 0
+    again.close()
+
+
+@EARLIER
+def test_a_triples_file_of_the_earlier_layout_is_converted_when_opened(tmp_path: Path) -> None:
+    from hirmem.protocol.identity import triple_id
+    from hirmem.semantic.stores.sqlite import SQLiteTriples
+
+    db = tmp_path / "t.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE triples (id TEXT PRIMARY KEY, s TEXT NOT NULL, p TEXT NOT NULL, "
+                "o TEXT NOT NULL, fs TEXT NOT NULL, fp TEXT NOT NULL, fo TEXT NOT NULL) "
+                "WITHOUT ROWID")
+    con.execute("INSERT INTO triples VALUES (?, 'Alice', 'knows', 'Bob', 'alice', 'knows', "
+                "'bob')", (triple_id("Alice", "knows", "Bob"),))
+    con.commit()
+    con.close()
+    store = SQLiteTriples(db)
+    assert store.match("ALICE") == [("Alice", "knows", "Bob")] and len(store) == 1
+    store.close()
+    con = sqlite3.connect(db)
+    tables = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    con.close()
+    assert "triples" not in tables
+
+
+@EARLIER
+def test_the_entities_table_of_the_earlier_rowid_layout_is_rebuilt_without_rowid(
+    tmp_path: Path,
+) -> None:
+    from hirmem.semantic.entities import EntityIndex
+
+    db = tmp_path / "e.db"
+    con = sqlite3.connect(db)
+    con.executescript("""
+        CREATE TABLE entities (id TEXT PRIMARY KEY, name TEXT NOT NULL);
+        CREATE TABLE entity_aliases (alias TEXT NOT NULL, entity TEXT NOT NULL,
+            container TEXT NOT NULL, source TEXT NOT NULL,
+            PRIMARY KEY (alias, entity, container, source));
+        INSERT INTO entities VALUES ('e1', 'bob');
+        INSERT INTO entity_aliases VALUES ('bob', 'e1', 'c', 'd1'), ('robert', 'e1', 'c', 'd1');
+    """)
+    con.close()
+    index = EntityIndex(str(db))
+    assert index.names("Bob", {"c"}) == {"bob", "robert"}
+    index.close()
+    con = sqlite3.connect(db)
+    ddl = {n: sql for n, sql in con.execute("SELECT name, sql FROM sqlite_master")}
+    rows = con.execute("SELECT * FROM entities").fetchall()
+    con.close()
+    assert "WITHOUT ROWID" in ddl["entities"] and rows == [("e1", "bob")]
+    assert not any(n.endswith("_earlier") for n in ddl)
+
+
+# ---- dense assertion vectors --------------------------------------------------------------------
+
+
+class _DenseEmbedder:
+    """A dense embedding (as MiniLM's is): a fixed random projection of the hashed one."""
+
+    name = "dense-test"
+    dim = 96
+
+    def __init__(self) -> None:
+        import numpy as np
+
+        from hirmem.semantic.retrieve import Embedder
+
+        self._hashed = Embedder(512)
+        self._proj = np.random.default_rng(5).standard_normal((512, self.dim)).astype("float32")
+
+    def embed(self, text: str) -> Any:
+        import numpy as np
+
+        v = self._hashed.embed(text) @ self._proj
+        n = float(np.linalg.norm(v))
+        return v / n if n else v
+
+
+def test_dense_assertion_vectors_are_kept_in_int8_steps_and_still_answer(tmp_path: Path) -> None:
+    from hirmem.semantic.extract import RuleExtractor
+    from hirmem.semantic.ingest import MemoryIngester
+    from hirmem.semantic.stages import Pipeline
+    from hirmem.semantic.substrate import Substrate
+
+    people = ["Alice Smith", "Bob Jones", "Carol Novak", "Dora Silva"]
+    cities = ["Paris", "Lagos", "Osaka", "Lima", "Oslo"]
+    texts = {f"n{i}": f"{people[i % 4]} lives in {cities[i % 5]}." for i in range(40)}
+    db = tmp_path / "dense.db"
+    sub = Substrate.open(db, passage_embedder=_DenseEmbedder())
+    pipeline = Pipeline(MemoryIngester(texts), extractor=RuleExtractor())
+    for key in texts:
+        sub.ingest(pipeline, key)
+    hits = sub.ask("Where does Carol Novak live?", 3).hits
+    assert hits and all(h.evidence.startswith("Carol Novak lives in") for h in hits)
+    assert isinstance(sub.vectors, SQLiteVectors)
+    sizes = [len(b) for (b,) in sub.vectors._db.execute("SELECT vec FROM vectors")]
+    sub.close()
+    assert sizes and max(sizes) <= _DenseEmbedder.dim + 10  # not 4 bytes per entry
+
+
+def test_vector_metadata_rows_name_their_shape_and_read_back_as_written(tmp_path: Path) -> None:
+    rng = random.Random(12)
+    db = tmp_path / "v.db"
+    store = SQLiteVectors(db)
+    held: dict[str, dict[str, Any]] = {}
+    keys = ["subject", "container", "n", "tags", "é", "[", "{"]
+    for i in range(600):
+        meta = {k: rng.choice(["a", 1, 2.5, None, True, ["x", "y"], "[{"])
+                for k in rng.sample(keys, rng.randint(0, 4))}  # fmt: skip
+        store.put(f"v{i}", [rng.random() + 0.1, rng.random()], meta)
+        held[f"v{i}"] = meta
+    store.close()
+    again = SQLiteVectors(db)
+    got = {m.id: m.meta for m in again.near([1.0, 0.0], 10_000)}
+    assert got == held
+    assert all(list(got[i]) == list(held[i]) for i in held)  # key order kept too
+    texts = [t for (t,) in again._db.execute("SELECT meta FROM vectors")]
+    assert not any('"subject"' in t for t in texts)  # the key names are in the shapes
+    again.close()
+
+
+def test_ids_by_prefix_are_the_ids_that_begin_with_it() -> None:
+    rng = random.Random(3)
+    store = SQLiteVectors()
+    alphabet = ["a", "b", "@", "#", "é", "\U0010ffff", "0"]
+    ids = {"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 5))) for _ in range(400)}
+    for i in ids:
+        store.put(i, [1.0, 0.5], {"k": i})
+    for _ in range(500):
+        prefix = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 3)))
+        got = {m.id for m in store.with_prefix(prefix)}
+        assert got == {i for i in ids if i.startswith(prefix)}, prefix
+        assert all(m.meta == {"k": m.id} for m in store.with_prefix(prefix))
+
+
+def test_erasure_finds_an_assertions_vectors_by_their_ids_not_a_filter_term(
+    tmp_path: Path,
+) -> None:
+    from hirmem.semantic.extract import RuleExtractor
+    from hirmem.semantic.ingest import MemoryIngester
+    from hirmem.semantic.stages import Pipeline
+    from hirmem.semantic.substrate import Substrate
+
+    texts = {f"n{i}": f"Alice Smith lives in City{i}. Bob Jones knows Alice Smith."
+             for i in range(6)}  # fmt: skip
+    sub = Substrate.open(tmp_path / "s.db")
+    pipeline = Pipeline(MemoryIngester(texts), extractor=RuleExtractor())
+    for key in texts:
+        sub.ingest(pipeline, key)
+    store = sub.vectors
+    assert isinstance(store, SQLiteVectors)
+    keys = {k for (k,) in store._db.execute("SELECT DISTINCT key FROM vector_terms")}
+    assert keys == {"subject", "container", "doc"}  # no term per assertion
+    lives = next(e for e in sub.ledger if e.predicate == "lives_in")
+    knows = next(e for e in sub.ledger if e.predicate == "knows")
+    before = len(store)
+    held = len(store.near([1.0] * 1024, 1000, {"triple": knows.id}))
+    assert held == 6 and len(store.near([1.0] * 1024, 1000, {"triple": lives.id})) == 1
+    sub.erase(knows.id, "request")
+    assert store.near([1.0] * 1024, 1000, {"triple": knows.id}) == []
+    assert len(store) == before - held
+    assert len(store.near([1.0] * 1024, 1000, {"triple": lives.id})) == 1
+    sub.close()
+
+
+def test_replacing_every_vector_is_all_or_nothing() -> None:
+    store = SQLiteVectors()
+    store.put_many([("a", [1.0, 0.0], {"subject": "x"}), ("b", [0.0, 1.0], {"subject": "y"})])
+    with pytest.raises(TypeError):  # the second item's metadata cannot be written
+        store.replace_all([("a", [1.0, 0.0, 0.0], {"subject": "x"}),
+                           ("b", [0.0, 1.0, 0.0], {"subject": object()})])
+    assert store.dim == 2 and len(store) == 2
+    assert [m.id for m in store.near([1.0, 0.1], 5, {"subject": "x"})] == ["a"]
+    store.replace_all([("c", [0.0, 0.0, 1.0], {"subject": "z"})])  # another dimension
+    assert store.dim == 3 and [m.id for m in store.near([0.0, 0.0, 1.0], 5)] == ["c"]
+    assert store.near([0.0, 0.0, 1.0], 5, {"subject": "x"}) == []
