@@ -470,3 +470,34 @@ def test_a_followed_packs_payloads_are_parsed_once(monkeypatch: pytest.MonkeyPat
     assert sorted(parsed) == sorted(held)
     e.close()
     store.close()
+
+
+def test_open_distillates_read_at_once_are_those_read_one_by_one() -> None:
+    """read_open_many (a pack's sensors in one statement) gives each key the open
+    distillate _read_open finds alone: for keys open, closed (windows that closed by
+    count and time) and never seen, of every form, on another device too."""
+    config = MemoryConfig(distill_window_s=200.0, distill_max_episodes=11)
+    e = MemoryEngine(":memory:", config, clock=Clock())
+    records = _records(random.Random(17), 240, corrupt=False)
+    link = GENESIS
+    for p in range(0, len(records), 8):
+        e.clock.t = T0 + 30 * p  # type: ignore[attr-defined]
+        admit_pack(e, records[p : p + 8], DEV, KEY.kid, link)
+        link = records[p + 7].hash
+    with e.store.reading() as db:
+        held = [tuple(str(x) for x in r) for r in db.execute(
+            "SELECT form, device, subject, attribute, value_key FROM distillates")]  # fmt: skip
+    assert any(r[0] == "reading" for r in held) and any(r[0] == "action" for r in held)
+    keys = {tuple(k) for k in held} | {("reading", DEV.hex(), "temp9", "t", ""),
+                                        ("reading", "00" * 8, "temp0", "t", ""),
+                                        ("action", DEV.hex(), "nothing", "outcome", "")}
+    read: distill.Read = {}
+    distill.read_open_many(e, keys, read)  # type: ignore[arg-type]
+    assert read.keys() == keys
+    opened = 0
+    for key in keys:
+        alone = distill._read_open(e, key, None, keep=False)  # type: ignore[arg-type]
+        assert read[key] == alone, key  # type: ignore[index]
+        opened += alone is not None
+    assert 0 < opened < len(keys)
+    e.close()

@@ -226,6 +226,12 @@ class _Baselines:
         self.known: dict[tuple[str, str], distill.Stats | None] = {}
         self.read: distill.Read = {}  # the distillates read, for the pack's distillation
 
+    def read_all(self, seens: Iterable[Described]) -> None:
+        """Read the sensors' distillates of a pack's readings at once (not one by one)."""
+        distill.read_open_many(self.engine, [
+            ("reading", self.device, seen.subject, seen.attribute, "")
+            for seen in seens if seen.kind == "reading"], self.read)  # fmt: skip
+
     def aligned(self, seen: Described) -> bool | None:
         if seen.kind != "reading":
             return None
@@ -306,6 +312,7 @@ def _admit_together(
         return
     actor = f"intake:{device}"
     base = _Baselines(engine, device)
+    base.read_all(f.seen for f in run)
     notes: list[Entry] = []
     gates, scores, reasons = _Numbering(), _Numbering(), _Numbering()
     episodes: list[Admitted] = []
