@@ -417,3 +417,87 @@ def test_an_index_loaded_before_the_packs_ranks_as_one_loaded_after(tmp_path: Pa
     assert live == again and all(live)
     assert any(fresh.require(mid).kind == "pattern" for hits in live for mid, _ in hits)
     fresh.close()
+
+
+def test_a_payload_read_once_is_described_as_its_bytes_are() -> None:
+    """describe_parsed of read_payload's object is describe of the payload's bytes, over
+    thousands of payloads near each form: readings (counters, booleans, NaN, a sensor
+    key or none), facts whole and in part, actions, keys twice, broken UTF-8, non-objects."""
+    from hirmem.memory.observe import describe_parsed
+    from hirmem.protocol.records import read_payload
+
+    parts = ['"t": 21.5', '"n": 3', '"seq": 9', '"ok": true', '"t": NaN', '"t": 1e999',
+             '"sensor": "Temp 0"', '"sensor": [1]', '"subject": "Door"', '"attribute": "open"',
+             '"value": 1', '"value": "Yes"', '"negated": true', '"action": "open V4"',
+             '"action": ["a", "b"]', '"action": []', '"outcome": "Success"', '"outcome": 1',
+             '"result": "ok"', '"x": {"y": 2}', '"t": -4']  # fmt: skip
+    rng = random.Random(1313)
+    forms = set()
+    for _ in range(4000):
+        body = ", ".join(rng.choice(parts) for _ in range(rng.randrange(6)))
+        shape = rng.choice(["{%s}", " {%s}\n", "[%s]", "%s", "{%s", "note %s"])
+        payload = (shape % body).encode() + (b"\xff" if rng.random() < 0.03 else b"")
+        source = rng.choice(["", "bus/cam", "temp7"])
+        seen = describe_parsed(read_payload(payload)[1], source)
+        assert seen == describe(payload, source), payload
+        forms.add(seen.kind)
+    assert forms == {"fact", "reading", "action"}
+
+
+def test_a_followed_packs_payloads_are_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Readings the daemon checked are described and given bit 7 from one parse of each
+    payload (read_payload), not one parse per reader. (An action's payload is read once
+    more, by distillation, for its result.)"""
+    store = DaemonStore(":memory:")
+    store.register_device(DEV, KEY.public.raw)
+    recs = _records(random.Random(8), 24, corrupt=False)
+    pack = sign_pack(KEY, PackKind.MEMORY, DEV, (1 << 32) | 1, GENESIS, int(T0 * 1000), recs)
+    assert store.take_pack(DEV, pack.encoded).status == "accepted"
+    texts = {r.payload.decode() for r in recs if r.payload.startswith(b'{"sensor"')}
+    parsed: list[str] = []
+    loads = json.loads
+
+    def counting(text: Any, *args: Any, **kwargs: Any) -> Any:
+        if text in texts:
+            parsed.append(text)
+        return loads(text, *args, **kwargs)
+
+    monkeypatch.setattr(json, "loads", counting)
+    e = MemoryEngine(":memory:", clock=Clock())
+    got = follow_intake(e, store)
+    assert got.admitted + got.quarantined == len(recs)
+    held = [r.payload.decode() for r in recs if r.payload.decode() in texts]
+    assert sorted(parsed) == sorted(held)
+    e.close()
+    store.close()
+
+
+def test_open_distillates_read_at_once_are_those_read_one_by_one() -> None:
+    """read_open_many (a pack's sensors in one statement) gives each key the open
+    distillate _read_open finds alone: for keys open, closed (windows that closed by
+    count and time) and never seen, of every form, on another device too."""
+    config = MemoryConfig(distill_window_s=200.0, distill_max_episodes=11)
+    e = MemoryEngine(":memory:", config, clock=Clock())
+    records = _records(random.Random(17), 240, corrupt=False)
+    link = GENESIS
+    for p in range(0, len(records), 8):
+        e.clock.t = T0 + 30 * p  # type: ignore[attr-defined]
+        admit_pack(e, records[p : p + 8], DEV, KEY.kid, link)
+        link = records[p + 7].hash
+    with e.store.reading() as db:
+        held = [tuple(str(x) for x in r) for r in db.execute(
+            "SELECT form, device, subject, attribute, value_key FROM distillates")]  # fmt: skip
+    assert any(r[0] == "reading" for r in held) and any(r[0] == "action" for r in held)
+    keys = {tuple(k) for k in held} | {("reading", DEV.hex(), "temp9", "t", ""),
+                                        ("reading", "00" * 8, "temp0", "t", ""),
+                                        ("action", DEV.hex(), "nothing", "outcome", "")}
+    read: distill.Read = {}
+    distill.read_open_many(e, keys, read)  # type: ignore[arg-type]
+    assert read.keys() == keys
+    opened = 0
+    for key in keys:
+        alone = distill._read_open(e, key, None, keep=False)  # type: ignore[arg-type]
+        assert read[key] == alone, key  # type: ignore[index]
+        opened += alone is not None
+    assert 0 < opened < len(keys)
+    e.close()

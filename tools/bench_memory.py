@@ -191,9 +191,10 @@ def bench_end_to_end(
     tmp: Path, devices: int, per_pack: int, packs_each: int, now: float, label: str = "",
     packs: list[tuple[bytes, bytes, Pack]] | None = None,
 ) -> None:  # fmt: skip
-    """Signed packs of a fleet through the daemon's store (verify, store) and the memory
-    engine (follow: hash check, admit), against a plain SQLite insert of the same
-    records in the same run."""
+    """Signed packs of a fleet through the daemon's store (verify, store: each round of
+    one pack per device group-committed, as ``take_packs`` does for the line threads)
+    and the memory engine (follow: hash check, admit), against a plain SQLite insert of
+    the same records in the same run."""
     from hirmem.daemon.store import Store as DaemonStore
     from hirmem.memory.follow import follow_intake
 
@@ -207,10 +208,13 @@ def bench_end_to_end(
         intake.register_device(dev, public)
     engine = MemoryEngine(tmp / "e2e-memory.sqlite", clock=lambda: now)
     t, cpu = time.perf_counter(), time.process_time()
-    for dev, _, pack in packs:
-        took = intake.take_pack(dev, pack.encoded)
-        if took.status != "accepted":
-            raise SystemExit(f"bench pack refused by the daemon store: {took}")
+    # each round (one pack per device) offered together, as the daemon's line threads
+    # do: one group commit per round
+    for start in range(0, len(packs), devices):
+        for took in intake.take_packs([(dev, pack.encoded)
+                                       for dev, _, pack in packs[start:start + devices]]):
+            if took.status != "accepted":
+                raise SystemExit(f"bench pack refused by the daemon store: {took}")
     t_store, cpu_store = time.perf_counter() - t, time.process_time() - cpu
     report = follow_intake(engine, intake, limit=1000)
     total, cpu_total = time.perf_counter() - t, time.process_time() - cpu

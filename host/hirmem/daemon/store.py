@@ -252,7 +252,22 @@ MIGRATIONS = (
     ALTER TABLE devices ADD COLUMN knowledge_facts INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE devices ADD COLUMN knowledge_text INTEGER NOT NULL DEFAULT 0;
     """,
+    # 10: no index of records by device: a record's id begins with its device's id (the
+    # intake refuses any other), so the primary key's index finds a device's records
+    # as a range of ids (see _device_range); the second index cost every stored record
+    "DROP INDEX records_device",
 )
+
+
+def _device_range(device_id: bytes) -> tuple[str, tuple[bytes, ...]]:
+    """The ``records`` rows of one device as a range of their ids (which begin with the
+    device id): a WHERE clause the primary key's index answers, and its arguments. The
+    device column is compared too, so the answer is exact whatever the ids hold."""
+    after = int.from_bytes(device_id, "big") + 1
+    if after >> (8 * len(device_id)):  # ff…ff: no id comes after its range
+        return "id >= ? AND device_id = ?", (device_id, device_id)
+    return ("id >= ? AND id < ? AND device_id = ?",
+            (device_id, after.to_bytes(len(device_id), "big"), device_id))  # fmt: skip
 
 U64_OFFSET = 1 << 63
 
@@ -1175,10 +1190,11 @@ class Store:
         """pack id → (lowest, highest) boot counter in its records' ids, for a device's
         timeline: a pack whose boots run above the previous pack's shows a reboot."""
         with self._lock:
+            where, args = _device_range(device_id)
             rows = self._db.execute(
                 "SELECT pack_id, min(substr(id, 9, 4)), max(substr(id, 9, 4)) FROM records "
-                "WHERE device_id = ? GROUP BY pack_id",
-                (device_id,),
+                f"WHERE {where} GROUP BY pack_id",
+                args,
             ).fetchall()
         return {bytes(p): (int.from_bytes(lo, "big"), int.from_bytes(hi, "big"))
                 for p, lo, hi in rows}  # fmt: skip
@@ -1284,7 +1300,9 @@ class Store:
         with self._lock:
             if device_id is None:
                 return int(self._db.execute(sql).fetchone()[0])
-            return int(self._db.execute(sql + " WHERE device_id = ?", (device_id,)).fetchone()[0])
+            where, args = ("device_id = ?", (device_id,)) if table != "records" else (
+                _device_range(device_id))  # fmt: skip
+            return int(self._db.execute(f"{sql} WHERE {where}", args).fetchone()[0])
 
     def refusals(self, device_id: bytes | None = None) -> list[Refusal]:
         sql = (
@@ -1356,7 +1374,10 @@ class Store:
         page_size = db.execute("PRAGMA page_size").fetchone()[0]
         return StoreFigures(
             packs=per_device("SELECT device_id, count(*) FROM packs GROUP BY device_id"),
-            records=per_device("SELECT device_id, count(*) FROM records GROUP BY device_id"),
+            # by the id's device prefix: the primary key's index, in its order
+            records=per_device(
+                f"SELECT substr(id, 1, {ID_SIZE}) AS d, count(*) FROM records GROUP BY d"
+            ),
             record_conflicts=conflicts,
             refusals=refusals,
             refused_offers=offers,

@@ -49,7 +49,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -339,6 +339,30 @@ def _read_open(engine: MemoryEngine, key: Key, read: Read | None, keep: bool) ->
     if read is not None and keep:
         read[key] = d
     return d
+
+
+def read_open_many(engine: MemoryEngine, keys: Iterable[Key], read: Read) -> None:
+    """Put the open distillates of ``keys`` into ``read`` (None for a key that has none),
+    one statement per device for what ``read`` lacks: what :func:`_read_open` would find
+    key by key (of several open rows of a key, the first by rowid, as its index gives)."""
+    wanted: dict[str, set[Key]] = {}
+    for key in keys:
+        if key not in read:
+            wanted.setdefault(key[1], set()).add(key)
+    for device, of_device in wanted.items():
+        subjects = sorted({key[2] for key in of_device})
+        for k in range(0, len(subjects), 500):
+            chunk = subjects[k : k + 500]
+            rows = engine.store.db.execute(
+                _SELECT + f" WHERE device = ? AND subject IN ({','.join('?' * len(chunk))}) "
+                "AND open = 1 ORDER BY rowid", (device, *chunk),
+            ).fetchall()  # fmt: skip
+            for r in rows:
+                key = (str(r[2]), str(r[3]), str(r[4]), str(r[5]), str(r[6]))
+                if key in of_device and key not in read:
+                    read[key] = _row(r)
+        for key in of_device:
+            read.setdefault(key, None)
 
 
 def baseline(

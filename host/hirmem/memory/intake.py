@@ -54,11 +54,18 @@ from hirmem.memory.audit import Entry
 from hirmem.memory.embed import embed_batch
 from hirmem.memory.engine import Captured, GateScores, MemoryEngine, gate_scores
 from hirmem.memory.model import Memory, State, layer_for, memory_text
-from hirmem.memory.observe import Described, describe, is_episode
+from hirmem.memory.observe import Described, describe_parsed, is_episode
 from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.fixedpoint import ONE
 from hirmem.protocol.gate import evaluate
-from hirmem.protocol.records import Layer, Record, host_flags, normalise, record_hash
+from hirmem.protocol.records import (
+    Layer,
+    Record,
+    host_flags,
+    normalise,
+    read_payload,
+    record_hash,
+)
 
 __all__ = ["Admitted", "IntakeReport", "admit_pack", "check_record", "intake_records"]
 
@@ -146,6 +153,7 @@ class _Fresh:
     problem: str
     intact: bool
     seen: Described
+    structure: bool | None  # bit 7 as read_payload found it
 
 
 def admit_pack(
@@ -196,8 +204,10 @@ def admit_pack(
                 (report.duplicates if held[mid] == rec.hash else report.conflicts).append(mid)
                 continue
             held[mid] = rec.hash  # the same id again in this pack is a duplicate too
-            seen = describe(rec.payload, rec.source)  # a fact, a reading or an action
-            fresh = _Fresh(rec, mid, problem, intact, seen)
+            # the payload's JSON parsed once: its structure (bit 7) and its form
+            structure, data = read_payload(rec.payload)
+            seen = describe_parsed(data, rec.source)  # a fact, a reading or an action
+            fresh = _Fresh(rec, mid, problem, intact, seen, structure)
             if seen.kind == "fact" and seen.subject and seen.attribute:
                 _admit_together(engine, report, run, device, key_id, now, signature_verified)
                 run = []
@@ -216,6 +226,12 @@ class _Baselines:
         self.known: dict[tuple[str, str], distill.Stats | None] = {}
         self.read: distill.Read = {}  # the distillates read, for the pack's distillation
 
+    def read_all(self, seens: Iterable[Described]) -> None:
+        """Read the sensors' distillates of a pack's readings at once (not one by one)."""
+        distill.read_open_many(self.engine, [
+            ("reading", self.device, seen.subject, seen.attribute, "")
+            for seen in seens if seen.kind == "reading"], self.read)  # fmt: skip
+
     def aligned(self, seen: Described) -> bool | None:
         if seen.kind != "reading":
             return None
@@ -231,7 +247,8 @@ def _host_view(
 ) -> int:  # fmt: skip
     """The flags the host gates ``f`` on (its evaluated sub-checks, then stage 2), with
     a disagreement with the device noted and reported."""
-    flags, disagreement = host_flags(f.rec, signature_verified, base.aligned(f.seen), f.intact)
+    flags, disagreement = host_flags(f.rec, signature_verified, base.aligned(f.seen), f.intact,
+                                     f.structure)
     if disagreement:
         report.disagreed[f.mid] = disagreement
         notes.append(Entry("intake-mismatch", f.mid,
@@ -295,6 +312,7 @@ def _admit_together(
         return
     actor = f"intake:{device}"
     base = _Baselines(engine, device)
+    base.read_all(f.seen for f in run)
     notes: list[Entry] = []
     gates, scores, reasons = _Numbering(), _Numbering(), _Numbering()
     episodes: list[Admitted] = []

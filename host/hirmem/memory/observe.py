@@ -37,7 +37,7 @@ from hirmem.protocol.identity import fold
 
 __all__ = [
     "COUNTER_FIELDS", "EPISODE_KINDS", "KINDS", "OUTCOMES_OK", "Described", "describe",
-    "is_episode", "number",
+    "describe_parsed", "is_episode", "number",
 ]  # fmt: skip
 
 KINDS = ("fact", "event", "procedure", "reading", "action", "pattern")
@@ -87,7 +87,19 @@ def describe(payload: bytes, source: str, kind: str = "fact") -> Described:
     if kind == "event":
         text = payload.decode("utf-8", errors="replace")
         return Described("event", fold(source or "event"), "event", fold(text))
-    data = _json_object(payload)
+    return _checked(_json_object(payload), source, kind)
+
+
+def describe_parsed(data: dict[str, object] | None, source: str) -> Described:
+    """:func:`describe` (the default kind) of a payload whose JSON object the caller has
+    parsed already (``data``: what ``json.loads`` gives for it when that is an object,
+    else None — :func:`hirmem.protocol.records.read_payload` gives it), so the payload
+    is not parsed again."""
+    return _checked(data, source, "fact")
+
+
+def _checked(data: dict[str, object] | None, source: str, kind: str) -> Described:
+    """The form read from the payload's JSON object, held to an explicit kind."""
     seen = _read(data, source) if data is not None else None
     if kind == "action" and (seen is None or seen.kind != "action"):
         raise HirmemError(
