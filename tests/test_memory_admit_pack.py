@@ -501,3 +501,95 @@ def test_open_distillates_read_at_once_are_those_read_one_by_one() -> None:
         opened += alone is not None
     assert 0 < opened < len(keys)
     e.close()
+
+
+def _cache_is_the_rows(e: MemoryEngine) -> int:
+    """Every key the open-distillate cache holds, against its row read afresh; how many."""
+    cache = distill.open_cache(e)
+    held = dict(cache.rows)
+    for key, d in held.items():
+        cache.rows.clear()
+        assert distill._read_open(e, key, None, keep=False) == d, key
+    cache.rows.clear()
+    cache.rows.update(held)
+    return len(held)
+
+
+def _admit_all(e: MemoryEngine, records: list[Record], undo: frozenset[int] = frozenset()) -> None:
+    """``records`` in packs of 8 (the clock moving on), each pack of ``undo`` first
+    admitted in a transaction that is then rolled back."""
+    link = GENESIS
+    for p in range(0, len(records), 8):
+        e.clock.t = T0 + 30 * p  # type: ignore[attr-defined]
+        if p in undo:
+            with pytest.raises(RuntimeError, match="undone"), e.store.transaction():
+                admit_pack(e, records[p : p + 8], DEV, KEY.kid, link)
+                raise RuntimeError("undone")
+        admit_pack(e, records[p : p + 8], DEV, KEY.kid, link)
+        link = records[p + 7].hash
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_the_open_distillate_cache_holds_what_the_rows_hold(seed: int) -> None:
+    """Across packs the writer keeps its sensors' open distillates: windows closing by
+    count and time, patterns born, actions; after every pack each cached key is its row."""
+    config = MemoryConfig(distill_window_s=200.0, distill_max_episodes=11)
+    e = MemoryEngine(":memory:", config, clock=Clock())
+    records = _records(random.Random(seed), 320, corrupt=False)
+    link = GENESIS
+    checked = 0
+    for p in range(0, len(records), 8):
+        e.clock.t = T0 + 30 * p  # type: ignore[attr-defined]
+        admit_pack(e, records[p : p + 8], DEV, KEY.kid, link)
+        link = records[p + 7].hash
+        checked += _cache_is_the_rows(e)
+    assert checked > 100
+    e.close()
+
+
+def test_a_rolled_back_pack_leaves_no_trace_in_the_distillate_cache() -> None:
+    """A pack whose transaction rolls back after its distillation: the statistics it
+    added in the cached objects are dropped with it; the same packs admitted again end
+    as on an engine that never saw the undone ones."""
+    config = MemoryConfig(distill_window_s=200.0, distill_max_episodes=11)
+    records = _records(random.Random(5), 240, corrupt=False)
+    plain = MemoryEngine(":memory:", config, clock=Clock())
+    _admit_all(plain, records)
+    undone = MemoryEngine(":memory:", config, clock=Clock())
+    drops = distill.open_cache(undone).drops
+    _admit_all(undone, records, undo=frozenset({40, 48, 120, 200}))
+    assert distill.open_cache(undone).drops >= drops + 4
+    assert _stats(undone) == _stats(plain)
+    assert _rows(undone) == _rows(plain)
+    assert _cache_is_the_rows(undone) > 0
+    assert undone.verify_audit().ok
+    plain.close()
+    undone.close()
+
+
+def test_another_writer_of_the_file_drops_the_distillate_cache(tmp_path: Path) -> None:
+    """Two engines on one file take turns admitting one device's packs: each sees the
+    other's distillation (its cache is dropped when the file moved under it), and the
+    file ends as one engine alone leaves it."""
+    config = MemoryConfig(distill_window_s=200.0, distill_max_episodes=11)
+    records = _records(random.Random(6), 160, corrupt=False)
+    alone = MemoryEngine(tmp_path / "alone.sqlite", config, clock=Clock())
+    _admit_all(alone, records)
+    a = MemoryEngine(tmp_path / "two.sqlite", config, clock=Clock())
+    b = MemoryEngine(tmp_path / "two.sqlite", config, clock=Clock())
+    drops = distill.open_cache(a).drops, distill.open_cache(b).drops
+    link = GENESIS
+    checked = 0
+    for p in range(0, len(records), 8):
+        e = (a, b)[(p // 8) % 2]
+        e.clock.t = T0 + 30 * p  # type: ignore[attr-defined]
+        admit_pack(e, records[p : p + 8], DEV, KEY.kid, link)
+        link = records[p + 7].hash
+        checked += _cache_is_the_rows(e)  # the writer's own, right after its pack
+    assert checked > 20
+    turns = len(records) // 16  # each engine's packs, every one after the other's
+    assert distill.open_cache(a).drops - drops[0] >= turns - 1
+    assert distill.open_cache(b).drops - drops[1] >= turns
+    assert _stats(a) == _stats(alone)
+    for e in (alone, a, b):
+        e.close()

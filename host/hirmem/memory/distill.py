@@ -49,6 +49,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -101,6 +102,7 @@ class Episode(Protocol):
 
 if TYPE_CHECKING:  # the engine imports this module
     from hirmem.memory.engine import MemoryEngine
+    from hirmem.memory.store import Store
 
 __all__ = ["SCHEMA", "Distillate", "Episode", "PatternStep", "Stats", "baseline",
            "baseline_aligned", "distillate_of", "episodes_of", "on_episode",
@@ -258,6 +260,7 @@ def _open_distillate(engine: MemoryEngine, m: Episode, read: Read | None = None)
             return d
         engine.store.db.execute("UPDATE distillates SET open = 0 WHERE rowid = ?", (d.rowid,))
         prev = d.memory_id
+    open_cache(engine).rows.pop(key, None)  # a window opens: the next pack reads its row
     stats = Stats(first_ms=m.timestamp, last_ms=m.timestamp, since_ms=m.timestamp, prev=prev)
     cur = engine.store.db.execute(
         "INSERT INTO distillates (memory_id, form, device, subject, attribute, value_key, "
@@ -316,38 +319,108 @@ def _absorb(d: Distillate, m: Episode, engine: MemoryEngine) -> bool:
 def _within(v: float, s: Stats, engine: MemoryEngine) -> bool:
     """Whether reading ``v`` agrees with the statistics so far (see MemoryConfig)."""
     cfg = engine.config
-    return abs(v - s.mean) <= max(cfg.baseline_sigmas * s.sd, cfg.value_abs_tolerance)
+    n = s.n
+    mean = s.sum_v / n if n else 0.0  # Stats.mean and Stats.sd, inline: a call per reading
+    sd = math.sqrt(max(0.0, s.sum_vv / n - mean * mean)) if n >= 2 else 0.0
+    return abs(v - mean) <= max(cfg.baseline_sigmas * sd, cfg.value_abs_tolerance)
 
 
 Key = tuple[str, str, str, str, str]  # form, device, subject, attribute, value_key
 Read = dict[Key, "Distillate | None"]  # open distillates one pack has read, by key
 
 
+OPEN_CACHE_BOUND = 65_536  # keys; past it the cache starts afresh
+
+
+class _OpenCache:
+    """The open distillates the writer has read or written, by key, across packs (None:
+    the key has no open row), so a pack's sensors are not read and JSON-decoded again.
+
+    Why it stays right: every row it holds is the object distillation itself keeps
+    mutating and then writes back (:func:`_absorb` then :func:`_save_stats` or
+    :func:`_steps_of`, in the same transaction). Any other write of a distillate — a
+    window closed or opened (:func:`_open_distillate`), a pattern created (its row
+    names its memory now), a rebuild from the live episodes (a new object) — drops
+    the key, so the next read goes to the row. The store has one writer; its rollback
+    hook drops everything (the mutated objects hold what was undone), and so does its
+    reload hook, run when another connection or process committed since this one last
+    looked (``PRAGMA data_version`` on SQLite, the ``writes`` counter on PostgreSQL),
+    and so does an exception out of distillation itself (a caller that catches it
+    inside its transaction would not roll back)."""
+
+    def __init__(self, store: Store) -> None:
+        self.rows: dict[Key, Distillate | None] = {}
+        self.drops = 0  # times everything was dropped (rollback, another writer, error)
+        store.rollback_hooks.append(self.clear)
+        store.reload_hooks.append(self.clear)
+
+    def clear(self) -> None:
+        self.rows.clear()
+        self.drops += 1
+
+    def keep(self, key: Key, d: Distillate | None) -> None:
+        if len(self.rows) >= OPEN_CACHE_BOUND:
+            self.rows.clear()
+        self.rows[key] = d
+
+    def written(self, d: Distillate) -> None:
+        """Row ``d`` was written: kept only when the cache holds that very object."""
+        key = _key_of(d)
+        if self.rows.get(key, d) is not d:
+            del self.rows[key]
+
+
+_CACHES: weakref.WeakKeyDictionary[Store, _OpenCache] = weakref.WeakKeyDictionary()
+
+
+def open_cache(engine: MemoryEngine) -> _OpenCache:
+    """The process cache of open distillates of ``engine``'s store."""
+    cache = _CACHES.get(engine.store)
+    if cache is None:
+        cache = _CACHES[engine.store] = _OpenCache(engine.store)
+    return cache
+
+
+def _key_of(d: Distillate) -> Key:
+    return d.form, d.device, d.subject, d.attribute, d.value_key
+
+
 def _read_open(engine: MemoryEngine, key: Key, read: Read | None, keep: bool) -> Distillate | None:
     """The open distillate of ``key``: from ``read`` when this pack read it already
     (taken out unless ``keep``: the next use must see what distillation wrote), else
-    from its row."""
+    from the :class:`_OpenCache`, else from its row."""
     if read is not None and key in read:
         return read[key] if keep else read.pop(key)
-    form, device, subject, attribute, value_key = key
-    r = engine.store.db.execute(
-        _SELECT + " WHERE device = ? AND subject = ? AND attribute = ? AND value_key = ? "
-        "AND form = ? AND open = 1",
-        (device, subject, attribute, value_key, form),
-    ).fetchone()
-    d = None if r is None else _row(r)
+    cache = open_cache(engine)
+    if key in cache.rows:
+        d = cache.rows[key]
+    else:
+        form, device, subject, attribute, value_key = key
+        r = engine.store.db.execute(
+            _SELECT + " WHERE device = ? AND subject = ? AND attribute = ? AND value_key = ? "
+            "AND form = ? AND open = 1",
+            (device, subject, attribute, value_key, form),
+        ).fetchone()
+        d = None if r is None else _row(r)
+        cache.keep(key, d)
     if read is not None and keep:
         read[key] = d
     return d
 
 
 def read_open_many(engine: MemoryEngine, keys: Iterable[Key], read: Read) -> None:
-    """Put the open distillates of ``keys`` into ``read`` (None for a key that has none),
-    one statement per device for what ``read`` lacks: what :func:`_read_open` would find
-    key by key (of several open rows of a key, the first by rowid, as its index gives)."""
+    """Put the open distillates of ``keys`` into ``read`` (None for a key that has none):
+    from the :class:`_OpenCache`, and for what it lacks one statement per device: what
+    :func:`_read_open` would find key by key (of several open rows of a key, the first
+    by rowid, as its index gives)."""
+    cache = open_cache(engine)
     wanted: dict[str, set[Key]] = {}
     for key in keys:
-        if key not in read:
+        if key in read:
+            continue
+        if key in cache.rows:
+            read[key] = cache.rows[key]
+        else:
             wanted.setdefault(key[1], set()).add(key)
     for device, of_device in wanted.items():
         subjects = sorted({key[2] for key in of_device})
@@ -362,7 +435,7 @@ def read_open_many(engine: MemoryEngine, keys: Iterable[Key], read: Read) -> Non
                 if key in of_device and key not in read:
                     read[key] = _row(r)
         for key in of_device:
-            read.setdefault(key, None)
+            cache.keep(key, read.setdefault(key, None))
 
 
 def baseline(
@@ -463,6 +536,11 @@ def _save_stats(engine: MemoryEngine, d: Distillate, memory_id: str | None = Non
         "UPDATE distillates SET stats = ?, memory_id = ? WHERE rowid = ?",
         (_json(d.stats), d.memory_id if memory_id is None else memory_id, d.rowid),
     )
+    cache = open_cache(engine)
+    if memory_id is not None and memory_id != d.memory_id:
+        cache.rows.pop(_key_of(d), None)  # the row names its memory now, ``d`` does not
+    else:
+        cache.written(d)
 
 
 def _create(engine: MemoryEngine, d: Distillate) -> Memory:
@@ -529,10 +607,14 @@ def on_episodes(
             done.add(m.id)
             groups.setdefault(_key(engine, m), []).append(m)
     deferred: Deferred | None = None if steps is None else []
-    for group in groups.values():
-        _distil_group(engine, group, deferred, read)
-    if steps is not None and deferred:
-        steps += _steps_of(engine, deferred)
+    try:
+        for group in groups.values():
+            _distil_group(engine, group, deferred, read)
+        if steps is not None and deferred:
+            steps += _steps_of(engine, deferred)
+    except BaseException:
+        open_cache(engine).clear()  # its objects may hold statistics never written
+        raise
 
 
 def _distilled(engine: MemoryEngine, ids: list[str]) -> set[str]:
@@ -598,7 +680,7 @@ class PatternStep:
     form: str
     old: float
     new: float
-    columns: dict[str, object]
+    columns: tuple[object, ...]  # the values of _PATTERN_COLUMNS, in their order
     episodes: list[tuple[str, bool]]  # (episode id, whether it agreed)
 
 
@@ -633,30 +715,28 @@ def _step(
         return None
     rowid, _, strength, last_access, decayed_at, layer, priority = row
     cfg = engine.config
-    agreeing = sum(agrees for _, agrees in pending)
+    episodes = [(m.id, agrees) for m, agrees in pending]
+    agreeing = sum(agrees for _, agrees in episodes)
     # settle the decay owed so far, then count each agreeing episode as a rehearsal
     owed = decay_between(last_access, decayed_at, now, cfg, cfg.tau_for(int(layer)))
     s = d.stats
-    h, i, r, w = (x / s.n for x in (s.sum_h, s.sum_i, s.sum_r, s.sum_w))
+    n = s.n
+    h, i, r, w = s.sum_h / n, s.sum_i / n, s.sum_r / n, s.sum_w / n
     f, c = math.sqrt(h * i), math.sqrt(r * i)
     rn = math.sqrt(f * c)
     new = strength_step(float(strength), float(agreeing), float(priority), rn, owed, 0.0, cfg)
-    columns: dict[str, object] = dict(
-        h=h, i=i, r=r, f=f, c=c, rn=rn, w=w, trust=h * i * r,
-        verdict=_verdict(rn), gate_mode="derived", value=statement(d),
-        strength=new, last_access=now if agreeing else float(last_access),
-        decayed_at=max(float(decayed_at), now),
-    )  # fmt: skip
+    # in the order of _PATTERN_COLUMNS
+    columns = (h, i, r, f, c, rn, w, h * i * r, _verdict(rn), "derived", statement(d), new,
+               now if agreeing else float(last_access), max(float(decayed_at), now))
     return PatternStep(int(rowid), d.memory_id, d.form, float(strength), new, columns,
-                       [(m.id, agrees) for m, agrees in pending])  # fmt: skip
+                       episodes)  # fmt: skip
 
 
 def write_steps(engine: MemoryEngine, steps: Sequence[PatternStep], seq: int, now: float) -> None:
     """Write patterns' steps, citing audit record ``seq``, with their strength points."""
     if not steps:
         return
-    engine.store.db.executemany(_WRITE_STEP, [
-        (*(st.columns[c] for c in _PATTERN_COLUMNS), seq, st.rowid) for st in steps])  # fmt: skip
+    engine.store.db.executemany(_WRITE_STEP, [(*st.columns, seq, st.rowid) for st in steps])
     engine.strengths_moved([(st.rowid, st.memory_id, st.new) for st in steps], now)
 
 
@@ -707,6 +787,9 @@ def _steps_of(engine: MemoryEngine, deferred: Deferred) -> list[PatternStep]:
         "UPDATE distillates SET stats = ? WHERE rowid = ?",
         [(_json(d.stats), d.rowid) for d, _ in deferred],
     )
+    cache = open_cache(engine)
+    for d, _ in deferred:
+        cache.written(d)
     now = engine.clock()
     rows = _pattern_rows(engine, [d.memory_id for d, _ in deferred])
     steps = [_step(engine, d, pending, now, rows.get(d.memory_id)) for d, pending in deferred]
