@@ -213,9 +213,12 @@ _SELECT = (
 )
 
 
+_ENCODE = json.JSONEncoder(check_circular=False).encode  # what json.dumps writes
+
+
 def _json(stats: Stats) -> str:
     # vars(), not asdict(): no deep copy on every episode; ±Infinity round-trips in Python
-    return json.dumps(vars(stats))
+    return _ENCODE(vars(stats))
 
 
 def distillate_of(engine: MemoryEngine, memory_id: str) -> Distillate | None:
@@ -243,6 +246,8 @@ def patterns(engine: MemoryEngine) -> list[Distillate]:
 
 def _key(engine: MemoryEngine, m: Episode) -> Key:
     form = FORMS[m.kind]
+    if form == "reading" or form == "action":  # keyed without their value
+        return form, m.device, m.subject, m.attribute, ""
     value_key = ""
     if form == "event" or (form == "state" and not single_valued(m.attribute, engine.config)):
         value_key = fold(m.value)
@@ -284,7 +289,10 @@ def _absorb(d: Distillate, m: Episode, engine: MemoryEngine) -> bool:
         t = (m.timestamp - s.first_ms) / 1000.0
         s.sum_v += v
         s.sum_vv += v * v
-        s.min_v, s.max_v = min(s.min_v, v), max(s.max_v, v)
+        if v < s.min_v:  # as min() and max(): a tie keeps the held one
+            s.min_v = v
+        if v > s.max_v:
+            s.max_v = v
         s.sum_t += t
         s.sum_tt += t * t
         s.sum_tv += t * v
@@ -307,8 +315,11 @@ def _absorb(d: Distillate, m: Episode, engine: MemoryEngine) -> bool:
         agrees = ok
         s.result = _result_of(m) or s.result
     s.n += 1
-    s.first_ms = min(s.first_ms, m.timestamp)
-    s.last_ms = max(s.last_ms, m.timestamp)
+    ts = m.timestamp
+    if ts < s.first_ms:
+        s.first_ms = ts
+    if ts > s.last_ms:
+        s.last_ms = ts
     s.sum_h += m.h
     s.sum_i += m.i
     s.sum_r += m.r
