@@ -593,3 +593,26 @@ def test_another_writer_of_the_file_drops_the_distillate_cache(tmp_path: Path) -
     assert _stats(a) == _stats(alone)
     for e in (alone, a, b):
         e.close()
+
+
+def test_a_baseline_is_the_statistics_as_they_were_read() -> None:
+    """The Stats baseline() hands out stay as they were when read: later packs of the
+    sensor (distilled into the cached distillate) do not change them."""
+    e = MemoryEngine(":memory:", MemoryConfig(), clock=Clock())
+    records = _records(random.Random(8), 160, corrupt=False)
+    _admit_all(e, records[:80])
+    held = e.store.db.execute(
+        "SELECT subject FROM distillates WHERE form = 'reading' AND memory_id != '' "
+        "AND open = 1").fetchall()  # fmt: skip
+    assert held
+    got = {str(r[0]): distill.baseline(e, DEV.hex(), str(r[0]), "t") for r in held}
+    assert any(s is not None for s in got.values())
+    then = {k: None if s is None else dataclasses.replace(s) for k, s in got.items()}
+    link = records[79].hash
+    for p in range(80, len(records), 8):
+        e.clock.t = T0 + 30 * p  # type: ignore[attr-defined]
+        admit_pack(e, records[p : p + 8], DEV, KEY.kid, link)
+        link = records[p + 7].hash
+    assert got == then
+    assert any(distill.baseline(e, DEV.hex(), k, "t") != s for k, s in then.items())
+    e.close()

@@ -46,6 +46,7 @@ links to the closed one.
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import math
@@ -455,11 +456,12 @@ def baseline(
     """The baseline of a sensor: the statistics of the distilled pattern of (device,
     subject, attribute) in its open window, once it rests on ``baseline_min_episodes``
     readings (None before). ``read``: the rows a pack has read (its distillation then
-    starts from the same one, not reading it again)."""
+    starts from the same one, not reading it again). A copy: distillation goes on
+    updating the cached distillate's own statistics."""
     d = _read_open(engine, ("reading", device, subject, attribute, ""), read, keep=True)
     if d is None or not d.memory_id or d.stats.n < engine.config.baseline_min_episodes:
         return None
-    return d.stats
+    return copy.copy(d.stats)
 
 
 def baseline_aligned(engine: MemoryEngine, base: Stats | None, value: str) -> bool | None:
