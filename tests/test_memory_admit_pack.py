@@ -31,7 +31,7 @@ from hirmem.memory.intake import admit_pack, check_record
 from hirmem.memory.model import Memory, State, memory_text
 from hirmem.memory.observe import describe
 from hirmem.memory.store import COLUMNS, TRIGGERS
-from hirmem.protocol import cbor
+from hirmem.protocol import cbor, records
 from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.fixedpoint import ONE
 from hirmem.protocol.keys import derive_test_key
@@ -462,7 +462,16 @@ def test_a_followed_packs_payloads_are_parsed_once(monkeypatch: pytest.MonkeyPat
             parsed.append(text)
         return loads(text, *args, **kwargs)
 
+    strict = records._STRICT_JSON  # read_payload's own decoder (no json.loads per call)
+    decode = strict.decode
+
+    def counting_strict(text: str) -> Any:
+        if text in texts:
+            parsed.append(text)
+        return decode(text)
+
     monkeypatch.setattr(json, "loads", counting)
+    monkeypatch.setattr(strict, "decode", counting_strict)
     e = MemoryEngine(":memory:", clock=Clock())
     got = follow_intake(e, store)
     assert got.admitted + got.quarantined == len(recs)
