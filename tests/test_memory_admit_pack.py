@@ -293,6 +293,15 @@ def test_the_pack_entry_is_the_deterministic_cbor_of_its_plain_map() -> None:
         packaudit.encode(dataclasses.replace(bad, admissions=[], reasons=["r" * 513]))
     with pytest.raises(ValueError):
         packaudit.encode(dataclasses.replace(bad, admissions=[], patterns=[("p", "x", "1")]))
+    # 1.0 and True equal 1 (as dict keys too): refused, whether a small reference or a
+    # gate row whose whole-number twin was encoded (and remembered) before
+    ok = packaudit.Admission(bytes(16), bytes(32), 0)
+    packaudit.encode(dataclasses.replace(bad, admissions=[ok], gates=[[1] * 10]))
+    for odd in (1.0, True, None, "1", [1]):
+        with pytest.raises(HirmemError, match="whole numbers"):
+            packaudit.encode(dataclasses.replace(bad, admissions=[ok._replace(state=odd)]))  # type: ignore[arg-type]
+        with pytest.raises(HirmemError, match="whole numbers"):
+            packaudit.encode(dataclasses.replace(bad, admissions=[], gates=[[odd] + [1] * 9]))  # type: ignore[list-item]
 
 
 # -- tamper evidence on rows admitted with their pack ----------------------------------
