@@ -31,7 +31,7 @@ from hirmem.memory.intake import admit_pack, check_record
 from hirmem.memory.model import Memory, State, memory_text
 from hirmem.memory.observe import describe
 from hirmem.memory.store import COLUMNS, TRIGGERS
-from hirmem.protocol import cbor
+from hirmem.protocol import cbor, records
 from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.fixedpoint import ONE
 from hirmem.protocol.keys import derive_test_key
@@ -293,6 +293,15 @@ def test_the_pack_entry_is_the_deterministic_cbor_of_its_plain_map() -> None:
         packaudit.encode(dataclasses.replace(bad, admissions=[], reasons=["r" * 513]))
     with pytest.raises(ValueError):
         packaudit.encode(dataclasses.replace(bad, admissions=[], patterns=[("p", "x", "1")]))
+    # 1.0 and True equal 1 (as dict keys too): refused, whether a small reference or a
+    # gate row whose whole-number twin was encoded (and remembered) before
+    ok = packaudit.Admission(bytes(16), bytes(32), 0)
+    packaudit.encode(dataclasses.replace(bad, admissions=[ok], gates=[[1] * 10]))
+    for odd in (1.0, True, None, "1", [1]):
+        with pytest.raises(HirmemError, match="whole numbers"):
+            packaudit.encode(dataclasses.replace(bad, admissions=[ok._replace(state=odd)]))  # type: ignore[arg-type]
+        with pytest.raises(HirmemError, match="whole numbers"):
+            packaudit.encode(dataclasses.replace(bad, admissions=[], gates=[[odd] + [1] * 9]))  # type: ignore[list-item]
 
 
 # -- tamper evidence on rows admitted with their pack ----------------------------------
@@ -462,7 +471,16 @@ def test_a_followed_packs_payloads_are_parsed_once(monkeypatch: pytest.MonkeyPat
             parsed.append(text)
         return loads(text, *args, **kwargs)
 
+    strict = records._STRICT_JSON  # read_payload's own decoder (no json.loads per call)
+    decode = strict.decode
+
+    def counting_strict(text: str) -> Any:
+        if text in texts:
+            parsed.append(text)
+        return decode(text)
+
     monkeypatch.setattr(json, "loads", counting)
+    monkeypatch.setattr(strict, "decode", counting_strict)
     e = MemoryEngine(":memory:", clock=Clock())
     got = follow_intake(e, store)
     assert got.admitted + got.quarantined == len(recs)

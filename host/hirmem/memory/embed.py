@@ -109,7 +109,7 @@ class HashEmbedder:
         text whose sum reaches 2**24, where float32 stops being exact, is embedded
         alone)."""
         buckets: list[npt.NDArray[np.int64]] = []
-        counts: list[npt.NDArray[np.int64]] = []
+        counts: list[npt.NDArray[np.float64]] = []
         sizes: list[int] = []
         dim, ngrams = self.dim, self.ngrams
         for text in texts:
@@ -124,27 +124,27 @@ class HashEmbedder:
         n = len(texts)
         if not buckets:
             return np.zeros((n, dim), dtype=np.float32)
-        cells = np.concatenate(buckets) + np.repeat(np.arange(n, dtype=np.int64) * dim, sizes)
-        totals = np.bincount(cells, np.concatenate(counts), n * dim).astype(np.int64)
-        totals = totals.reshape(n, dim)
-        squares = (totals * totals).sum(axis=1)
-        norm = np.sqrt(squares.astype(np.float32))
+        cells = np.concatenate(buckets) + np.repeat(np.arange(0, n * dim, dim), sizes)
+        # float64 sums and squares of these small whole numbers are exact (< 2**53)
+        totals = np.bincount(cells, np.concatenate(counts), n * dim).reshape(n, dim)
+        squares = np.einsum("ij,ij->i", totals, totals)
+        norm = np.sqrt(squares.astype(np.float32))[:, None]
         out = totals.astype(np.float32)
-        live = norm > 0
-        out[live] /= norm[live, None]
-        for row in np.flatnonzero(squares >= 1 << 24).tolist():
-            out[row] = self.embed(texts[row])
+        np.divide(out, norm, out=out, where=norm > 0)
+        if squares.max() >= 1 << 24:
+            for row in np.flatnonzero(squares >= 1 << 24).tolist():
+                out[row] = self.embed(texts[row])
         return out
 
 
 @functools.lru_cache(maxsize=1 << 14)  # bounded, as _word_buckets
 def _word_arrays(
     word: str, dim: int, ngrams: tuple[int, ...]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
     """:func:`_word_buckets` as two arrays (buckets, signed counts), for batches."""
     pairs = _word_buckets(word, dim, ngrams)
     return (np.array([b for b, _ in pairs], dtype=np.int64),
-            np.array([c for _, c in pairs], dtype=np.int64))  # fmt: skip
+            np.array([c for _, c in pairs], dtype=np.float64))  # fmt: skip (bincount's weights)
 
 
 @functools.lru_cache(maxsize=1 << 16)  # bounded: words recur (sensor names, units, keys)

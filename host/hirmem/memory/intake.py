@@ -300,6 +300,13 @@ class _Numbering:
             self.values.append(value)
         return k
 
+    def add(self, key: object, value: Any) -> int:
+        """Number a key not numbered yet (the caller checked ``of`` first, so that a
+        recurring key builds no value)."""
+        k = self.of[key] = len(self.values)
+        self.values.append(value)
+        return k
+
 
 def _admit_together(
     engine: MemoryEngine, report: IntakeReport, run: list[_Fresh], device: str,
@@ -315,6 +322,7 @@ def _admit_together(
     base.read_all(f.seen for f in run)
     notes: list[Entry] = []
     gates, scores, reasons = _Numbering(), _Numbering(), _Numbering()
+    scores_json: list[str] = []  # the distinct device scores as the rows hold them
     episodes: list[Admitted] = []
     plans: list[tuple[_Fresh, int, GateScores, State, int, str, int, int, int]] = []
     for f in run:
@@ -328,12 +336,18 @@ def _admit_together(
             raise HirmemError(f"memory {f.mid} has H = 0 and cannot consolidate (MEM-INV-1)")
         layer = layer_for(state, f.seen.kind, Layer.WORKING,
                           is_episode(f.seen.kind, f.seen.subject, f.seen.attribute))  # fmt: skip
-        gate = gates((g.q16, g.verdict, g.hard, flags),
-                     [flags, *g.q16, int(g.verdict), int(g.hard)])  # fmt: skip
-        ds = _device_scores(rec)
+        gate_key = (g.q16, g.verdict, g.hard, flags)
+        gate = gates.of.get(gate_key)
+        if gate is None:
+            gate = gates.add(gate_key, [flags, *g.q16, int(g.verdict), int(g.hard)])
+        ds = (rec.h, rec.i, rec.r, rec.f, rec.c, rec.rn, rec.w)
+        score = scores.of.get(ds)
+        if score is None:
+            score = scores.add(ds, list(ds))
+            scores_json.append(json.dumps(list(ds)))  # the row's device_scores column
         plans.append((f, flags, g, state, int(layer),
                       reason if state is State.QUARANTINED else "", gate,
-                      scores(ds, list(ds)), reasons(reason, reason) if reason else -1))  # fmt: skip
+                      score, reasons(reason, reason) if reason else -1))  # fmt: skip
         episodes.append(Admitted(f.mid, f.seen.kind, device, f.seen.subject, f.seen.attribute,
                                  f.seen.value, f.seen.negated, rec.timestamp, rec.payload,
                                  g.h, g.i, g.r, g.w, state))  # fmt: skip
@@ -361,9 +375,8 @@ def _admit_together(
          f.rec.priority / ONE, g.w, int(g.verdict), int(g.hard), g.h * g.i * g.r, "[]", 0, 0,
          g.w, now, now, f.rec.hash, f.rec.prev_hash, seq, int(state), layer,
          f.seen.subject, f.seen.attribute, f.seen.value, int(f.seen.negated), f.seen.kind,
-         device, key_id, json.dumps(list(_device_scores(f.rec))), g.mode, 1, "", 0, why,
-         int(g.r == 0), now)
-        for f, flags, g, state, layer, why, _, _, _ in plans
+         device, key_id, scores_json[score], g.mode, 1, "", 0, why, int(g.r == 0), now)
+        for f, flags, g, state, layer, why, _, score, _ in plans
     ]  # fmt: skip
     blobs = [v.tobytes() for v in vectors]
     rowids = engine.store.insert_admitted(rows, blobs, seq)

@@ -28,6 +28,7 @@ memory) and ``procedure`` (a learnt or stated routine) are derived, never episod
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass
@@ -111,11 +112,17 @@ def _checked(data: dict[str, object] | None, source: str, kind: str) -> Describe
     return seen or Described("fact", "", "", "")
 
 
+@functools.lru_cache(maxsize=4096)  # bounded: sensors, fields and subjects recur
+def _name(text: str) -> str:
+    """A subject's or a field's name, folded (:func:`fold`), remembered."""
+    return fold(text)
+
+
 def _read(data: dict[str, object], source: str) -> Described | None:
     parts = [data.get(k) for k in ("subject", "attribute", "value")]
     if all(_scalar(p) for p in parts):
         s, a, v = (str(p) for p in parts)
-        return Described("fact", fold(s), fold(a), v, data.get("negated") is True)
+        return Described("fact", _name(s), _name(a), v, data.get("negated") is True)
     action, outcome = data.get("action"), data.get("outcome")
     steps = [action] if isinstance(action, str) else action
     if (
@@ -131,7 +138,7 @@ def _read(data: dict[str, object], source: str) -> Described | None:
         sensor = data.get("sensor")
         subject = str(sensor) if _scalar(sensor) else source.rsplit("/", 1)[-1]
         return Described(
-            "reading", fold(subject or "reading"), fold(key), repr(float(field_value))
+            "reading", _name(subject or "reading"), _name(key), repr(float(field_value))
         )
     return None
 

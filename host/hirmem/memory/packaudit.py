@@ -82,11 +82,39 @@ def _ints(row: Sequence[int], size: int, what: str) -> list[int]:
     return list(row)
 
 
+_ROWS: dict[tuple[int, ...], bytes] = {}  # a checked row of whole numbers -> its CBOR
+_ROWS_MAX = 4096  # bounded: emptied when full (a fleet's gate results recur)
+
+
+def _rows(rows: Sequence[Sequence[int]], size: int, what: str) -> bytes:
+    """The CBOR array of ``rows`` (each ``size`` whole numbers, checked), each row's
+    encoding remembered: a fleet's packs carry the same few gate results and scores."""
+    out = [_array_head(len(rows))]
+    for row in rows:
+        key = tuple(_ints(row, size, what))  # checked first: 1.0 and True equal 1 as keys
+        known = _ROWS.get(key)
+        if known is None:
+            if len(_ROWS) >= _ROWS_MAX:
+                _ROWS.clear()
+            known = _ROWS[key] = cbor.encode(list(key))
+        out.append(known)
+    return b"".join(out)
+
+
+# a reference's CBOR byte for -24..23 (one byte each: nearly always here, as indexes into
+# the entry's small tables, states and -1 for none)
+_SMALL = {v: v if v >= 0 else 0x1F - v for v in range(-24, 24)}
+_INTS_ONLY = {int}
+
+
 def _refs(refs: tuple[int, ...]) -> bytes:
-    """Whole numbers' CBOR, one after the other: one byte each for -24..23 (nearly
-    always here: indexes into the entry's small tables, states, -1 for none)."""
-    if all(type(v) is int and -24 <= v < 24 for v in refs):
-        return bytes(v if v >= 0 else 0x1F - v for v in refs)
+    """Whole numbers' CBOR, one after the other."""
+    try:
+        small = bytes(map(_SMALL.__getitem__, refs))
+    except (KeyError, TypeError):  # beyond -24..23, or not a number (TypeError: unhashable)
+        small = None
+    if small is not None and set(map(type, refs)) == _INTS_ONLY:  # (1.0 and True hash as 1)
+        return small
     if not all(type(v) is int for v in refs):
         raise HirmemError(f"admit-pack references must be whole numbers, got {refs!r}")
     return b"".join(cbor.encode(v) for v in refs)
@@ -96,8 +124,7 @@ def _admission(a: Admission) -> bytes:
     """One admission's array, written out: [bstr 16, bstr 32, six integers]."""
     if len(a.memory_id) != 16 or len(a.hash) != 32:
         raise HirmemError("admit-pack admissions carry a 16-byte id and a 32-byte hash")
-    refs = (a.gate, a.scores, a.state, a.reason, a.pattern, a.agrees)
-    return b"".join((b"\x88\x50", a.memory_id, b"\x58\x20", a.hash, _refs(refs)))
+    return b"".join((b"\x88\x50", a.memory_id, b"\x58\x20", a.hash, _refs(a[2:])))
 
 
 def _array_head(n: int) -> bytes:
@@ -125,8 +152,8 @@ def encode(body: PackBody) -> bytes:
     members = {
         "device": cbor.encode(body.device), "kid": cbor.encode(body.kid),
         "gate_mode": cbor.encode(body.gate_mode),
-        "gates": cbor.encode([_ints(g, 10, "gate results") for g in body.gates]),
-        "scores": cbor.encode([_ints(s, 7, "device scores") for s in body.scores]),
+        "gates": _rows(body.gates, 10, "gate results"),
+        "scores": _rows(body.scores, 7, "device scores"),
         "reasons": cbor.encode(list(body.reasons)),
         "admissions": b"".join((_array_head(len(body.admissions)),
                                 *map(_admission, body.admissions))),

@@ -76,11 +76,11 @@ def normalise(flags: int, payload: bytes, source: str, timestamp: int, context: 
         and len(context) == HASH_SIZE
         and len(source.encode("utf-8")) <= MAX_SOURCE
     )
-    flags &= ~int(Check.SCHEMA_VALID | Check.SOURCE_PRESENT)
+    flags &= ~_SCHEMA_SOURCE  # (plain ints: IntFlag arithmetic is slow per record)
     if schema_ok:
-        flags |= int(Check.SCHEMA_VALID)
+        flags |= _SCHEMA_VALID
     if source:
-        flags |= int(Check.SOURCE_PRESENT)
+        flags |= _SOURCE_PRESENT
     return flags
 
 
@@ -342,6 +342,10 @@ _UINT_FIELDS = (
 # device said; bit 7 (structure) when the payload declares a schema, bit 4 (baseline)
 # when the memory engine holds a distilled baseline for the reading (see host_flags)
 HOST_EVALUATED = int(Check.UNCERTAINTY_DISCLOSED | Check.SIGNATURE_INTACT)
+_SIGNATURE_INTACT = int(Check.SIGNATURE_INTACT)
+_UNCERTAINTY_DISCLOSED = int(Check.UNCERTAINTY_DISCLOSED)
+_STRUCTURALLY_CONSISTENT = int(Check.STRUCTURALLY_CONSISTENT)
+_BASELINE_ALIGNED = int(Check.BASELINE_ALIGNED)
 _FORM_FIELDS = ("subject", "attribute", "value")
 
 
@@ -354,6 +358,10 @@ def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
+
+
+# one decoder for every payload: ``json.loads`` with hooks builds a new one per call
+_STRICT_JSON = json.JSONDecoder(object_pairs_hook=_unique_pairs, parse_constant=_no_constant)
 
 
 def structurally_consistent(payload: bytes) -> bool | None:
@@ -378,8 +386,7 @@ def read_payload(payload: bytes) -> tuple[bool | None, dict[str, Any] | None]:
     if head not in (b"{", b"["):  # JSON whitespace is among what lstrip strips: no object
         return None, None
     try:
-        data = json.loads(payload.decode("utf-8"), object_pairs_hook=_unique_pairs,
-                          parse_constant=_no_constant)  # fmt: skip
+        data = _STRICT_JSON.decode(payload.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         return False, _plain_object(payload)
     if not isinstance(data, dict):
@@ -428,16 +435,17 @@ def host_flags(
             rec.id, rec.payload, rec.source, rec.timestamp, rec.context, rec.prev_hash
         ) == rec.hash  # fmt: skip
     if signature_verified and intact:
-        found |= int(Check.SIGNATURE_INTACT)
+        found |= _SIGNATURE_INTACT
     if 0 <= rec.confidence <= 0x10000:  # a probability in Q16.16
-        found |= int(Check.UNCERTAINTY_DISCLOSED)
+        found |= _UNCERTAINTY_DISCLOSED
     if structure is ...:
         structure = structurally_consistent(rec.payload)
-    for check, passed in ((Check.STRUCTURALLY_CONSISTENT, structure),
-                          (Check.BASELINE_ALIGNED, baseline_aligned)):  # fmt: skip
-        if passed is not None:
-            evaluated |= int(check)
-            found |= int(check) if passed else 0
+    if structure is not None:
+        evaluated |= _STRUCTURALLY_CONSISTENT
+        found |= _STRUCTURALLY_CONSISTENT if structure else 0
+    if baseline_aligned is not None:
+        evaluated |= _BASELINE_ALIGNED
+        found |= _BASELINE_ALIGNED if baseline_aligned else 0
     flags = (rec.flags & ~evaluated) | found
     differ = (rec.flags ^ flags) & evaluated
     if not differ:  # the device asserted what the host found (the usual case)
