@@ -10,7 +10,7 @@ import sqlite3
 from collections.abc import Iterator
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from hirmem.emulation import postgres
@@ -248,6 +248,9 @@ _NAME = st.text(st.sampled_from(["a", "b", "é", "日", "\U0010ffff", "#", "0"])
 @given(st.lists(st.tuples(_KEY64, _NAME), min_size=1, max_size=8),
        st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7), _NAME), max_size=10),
        _NAME)  # fmt: skip
+@example(  # an ignored duplicate edge: PostgreSQL's identity skips a number there
+    terms=[(-(2**63), "0"), (-1, "0")], links=[(0, 0, "0"), (0, 0, "0"), (0, 1, "0")], prefix="0"
+)
 def test_the_compact_layouts_statements_answer_alike(
     pgconn: PgConnection, terms: list[tuple[int, str]], links: list[tuple[int, int, str]],
     prefix: str,
@@ -281,7 +284,10 @@ def test_the_compact_layouts_statements_answer_alike(
         assert len(got[0]) == len(got[1]) == 1
     queries = [
         (f"SELECT id, text FROM {d} ORDER BY id", ()),
-        (f"SELECT n.text, min(x.seq) FROM {e} x JOIN {d} n ON n.id = x.dst WHERE x.src = ? "
+        # the neighbours in the order of their first edge: PostgreSQL's identity draws a
+        # number for an insert its conflict then ignores, so seq may skip there where
+        # SQLite's does not; the graph reads seq only as an order (stores/sqlite.py)
+        (f"SELECT n.text FROM {e} x JOIN {d} n ON n.id = x.dst WHERE x.src = ? "
          "GROUP BY x.dst, n.text ORDER BY min(x.seq)", (keys[0],)),
         (f"SELECT id, n FROM {v} WHERE id >= ? AND id < ? ORDER BY id",
          (prefix, prefix[:-1] + chr(min(ord(prefix[-1]) + 1, 0x10FFFF)))),
