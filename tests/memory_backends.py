@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -50,16 +51,25 @@ def throwaway_on(dsn: str) -> type[Store]:
     return PgThrowaway
 
 
+@contextmanager
+def throwaway_primary(name: str, *, fsync: bool = True) -> Iterator[postgres.Primary]:
+    """A PostgreSQL primary for throwaway stores: a commit need not wait for its WAL flush
+    (the tests check what the stores do, not the disk; the fleet's tests keep fsync'd
+    commits); ``fsync=False`` spares the disk the shutdown checkpoint too."""
+    with postgres.Primary(name) as primary:
+        primary.sql("ALTER SYSTEM SET synchronous_commit = off")
+        if not fsync:
+            primary.sql("ALTER SYSTEM SET fsync = off")
+        primary.sql("SELECT pg_reload_conf()")
+        yield primary
+
+
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pg_skip())])
 def memory_server(request: pytest.FixtureRequest) -> Iterator[str]:
     if request.param == "sqlite":
         yield "sqlite"
         return
-    with postgres.Primary("memory") as primary, pytest.MonkeyPatch.context() as patch:
-        # throwaway stores: a commit need not wait for its WAL flush (the tests check
-        # what the engine does, not the disk; the fleet's tests keep fsync'd commits)
-        primary.sql("ALTER SYSTEM SET synchronous_commit = off")
-        primary.sql("SELECT pg_reload_conf()")
+    with throwaway_primary("memory") as primary, pytest.MonkeyPatch.context() as patch:
         patch.setattr(engine_module, "Store", throwaway_on(primary.dsn))
         yield "postgres"
 

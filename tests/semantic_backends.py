@@ -16,7 +16,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from hirmem.emulation import postgres
 from hirmem.semantic import (
     assertions,
     claims,
@@ -29,7 +28,7 @@ from hirmem.semantic import (
 from hirmem.semantic.stores import db as db_module
 from hirmem.semantic.stores import sqlite as sqlite_stores
 from hirmem.sql import Connection, PgTarget
-from memory_backends import pg_skip
+from memory_backends import pg_skip, throwaway_primary
 
 # every module that opens a store's connection by name
 OPENERS = (assertions, claims, decisions, entities, memories, passages, prov, sqlite_stores)
@@ -65,12 +64,8 @@ def semantic_server(request: pytest.FixtureRequest) -> Iterator[str]:
     if request.param == "sqlite":
         yield "sqlite"
         return
-    with postgres.Primary("semantic") as primary, pytest.MonkeyPatch.context() as patch:
-        # throwaway stores: a commit need not wait for its WAL flush, nor the shutdown
-        # checkpoint for the disk (the fleet's tests keep fsync'd commits)
-        primary.sql("ALTER SYSTEM SET synchronous_commit = off")
-        primary.sql("ALTER SYSTEM SET fsync = off")
-        primary.sql("SELECT pg_reload_conf()")
+    with throwaway_primary("semantic", fsync=False) as primary, \
+            pytest.MonkeyPatch.context() as patch:
         opener, live = on_postgres(primary.dsn)
         for module in OPENERS:
             patch.setattr(module, "open_db", opener)
