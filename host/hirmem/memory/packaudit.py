@@ -89,7 +89,7 @@ _ROWS_MAX = 4096  # bounded: emptied when full (a fleet's gate results recur)
 def _rows(rows: Sequence[Sequence[int]], size: int, what: str) -> bytes:
     """The CBOR array of ``rows`` (each ``size`` whole numbers, checked), each row's
     encoding remembered: a fleet's packs carry the same few gate results and scores."""
-    out = [_array_head(len(rows))]
+    out = [cbor.head(4, len(rows))]
     for row in rows:
         key = tuple(_ints(row, size, what))  # checked first: 1.0 and True equal 1 as keys
         known = _ROWS.get(key)
@@ -127,12 +127,6 @@ def _admission(a: Admission) -> bytes:
     return b"".join((b"\x88\x50", a.memory_id, b"\x58\x20", a.hash, _refs(a[2:])))
 
 
-def _array_head(n: int) -> bytes:
-    """An array head for ``n`` members."""
-    size = cbor.encode(n)  # the same argument bytes, major type 0 …
-    return bytes((size[0] | 0x80,)) + size[1:]  # … as major type 4
-
-
 _KEYS = ("device", "kid", "gate_mode", "gates", "scores", "reasons", "admissions", "patterns")
 # deterministic order: by the keys' encodings (short texts: by length, then bytes)
 _ORDER = sorted((cbor.encode(k), k) for k in _KEYS)
@@ -155,11 +149,11 @@ def encode(body: PackBody) -> bytes:
         "gates": _rows(body.gates, 10, "gate results"),
         "scores": _rows(body.scores, 7, "device scores"),
         "reasons": cbor.encode(list(body.reasons)),
-        "admissions": b"".join((_array_head(len(body.admissions)),
+        "admissions": b"".join((cbor.head(4, len(body.admissions)),
                                 *map(_admission, body.admissions))),
         "patterns": cbor.encode(patterns),
     }  # fmt: skip
-    return b"".join((bytes((0xA0 | len(_ORDER),)), *(k + members[name] for k, name in _ORDER)))
+    return b"".join((cbor.head(5, len(_ORDER)), *(k + members[name] for k, name in _ORDER)))
 
 
 def decode(detail: bytes | dict[str, Any]) -> PackBody:

@@ -66,6 +66,12 @@ def _head(major: int, n: int) -> bytes:
     return struct.pack(">BQ", mt | 27, n)
 
 
+def head(major: int, n: int) -> bytes:
+    """A data item's head: major type ``major`` with argument ``n``, shortest form (for
+    writers that lay out a fixed shape themselves, e.g. memory.packaudit)."""
+    return _head(major, n)
+
+
 def _encode_into(out: list[bytes], obj: object, depth: int) -> None:
     if depth > MAX_DEPTH:
         raise CborError(f"nesting deeper than {MAX_DEPTH} levels")
