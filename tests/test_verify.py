@@ -64,11 +64,20 @@ def test_the_tool_runs_every_method_with_its_planted_bugs() -> None:
     names = [name for name, _ in verify._other_methods(fast=True)]
     assert {"c-decoders", "c-decoders-planted", "c-decoders-planted-wp", "ring", "ring-planted",
             "ring-wp", "ring-wp-planted", "memory"} <= set(names)
-    assert sum(name.startswith("memory-planted-") for name in names) == 4
+    pack_path = [name for name in names if name.startswith("memory-planted-pack-")]
+    assert sum(name.startswith("memory-planted-") for name in names) - len(pack_path) == 4
+    assert len(pack_path) == 3  # the pack path's (intake.admit_pack) planted bugs
 
 
 def test_a_planted_memory_bug_through_the_tool() -> None:
     reports = verify.run(fast=True, only="memory-planted-rn-threshold")
+    assert len(reports) == 1
+    assert reports[0].ok, "\n".join(reports[0].lines)
+    assert any("planted bug caught" in line for line in reports[0].lines)
+
+
+def test_a_planted_pack_path_bug_through_the_tool() -> None:
+    reports = verify.run(fast=True, only="memory-planted-pack-entry-link")
     assert len(reports) == 1
     assert reports[0].ok, "\n".join(reports[0].lines)
     assert any("planted bug caught" in line for line in reports[0].lines)

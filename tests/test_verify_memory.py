@@ -1,14 +1,17 @@
 """The memory state machine explored exhaustively (tools/verify_memory.py), a fast subset.
 
-Every operation sequence up to depth 2 from two memories runs clean; each planted bug
-is caught within depth 3 (and the same bound without it is clean, so the catch is the
-bug's); and each invariant predicate names a state doctored to break it. The tool runs
-deeper (``python tools/verify_memory.py --depth 4``).
+Every operation sequence up to depth 2 from two memories and the seven device packs
+(admitted as packs, ``intake.admit_pack``) runs clean; each planted bug is caught within
+depth 3 (and the same bound without it is clean, so the catch is the bug's), the pack
+path's within depth 2 from the one pack that reaches it; and each invariant predicate
+names a state doctored to break it. The tool runs deeper
+(``python tools/verify_memory.py --depth 4``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 import verify_memory as vm
 from hirmem.memory.config import MemoryConfig
 from hirmem.memory.engine import MemoryEngine
+from hirmem.memory.intake import IntakeReport
 from hirmem.memory.recall import RecallHit
 from hirmem.protocol import cbor
 
@@ -44,6 +48,19 @@ def test_every_sequence_to_depth_2_keeps_every_invariant() -> None:
     assert got["transitions executed"] > 400 and got["distinct states"] > 300
     assert got["operation sequences covered"] >= got["transitions executed"]
     assert "depth reached: 2 of 2" in report.lines
+    # every pack in every state: each admits, quarantines, repeats a record, and a
+    # pattern is born in a pack and stepped by a later one
+    packs = pack_figures(report)
+    level1 = int(re.findall(r"new per level: (\d+)", "\n".join(report.lines))[0])
+    assert packs["pack admissions executed"] == 7 * (1 + level1)  # the root, then level 1
+    for label in ("admit-pack entries", "records admitted", "quarantined", "duplicates",
+                  "patterns born", "pattern steps"):  # fmt: skip
+        assert packs[label] > 0, (label, report.lines)
+
+
+def pack_figures(report: vm.Report) -> dict[str, int]:
+    line = next(x for x in report.lines if x.startswith("pack admissions executed: "))
+    return {k.strip(): int(v) for k, v in re.findall(r"([a-z -]+?):? (\d+)", line)}
 
 
 @pytest.mark.parametrize(
@@ -56,10 +73,10 @@ def test_every_sequence_to_depth_2_keeps_every_invariant() -> None:
     ],
 )
 def test_a_planted_bug_is_caught_with_its_trail(planted: str, caught: str) -> None:
-    outcomes = ("green", "amber", "red")
-    clean = vm.explore(3, 1, outcomes=outcomes)
+    outcomes = ("green", "amber", "red")  # and no packs (the pack path's plants: below)
+    clean = vm.explore(3, 1, outcomes=outcomes, packs=())
     assert clean.ok, "\n".join(clean.lines)
-    report = vm.explore(3, 1, planted, outcomes=outcomes)
+    report = vm.explore(3, 1, planted, outcomes=outcomes, packs=())
     assert not report.ok
     found = [line for line in report.lines if line.startswith("VIOLATION after admit door-open")]
     assert found and caught in found[0], "\n".join(report.lines)
@@ -159,3 +176,174 @@ def test_the_predicates_name_each_broken_invariant(views: tuple[vm.View, vm.View
 
     refused = vm.Step(("t",), refused="no")
     assert any("left a trace" in p for p in check("REFUSAL", before, after, refused))
+
+
+# -- the pack path ----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("planted", "caught"),
+    [
+        ("pack-rn-only", ["MEM-INV-7: 7e57ab1e000000010000000100000007 with Rn 1.000, W 0.000"]),
+        ("pack-quarantined-distils",
+         ["DISTILL: 7e57ab1e000000010000000100000007, admitted quarantined by this pack"]),
+        ("pack-entry-link",
+         ["MEM-INV-8: 7e57ab1e000000010000000100000001: the hash its pack", "VERIFY: verify"]),
+    ],
+)
+def test_a_planted_bug_in_the_pack_path_is_caught_with_its_trail(
+    planted: str, caught: list[str]
+) -> None:
+    packs = vm.PACK_PLANTS[planted]
+    clean = vm.explore(2, 1, packs=packs)
+    assert clean.ok, "\n".join(clean.lines)
+    report = vm.explore(2, 1, planted, packs=packs)
+    assert not report.ok
+    found = [line for line in report.lines if line.startswith(f"VIOLATION after pack {packs[0]}")]
+    assert found and all(c in found[0] for c in caught), "\n".join(report.lines)
+
+
+def test_the_pack_plants_break_only_the_pack_path() -> None:
+    """Without packs, each pack-path plant leaves the exploration clean: it is the pack
+    path's rule it breaks."""
+    for planted in vm.PACK_PLANTS:
+        report = vm.explore(2, 1, planted, outcomes=("green", "w0"), packs=())
+        assert report.ok, (planted, report.lines)
+
+
+@pytest.fixture
+def packed(tmp_path: Path) -> tuple[vm.View, vm.View, vm.Step, MemoryEngine]:
+    """A real engine from empty through three packs, as one step: a pattern born
+    (green-pair), mixed outcomes (soft), a pattern step (pattern)."""
+    clock = vm.Clock()
+    e = MemoryEngine(tmp_path / "m.db", CFG, clock=clock)
+    before = vm.read_view(e, clock.t)
+    whole = vm.Step(("pack", "green-pair+soft+pattern"), intake=IntakeReport())
+    for name in ("green-pair", "soft", "pattern"):
+        step = vm.Step(("pack", name))
+        vm.apply(e, clock, vm.read_view(e, clock.t), step.op, vm.steps_for(CFG), step)
+        assert step.intake is not None
+        whole.pack += step.pack
+        for part in ("admitted", "quarantined", "duplicates", "conflicts"):
+            getattr(whole.intake, part).extend(getattr(step.intake, part))
+    after = vm.read_view(e, clock.t)
+    return before, after, whole, e
+
+
+def entries(v: vm.View) -> list[dict[str, Any]]:
+    return [x for x in v.records() if x["action"] == vm.PACK_ACTION]
+
+
+DEVICE_RECORD = {name: rec for pack, names in vm.PACKS.items()
+                 for name, rec in zip(names, vm.PACK_RECORDS[pack], strict=True)}  # fmt: skip
+
+
+def admission(v: vm.View, name: str) -> list[Any]:
+    """The admission of device record ``name`` in the entries of ``v`` (decoded, live:
+    a test doctors it in place)."""
+    rid = DEVICE_RECORD[name].id
+    return next(a for x in entries(v) for a in x["detail"]["admissions"] if a[0] == rid)
+
+
+def test_the_pack_predicates_hold_on_the_real_state(
+    packed: tuple[vm.View, vm.View, vm.Step, MemoryEngine],
+) -> None:
+    before, after, step, e = packed
+    assert e.verify_audit().ok
+    for name, _ in vm.INVARIANTS:
+        assert check(name, before, after, step) == [], name
+    soft = admission(after, "flow-unsure")
+    assert soft[4] == vm.QUARANTINED and soft[6] == -1  # W = 0: quarantined, feeds nothing
+    steps = [x["detail"]["patterns"] for x in entries(after) if x["detail"]["patterns"]]
+    assert len(steps) == 1  # the pattern pack's reading stepped the pattern green-pair bore
+    e.store.close()
+
+
+def test_the_predicates_name_each_broken_pack_rule(
+    packed: tuple[vm.View, vm.View, vm.Step, MemoryEngine],
+) -> None:
+    before, after, step, e = packed
+    e.store.close()
+    w0 = admission(after, "flow-unsure")
+    mid = w0[0].hex()
+
+    w0[4] = vm.CANDIDATE
+    assert any("admitted candidate by its pack, not quarantined" in p
+               for p in check("MEM-INV-7", before, after, step))  # fmt: skip
+    assert any("quarantined without an audited transition" in p
+               for p in check("MEM-INV-3", before, after, step))  # fmt: skip
+    w0[4] = vm.ARCHIVED
+    assert any("admitted archived by its pack from volatile is not legal" in p
+               for p in check("LIFECYCLE", before, after, step))  # fmt: skip
+    w0[4] = vm.QUARANTINED
+
+    w0[6] = 0
+    assert any("fed pattern 0" in p for p in check("DISTILL", before, after, step))
+    w0[6] = -1
+    pattern_row = next(r for r in after.side if r[0] == "d")[1]
+    after.side.append(("l", mid, pattern_row))
+    problems = check("DISTILL", before, after, step)
+    assert any("admitted quarantined by this pack, feeds" in p for p in problems)
+    after.side.pop()
+    valve = admission(after, "valve-sticks")[0].hex()
+    after.side.append(("l", valve, pattern_row))
+    assert any(f"rests on {valve} without citing it" in p
+               for p in check("DISTILL", before, after, step))  # fmt: skip
+    after.side.pop()
+    pattern = next(r for r in after.rows.values() if r["kind"] == "pattern")
+    pattern["h"] = 0.5
+    assert any("not the means" in p for p in check("DISTILL", before, after, step))
+    pattern["h"] = 1.0
+    moved = next(x["detail"]["patterns"][0] for x in entries(after) if x["detail"]["patterns"])
+    moved[2] = "0.125"
+    assert any("pack step of" in p for p in check("DISTILL", before, after, step))
+    moved[2] = repr(pattern["strength"])
+    assert check("DISTILL", before, after, step) == []
+
+    digest = w0[1]
+    w0[1] = bytes(32)
+    problems = check("MEM-INV-8", before, after, step)
+    assert any("the hash its pack entry lists" in p for p in problems)
+    w0[1] = digest
+    w0[3] = 5
+    assert any("lists scores None" in p for p in check("MEM-INV-8", before, after, step))
+    w0[3] = 0
+    entries(after)[0]["detail"]["heart_rate"] = 70
+    assert any("not its fixed ones" in p for p in check("MEM-INV-8", before, after, step))
+    del entries(after)[0]["detail"]["heart_rate"]
+
+    seq, pos = after.admissions[mid]
+    after.admissions[mid] = (seq, pos + 1)
+    problems = check("PACK", before, after, step)
+    assert any("the admissions index says" in p for p in problems)
+    assert any("which does not list it" in p for p in problems)
+    after.admissions[mid] = (seq, pos)
+    held = after.rows.pop(mid)
+    assert any(f"{mid} of the pack was silently lost" in p
+               for p in check("PACK", before, after, step))  # fmt: skip
+    after.rows[mid] = held
+
+    after.rows[valve]["audit_seq"] = entries(after)[0]["seq"]  # green-pair's entry
+    assert any(f"{valve} cites audit record" in p for p in check("MEM-INV-5", before, after, step))
+
+    step.verified = ["memory x: its content does not match its hash"]
+    assert check("VERIFY", before, after, step) == [
+        "verify_audit: memory x: its content does not match its hash"]
+
+
+def test_a_pattern_no_longer_live_taking_an_episode_is_a_finding(tmp_path: Path) -> None:
+    """closed_support names an episode linked, uncited, to an archived pattern's
+    distillate in the step (what the engine does today: the tool lists it as a finding,
+    a violation with ``strict``)."""
+    clock = vm.Clock()
+    e = MemoryEngine(tmp_path / "m.db", CFG, clock=clock)
+    for op in (("pack", "green-pair"), ("sweep", "20tau-procedural")):
+        vm.apply(e, clock, vm.read_view(e, clock.t), op, vm.steps_for(CFG), vm.Step(op))
+    before = vm.read_view(e, clock.t)
+    e.store.close()
+    pattern = next(r for r in before.rows.values() if r["kind"] == "pattern")
+    assert pattern["state"] == vm.ARCHIVED
+    after = vm.View(before.now, before.rows, before.audit, before.reviews, before.checkpoints,
+                    [*before.side, ("l", "ab" * 16, 1)])  # fmt: skip
+    assert vm.closed_support(before, before, vm.Step(("t",)), CFG) == []
+    assert vm.closed_support(before, after, vm.Step(("t",)), CFG) == [
+        f"archived pattern {pattern['id']} took episode {'ab' * 16} into its distillate "
+        "without citing it"]

@@ -333,6 +333,13 @@ def _other_methods(fast: bool) -> list[tuple[str, Runner]]:
 
     for plant in ("archived-recall", "quarantine-recall", "rn-threshold", "repair-unlinked"):
         runners.append((f"memory-planted-{plant}", planted_memory(plant)))
+
+    def planted_pack(plant: str) -> Runner:  # from the one pack that reaches it
+        packs = verify_memory.PACK_PLANTS[plant]
+        return lambda: _planted(verify_memory.explore(2, 1, plant, packs=packs))
+
+    for plant in verify_memory.PACK_PLANTS:
+        runners.append((f"memory-planted-{plant}", planted_pack(plant)))
     return runners
 
 

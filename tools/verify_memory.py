@@ -40,13 +40,14 @@ import sqlite3
 import sys
 import tempfile
 import time
+import types
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hirmem.memory import dynamics, review
+from hirmem.memory import dynamics, intake, packaudit, review
 from hirmem.memory.config import MemoryConfig
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.intake import IntakeReport, admit_pack
@@ -346,11 +347,79 @@ def _repair_unlinked() -> Iterator[None]:
         MemoryEngine.capture = real  # type: ignore[method-assign]
 
 
+@contextlib.contextmanager
+def _pack_rn_only() -> Iterator[None]:
+    """The pack path's stage 5 reads Rn only: it forgets the quarantine reasons (a hard
+    fail, W = 0, what intake found wrong) that the one-by-one path honours."""
+    real = intake._admit_together
+
+    def together(engine: MemoryEngine, *args: Any, **kw: Any) -> None:
+        def by_rn(g: Any, device_check: str = "") -> tuple[State, str]:
+            target = dynamics.rn_disposition(g.rn, engine.config)
+            return target, "Rn below yellow" if target is State.QUARANTINED else ""
+
+        engine.disposition = by_rn  # type: ignore[method-assign]
+        try:
+            real(engine, *args, **kw)
+        finally:
+            del engine.disposition
+
+    intake._admit_together = together
+    try:
+        yield
+    finally:
+        intake._admit_together = real
+
+
+@contextlib.contextmanager
+def _pack_quarantined_distils() -> Iterator[None]:
+    """The pack path hands its quarantined records to distillation as live episodes."""
+    real = intake.Admitted
+
+    def admitted(*fields: Any) -> intake.Admitted:
+        return real(*fields)._replace(state=State.CANDIDATE)
+
+    intake.Admitted = admitted  # type: ignore[misc, assignment]
+    try:
+        yield
+    finally:
+        intake.Admitted = real  # type: ignore[misc]
+
+
+@contextlib.contextmanager
+def _pack_entry_link() -> Iterator[None]:
+    """The pack's audit entry lists each record's chain link where its hash belongs."""
+    names = vars(intake)  # the module's own names (packaudit is no export of it)
+    real = names["packaudit"]
+    link_of = {rec.id: rec.prev_hash for recs in PACK_RECORDS.values() for rec in recs}
+
+    def admission(memory_id: bytes, digest: bytes, *rest: Any) -> packaudit.Admission:
+        return packaudit.Admission(memory_id, link_of.get(memory_id, digest), *rest)
+
+    shim = types.SimpleNamespace(**{k: getattr(real, k) for k in real.__all__})
+    shim.Admission = admission
+    names["packaudit"] = shim
+    try:
+        yield
+    finally:
+        names["packaudit"] = real
+
+
 PLANTS: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {
     "archived-recall": _archived_recall,
     "quarantine-recall": _quarantine_recall,
     "rn-threshold": _rn_threshold,
     "repair-unlinked": _repair_unlinked,
+    # in the pack path (intake.admit_pack) only
+    "pack-rn-only": _pack_rn_only,
+    "pack-quarantined-distils": _pack_quarantined_distils,
+    "pack-entry-link": _pack_entry_link,
+}
+# the packs (and so the outcomes) that reach each pack-path bug
+PACK_PLANTS = {
+    "pack-rn-only": ("soft",),
+    "pack-quarantined-distils": ("soft",),
+    "pack-entry-link": ("green-pair",),
 }
 
 
