@@ -89,6 +89,8 @@ def test_bad_arguments_are_refused_by_name() -> None:
         vm.explore(1, 1, "nope")
     with pytest.raises(ValueError, match="unknown gate outcomes"):
         vm.explore(1, 1, outcomes=("blue",))
+    with pytest.raises(ValueError, match=r"unknown packs \['nope'\]"):
+        vm.explore(1, 1, packs=("soft", "nope"))
 
 
 # -- each predicate fails on a state doctored to break its invariant --------------------

@@ -1,6 +1,7 @@
 """The memory state machine and MEM-INV-1…8, explored exhaustively to a bound.
 
     python tools/verify_memory.py [--depth N] [--memories K] [--planted NAME]
+                                  [--packs A,B] [--all] [--strict]
 
 A real :class:`~hirmem.memory.engine.MemoryEngine` on a real SQLite file (in a
 temporary directory) starts empty, with ``memories`` *slots* it may admit (facts about
@@ -14,7 +15,15 @@ Breadth first, every operation enabled in a state is applied:
   episodic, semantic and procedural layers, and 20 procedural τ (everything archives);
 * ``recall`` of each memory's text, normal and with an explicit every-state filter;
 * ``contradict`` (a GREEN fact stating another value at the same instant), ``repair``,
-  ``review`` (approve/reject) of each memory where it applies, and ``integrity``.
+  ``review`` (approve/reject) of each memory where it applies, and ``integrity``;
+* ``pack``: one of the device packs of :data:`PACKS` admitted as a pack
+  (:func:`hirmem.memory.intake.admit_pack`: one transaction, one ``admit-pack`` audit
+  entry for the records that revise nothing, a stated fact alone, distillation inside),
+  in every state: 1 to 3 records drawn from the same gate outcomes — one outcome, outcomes
+  mixed, the hard fails, a pack whose signature the caller did not verify, a stated fact
+  between two others, a record re-sent (a duplicate once held), a reading of a sensor
+  whose pattern exists (a pattern step). By default the packs whose outcomes are all
+  explored. H = 0 cannot arrive in a pack (see :data:`UNVERIFIED`).
 
 After every step the invariants are checked as predicates over the rows SQLite holds
 (not by asking the engine): MEM-INV-1…8 of ``memory-layer-stack.txt``, the lifecycle
@@ -23,9 +32,27 @@ nor rehearsed), strength bounds, and a second sweep at the same instant changing
 nothing. The gate is re-computed from the flags by an oracle of its own; hashes of rows
 and audit records are re-computed from the bytes. A refused operation must leave no trace.
 
+An ``admit-pack`` entry is read as what it stands for: each admission as the
+transitions it implies (volatile → candidate → consolidated, or → quarantined: MEM-INV-1,
+3, the lifecycle), its gate result against the row and the oracle and its state against
+the oracle's (MEM-INV-7), its fixed fields and shapes, each record's hash and carried
+scores as the device submitted them (MEM-INV-8), and the rows that cite it (MEM-INV-5).
+Every record of a pack is accounted for once, and the ``admissions`` index agrees with the
+entries both ways (PACK); the engine's own ``verify_audit`` passes after every step
+(VERIFY). **Distillation** is checked as a state like any other (DISTILL): the episodes a
+distillate links are held, none a pack admitted quarantined in that step, and a live
+pattern cites each (a ``derive`` record, or the pack admission naming its pattern step);
+a pattern is a derived memory whose scores are the means of its episodes' while they are
+all live; a pack's pattern step moves the strength the row had to the one it has. So the
+pattern a pack creates (audited one by one) or reinforces (in the entry) meets the
+invariants as every memory does. A pattern no longer live whose distillate still takes
+an episode (linked, counted, uncited: what the engine does today) is a *finding*
+(:data:`FINDINGS`), listed with its trail, a violation with ``--strict``.
+
 States are pruned by a hash of their canonical rows (ids replaced by content order,
 times relative to the clock), so the search stops at a fixed point or at ``depth``.
-``planted`` breaks one engine rule (:data:`PLANTS`) to show the search catches it.
+``planted`` breaks one engine rule (:data:`PLANTS`; three in the pack path only, each
+reached from the pack :data:`PACK_PLANTS` names) to show the search catches it.
 """
 
 from __future__ import annotations
