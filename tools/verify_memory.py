@@ -22,8 +22,9 @@ Breadth first, every operation enabled in a state is applied:
   in every state: 1 to 3 records drawn from the same gate outcomes — one outcome, outcomes
   mixed, the hard fails, a pack whose signature the caller did not verify, a stated fact
   between two others, a record re-sent (a duplicate once held), a reading of a sensor
-  whose pattern exists (a pattern step). By default the packs whose outcomes are all
-  explored. H = 0 cannot arrive in a pack (see :data:`UNVERIFIED`).
+  whose pattern exists (a pattern step), another record under a held id (a conflict).
+  By default the packs whose outcomes are all explored. H = 0 cannot arrive in a pack
+  (see :data:`UNVERIFIED`).
 
 After every step the invariants are checked as predicates over the rows SQLite holds
 (not by asking the engine): MEM-INV-1…8 of ``memory-layer-stack.txt``, the lifecycle
@@ -194,6 +195,7 @@ class DeviceRecord:
     payload: bytes
     outcome: str
     source: str = "cam"
+    same_id_as: str = ""  # another record's id (a different record under a held id)
 
 
 DEVICE_RECORDS = {r.name: r for r in (
@@ -214,6 +216,8 @@ DEVICE_RECORDS = {r.name: r for r in (
     DeviceRecord("door-jammed", b'{"subject": "door", "attribute": "state", "value": "jammed"}',
                  "green"),
     DeviceRecord("pump-hums", b"pump P1 hums at start", "amber"),
+    DeviceRecord("temp-altered", b'{"sensor": "temp", "t": 35.0}', "green",
+                 same_id_as="temp-21.0"),
 )}  # fmt: skip
 # the packs the explorer may admit (each a chain of the device's records, in order)
 PACKS: dict[str, tuple[str, ...]] = {
@@ -224,6 +228,7 @@ PACKS: dict[str, tuple[str, ...]] = {
     "with-fact": ("reset-pump", "door-jammed", "pump-hums"),  # a stated fact goes alone
     "repeat": ("temp-21.0", "pump-serviced"),  # a record re-sent (held once green-pair is)
     "pattern": ("temp-21.2",),  # a reading of the sensor green-pair distils
+    "conflict": ("temp-altered",),  # another record under temp-21.0's id: never admitted
 }
 # packs whose signature the caller did not verify: the host finds bit 1 failed. H = 0
 # cannot arrive in a device pack: the host evaluates bits 0-3 itself, and bit 0 (the
@@ -254,7 +259,7 @@ def _build_packs() -> dict[str, tuple[Record, ...]]:
             rec = built.get(name)
             if rec is None:
                 r = DEVICE_RECORDS[name]
-                k = list(DEVICE_RECORDS).index(name) + 1
+                k = list(DEVICE_RECORDS).index(r.same_id_as or name) + 1
                 flags, confidence = _device_flags(r)
                 rec = built[name] = Record.capture(
                     record_id(DEVICE, 1, k), r.payload, r.source, int(T0 * 1000) + 1000 * k,
@@ -1413,6 +1418,7 @@ class PackTally:
     admitted: int = 0
     quarantined: int = 0
     duplicates: int = 0
+    conflicts: int = 0  # records under a held id with another hash (not admitted)
     born: int = 0  # patterns a pack step created
     reinforced: int = 0  # pattern steps admit-pack entries list
 
@@ -1423,6 +1429,7 @@ class PackTally:
         self.admitted += len(s.intake.admitted)
         self.quarantined += len(s.intake.quarantined)
         self.duplicates += len(s.intake.duplicates)
+        self.conflicts += len(s.intake.conflicts)
         self.born += sum(1 for mid, r in a.rows.items()
                          if mid not in b.rows and r["kind"] in ("pattern", "procedure"))
         for x in a.records(len(b.audit)):
@@ -1433,8 +1440,8 @@ class PackTally:
     def line(self) -> str:
         return (f"pack admissions executed: {self.steps} (admit-pack entries {self.entries}; "
                 f"records admitted {self.admitted}, quarantined {self.quarantined}, "
-                f"duplicates {self.duplicates}; patterns born {self.born}, pattern steps "
-                f"{self.reinforced})")  # fmt: skip
+                f"duplicates {self.duplicates}, conflicts {self.conflicts}; patterns born "
+                f"{self.born}, pattern steps {self.reinforced})")  # fmt: skip
 
 
 def _sequences(edges: list[tuple[bytes, bytes]], root: bytes, depth: int) -> int:
