@@ -349,3 +349,20 @@ def test_a_pattern_no_longer_live_taking_an_episode_is_a_finding(tmp_path: Path)
     assert vm.closed_support(before, after, vm.Step(("t",)), CFG) == [
         f"archived pattern {pattern['id']} took episode {'ab' * 16} into its distillate "
         "without citing it"]
+
+
+def test_findings_are_listed_and_fail_the_run_only_when_strict(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def after_integrity(b: vm.View, a: vm.View, s: vm.Step, cfg: MemoryConfig) -> list[str]:
+        return ["noted"] if s.op == ("integrity",) else []
+
+    monkeypatch.setattr(vm, "FINDINGS", (("NOTE", after_integrity),))
+    lenient = vm.explore(1, 1, packs=())
+    assert lenient.ok, lenient.lines
+    assert any(line.startswith("findings (NOTE, not failing") and line.endswith(": 1 transitions")
+               for line in lenient.lines)  # fmt: skip
+    assert "FINDING after integrity\n    NOTE: noted" in lenient.lines
+    strict = vm.explore(1, 1, packs=(), strict=True)
+    assert not strict.ok
+    assert "VIOLATION after integrity\n    NOTE: noted" in strict.lines
