@@ -538,3 +538,36 @@ def test_a_multi_valued_attribute_distils_one_pattern_per_value() -> None:
         e.admit(fact("alice", "knows", who), "hr")
     found = sorted((d.value_key, d.stats.n) for d in distill.patterns(e))
     assert found == [("bob", 3), ("carol", 2)]
+
+
+@pytest.mark.parametrize("how", ["sweep", "steward"])
+def test_a_pattern_no_longer_live_takes_no_new_episode(how: str) -> None:
+    """An archived pattern is read-only: the next episode of its key opens a new window
+    and a new pattern; it never joins the archived pattern's links
+    or statistics. Archived by a sweep (its semantic lifetime over, inside a window long
+    enough to still be open) or by a transition."""
+    clock = Clock()
+    e = MemoryEngine(":memory:", MemoryConfig(distill_window_s=60 * DAY), clock=clock)
+    for n in range(3):
+        clock.t = T0 + n
+        e.admit(reading(20.0, n), "sensor/temp0")
+    [old] = distill.patterns(e)
+    p = e.require(old.memory_id)
+    if how == "sweep":
+        clock.t = T0 + 30 * DAY
+        e.sweep()
+    else:
+        e.transition(p, State.ARCHIVED, "test: retired")
+    assert e.require(p.id).state is State.ARCHIVED
+    links, stats = distill.episodes_of(e, p.id), distill.distillate_of(e, p.id)
+    for n in range(3, 6):
+        clock.t += 1
+        e.admit(reading(20.0, n), "sensor/temp0")
+    assert distill.episodes_of(e, p.id) == links  # no new support for the archived one
+    assert distill.distillate_of(e, p.id) == stats
+    ds = distill.patterns(e)
+    assert len(ds) == 2 and ds[1].stats.n == 3
+    new = e.require(ds[1].memory_id)
+    assert new.state in (State.CANDIDATE, State.CONSOLIDATED)
+    assert distill.episodes_of(e, new.id) == [m.id for m in e.store.select(
+        "kind = 'reading' ORDER BY rowid")][3:]  # fmt: skip

@@ -331,10 +331,10 @@ def test_the_predicates_name_each_broken_pack_rule(
         "verify_audit: memory x: its content does not match its hash"]
 
 
-def test_a_pattern_no_longer_live_taking_an_episode_is_a_finding(tmp_path: Path) -> None:
+def test_a_pattern_no_longer_live_taking_an_episode_is_named(tmp_path: Path) -> None:
     """closed_support names an episode linked, uncited, to an archived pattern's
-    distillate in the step (what the engine does today: the tool lists it as a finding,
-    a violation with ``strict``)."""
+    distillate in the step (a check of every step since the engine closes the windows
+    of patterns no longer live)."""
     clock = vm.Clock()
     e = MemoryEngine(tmp_path / "m.db", CFG, clock=clock)
     for op in (("pack", "green-pair"), ("sweep", "20tau-procedural")):

@@ -393,6 +393,21 @@ def open_cache(engine: MemoryEngine) -> _OpenCache:
     return cache
 
 
+def close_windows(engine: MemoryEngine, memory_ids: Sequence[str]) -> None:
+    """Patterns ``memory_ids`` left the live states (archived, superseded, quarantined):
+    their open windows close, so a later episode of the same key opens a new window
+    (``prev`` naming the old pattern) instead of feeding a pattern that takes no new
+    support. A promoted pattern keeps its episodes; its window stays closed."""
+    for k in range(0, len(memory_ids), 500):
+        chunk = list(memory_ids[k : k + 500])
+        marks = ",".join("?" * len(chunk))
+        cur = engine.store.db.execute(
+            f"UPDATE distillates SET open = 0 WHERE open = 1 AND memory_id IN ({marks})", chunk
+        )
+        if cur.rowcount:
+            open_cache(engine).clear()  # its objects may name a window now closed
+
+
 def _key_of(d: Distillate) -> Key:
     return d.form, d.device, d.subject, d.attribute, d.value_key
 

@@ -367,6 +367,8 @@ class MemoryEngine:
             if State.QUARANTINED in (m.state, new):
                 distill.reconsider(self, out)  # nor feeds a pattern, until promoted
             if new in (State.QUARANTINED, State.ARCHIVED):
+                distill.close_windows(self, [m.id])  # a pattern no longer live is closed
+            if new in (State.QUARANTINED, State.ARCHIVED):
                 # what it contradicted may stand alone now
                 revision.settle_flags(self, [x for x in m.links if x != m.id])
             if actor.startswith("steward:") and m.state is State.QUARANTINED:
@@ -823,6 +825,9 @@ class MemoryEngine:
                 [(int(new_state[j]), int(new_layer[j]), seq, int(rowid[j]))
                  for j, seq in last_seq.items()],
             )  # fmt: skip
+            gone = np.flatnonzero(archive & (new_state != state))
+            if gone.size:  # archived patterns take no new episodes
+                distill.close_windows(self, [ids[int(rowid[j])] for j in gone.tolist()])
             self.store.set_meta("last_sweep", repr(t))
         upd = np.union1d(idx, special)
         if self._index is not None:  # an index not loaded yet will read the rows itself
