@@ -147,8 +147,7 @@ class Admitted(NamedTuple):
     flagged: bool = False
 
 
-@dataclass(slots=True)
-class _Fresh:
+class _Fresh(NamedTuple):  # a record of the pack, read once
     rec: Record
     mid: str
     problem: str

@@ -59,9 +59,11 @@ from hirmem.sql import Connection, PgTarget
 from hirmem.sql.pgconn import PgConnection
 
 __all__ = ["ADMIT_COLUMNS", "ADMIT_CONSTANTS", "COLUMNS", "DERIVED_KINDS", "MIGRATIONS",
-           "PG_READERS", "SCHEMA_VERSION", "TRIGGERS", "Store", "Writer"]  # fmt: skip
+           "PG_READERS", "SCHEMA_VERSION", "TRIGGERS", "WRITE_CACHE_KIB", "Store",
+           "Writer"]  # fmt: skip
 
 DERIVED_KINDS = ("pattern", "procedure")  # kinds whose episodes are in distill_links
+WRITE_CACHE_KIB = 32768  # the SQLite write connection's page cache, at most (32 MiB)
 PG_READERS = 4  # read connections a store on PostgreSQL holds at most (besides its writer)
 
 _V1 = """
@@ -314,6 +316,9 @@ class Store:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.execute("PRAGMA foreign_keys=ON")
+            # the writer's page cache holds a follow batch's pages (bounded): a batch is
+            # written to the WAL once, at commit, not spilled page by page as it grows
+            self.db.execute(f"PRAGMA cache_size=-{WRITE_CACHE_KIB}")
         self.writer = Writer()
         self._depth = 0
         self._readers: dict[int, sqlite3.Connection] = {}  # thread id → read connection
