@@ -90,9 +90,9 @@ def test_migrates_an_old_file_to_the_current_schema(tmp_path: Path) -> None:
     db.commit()
     db.close()
     s = Store(path)
-    assert s.schema_version == SCHEMA_VERSION == 6  # v4-v6: issue 13's speed section
+    assert s.schema_version == SCHEMA_VERSION == 7  # v4-v7: issue 13's speed section
     names = {r[0] for r in s.db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
-    assert "memories_subject" in names
+    assert "memories_facts" in names  # v7: memories_subject became this partial index
     s.close()
 
 

@@ -51,6 +51,7 @@ class BatchEmbedder(Embedder, Protocol):
 
 
 EMBEDDERS = ("hash", "minilm")  # the names MemoryConfig.embedder accepts
+WORD_ARRAYS = 1 << 14  # words whose bucket arrays a HashEmbedder keeps for its batches
 
 
 def make_embedder(kind: str = "hash", dim: int = 256) -> Embedder:
@@ -83,6 +84,7 @@ class HashEmbedder:
         self.dim = dim
         self.ngrams = ngrams
         self.name = f"hash-ngram-{dim}"
+        self._arrays: dict[str, npt.NDArray[np.int64]] = {}  # word -> _word_arrays (bounded)
 
     def embed(self, text: str) -> F32:
         # the signed bucket counts of the text's words, added up as integers: the same
@@ -110,12 +112,16 @@ class HashEmbedder:
         alone)."""
         pairs: list[npt.NDArray[np.int64]] = []
         sizes: list[int] = []
-        dim, ngrams = self.dim, self.ngrams
+        known, dim = self._arrays, self.dim
         for text in texts:
             size = 0
             for word in fold(text).split(" "):
                 if word:
-                    p = _word_arrays(word, dim, ngrams)
+                    p = known.get(word)
+                    if p is None:
+                        if len(known) >= WORD_ARRAYS:
+                            known.clear()  # (a dict shared by threads: each step is atomic)
+                        p = known[word] = _word_arrays(word, dim, self.ngrams)
                     pairs.append(p)
                     size += p.shape[1]
             sizes.append(size)
@@ -137,7 +143,6 @@ class HashEmbedder:
         return out
 
 
-@functools.lru_cache(maxsize=1 << 14)  # bounded, as _word_buckets
 def _word_arrays(word: str, dim: int, ngrams: tuple[int, ...]) -> npt.NDArray[np.int64]:
     """:func:`_word_buckets` as one (2, k) array: the buckets, then their signed counts."""
     return np.array(_word_buckets(word, dim, ngrams), dtype=np.int64).reshape(-1, 2).T.copy()

@@ -42,7 +42,7 @@ from hirmem.memory.model import Layer, Memory, State, layer_for
 from hirmem.memory.observe import describe, is_episode
 from hirmem.memory.recall import RecallFilter, RecallHit, RecallIndex
 from hirmem.memory.states import check_transition
-from hirmem.memory.store import ADMIT_COLUMNS, Store
+from hirmem.memory.store import ADMIT_COLUMNS, SUPERSEDED_BY, Store
 from hirmem.protocol import cbor
 from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.fixedpoint import ONE, to_q
@@ -968,7 +968,7 @@ class MemoryEngine:
             prior = self.require(memory_id)
             if prior.state is State.VOLATILE:
                 raise HirmemError(f"memory {memory_id} is volatile: gate it before repairing it")
-            newer = self.store.select("supersedes = ?", (prior.id,))
+            newer = self.store.select(SUPERSEDED_BY, (prior.id,))
             if newer:
                 raise HirmemError(
                     f"memory {memory_id} was already repaired by {newer[0].id} (version "
@@ -1147,7 +1147,7 @@ class MemoryEngine:
         while chain[0].supersedes:
             chain.insert(0, self.require(chain[0].supersedes))
         while True:
-            nxt = self.store.select("supersedes = ?", (chain[-1].id,))
+            nxt = self.store.select(SUPERSEDED_BY, (chain[-1].id,))
             if not nxt:
                 return chain
             chain.append(nxt[0])

@@ -59,10 +59,13 @@ from hirmem.sql import Connection, PgTarget
 from hirmem.sql.pgconn import PgConnection
 
 __all__ = ["ADMIT_COLUMNS", "ADMIT_CONSTANTS", "COLUMNS", "DERIVED_KINDS", "MIGRATIONS",
-           "PG_READERS", "SCHEMA_VERSION", "TRIGGERS", "WRITE_CACHE_KIB", "Store",
+           "PG_READERS", "SCHEMA_VERSION", "SUPERSEDED_BY", "TRIGGERS", "WRITE_CACHE_KIB", "Store",
            "Writer"]  # fmt: skip
 
 DERIVED_KINDS = ("pattern", "procedure")  # kinds whose episodes are in distill_links
+# the repair of a memory (WHERE clause; parameter: its id): the partial unique index
+# memories_one_repair serves it, which a plain ``supersedes = ?`` cannot use
+SUPERSEDED_BY = "supersedes = ? AND supersedes != ''"
 WRITE_CACHE_KIB = 32768  # the SQLite write connection's page cache, at most (32 MiB)
 PG_READERS = 4  # read connections a store on PostgreSQL holds at most (besides its writer)
 
@@ -202,7 +205,18 @@ _V6 = """
 CREATE TABLE admissions (memory INTEGER PRIMARY KEY, seq INTEGER NOT NULL, pos INTEGER NOT NULL);
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+# v7: indexes a fresh device record does not pay for. Lookups by ``supersedes`` name a
+# memory (``supersedes = ? AND supersedes != ''``) and are served by the partial unique
+# index of v3, so its full twin goes; contradiction and revision look up stated facts
+# by subject, attribute and time, so that index holds facts only (a reading's sensor
+# and field are not looked up in SQL: the recall index and the distillates hold them).
+_V7 = """
+DROP INDEX memories_supersedes;
+CREATE INDEX memories_facts ON memories(subject, attribute, timestamp) WHERE kind = 'fact';
+DROP INDEX memories_subject;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 COLUMNS: tuple[str, ...] = (
