@@ -118,10 +118,11 @@ def _name(text: str) -> str:
 
 
 def _read(data: dict[str, object], source: str) -> Described | None:
-    parts = [data.get(k) for k in ("subject", "attribute", "value")]
-    if "subject" in data and all(_scalar(p) for p in parts):  # (a reading has no subject)
-        s, a, v = (str(p) for p in parts)
-        return Described("fact", _name(s), _name(a), v, data.get("negated") is True)
+    if "subject" in data:  # (a reading or an action has none)
+        parts = [data.get(k) for k in ("subject", "attribute", "value")]
+        if all(_scalar(p) for p in parts):
+            s, a, v = (str(p) for p in parts)
+            return Described("fact", _name(s), _name(a), v, data.get("negated") is True)
     action, outcome = data.get("action"), data.get("outcome")
     steps = [action] if isinstance(action, str) else action
     if (
