@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from hirmem.memory.config import MemoryConfig
 from hirmem.memory.model import Memory, State
 from hirmem.memory.observe import number
-from hirmem.memory.store import Store
+from hirmem.memory.store import SUPERSEDED_BY, Store
 from hirmem.protocol.identity import fold
 
 __all__ = [
@@ -99,7 +99,7 @@ def _versions(store: Store, m: Memory) -> set[str]:
         row = store.get(current) if current else None
         if row is not None and row.supersedes and row.supersedes not in seen:
             todo.append(row.supersedes)
-        for succ in store.select("supersedes = ?", (current,)):
+        for succ in store.select(SUPERSEDED_BY, (current,)):
             if succ.id not in seen:
                 seen.add(succ.id)
                 todo.append(succ.id)

@@ -51,6 +51,7 @@ class BatchEmbedder(Embedder, Protocol):
 
 
 EMBEDDERS = ("hash", "minilm")  # the names MemoryConfig.embedder accepts
+WORD_ARRAYS = 1 << 14  # words whose bucket arrays a HashEmbedder keeps for its batches
 
 
 def make_embedder(kind: str = "hash", dim: int = 256) -> Embedder:
@@ -83,6 +84,7 @@ class HashEmbedder:
         self.dim = dim
         self.ngrams = ngrams
         self.name = f"hash-ngram-{dim}"
+        self._arrays: dict[str, npt.NDArray[np.int64]] = {}  # word -> _word_arrays (bounded)
 
     def embed(self, text: str) -> F32:
         # the signed bucket counts of the text's words, added up as integers: the same
@@ -108,43 +110,42 @@ class HashEmbedder:
         ``embed``'s dot product, and the square root and the division round alike (a
         text whose sum reaches 2**24, where float32 stops being exact, is embedded
         alone)."""
-        buckets: list[npt.NDArray[np.int64]] = []
-        counts: list[npt.NDArray[np.float64]] = []
+        pairs: list[npt.NDArray[np.int64]] = []
         sizes: list[int] = []
-        dim, ngrams = self.dim, self.ngrams
+        known, dim = self._arrays, self.dim
         for text in texts:
             size = 0
             for word in fold(text).split(" "):
                 if word:
-                    b, c = _word_arrays(word, dim, ngrams)
-                    buckets.append(b)
-                    counts.append(c)
-                    size += len(b)
+                    p = known.get(word)
+                    if p is None:
+                        if len(known) >= WORD_ARRAYS:
+                            known.clear()  # (a dict shared by threads: each step is atomic)
+                        p = known[word] = _word_arrays(word, dim, self.ngrams)
+                    pairs.append(p)
+                    size += p.shape[1]
             sizes.append(size)
         n = len(texts)
-        if not buckets:
+        if not pairs:
             return np.zeros((n, dim), dtype=np.float32)
-        cells = np.concatenate(buckets) + np.repeat(np.arange(0, n * dim, dim), sizes)
+        buckets, counts = np.concatenate(pairs, axis=1)
+        cells = buckets + np.repeat(np.arange(0, n * dim, dim), sizes)
         # float64 sums and squares of these small whole numbers are exact (< 2**53)
-        totals = np.bincount(cells, np.concatenate(counts), n * dim).reshape(n, dim)
+        totals = np.bincount(cells, counts, n * dim).reshape(n, dim)
         squares = np.einsum("ij,ij->i", totals, totals)
-        norm = np.sqrt(squares.astype(np.float32))[:, None]
+        # a row of whole numbers has a norm of 0 or at least 1: a zero row stays zero
+        norm = np.maximum(np.sqrt(squares.astype(np.float32)), 1)[:, None]
         out = totals.astype(np.float32)
-        np.divide(out, norm, out=out, where=norm > 0)
+        np.divide(out, norm, out=out)
         if squares.max() >= 1 << 24:
             for row in np.flatnonzero(squares >= 1 << 24).tolist():
                 out[row] = self.embed(texts[row])
         return out
 
 
-@functools.lru_cache(maxsize=1 << 14)  # bounded, as _word_buckets
-def _word_arrays(
-    word: str, dim: int, ngrams: tuple[int, ...]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-    """:func:`_word_buckets` as two arrays (buckets, signed counts), for batches."""
-    pairs = _word_buckets(word, dim, ngrams)
-    return (np.array([b for b, _ in pairs], dtype=np.int64),
-            np.array([c for _, c in pairs], dtype=np.float64))  # fmt: skip (bincount's weights)
+def _word_arrays(word: str, dim: int, ngrams: tuple[int, ...]) -> npt.NDArray[np.int64]:
+    """:func:`_word_buckets` as one (2, k) array: the buckets, then their signed counts."""
+    return np.array(_word_buckets(word, dim, ngrams), dtype=np.int64).reshape(-1, 2).T.copy()
 
 
 @functools.lru_cache(maxsize=1 << 16)  # bounded: words recur (sensor names, units, keys)

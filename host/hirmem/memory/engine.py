@@ -42,7 +42,7 @@ from hirmem.memory.model import Layer, Memory, State, layer_for
 from hirmem.memory.observe import describe, is_episode
 from hirmem.memory.recall import RecallFilter, RecallHit, RecallIndex
 from hirmem.memory.states import check_transition
-from hirmem.memory.store import COLUMNS, Store, from_row
+from hirmem.memory.store import ADMIT_COLUMNS, SUPERSEDED_BY, Store
 from hirmem.protocol import cbor
 from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.fixedpoint import ONE, to_q
@@ -55,7 +55,10 @@ from hirmem.sql import PgTarget
 __all__ = ["Captured", "GateScores", "MemoryEngine", "SweepReport"]
 
 HOST_ID = b"hirmhost"  # 8-byte prefix of host-assigned memory ids
-_COL_W = COLUMNS.index("w")
+# a fresh row's columns by name (rowid first), and those the recall index holds
+_ADMIT_AT = {name: k + 1 for k, name in enumerate(ADMIT_COLUMNS)}
+_INDEXED = frozenset({"id", "last_access", "trust", "state", "layer", "source", "device",
+                      "subject", "decayed_at"})  # fmt: skip
 _PAGE = 1000  # rows per page of a streamed scan (check_integrity)
 # observe.is_episode in SQL, for the sweep's columns
 _EPISODE_SQL = (
@@ -970,7 +973,7 @@ class MemoryEngine:
             prior = self.require(memory_id)
             if prior.state is State.VOLATILE:
                 raise HirmemError(f"memory {memory_id} is volatile: gate it before repairing it")
-            newer = self.store.select("supersedes = ?", (prior.id,))
+            newer = self.store.select(SUPERSEDED_BY, (prior.id,))
             if newer:
                 raise HirmemError(
                     f"memory {memory_id} was already repaired by {newer[0].id} (version "
@@ -1068,17 +1071,29 @@ class MemoryEngine:
             )  # fmt: skip
 
     def admitted_rows(
-        self, rowids: Sequence[int], rows: Sequence[Sequence[Any]], vectors: Sequence[bytes],
-        now: float,
-    ) -> None:  # fmt: skip
-        """Rows inserted in their final state (a device pack's, :data:`COLUMNS` order):
-        their admission strength points, and their places in the index when it is
-        loaded (an index not loaded yet reads the rows itself)."""
-        w = np.array([row[_COL_W] for row in rows], dtype=np.float64)
-        self._record_history(np.array(rowids, dtype=np.int64), now, w, HISTORY_ADMIT)
-        if self._index is not None:
-            for rowid, row, vector in zip(rowids, rows, vectors, strict=True):
-                self._index.upsert(rowid, from_row((rowid, *row, vector))[1])
+        self, rows: Sequence[Sequence[Any]], vectors: npt.NDArray[np.float32], now: float
+    ) -> None:
+        """Fresh rows inserted in their final state (a device pack's: rowid, then
+        :data:`ADMIT_COLUMNS`; ``vectors``: their embeddings, in order): their admission
+        strength points, and their places in the index when it is loaded (appended as
+        columns: their rowids are new; an index not loaded yet reads the rows itself)."""
+        n = len(rows)
+        rowids = np.fromiter((row[0] for row in rows), np.int64, n)
+        strength = np.fromiter((row[_ADMIT_AT["strength"]] for row in rows), np.float64, n)
+        self._record_history(rowids, now, strength, HISTORY_ADMIT)
+        if self._index is None or not n:
+            return
+        cols = {name: [row[k] for row in rows] for name, k in _ADMIT_AT.items()
+                if name in _INDEXED}  # fmt: skip
+        if State.VOLATILE in cols["state"]:
+            raise HirmemError("a volatile memory is not admitted in its final state")
+        self._index.load_columns(
+            rowids, [bytes.fromhex(x) for x in cols["id"]], vectors, strength,
+            np.array(cols["last_access"], dtype=np.float64),
+            np.array(cols["trust"], dtype=np.float64), np.array(cols["state"], dtype=np.int8),
+            np.array(cols["layer"], dtype=np.int8), cols["source"], cols["device"],
+            cols["subject"], np.array(cols["decayed_at"], dtype=np.float64),
+        )  # fmt: skip
 
     def strengths_moved(self, moved: Sequence[tuple[int, str, float]], t: float) -> None:
         """Rows whose strength was written in SQL (patterns' steps: rowid, id, strength):
@@ -1137,7 +1152,7 @@ class MemoryEngine:
         while chain[0].supersedes:
             chain.insert(0, self.require(chain[0].supersedes))
         while True:
-            nxt = self.store.select("supersedes = ?", (chain[-1].id,))
+            nxt = self.store.select(SUPERSEDED_BY, (chain[-1].id,))
             if not nxt:
                 return chain
             chain.append(nxt[0])

@@ -55,6 +55,7 @@ from hirmem.memory.embed import embed_batch
 from hirmem.memory.engine import Captured, GateScores, MemoryEngine, gate_scores
 from hirmem.memory.model import Memory, State, layer_for, memory_text
 from hirmem.memory.observe import Described, describe_parsed, is_episode
+from hirmem.memory.store import ADMIT_COLUMNS
 from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.fixedpoint import ONE
 from hirmem.protocol.gate import evaluate
@@ -146,8 +147,7 @@ class Admitted(NamedTuple):
     flagged: bool = False
 
 
-@dataclass(slots=True)
-class _Fresh:
+class _Fresh(NamedTuple):  # a record of the pack, read once
     rec: Record
     mid: str
     problem: str
@@ -308,13 +308,55 @@ class _Numbering:
         return k
 
 
+class _Judged(NamedTuple):
+    """Stages 2-5 for the records of a pack alike in what the gate reads: the row's
+    :data:`JUDGED_COLUMNS`, the gate result's and the quarantine reason's places in the
+    pack's entry (-1: none), the state and the gate's scores."""
+
+    columns: tuple[Any, ...]
+    gate: int
+    reason: int
+    state: State
+    g: GateScores
+
+
+# the judged part of a fresh row (hirmem.memory.store.ADMIT_COLUMNS, in its order)
+JUDGED_COLUMNS = ADMIT_COLUMNS[ADMIT_COLUMNS.index("flags") : ADMIT_COLUMNS.index("audit_seq")]
+
+
+def _judge(
+    engine: MemoryEngine, f: _Fresh, flags: int, gates: _Numbering, reasons: _Numbering
+) -> _Judged:
+    """What stages 3-5 make of ``f`` with its host-normalised ``flags`` (fresh: volatile
+    → candidate (→ consolidated), or quarantined)."""
+    rec, seen = f.rec, f.seen
+    confidence, provenance = rec.confidence / ONE, rec.provenance / ONE
+    g = gate_scores(flags, confidence, provenance, "fixed")
+    state, reason = engine.disposition(g, f.problem and f"device record: {f.problem}")
+    if state is State.CONSOLIDATED and g.h <= 0:
+        raise HirmemError(f"memory {f.mid} has H = 0 and cannot consolidate (MEM-INV-1)")
+    layer = layer_for(state, seen.kind, Layer.WORKING,
+                      is_episode(seen.kind, seen.subject, seen.attribute))  # fmt: skip
+    gate_key = (g.q16, g.verdict, g.hard, flags)
+    gate = gates.of.get(gate_key)
+    if gate is None:
+        gate = gates.add(gate_key, [flags, *g.q16, int(g.verdict), int(g.hard)])
+    why = reason if state is State.QUARANTINED else ""
+    columns = (flags, confidence, provenance, g.h, g.i, g.r, g.f, g.c, g.rn, g.w,
+               int(g.verdict), int(g.hard), g.h * g.i * g.r, g.w, int(state), int(layer), why,
+               int(g.r == 0), g.mode)  # fmt: skip
+    return _Judged(columns, gate, reasons(reason, reason) if reason else -1, state, g)
+
+
 def _admit_together(
     engine: MemoryEngine, report: IntakeReport, run: list[_Fresh], device: str,
     key_id: str, now: float, signature_verified: bool,
 ) -> None:  # fmt: skip
     """Fresh records that contradict and revise nothing, admitted as one: see
     :func:`admit_pack`. Each ends as the one-by-one path would leave it (the same
-    state, layer, scores, strength and strength point), with one audit entry for all."""
+    state, layer, scores, strength and strength point), with one audit entry for all.
+    Records alike in what the gate reads (flags as the host finds them, Q, P, the form,
+    what intake found wrong) are judged once."""
     if not run:
         return
     actor = f"intake:{device}"
@@ -323,64 +365,55 @@ def _admit_together(
     notes: list[Entry] = []
     gates, scores, reasons = _Numbering(), _Numbering(), _Numbering()
     scores_json: list[str] = []  # the distinct device scores as the rows hold them
+    judged: dict[tuple[Any, ...], _Judged] = {}
     episodes: list[Admitted] = []
-    plans: list[tuple[_Fresh, int, GateScores, State, int, str, int, int, int]] = []
+    own: list[tuple[Any, ...]] = []  # each row's own columns (ADMIT_COLUMNS' first part)
+    marks: list[tuple[_Judged, int]] = []  # each record's judgement and device scores
+    texts: list[str] = []
     for f in run:
-        rec = f.rec
+        rec, seen = f.rec, f.seen
         flags = normalise(_host_view(f, base, signature_verified, notes, report, actor),
                           rec.payload, rec.source, rec.timestamp, rec.context)  # fmt: skip
-        g = gate_scores(flags, rec.confidence / ONE, rec.provenance / ONE, "fixed")
-        target, reason = engine.disposition(g, f.problem and f"device record: {f.problem}")
-        state = target  # fresh: volatile → candidate (→ consolidated), or quarantined
-        if state is State.CONSOLIDATED and g.h <= 0:
-            raise HirmemError(f"memory {f.mid} has H = 0 and cannot consolidate (MEM-INV-1)")
-        layer = layer_for(state, f.seen.kind, Layer.WORKING,
-                          is_episode(f.seen.kind, f.seen.subject, f.seen.attribute))  # fmt: skip
-        gate_key = (g.q16, g.verdict, g.hard, flags)
-        gate = gates.of.get(gate_key)
-        if gate is None:
-            gate = gates.add(gate_key, [flags, *g.q16, int(g.verdict), int(g.hard)])
+        key = (flags, rec.confidence, rec.provenance, seen.kind,
+               bool(seen.subject and seen.attribute), f.problem)  # fmt: skip
+        j = judged.get(key)
+        if j is None:
+            j = judged[key] = _judge(engine, f, flags, gates, reasons)
         ds = (rec.h, rec.i, rec.r, rec.f, rec.c, rec.rn, rec.w)
         score = scores.of.get(ds)
         if score is None:
             score = scores.add(ds, list(ds))
             scores_json.append(json.dumps(list(ds)))  # the row's device_scores column
-        plans.append((f, flags, g, state, int(layer),
-                      reason if state is State.QUARANTINED else "", gate,
-                      score, reasons(reason, reason) if reason else -1))  # fmt: skip
-        episodes.append(Admitted(f.mid, f.seen.kind, device, f.seen.subject, f.seen.attribute,
-                                 f.seen.value, f.seen.negated, rec.timestamp, rec.payload,
-                                 g.h, g.i, g.r, g.w, state))  # fmt: skip
-    vectors = embed_batch(engine.embedder, [
-        memory_text(f.rec.payload, f.seen.subject, f.seen.attribute, f.seen.value)
-        for f in run])  # fmt: skip
+        marks.append((j, score))
+        own.append((f.mid, rec.payload, rec.source, rec.timestamp, rec.context, rec.hash,
+                    rec.prev_hash, seen.subject, seen.attribute, seen.value, int(seen.negated),
+                    seen.kind, scores_json[score], rec.priority / ONE))  # fmt: skip
+        g = j.g
+        episodes.append(Admitted(f.mid, seen.kind, device, seen.subject, seen.attribute,
+                                 seen.value, seen.negated, rec.timestamp, rec.payload,
+                                 g.h, g.i, g.r, g.w, j.state))  # fmt: skip
+        texts.append(memory_text(rec.payload, seen.subject, seen.attribute, seen.value))
+    vectors = embed_batch(engine.embedder, texts)
     steps: list[distill.PatternStep] = []
     distill.on_episodes(engine, episodes, steps, fresh=True, read=base.read)
     fed: dict[str, tuple[int, bool]] = {
         mid: (k, agrees) for k, step in enumerate(steps) for mid, agrees in step.episodes
     }
     admissions = [
-        packaudit.Admission(f.rec.id, f.rec.hash, gate, ds, int(state), why,
+        packaudit.Admission(f.rec.id, f.rec.hash, j.gate, score, int(j.state), j.reason,
                             *((fed[f.mid][0], int(fed[f.mid][1])) if f.mid in fed else (-1, 0)))
-        for f, _, _, state, _, _, gate, ds, why in plans
+        for f, (j, score) in zip(run, marks, strict=True)
     ]  # fmt: skip
     body = packaudit.PackBody(device, key_id, gates.values, scores.values, reasons.values,
                               admissions,
                               [(st.memory_id, repr(st.old), repr(st.new)) for st in steps])
     entries = [*notes, Entry(packaudit.ACTION, "", packaudit.encode(body), actor)]
     seq = engine.audit.append_entries(entries, ts=now)[-1]
-    rows = [
-        (f.mid, f.rec.payload, f.rec.source, f.rec.timestamp, f.rec.context, flags,
-         g.h, g.i, g.r, g.f, g.c, g.rn, f.rec.confidence / ONE, f.rec.provenance / ONE,
-         f.rec.priority / ONE, g.w, int(g.verdict), int(g.hard), g.h * g.i * g.r, "[]", 0, 0,
-         g.w, now, now, f.rec.hash, f.rec.prev_hash, seq, int(state), layer,
-         f.seen.subject, f.seen.attribute, f.seen.value, int(f.seen.negated), f.seen.kind,
-         device, key_id, scores_json[score], g.mode, 1, "", 0, why, int(g.r == 0), now)
-        for f, flags, g, state, layer, why, _, score, _ in plans
-    ]  # fmt: skip
-    blobs = [v.tobytes() for v in vectors]
-    rowids = engine.store.insert_admitted(rows, blobs, seq)
-    engine.admitted_rows(rowids, rows, blobs, now)
+    shared = (seq, now, now, now, device, key_id)
+    rows = [(rowid, *mine, *j.columns, *shared) for rowid, mine, (j, _) in
+            zip(engine.store.new_rowids(len(run)), own, marks, strict=True)]  # fmt: skip
+    engine.store.insert_admitted(rows, [v.tobytes() for v in vectors], seq)
+    engine.admitted_rows(rows, vectors, now)
     distill.write_steps(engine, steps, seq, now)
-    for f, _, _, state, *_ in plans:
-        (report.quarantined if state is State.QUARANTINED else report.admitted).append(f.mid)
+    for f, (j, _) in zip(run, marks, strict=True):
+        (report.quarantined if j.state is State.QUARANTINED else report.admitted).append(f.mid)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.identity import fold
@@ -47,8 +47,7 @@ COUNTER_FIELDS = frozenset({"n", "seq", "count"})
 OUTCOMES_OK = frozenset({"success", "succeeded", "ok", "done", "fixed", "true"})
 
 
-@dataclass(frozen=True)
-class Described:
+class Described(NamedTuple):  # a tuple: built once per record, cheaply
     kind: str
     subject: str
     attribute: str
@@ -119,10 +118,11 @@ def _name(text: str) -> str:
 
 
 def _read(data: dict[str, object], source: str) -> Described | None:
-    parts = [data.get(k) for k in ("subject", "attribute", "value")]
-    if all(_scalar(p) for p in parts):
-        s, a, v = (str(p) for p in parts)
-        return Described("fact", _name(s), _name(a), v, data.get("negated") is True)
+    if "subject" in data:  # (a reading or an action has none)
+        parts = [data.get(k) for k in ("subject", "attribute", "value")]
+        if all(_scalar(p) for p in parts):
+            s, a, v = (str(p) for p in parts)
+            return Described("fact", _name(s), _name(a), v, data.get("negated") is True)
     action, outcome = data.get("action"), data.get("outcome")
     steps = [action] if isinstance(action, str) else action
     if (

@@ -132,26 +132,46 @@ _KEYS = ("device", "kid", "gate_mode", "gates", "scores", "reasons", "admissions
 _ORDER = sorted((cbor.encode(k), k) for k in _KEYS)
 
 
+_TEXTS: dict[str, bytes] = {}  # a text -> its CBOR (pattern ids and strengths recur)
+_TEXTS_MAX = 4096  # bounded: emptied when full
+
+
+def _text(value: object) -> bytes:
+    """A text's CBOR (every text of the entry is one: anything else is refused)."""
+    if type(value) is not str:
+        raise HirmemError(f"admit-pack texts must be text, got {value!r}")
+    known = _TEXTS.get(value)
+    if known is None:
+        try:
+            data = value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise HirmemError(f"admit-pack text is not UTF-8: {exc.reason}") from None
+        if len(_TEXTS) >= _TEXTS_MAX:
+            _TEXTS.clear()
+        known = _TEXTS[value] = cbor.head(3, len(data)) + data
+    return known
+
+
 def encode(body: PackBody) -> bytes:
     """The entry's detail, checked: every field of the fixed shape, nothing else. The
-    same bytes as ``cbor.encode`` of the plain map (a test holds them equal); the
-    admissions, most of it, are written out directly."""
+    same bytes as ``cbor.encode`` of the plain map (a test holds them equal), written
+    out directly: its shape is fixed (texts, whole numbers, byte strings)."""
     for text in (*body.reasons, body.device, body.kid, body.gate_mode):
         if type(text) is not str or len(text) > _MAX_TEXT:
             raise HirmemError(f"admit-pack text longer than {_MAX_TEXT} characters: {text!r}")
-    patterns = []
+    patterns = [cbor.head(4, len(body.patterns))]
     for pid, old, new in body.patterns:
         float(old), float(new)  # strengths as text: refuse anything else
-        patterns.append([pid, old, new])
+        patterns += (b"\x83", _text(pid), _text(old), _text(new))
     members = {
-        "device": cbor.encode(body.device), "kid": cbor.encode(body.kid),
-        "gate_mode": cbor.encode(body.gate_mode),
+        "device": _text(body.device), "kid": _text(body.kid),
+        "gate_mode": _text(body.gate_mode),
         "gates": _rows(body.gates, 10, "gate results"),
         "scores": _rows(body.scores, 7, "device scores"),
-        "reasons": cbor.encode(list(body.reasons)),
+        "reasons": b"".join((cbor.head(4, len(body.reasons)), *map(_text, body.reasons))),
         "admissions": b"".join((cbor.head(4, len(body.admissions)),
                                 *map(_admission, body.admissions))),
-        "patterns": cbor.encode(patterns),
+        "patterns": b"".join(patterns),
     }  # fmt: skip
     return b"".join((cbor.head(5, len(_ORDER)), *(k + members[name] for k, name in _ORDER)))
 

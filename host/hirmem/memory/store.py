@@ -58,10 +58,15 @@ from hirmem.protocol.errors import HirmemError
 from hirmem.sql import Connection, PgTarget
 from hirmem.sql.pgconn import PgConnection
 
-__all__ = ["COLUMNS", "DERIVED_KINDS", "MIGRATIONS", "PG_READERS", "SCHEMA_VERSION", "TRIGGERS",
-           "Store", "Writer"]  # fmt: skip
+__all__ = ["ADMIT_COLUMNS", "ADMIT_CONSTANTS", "COLUMNS", "DERIVED_KINDS", "MIGRATIONS",
+           "PG_READERS", "SCHEMA_VERSION", "SUPERSEDED_BY", "TRIGGERS", "WRITE_CACHE_KIB", "Store",
+           "Writer"]  # fmt: skip
 
 DERIVED_KINDS = ("pattern", "procedure")  # kinds whose episodes are in distill_links
+# the repair of a memory (WHERE clause; parameter: its id): the partial unique index
+# memories_one_repair serves it, which a plain ``supersedes = ?`` cannot use
+SUPERSEDED_BY = "supersedes = ? AND supersedes != ''"
+WRITE_CACHE_KIB = 32768  # the SQLite write connection's page cache, at most (32 MiB)
 PG_READERS = 4  # read connections a store on PostgreSQL holds at most (besides its writer)
 
 _V1 = """
@@ -200,7 +205,18 @@ _V6 = """
 CREATE TABLE admissions (memory INTEGER PRIMARY KEY, seq INTEGER NOT NULL, pos INTEGER NOT NULL);
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+# v7: indexes a fresh device record does not pay for. Lookups by ``supersedes`` name a
+# memory (``supersedes = ? AND supersedes != ''``) and are served by the partial unique
+# index of v3, so its full twin goes; contradiction and revision look up stated facts
+# by subject, attribute and time, so that index holds facts only (a reading's sensor
+# and field are not looked up in SQL: the recall index and the distillates hold them).
+_V7 = """
+DROP INDEX memories_supersedes;
+CREATE INDEX memories_facts ON memories(subject, attribute, timestamp) WHERE kind = 'fact';
+DROP INDEX memories_subject;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 COLUMNS: tuple[str, ...] = (
@@ -221,6 +237,27 @@ _SELECT = (
     "SELECT rowid, " + ", ".join(COLUMNS)
     + ", (SELECT vector FROM embeddings WHERE memory = memories.rowid) FROM memories"
 )  # fmt: skip
+# A device pack's fresh rows (Store.insert_admitted): what each record brings, what its
+# gate judged, what the pack's rows share, in this order; the rest is alike for every
+# fresh row and written as constants.
+ADMIT_COLUMNS: tuple[str, ...] = (
+    "id", "payload", "source", "timestamp", "context", "hash", "prev_hash", "subject",
+    "attribute", "value", "negated", "kind", "device_scores", "priority",
+    "flags", "confidence", "provenance", "h", "i", "r", "f", "c", "rn", "w", "verdict",
+    "hard", "trust", "strength", "state", "layer", "quarantine_reason", "permanent",
+    "gate_mode",
+    "audit_seq", "last_access", "decayed_at", "created", "device", "kid",
+)  # fmt: skip
+ADMIT_CONSTANTS: dict[str, str] = {
+    "links": "'[]'", "access_count": "0", "access_seen": "0", "version": "1",
+    "supersedes": "''", "flagged": "0",
+}  # fmt: skip
+if sorted((*ADMIT_COLUMNS, *ADMIT_CONSTANTS)) != sorted(COLUMNS):
+    raise AssertionError("ADMIT_COLUMNS and ADMIT_CONSTANTS must cover COLUMNS once each")
+_INSERT_ADMITTED = (
+    f"INSERT INTO memories (rowid, {', '.join((*ADMIT_COLUMNS, *ADMIT_CONSTANTS))}) "
+    f"VALUES (?, {', '.join('?' * len(ADMIT_COLUMNS))}, {', '.join(ADMIT_CONSTANTS.values())})"
+)
 _UPDATE = (
     "UPDATE memories SET " + ", ".join(f"{c} = :{c}" for c in _MUTABLE)
     + " WHERE id = :id RETURNING rowid"
@@ -293,6 +330,9 @@ class Store:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.execute("PRAGMA foreign_keys=ON")
+            # the writer's page cache holds a follow batch's pages (bounded): a batch is
+            # written to the WAL once, at commit, not spilled page by page as it grows
+            self.db.execute(f"PRAGMA cache_size=-{WRITE_CACHE_KIB}")
         self.writer = Writer()
         self._depth = 0
         self._readers: dict[int, sqlite3.Connection] = {}  # thread id → read connection
@@ -593,28 +633,31 @@ class Store:
 
     def insert_admitted(
         self, rows: Sequence[Sequence[Any]], vectors: Sequence[bytes], seq: int
-    ) -> list[int]:
-        """Insert new memories given as rows in :data:`COLUMNS` order, their embeddings,
-        and where audit entry ``seq`` lists each of them (``admissions``: position k
-        for the k-th row), one statement each; returns their rowids, in order."""
-        names = ", ".join(COLUMNS)
-        marks = ", ".join("?" * len(COLUMNS))
+    ) -> None:
+        """Insert a device pack's fresh memories, their embeddings, and where audit entry
+        ``seq`` lists each of them (``admissions``: position k for the k-th row), one
+        statement each. A row is its rowid (from :meth:`new_rowids`) then the
+        :data:`ADMIT_COLUMNS`; the columns every fresh row holds alike are written as
+        constants (:data:`ADMIT_CONSTANTS`)."""
         try:
             with self.writing() as db:
-                rowids = self._new_rowids(db, len(rows))
-                db.executemany(f"INSERT INTO memories (rowid, {names}) VALUES (?, {marks})",
-                               [(r, *x) for r, x in zip(rowids, rows, strict=True)])  # fmt: skip
+                db.executemany(_INSERT_ADMITTED, rows)
+                rowids = [row[0] for row in rows]
                 db.executemany("INSERT INTO embeddings(memory, vector) VALUES (?, ?)",
                                zip(rowids, vectors, strict=True))  # fmt: skip
                 db.executemany("INSERT INTO admissions(memory, seq, pos) VALUES (?, ?, ?)",
                                [(r, seq, k) for k, r in enumerate(rowids)])  # fmt: skip
         except sqlite3.IntegrityError as exc:
-            raise HirmemError(f"memories {rows[0][0]}… cannot be stored: {exc}") from exc
-        return rowids
+            raise HirmemError(f"memories {rows[0][1]}… cannot be stored: {exc}") from exc
+
+    def new_rowids(self, n: int) -> list[int]:
+        """Rowids for ``n`` memories about to be inserted (under the writer): SQLite's own
+        choice (max + 1 …), or numbers drawn from the identity's sequence on PostgreSQL
+        (which a plain insert uses)."""
+        with self.writing() as db:
+            return self._new_rowids(db, n)
 
     def _new_rowids(self, db: Connection, n: int) -> list[int]:
-        """Rowids for ``n`` new memories: SQLite's own choice (max + 1 …), or numbers
-        drawn from the identity's sequence on PostgreSQL (which a plain insert uses)."""
         if self.pg is not None:
             rows = db.execute(
                 "SELECT nextval(pg_get_serial_sequence('memories', 'rowid')) "

@@ -391,9 +391,9 @@ def read_payload(payload: bytes) -> tuple[bool | None, dict[str, Any] | None]:
         return False, _plain_object(payload)
     if not isinstance(data, dict):
         return True, None
-    fact = [data.get(k) for k in _FORM_FIELDS]
-    if any(k in data for k in _FORM_FIELDS) and not all(
-        isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in fact
+    if ("subject" in data or "attribute" in data or "value" in data) and not all(
+        isinstance(v, (str, int, float)) and not isinstance(v, bool)
+        for v in [data.get(k) for k in _FORM_FIELDS]
     ):
         return False, data
     if "action" in data or "outcome" in data:
