@@ -834,7 +834,8 @@ class Store:
             if head_seq is not None:
                 head = ChainHead(head_seq + U64_OFFSET, head_hash)
         try:
-            verified = verify_pack(data, keys, head, PackKind.MEMORY, require_chain=True)
+            verified = verify_pack(data, keys, head, PackKind.MEMORY, require_chain=True,
+                                   data_hash=digest)
         except PackError as exc:
             return self._refuse(
                 db, line_device, data, digest, Reason(exc.reason), exc.detail, exc.pack_id,

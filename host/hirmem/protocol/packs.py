@@ -199,6 +199,7 @@ def verify_pack(
     *,
     require_chain: bool = True,
     fast: bool = True,
+    data_hash: bytes | None = None,
 ) -> Verified:
     """Verify a pack against the trusted keys and the signer's chain head.
 
@@ -212,8 +213,11 @@ def verify_pack(
     fast path does not vouch, the strict reader and :meth:`Record.check` decide, with
     their messages. ``fast=False`` runs only those: the reference the fast path is
     tested against (same result, same refusal, for every input).
+
+    ``data_hash``: SHA-256 of ``data``, when the caller computed it already (the pack's
+    hash; computed here otherwise).
     """
-    read = _read_fast(data, kind) if fast else None
+    read = _read_fast(data, kind, data_hash) if fast else None
     if read is None:
         protected_raw, payload_raw, signature, kid = _envelope(data)
     else:
@@ -227,7 +231,7 @@ def verify_pack(
     ):
         raise _refuse(Reason.BAD_SIGNATURE, f"signature does not verify with key {kid.hex()}")
 
-    pack = _parse_payload(payload_raw, kind, kid, data) if read is None else read.pack
+    pack = _parse_payload(payload_raw, kind, kid, data, data_hash) if read is None else read.pack
     if pack.signer != trusted.signer:
         raise _refuse(
             Reason.WRONG_SIGNER,
@@ -294,7 +298,8 @@ _PACK_ID_HEAD = cbor.head(2, 2 * ID_SIZE)
 _HASH_HEAD = cbor.head(2, HASH_SIZE)
 
 
-def _read_fast(data: bytes, kind: PackKind, *, sound: bool = True) -> _FastRead | None:
+def _read_fast(data: bytes, kind: PackKind, digest: bytes | None = None, *,
+               sound: bool = True) -> _FastRead | None:  # fmt: skip
     """What :func:`_envelope` and :func:`_parse_payload` would return for ``data``, read
     by cbor2's C decoder, or None when that is not proven (then the strict reader
     decides, and says what is wrong). For a memory pack with ``sound``, also whether
@@ -386,7 +391,7 @@ def _read_fast(data: bytes, kind: PackKind, *, sound: bool = True) -> _FastRead 
     except Exception:  # anything cbor2 refuses, or a knowledge item: the strict reader
         return None
     pack = Pack(kind, pid, signer, seq, prev, created, parsed, protected[-KID_SIZE:], data,
-                hashlib.sha256(data).digest())  # fmt: skip
+                hashlib.sha256(data).digest() if digest is None else digest)  # fmt: skip
     return _FastRead(protected, payload, signature, pack, wire, vouched)
 
 
@@ -446,7 +451,8 @@ def read_unverified(data: bytes, kind: PackKind) -> Pack:
     return _parse_payload(payload_raw, kind, kid, data)
 
 
-def _parse_payload(raw: bytes, kind: PackKind, kid: bytes, encoded: bytes) -> Pack:
+def _parse_payload(raw: bytes, kind: PackKind, kid: bytes, encoded: bytes,
+                   digest: bytes | None = None) -> Pack:  # fmt: skip
     try:
         p = cbor.decode(raw)
     except CborError as exc:
@@ -488,5 +494,5 @@ def _parse_payload(raw: bytes, kind: PackKind, kid: bytes, encoded: bytes) -> Pa
         parsed,
         kid,
         encoded,
-        hashlib.sha256(encoded).digest(),
+        hashlib.sha256(encoded).digest() if digest is None else digest,
     )
