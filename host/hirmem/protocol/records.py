@@ -323,7 +323,7 @@ def wire_read(item: object, signer: bytes | None, link: bytes) -> tuple[bytes, b
     if (flags & ~_SCHEMA_SOURCE) | schema | (_SOURCE_PRESENT if source else 0) != flags:
         return encoding, False
     preimage = b"".join((_PREIMAGE_HEAD, middle, _HASH_HEAD, prev))  # record_hash's
-    return encoding, hashlib.sha256(preimage).digest() == digest  # fmt: skip
+    return encoding, hashlib.sha256(preimage).digest() == digest
 
 
 def wire_shaped(item: object) -> bool:
