@@ -221,7 +221,7 @@ def test_every_valid_pack_is_vouched_for_by_the_fast_path() -> None:
             link = rec.hash
         pack = sign_pack(KEY, PackKind.MEMORY, SIGNER, seq, prev, seq, recs)
         read = packs._read_fast(pack.encoded, PackKind.MEMORY)
-        assert read is not None and packs._records_sound(read.wire, read.pack)
+        assert read is not None and read.sound
         assert verify_pack(pack.encoded, KEYS, head, PackKind.MEMORY).pack == pack
         prev, head = pack.hash, ChainHead(seq, pack.hash)
 
@@ -352,3 +352,98 @@ def test_one_read_of_the_payload_gives_both_readers_their_answer() -> None:
         assert data == plain(payload), payload
         seen.add((consistent, data is None))
     assert len(seen) == 5  # every combination the readers can see was exercised
+
+
+def test_wire_read_writes_the_deterministic_encoding() -> None:
+    """wire_read's encoding (the verifier compares it with the bytes the record came
+    from) is ``cbor.encode(item)`` for every item it vouches for: records with a field
+    changed in value, type or size, over more distinct score rows than its memo keeps."""
+    from hirmem.protocol import records
+
+    rng = random.Random(17)
+    vouched = 0
+    for _ in range(12000):
+        item = random_wire(rng)
+        link = item[19] if len(item) == 20 else GENESIS
+        read = records.wire_read(item, SIGNER, link)
+        if read is None:
+            continue
+        vouched += 1
+        assert read[0] == cbor.encode(item), item
+        assert read[1] == wire_sound(item, SIGNER, link)
+    assert vouched > 3000, vouched
+    assert len(records._INTS) <= records._INTS_KEPT
+
+
+def test_an_integer_row_seen_before_does_not_vouch_for_a_bool_or_a_float() -> None:
+    """True == 1 and 1.0 == 1 as keys of the memo of integer rows: the types are checked
+    before it is asked, so a row of bools or floats is never taken for the ints."""
+    rng = random.Random(19)
+    item = random_record(rng, 1, GENESIS).to_wire()
+    assert wire_shaped(item)  # its integer row is in the memo now
+    for k in range(5, 18):
+        for other in (bool(item[k]) if item[k] in (0, 1) else None, float(item[k])):
+            if other is None:
+                continue
+            changed = list(item)
+            changed[k] = other
+            assert not wire_shaped(changed), (k, other)
+            data = sign_payload(cbor2.dumps([1, pack_id(SIGNER, 1), SIGNER, 1, GENESIS, 1,
+                                             [changed]]))  # fmt: skip
+            assert outcome(verify_pack, data, KEYS, None, PackKind.MEMORY) == outcome(
+                verify_pack, data, KEYS, None, PackKind.MEMORY, fast=False)
+
+
+def test_records_made_from_the_wire_are_records_in_every_respect() -> None:
+    """shaped_records (the twin class's objects turned into Records) against Record(*item):
+    equal, same hash and repr, frozen, copied, pickled and replaced alike."""
+    import copy
+    import dataclasses
+    import pickle
+
+    from hirmem.protocol.records import shaped_records
+
+    rng = random.Random(23)
+    items = [random_record(rng, n, GENESIS).to_wire() for n in range(200)]
+    made = shaped_records(items)
+    for item, rec in zip(items, made, strict=True):
+        plain = Record(*item)
+        assert type(rec) is Record
+        assert rec == plain and hash(rec) == hash(plain) and repr(rec) == repr(plain)
+        assert rec.to_wire() == item
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            rec.payload = b"changed"  # type: ignore[misc]
+        assert copy.copy(rec) == plain and pickle.loads(pickle.dumps(rec)) == plain
+        assert dataclasses.replace(rec, source="x") == dataclasses.replace(plain, source="x")
+    assert shaped_records([]) == ()
+
+
+def test_verified_wire_is_the_pack_records_as_decoded() -> None:
+    """Verified.wire (the store's rows) holds each record's fields in wire order, when
+    the fast path read the pack; the strict path leaves it None. The pack's own hash,
+    handed over as ``data_hash``, gives the same result."""
+    rng = random.Random(29)
+    prev = GENESIS
+    for seq in range(1, 40):
+        payload = wire_of(rng, seq, prev, rng.choice([0, 1, 8, 40]))
+        data = sign_payload(cbor.encode(payload))
+        got = verify_pack(data, KEYS, None if seq == 1 else ChainHead(seq - 1, prev),
+                          PackKind.MEMORY)  # fmt: skip
+        assert got.wire is not None
+        assert [Record(*row) for row in got.wire] == list(got.pack.items)
+        assert got.wire == payload[6]
+        head = None if seq == 1 else ChainHead(seq - 1, prev)
+        strict = verify_pack(data, KEYS, head, PackKind.MEMORY, fast=False)
+        assert strict.wire is None and strict.pack == got.pack
+        hashed = verify_pack(data, KEYS, head, PackKind.MEMORY,
+                             data_hash=hashlib.sha256(data).digest())  # fmt: skip
+        assert hashed.pack == got.pack and hashed.wire == got.wire
+        prev = got.pack.hash
+
+
+def test_sig_structure_is_the_encoded_array() -> None:
+    rng = random.Random(31)
+    for size in (0, 1, 23, 24, 255, 256, 1000, 65535, 65536):
+        protected, payload = rng.randbytes(size % 50), rng.randbytes(size)
+        assert sig_structure(protected, payload) == cbor.encode(
+            ["Signature1", protected, b"", payload])

@@ -33,10 +33,12 @@ import functools
 import hashlib
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hirmem.protocol import cbor
 from hirmem.protocol.clock import now_ms
@@ -284,16 +286,29 @@ def u64_out(stored: object) -> int:
     return int(stored) + U64_OFFSET  # type: ignore[call-overload, no-any-return]
 
 
-# A pack's records in one INSERT of many rows (up to RECORDS_PER_INSERT: 23 values each,
+# A pack's records in one INSERT of many rows (up to RECORDS_PER_INSERT: 20 values each,
 # within SQLite's variable limit); an id already held is skipped, and told apart from a
 # conflict afterwards (Store._record_conflicts)
 RECORDS_PER_INSERT = 256
+# The bytes fields of a wire record (id, payload, context, hash, prev_hash), bound as
+# bytearrays on the intake's path: sqlite3 binds int, float, str and bytearray values as
+# they are, and offers every other value (bytes too) to its adapter registry first (a
+# registry lookup and two failed attribute lookups, which cost several times the copy)
+_RECORD_BLOBS = (0, 1, 4, 18, 19)
 
 
 @functools.lru_cache(maxsize=RECORDS_PER_INSERT)
-def _insert_records_sql(rows: int) -> str:
-    row = "(" + ", ".join("?" * 23) + ")"
-    return f"INSERT INTO records VALUES {', '.join([row] * rows)} ON CONFLICT (id) DO NOTHING"
+def _insert_records_sql(rows: int, start: int = 0) -> str:
+    """The INSERT of ``rows`` records of one pack, the first at index ``start`` in the
+    pack. Parameters: ?1 the device, ?2 the pack id, then each record's 20 fields in wire
+    order (its index is written in the statement): the rows are the decoded records as
+    they are, one bound value a field."""
+    values = []
+    for j in range(rows):
+        first = 3 + 20 * j
+        fields = [f"?{first + k}" for k in range(20)]
+        values.append(f"({fields[0]}, ?1, ?2, {start + j}, {', '.join(fields[1:])})")
+    return f"INSERT INTO records VALUES {', '.join(values)} ON CONFLICT (id) DO NOTHING"
 
 
 # Records (and conflicting records) stored for one pack: the integrity check runs it
@@ -473,7 +488,9 @@ GROUP_MAX = 256  # packs committed in one transaction at most (take_pack, take_p
 # no reader asks for. Bound: DECODED_KEPT packs, about 12 KiB each (2,048: 25 MiB, the
 # lag of a follower two seconds behind 1,000 packs/s).
 DECODED_KEPT = 2048
-_DECODED: dict[bytes, Pack] = {}
+# an OrderedDict: a plain dict's first key, after many deletions at its front, is found
+# by skipping every deleted slot before it (until the table is rebuilt)
+_DECODED: OrderedDict[bytes, Pack] = OrderedDict()
 _DECODED_LOCK = threading.Lock()
 
 
@@ -481,7 +498,7 @@ def _keep_decoded(pack: Pack) -> None:
     with _DECODED_LOCK:
         _DECODED[pack.hash] = pack
         while len(_DECODED) > DECODED_KEPT:
-            del _DECODED[next(iter(_DECODED))]  # the oldest
+            _DECODED.popitem(last=False)  # the oldest
 
 
 class _Offer:
@@ -794,11 +811,12 @@ class Store:
         """One offered pack, inside the caller's transaction."""
         digest = hashlib.sha256(data).digest()
         # the pack if it is stored already, and the line device's key and chain head
+        # (bytearray parameters: see _RECORD_BLOBS)
         stored_id, stored_seq, owner, public, kid, head_seq, head_hash = db.execute(
             "SELECT p.pack_id, p.seq, p.device_id, d.public_key, d.kid, d.head_seq, "
             "d.head_hash FROM (SELECT 1) LEFT JOIN packs p ON p.hash = ? "
             "LEFT JOIN devices d ON d.device_id = ?",
-            (digest, line_device),
+            (bytearray(digest), bytearray(line_device)),
         ).fetchone()
         if stored_id is not None:
             if owner != line_device:
@@ -816,7 +834,8 @@ class Store:
             if head_seq is not None:
                 head = ChainHead(head_seq + U64_OFFSET, head_hash)
         try:
-            verified = verify_pack(data, keys, head, PackKind.MEMORY, require_chain=True)
+            verified = verify_pack(data, keys, head, PackKind.MEMORY, require_chain=True,
+                                   data_hash=digest)
         except PackError as exc:
             return self._refuse(
                 db, line_device, data, digest, Reason(exc.reason), exc.detail, exc.pack_id,
@@ -828,7 +847,7 @@ class Store:
         full = self._outbox_full(db)
         if full is not None:  # the device keeps the pack and offers it again
             return Intake("deferred", Reason.STORAGE, pack.pack_id, pack.seq, full)
-        stored, conflicts = self._insert_pack(db, pack)
+        stored, conflicts = self._insert_pack(db, pack, verified.wire)
         if self._outbox is not None:
             self._outbox_put(db, pack.pack_id)
         _keep_decoded(pack)
@@ -844,40 +863,45 @@ class Store:
             self._keys[(device_id, public)] = got
         return got
 
-    def _insert_pack(self, db: sqlite3.Connection, pack: Pack) -> tuple[int, tuple[bytes, ...]]:
+    def _insert_pack(
+        self, db: sqlite3.Connection, pack: Pack, wire: list[list[Any]] | None = None
+    ) -> tuple[int, tuple[bytes, ...]]:
         """Store an accepted pack: (records stored, ids of the records that conflict).
 
         Three statements for a pack of up to RECORDS_PER_INSERT records: the pack, its
-        records in one INSERT, the chain head. A record id is (device, boot, capture seq). The
-        same id again with the same hash is the same record (stored once); with another
-        hash it is a conflict: a device that reused ids. Both are kept, the second in
-        record_conflicts. The insert skips every id already held (``DO NOTHING``); only
-        when it skipped any are the ids looked up to tell the two apart.
+        records in one INSERT, the chain head. ``wire``: the records as the verifier
+        decoded them (:attr:`Verified.wire`), else they are read from ``pack.items``. A
+        record id is (device, boot, capture seq). The same id again with the same hash
+        is the same record (stored once); with another hash it is a conflict: a device
+        that reused ids. Both are kept, the second in record_conflicts. The insert skips
+        every id already held (``DO NOTHING``); only when it skipped any are the ids
+        looked up to tell the two apart.
         """
-        signer, pid = pack.signer, pack.pack_id
+        signer, pid = bytearray(pack.signer), bytearray(pack.pack_id)  # see _RECORD_BLOBS
         db.execute(
             "INSERT INTO packs (pack_id, device_id, seq, hash, prev, created, received, "
             "nrecords, raw) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (pid, signer, pack.seq - U64_OFFSET, pack.hash, pack.prev,
-             pack.created - U64_OFFSET, now_ms(), len(pack.items), pack.encoded),
+            (pid, signer, pack.seq - U64_OFFSET, bytearray(pack.hash), bytearray(pack.prev),
+             pack.created - U64_OFFSET, now_ms(), len(pack.items), bytearray(pack.encoded)),
         )  # fmt: skip
         records: list[Record] = pack.items  # type: ignore[assignment]
+        rows = wire if wire is not None else [r.to_wire() for r in records]
         stored = 0
-        for start in range(0, len(records), RECORDS_PER_INSERT):
-            values: list[object] = []
-            chunk = records[start:start + RECORDS_PER_INSERT]
-            for idx, r in enumerate(chunk, start):
-                values += (r.id, signer, pid, idx, r.payload, r.source,
-                           r.timestamp - U64_OFFSET, r.context, r.flags, r.h, r.i, r.r, r.f,
-                           r.c, r.rn, r.confidence, r.provenance, r.priority, r.w, r.state,
-                           r.layer, r.hash, r.prev_hash)  # fmt: skip
-            stored += db.execute(_insert_records_sql(len(chunk)), values).rowcount
+        for start in range(0, len(rows), RECORDS_PER_INSERT):
+            chunk = rows[start:start + RECORDS_PER_INSERT]
+            values: list[Any] = [signer, pid]
+            for row in chunk:
+                values += row
+                values[-17] -= U64_OFFSET  # the timestamp (field 3 of 20), as stored
+            for k in _RECORD_BLOBS:  # that field of every row
+                values[2 + k::20] = map(bytearray, values[2 + k::20])
+            stored += db.execute(_insert_records_sql(len(chunk), start), values).rowcount
         conflicts: list[bytes] = []
         if stored != len(records):
             conflicts = self._record_conflicts(db, pack, records)
         db.execute(
             "UPDATE devices SET head_seq = ?, head_hash = ? WHERE device_id = ?",
-            (pack.seq - U64_OFFSET, pack.hash, signer),
+            (pack.seq - U64_OFFSET, bytearray(pack.hash), signer),
         )
         return stored, tuple(conflicts)
 

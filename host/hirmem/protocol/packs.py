@@ -29,7 +29,7 @@ from hirmem.protocol import cbor
 from hirmem.protocol.cbor import Tag
 from hirmem.protocol.errors import CborError, HirmemError, PackError
 from hirmem.protocol.keys import ID_SIZE, KID_SIZE, PublicKey, SigningKey
-from hirmem.protocol.records import GENESIS, HASH_SIZE, Record, wire_shaped, wire_sound
+from hirmem.protocol.records import GENESIS, HASH_SIZE, Record, shaped_records, wire_read
 
 COSE_SIGN1_TAG = 18
 ALG_EDDSA = -8
@@ -126,6 +126,9 @@ class Pack:
 class Verified:
     pack: Pack
     duplicate: bool  # the same pack as the current head: acknowledge again, store nothing
+    # a memory pack's records as decoded, each its 20 fields in wire order, when the fast
+    # path read it (a store's rows, without reading every Record's attributes); else None
+    wire: list[list[Any]] | None = None
 
 
 def pack_id(signer: bytes, seq: int) -> bytes:
@@ -137,8 +140,13 @@ def protected_header(kid: bytes) -> bytes:
 
 
 def sig_structure(protected: bytes, payload: bytes) -> bytes:
-    """The bytes EdDSA signs (RFC 9052 §4.4), with empty external AAD."""
-    return cbor.encode(["Signature1", protected, b"", payload])
+    """The bytes EdDSA signs (RFC 9052 §4.4), with empty external AAD:
+    ``cbor.encode(["Signature1", protected, b"", payload])``, written from its heads."""
+    return b"".join((_SIG_STRUCTURE_HEAD, cbor.head(2, len(protected)), protected, b"\x40",
+                     cbor.head(2, len(payload)), payload))
+
+
+_SIG_STRUCTURE_HEAD = cbor.head(4, 4) + cbor.encode("Signature1")  # up to the protected header
 
 
 def sign_pack(
@@ -191,6 +199,7 @@ def verify_pack(
     *,
     require_chain: bool = True,
     fast: bool = True,
+    data_hash: bytes | None = None,
 ) -> Verified:
     """Verify a pack against the trusted keys and the signer's chain head.
 
@@ -199,13 +208,16 @@ def verify_pack(
     may have missed versions, and relies on the sequence alone.
 
     The pack is read once (:func:`_read_fast`: one cbor2 decode of the envelope and one
-    of the payload, the canonical form checked once for the whole payload) and each
-    record checked without raising (:func:`~hirmem.protocol.records.wire_sound`); where
-    the fast path does not vouch, the strict reader and :meth:`Record.check` decide,
-    with their messages. ``fast=False`` runs only those: the reference the fast path is
+    of the payload; each record's shape, deterministic encoding and soundness checked
+    in one pass without raising, :func:`~hirmem.protocol.records.wire_read`); where the
+    fast path does not vouch, the strict reader and :meth:`Record.check` decide, with
+    their messages. ``fast=False`` runs only those: the reference the fast path is
     tested against (same result, same refusal, for every input).
+
+    ``data_hash``: SHA-256 of ``data``, when the caller computed it already (the pack's
+    hash; computed here otherwise).
     """
-    read = _read_fast(data, kind) if fast else None
+    read = _read_fast(data, kind, data_hash) if fast else None
     if read is None:
         protected_raw, payload_raw, signature, kid = _envelope(data)
     else:
@@ -219,7 +231,7 @@ def verify_pack(
     ):
         raise _refuse(Reason.BAD_SIGNATURE, f"signature does not verify with key {kid.hex()}")
 
-    pack = _parse_payload(payload_raw, kind, kid, data) if read is None else read.pack
+    pack = _parse_payload(payload_raw, kind, kid, data, data_hash) if read is None else read.pack
     if pack.signer != trusted.signer:
         raise _refuse(
             Reason.WRONG_SIGNER,
@@ -243,20 +255,11 @@ def verify_pack(
                 f"prev {pack.prev.hex()[:16]}… does not match the chain head {want.hex()[:16]}…",
                 pack,
             )
-    if kind == PackKind.MEMORY and (read is None or not _records_sound(read.wire, pack)):
+    if kind != PackKind.MEMORY:
+        return Verified(pack, duplicate=False)
+    if read is None or not read.sound:
         _check_records(pack)
-    return Verified(pack, duplicate=False)
-
-
-def _records_sound(wire: list[list[Any]], pack: Pack) -> bool:
-    """Whether every record of a fast-read pack passes :func:`_check_records`."""
-    link = pack.prev
-    signer = pack.signer
-    for item in wire:
-        if not wire_sound(item, signer, link):
-            return False
-        link = item[18]  # its hash
-    return True
+    return Verified(pack, duplicate=False, wire=None if read is None else read.wire)
 
 
 def _check_records(pack: Pack) -> None:
@@ -282,34 +285,44 @@ class _FastRead:
     signature: bytes
     pack: Pack
     wire: list[list[Any]]  # the records as decoded (memory packs; empty for knowledge)
+    sound: bool  # every record passes _check_records (memory packs read with sound=True)
 
 
 # the protected header {1: -8, 4: kid} in its one deterministic encoding, up to the kid;
-# and the head of a tagged COSE_Sign1 array of four
+# the head of a tagged COSE_Sign1 array of four; the head of the payload array of seven
 _PROTECTED_HEAD = protected_header(bytes(KID_SIZE))[:-KID_SIZE]
 _SIGN1_HEAD = cbor.encode(Tag(COSE_SIGN1_TAG, [b"", {}, b"", b""]))[:2]
+_PAYLOAD_HEAD = cbor.head(4, 7)
+_ID_HEAD = cbor.head(2, ID_SIZE)
+_PACK_ID_HEAD = cbor.head(2, 2 * ID_SIZE)
+_HASH_HEAD = cbor.head(2, HASH_SIZE)
 
 
-def _read_fast(data: bytes, kind: PackKind) -> _FastRead | None:
+def _read_fast(data: bytes, kind: PackKind, digest: bytes | None = None, *,
+               sound: bool = True) -> _FastRead | None:  # fmt: skip
     """What :func:`_envelope` and :func:`_parse_payload` would return for ``data``, read
     by cbor2's C decoder, or None when that is not proven (then the strict reader
-    decides, and says what is wrong).
+    decides, and says what is wrong). For a memory pack with ``sound``, also whether
+    every record passes :func:`_check_records` (each checked in the same pass).
 
     The proof, as for :func:`hirmem.protocol.cbor.decode`: every value taken is checked
     to be exactly of the type and size the strict readers require (so nothing cbor2
     decodes beyond hirmem CBOR — floats, tags other than 18, simple values, maps with
     keys — gets through), and the bytes are the one deterministic encoding of that
-    value (the envelope rebuilt and compared; the payload re-encoded by cbor2 and
-    compared: arrays, integers and strings only, so its canonical form is hirmem's).
-    The strict reader accepts exactly the deterministic encodings and decodes them to
-    the value encoded, so it would return these same values. Records are taken only
-    when :func:`~hirmem.protocol.records.wire_shaped` (what ``Record.from_wire``
-    accepts) holds for each.
+    value: the envelope and the payload's fields rebuilt from their heads and compared,
+    each record's encoding written by :func:`~hirmem.protocol.records.wire_read` from
+    the values it checked and compared in place (a knowledge pack's items re-encoded by
+    cbor2: arrays, integers and strings only, so its canonical form is hirmem's), and
+    nothing after the last. The strict reader accepts exactly the deterministic
+    encodings and decodes them to the value encoded, so it would return these same
+    values. Records are taken only when ``wire_read`` vouches for their shape (what
+    ``Record.from_wire`` accepts).
     """
     if len(data) > MAX_PACK:
         return None
     try:
-        outer = cbor2.loads(data)
+        # read_size: the input in one read (cbor2 reads item by item otherwise)
+        outer = cbor2.loads(data, read_size=len(data) or 1)
         if type(outer) is not cbor2.CBORTag or outer.tag != COSE_SIGN1_TAG:
             return None
         body = outer.value
@@ -326,11 +339,12 @@ def _read_fast(data: bytes, kind: PackKind) -> _FastRead | None:
             or not protected.startswith(_PROTECTED_HEAD)
         ):
             return None
-        rebuilt = (_SIGN1_HEAD, cbor.encode(protected), b"\xa0", cbor.encode(payload),
-                   cbor.encode(signature))  # the one deterministic encoding of the envelope
-        if data != b"".join(rebuilt):
+        envelope = (_SIGN1_HEAD, cbor.head(2, len(protected)), protected, b"\xa0",
+                    cbor.head(2, len(payload)), payload, cbor.head(2, len(signature)),
+                    signature)  # the one deterministic encoding of the envelope
+        if data != b"".join(envelope):
             return None
-        p = cbor2.loads(payload)
+        p = cbor2.loads(payload, read_size=len(payload) or 1)
         if type(p) is not list or len(p) != 7:
             return None
         k, pid, signer, seq, prev, created, items = p
@@ -350,22 +364,35 @@ def _read_fast(data: bytes, kind: PackKind) -> _FastRead | None:
             or type(items) is not list
         ):
             return None
+        fields = b"".join((_PAYLOAD_HEAD, cbor.head(0, k), _PACK_ID_HEAD, pid, _ID_HEAD, signer,
+                           cbor.head(0, seq), _HASH_HEAD, prev, cbor.head(0, created),
+                           cbor.head(4, len(items))))  # fmt: skip
+        if not payload.startswith(fields):
+            return None
         parsed: tuple[Record, ...] | tuple[KnowledgeItem, ...]
         if kind == PackKind.MEMORY:
-            if not all(map(wire_shaped, items)):
+            at, link, vouched = len(fields), prev, sound
+            for item in items:
+                read = wire_read(item, signer if vouched else None, link)
+                if read is None or not payload.startswith(read[0], at):
+                    return None
+                at += len(read[0])
+                vouched = read[1]
+                link = item[18]  # its hash
+            if at != len(payload):
                 return None
-            parsed = tuple([Record(*item) for item in items])
+            parsed = shaped_records(items)
             wire = items
         else:
             parsed = tuple(KnowledgeItem.from_wire(it) for it in items)
-            wire = []
-        if cbor2.dumps(p) != payload:  # the one deterministic encoding (no maps in it)
-            return None
+            wire, vouched = [], False
+            if cbor2.dumps(p) != payload:  # the one deterministic encoding (no maps in it)
+                return None
     except Exception:  # anything cbor2 refuses, or a knowledge item: the strict reader
         return None
     pack = Pack(kind, pid, signer, seq, prev, created, parsed, protected[-KID_SIZE:], data,
-                hashlib.sha256(data).digest())  # fmt: skip
-    return _FastRead(protected, payload, signature, pack, wire)
+                hashlib.sha256(data).digest() if digest is None else digest)  # fmt: skip
+    return _FastRead(protected, payload, signature, pack, wire, vouched)
 
 
 def _envelope(data: bytes) -> tuple[bytes, bytes, bytes, bytes]:
@@ -417,14 +444,15 @@ def read_unverified(data: bytes, kind: PackKind) -> Pack:
     id and seq of a knowledge pack it pushes; the device verifies it): trust nothing
     in the result. Raises :class:`PackError` for a pack that is not well formed.
     """
-    read = _read_fast(data, kind)
+    read = _read_fast(data, kind, sound=False)
     if read is not None:
         return read.pack
     _, payload_raw, _, kid = _envelope(data)
     return _parse_payload(payload_raw, kind, kid, data)
 
 
-def _parse_payload(raw: bytes, kind: PackKind, kid: bytes, encoded: bytes) -> Pack:
+def _parse_payload(raw: bytes, kind: PackKind, kid: bytes, encoded: bytes,
+                   digest: bytes | None = None) -> Pack:  # fmt: skip
     try:
         p = cbor.decode(raw)
     except CborError as exc:
@@ -466,5 +494,5 @@ def _parse_payload(raw: bytes, kind: PackKind, kid: bytes, encoded: bytes) -> Pa
         parsed,
         kid,
         encoded,
-        hashlib.sha256(encoded).digest(),
+        hashlib.sha256(encoded).digest() if digest is None else digest,
     )

@@ -15,10 +15,9 @@ the signer's previous pack) and each later record to the one before it.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, make_dataclass
 from enum import IntEnum
 from types import EllipsisType
 from typing import Any
@@ -228,12 +227,13 @@ class Record:
 
 
 # ---- the pack verifier's fast path ---------------------------------------------------------
-# A pack's records arrive as cbor2's lists. The two predicates below say, without building
-# a Record or raising, whether ``Record.from_wire(item)`` would succeed (wire_shaped) and
-# whether its ``check(link)`` would pass with the id the signer's (wire_sound). Each is
-# exactly as strict as the method it stands for: True only where that method accepts.
-# False means "not vouched for": the verifier then runs the methods themselves, which
-# raise with the reason (or accept what the predicate was too cautious to vouch for).
+# A pack's records arrive as cbor2's lists. :func:`wire_read` says in one pass, without
+# building a Record or raising, whether ``Record.from_wire(item)`` would succeed, what the
+# item's deterministic CBOR encoding is (the verifier compares it with the bytes it came
+# from), and whether its ``check(link)`` would pass with the id the signer's. It is
+# exactly as strict as the methods it stands for: it vouches only where they accept.
+# "Not vouched for" sends the verifier to the methods themselves, which raise with the
+# reason (or accept what the fast path was too cautious to vouch for).
 
 _WIRE_TYPES = (bytes, bytes, str, int, bytes, *(int,) * 13, bytes, bytes)
 _U64 = 1 << 64
@@ -241,61 +241,7 @@ _SCHEMA_SOURCE = int(Check.SCHEMA_VALID | Check.SOURCE_PRESENT)
 _SCHEMA_VALID = int(Check.SCHEMA_VALID)
 _SOURCE_PRESENT = int(Check.SOURCE_PRESENT)
 _EPISODIC = int(Layer.EPISODIC)
-
-
-def wire_shaped(item: object) -> bool:
-    """Whether :meth:`Record.from_wire` accepts ``item`` (types, sizes, ranges)."""
-    if type(item) is not list or len(item) != 20 or tuple(map(type, item)) != _WIRE_TYPES:
-        return False
-    (rid, payload, source, ts, context, flags, h, i, r, f, c, rn, q, p, priority, w,
-     state, layer, digest, prev) = item  # fmt: skip
-    scores = (h, i, r, f, c, rn, q, p, priority, w)
-    return (
-        len(rid) == RECORD_ID_SIZE
-        and len(payload) <= MAX_PAYLOAD
-        # at most 4 UTF-8 bytes a character: short text needs no encoding to be measured
-        and (len(source) * 4 <= MAX_SOURCE or len(source.encode()) <= MAX_SOURCE)
-        and len(context) == HASH_SIZE
-        and len(digest) == HASH_SIZE
-        and len(prev) == HASH_SIZE
-        and 0 <= ts < _U64
-        and 0 <= flags <= _UINT_LIMITS["flags"]
-        and min(scores) >= 0
-        and max(scores) <= 0x10000
-        and 0 <= state <= _UINT_LIMITS["state"]
-        and 0 <= layer <= _UINT_LIMITS["layer"]
-    )
-
-
-@functools.lru_cache(maxsize=4096)
-def _expected_scores(flags: int, quality: int, provenance: int) -> tuple[int, ...]:
-    """(h, i, r, f, c, rn, w, state, layer) the gate gives a device record (a pure
-    function of three ints the caller has checked are ints: bounded memo)."""
-    g = evaluate(flags, quality, provenance)
-    return (g.h, g.i, g.r, g.f, g.c, g.rn, g.w, int(g.disposition), _EPISODIC)
-
-
-def wire_sound(item: list[Any], signer: bytes, link: bytes) -> bool:
-    """For an ``item`` that is :func:`wire_shaped`: whether its id starts with
-    ``signer`` and ``Record.from_wire(item).check(link)`` passes (link, hash, normalised
-    flags, gate scores, state and layer)."""
-    (rid, payload, source, ts, context, flags, h, i, r, f, c, rn, q, p, _, w,
-     state, layer, digest, prev) = item  # fmt: skip
-    if rid[: len(signer)] != signer or prev != link:
-        return False
-    # normalise(): context and source sizes hold for a shaped record, the payload's too
-    schema = _SCHEMA_VALID if payload and ts > 0 else 0
-    if (flags & ~_SCHEMA_SOURCE) | schema | (_SOURCE_PRESENT if source else 0) != flags:
-        return False
-    try:
-        want = _expected_scores(flags, q, p)
-    except HirmemError:  # the gate refuses its inputs; check() says so
-        return False
-    if (h, i, r, f, c, rn, w, state, layer) != want:
-        return False
-    carried: bytes = digest
-    return hashlib.sha256(_shaped_preimage(rid, payload, source, ts, context, prev)).digest() \
-        == carried  # fmt: skip
+_SCORE_MAX = 0x10000
 
 
 def _heads(make: Any, sizes: int) -> tuple[bytes, ...]:
@@ -307,18 +253,111 @@ _BYTES_HEADS = _heads(bytes, MAX_PAYLOAD)
 _TEXT_HEADS = _heads(lambda n: "a" * n, MAX_SOURCE)
 _ID_HEAD = cbor.encode(bytes(RECORD_ID_SIZE))[:1]
 _HASH_HEAD = cbor.encode(bytes(HASH_SIZE))[:2]
+_RECORD_HEAD = cbor.head(4, 20)
+_PREIMAGE_HEAD = cbor.head(4, 6)
+_U64_HEAD = cbor.head(0, 1 << 32)[:1]  # an unsigned integer of 8 bytes
+
+# The thirteen integers of a record (flags … layer) as a key: their encoding and whether
+# the gate gives exactly those scores, state and layer for its flags, Q and P. A device's
+# records repeat a few such rows; bounded (cleared when full, so an adversary's many
+# distinct rows only cost their computation).
+_INTS_KEPT = 4096
+_INTS: dict[tuple[int, ...], tuple[bytes, bool]] = {}
 
 
-def _shaped_preimage(
-    rid: bytes, payload: bytes, source: str, ts: int, context: bytes, prev: bytes
-) -> bytes:
-    """:func:`record_hash`'s preimage for the fields of a shaped record (sizes within
-    their limits, ``ts`` a u64), written without looking at types: the same bytes."""
+def _ints_row(key: tuple[int, ...]) -> tuple[bytes, bool] | None:
+    """The encoding of ``key`` (flags, h, i, r, f, c, rn, confidence, provenance,
+    priority, w, state, layer) and whether the gate agrees with it; None when a value
+    is out of the range :meth:`Record.from_wire` allows."""
+    flags, h, i, r, f, c, rn, q, p, priority, w, state, layer = key
+    scores = (h, i, r, f, c, rn, q, p, priority, w)
+    if not (0 <= flags <= _UINT_LIMITS["flags"] and min(scores) >= 0
+            and max(scores) <= _SCORE_MAX and 0 <= state <= _UINT_LIMITS["state"]
+            and 0 <= layer <= _UINT_LIMITS["layer"]):  # fmt: skip
+        return None
+    try:
+        g = evaluate(flags, q, p)
+        agrees = (h, i, r, f, c, rn, w, state, layer) == (
+            g.h, g.i, g.r, g.f, g.c, g.rn, g.w, int(g.disposition), _EPISODIC)
+    except HirmemError:  # the gate refuses its inputs; check() says so
+        agrees = False
+    row = (b"".join([cbor.head(0, v) for v in key]), agrees)
+    if len(_INTS) >= _INTS_KEPT:
+        _INTS.clear()
+    _INTS[key] = row
+    return row
+
+
+def wire_read(item: object, signer: bytes | None, link: bytes) -> tuple[bytes, bool] | None:
+    """None when :meth:`Record.from_wire` refuses ``item`` (types, sizes, ranges); else
+    the item's deterministic CBOR encoding and whether it is sound: its id starts with
+    ``signer`` and ``Record.from_wire(item).check(link)`` passes (link, hash, normalised
+    flags, gate scores, state and layer). ``signer`` None: soundness is not asked (False).
+
+    The encoding is written from the values the types were checked for, so it equals
+    ``cbor.encode(item)`` for every item this does not refuse; the record's hash
+    preimage shares its middle (id … context) with it."""
+    if type(item) is not list or len(item) != 20 or tuple(map(type, item)) != _WIRE_TYPES:
+        return None
+    (rid, payload, source, ts, context, flags, h, i, r, f, c, rn, q, p, priority, w,
+     state, layer, digest, prev) = item  # fmt: skip
+    key = (flags, h, i, r, f, c, rn, q, p, priority, w, state, layer)
+    ints = _INTS.get(key) or _ints_row(key)
+    if ints is None or not (
+        len(rid) == RECORD_ID_SIZE and len(payload) <= MAX_PAYLOAD
+        and len(context) == HASH_SIZE and len(digest) == HASH_SIZE
+        and len(prev) == HASH_SIZE and 0 <= ts < _U64
+    ):  # fmt: skip
+        return None
     text = source.encode()
-    stamp = b"\x1b" + ts.to_bytes(8, "big") if ts >= 1 << 32 else cbor.encode(ts)
-    return b"".join((b"\x86", _ID_HEAD, rid, _BYTES_HEADS[len(payload)], payload,
-                     _TEXT_HEADS[len(text)], text, stamp, _HASH_HEAD, context, _HASH_HEAD,
-                     prev))  # fmt: skip
+    if len(text) > MAX_SOURCE:
+        return None
+    stamp = _U64_HEAD + ts.to_bytes(8, "big") if ts >> 32 else cbor.head(0, ts)
+    middle = b"".join((_ID_HEAD, rid, _BYTES_HEADS[len(payload)], payload,
+                       _TEXT_HEADS[len(text)], text, stamp, _HASH_HEAD, context))
+    encoding = b"".join((_RECORD_HEAD, middle, ints[0], _HASH_HEAD, digest, _HASH_HEAD, prev))
+    if signer is None or not ints[1] or prev != link or rid[: len(signer)] != signer:
+        return encoding, False
+    # normalise(): context and source sizes hold for a shaped record, the payload's too
+    schema = _SCHEMA_VALID if payload and ts > 0 else 0
+    if (flags & ~_SCHEMA_SOURCE) | schema | (_SOURCE_PRESENT if source else 0) != flags:
+        return encoding, False
+    preimage = b"".join((_PREIMAGE_HEAD, middle, _HASH_HEAD, prev))  # record_hash's
+    return encoding, hashlib.sha256(preimage).digest() == digest
+
+
+def wire_shaped(item: object) -> bool:
+    """Whether :meth:`Record.from_wire` accepts ``item`` (types, sizes, ranges)."""
+    return wire_read(item, None, GENESIS) is not None
+
+
+def wire_sound(item: list[Any], signer: bytes, link: bytes) -> bool:
+    """For an ``item`` that is :func:`wire_shaped`: whether its id starts with
+    ``signer`` and ``Record.from_wire(item).check(link)`` passes (link, hash, normalised
+    flags, gate scores, state and layer)."""
+    read = wire_read(item, signer, link)
+    return read is not None and read[1]
+
+
+# Records of shaped items, made through a twin class with Record's slots that is not
+# frozen: a frozen dataclass sets each of its 20 fields through object.__setattr__ (about
+# 1.4 µs a record), the twin's plain attribute stores take a fifth of that; the object
+# then becomes a Record (__class__ assignment: the layouts are the same slots).
+_RecordTwin: Any = make_dataclass(
+    "_RecordTwin", [(f.name, f.type) for f in fields(Record)], slots=True, eq=False,
+    repr=False, match_args=False,
+)  # fmt: skip
+
+
+def shaped_records(items: list[list[Any]]) -> tuple[Record, ...]:
+    """``tuple(Record(*item) for item in items)`` for items :func:`wire_read` vouched
+    for (nothing is checked here)."""
+    out = []
+    for item in items:
+        made = _RecordTwin(*item)
+        made.__class__ = Record
+        out.append(made)
+    return tuple(out)
 
 
 _UINT_FIELDS = (
