@@ -24,6 +24,7 @@ from hirmem.daemon.store import Store as DaemonStore
 from hirmem.memory import distill, packaudit
 from hirmem.memory.audit import Entry
 from hirmem.memory.config import MemoryConfig
+from hirmem.memory.distill_schema import STATS_NAMES
 from hirmem.memory.embed import HashEmbedder
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.follow import follow_intake
@@ -144,13 +145,13 @@ def _stats(engine: MemoryEngine) -> list[tuple[Any, ...]]:
     """The distillates, each with the window it continues named by its key and first
     time (pattern ids are host ids, numbered in the order patterns were born)."""
     with engine.store.reading() as db:
-        rows = [tuple(r) for r in db.execute(
-            "SELECT memory_id, form, device, subject, attribute, value_key, open, stats "
-            "FROM distillates ORDER BY rowid")]  # fmt: skip
-    window = {r[0]: (*r[1:6], json.loads(r[7])["first_ms"]) for r in rows if r[0]}
+        rows = [(*r[:7], dict(zip(STATS_NAMES, r[7:], strict=True))) for r in db.execute(
+            "SELECT memory_id, form, device, subject, attribute, value_key, open, "
+            f"{', '.join(STATS_NAMES)} FROM distillates ORDER BY rowid")]  # fmt: skip
+    window = {r[0]: (*r[1:6], r[7]["first_ms"]) for r in rows if r[0]}
     out = []
     for r in rows:
-        stats = json.loads(r[7])
+        stats = r[7]
         stats["prev"] = window.get(stats["prev"], stats["prev"])
         out.append((*r[:7], stats))
     return out

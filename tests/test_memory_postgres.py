@@ -98,7 +98,7 @@ def test_a_fresh_store_has_every_trigger_and_reopens_clean(target: PgTarget) -> 
     e = engine(target)
     assert e.store.missing_triggers() == []
     assert e.verify_audit().ok
-    assert e.store.schema_version == 6
+    assert e.store.schema_version == 7
     e.close()
 
 

@@ -48,6 +48,7 @@ from typing import Any
 
 from hirmem.memory import dynamics, review
 from hirmem.memory.config import MemoryConfig
+from hirmem.memory.distill_schema import STATS_NAMES
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.model import Memory, State
 from hirmem.memory.recall import RecallFilter, RecallHit, RecallIndex
@@ -299,6 +300,10 @@ def read_view(engine: MemoryEngine, now: float) -> View:
     )  # fmt: skip
 
 
+# where a distillate's times are in its row of ``SELECT 'd', * FROM distillates``
+_TIMES = {9 + STATS_NAMES.index(name) for name in ("first_ms", "last_ms", "since_ms")}
+
+
 def canonical(v: View) -> bytes:
     """A digest of the state up to ids and absolute time: rows in content order, each
     id replaced by its position, every time made relative to the clock."""
@@ -341,12 +346,8 @@ def canonical(v: View) -> bytes:
                 continue
             if row[0] == "l" and pos == 2:
                 items.append(opened.get(x))
-            elif isinstance(x, str) and x.startswith("{"):
-                stats = json.loads(x)
-                for key in ("first_ms", "last_ms", "since_ms"):
-                    stats[key] = round(v.now * 1000) - stats.get(key, 0)
-                stats["prev"] = rel(stats.get("prev", ""))
-                items.append(json.dumps(stats, sort_keys=True))
+            elif row[0] == "d" and pos in _TIMES:  # a statistic that is a time (ms)
+                items.append(round(v.now * 1000) - x)
             else:
                 items.append(rel(x))
         side.append(tuple(items))

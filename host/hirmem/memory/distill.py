@@ -46,17 +46,17 @@ links to the closed one.
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
 import math
 import weakref
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hirmem.memory.audit import Entry
 from hirmem.memory.contradiction import same_value, single_valued
+from hirmem.memory.distill_schema import SCHEMA, STATS_NAMES
 from hirmem.memory.dynamics import decay_between, strength_step
 from hirmem.memory.model import Memory, State
 from hirmem.memory.observe import OUTCOMES_OK, is_episode, number
@@ -109,32 +109,14 @@ __all__ = ["SCHEMA", "Distillate", "Episode", "PatternStep", "Stats", "baseline"
            "baseline_aligned", "distillate_of", "episodes_of", "on_episode",
            "on_episodes", "patterns", "reconsider", "write_steps"]  # fmt: skip
 
-SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS distillates (
-        rowid INTEGER PRIMARY KEY,
-        memory_id TEXT NOT NULL,
-        form TEXT NOT NULL,
-        device TEXT NOT NULL, subject TEXT NOT NULL, attribute TEXT NOT NULL,
-        value_key TEXT NOT NULL,
-        open INTEGER NOT NULL,
-        stats TEXT NOT NULL
-    )""",
-    "CREATE INDEX IF NOT EXISTS distillates_key "
-    "ON distillates(device, subject, attribute, value_key, open)",
-    "CREATE INDEX IF NOT EXISTS distillates_memory ON distillates(memory_id)",
-    """CREATE TABLE IF NOT EXISTS distill_links (
-        episode_id TEXT PRIMARY KEY,
-        distillate INTEGER NOT NULL
-    )""",
-    "CREATE INDEX IF NOT EXISTS distill_links_of ON distill_links(distillate)",
-)
-
 FORMS = {"reading": "reading", "fact": "state", "event": "event", "action": "action"}
+_LIVE = frozenset({State.CANDIDATE, State.CONSOLIDATED})  # the states an episode feeds from
 
 
 @dataclass
 class Stats:
-    """Running statistics of one distillate (kept as JSON in its row)."""
+    """Running statistics of one distillate (kept in its row, a column each:
+    :data:`hirmem.memory.distill_schema.STATS_COLUMNS`, in this order)."""
 
     n: int = 0
     first_ms: int = 0
@@ -161,7 +143,6 @@ class Stats:
     failures: int = 0
     result: str = ""
     prev: str = ""  # memory id of the closed window this one continues
-    extra: dict[str, str] = field(default_factory=dict)
 
     @property
     def mean(self) -> float:
@@ -202,24 +183,25 @@ def ensure_schema(engine: MemoryEngine) -> None:
         engine.store.db.execute(statement)
 
 
-def _row(r: tuple[object, ...]) -> Distillate:
-    stats = Stats(**json.loads(str(r[8])))
-    return Distillate(int(str(r[0])), str(r[1]), str(r[2]), str(r[3]), str(r[4]), str(r[5]),
-                      str(r[6]), bool(r[7]), stats)  # fmt: skip
+if tuple(f.name for f in fields(Stats)) != STATS_NAMES:  # the row's columns, in order
+    raise ImportError("distill.Stats and distill_schema.STATS_COLUMNS disagree")
+
+
+def _row(r: Sequence[Any]) -> Distillate:
+    return Distillate(int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]), str(r[5]),
+                      str(r[6]), bool(r[7]), Stats(*r[8:]))  # fmt: skip
 
 
 _SELECT = (
-    "SELECT rowid, memory_id, form, device, subject, attribute, value_key, open, stats "
-    "FROM distillates"
-)
+    "SELECT rowid, memory_id, form, device, subject, attribute, value_key, open, "
+    + ", ".join(STATS_NAMES) + " FROM distillates"
+)  # fmt: skip
+_STATS_SET = ", ".join(f"{name} = ?" for name in STATS_NAMES)
 
 
-_ENCODE = json.JSONEncoder(check_circular=False).encode  # what json.dumps writes
-
-
-def _json(stats: Stats) -> str:
-    # vars(), not asdict(): no deep copy on every episode; ±Infinity round-trips in Python
-    return _ENCODE(vars(stats))
+def _values(stats: Stats) -> tuple[Any, ...]:
+    """The statistics as their columns take them (vars(), not astuple(): no deep copy)."""
+    return tuple(vars(stats).values())
 
 
 def distillate_of(engine: MemoryEngine, memory_id: str) -> Distillate | None:
@@ -270,8 +252,9 @@ def _open_distillate(engine: MemoryEngine, m: Episode, read: Read | None = None)
     stats = Stats(first_ms=m.timestamp, last_ms=m.timestamp, since_ms=m.timestamp, prev=prev)
     cur = engine.store.db.execute(
         "INSERT INTO distillates (memory_id, form, device, subject, attribute, value_key, "
-        "open, stats) VALUES ('', ?, ?, ?, ?, ?, 1, ?)",
-        (form, device, subject, attribute, value_key, _json(stats)),
+        f"open, {', '.join(STATS_NAMES)}) VALUES ('', ?, ?, ?, ?, ?, 1"
+        + ", ?" * len(STATS_NAMES) + ")",
+        (form, device, subject, attribute, value_key, *_values(stats)),
     )
     return Distillate(int(cur.lastrowid or 0), "", form, device, subject, attribute,
                       value_key, True, stats)  # fmt: skip
@@ -461,7 +444,9 @@ def baseline(
     d = _read_open(engine, ("reading", device, subject, attribute, ""), read, keep=True)
     if d is None or not d.memory_id or d.stats.n < engine.config.baseline_min_episodes:
         return None
-    return copy.copy(d.stats)
+    out = object.__new__(Stats)  # copy.copy(), without its reduce protocol
+    out.__dict__.update(vars(d.stats))
+    return out
 
 
 def baseline_aligned(engine: MemoryEngine, base: Stats | None, value: str) -> bool | None:
@@ -546,8 +531,8 @@ def _scored(m: Memory, s: Stats, engine: MemoryEngine, **changes: object) -> Mem
 
 def _save_stats(engine: MemoryEngine, d: Distillate, memory_id: str | None = None) -> None:
     engine.store.db.execute(
-        "UPDATE distillates SET stats = ?, memory_id = ? WHERE rowid = ?",
-        (_json(d.stats), d.memory_id if memory_id is None else memory_id, d.rowid),
+        f"UPDATE distillates SET {_STATS_SET}, memory_id = ? WHERE rowid = ?",
+        (*_values(d.stats), d.memory_id if memory_id is None else memory_id, d.rowid),
     )
     cache = open_cache(engine)
     if memory_id is not None and memory_id != d.memory_id:
@@ -608,8 +593,8 @@ def on_episodes(
     distillates their pack already read (:func:`baseline`)."""
     live = [
         m for m in ms
-        if m.state in (State.CANDIDATE, State.CONSOLIDATED) and not m.flagged  # a disputed
-        and m.kind in FORMS and is_episode(m.kind, m.subject, m.attribute)  # claim waits
+        if m.state in _LIVE and not m.flagged  # a disputed claim waits
+        and m.kind in FORMS and is_episode(m.kind, m.subject, m.attribute)
     ]  # fmt: skip
     if not live:
         return
@@ -618,7 +603,12 @@ def on_episodes(
     for m in live:
         if m.id not in done:  # already distilled
             done.add(m.id)
-            groups.setdefault(_key(engine, m), []).append(m)
+            key = _key(engine, m)
+            group = groups.get(key)
+            if group is None:
+                groups[key] = [m]
+            else:
+                group.append(m)
     deferred: Deferred | None = None if steps is None else []
     try:
         for group in groups.values():
@@ -797,8 +787,8 @@ def _steps_of(engine: MemoryEngine, deferred: Deferred) -> list[PatternStep]:
         [(m.id, d.rowid) for d, pending in deferred for m, _ in pending],
     )
     engine.store.db.executemany(
-        "UPDATE distillates SET stats = ? WHERE rowid = ?",
-        [(_json(d.stats), d.rowid) for d, _ in deferred],
+        f"UPDATE distillates SET {_STATS_SET} WHERE rowid = ?",
+        [(*_values(d.stats), d.rowid) for d, _ in deferred],
     )
     cache = open_cache(engine)
     for d, _ in deferred:

@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from hirmem.memory import store_pg
+from hirmem.memory.distill_schema import stats_as_columns
 from hirmem.memory.model import Layer, Memory, State
 from hirmem.protocol.errors import HirmemError
 from hirmem.sql import Connection, PgTarget
@@ -200,7 +201,11 @@ _V6 = """
 CREATE TABLE admissions (memory INTEGER PRIMARY KEY, seq INTEGER NOT NULL, pos INTEGER NOT NULL);
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+# v7: a distillate's statistics in a column each, not one JSON document (a pack's step
+# writes numbers; see hirmem.memory.distill_schema). A step in Python: the documents
+# hold ±Infinity, which no JSON function of either database reads.
+Migration = str | Callable[[Connection], None]  # a script, or a step given the connection
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, stats_as_columns)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 COLUMNS: tuple[str, ...] = (
@@ -343,8 +348,12 @@ class Store:
                 with self.transaction():
                     if self.schema_version > version:
                         continue  # another process migrated it meanwhile
-                    for statement in _statements(MIGRATIONS[version]):
-                        self._migrate_statement(statement)
+                    step = MIGRATIONS[version]
+                    if isinstance(step, str):
+                        for statement in _statements(step):
+                            self._migrate_statement(statement)
+                    else:
+                        step(self.db)
                     if isinstance(self.db, PgConnection):
                         store_pg.add_own_triggers(self.db, set(TRIGGERS))
                         store_pg.set_schema_version(self.db, version + 1)
@@ -764,6 +773,7 @@ def _statements(script: str) -> list[str]:
 TRIGGERS: dict[str, str] = {
     stmt.split()[2]: stmt
     for script in MIGRATIONS
+    if isinstance(script, str)
     for stmt in _statements(script)
     if stmt.upper().startswith("CREATE TRIGGER")
 }
