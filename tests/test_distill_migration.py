@@ -40,9 +40,14 @@ OLD_DISTILLATES = """CREATE TABLE distillates (
     open INTEGER NOT NULL,
     stats TEXT NOT NULL
 )"""
+OLD_LINKS = """CREATE TABLE distill_links (
+    episode_id TEXT PRIMARY KEY,
+    distillate INTEGER NOT NULL
+)"""
 OLD_INDEXES = (
     "CREATE INDEX distillates_key ON distillates(device, subject, attribute, value_key, open)",
     "CREATE INDEX distillates_memory ON distillates(memory_id)",
+    "CREATE INDEX distill_links_of ON distill_links(distillate)",
 )
 
 
@@ -91,14 +96,23 @@ def _distillates(e: MemoryEngine) -> list[tuple[Any, ...]]:
             f"{', '.join(STATS_NAMES)} FROM distillates ORDER BY rowid")]  # fmt: skip
 
 
+def _links(e: MemoryEngine) -> dict[int, list[str]]:
+    """Each distillate's episodes, in order."""
+    return {r[0]: distill.episodes_of_row(e, r[0]) for r in _distillates(e)}
+
+
 def _to_schema_6(e: MemoryEngine) -> list[tuple[Any, ...]]:
     """Rewrite ``e``'s store as schema 6 left it: its distillates' statistics as the JSON
-    document each row held (``extra`` and all); returns the rows it rewrote."""
+    document each row held (``extra`` and all), its links one row per episode id;
+    returns the distillates it rewrote."""
     rows = _distillates(e)
+    links = _links(e)
     with e.store.transaction():
         db = e.store.db
         db.execute("DROP TABLE distillates")
+        db.execute("DROP TABLE distill_links")
         db.execute(OLD_DISTILLATES)
+        db.execute(OLD_LINKS)
         for statement in OLD_INDEXES:
             db.execute(statement)
         for r in rows:  # in rowid order, numbered by the table as they were
@@ -106,6 +120,8 @@ def _to_schema_6(e: MemoryEngine) -> list[tuple[Any, ...]]:
             db.execute("INSERT INTO distillates (memory_id, form, device, subject, attribute, "
                        "value_key, open, stats) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                        (*r[1:8], json.dumps(doc)))  # fmt: skip
+        db.executemany("INSERT INTO distill_links (episode_id, distillate) VALUES (?, ?)",
+                       [(mid, d) for d, ids in links.items() for mid in ids])  # fmt: skip
         if isinstance(db, PgConnection):
             db.execute("UPDATE schema_version SET version = 6")
         else:
@@ -124,6 +140,8 @@ def test_a_schema_6_store_migrates_and_goes_on_as_one_that_never_was(tmp_path: P
     b = MemoryEngine(_place(tmp_path, "twin"), clock=clock_b, signing_key=KEY)
     for e, clock in ((a, clock_a), (b, clock_b)):
         _feed(e, clock, 0, 40)
+    links = _links(a)
+    assert sum(map(len, links.values())) > 100
     before = _to_schema_6(a)
     assert {r[2] for r in before} == {"reading", "state", "event", "action"}
     where = a.store.pg or a.store.path
@@ -135,6 +153,9 @@ def test_a_schema_6_store_migrates_and_goes_on_as_one_that_never_was(tmp_path: P
     assert "stats" not in columns and set(STATS_NAMES) <= set(columns)
     after = _distillates(a)
     assert after == before
+    assert _links(a) == links
+    with a.store.reading() as db:  # one row per window of 63 rowids, not one per episode
+        assert db.execute("SELECT count(*) FROM distill_links").fetchone()[0] < len(links) * 3
     infinite = [r for r in after if math.isinf(r[8 + STATS_NAMES.index("min_v")])]
     assert infinite and all(r[2] != "reading" for r in infinite)
     # the patterns read as before, and the store goes on as its twin does
@@ -143,7 +164,8 @@ def test_a_schema_6_store_migrates_and_goes_on_as_one_that_never_was(tmp_path: P
     for e, clock in ((a, clock_a), (b, clock_b)):
         _feed(e, clock, 40, 30)
     assert _distillates(a) == _distillates(b)
-    values = {e: [(m.kind, m.value, m.strength, len(m.links)) for m in
+    assert _links(a) == _links(b)
+    values = {e: [(m.kind, m.value, m.strength, m.links) for m in
                   e.store.select("kind IN ('pattern', 'procedure')", tail="ORDER BY rowid")]
               for e in (a, b)}  # fmt: skip
     assert values[a] == values[b] and len(values[a]) >= 5
@@ -184,3 +206,25 @@ def test_the_columns_are_the_fields_of_stats() -> None:
     fresh = distill.Stats()
     assert [getattr(fresh, name) for name, _, _ in STATS_COLUMNS] == [
         default for _, _, default in STATS_COLUMNS]  # fmt: skip
+
+
+def test_a_link_to_an_episode_that_is_not_stored_is_refused_and_the_file_kept(
+    tmp_path: Path,
+) -> None:
+    if _server() is not None:
+        pytest.skip("the refusal is the migration's, not the backend's: one file shows it")
+    path = tmp_path / "lost.sqlite"
+    e = MemoryEngine(path, clock=Clock())
+    _feed(e, Clock(), 0, 3)
+    _to_schema_6(e)
+    e.close()
+    db = sqlite3.connect(path)
+    db.execute("INSERT INTO distill_links (episode_id, distillate) VALUES (?, 1)", ("ab" * 16,))
+    db.commit()
+    with pytest.raises(HirmemError, match=f"distillate 1 rests on episode {'ab' * 16}, which "
+                                          "is not among the memories"):  # fmt: skip
+        MemoryEngine(path, clock=Clock())
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 6
+    assert db.execute("SELECT count(*) FROM distill_links WHERE episode_id = ?",
+                      ("ab" * 16,)).fetchone()[0] == 1  # fmt: skip
+    db.close()

@@ -48,7 +48,7 @@ from typing import Any
 
 from hirmem.memory import dynamics, review
 from hirmem.memory.config import MemoryConfig
-from hirmem.memory.distill_schema import STATS_NAMES
+from hirmem.memory.distill_schema import SPAN, STATS_NAMES
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.model import Memory, State
 from hirmem.memory.recall import RecallFilter, RecallHit, RecallIndex
@@ -289,7 +289,8 @@ def read_view(engine: MemoryEngine, now: float) -> View:
     rows = {r[names.index("id")]: dict(zip(names, r, strict=True)) for r in cur}
     side = _query(db, "SELECT 'v', * FROM validity ORDER BY memory_id")
     side += _query(db, "SELECT 'd', * FROM distillates ORDER BY rowid")
-    side += _query(db, "SELECT 'l', * FROM distill_links ORDER BY rowid")
+    side += _query(db, "SELECT 'l', distillate, base, mask FROM distill_links "
+                       "ORDER BY distillate, base")
     return View(
         now, rows,
         _query(db, "SELECT seq, ts, action, memory_id, actor, detail, prev, hash FROM audit "
@@ -338,14 +339,20 @@ def canonical(v: View) -> bytes:
         ))  # fmt: skip
     # a distillate's rowid says only the order distillates were opened in: its key instead
     opened = {row[1]: row[3:8] for row in v.side if row[0] == "d"}
+    at = {r["rowid"]: r["id"] for r in v.rows.values()}  # a link names memories by rowid
     side = []
     for row in v.side:
         items: list[Any] = []
         for pos, x in enumerate(row):
             if row[0] == "d" and pos == 1:
                 continue
-            if row[0] == "l" and pos == 2:
+            if row[0] == "l" and pos == 1:
                 items.append(opened.get(x))
+            elif row[0] == "l" and pos == 2:  # base and mask: the episodes they name
+                items.append(tuple(sorted((ref.get(at.get(x + k), "?") for k in range(SPAN)
+                                           if row[3] >> k & 1), key=repr)))  # fmt: skip
+            elif row[0] == "l":
+                continue
             elif row[0] == "d" and pos in _TIMES:  # a statistic that is a time (ms)
                 items.append(round(v.now * 1000) - x)
             else:

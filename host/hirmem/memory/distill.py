@@ -20,7 +20,8 @@ on ``distill_min_episodes`` episodes a memory is created for it:
   at least ``procedure_min_rate``: its steps and success rate.
 
 The derived memory carries ``links`` to every episode it rests on (kept in the
-``distill_links`` table, episode → pattern, and joined in when the memory is read:
+``distill_links`` table, as ranges of the episodes' rowids — a device pack writes one
+row per pattern it fed (:mod:`.distill_schema`) — and joined in when the memory is read:
 its row holds only the window it continues, so a step never rewrites up to
 ``distill_max_episodes`` ids), is derived in PROV terms — the audit records one
 ``derive`` (``activity``: ``distill``, ``wasDerivedFrom``: the episode, ``agrees``) for
@@ -51,15 +52,23 @@ import json
 import math
 import weakref
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hirmem.memory.audit import Entry
 from hirmem.memory.contradiction import same_value, single_valued
-from hirmem.memory.distill_schema import SCHEMA, STATS_NAMES
+from hirmem.memory.distill_schema import (
+    LINK,
+    SCHEMA,
+    STATS_NAMES,
+    distillates_of,
+    link_rows,
+    linked_rowids,
+)
 from hirmem.memory.dynamics import decay_between, strength_step
 from hirmem.memory.model import Memory, State
 from hirmem.memory.observe import OUTCOMES_OK, is_episode, number
+from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.fixedpoint import to_q
 from hirmem.protocol.gate import verdict_of
 from hirmem.protocol.identity import fold
@@ -105,12 +114,30 @@ if TYPE_CHECKING:  # the engine imports this module
     from hirmem.memory.engine import MemoryEngine
     from hirmem.memory.store import Store
 
-__all__ = ["SCHEMA", "Distillate", "Episode", "PatternStep", "Stats", "baseline",
-           "baseline_aligned", "distillate_of", "episodes_of", "on_episode",
-           "on_episodes", "patterns", "reconsider", "write_steps"]  # fmt: skip
+__all__ = [
+    "SCHEMA",
+    "Distillate",
+    "Episode",
+    "PackDistillation",
+    "PatternStep",
+    "Stats",
+    "baseline",
+    "baseline_aligned",
+    "derived_from",
+    "distillate_of",
+    "episodes_of",
+    "on_episode",
+    "on_episodes",
+    "patterns",
+    "reconsider",
+    "write_steps",
+]  # fmt: skip
 
 FORMS = {"reading": "reading", "fact": "state", "event": "event", "action": "action"}
 _LIVE = frozenset({State.CANDIDATE, State.CONSOLIDATED})  # the states an episode feeds from
+_LIVE_CODES = frozenset(int(state) for state in _LIVE)  # as the rows hold them
+# a pure function, and a sensor's readings recur (a pack's each read twice: baseline, absorb)
+_number = functools.lru_cache(maxsize=4096)(number)
 
 
 @dataclass
@@ -213,12 +240,7 @@ def distillate_of(engine: MemoryEngine, memory_id: str) -> Distillate | None:
 def episodes_of(engine: MemoryEngine, memory_id: str) -> list[str]:
     """Every episode a derived memory rests on, in the order they came."""
     d = distillate_of(engine, memory_id)
-    if d is None:
-        return []
-    rows = engine.store.db.execute(
-        "SELECT episode_id FROM distill_links WHERE distillate = ? ORDER BY rowid", (d.rowid,)
-    )
-    return [str(x[0]) for x in rows]
+    return [] if d is None else episodes_of_row(engine, d.rowid)
 
 
 def patterns(engine: MemoryEngine) -> list[Distillate]:
@@ -265,7 +287,7 @@ def _absorb(d: Distillate, m: Episode, engine: MemoryEngine) -> bool:
     s = d.stats
     agrees = True
     if d.form == "reading":
-        v = number(m.value)
+        v = _number(m.value)
         if v is None:
             return False
         if s.n >= 2:
@@ -452,7 +474,7 @@ def baseline(
 def baseline_aligned(engine: MemoryEngine, base: Stats | None, value: str) -> bool | None:
     """Sub-check baseline_aligned of a reading against its sensor's :func:`baseline`:
     None when there is none or the value is not a number, else whether it agrees."""
-    v = number(value)
+    v = _number(value)
     return None if base is None or v is None else _within(v, base, engine)
 
 
@@ -541,8 +563,10 @@ def _save_stats(engine: MemoryEngine, d: Distillate, memory_id: str | None = Non
         cache.written(d)
 
 
-def _create(engine: MemoryEngine, d: Distillate) -> Memory:
+def _create(engine: MemoryEngine, d: Distillate, pack: PackDistillation | None) -> Memory:
     episodes = episodes_of_row(engine, d.rowid)
+    if pack is not None:  # and those of this pack, linked once they are stored
+        episodes += [mid for rowid, mid in pack.links if rowid == d.rowid]
     links = ([d.stats.prev] if d.stats.prev else []) + episodes
     kind = "procedure" if d.form == "action" else "pattern"
     # the row links only the window it continues: its episodes are in distill_links
@@ -559,7 +583,8 @@ def _create(engine: MemoryEngine, d: Distillate) -> Memory:
         ("derive", m.id, {"activity": "distill", "form": d.form, "wasDerivedFrom": source,
                           "agrees": 1, "rn": m.rn, "w": m.w})
         for source in links], ts=now)  # fmt: skip
-    m = engine._save(m.replace(audit_seq=seqs[-1] if seqs else 0))
+    # written once, by the transition (a row written before it would be rewritten whole)
+    m = m.replace(audit_seq=seqs[-1] if seqs else 0)
     m = engine.transition(m, State.CANDIDATE, f"distilled from {len(episodes)} episodes")
     if m.rn >= engine.config.green and m.h > 0:
         m = engine.transition(m, State.CONSOLIDATED, "distilled pattern: Rn ≥ green")
@@ -567,10 +592,38 @@ def _create(engine: MemoryEngine, d: Distillate) -> Memory:
 
 
 def episodes_of_row(engine: MemoryEngine, rowid: int) -> list[str]:
-    rows = engine.store.db.execute(
-        "SELECT episode_id FROM distill_links WHERE distillate = ? ORDER BY rowid", (rowid,)
-    )
-    return [str(x[0]) for x in rows]
+    """The ids of the episodes distillate ``rowid`` rests on, in the order they came."""
+    db = engine.store.db
+    rowids = linked_rowids(db, rowid)
+    out: list[str] = []
+    for k in range(0, len(rowids), 500):
+        chunk = rowids[k : k + 500]
+        out += [str(x[0]) for x in db.execute(
+            f"SELECT id FROM memories WHERE rowid IN ({','.join('?' * len(chunk))}) "
+            "ORDER BY rowid", chunk)]  # fmt: skip
+    return out
+
+
+def derived_from(engine: MemoryEngine, episode_id: str) -> list[str]:
+    """The derived memories (patterns, procedures) an episode is one of the grounds of
+    (a reader's call: through the store's read connection)."""
+    with engine.store.reading() as db:
+        row = db.execute("SELECT rowid FROM memories WHERE id = ?", (episode_id,)).fetchone()
+        found = [] if row is None else distillates_of(db, int(row[0]))
+        if not found:
+            return []
+        rows = db.execute(
+            f"SELECT memory_id FROM distillates WHERE rowid IN ({','.join('?' * len(found))}) "
+            "AND memory_id != '' ORDER BY rowid", found,
+        ).fetchall()  # fmt: skip
+    return [str(r[0]) for r in rows]
+
+
+def _distillate_of_episode(engine: MemoryEngine, episode_id: str) -> int | None:
+    """The distillate a stored episode fed (None: none)."""
+    rowid = engine.store.rowid(episode_id)
+    found = [] if rowid is None else distillates_of(engine.store.db, rowid)
+    return found[0] if found else None
 
 
 def on_episode(engine: MemoryEngine, m: Episode) -> None:
@@ -578,8 +631,19 @@ def on_episode(engine: MemoryEngine, m: Episode) -> None:
     on_episodes(engine, [m])
 
 
+@dataclass
+class PackDistillation:
+    """What distilling a pack's episodes (not stored yet) leaves to write once they are
+    (:func:`write_steps`): each live pattern's step, and which episode fed which
+    distillate — by id here, by rowid in ``distill_links``."""
+
+    steps: list[PatternStep] = field(default_factory=list)
+    links: list[tuple[int, str]] = field(default_factory=list)  # (distillate, episode id)
+    positions: dict[str, int] = field(default_factory=dict)  # episode id → place in pack
+
+
 def on_episodes(
-    engine: MemoryEngine, ms: Sequence[Episode], steps: list[PatternStep] | None = None,
+    engine: MemoryEngine, ms: Sequence[Episode], pack: PackDistillation | None = None,
     *, fresh: bool = False, read: Read | None = None,
 ) -> None:  # fmt: skip
     """Distil live episodes admitted together (one device pack), in their order: the
@@ -587,10 +651,11 @@ def on_episodes(
     written once — its statement, its links, and one step of the strength equation in
     which every agreeing episode is a rehearsal (U = their number, as the sweep folds
     pending rehearsals). Audited here, one ``derive`` record per episode; or, given
-    ``steps``, each live pattern's step is handed back unwritten, for the caller's one
-    audit record of the pack (:func:`write_steps`). ``fresh``: the episodes were just
-    stored for the first time (none can have fed a pattern yet); ``read``: the open
-    distillates their pack already read (:func:`baseline`)."""
+    ``pack`` (the episodes of a device pack, not stored yet), each live pattern's step
+    and the episodes' links are handed back unwritten, for the caller's one audit
+    record of the pack and :func:`write_steps` once the episodes are stored. ``fresh``:
+    the episodes were never distilled (none can have fed a pattern yet); ``read``: the
+    open distillates their pack already read (:func:`baseline`)."""
     live = [
         m for m in ms
         if m.state in _LIVE and not m.flagged  # a disputed claim waits
@@ -609,26 +674,23 @@ def on_episodes(
                 groups[key] = [m]
             else:
                 group.append(m)
-    deferred: Deferred | None = None if steps is None else []
+    deferred: Deferred | None = None
+    if pack is not None:
+        deferred = []
+        pack.positions = {m.id: k for k, m in enumerate(ms)}
     try:
         for group in groups.values():
-            _distil_group(engine, group, deferred, read)
-        if steps is not None and deferred:
-            steps += _steps_of(engine, deferred)
+            _distil_group(engine, group, pack, deferred, read)
+        if pack is not None and deferred:
+            pack.steps += _steps_of(engine, pack, deferred)
     except BaseException:
         open_cache(engine).clear()  # its objects may hold statistics never written
         raise
 
 
 def _distilled(engine: MemoryEngine, ids: list[str]) -> set[str]:
-    """Which of ``ids`` already fed a distillate."""
-    out: set[str] = set()
-    for k in range(0, len(ids), 500):
-        chunk = ids[k : k + 500]
-        marks = ",".join("?" * len(chunk))
-        out.update(str(r[0]) for r in engine.store.db.execute(
-            f"SELECT episode_id FROM distill_links WHERE episode_id IN ({marks})", chunk))
-    return out
+    """Which of ``ids`` (stored episodes) already fed a distillate."""
+    return {mid for mid in ids if _distillate_of_episode(engine, mid) is not None}
 
 
 def _fits(d: Distillate, m: Episode, engine: MemoryEngine) -> bool:
@@ -641,8 +703,9 @@ def _fits(d: Distillate, m: Episode, engine: MemoryEngine) -> bool:
 
 
 def _distil_group(
-    engine: MemoryEngine, group: list[Episode], deferred: Deferred | None, read: Read | None
-) -> None:
+    engine: MemoryEngine, group: list[Episode], pack: PackDistillation | None,
+    deferred: Deferred | None, read: Read | None,
+) -> None:  # fmt: skip
     """Episodes of one key, in order (see :func:`on_episodes`)."""
     d: Distillate | None = None
     pending: list[tuple[Episode, bool]] = []  # absorbed, their pattern not yet written
@@ -657,20 +720,28 @@ def _distil_group(
         if d.memory_id:
             pending.append((m, agrees))
             continue
-        _link(engine, d, [m])
+        _link(engine, d, [m], pack)
         _save_stats(engine, d)
         if _ready(d, engine):
-            _create(engine, d)
+            _create(engine, d, pack)
             d = None  # re-read: the row now names its memory
     if d is not None:
         _reinforce(engine, d, pending, deferred)
 
 
-def _link(engine: MemoryEngine, d: Distillate, episodes: Sequence[Episode]) -> None:
-    engine.store.db.executemany(
-        "INSERT OR IGNORE INTO distill_links (episode_id, distillate) VALUES (?, ?)",
-        [(m.id, d.rowid) for m in episodes],
-    )
+def _link(
+    engine: MemoryEngine, d: Distillate, episodes: Sequence[Episode],
+    pack: PackDistillation | None,
+) -> None:  # fmt: skip
+    """Episodes fed ``d``: noted in ``pack`` (its episodes are not stored yet), or
+    written (stored episodes, found by id)."""
+    if pack is not None:
+        pack.links += [(d.rowid, m.id) for m in episodes]
+        return
+    rowids = [engine.store.rowid(m.id) for m in episodes]
+    if None in rowids:
+        raise HirmemError(f"distillate {d.rowid}: an episode to link is not stored")
+    engine.store.db.executemany(LINK, link_rows((d.rowid, int(r or 0)) for r in rowids))
 
 
 @dataclass
@@ -714,12 +785,12 @@ def _step(
     """The pattern of ``d`` after episodes ``pending`` (None when it is not live: a
     quarantined or archived pattern takes no new support); ``row``: its
     :func:`_pattern_rows`."""
-    if row is None or int(row[1]) not in (int(State.CANDIDATE), int(State.CONSOLIDATED)):
+    if row is None or row[1] not in _LIVE_CODES:
         return None
     rowid, _, strength, last_access, decayed_at, layer, priority = row
     cfg = engine.config
     episodes = [(m.id, agrees) for m, agrees in pending]
-    agreeing = sum(agrees for _, agrees in episodes)
+    agreeing = sum(agrees for _, agrees in pending)
     # settle the decay owed so far, then count each agreeing episode as a rehearsal
     owed = decay_between(last_access, decayed_at, now, cfg, cfg.tau_for(int(layer)))
     s = d.stats
@@ -735,8 +806,20 @@ def _step(
                        episodes)  # fmt: skip
 
 
-def write_steps(engine: MemoryEngine, steps: Sequence[PatternStep], seq: int, now: float) -> None:
-    """Write patterns' steps, citing audit record ``seq``, with their strength points."""
+def write_steps(
+    engine: MemoryEngine, pack: PackDistillation, seq: int, now: float, rowids: Sequence[int],
+) -> None:  # fmt: skip
+    """Once a pack's episodes are stored (``rowids``: theirs, in the pack's order): their
+    links, and the patterns' steps, citing audit record ``seq``, with their strength
+    points."""
+    if pack.links:
+        where = pack.positions
+        engine.store.db.executemany(LINK, link_rows(
+            (distillate, rowids[where[mid]]) for distillate, mid in pack.links))  # fmt: skip
+    _write_steps(engine, pack.steps, seq, now)
+
+
+def _write_steps(engine: MemoryEngine, steps: Sequence[PatternStep], seq: int, now: float) -> None:
     if not steps:
         return
     engine.store.db.executemany(_WRITE_STEP, [(*st.columns, seq, st.rowid) for st in steps])
@@ -760,7 +843,7 @@ def _reinforce(
     if deferred is not None:
         deferred.append((d, pending))
         return
-    _link(engine, d, [m for m, _ in pending])
+    _link(engine, d, [m for m, _ in pending], None)
     _save_stats(engine, d)
     now = engine.clock()
     step = _step(engine, d, pending, now, _pattern_rows(engine, [d.memory_id]).get(d.memory_id))
@@ -774,18 +857,18 @@ def _reinforce(
         entries.append(Entry("strength", step.memory_id, {
             "old_strength": step.old, "strength": step.new, "x": 0.0,
             "reason": "distilled episode"}))  # fmt: skip
-    write_steps(engine, [step], engine.audit.append_entries(entries, ts=now)[-1], now)
+    _write_steps(engine, [step], engine.audit.append_entries(entries, ts=now)[-1], now)
 
 
-def _steps_of(engine: MemoryEngine, deferred: Deferred) -> list[PatternStep]:
-    """The patterns a pack reinforced: their statistics and links written with one
-    statement each, their rows read with one, their steps returned unwritten."""
+def _steps_of(
+    engine: MemoryEngine, pack: PackDistillation, deferred: Deferred
+) -> list[PatternStep]:
+    """The patterns a pack reinforced: their statistics written with one statement,
+    their links noted in ``pack``, their rows read with one statement, their steps
+    returned unwritten."""
     if not deferred:
         return []
-    engine.store.db.executemany(
-        "INSERT OR IGNORE INTO distill_links (episode_id, distillate) VALUES (?, ?)",
-        [(m.id, d.rowid) for d, pending in deferred for m, _ in pending],
-    )
+    pack.links += [(d.rowid, m.id) for d, pending in deferred for m, _ in pending]
     engine.store.db.executemany(
         f"UPDATE distillates SET {_STATS_SET} WHERE rowid = ?",
         [(*_values(d.stats), d.rowid) for d, _ in deferred],
@@ -804,21 +887,15 @@ def reconsider(engine: MemoryEngine, m: Memory) -> Memory | None:
     episodes live now, so nothing quarantined stays in what the pattern states (a
     pattern left with no live episode is quarantined too); an episode a steward
     promoted that never fed one is distilled now. Returns the pattern, if any."""
-    if not engine.store.db.execute(
-        "SELECT 1 FROM distill_links WHERE episode_id = ?", (m.id,)
-    ).fetchone():
+    distillate = _distillate_of_episode(engine, m.id)
+    if distillate is None:
         on_episode(engine, m)
         return None
-    return _rebuild(engine, m)
+    return _rebuild(engine, m, distillate)
 
 
-def _rebuild(engine: MemoryEngine, m: Memory) -> Memory | None:
-    row = engine.store.db.execute(
-        "SELECT distillate FROM distill_links WHERE episode_id = ?", (m.id,)
-    ).fetchone()
-    if row is None:
-        return None
-    r = engine.store.db.execute(_SELECT + " WHERE rowid = ?", (int(row[0]),)).fetchone()
+def _rebuild(engine: MemoryEngine, m: Memory, distillate: int) -> Memory | None:
+    r = engine.store.db.execute(_SELECT + " WHERE rowid = ?", (distillate,)).fetchone()
     old = _row(r)
     live = [
         e for e in (engine.get(x) for x in episodes_of_row(engine, old.rowid))

@@ -5,24 +5,33 @@ statistics their own columns.
 the pattern memory it became, and its running statistics — one column per field of
 :class:`hirmem.memory.distill.Stats` (:data:`STATS_COLUMNS`), so that a pack's step
 writes numbers, not a JSON document it must encode (and a read decode) every time.
-``distill_links`` holds which episodes each distillate rests on.
+``distill_links`` holds which episodes each distillate rests on, as ranges of their
+memories' rowids: a row (distillate, base, mask) names the memories at ``base + k`` for
+every bit ``k`` set in ``mask`` (k < :data:`SPAN`). A device pack's episodes have
+neighbouring rowids, so a pack writes one row per pattern it fed, not one per episode;
+an episode's row is found by the range its rowid falls in (index on ``base``). A
+memory that fed a distillate is never deleted (only volatile ones are), so its rowid
+stays its own.
 
-Until store schema 7 the statistics were one JSON column (``stats``): :func:`stats_as_columns`
-is the migration that moves them into the columns, on SQLite and on PostgreSQL alike (in
-Python, not SQL: the documents hold ``Infinity`` for the range of a distillate without a
-reading, which neither SQLite 3.40's JSON functions nor PostgreSQL's ``json`` accept).
+Until store schema 7 the statistics were one JSON column (``stats``) and the links one
+row per episode id: :func:`to_schema_7` is the migration, on SQLite and on PostgreSQL
+alike (in Python, not SQL: the documents hold ``Infinity`` for the range of a distillate
+without a reading, which neither SQLite 3.40's JSON functions nor PostgreSQL's ``json``
+accept).
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 
 from hirmem.protocol.errors import HirmemError
 from hirmem.sql import Connection
 from hirmem.sql.pgconn import PgConnection
 
-__all__ = ["SCHEMA", "STATS_COLUMNS", "STATS_NAMES", "stats_as_columns"]
+__all__ = ["LINK", "SCHEMA", "SPAN", "STATS_COLUMNS", "STATS_NAMES", "distillates_of",
+           "link_rows", "linked_rowids", "to_schema_7"]  # fmt: skip
 
 # (name, type, default) of each statistic, in the order of the fields of Stats
 STATS_COLUMNS: tuple[tuple[str, str, object], ...] = (
@@ -62,6 +71,13 @@ def _sql_default(value: object) -> str:
     return repr(value)
 
 
+_LINKS_TABLE = """CREATE TABLE IF NOT EXISTS distill_links (
+        distillate INTEGER NOT NULL,
+        base INTEGER NOT NULL,
+        mask INTEGER NOT NULL,
+        PRIMARY KEY (distillate, base)
+    ) WITHOUT ROWID"""
+
 _STATS_DDL = ",\n        ".join(
     f"{name} {kind} NOT NULL" for name, kind, _ in STATS_COLUMNS
 )
@@ -79,12 +95,63 @@ SCHEMA = (
     "CREATE INDEX IF NOT EXISTS distillates_key "
     "ON distillates(device, subject, attribute, value_key, open)",
     "CREATE INDEX IF NOT EXISTS distillates_memory ON distillates(memory_id)",
-    """CREATE TABLE IF NOT EXISTS distill_links (
-        episode_id TEXT PRIMARY KEY,
-        distillate INTEGER NOT NULL
-    )""",
-    "CREATE INDEX IF NOT EXISTS distill_links_of ON distill_links(distillate)",
+    _LINKS_TABLE,
+    "CREATE INDEX IF NOT EXISTS distill_links_base ON distill_links(base)",
 )
+
+SPAN = 63  # memories one link row can name: bits 0..62 of a signed 64-bit integer
+LINK = (
+    "INSERT INTO distill_links (distillate, base, mask) VALUES (?, ?, ?) "
+    "ON CONFLICT (distillate, base) DO UPDATE SET mask = distill_links.mask | excluded.mask"
+)
+
+
+def link_rows(pairs: Iterable[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    """The (distillate, base, mask) rows that name (distillate, memory rowid) ``pairs``:
+    per distillate, its rowids in order, a new row whenever one is :data:`SPAN` or more
+    past the row's base."""
+    by: dict[int, list[int]] = {}
+    for distillate, rowid in pairs:
+        rowids = by.get(distillate)
+        if rowids is None:
+            by[distillate] = [rowid]
+        else:
+            rowids.append(rowid)
+    out = []
+    for distillate, rowids in by.items():
+        rowids.sort()
+        base, mask = rowids[0], 0
+        for rowid in rowids:
+            k = rowid - base
+            if k >= SPAN:
+                out.append((distillate, base, mask))
+                base, mask, k = rowid, 0, 0
+            mask |= 1 << k
+        out.append((distillate, base, mask))
+    return out
+
+
+def _bits(base: int, mask: int) -> list[int]:
+    return [base + k for k in range(SPAN) if mask >> k & 1]
+
+
+def linked_rowids(db: Connection, distillate: int) -> list[int]:
+    """The rowids of the memories distillate ``distillate`` rests on, in order."""
+    out: list[int] = []
+    for base, mask in db.execute(
+        "SELECT base, mask FROM distill_links WHERE distillate = ?", (distillate,)
+    ):
+        out += _bits(int(base), int(mask))
+    return sorted(out)
+
+
+def distillates_of(db: Connection, rowid: int) -> list[int]:
+    """The distillates the memory at ``rowid`` fed (one, unless a store says otherwise)."""
+    rows = db.execute(
+        "SELECT distillate, base, mask FROM distill_links WHERE base BETWEEN ? AND ? "
+        "ORDER BY distillate", (rowid - SPAN + 1, rowid),
+    ).fetchall()  # fmt: skip
+    return [int(d) for d, base, mask in rows if int(mask) >> (rowid - int(base)) & 1]
 
 # what hirmem.sql.dialect makes of these types in a CREATE TABLE
 _PG_TYPES = {"INTEGER": "BIGINT", "REAL": "DOUBLE PRECISION", "TEXT": 'TEXT COLLATE "C"'}
@@ -95,8 +162,15 @@ def _columns(db: Connection, table: str) -> list[str]:
     return [str(r[1]) for r in db.execute(f"PRAGMA table_info({table})").fetchall()]
 
 
+def to_schema_7(db: Connection) -> None:
+    """Store migration 7: the statistics in columns (:func:`stats_as_columns`), the
+    links as ranges of rowids (:func:`links_as_ranges`)."""
+    stats_as_columns(db)
+    links_as_ranges(db)
+
+
 def stats_as_columns(db: Connection) -> None:
-    """Store migration 7: a ``distillates`` table that keeps its statistics as one JSON
+    """A ``distillates`` table that keeps its statistics as one JSON
     column gets a column per statistic, filled from the JSON row by row, and the JSON
     column is dropped. A store whose distillation never ran has no such table (the
     engine makes it, with the columns, when it opens); one already migrated has no
@@ -133,14 +207,17 @@ def _stats_values(rowid: int, text: str) -> tuple[object, ...]:
     try:
         doc = json.loads(text)
     except ValueError as exc:
-        raise HirmemError(f"distillate {rowid}: its statistics are not JSON ({exc})") from exc
+        raise HirmemError(f"store schema 7: distillate {rowid}: its statistics are not JSON "
+                          f"({exc}); the store is unchanged") from exc
     if not isinstance(doc, dict):
-        raise HirmemError(f"distillate {rowid}: its statistics are not a JSON object")
+        raise HirmemError(f"store schema 7: distillate {rowid}: its statistics are not a JSON "
+                          "object; the store is unchanged")
     unknown = set(doc) - set(STATS_NAMES) - {"extra"}
     if unknown or doc.get("extra"):
         raise HirmemError(
-            f"distillate {rowid}: statistics this hirmem has no column for "
-            f"({', '.join(sorted(unknown)) or 'extra ' + json.dumps(doc['extra'])})"
+            f"store schema 7: distillate {rowid}: statistics this hirmem has no column for "
+            f"({', '.join(sorted(unknown)) or 'extra ' + json.dumps(doc['extra'])}); the "
+            "store is unchanged"
         )
     out: list[object] = []
     for name, kind, default in STATS_COLUMNS:
@@ -155,6 +232,38 @@ def _stats_values(rowid: int, text: str) -> tuple[object, ...]:
         else:
             good, v = True, float(v)
         if not good:
-            raise HirmemError(f"distillate {rowid}: statistic {name} is {v!r}, not {kind}")
+            raise HirmemError(f"store schema 7: distillate {rowid}: statistic {name} is {v!r}, "
+                              f"not {kind}; the store is unchanged")
         out.append(v)
     return tuple(out)
+
+
+def links_as_ranges(db: Connection) -> None:
+    """A ``distill_links`` table of one row per episode id becomes one of rowid ranges:
+    each distillate's episodes found in ``memories`` by id, their rowids written as
+    :func:`link_rows`. An episode that is not in ``memories`` (none can be: a memory
+    that fed a distillate is never deleted) is refused by name, the store unchanged."""
+    if "episode_id" not in _columns(db, "distill_links"):
+        return
+    new = "distill_links_v7"  # filled beside the old one, then put in its place
+    db.execute(_LINKS_TABLE.replace("distill_links", new))
+    distillates = [int(r[0]) for r in db.execute(
+        "SELECT DISTINCT distillate FROM distill_links ORDER BY distillate")]  # fmt: skip
+    for k in range(0, len(distillates), 100):  # at most 100 windows' episodes at once
+        chunk = distillates[k : k + 100]
+        rows = db.execute(
+            "SELECT l.distillate, m.rowid, l.episode_id FROM distill_links l "
+            "LEFT JOIN memories m ON m.id = l.episode_id "
+            f"WHERE l.distillate IN ({','.join('?' * len(chunk))})", chunk,
+        ).fetchall()  # fmt: skip
+        for distillate, rowid, episode in rows:
+            if rowid is None:
+                raise HirmemError(
+                    f"store schema 7: distillate {distillate} rests on episode {episode}, "
+                    "which is not among the memories; the store is unchanged"
+                )
+        db.executemany(f"INSERT INTO {new} (distillate, base, mask) VALUES (?, ?, ?)",
+                       link_rows((int(d), int(r)) for d, r, _ in rows))  # fmt: skip
+    db.execute("DROP TABLE distill_links")
+    db.execute(f"ALTER TABLE {new} RENAME TO distill_links")
+    db.execute(SCHEMA[-1])  # the index on base

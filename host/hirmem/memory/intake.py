@@ -354,8 +354,9 @@ def _admit_together(
     vectors = embed_batch(engine.embedder, [
         memory_text(f.rec.payload, f.seen.subject, f.seen.attribute, f.seen.value)
         for f in run])  # fmt: skip
-    steps: list[distill.PatternStep] = []
-    distill.on_episodes(engine, episodes, steps, fresh=True, read=base.read)
+    distilled = distill.PackDistillation()
+    distill.on_episodes(engine, episodes, distilled, fresh=True, read=base.read)
+    steps = distilled.steps
     fed: dict[str, tuple[int, bool]] = {
         mid: (k, agrees) for k, step in enumerate(steps) for mid, agrees in step.episodes
     }
@@ -381,6 +382,6 @@ def _admit_together(
     blobs = [v.tobytes() for v in vectors]
     rowids = engine.store.insert_admitted(rows, blobs, seq)
     engine.admitted_rows(rowids, rows, blobs, now)
-    distill.write_steps(engine, steps, seq, now)
+    distill.write_steps(engine, distilled, seq, now, rowids)
     for f, _, _, state, *_ in plans:
         (report.quarantined if state is State.QUARANTINED else report.admitted).append(f.mid)

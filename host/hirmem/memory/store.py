@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from hirmem.memory import store_pg
-from hirmem.memory.distill_schema import stats_as_columns
+from hirmem.memory.distill_schema import linked_rowids, to_schema_7
 from hirmem.memory.model import Layer, Memory, State
 from hirmem.protocol.errors import HirmemError
 from hirmem.sql import Connection, PgTarget
@@ -201,11 +201,12 @@ _V6 = """
 CREATE TABLE admissions (memory INTEGER PRIMARY KEY, seq INTEGER NOT NULL, pos INTEGER NOT NULL);
 """
 
-# v7: a distillate's statistics in a column each, not one JSON document (a pack's step
-# writes numbers; see hirmem.memory.distill_schema). A step in Python: the documents
-# hold ±Infinity, which no JSON function of either database reads.
+# v7: a distillate's statistics in a column each, not one JSON document, and its links
+# as ranges of rowids, not a row per episode (a pack's step writes a few numbers per
+# pattern; see hirmem.memory.distill_schema). A step in Python: the documents hold
+# ±Infinity, which no JSON function of either database reads.
 Migration = str | Callable[[Connection], None]  # a script, or a step given the connection
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, stats_as_columns)
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, to_schema_7)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 COLUMNS: tuple[str, ...] = (
@@ -675,14 +676,21 @@ class Store:
         among its links: they are kept in ``distill_links`` (the distillation's table),
         never in its row, which a pack's step would otherwise rewrite with up to
         ``distill_max_episodes`` ids. Every episode it was distilled from, in the order
-        they came, except those quarantined since (it is rebuilt without them)."""
+        they came (their rowids' order), except those quarantined since (it is rebuilt
+        without them)."""
         if m.kind not in DERIVED_KINDS:
             return m
-        episodes = [str(x[0]) for x in db.execute(
-            "SELECT l.episode_id FROM distill_links l JOIN distillates d "
-            "ON d.rowid = l.distillate LEFT JOIN memories e ON e.id = l.episode_id "
-            "WHERE d.memory_id = ? AND (e.state IS NULL OR e.state != 3) ORDER BY l.rowid",
-            (m.id,))]  # fmt: skip
+        rowids: list[int] = []
+        for (distillate,) in db.execute(
+            "SELECT rowid FROM distillates WHERE memory_id = ? ORDER BY rowid", (m.id,)
+        ).fetchall():
+            rowids += linked_rowids(db, int(distillate))
+        episodes: list[str] = []
+        for k in range(0, len(rowids), 500):
+            chunk = rowids[k : k + 500]
+            episodes += [str(x[0]) for x in db.execute(
+                f"SELECT id FROM memories WHERE rowid IN ({','.join('?' * len(chunk))}) "
+                "AND state != 3 ORDER BY rowid", chunk)]  # fmt: skip
         return m.replace(links=tuple(dict.fromkeys((*m.links, *episodes)))) if episodes else m
 
     def hash_of(self, memory_id: str) -> bytes | None:
