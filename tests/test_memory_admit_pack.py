@@ -88,7 +88,7 @@ def _records(
 
 def _one_by_one(
     engine: MemoryEngine, rec: Record, link: bytes, now: float,
-    baselines: dict[tuple[str, str], distill.Stats | None] | None = None,
+    baselines: dict[tuple[str, str], distill.Baseline | None] | None = None,
 ) -> None:  # fmt: skip
     """The oracle: the record captured into the working ring, then stages 2-5 alone.
     ``baselines``: the sensors' baselines as its pack found them (read once a pack)."""
@@ -206,7 +206,7 @@ def test_a_pack_admits_its_episodes_as_alone_and_steps_each_pattern_once(
             # no pattern was born: one entry for the pack, after the disagreements noted
             actions = [r.action for r in a.audit.records()[before:]]
             assert actions == ["intake-mismatch"] * len(got.disagreed) + [packaudit.ACTION]
-        found: dict[tuple[str, str], distill.Stats | None] = {}
+        found: dict[tuple[str, str], distill.Baseline | None] = {}
         for rec in pack:
             _one_by_one(b, rec, link, clock_b.t, found)  # the baselines as the pack found them
             link = rec.hash
@@ -615,7 +615,7 @@ def test_another_writer_of_the_file_drops_the_distillate_cache(tmp_path: Path) -
 
 
 def test_a_baseline_is_the_statistics_as_they_were_read() -> None:
-    """The Stats baseline() hands out stay as they were when read: later packs of the
+    """The baselines baseline() hands out stay as they were when read: later packs of the
     sensor (distilled into the cached distillate) do not change them."""
     e = MemoryEngine(":memory:", MemoryConfig(), clock=Clock())
     records = _records(random.Random(8), 160, corrupt=False)

@@ -116,6 +116,7 @@ if TYPE_CHECKING:  # the engine imports this module
 
 __all__ = [
     "SCHEMA",
+    "Baseline",
     "Distillate",
     "Episode",
     "PackDistillation",
@@ -333,13 +334,31 @@ def _absorb(d: Distillate, m: Episode, engine: MemoryEngine) -> bool:
     return agrees
 
 
-def _within(v: float, s: Stats, engine: MemoryEngine) -> bool:
-    """Whether reading ``v`` agrees with the statistics so far (see MemoryConfig)."""
+def _band(s: Stats, engine: MemoryEngine) -> tuple[float, float]:
+    """The mean of the readings so far and how far from it a reading may lie and still
+    agree: ``baseline_sigmas`` standard deviations, at least ``value_abs_tolerance``
+    (see MemoryConfig)."""
     cfg = engine.config
     n = s.n
     mean = s.sum_v / n if n else 0.0  # Stats.mean and Stats.sd, inline: a call per reading
     sd = math.sqrt(max(0.0, s.sum_vv / n - mean * mean)) if n >= 2 else 0.0
-    return abs(v - mean) <= max(cfg.baseline_sigmas * sd, cfg.value_abs_tolerance)
+    return mean, max(cfg.baseline_sigmas * sd, cfg.value_abs_tolerance)
+
+
+def _within(v: float, s: Stats, engine: MemoryEngine) -> bool:
+    """Whether reading ``v`` agrees with the statistics so far."""
+    mean, band = _band(s, engine)
+    return abs(v - mean) <= band
+
+
+@dataclass(frozen=True, slots=True)
+class Baseline:
+    """A sensor's baseline as it was read (:func:`baseline`): what a reading is aligned
+    against, whatever distillation does to the pattern afterwards."""
+
+    n: int  # the readings it rests on
+    mean: float
+    band: float  # how far from the mean a reading may lie (:func:`_band`)
 
 
 Key = tuple[str, str, str, str, str]  # form, device, subject, attribute, value_key
@@ -457,25 +476,24 @@ def read_open_many(engine: MemoryEngine, keys: Iterable[Key], read: Read) -> Non
 
 def baseline(
     engine: MemoryEngine, device: str, subject: str, attribute: str, read: Read | None = None
-) -> Stats | None:
-    """The baseline of a sensor: the statistics of the distilled pattern of (device,
+) -> Baseline | None:
+    """The baseline of a sensor: from the statistics of the distilled pattern of (device,
     subject, attribute) in its open window, once it rests on ``baseline_min_episodes``
     readings (None before). ``read``: the rows a pack has read (its distillation then
-    starts from the same one, not reading it again). A copy: distillation goes on
-    updating the cached distillate's own statistics."""
+    starts from the same one, not reading it again). Its mean and band as they are now
+    (distillation goes on updating the cached distillate), worked out once, not once
+    per reading aligned against it."""
     d = _read_open(engine, ("reading", device, subject, attribute, ""), read, keep=True)
     if d is None or not d.memory_id or d.stats.n < engine.config.baseline_min_episodes:
         return None
-    out = object.__new__(Stats)  # copy.copy(), without its reduce protocol
-    out.__dict__.update(vars(d.stats))
-    return out
+    return Baseline(d.stats.n, *_band(d.stats, engine))
 
 
-def baseline_aligned(engine: MemoryEngine, base: Stats | None, value: str) -> bool | None:
+def baseline_aligned(engine: MemoryEngine, base: Baseline | None, value: str) -> bool | None:
     """Sub-check baseline_aligned of a reading against its sensor's :func:`baseline`:
     None when there is none or the value is not a number, else whether it agrees."""
     v = _number(value)
-    return None if base is None or v is None else _within(v, base, engine)
+    return None if base is None or v is None else abs(v - base.mean) <= base.band
 
 
 def _result_of(m: Episode) -> str:

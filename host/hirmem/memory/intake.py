@@ -223,7 +223,7 @@ class _Baselines:
 
     def __init__(self, engine: MemoryEngine, device: str) -> None:
         self.engine, self.device = engine, device
-        self.known: dict[tuple[str, str], distill.Stats | None] = {}
+        self.known: dict[tuple[str, str], distill.Baseline | None] = {}
         self.read: distill.Read = {}  # the distillates read, for the pack's distillation
 
     def read_all(self, seens: Iterable[Described]) -> None:
