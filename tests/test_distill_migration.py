@@ -1,7 +1,8 @@
-"""Store schema 7 (issue 13, speed): a distillate's statistics in a column each. A store
-written at schema 6 — the statistics one JSON document per row, ``Infinity`` in the range
-of every distillate without a reading — opens at schema 7 with the same statistics, and
-then goes on exactly as a store that never was at schema 6 (a twin fed the same
+"""The distillation tables' store migration (issue 13, speed): a distillate's statistics
+in a column each, its links as rowid ranges. A store written at the schema before it —
+the statistics one JSON document per row, ``Infinity`` in the range of every
+distillate without a reading — opens migrated with the same statistics and links, and
+then goes on exactly as a store that never was at the old schema (a twin fed the same
 episodes). On SQLite (files) and on PostgreSQL (schemas of the throwaway server).
 """
 
@@ -16,9 +17,9 @@ from typing import Any
 import pytest
 
 from hirmem.memory import distill
-from hirmem.memory.distill_schema import STATS_COLUMNS, STATS_NAMES
+from hirmem.memory.distill_schema import STATS_COLUMNS, STATS_NAMES, upgrade_distillation
 from hirmem.memory.engine import MemoryEngine
-from hirmem.memory.store import SCHEMA_VERSION
+from hirmem.memory.store import MIGRATIONS, SCHEMA_VERSION
 from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.keys import SigningKey
 from hirmem.sql import PgTarget
@@ -28,6 +29,7 @@ from memory_backends import memory_backend, memory_server  # noqa: F401  (fixtur
 pytestmark = pytest.mark.usefixtures("memory_backend")
 
 T0 = 1_780_000_000.0
+BEFORE = MIGRATIONS.index(upgrade_distillation)  # the schema version before it (now 6)
 KEY = SigningKey.generate()  # a store on PostgreSQL keeps no key beside it
 
 # the layout of schema 6, as distillation made it then
@@ -102,8 +104,9 @@ def _links(e: MemoryEngine) -> dict[int, list[str]]:
 
 
 def _to_schema_6(e: MemoryEngine) -> list[tuple[Any, ...]]:
-    """Rewrite ``e``'s store as schema 6 left it: its distillates' statistics as the JSON
-    document each row held (``extra`` and all), its links one row per episode id;
+    """Rewrite ``e``'s store as the schema before the migration left it: its
+    distillates' statistics as the JSON document each row held (``extra`` and all),
+    its links one row per episode id;
     returns the distillates it rewrote."""
     rows = _distillates(e)
     links = _links(e)
@@ -123,9 +126,9 @@ def _to_schema_6(e: MemoryEngine) -> list[tuple[Any, ...]]:
         db.executemany("INSERT INTO distill_links (episode_id, distillate) VALUES (?, ?)",
                        [(mid, d) for d, ids in links.items() for mid in ids])  # fmt: skip
         if isinstance(db, PgConnection):
-            db.execute("UPDATE schema_version SET version = 6")
+            db.execute("UPDATE schema_version SET version = ?", (BEFORE,))
         else:
-            db.execute("PRAGMA user_version=6")
+            db.execute(f"PRAGMA user_version={BEFORE}")
     with e.store.reading() as db:
         rowids = [int(x[0]) for x in db.execute("SELECT rowid FROM distillates ORDER BY rowid")]
         stats = [str(x[0]) for x in db.execute("SELECT stats FROM distillates ORDER BY rowid")]
@@ -147,7 +150,7 @@ def test_a_schema_6_store_migrates_and_goes_on_as_one_that_never_was(tmp_path: P
     where = a.store.pg or a.store.path
     a.close()
     a = MemoryEngine(where, clock=clock_a, signing_key=KEY)  # opening migrates
-    assert a.store.schema_version == SCHEMA_VERSION == 7
+    assert a.store.schema_version == SCHEMA_VERSION
     with a.store.reading() as db:
         columns = [str(r[1]) for r in db.execute("PRAGMA table_info(distillates)")]
     assert "stats" not in columns and set(STATS_NAMES) <= set(columns)
@@ -196,7 +199,7 @@ def test_statistics_the_columns_cannot_hold_are_refused_and_the_file_kept(
     db.commit()
     with pytest.raises(HirmemError, match=f"distillate 1: .*{why}"):
         MemoryEngine(path, clock=Clock())
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 6
+    assert db.execute("PRAGMA user_version").fetchone()[0] == BEFORE
     assert [r[1] for r in db.execute("PRAGMA table_info(distillates)")][-1] == "stats"
     db.close()
 
@@ -224,7 +227,7 @@ def test_a_link_to_an_episode_that_is_not_stored_is_refused_and_the_file_kept(
     with pytest.raises(HirmemError, match=f"distillate 1 rests on episode {'ab' * 16}, which "
                                           "is not among the memories"):  # fmt: skip
         MemoryEngine(path, clock=Clock())
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 6
+    assert db.execute("PRAGMA user_version").fetchone()[0] == BEFORE
     assert db.execute("SELECT count(*) FROM distill_links WHERE episode_id = ?",
                       ("ab" * 16,)).fetchone()[0] == 1  # fmt: skip
     db.close()

@@ -13,11 +13,11 @@ an episode's row is found by the range its rowid falls in (index on ``base``). A
 memory that fed a distillate is never deleted (only volatile ones are), so its rowid
 stays its own.
 
-Until store schema 7 the statistics were one JSON column (``stats``) and the links one
-row per episode id: :func:`to_schema_7` is the migration, on SQLite and on PostgreSQL
-alike (in Python, not SQL: the documents hold ``Infinity`` for the range of a distillate
-without a reading, which neither SQLite 3.40's JSON functions nor PostgreSQL's ``json``
-accept).
+Until the store migration :func:`upgrade_distillation` the statistics were one JSON
+column (``stats``) and the links one row per episode id; it moves them, on SQLite and
+on PostgreSQL alike (in Python, not SQL: the documents hold ``Infinity`` for the range
+of a distillate without a reading, which neither SQLite 3.40's JSON functions nor
+PostgreSQL's ``json`` accept).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from hirmem.sql import Connection
 from hirmem.sql.pgconn import PgConnection
 
 __all__ = ["LINK", "SCHEMA", "SPAN", "STATS_COLUMNS", "STATS_NAMES", "distillates_of",
-           "link_rows", "linked_rowids", "to_schema_7"]  # fmt: skip
+           "link_rows", "linked_rowids", "upgrade_distillation"]  # fmt: skip
 
 # (name, type, default) of each statistic, in the order of the fields of Stats
 STATS_COLUMNS: tuple[tuple[str, str, object], ...] = (
@@ -155,6 +155,7 @@ def distillates_of(db: Connection, rowid: int) -> list[int]:
 
 # what hirmem.sql.dialect makes of these types in a CREATE TABLE
 _PG_TYPES = {"INTEGER": "BIGINT", "REAL": "DOUBLE PRECISION", "TEXT": 'TEXT COLLATE "C"'}
+_UPGRADING = "upgrading the distillation tables: "  # what a refusal of the migration says
 _CHUNK = 1000  # rows converted per statement (the migration holds no more in memory)
 
 
@@ -162,8 +163,8 @@ def _columns(db: Connection, table: str) -> list[str]:
     return [str(r[1]) for r in db.execute(f"PRAGMA table_info({table})").fetchall()]
 
 
-def to_schema_7(db: Connection) -> None:
-    """Store migration 7: the statistics in columns (:func:`stats_as_columns`), the
+def upgrade_distillation(db: Connection) -> None:
+    """A store migration: the statistics in columns (:func:`stats_as_columns`), the
     links as ranges of rowids (:func:`links_as_ranges`)."""
     stats_as_columns(db)
     links_as_ranges(db)
@@ -207,15 +208,15 @@ def _stats_values(rowid: int, text: str) -> tuple[object, ...]:
     try:
         doc = json.loads(text)
     except ValueError as exc:
-        raise HirmemError(f"store schema 7: distillate {rowid}: its statistics are not JSON "
+        raise HirmemError(f"{_UPGRADING}distillate {rowid}: its statistics are not JSON "
                           f"({exc}); the store is unchanged") from exc
     if not isinstance(doc, dict):
-        raise HirmemError(f"store schema 7: distillate {rowid}: its statistics are not a JSON "
+        raise HirmemError(f"{_UPGRADING}distillate {rowid}: its statistics are not a JSON "
                           "object; the store is unchanged")
     unknown = set(doc) - set(STATS_NAMES) - {"extra"}
     if unknown or doc.get("extra"):
         raise HirmemError(
-            f"store schema 7: distillate {rowid}: statistics this hirmem has no column for "
+            f"{_UPGRADING}distillate {rowid}: statistics this hirmem has no column for "
             f"({', '.join(sorted(unknown)) or 'extra ' + json.dumps(doc['extra'])}); the "
             "store is unchanged"
         )
@@ -232,7 +233,7 @@ def _stats_values(rowid: int, text: str) -> tuple[object, ...]:
         else:
             good, v = True, float(v)
         if not good:
-            raise HirmemError(f"store schema 7: distillate {rowid}: statistic {name} is {v!r}, "
+            raise HirmemError(f"{_UPGRADING}distillate {rowid}: statistic {name} is {v!r}, "
                               f"not {kind}; the store is unchanged")
         out.append(v)
     return tuple(out)
@@ -259,7 +260,7 @@ def links_as_ranges(db: Connection) -> None:
         for distillate, rowid, episode in rows:
             if rowid is None:
                 raise HirmemError(
-                    f"store schema 7: distillate {distillate} rests on episode {episode}, "
+                    f"{_UPGRADING}distillate {distillate} rests on episode {episode}, "
                     "which is not among the memories; the store is unchanged"
                 )
         db.executemany(f"INSERT INTO {new} (distillate, base, mask) VALUES (?, ?, ?)",

@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from hirmem.memory import store_pg
-from hirmem.memory.distill_schema import linked_rowids, to_schema_7
+from hirmem.memory.distill_schema import linked_rowids, upgrade_distillation
 from hirmem.memory.model import Layer, Memory, State
 from hirmem.protocol.errors import HirmemError
 from hirmem.sql import Connection, PgTarget
@@ -206,7 +206,7 @@ CREATE TABLE admissions (memory INTEGER PRIMARY KEY, seq INTEGER NOT NULL, pos I
 # pattern; see hirmem.memory.distill_schema). A step in Python: the documents hold
 # ±Infinity, which no JSON function of either database reads.
 Migration = str | Callable[[Connection], None]  # a script, or a step given the connection
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, to_schema_7)
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, upgrade_distillation)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 COLUMNS: tuple[str, ...] = (
