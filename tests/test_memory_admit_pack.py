@@ -24,6 +24,7 @@ from hirmem.daemon.store import Store as DaemonStore
 from hirmem.memory import distill, packaudit
 from hirmem.memory.audit import Entry
 from hirmem.memory.config import MemoryConfig
+from hirmem.memory.distill_schema import STATS_NAMES
 from hirmem.memory.embed import HashEmbedder
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.follow import follow_intake
@@ -87,7 +88,7 @@ def _records(
 
 def _one_by_one(
     engine: MemoryEngine, rec: Record, link: bytes, now: float,
-    baselines: dict[tuple[str, str], distill.Stats | None] | None = None,
+    baselines: dict[tuple[str, str], distill.Baseline | None] | None = None,
 ) -> None:  # fmt: skip
     """The oracle: the record captured into the working ring, then stages 2-5 alone.
     ``baselines``: the sensors' baselines as its pack found them (read once a pack)."""
@@ -144,13 +145,13 @@ def _stats(engine: MemoryEngine) -> list[tuple[Any, ...]]:
     """The distillates, each with the window it continues named by its key and first
     time (pattern ids are host ids, numbered in the order patterns were born)."""
     with engine.store.reading() as db:
-        rows = [tuple(r) for r in db.execute(
-            "SELECT memory_id, form, device, subject, attribute, value_key, open, stats "
-            "FROM distillates ORDER BY rowid")]  # fmt: skip
-    window = {r[0]: (*r[1:6], json.loads(r[7])["first_ms"]) for r in rows if r[0]}
+        rows = [(*r[:7], dict(zip(STATS_NAMES, r[7:], strict=True))) for r in db.execute(
+            "SELECT memory_id, form, device, subject, attribute, value_key, open, "
+            f"{', '.join(STATS_NAMES)} FROM distillates ORDER BY rowid")]  # fmt: skip
+    window = {r[0]: (*r[1:6], r[7]["first_ms"]) for r in rows if r[0]}
     out = []
     for r in rows:
-        stats = json.loads(r[7])
+        stats = r[7]
         stats["prev"] = window.get(stats["prev"], stats["prev"])
         out.append((*r[:7], stats))
     return out
@@ -205,7 +206,7 @@ def test_a_pack_admits_its_episodes_as_alone_and_steps_each_pattern_once(
             # no pattern was born: one entry for the pack, after the disagreements noted
             actions = [r.action for r in a.audit.records()[before:]]
             assert actions == ["intake-mismatch"] * len(got.disagreed) + [packaudit.ACTION]
-        found: dict[tuple[str, str], distill.Stats | None] = {}
+        found: dict[tuple[str, str], distill.Baseline | None] = {}
         for rec in pack:
             _one_by_one(b, rec, link, clock_b.t, found)  # the baselines as the pack found them
             link = rec.hash
@@ -614,7 +615,7 @@ def test_another_writer_of_the_file_drops_the_distillate_cache(tmp_path: Path) -
 
 
 def test_a_baseline_is_the_statistics_as_they_were_read() -> None:
-    """The Stats baseline() hands out stay as they were when read: later packs of the
+    """The baselines baseline() hands out stay as they were when read: later packs of the
     sensor (distilled into the cached distillate) do not change them."""
     e = MemoryEngine(":memory:", MemoryConfig(), clock=Clock())
     records = _records(random.Random(8), 160, corrupt=False)

@@ -147,7 +147,7 @@ def test_a_store_at_schema_6_is_migrated_and_answers_alike(
     """A store written before v7 (the full supersedes and subject indexes): opened by
     this version, migrated in place, its repairs, versions and contradictions read as
     before, and new ones are made; on SQLite and on PostgreSQL."""
-    assert SCHEMA_VERSION == 7  # (the version this test migrates to)
+    assert SCHEMA_VERSION == 8  # (v7 is what this test is about; v8 follows it)
     migrate = Store.migrate
     monkeypatch.setattr(Store, "migrate", lambda self, target=6: migrate(self, 6))
     clock = Clock()
@@ -158,7 +158,7 @@ def test_a_store_at_schema_6_is_migrated_and_answers_alike(
                                           "value": "shut"}), reason="typo")  # fmt: skip
     monkeypatch.undo()
     e.store.migrate()
-    assert e.store.schema_version == 7
+    assert e.store.schema_version == 8
     assert _index_names(e) >= {"memories_facts", "memories_one_repair"}
     assert not _index_names(e) & {"memories_subject", "memories_supersedes"}
     assert [m.id for m in e.history(door.id)] == [door.id, fixed.id]
@@ -190,13 +190,14 @@ def test_an_old_file_migrates_on_open(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite"
     db = sqlite3.connect(path)
     for script in MIGRATIONS[:6]:
+        assert isinstance(script, str)  # v1-v6 are scripts
         for stmt in _statements(script):
             db.execute(stmt)
     db.execute("PRAGMA user_version=6")
     db.commit()
     db.close()
     e = MemoryEngine(path, clock=Clock())
-    assert e.store.schema_version == 7
+    assert e.store.schema_version == 8
     assert _index_names(e) == INDEXES
     e.admit(json.dumps({"subject": "door", "attribute": "state", "value": "open"}), "s")
     assert e.verify_audit().ok

@@ -84,13 +84,14 @@ def test_the_writers_page_cache_holds_a_follow_batch(tmp_path: Path) -> None:
 def test_migrates_an_old_file_to_the_current_schema(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite"
     db = sqlite3.connect(path)
+    assert isinstance(MIGRATIONS[0], str)
     for stmt in _statements(MIGRATIONS[0]):
         db.execute(stmt)
     db.execute("PRAGMA user_version=1")
     db.commit()
     db.close()
     s = Store(path)
-    assert s.schema_version == SCHEMA_VERSION == 7  # v4-v7: issue 13's speed section
+    assert s.schema_version == SCHEMA_VERSION == 8  # v4-v8: issue 13's speed section
     names = {r[0] for r in s.db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
     assert "memories_facts" in names  # v7: memories_subject became this partial index
     s.close()
@@ -233,7 +234,9 @@ def test_an_old_store_with_a_forked_repair_is_refused_with_a_reason(tmp_path: Pa
     path = tmp_path / "forked.sqlite"
     db = sqlite3.connect(path)
     for version in (0, 1):
-        for stmt in _statements(MIGRATIONS[version]):
+        script = MIGRATIONS[version]
+        assert isinstance(script, str)
+        for stmt in _statements(script):
             db.execute(stmt)
     db.execute("PRAGMA user_version=2")
     for n in (1, 2):  # two versions that both supersede the same prior: a forked chain

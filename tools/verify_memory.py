@@ -79,6 +79,7 @@ from typing import Any
 
 from hirmem.memory import dynamics, intake, packaudit, review
 from hirmem.memory.config import MemoryConfig
+from hirmem.memory.distill_schema import SPAN, STATS_NAMES
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.intake import IntakeReport, admit_pack
 from hirmem.memory.model import Memory, State
@@ -503,7 +504,13 @@ def read_view(engine: MemoryEngine, now: float) -> View:
     rows = {r[names.index("id")]: dict(zip(names, r, strict=True)) for r in cur}
     side = _query(db, "SELECT 'v', * FROM validity ORDER BY memory_id")
     side += _query(db, "SELECT 'd', * FROM distillates ORDER BY rowid")
-    side += _query(db, "SELECT 'l', * FROM distill_links ORDER BY rowid")
+    # a link row names episodes by rowid ranges (base, mask): read as one
+    # ('l', episode id, distillate) per episode, the shape every check reads
+    at = {r["rowid"]: mid for mid, r in rows.items()}
+    side += [("l", at.get(base + k, f"rowid {base + k}"), distillate)
+             for distillate, base, mask in db.execute(
+                 "SELECT distillate, base, mask FROM distill_links ORDER BY distillate, base")
+             for k in range(SPAN) if mask >> k & 1]  # fmt: skip
     return View(
         now, rows,
         _query(db, "SELECT seq, ts, action, memory_id, actor, detail, prev, hash FROM audit "
@@ -514,6 +521,10 @@ def read_view(engine: MemoryEngine, now: float) -> View:
         {str(m): (int(q), int(p)) for m, q, p in db.execute(
             "SELECT m.id, a.seq, a.pos FROM admissions a JOIN memories m ON m.rowid = a.memory")},
     )  # fmt: skip
+
+
+# where a distillate's times are in its row of ``SELECT 'd', * FROM distillates``
+_TIMES = {9 + STATS_NAMES.index(name) for name in ("first_ms", "last_ms", "since_ms")}
 
 
 def canonical(v: View) -> bytes:
@@ -558,12 +569,8 @@ def canonical(v: View) -> bytes:
                 continue
             if row[0] == "l" and pos == 2:
                 items.append(opened.get(x))
-            elif isinstance(x, str) and x.startswith("{"):
-                stats = json.loads(x)
-                for key in ("first_ms", "last_ms", "since_ms"):
-                    stats[key] = round(v.now * 1000) - stats.get(key, 0)
-                stats["prev"] = rel(stats.get("prev", ""))
-                items.append(json.dumps(stats, sort_keys=True))
+            elif row[0] == "d" and pos in _TIMES:  # a statistic that is a time (ms)
+                items.append(round(v.now * 1000) - x)
             else:
                 items.append(rel(x))
         side.append(tuple(items))

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hirmem.daemon.reader import DeviceRow, FleetReader, StoredPack
+from hirmem.memory import distill
 from hirmem.memory.audit import Verification
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.model import Layer, Memory, State
@@ -237,10 +238,4 @@ def intake_rate(reader: FleetReader, now: int, minutes: int = 30) -> list[int]:
 
 def distilled_into(engine: MemoryEngine, episode_id: str) -> list[str]:
     """The derived memories (patterns, procedures) an episode is one of the grounds of."""
-    with engine.store.reading() as db:
-        rows = db.execute(
-            "SELECT d.memory_id FROM distill_links l JOIN distillates d ON d.rowid = "
-            "l.distillate WHERE l.episode_id = ? AND d.memory_id != '' ORDER BY d.rowid",
-            (episode_id,),
-        ).fetchall()
-    return [str(r[0]) for r in rows]
+    return distill.derived_from(engine, episode_id)

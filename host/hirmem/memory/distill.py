@@ -20,7 +20,8 @@ on ``distill_min_episodes`` episodes a memory is created for it:
   at least ``procedure_min_rate``: its steps and success rate.
 
 The derived memory carries ``links`` to every episode it rests on (kept in the
-``distill_links`` table, episode → pattern, and joined in when the memory is read:
+``distill_links`` table, as ranges of the episodes' rowids — a device pack writes one
+row per pattern it fed (:mod:`.distill_schema`) — and joined in when the memory is read:
 its row holds only the window it continues, so a step never rewrites up to
 ``distill_max_episodes`` ids), is derived in PROV terms — the audit records one
 ``derive`` (``activity``: ``distill``, ``wasDerivedFrom``: the episode, ``agrees``) for
@@ -46,20 +47,28 @@ links to the closed one.
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
 import math
 import weakref
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hirmem.memory.audit import Entry
 from hirmem.memory.contradiction import same_value, single_valued
+from hirmem.memory.distill_schema import (
+    LINK,
+    SCHEMA,
+    STATS_NAMES,
+    distillates_of,
+    link_rows,
+    linked_rowids,
+)
 from hirmem.memory.dynamics import decay_between, strength_step
 from hirmem.memory.model import Memory, State
 from hirmem.memory.observe import OUTCOMES_OK, is_episode, number
+from hirmem.protocol.errors import HirmemError
 from hirmem.protocol.fixedpoint import to_q
 from hirmem.protocol.gate import verdict_of
 from hirmem.protocol.identity import fold
@@ -105,36 +114,37 @@ if TYPE_CHECKING:  # the engine imports this module
     from hirmem.memory.engine import MemoryEngine
     from hirmem.memory.store import Store
 
-__all__ = ["SCHEMA", "Distillate", "Episode", "PatternStep", "Stats", "baseline",
-           "baseline_aligned", "distillate_of", "episodes_of", "on_episode",
-           "on_episodes", "patterns", "reconsider", "write_steps"]  # fmt: skip
-
-SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS distillates (
-        rowid INTEGER PRIMARY KEY,
-        memory_id TEXT NOT NULL,
-        form TEXT NOT NULL,
-        device TEXT NOT NULL, subject TEXT NOT NULL, attribute TEXT NOT NULL,
-        value_key TEXT NOT NULL,
-        open INTEGER NOT NULL,
-        stats TEXT NOT NULL
-    )""",
-    "CREATE INDEX IF NOT EXISTS distillates_key "
-    "ON distillates(device, subject, attribute, value_key, open)",
-    "CREATE INDEX IF NOT EXISTS distillates_memory ON distillates(memory_id)",
-    """CREATE TABLE IF NOT EXISTS distill_links (
-        episode_id TEXT PRIMARY KEY,
-        distillate INTEGER NOT NULL
-    )""",
-    "CREATE INDEX IF NOT EXISTS distill_links_of ON distill_links(distillate)",
-)
+__all__ = [
+    "SCHEMA",
+    "Baseline",
+    "Distillate",
+    "Episode",
+    "PackDistillation",
+    "PatternStep",
+    "Stats",
+    "baseline",
+    "baseline_aligned",
+    "derived_from",
+    "distillate_of",
+    "episodes_of",
+    "on_episode",
+    "on_episodes",
+    "patterns",
+    "reconsider",
+    "write_steps",
+]  # fmt: skip
 
 FORMS = {"reading": "reading", "fact": "state", "event": "event", "action": "action"}
+_LIVE = frozenset({State.CANDIDATE, State.CONSOLIDATED})  # the states an episode feeds from
+_LIVE_CODES = frozenset(int(state) for state in _LIVE)  # as the rows hold them
+# a pure function, and a sensor's readings recur (a pack's each read twice: baseline, absorb)
+_number = functools.lru_cache(maxsize=4096)(number)
 
 
 @dataclass
 class Stats:
-    """Running statistics of one distillate (kept as JSON in its row)."""
+    """Running statistics of one distillate (kept in its row, a column each:
+    :data:`hirmem.memory.distill_schema.STATS_COLUMNS`, in this order)."""
 
     n: int = 0
     first_ms: int = 0
@@ -161,7 +171,6 @@ class Stats:
     failures: int = 0
     result: str = ""
     prev: str = ""  # memory id of the closed window this one continues
-    extra: dict[str, str] = field(default_factory=dict)
 
     @property
     def mean(self) -> float:
@@ -202,24 +211,25 @@ def ensure_schema(engine: MemoryEngine) -> None:
         engine.store.db.execute(statement)
 
 
-def _row(r: tuple[object, ...]) -> Distillate:
-    stats = Stats(**json.loads(str(r[8])))
-    return Distillate(int(str(r[0])), str(r[1]), str(r[2]), str(r[3]), str(r[4]), str(r[5]),
-                      str(r[6]), bool(r[7]), stats)  # fmt: skip
+if tuple(f.name for f in fields(Stats)) != STATS_NAMES:  # the row's columns, in order
+    raise ImportError("distill.Stats and distill_schema.STATS_COLUMNS disagree")
+
+
+def _row(r: Sequence[Any]) -> Distillate:
+    return Distillate(int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]), str(r[5]),
+                      str(r[6]), bool(r[7]), Stats(*r[8:]))  # fmt: skip
 
 
 _SELECT = (
-    "SELECT rowid, memory_id, form, device, subject, attribute, value_key, open, stats "
-    "FROM distillates"
-)
+    "SELECT rowid, memory_id, form, device, subject, attribute, value_key, open, "
+    + ", ".join(STATS_NAMES) + " FROM distillates"
+)  # fmt: skip
+_STATS_SET = ", ".join(f"{name} = ?" for name in STATS_NAMES)
 
 
-_ENCODE = json.JSONEncoder(check_circular=False).encode  # what json.dumps writes
-
-
-def _json(stats: Stats) -> str:
-    # vars(), not asdict(): no deep copy on every episode; ±Infinity round-trips in Python
-    return _ENCODE(vars(stats))
+def _values(stats: Stats) -> tuple[Any, ...]:
+    """The statistics as their columns take them (vars(), not astuple(): no deep copy)."""
+    return tuple(vars(stats).values())
 
 
 def distillate_of(engine: MemoryEngine, memory_id: str) -> Distillate | None:
@@ -231,12 +241,7 @@ def distillate_of(engine: MemoryEngine, memory_id: str) -> Distillate | None:
 def episodes_of(engine: MemoryEngine, memory_id: str) -> list[str]:
     """Every episode a derived memory rests on, in the order they came."""
     d = distillate_of(engine, memory_id)
-    if d is None:
-        return []
-    rows = engine.store.db.execute(
-        "SELECT episode_id FROM distill_links WHERE distillate = ? ORDER BY rowid", (d.rowid,)
-    )
-    return [str(x[0]) for x in rows]
+    return [] if d is None else episodes_of_row(engine, d.rowid)
 
 
 def patterns(engine: MemoryEngine) -> list[Distillate]:
@@ -270,8 +275,9 @@ def _open_distillate(engine: MemoryEngine, m: Episode, read: Read | None = None)
     stats = Stats(first_ms=m.timestamp, last_ms=m.timestamp, since_ms=m.timestamp, prev=prev)
     cur = engine.store.db.execute(
         "INSERT INTO distillates (memory_id, form, device, subject, attribute, value_key, "
-        "open, stats) VALUES ('', ?, ?, ?, ?, ?, 1, ?)",
-        (form, device, subject, attribute, value_key, _json(stats)),
+        f"open, {', '.join(STATS_NAMES)}) VALUES ('', ?, ?, ?, ?, ?, 1"
+        + ", ?" * len(STATS_NAMES) + ")",
+        (form, device, subject, attribute, value_key, *_values(stats)),
     )
     return Distillate(int(cur.lastrowid or 0), "", form, device, subject, attribute,
                       value_key, True, stats)  # fmt: skip
@@ -282,7 +288,7 @@ def _absorb(d: Distillate, m: Episode, engine: MemoryEngine) -> bool:
     s = d.stats
     agrees = True
     if d.form == "reading":
-        v = number(m.value)
+        v = _number(m.value)
         if v is None:
             return False
         if s.n >= 2:
@@ -328,13 +334,31 @@ def _absorb(d: Distillate, m: Episode, engine: MemoryEngine) -> bool:
     return agrees
 
 
-def _within(v: float, s: Stats, engine: MemoryEngine) -> bool:
-    """Whether reading ``v`` agrees with the statistics so far (see MemoryConfig)."""
+def _band(s: Stats, engine: MemoryEngine) -> tuple[float, float]:
+    """The mean of the readings so far and how far from it a reading may lie and still
+    agree: ``baseline_sigmas`` standard deviations, at least ``value_abs_tolerance``
+    (see MemoryConfig)."""
     cfg = engine.config
     n = s.n
     mean = s.sum_v / n if n else 0.0  # Stats.mean and Stats.sd, inline: a call per reading
     sd = math.sqrt(max(0.0, s.sum_vv / n - mean * mean)) if n >= 2 else 0.0
-    return abs(v - mean) <= max(cfg.baseline_sigmas * sd, cfg.value_abs_tolerance)
+    return mean, max(cfg.baseline_sigmas * sd, cfg.value_abs_tolerance)
+
+
+def _within(v: float, s: Stats, engine: MemoryEngine) -> bool:
+    """Whether reading ``v`` agrees with the statistics so far."""
+    mean, band = _band(s, engine)
+    return abs(v - mean) <= band
+
+
+@dataclass(frozen=True, slots=True)
+class Baseline:
+    """A sensor's baseline as it was read (:func:`baseline`): what a reading is aligned
+    against, whatever distillation does to the pattern afterwards."""
+
+    n: int  # the readings it rests on
+    mean: float
+    band: float  # how far from the mean a reading may lie (:func:`_band`)
 
 
 Key = tuple[str, str, str, str, str]  # form, device, subject, attribute, value_key
@@ -467,23 +491,24 @@ def read_open_many(engine: MemoryEngine, keys: Iterable[Key], read: Read) -> Non
 
 def baseline(
     engine: MemoryEngine, device: str, subject: str, attribute: str, read: Read | None = None
-) -> Stats | None:
-    """The baseline of a sensor: the statistics of the distilled pattern of (device,
+) -> Baseline | None:
+    """The baseline of a sensor: from the statistics of the distilled pattern of (device,
     subject, attribute) in its open window, once it rests on ``baseline_min_episodes``
     readings (None before). ``read``: the rows a pack has read (its distillation then
-    starts from the same one, not reading it again). A copy: distillation goes on
-    updating the cached distillate's own statistics."""
+    starts from the same one, not reading it again). Its mean and band as they are now
+    (distillation goes on updating the cached distillate), worked out once, not once
+    per reading aligned against it."""
     d = _read_open(engine, ("reading", device, subject, attribute, ""), read, keep=True)
     if d is None or not d.memory_id or d.stats.n < engine.config.baseline_min_episodes:
         return None
-    return copy.copy(d.stats)
+    return Baseline(d.stats.n, *_band(d.stats, engine))
 
 
-def baseline_aligned(engine: MemoryEngine, base: Stats | None, value: str) -> bool | None:
+def baseline_aligned(engine: MemoryEngine, base: Baseline | None, value: str) -> bool | None:
     """Sub-check baseline_aligned of a reading against its sensor's :func:`baseline`:
     None when there is none or the value is not a number, else whether it agrees."""
-    v = number(value)
-    return None if base is None or v is None else _within(v, base, engine)
+    v = _number(value)
+    return None if base is None or v is None else abs(v - base.mean) <= base.band
 
 
 def _result_of(m: Episode) -> str:
@@ -561,8 +586,8 @@ def _scored(m: Memory, s: Stats, engine: MemoryEngine, **changes: object) -> Mem
 
 def _save_stats(engine: MemoryEngine, d: Distillate, memory_id: str | None = None) -> None:
     engine.store.db.execute(
-        "UPDATE distillates SET stats = ?, memory_id = ? WHERE rowid = ?",
-        (_json(d.stats), d.memory_id if memory_id is None else memory_id, d.rowid),
+        f"UPDATE distillates SET {_STATS_SET}, memory_id = ? WHERE rowid = ?",
+        (*_values(d.stats), d.memory_id if memory_id is None else memory_id, d.rowid),
     )
     cache = open_cache(engine)
     if memory_id is not None and memory_id != d.memory_id:
@@ -571,8 +596,10 @@ def _save_stats(engine: MemoryEngine, d: Distillate, memory_id: str | None = Non
         cache.written(d)
 
 
-def _create(engine: MemoryEngine, d: Distillate) -> Memory:
+def _create(engine: MemoryEngine, d: Distillate, pack: PackDistillation | None) -> Memory:
     episodes = episodes_of_row(engine, d.rowid)
+    if pack is not None:  # and those of this pack, linked once they are stored
+        episodes += [mid for rowid, mid in pack.links if rowid == d.rowid]
     links = ([d.stats.prev] if d.stats.prev else []) + episodes
     kind = "procedure" if d.form == "action" else "pattern"
     # the row links only the window it continues: its episodes are in distill_links
@@ -589,7 +616,8 @@ def _create(engine: MemoryEngine, d: Distillate) -> Memory:
         ("derive", m.id, {"activity": "distill", "form": d.form, "wasDerivedFrom": source,
                           "agrees": 1, "rn": m.rn, "w": m.w})
         for source in links], ts=now)  # fmt: skip
-    m = engine._save(m.replace(audit_seq=seqs[-1] if seqs else 0))
+    # written once, by the transition (a row written before it would be rewritten whole)
+    m = m.replace(audit_seq=seqs[-1] if seqs else 0)
     m = engine.transition(m, State.CANDIDATE, f"distilled from {len(episodes)} episodes")
     if m.rn >= engine.config.green and m.h > 0:
         m = engine.transition(m, State.CONSOLIDATED, "distilled pattern: Rn ≥ green")
@@ -597,10 +625,38 @@ def _create(engine: MemoryEngine, d: Distillate) -> Memory:
 
 
 def episodes_of_row(engine: MemoryEngine, rowid: int) -> list[str]:
-    rows = engine.store.db.execute(
-        "SELECT episode_id FROM distill_links WHERE distillate = ? ORDER BY rowid", (rowid,)
-    )
-    return [str(x[0]) for x in rows]
+    """The ids of the episodes distillate ``rowid`` rests on, in the order they came."""
+    db = engine.store.db
+    rowids = linked_rowids(db, rowid)
+    out: list[str] = []
+    for k in range(0, len(rowids), 500):
+        chunk = rowids[k : k + 500]
+        out += [str(x[0]) for x in db.execute(
+            f"SELECT id FROM memories WHERE rowid IN ({','.join('?' * len(chunk))}) "
+            "ORDER BY rowid", chunk)]  # fmt: skip
+    return out
+
+
+def derived_from(engine: MemoryEngine, episode_id: str) -> list[str]:
+    """The derived memories (patterns, procedures) an episode is one of the grounds of
+    (a reader's call: through the store's read connection)."""
+    with engine.store.reading() as db:
+        row = db.execute("SELECT rowid FROM memories WHERE id = ?", (episode_id,)).fetchone()
+        found = [] if row is None else distillates_of(db, int(row[0]))
+        if not found:
+            return []
+        rows = db.execute(
+            f"SELECT memory_id FROM distillates WHERE rowid IN ({','.join('?' * len(found))}) "
+            "AND memory_id != '' ORDER BY rowid", found,
+        ).fetchall()  # fmt: skip
+    return [str(r[0]) for r in rows]
+
+
+def _distillate_of_episode(engine: MemoryEngine, episode_id: str) -> int | None:
+    """The distillate a stored episode fed (None: none)."""
+    rowid = engine.store.rowid(episode_id)
+    found = [] if rowid is None else distillates_of(engine.store.db, rowid)
+    return found[0] if found else None
 
 
 def on_episode(engine: MemoryEngine, m: Episode) -> None:
@@ -608,8 +664,19 @@ def on_episode(engine: MemoryEngine, m: Episode) -> None:
     on_episodes(engine, [m])
 
 
+@dataclass
+class PackDistillation:
+    """What distilling a pack's episodes (not stored yet) leaves to write once they are
+    (:func:`write_steps`): each live pattern's step, and which episode fed which
+    distillate — by id here, by rowid in ``distill_links``."""
+
+    steps: list[PatternStep] = field(default_factory=list)
+    links: list[tuple[int, str]] = field(default_factory=list)  # (distillate, episode id)
+    positions: dict[str, int] = field(default_factory=dict)  # episode id → place in pack
+
+
 def on_episodes(
-    engine: MemoryEngine, ms: Sequence[Episode], steps: list[PatternStep] | None = None,
+    engine: MemoryEngine, ms: Sequence[Episode], pack: PackDistillation | None = None,
     *, fresh: bool = False, read: Read | None = None,
 ) -> None:  # fmt: skip
     """Distil live episodes admitted together (one device pack), in their order: the
@@ -617,14 +684,15 @@ def on_episodes(
     written once — its statement, its links, and one step of the strength equation in
     which every agreeing episode is a rehearsal (U = their number, as the sweep folds
     pending rehearsals). Audited here, one ``derive`` record per episode; or, given
-    ``steps``, each live pattern's step is handed back unwritten, for the caller's one
-    audit record of the pack (:func:`write_steps`). ``fresh``: the episodes were just
-    stored for the first time (none can have fed a pattern yet); ``read``: the open
-    distillates their pack already read (:func:`baseline`)."""
+    ``pack`` (the episodes of a device pack, not stored yet), each live pattern's step
+    and the episodes' links are handed back unwritten, for the caller's one audit
+    record of the pack and :func:`write_steps` once the episodes are stored. ``fresh``:
+    the episodes were never distilled (none can have fed a pattern yet); ``read``: the
+    open distillates their pack already read (:func:`baseline`)."""
     live = [
         m for m in ms
-        if m.state in (State.CANDIDATE, State.CONSOLIDATED) and not m.flagged  # a disputed
-        and m.kind in FORMS and is_episode(m.kind, m.subject, m.attribute)  # claim waits
+        if m.state in _LIVE and not m.flagged  # a disputed claim waits
+        and m.kind in FORMS and is_episode(m.kind, m.subject, m.attribute)
     ]  # fmt: skip
     if not live:
         return
@@ -633,27 +701,29 @@ def on_episodes(
     for m in live:
         if m.id not in done:  # already distilled
             done.add(m.id)
-            groups.setdefault(_key(engine, m), []).append(m)
-    deferred: Deferred | None = None if steps is None else []
+            key = _key(engine, m)
+            group = groups.get(key)
+            if group is None:
+                groups[key] = [m]
+            else:
+                group.append(m)
+    deferred: Deferred | None = None
+    if pack is not None:
+        deferred = []
+        pack.positions = {m.id: k for k, m in enumerate(ms)}
     try:
         for group in groups.values():
-            _distil_group(engine, group, deferred, read)
-        if steps is not None and deferred:
-            steps += _steps_of(engine, deferred)
+            _distil_group(engine, group, pack, deferred, read)
+        if pack is not None and deferred:
+            pack.steps += _steps_of(engine, pack, deferred)
     except BaseException:
         open_cache(engine).clear()  # its objects may hold statistics never written
         raise
 
 
 def _distilled(engine: MemoryEngine, ids: list[str]) -> set[str]:
-    """Which of ``ids`` already fed a distillate."""
-    out: set[str] = set()
-    for k in range(0, len(ids), 500):
-        chunk = ids[k : k + 500]
-        marks = ",".join("?" * len(chunk))
-        out.update(str(r[0]) for r in engine.store.db.execute(
-            f"SELECT episode_id FROM distill_links WHERE episode_id IN ({marks})", chunk))
-    return out
+    """Which of ``ids`` (stored episodes) already fed a distillate."""
+    return {mid for mid in ids if _distillate_of_episode(engine, mid) is not None}
 
 
 def _fits(d: Distillate, m: Episode, engine: MemoryEngine) -> bool:
@@ -666,8 +736,9 @@ def _fits(d: Distillate, m: Episode, engine: MemoryEngine) -> bool:
 
 
 def _distil_group(
-    engine: MemoryEngine, group: list[Episode], deferred: Deferred | None, read: Read | None
-) -> None:
+    engine: MemoryEngine, group: list[Episode], pack: PackDistillation | None,
+    deferred: Deferred | None, read: Read | None,
+) -> None:  # fmt: skip
     """Episodes of one key, in order (see :func:`on_episodes`)."""
     d: Distillate | None = None
     pending: list[tuple[Episode, bool]] = []  # absorbed, their pattern not yet written
@@ -682,20 +753,28 @@ def _distil_group(
         if d.memory_id:
             pending.append((m, agrees))
             continue
-        _link(engine, d, [m])
+        _link(engine, d, [m], pack)
         _save_stats(engine, d)
         if _ready(d, engine):
-            _create(engine, d)
+            _create(engine, d, pack)
             d = None  # re-read: the row now names its memory
     if d is not None:
         _reinforce(engine, d, pending, deferred)
 
 
-def _link(engine: MemoryEngine, d: Distillate, episodes: Sequence[Episode]) -> None:
-    engine.store.db.executemany(
-        "INSERT OR IGNORE INTO distill_links (episode_id, distillate) VALUES (?, ?)",
-        [(m.id, d.rowid) for m in episodes],
-    )
+def _link(
+    engine: MemoryEngine, d: Distillate, episodes: Sequence[Episode],
+    pack: PackDistillation | None,
+) -> None:  # fmt: skip
+    """Episodes fed ``d``: noted in ``pack`` (its episodes are not stored yet), or
+    written (stored episodes, found by id)."""
+    if pack is not None:
+        pack.links += [(d.rowid, m.id) for m in episodes]
+        return
+    rowids = [engine.store.rowid(m.id) for m in episodes]
+    if None in rowids:
+        raise HirmemError(f"distillate {d.rowid}: an episode to link is not stored")
+    engine.store.db.executemany(LINK, link_rows((d.rowid, int(r or 0)) for r in rowids))
 
 
 @dataclass
@@ -739,12 +818,12 @@ def _step(
     """The pattern of ``d`` after episodes ``pending`` (None when it is not live: a
     quarantined or archived pattern takes no new support); ``row``: its
     :func:`_pattern_rows`."""
-    if row is None or int(row[1]) not in (int(State.CANDIDATE), int(State.CONSOLIDATED)):
+    if row is None or row[1] not in _LIVE_CODES:
         return None
     rowid, _, strength, last_access, decayed_at, layer, priority = row
     cfg = engine.config
     episodes = [(m.id, agrees) for m, agrees in pending]
-    agreeing = sum(agrees for _, agrees in episodes)
+    agreeing = sum(agrees for _, agrees in pending)
     # settle the decay owed so far, then count each agreeing episode as a rehearsal
     owed = decay_between(last_access, decayed_at, now, cfg, cfg.tau_for(int(layer)))
     s = d.stats
@@ -760,8 +839,20 @@ def _step(
                        episodes)  # fmt: skip
 
 
-def write_steps(engine: MemoryEngine, steps: Sequence[PatternStep], seq: int, now: float) -> None:
-    """Write patterns' steps, citing audit record ``seq``, with their strength points."""
+def write_steps(
+    engine: MemoryEngine, pack: PackDistillation, seq: int, now: float, rowids: Sequence[int],
+) -> None:  # fmt: skip
+    """Once a pack's episodes are stored (``rowids``: theirs, in the pack's order): their
+    links, and the patterns' steps, citing audit record ``seq``, with their strength
+    points."""
+    if pack.links:
+        where = pack.positions
+        engine.store.db.executemany(LINK, link_rows(
+            (distillate, rowids[where[mid]]) for distillate, mid in pack.links))  # fmt: skip
+    _write_steps(engine, pack.steps, seq, now)
+
+
+def _write_steps(engine: MemoryEngine, steps: Sequence[PatternStep], seq: int, now: float) -> None:
     if not steps:
         return
     engine.store.db.executemany(_WRITE_STEP, [(*st.columns, seq, st.rowid) for st in steps])
@@ -785,7 +876,7 @@ def _reinforce(
     if deferred is not None:
         deferred.append((d, pending))
         return
-    _link(engine, d, [m for m, _ in pending])
+    _link(engine, d, [m for m, _ in pending], None)
     _save_stats(engine, d)
     now = engine.clock()
     step = _step(engine, d, pending, now, _pattern_rows(engine, [d.memory_id]).get(d.memory_id))
@@ -799,21 +890,21 @@ def _reinforce(
         entries.append(Entry("strength", step.memory_id, {
             "old_strength": step.old, "strength": step.new, "x": 0.0,
             "reason": "distilled episode"}))  # fmt: skip
-    write_steps(engine, [step], engine.audit.append_entries(entries, ts=now)[-1], now)
+    _write_steps(engine, [step], engine.audit.append_entries(entries, ts=now)[-1], now)
 
 
-def _steps_of(engine: MemoryEngine, deferred: Deferred) -> list[PatternStep]:
-    """The patterns a pack reinforced: their statistics and links written with one
-    statement each, their rows read with one, their steps returned unwritten."""
+def _steps_of(
+    engine: MemoryEngine, pack: PackDistillation, deferred: Deferred
+) -> list[PatternStep]:
+    """The patterns a pack reinforced: their statistics written with one statement,
+    their links noted in ``pack``, their rows read with one statement, their steps
+    returned unwritten."""
     if not deferred:
         return []
+    pack.links += [(d.rowid, m.id) for d, pending in deferred for m, _ in pending]
     engine.store.db.executemany(
-        "INSERT OR IGNORE INTO distill_links (episode_id, distillate) VALUES (?, ?)",
-        [(m.id, d.rowid) for d, pending in deferred for m, _ in pending],
-    )
-    engine.store.db.executemany(
-        "UPDATE distillates SET stats = ? WHERE rowid = ?",
-        [(_json(d.stats), d.rowid) for d, _ in deferred],
+        f"UPDATE distillates SET {_STATS_SET} WHERE rowid = ?",
+        [(*_values(d.stats), d.rowid) for d, _ in deferred],
     )
     cache = open_cache(engine)
     for d, _ in deferred:
@@ -829,21 +920,15 @@ def reconsider(engine: MemoryEngine, m: Memory) -> Memory | None:
     episodes live now, so nothing quarantined stays in what the pattern states (a
     pattern left with no live episode is quarantined too); an episode a steward
     promoted that never fed one is distilled now. Returns the pattern, if any."""
-    if not engine.store.db.execute(
-        "SELECT 1 FROM distill_links WHERE episode_id = ?", (m.id,)
-    ).fetchone():
+    distillate = _distillate_of_episode(engine, m.id)
+    if distillate is None:
         on_episode(engine, m)
         return None
-    return _rebuild(engine, m)
+    return _rebuild(engine, m, distillate)
 
 
-def _rebuild(engine: MemoryEngine, m: Memory) -> Memory | None:
-    row = engine.store.db.execute(
-        "SELECT distillate FROM distill_links WHERE episode_id = ?", (m.id,)
-    ).fetchone()
-    if row is None:
-        return None
-    r = engine.store.db.execute(_SELECT + " WHERE rowid = ?", (int(row[0]),)).fetchone()
+def _rebuild(engine: MemoryEngine, m: Memory, distillate: int) -> Memory | None:
+    r = engine.store.db.execute(_SELECT + " WHERE rowid = ?", (distillate,)).fetchone()
     old = _row(r)
     live = [
         e for e in (engine.get(x) for x in episodes_of_row(engine, old.rowid))

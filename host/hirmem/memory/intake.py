@@ -223,7 +223,7 @@ class _Baselines:
 
     def __init__(self, engine: MemoryEngine, device: str) -> None:
         self.engine, self.device = engine, device
-        self.known: dict[tuple[str, str], distill.Stats | None] = {}
+        self.known: dict[tuple[str, str], distill.Baseline | None] = {}
         self.read: distill.Read = {}  # the distillates read, for the pack's distillation
 
     def read_all(self, seens: Iterable[Described]) -> None:
@@ -394,8 +394,9 @@ def _admit_together(
                                  g.h, g.i, g.r, g.w, j.state))  # fmt: skip
         texts.append(memory_text(rec.payload, seen.subject, seen.attribute, seen.value))
     vectors = embed_batch(engine.embedder, texts)
-    steps: list[distill.PatternStep] = []
-    distill.on_episodes(engine, episodes, steps, fresh=True, read=base.read)
+    distilled = distill.PackDistillation()
+    distill.on_episodes(engine, episodes, distilled, fresh=True, read=base.read)
+    steps = distilled.steps
     fed: dict[str, tuple[int, bool]] = {
         mid: (k, agrees) for k, step in enumerate(steps) for mid, agrees in step.episodes
     }
@@ -414,6 +415,6 @@ def _admit_together(
             zip(engine.store.new_rowids(len(run)), own, marks, strict=True)]  # fmt: skip
     engine.store.insert_admitted(rows, [v.tobytes() for v in vectors], seq)
     engine.admitted_rows(rows, vectors, now)
-    distill.write_steps(engine, steps, seq, now)
+    distill.write_steps(engine, distilled, seq, now, [row[0] for row in rows])
     for f, (j, _) in zip(run, marks, strict=True):
         (report.quarantined if j.state is State.QUARANTINED else report.admitted).append(f.mid)

@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from hirmem.memory import store_pg
+from hirmem.memory.distill_schema import linked_rowids, upgrade_distillation
 from hirmem.memory.model import Layer, Memory, State
 from hirmem.protocol.errors import HirmemError
 from hirmem.sql import Connection, PgTarget
@@ -216,7 +217,13 @@ CREATE INDEX memories_facts ON memories(subject, attribute, timestamp) WHERE kin
 DROP INDEX memories_subject;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
+
+# v8: a distillate's statistics in a column each, not one JSON document, and its links
+# as ranges of rowids, not a row per episode (a pack's step writes a few numbers per
+# pattern; see hirmem.memory.distill_schema). A step in Python: the documents hold
+# ±Infinity, which no JSON function of either database reads.
+Migration = str | Callable[[Connection], None]  # a script, or a step given the connection
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, upgrade_distillation)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 COLUMNS: tuple[str, ...] = (
@@ -383,8 +390,12 @@ class Store:
                 with self.transaction():
                     if self.schema_version > version:
                         continue  # another process migrated it meanwhile
-                    for statement in _statements(MIGRATIONS[version]):
-                        self._migrate_statement(statement)
+                    step = MIGRATIONS[version]
+                    if isinstance(step, str):
+                        for statement in _statements(step):
+                            self._migrate_statement(statement)
+                    else:
+                        step(self.db)
                     if isinstance(self.db, PgConnection):
                         store_pg.add_own_triggers(self.db, set(TRIGGERS))
                         store_pg.set_schema_version(self.db, version + 1)
@@ -709,14 +720,21 @@ class Store:
         among its links: they are kept in ``distill_links`` (the distillation's table),
         never in its row, which a pack's step would otherwise rewrite with up to
         ``distill_max_episodes`` ids. Every episode it was distilled from, in the order
-        they came, except those quarantined since (it is rebuilt without them)."""
+        they came (their rowids' order), except those quarantined since (it is rebuilt
+        without them)."""
         if m.kind not in DERIVED_KINDS:
             return m
-        episodes = [str(x[0]) for x in db.execute(
-            "SELECT l.episode_id FROM distill_links l JOIN distillates d "
-            "ON d.rowid = l.distillate LEFT JOIN memories e ON e.id = l.episode_id "
-            "WHERE d.memory_id = ? AND (e.state IS NULL OR e.state != 3) ORDER BY l.rowid",
-            (m.id,))]  # fmt: skip
+        rowids: list[int] = []
+        for (distillate,) in db.execute(
+            "SELECT rowid FROM distillates WHERE memory_id = ? ORDER BY rowid", (m.id,)
+        ).fetchall():
+            rowids += linked_rowids(db, int(distillate))
+        episodes: list[str] = []
+        for k in range(0, len(rowids), 500):
+            chunk = rowids[k : k + 500]
+            episodes += [str(x[0]) for x in db.execute(
+                f"SELECT id FROM memories WHERE rowid IN ({','.join('?' * len(chunk))}) "
+                "AND state != 3 ORDER BY rowid", chunk)]  # fmt: skip
         return m.replace(links=tuple(dict.fromkeys((*m.links, *episodes)))) if episodes else m
 
     def hash_of(self, memory_id: str) -> bytes | None:
@@ -807,6 +825,7 @@ def _statements(script: str) -> list[str]:
 TRIGGERS: dict[str, str] = {
     stmt.split()[2]: stmt
     for script in MIGRATIONS
+    if isinstance(script, str)
     for stmt in _statements(script)
     if stmt.upper().startswith("CREATE TRIGGER")
 }
