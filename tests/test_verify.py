@@ -62,7 +62,8 @@ def test_a_blind_check_fails() -> None:
 def test_the_tool_runs_every_method_with_its_planted_bugs() -> None:
     """One tool: SPIN, the C checks and the memory explorer, each with planted bugs."""
     names = [name for name, _ in verify._other_methods(fast=True)]
-    assert {"c-decoders", "c-decoders-planted", "c-decoders-planted-wp", "ring", "ring-planted",
+    assert {"c-decoders", "c-decoders-planted", "c-decoders-planted-wp",
+            "c-decoders-planted-join", "ring", "ring-planted",
             "ring-wp", "ring-wp-planted", "memory"} <= set(names)
     pack_path = [name for name in names if name.startswith("memory-planted-pack-")]
     assert sum(name.startswith("memory-planted-") for name in names) - len(pack_path) == 4

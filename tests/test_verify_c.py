@@ -9,9 +9,14 @@
   the message entry keeps none inside the reader.
 - EVA with one state per message type proves every field store of hm_msg_decode inside
   the message struct; SHA-256's framing, unrolled, leaves only its last block reviewed.
+- WP proves hm_frag.c's contracts (the joiner keeps have <= limit + 4) and the
+  harness's loop invariant over a run of pieces: the frame-piece entry is left with no
+  alarm.
 - EVA catches the planted off-by-one of the frame receiver (HM_PLANT_OOB) as a new
   alarm at the buffer write; WP catches the planted off-by-one of hm_cobs_decode's
-  block check (HM_PLANT_COBS): the reads it guards are no longer proved.
+  block check (HM_PLANT_COBS): the reads it guards are no longer proved; and the
+  joiner's too-large check one byte loose (HM_PLANT_JOIN): its copy is no longer
+  proved inside its buffer.
 - Every sequence of up to 5 ring operations from an empty 3-slot ring keeps the
   invariants of hm_ring.h (the tool runs depth 8); the planted recency bug
   (HM_PLANT_RING_LRU) is caught with the sequence that shows it.
@@ -61,10 +66,16 @@ def test_decoders_leave_only_reviewed_alarms() -> None:
     # the reader's WP proofs carry over to the message decoder that calls it
     m = re.search(r"^eva_msg .*; (\d+) alarms after EVA .*, (\d+) proved by WP", text, re.M)
     assert m and int(m.group(2)) >= 5, text
+    # the frame-piece joiner is proved: WP closes every alarm EVA leaves over a run of pieces
+    m = re.search(r"^eva_join .*; proved free of runtime errors \((\d+) alarms after EVA "
+                  r"\(\d+ properties proved by EVA\), (\d+) proved by WP, 0 still reviewed\)",
+                  text, re.M)
+    assert m and m.group(1) == m.group(2) and int(m.group(2)) >= 6, text
+    assert re.search(r"^  WP \d+/\d+ goals in .*\bhm_join_take\b.*\beva_join\b", text, re.M), text
     # one EVA state per message type: every field store is inside the struct (no
     # field-table alarm left), and SHA-256's block loop is unrolled
     tags = dict(re.findall(r"(\S+) (\d+)", text.split("reviewed alarms by reason: ")[1]))
-    assert "field-table" not in tags, text
+    assert "field-table" not in tags and "join-bound" not in tags, text
     assert int(tags.get("md-block", "0")) <= 5, text
 
 
@@ -81,6 +92,14 @@ def test_planted_cobs_off_by_one_is_caught_by_wp() -> None:
     assert not rep.ok, text
     assert re.search(r"NEW ALARM hm_frame\.c:\d+ in hm_cobs_decode: mem_access "
                      r"\\valid_read\(in \+", text), text
+
+
+def test_planted_join_bound_is_caught_by_wp() -> None:
+    rep = verify_c.check_decoders("join", entries=("eva_join",))
+    text = "\n".join(rep.lines)
+    assert not rep.ok, text
+    assert re.search(r"NEW ALARM hm_frag\.c:\d+ in hm_join_take: precondition of hm_wp_memcpy "
+                     r"valid_dest", text), text
 
 
 def test_unreviewed_alarm_is_new() -> None:

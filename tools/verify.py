@@ -318,6 +318,8 @@ def _other_methods(fast: bool) -> list[tuple[str, Runner]]:
         ("c-decoders-planted", lambda: _planted(verify_c.check_decoders(planted="oob"))),
         ("c-decoders-planted-wp", lambda: _planted(verify_c.check_decoders(
             planted="cobs", entries=("eva_frame",)))),
+        ("c-decoders-planted-join", lambda: _planted(verify_c.check_decoders(
+            planted="join", entries=("eva_join",)))),
         ("ring", lambda: verify_c.check_ring(ring_depth)),
         ("ring-planted", lambda: _planted(verify_c.check_ring(ring_depth, planted="lru"))),
         # WP over the ring's contracts: the capture path in the fast subset, all in the tool

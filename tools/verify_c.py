@@ -19,12 +19,16 @@ EVA runs with -eva-split-return auto (a getter's OK and error returns are kept a
 so its out-parameters are known set on OK) and the partitions of EVA_PARTITIONS. For
 the entries of WP_ENTRIES the same Frama-C session then runs WP (Z3 through Why3;
 `why3 config detect` first on a fresh machine) on every function of the entry's
-sources that carries an ACSL contract (hm_cbor.c's reader but hm_cbor_skip,
-hm_cobs_decode): WP proves the contracts, the loop invariants and the alarms EVA left
-in those bodies, and Frama-C consolidates: an alarm is closed when WP proved it under
-preconditions that EVA or WP proved at every call. WP keeps its results per goal in
-build/verify/wp-cache (a goal's text is its key: a changed goal is proved again). The
-other entries analyse the same code with the annotations taken out (EVA alone).
+sources that carries an ACSL contract (hm_cbor.c's reader, hm_cobs_decode, hm_frag.c's
+joiner with hm_crc32) and on the harness functions of WP_HARNESS (eva_join, whose loop
+invariant carries the joiner's bound over the run of pieces): WP proves the contracts,
+the loop invariants and the alarms EVA left in those bodies, and Frama-C consolidates:
+an alarm is closed when WP proved it under preconditions that EVA or WP proved at every
+call. In these entries verify/framac/wp_env.h is forced into the files of WP_ENV_FILES:
+memcpy and memcmp stated over uint8_t, which WP's typed model can follow. WP keeps its
+results per goal in build/verify/wp-cache (a goal's text is its key: a changed goal is
+proved again). The other entries analyse the same code with the annotations taken out
+(EVA alone).
 Every alarm left open is compared with verify/framac/eva_reviewed.txt, the alarms
 reviewed as imprecision (with the reason); any other alarm fails the check and is
 printed with its place. Per entry it prints the alarms EVA left, how many of them WP
@@ -46,7 +50,9 @@ It prints the goals proved / total, per function, and the time.
 
 Planted bugs (built only here): decoders "oob" compiles hm_frame.c with HM_PLANT_OOB
 (the receiver's buffer check off by one: EVA flags the write), "cobs" with HM_PLANT_COBS
-(hm_cobs_decode's block-length check off by one: WP cannot prove the reads); ring
+(hm_cobs_decode's block-length check off by one: WP cannot prove the reads), "join"
+with HM_PLANT_JOIN (hm_join_take's too-large check one byte loose: WP cannot prove
+the copy inside buf); ring
 "lru" uses the build with HM_PLANT_RING_LRU (an access does not refresh recency); ring-wp
 "eviction" analyses hm_ring.c with HM_PLANT_RING (after the LRU record's eviction the run
 search asks for one block too few: WP can no longer prove the run fits). Every check
@@ -77,7 +83,7 @@ EVA_ENTRIES: dict[str, tuple[str, ...]] = {
     "eva_cbor": ("hm_cbor.c",),
     "eva_frame": ("hm_frame.c", "hm_crc32.c"),
     "eva_msg": ("hm_msg.c", "hm_cbor.c"),
-    "eva_join": ("hm_frag.c", "hm_msg.c", "hm_cbor.c", "hm_crc32.c"),
+    "eva_join": ("hm_frag.c", "hm_crc32.c"),
     "eva_pack": ("hm_pack.c", "hm_cbor.c", "hm_sha2.c", "../../verify/framac/eva_crypto.c"),
 }
 # The entries whose sources' ACSL contracts WP proves (in the same session as EVA), so
@@ -86,9 +92,20 @@ EVA_ENTRIES: dict[str, tuple[str, ...]] = {
 # without annotations (EVA alone): its readers run over sub-buffers (the protected
 # header, the payload) that EVA bounds only as intervals, so the reader's
 # preconditions there would need WP over hm_knowledge_accept (the COSE layout).
-# eva_join calls no function with a contract (hm_join_take's bound needs one, with a
-# loop invariant over the harness's run of pieces: not written).
-WP_ENTRIES = {"eva_cbor", "eva_frame", "eva_msg"}
+# eva_join: hm_frag.c's contracts keep the joiner's bound (have <= limit + 4) over
+# every take, and the harness's loop invariant carries it over the run of pieces.
+WP_ENTRIES = {"eva_cbor", "eva_frame", "eva_msg", "eva_join"}
+# Harness functions WP proves as well (their loop invariants establish a core
+# function's precondition at its call, which EVA's intervals cannot).
+WP_HARNESS: dict[str, tuple[str, ...]] = {"eva_join": ("eva_join",)}
+# Forced into these core files in the WP entries: memcmp and memcpy stated over
+# uint8_t (verify/framac/wp_env.h says why).
+WP_ENV = ROOT / "verify" / "framac" / "wp_env.h"
+WP_ENV_FILES = ("hm_frag.c",)
+# Proved with -wp-split (a goal per branch of each conditional): Z3 gives up on
+# hm_join_take's postconditions taken whole, over all its exits at once. Not for every
+# function: split, hm_cbor_skip's goals grow from about 100 to 1000.
+WP_SPLIT = {"hm_join_take"}
 # EVA partitioning per entry: hm_msg_decode keeps one state per message type (its
 # `split t`) and per field, so each field's offset in the table is a constant;
 # SHA-256's framing keeps its block loop and the wipes unrolled.
@@ -100,7 +117,8 @@ EVA_PARTITIONS: dict[str, tuple[str, ...]] = {
 # contracts, met again in every entry that calls the reader) is not proved twice.
 WP_CACHE = ROOT / "build" / "verify" / "wp-cache"
 # planted bug -> (its macro, whether WP runs: "oob" is EVA's to find, "cobs" WP's)
-DECODER_PLANTS = {"oob": ("HM_PLANT_OOB", False), "cobs": ("HM_PLANT_COBS", True)}
+DECODER_PLANTS = {"oob": ("HM_PLANT_OOB", False), "cobs": ("HM_PLANT_COBS", True),
+                  "join": ("HM_PLANT_JOIN", True)}
 RING_PLANTS = {"lru": "ring_explore_planted"}
 EVA_PRECISION = 1  # 4 and 7 leave the same alarms at 3x and 30x the time
 
@@ -154,7 +172,7 @@ class EvaRun:
     contract: int = 0  # properties of the ACSL annotations (contracts, loop invariants)
 
 
-_LIBC = {"memcmp", "memcpy", "memmove", "memset"}
+_LIBC = {"memcmp", "memcpy", "memmove", "memset", "hm_wp_memcmp", "hm_wp_memcpy"}
 _COVERAGE = re.compile(r"(\d+) functions analyzed \(out of \d+\).*?\n\s*In these functions, "
                        r"(\d+) statements reached \(out of (\d+)\)", re.S)
 _WP_SUMMARY = re.compile(r"\[wp\] Proved goals:\s+(\d+) / (\d+)")
@@ -239,17 +257,27 @@ def run_eva(entry: str, defines: tuple[str, ...] = (), precision: int = EVA_PREC
         contracted = contracted_functions(sources) if with_wp else []
         if not with_wp:
             sources = [strip_annotations(f, Path(tmp)) for f in sources]
-        cmd = ["frama-c", f"-cpp-extra-args={cpp}", "-machdep", "x86_64", "-eva",
+        per_file = ",".join(f"{f}:-include {WP_ENV}" for f in sources
+                            if with_wp and f.name in WP_ENV_FILES)
+        cmd = ["frama-c", f"-cpp-extra-args={cpp}",
+               *(["-cpp-extra-args-per-file", per_file] if per_file else []),
+               "-machdep", "x86_64", "-eva",
                "-eva-precision", str(precision), "-eva-split-return", "auto",
                *EVA_PARTITIONS.get(entry, ()),
                "-main", entry, "-eva-show-progress", "-eva-no-print", str(HARNESS),
                *map(str, sources), "-then", "-report-csv", str(after_eva)]
         if contracted:
+            contracted += WP_HARNESS.get(entry, ())
             ensure_why3()
             WP_CACHE.mkdir(parents=True, exist_ok=True)
-            cmd += ["-then", "-wp", "-wp-fct", ",".join(contracted), "-wp-prover", "z3",
+            whole = [f for f in contracted if f not in WP_SPLIT]
+            split = [f for f in contracted if f in WP_SPLIT]
+            cmd += ["-then", "-wp", "-wp-fct", ",".join(whole), "-wp-prover", "z3",
                     "-wp-timeout", str(WP_TIMEOUT), "-wp-cache", "update",
-                    "-wp-cache-dir", str(WP_CACHE), "-then", "-report-csv", str(after_wp)]
+                    "-wp-cache-dir", str(WP_CACHE)]
+            if split:
+                cmd += ["-then", "-wp-split", "-wp-fct", ",".join(split)]
+            cmd += ["-then", "-report-csv", str(after_wp)]
         start = time.monotonic()
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=3600)
         seconds = time.monotonic() - start
@@ -270,8 +298,9 @@ def run_eva(entry: str, defines: tuple[str, ...] = (), precision: int = EVA_PREC
     m = _COVERAGE.search(proc.stdout)
     cov = (f"{m.group(1)} functions, {m.group(2)}/{m.group(3)} statements reached"
            if m else "coverage not reported")
-    w = _WP_SUMMARY.search(proc.stdout)
-    wp_goals = f"WP {w.group(1)}/{w.group(2)} goals in {', '.join(contracted)}" if w else ""
+    passes = _WP_SUMMARY.findall(proc.stdout)  # one per WP pass (whole, then split)
+    wp_goals = (f"WP {sum(int(d) for d, _ in passes)}/{sum(int(n) for _, n in passes)} "
+                f"goals in {', '.join(contracted)}") if passes else ""
     reached = set(re.findall(r"computing for function (\w+)", proc.stdout))
     proved = sorted(f for f in reached - {a.function for a in alarms}
                     if not f.startswith(("Frama_C", "eva_", "any_input")) and f not in _LIBC)

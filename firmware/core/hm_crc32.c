@@ -7,8 +7,12 @@ static const uint32_t crc_nibble[16] = {
     0x9b64c2b0u, 0x86d3d2d4u, 0xa00ae278u, 0xbdbdf21cu,
 };
 
+/*@ requires \valid_read(data + (0 .. len - 1));
+    assigns \nothing; */
 uint32_t hm_crc32(uint32_t crc, const uint8_t *data, size_t len) {
     uint32_t c = ~crc;
+    /*@ loop invariant i <= len;
+        loop assigns i, c; */
     for (size_t i = 0; i < len; i++) {
         c ^= data[i];
         c = (c >> 4) ^ crc_nibble[c & 15u];

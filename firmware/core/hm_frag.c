@@ -42,6 +42,14 @@ hm_error_code hm_piece_encode(const uint8_t *body, size_t len, size_t max_frame,
     return HM_OK;
 }
 
+/* ACSL contracts (tools/verify_c.py, eva_join): WP proves that the joiner keeps
+ * have <= limit + 4 <= the size of buf across any run of pieces, so its copy and its
+ * check stay inside buf. */
+/*@ predicate hm_join_bounded(hm_join *j) =
+      j->limit <= HM_MAX_MESSAGE && j->have <= j->limit + HM_PIECE_CHECK; */
+
+/*@ requires \valid_read(b + (0 .. n - 1));
+    assigns \nothing; */
 uint32_t hm_body_seq(const uint8_t *b, size_t n) {
     uint32_t v;
     unsigned k, w;
@@ -49,6 +57,8 @@ uint32_t hm_body_seq(const uint8_t *b, size_t n) {
         return 0;
     if (v >= 24u) {
         w = 1u << (v - 24u);
+        /*@ loop invariant k <= w && w <= 4;
+            loop assigns k, v; */
         for (v = 0, k = 0; k < w; k++) v = v << 8 | b[4 + k];
     }
     return v;
@@ -61,14 +71,27 @@ int hm_join_init(hm_join *j, uint32_t limit) {
     return 0;
 }
 
+/*@ requires \valid(j);
+    assigns j->next, j->have;
+    ensures j->next == 0 && j->have == 0; */
 void hm_join_reset(hm_join *j) { j->next = j->have = 0; }
 
+/*@ requires \valid(j) && kind < HM_JOIN_KINDS;
+    assigns j->refused[kind], j->next, j->have;
+    ensures j->next == 0 && j->have == 0; */
 static hm_error_code join_refuse(hm_join *j, hm_join_kind kind) {
     j->refused[kind]++;
     hm_join_reset(j);
     return kind == HM_JOIN_TOO_LARGE ? HM_E_TOO_LARGE : HM_E_REASSEMBLY;
 }
 
+/*@ requires \valid(j);
+    requires hm_join_bounded(j);
+    requires n >= 1 && \valid_read(body + (0 .. n - 1));
+    requires \valid(out_len) && \separated(j, out_len, body + (0 .. n - 1));
+    assigns *j, *out_len;
+    ensures hm_join_bounded(j);
+    ensures j->limit == \old(j->limit); */
 hm_error_code hm_join_take(hm_join *j, const uint8_t *body, size_t n, size_t *out_len) {
     unsigned head = body[0];
     uint32_t crc;
@@ -92,7 +115,11 @@ hm_error_code hm_join_take(hm_join *j, const uint8_t *body, size_t n, size_t *ou
         if (n < 2) return join_refuse(j, HM_JOIN_EMPTY);
     }
     /* have <= limit + 4 = the bound of buf: the copy stays inside it */
+#ifdef HM_PLANT_JOIN /* planted bug for tools/verify_c.py (WP must not prove the copy) */
+    if (n - 1 > j->limit + HM_PIECE_CHECK + 1 - j->have) return join_refuse(j, HM_JOIN_TOO_LARGE);
+#else
     if (n - 1 > j->limit + HM_PIECE_CHECK - j->have) return join_refuse(j, HM_JOIN_TOO_LARGE);
+#endif
     memcpy(j->buf + j->have, body + 1, n - 1);
     j->have += (uint32_t)(n - 1);
     j->next++;

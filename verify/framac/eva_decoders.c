@@ -81,15 +81,20 @@ void eva_msg(void) {
 
 /* Frame pieces (SPEC §6.8): a run of frame bodies with any bytes (any head) and any
  * length up to the frame, with resets in between, joined against any limit (also one
- * init refuses); the seq a too-large refusal names is read from each. */
+ * init refuses); the seq a too-large refusal names is read from each. EVA checks each
+ * call's buffers; WP (tools/verify_c.py WP_HARNESS) carries the joiner's bound
+ * (hm_join_take's first precondition) over the run, which EVA's intervals lose. */
 static hm_join jn;
 
 void eva_join(void) {
-    size_t len = any_input(), got;
+    size_t len = any_input(), got, n;
     if (len == 0 || hm_join_init(&jn, Frama_C_unsigned_int_interval(0, 2 * HM_MAX_MESSAGE)))
         return;
+    //@ assert jn.limit <= HM_MAX_MESSAGE && jn.have <= jn.limit + HM_PIECE_CHECK;
+    /*@ loop invariant jn.limit <= HM_MAX_MESSAGE && jn.have <= jn.limit + HM_PIECE_CHECK;
+        loop assigns i, n, got, jn, Frama_C_entropy_source; */
     for (int i = 0; i < 64; i++) {
-        size_t n = Frama_C_size_t_interval(1, len);
+        n = Frama_C_size_t_interval(1, len);
         if (Frama_C_interval(0, 7) == 0) hm_join_reset(&jn);
         (void)hm_body_seq(wire, n);
         if (HM_PIECE_IS(wire, n)) (void)hm_join_take(&jn, wire, n, &got);
