@@ -239,6 +239,7 @@ class Substrate:
         self.memories = memories if memories is not None else MemoryIndex(self.passages.embedder)
         self.entities = entities if entities is not None else EntityIndex()
         self.claims.names = self.entities.names
+        self.claims.texts = self._text_of  # quotes kept as spans of the stored documents
         self.planner = Planner(self.claims)
         self._hedges = RuleExtractor()  # what hedged sentences would assert, kept as hedged
         self.reader = Reader()
@@ -246,6 +247,11 @@ class Substrate:
         if self.decisions.prov is not prov:
             raise ProvError("the decision recorder must write into the substrate's PROV log")
         self.decisions.resolve = self._cite
+
+    def _text_of(self, doc_id: str) -> str | None:
+        """The text of stored document ``doc_id`` (what the tiers' spans are cut from)."""
+        doc = self.docs.get(doc_id)
+        return None if doc is None else doc.text
 
     def _assertion_embedder(self, shared: TextEmbedder) -> TextEmbedder:
         """The assertion tier's embedder: the passages' one (MiniLM where installed), so
@@ -826,9 +832,9 @@ class Substrate:
             if mine and len(mine) == len(edge.sources):
                 stones.append(self.erase(edge.id, reason))
         self.retriever.forget_doc(doc_id)
+        self._withdraw_tiers(doc_id)  # while its text is there to unindex the spans
         self.docs.delete(doc_id)
         self.graph.delete(doc_id)
-        self._withdraw_tiers(doc_id)
         stones.append(self.ledger.bury(f"doc:{doc_id}", reason))
         return stones
 

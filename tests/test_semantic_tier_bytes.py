@@ -1,0 +1,197 @@
+"""What the text tiers cost per document, and that the compact layouts answer as before:
+dictionary-encoded names, containers and sources; a claim's quote kept as a span of the
+text it cites; the lookups a question makes served by an index (``EXPLAIN QUERY PLAN``);
+files of the earlier layouts converted when opened."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from hirmem.semantic.claims import ClaimStore, Ontology, Statement, Template
+from hirmem.semantic.entities import EntityIndex, entity_id
+from hirmem.sql import Connection
+
+ONTOLOGY = Ontology([
+    Template("person.employer", True, "entity"),
+    Template("person.hobby", False, "text"),
+])  # fmt: skip
+
+
+def _plan(db: Connection, sql: str, args: tuple[object, ...]) -> str:
+    return " | ".join(str(r[3]) for r in db.execute("EXPLAIN QUERY PLAN " + sql, args))
+
+
+# ---- entities ---------------------------------------------------------------------------------
+
+
+def test_an_entity_file_of_the_earlier_text_layout_is_converted_when_opened(
+    tmp_path: Path,
+) -> None:
+    """Aliases and kinds written as text rows (the earlier layout) read back the same
+    after the file is converted: names, kinds, resolution, the fence, and withdrawal."""
+    db = tmp_path / "e.db"
+    bob, ann = entity_id("robert smith"), entity_id("ann lee")
+    con = sqlite3.connect(db)
+    con.executescript(f"""
+        CREATE TABLE entities (id TEXT PRIMARY KEY, name TEXT NOT NULL) WITHOUT ROWID;
+        CREATE TABLE entity_aliases (alias TEXT NOT NULL, entity TEXT NOT NULL,
+            container TEXT NOT NULL, source TEXT NOT NULL,
+            PRIMARY KEY (alias, entity, container, source));
+        CREATE TABLE entity_kinds (entity TEXT NOT NULL, kind TEXT NOT NULL,
+            container TEXT NOT NULL, source TEXT NOT NULL,
+            PRIMARY KEY (entity, kind, container, source)) WITHOUT ROWID;
+        INSERT INTO entities VALUES ('{bob}', 'robert smith'), ('{ann}', 'ann lee');
+        INSERT INTO entity_aliases VALUES ('robert smith', '{bob}', 'team', 'd1'),
+            ('bob', '{bob}', 'team', 'd1'), ('ann lee', '{ann}', 'club', 'd2');
+        INSERT INTO entity_kinds VALUES ('{bob}', 'person', 'team', 'd1'),
+            ('{ann}', 'person', 'club', 'd2');
+    """)
+    con.close()
+    index = EntityIndex(str(db))
+    assert index.names("Bob", {"team"}) == {"bob", "robert smith"}
+    assert index.resolve("Robert Smith", {"team"}) == [bob] == index.resolve("bob", {"team"})
+    assert index.kinds("Bob", {"team"}) == {"person"} == index.kinds("Ann Lee", {"club"})
+    assert index.names("Bob", {"club"}) == set() and index.kinds("Ann Lee", {"team"}) == set()
+    index.withdraw("d1")
+    assert index.names("Bob", {"team"}) == set() and index.resolve("Ann Lee", {"club"}) == [ann]
+    index.close()
+    con = sqlite3.connect(db)
+    tables = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    types = {r[1]: r[2] for r in con.execute("PRAGMA table_info(entity_aliases)")}
+    con.close()
+    assert "entity_kinds" not in tables and types["alias"] == "INTEGER"
+
+
+def test_a_name_said_by_a_document_costs_one_narrow_row_not_an_alias_and_a_kind(
+    tmp_path: Path,
+) -> None:
+    """The entity's own name is implied by its said row: no alias row repeats it, and a
+    kind stated with it is the same row."""
+    index = EntityIndex(str(tmp_path / "e.db"))
+    for i in range(50):
+        index.note("Heidi Jones", "bench", f"doc{i}", "person")
+    index.note("Robert (Bob) Smith", "bench", "docb", "person")
+    assert index.kinds("Heidi Jones", {"bench"}) == {"person"}
+    assert index.names("Bob", {"bench"}) == {"bob", "robert smith", "robert (bob) smith"}
+    db = index._db
+    said = db.execute("SELECT count(*) FROM entity_said").fetchone()[0]
+    aliases = db.execute("SELECT count(*) FROM entity_aliases").fetchone()[0]
+    index.close()
+    assert said == 51 and aliases == 2  # "bob" and the written form, nothing for the rest
+
+
+def test_entity_lookups_are_served_by_indexes(tmp_path: Path) -> None:
+    index = EntityIndex(str(tmp_path / "e.db"))
+    index.note("Heidi Jones", "bench", "doc1", "person")
+    db = index._db
+    for sql, args, used in (
+        ("SELECT 1 FROM entity_said WHERE entity = ? AND container IN (?, ?)", (1, 2, 3),
+         "PRIMARY KEY"),
+        ("SELECT entity FROM entity_aliases WHERE alias = ? AND container IN (?)", (1, 2),
+         "PRIMARY KEY"),
+        ("SELECT alias FROM entity_aliases WHERE entity IN (?, ?) AND container IN (?)",
+         (1, 2, 3), "entity_aliases_entity"),
+        ("DELETE FROM entity_said WHERE source = ?", (5,), "entity_said_source"),
+        ("DELETE FROM entity_aliases WHERE source = ?", (5,), "entity_aliases_source"),
+    ):
+        plan = _plan(db, sql, args)
+        assert "SCAN" not in plan and used in plan, (sql, plan)
+    index.close()
+
+
+# ---- claims -----------------------------------------------------------------------------------
+
+TEXTS = {
+    "d1": "Minutes. Heidi Jones works at Stark Industries. Nothing else.",
+    "d2": "Heidi Jones likes pottery.",
+}
+
+
+def _claims(path: Path) -> ClaimStore:
+    store = ClaimStore(ONTOLOGY, str(path), clock=lambda: 1_000)
+    store.texts = TEXTS.get
+    return store
+
+
+def test_a_claim_quote_is_kept_as_a_span_of_the_text_it_cites(tmp_path: Path) -> None:
+    store = _claims(tmp_path / "c.db")
+    quote = "Heidi Jones works at Stark Industries."
+    row = store.write(Statement("Heidi Jones", "person.employer", "Stark Industries", quote,
+                                "d1", "team"))  # fmt: skip
+    assert row is not None
+    # the same statement again is one attestation; a quote in no stored text is kept as text
+    store.write(Statement("Heidi Jones", "person.employer", "Stark Industries", quote, "d1",
+                          "team"))  # fmt: skip
+    store.write(Statement("Heidi Jones", "person.hobby", "pottery",
+                          "heidi jones: pottery", "d9", "team"))  # fmt: skip
+    held = store._db.execute("SELECT source, quote, start, end_ FROM claim_attestations "
+                             "ORDER BY rowid").fetchall()  # fmt: skip
+    assert held == [("d1", None, 9, 9 + len(quote)), ("d9", "heidi jones: pottery", 0, 0)]
+    [now] = store.current("Heidi Jones", "person.employer", {"team"})
+    assert [a.quote for a in now.attestations] == [quote] and now.id == row.id
+    assert store.sources(now) == [("team", "d1", quote)]
+    assert {a.quote for c in store.about("Heidi Jones", {"team"}) for a in c.attestations} == {
+        quote, "heidi jones: pottery"}
+    # a text that no longer holds what a span cites is an error, never a wrong quote
+    store.texts = {"d1": "short"}.get
+    with pytest.raises(Exception, match="can no longer be read"):
+        store.current("Heidi Jones", "person.employer", {"team"})
+    store.close()
+
+
+def test_a_claim_file_of_the_earlier_text_layout_is_converted_when_opened(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "c.db"
+    quote = "Heidi Jones works at Stark Industries."
+    con = sqlite3.connect(db)
+    con.executescript(f"""
+        CREATE TABLE claims (id TEXT PRIMARY KEY, subject TEXT NOT NULL,
+            predicate TEXT NOT NULL, value TEXT NOT NULL);
+        CREATE TABLE claim_attestations (claim TEXT NOT NULL, container TEXT NOT NULL,
+            source TEXT NOT NULL, quote TEXT NOT NULL, valid_from INTEGER NOT NULL,
+            invalid_at INTEGER NOT NULL, said_at INTEGER NOT NULL,
+            recorded_at INTEGER NOT NULL, PRIMARY KEY (claim, container, source, quote));
+        INSERT INTO claims VALUES ('x1', 'heidi jones', 'person.employer', 'stark industries');
+        INSERT INTO claim_attestations VALUES
+            ('x1', 'team', 'd1', '{quote}', 5, 0, 5, 7),
+            ('x1', 'club', 'd7', 'Heidi Jones (club) works at Stark Industries.', 5, 0, 5, 8);
+    """)
+    con.close()
+    store = _claims(db)
+    [row] = store.about("Heidi Jones", {"team", "club"}, at=10)
+    assert (row.subject, row.predicate, row.value) == ("heidi jones", "person.employer",
+                                                       "stark industries")  # fmt: skip
+    assert sorted((a.container, a.source, a.quote, a.valid_from) for a in row.attestations) == [
+        ("club", "d7", "Heidi Jones (club) works at Stark Industries.", 5),
+        ("team", "d1", quote, 5)]  # fmt: skip
+    assert store.about("Heidi Jones", {"team"}, at=10)[0].attestations[0].source == "d1"
+    assert store.count("person.employer", {"club"}, at=10) == 1
+    kept = store._db.execute("SELECT quote FROM claim_attestations ORDER BY rowid").fetchall()
+    store.close()
+    # converted while it opens, before it is told where its documents are: quotes as text
+    assert kept == [(quote,), ("Heidi Jones (club) works at Stark Industries.",)]
+
+
+def test_claim_lookups_are_served_by_indexes(tmp_path: Path) -> None:
+    store = _claims(tmp_path / "c.db")
+    db = store._db
+    for sql, args, used in (
+        ("SELECT a.quote FROM claims c CROSS JOIN claim_attestations a ON a.claim = c.id "
+         "WHERE a.container IN (?, ?) AND c.subject IN (?, ?) AND c.predicate = ?",
+         (1, 2, 3, 4, 5), "sqlite_autoindex_claims_1"),
+        ("SELECT a.quote FROM claims c CROSS JOIN claim_attestations a ON a.claim = c.id "
+         "WHERE a.container IN (?) AND (c.subject IN (?) OR c.value IN (?))", (1, 2, 3),
+         "claims_value"),
+        ("SELECT c.id FROM claims c WHERE c.predicate = ?", (1,), "claims_pv"),
+        ("DELETE FROM claim_attestations WHERE source = ?", ("d1",), "attestations_source"),
+    ):
+        plan = _plan(db, sql, args)
+        assert "SCAN" not in plan and used in plan, (sql, plan)
+    assert "attestations_claim" in _plan(db, "SELECT a.quote FROM claims c CROSS JOIN "
+                                         "claim_attestations a ON a.claim = c.id WHERE "
+                                         "c.subject = ? AND a.container IN (?)", (1, 2))
+    store.close()
