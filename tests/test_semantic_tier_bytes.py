@@ -12,12 +12,28 @@ import pytest
 
 from hirmem.semantic.claims import ClaimStore, Ontology, Statement, Template
 from hirmem.semantic.entities import EntityIndex, entity_id
+from hirmem.semantic.extract import RuleExtractor
+from hirmem.semantic.retrieve import Embedder
+from hirmem.semantic.split import SentenceSplitter
+from hirmem.semantic.stages import Pipeline, Result, StageRun
+from hirmem.semantic.substrate import Substrate
+from hirmem.semantic.values import Doc, Origin, doc_id, with_origin
 from hirmem.sql import Connection
 
 ONTOLOGY = Ontology([
     Template("person.employer", True, "entity"),
     Template("person.hobby", False, "text"),
 ])  # fmt: skip
+
+
+def _say(sub: Substrate, ref: str, text: str, container: str) -> str:
+    """Absorb ``text`` as the document read from ``ref``; its id."""
+    org = Origin.of_bytes(ref, text.encode(), "text/plain", 1_000)
+    doc = Doc(doc_id(ref, 0, org.sha256), ref, text, with_origin({"container": container}, org))
+    pipeline = Pipeline(None, splitter=SentenceSplitter(512), extractor=RuleExtractor())
+    result = Result(runs=[StageRun("ingest", "test", 1_000, 1_000, (ref,), (doc.id,))])
+    sub.absorb(pipeline.process([doc], result))
+    return doc.id
 
 
 def _plan(db: Connection, sql: str, args: tuple[object, ...]) -> str:
@@ -195,3 +211,109 @@ def test_claim_lookups_are_served_by_indexes(tmp_path: Path) -> None:
                                          "claim_attestations a ON a.claim = c.id WHERE "
                                          "c.subject = ? AND a.container IN (?)", (1, 2))
     store.close()
+
+
+# ---- tier 1 -----------------------------------------------------------------------------------
+
+_SECOND_TIER1_LAYOUT = """
+CREATE TABLE tier1_memories (
+    id INTEGER PRIMARY KEY, hash INTEGER UNIQUE NOT NULL, key TEXT, container INTEGER NOT NULL,
+    source INTEGER NOT NULL, subject TEXT NOT NULL, text TEXT NOT NULL,
+    hedged INTEGER NOT NULL, valid_from INTEGER NOT NULL, invalid_at INTEGER NOT NULL,
+    said_at INTEGER NOT NULL, vec BLOB NOT NULL);
+CREATE INDEX tier1_memories_source ON tier1_memories(source);
+CREATE TABLE tier1_names (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
+CREATE TABLE tier1_mentions (entity INTEGER NOT NULL, memory INTEGER NOT NULL,
+    PRIMARY KEY (entity, memory)) WITHOUT ROWID;
+CREATE INDEX tier1_mentions_memory ON tier1_mentions(memory);
+CREATE TABLE tier1_containers (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
+CREATE TABLE tier1_sources (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+CREATE TABLE tier1_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE VIRTUAL TABLE tier1_terms_1 USING fts5(text, subject, content='tier1_memories',
+    content_rowid='id', tokenize='porter unicode61');
+"""
+
+
+def test_a_tier1_file_of_the_hash_keyed_layout_is_converted_when_opened(tmp_path: Path) -> None:
+    """The layout before this one (a hash column with its own unique index, the subject as
+    text, mentions indexed by memory too): its rows keep their ids, so its full-text index
+    and mentions still find them; a sentence's key and a distilled key still read back."""
+    from hirmem.protocol.identity import fnv1a64
+    from hirmem.semantic.memories import MemoryIndex, _hash, _packed
+
+    e = Embedder()
+    path = tmp_path / "t1.db"
+    db = sqlite3.connect(path)
+    db.executescript(_SECOND_TIER1_LAYOUT)
+    text, pattern = "Ada Reyes is rowing on weekends now.", "pump 3 runs hot at noon"
+    key = f"doc-a#{fnv1a64(text.encode()):016x}"
+    db.execute("INSERT INTO tier1_containers VALUES (1, 'team')")
+    db.execute("INSERT INTO tier1_names VALUES (1, 'ada reyes')")
+    for source in ("doc-a", "p"):
+        db.execute("INSERT INTO tier1_sources VALUES (?, ?)", (_hash(source), source))
+    db.execute("INSERT INTO tier1_memories VALUES (1, ?, NULL, 1, ?, 'ada reyes', ?, 0, 0, 0, "
+               "5, ?)", (_hash(key), _hash("doc-a"), text, _packed(e.embed(text))))
+    db.execute("INSERT INTO tier1_memories VALUES (2, ?, 'pattern:1', 1, ?, '', ?, 1, 0, 0, 6, "
+               "?)", (_hash("pattern:1"), _hash("p"), pattern, _packed(e.embed(pattern))))
+    db.execute("INSERT INTO tier1_mentions VALUES (1, 1)")
+    for rid, t, subject in ((1, text, "ada reyes"), (2, pattern, "")):
+        db.execute("INSERT INTO tier1_terms_1(rowid, text, subject) VALUES (?, ?, ?)",
+                   (rid, t, subject))
+    db.execute("INSERT INTO tier1_meta VALUES ('vectors', 'packed'), ('embedder', ?)",
+               (f"{type(e).__module__}.{type(e).__name__}/{e.dim}",))
+    db.commit()
+    db.close()
+    idx = MemoryIndex(e, str(path))
+    hit = idx.get(key)
+    assert hit is not None and hit.text == text and hit.subject == "ada reyes"
+    held = idx.get("pattern:1")
+    assert held is not None and held.certainty == "hedged" and held.said_at == 6
+    assert [h.key for h in idx.search("rowing", 5, {"team"})] == [key]
+    assert [h.key for h in idx.search("weekends", 5, {"team"}, names=["Ada Reyes"])] == [key]
+    assert idx.remove("doc-a") == 1 and idx.search("rowing", 5, {"team"}) == []
+    cols = {r[1] for r in idx._db.execute("PRAGMA table_info(tier1_memories)")}
+    indexes = {r[0] for r in idx._db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+    idx.close()
+    assert "hash" not in cols and "tier1_mentions_memory" not in indexes
+
+
+def test_a_sentence_memory_is_a_span_of_its_document_and_leaves_every_index_with_it(
+    tmp_path: Path,
+) -> None:
+    sub = Substrate.open(tmp_path / "s.db", passage_embedder=Embedder())
+    text = "Minutes of Monday. Ada Reyes is rowing on weekends now. Bo Nair was away."
+    doc = _say(sub, "mem://a", text, "team")
+    db = sub.memories._db
+    rows = db.execute("SELECT text, start, end_ FROM tier1_memories").fetchall()
+    assert rows and all(t is None for t, _, _ in rows)
+    assert {text[a:b] for _, a, b in rows} >= {"Ada Reyes is rowing on weekends now."}
+    [hit] = sub.memories.search("rowing weekends", 1, {"team"}, names=["ada reyes"])
+    assert hit.text == "Ada Reyes is rowing on weekends now." and hit.source == doc
+    mentions = db.execute("SELECT count(*) FROM tier1_mentions").fetchone()[0]
+    assert mentions > 0
+    sub.erase_source(doc, "test")
+    assert sub.memories.search("rowing weekends", 5, {"team"}) == []
+    assert db.execute("SELECT count(*) FROM tier1_mentions").fetchone()[0] == 0
+    # the full-text index holds no term of it any more (the 'delete' had the old text)
+    assert db.execute("SELECT count(*) FROM tier1_terms_1 WHERE tier1_terms_1 MATCH 'rowing'"
+                      ).fetchone()[0] == 0  # fmt: skip
+    sub.close()
+
+
+def test_tier1_lookups_are_served_by_indexes() -> None:
+    from hirmem.semantic.memories import MemoryIndex
+
+    idx = MemoryIndex(Embedder())
+    db = idx._db
+    for sql, args, used in (
+        ("SELECT id FROM tier1_memories WHERE key = ?", ("k",), "tier1_memories_key"),
+        ("SELECT id FROM tier1_memories WHERE source = ? AND key IS NULL", (1,),
+         "tier1_memories_source"),
+        ("SELECT id FROM tier1_memories WHERE container IN (?, ?)", (1, 2),
+         "tier1_memories_container"),
+        ("SELECT t.memory FROM tier1_mentions t JOIN tier1_names n ON n.id = t.entity "
+         "WHERE n.name IN (?, ?)", ("a", "b"), "PRIMARY KEY"),
+    ):
+        plan = _plan(db, sql, args)
+        assert "SCAN" not in plan and used in plan, (sql, plan)
+    idx.close()

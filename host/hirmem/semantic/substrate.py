@@ -239,7 +239,10 @@ class Substrate:
         self.memories = memories if memories is not None else MemoryIndex(self.passages.embedder)
         self.entities = entities if entities is not None else EntityIndex()
         self.claims.names = self.entities.names
-        self.claims.texts = self._text_of  # quotes kept as spans of the stored documents
+        # quotes and sentences kept as spans of the stored documents' text
+        self.claims.texts = self._text_of
+        if self.memories.texts is None:
+            self.memories.texts = self._text_of
         self.planner = Planner(self.claims)
         self._hedges = RuleExtractor()  # what hedged sentences would assert, kept as hedged
         self.reader = Reader()
@@ -300,12 +303,18 @@ class Substrate:
         where: str | PgTarget = path if isinstance(path, PgTarget) else str(path)
         log = SQLiteLog(where)
         passages = PassageIndex(passage_embedder or default_embedder(), where)
-        return cls(docs=SQLiteDocs(where), triples=SQLiteTriples(where),
+        docs = SQLiteDocs(where)
+
+        def text_of(doc_id: str) -> str | None:
+            doc = docs.get(doc_id)
+            return None if doc is None else doc.text
+
+        return cls(docs=docs, triples=SQLiteTriples(where),
                    vectors=SQLiteVectors(where), graph=SQLiteGraph(where),
                    ledger=SQLiteLedger(where, clock), prov=log, clock=clock,
                    decisions=SQLiteRecorder(where, log),
                    passages=passages, claims=ClaimStore(DEFAULT_ONTOLOGY, where, clock),
-                   memories=MemoryIndex(passages.embedder, where),
+                   memories=MemoryIndex(passages.embedder, where, text_of),
                    entities=EntityIndex(where))  # fmt: skip
 
     def save(self) -> None:
