@@ -317,3 +317,98 @@ def test_tier1_lookups_are_served_by_indexes() -> None:
         plan = _plan(db, sql, args)
         assert "SCAN" not in plan and used in plan, (sql, plan)
     idx.close()
+
+
+# ---- passages ---------------------------------------------------------------------------------
+
+_EARLIER_PASSAGES = """
+CREATE TABLE passages (
+    id INTEGER PRIMARY KEY, doc TEXT NOT NULL, container TEXT NOT NULL,
+    subject TEXT NOT NULL, text TEXT NOT NULL, said_at INTEGER NOT NULL,
+    valid_from INTEGER NOT NULL, valid_until INTEGER NOT NULL,
+    has_digit INTEGER NOT NULL, vec BLOB NOT NULL);
+CREATE INDEX passages_doc ON passages(doc);
+CREATE INDEX passages_container ON passages(container);
+CREATE TABLE passage_containers (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
+CREATE TABLE passage_mentions (
+    entity TEXT NOT NULL, passage INTEGER NOT NULL, strong INTEGER NOT NULL,
+    PRIMARY KEY (entity, passage)) WITHOUT ROWID;
+CREATE TABLE passage_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE VIRTUAL TABLE passage_terms_1 USING fts5(text, subject, content='passages',
+    content_rowid='id', tokenize='porter unicode61');
+"""
+
+
+def test_a_passage_file_of_the_earlier_text_layout_is_converted_when_opened(
+    tmp_path: Path,
+) -> None:
+    from hirmem.semantic.passages import PassageIndex, embedder_identity
+    from hirmem.semantic.stores.packed import pack
+
+    e = Embedder()
+    path = tmp_path / "p.db"
+    db = sqlite3.connect(path)
+    db.executescript(_EARLIER_PASSAGES)
+    db.execute("INSERT INTO passage_containers VALUES (1, 'team')")
+    db.execute("INSERT INTO passage_meta VALUES ('embedder', ?)", (embedder_identity(e),))
+    said = [(1, "d1", "maya", "Maya: I am learning Japanese with Jonas."),
+            (2, "d2", "", "Klaus repairs bicycles in Kreuzberg.")]
+    for pid, doc, subject, text in said:
+        db.execute("INSERT INTO passages VALUES (?, ?, 'team', ?, ?, 0, 0, 0, 0, ?)",
+                   (pid, doc, subject, text, pack(e.embed(text), int8=True)))
+        db.execute("INSERT INTO passage_terms_1(rowid, text, subject) VALUES (?, ?, ?)",
+                   (pid, text, subject))
+    db.executemany("INSERT INTO passage_mentions VALUES (?, ?, ?)",
+                   [("maya", 1, 1), ("jonas", 1, 1), ("klaus", 2, 0), ("kreuzberg", 2, 1)])
+    db.commit()
+    db.close()
+    idx = PassageIndex(e, str(path))
+    [hit] = idx.search("Japanese", 1, {"team"})
+    assert (hit.doc, hit.subject, hit.text, hit.container) == ("d1", "maya", said[0][3], "team")
+    assert [h.doc for h in idx.search("learning", 5, {"team"}, subject="Jonas")] == ["d1"]
+    assert idx.subject_named("What is Maya learning?", {"team"}) == "maya"
+    assert idx.search("bicycles", 5, {"elsewhere"}) == []
+    assert idx.remove("d2") == 1
+    assert [h.doc for h in idx.search("bicycles", 5, {"team"})] == ["d1"]  # the vector leg
+    assert idx._db.execute("SELECT count(*) FROM passage_mentions").fetchone()[0] == 2
+    idx.close()
+
+
+def test_a_passage_is_a_span_of_its_document_and_erasure_unindexes_it(tmp_path: Path) -> None:
+    sub = Substrate.open(tmp_path / "s.db", passage_embedder=Embedder())
+    long = " ".join(f"Sentence {i} tells of Ada Reyes rowing near Oslo." for i in range(60))
+    short = "Bo Nair repairs bicycles in Kreuzberg."
+    a, b = _say(sub, "mem://long", long, "team"), _say(sub, "mem://short", short, "team")
+    db = sub.passages._db
+    rows = db.execute("SELECT doc, text, start, end_ FROM passages ORDER BY id").fetchall()
+    assert len(rows) > 2 and all(t is None for _, t, _, _ in rows)
+    assert next(long[s:e] for d, _, s, e in rows if d == a).startswith("Sentence 0 ")
+    assert [(s, e) for d, _, s, e in rows if d == b] == [(0, len(short))]
+    [hit] = sub.passages.search("bicycles", 1, {"team"})
+    assert hit.text == short and hit.doc == b
+    sub.erase_source(b, "test")
+    assert all(h.doc != b for h in sub.passages.search("bicycles Kreuzberg", 5, {"team"}))
+    assert db.execute("SELECT count(*) FROM passage_terms_1 WHERE passage_terms_1 MATCH "
+                      "'bicycles'").fetchone()[0] == 0  # fmt: skip
+    kept = {int(r[0]) for r in db.execute("SELECT passage FROM passage_mentions")}
+    assert kept and kept <= {int(r[0]) for r in db.execute("SELECT id FROM passages")}
+    sub.close()
+
+
+def test_passage_lookups_are_served_by_indexes() -> None:
+    from hirmem.semantic.passages import PassageIndex
+
+    idx = PassageIndex(Embedder())
+    db = idx._db
+    for sql, args, used in (
+        ("SELECT p.id FROM passages p WHERE p.container IN (?, ?)", (1, 2), "passages_container"),
+        ("SELECT max(id) FROM passages WHERE container = ? AND id < ?", (1, 9),
+         "passages_container"),
+        ("SELECT id FROM passages WHERE doc = ?", ("d",), "passages_doc"),
+        ("SELECT m.passage FROM passage_mentions m JOIN passage_names n ON n.id = m.entity "
+         "WHERE n.word IN (?, ?)", ("a", "b"), "PRIMARY KEY"),
+        ("DELETE FROM passage_mentions WHERE entity = ? AND passage = ?", (1, 2), "PRIMARY KEY"),
+    ):
+        plan = _plan(db, sql, args)
+        assert "SCAN" not in plan and used in plan, (sql, plan)
+    idx.close()

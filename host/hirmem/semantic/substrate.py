@@ -241,8 +241,9 @@ class Substrate:
         self.claims.names = self.entities.names
         # quotes and sentences kept as spans of the stored documents' text
         self.claims.texts = self._text_of
-        if self.memories.texts is None:
-            self.memories.texts = self._text_of
+        for tier in (self.memories, self.passages):
+            if tier.texts is None:
+                tier.texts = self._text_of
         self.planner = Planner(self.claims)
         self._hedges = RuleExtractor()  # what hedged sentences would assert, kept as hedged
         self.reader = Reader()
@@ -302,13 +303,13 @@ class Substrate:
         schema of a PostgreSQL database (a :class:`~hirmem.sql.PgTarget`)."""
         where: str | PgTarget = path if isinstance(path, PgTarget) else str(path)
         log = SQLiteLog(where)
-        passages = PassageIndex(passage_embedder or default_embedder(), where)
         docs = SQLiteDocs(where)
 
         def text_of(doc_id: str) -> str | None:
             doc = docs.get(doc_id)
             return None if doc is None else doc.text
 
+        passages = PassageIndex(passage_embedder or default_embedder(), where, text_of)
         return cls(docs=docs, triples=SQLiteTriples(where),
                    vectors=SQLiteVectors(where), graph=SQLiteGraph(where),
                    ledger=SQLiteLedger(where, clock), prov=log, clock=clock,
