@@ -43,7 +43,7 @@ from decimal import Decimal, InvalidOperation
 from hirmem.protocol.clock import now_ms
 from hirmem.protocol.identity import fnv1a64, fold
 from hirmem.semantic import refusals
-from hirmem.semantic.dictionary import Words
+from hirmem.semantic.dictionary import Sources, Words, source_key
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.stores.db import Where, open_db
 from hirmem.semantic.stores.sqlite import earlier_table
@@ -327,7 +327,8 @@ def _appears(part: str, quote: str) -> bool:
 # end) of its source's text when the store can read that text (``ClaimStore.texts``) and
 # the quote is in it; ``quote`` holds the text only otherwise (a device reading's quote is
 # composed, not cut). Attestations are appended in a rowid table, found by claim (the
-# reads) and by source (a withdrawal, and the check for a repeated statement).
+# reads) and by source (a withdrawal, and the check for a repeated statement); a source is
+# an integer (a document id its own number: :class:`~hirmem.semantic.dictionary.Sources`).
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS claims (
     id INTEGER PRIMARY KEY, subject INTEGER NOT NULL, predicate INTEGER NOT NULL,
@@ -335,7 +336,7 @@ CREATE TABLE IF NOT EXISTS claims (
 CREATE INDEX IF NOT EXISTS claims_pv ON claims(predicate, value);
 CREATE INDEX IF NOT EXISTS claims_value ON claims(value);
 CREATE TABLE IF NOT EXISTS claim_attestations (
-    claim INTEGER NOT NULL, container INTEGER NOT NULL, source TEXT NOT NULL, quote TEXT,
+    claim INTEGER NOT NULL, container INTEGER NOT NULL, source INTEGER NOT NULL, quote TEXT,
     start INTEGER NOT NULL, end_ INTEGER NOT NULL, valid_from INTEGER NOT NULL,
     invalid_at INTEGER NOT NULL, said_at INTEGER NOT NULL, recorded_at INTEGER NOT NULL,
     hedged INTEGER NOT NULL);
@@ -371,6 +372,7 @@ class ClaimStore:
         earlier = self._earlier_rows()
         self._words = Words(self._db, "claim_words")
         self._db.executescript(_SCHEMA)
+        self._sources = Sources(self._db, "claim_sources", source_key)
         if earlier:
             self._db.execute("BEGIN")
             for (subject, predicate, value), *rest in earlier:
@@ -448,18 +450,19 @@ class ClaimStore:
         cid = int(self._db.execute("SELECT id FROM claims WHERE subject = ? AND predicate = ? "
                                    "AND value = ?", key).fetchone()[0])  # fmt: skip
         cont = self._wid(container)
+        skey = self._sources.key(source)
         at = -1 if text is None else text.find(quote)
         held: str | None = None if at >= 0 else quote
         lo, hi = (at, at + len(quote)) if at >= 0 else (0, 0)
         for q, a, b in self._db.execute(
             "SELECT quote, start, end_ FROM claim_attestations WHERE source = ? AND claim = ? "
-            "AND container = ?", (source, cid, cont)).fetchall():  # fmt: skip
+            "AND container = ?", (skey, cid, cont)).fetchall():  # fmt: skip
             if (q is None and held is None and (a, b) == (lo, hi)) or (q is not None and
                                                                        q == quote):
                 return
         self._db.execute(
             "INSERT INTO claim_attestations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (cid, cont, source, held, lo, hi, start, end, said, recorded, hedged))
+            (cid, cont, skey, held, lo, hi, start, end, said, recorded, hedged))
 
     def _check(self, s: Statement) -> ClaimRow:
         if not s.container:
@@ -487,10 +490,12 @@ class ClaimStore:
         a claim no statement is left behind goes with them."""
         with self._lock:
             self._db.execute("BEGIN")
+            key = self._sources.key(source, create=False)
             claims = [int(r[0]) for r in self._db.execute(
-                "SELECT DISTINCT claim FROM claim_attestations WHERE source = ?", (source,))]
+                "SELECT DISTINCT claim FROM claim_attestations WHERE source = ?", (key,))]
             n = self._db.execute("DELETE FROM claim_attestations WHERE source = ?",
-                                 (source,)).rowcount  # fmt: skip
+                                 (key,)).rowcount  # fmt: skip
+            self._sources.forget(source)
             for cid in claims:
                 self._db.execute("DELETE FROM claims WHERE id = ? AND NOT EXISTS (SELECT 1 "
                                  "FROM claim_attestations WHERE claim = ?)", (cid, cid))
@@ -539,10 +544,10 @@ class ClaimStore:
         # claims first (CROSS JOIN fixes the order): ``where`` names a subject or a
         # predicate, which the claims' indexes find; leading with the container would read
         # every attestation of it. The fence is still in the WHERE, before any ORDER BY.
-        sql = ("SELECT c.subject, c.predicate, c.value, a.container, a.source, a.quote, "
-               "a.start, a.end_, a.valid_from, a.invalid_at, a.said_at, a.hedged FROM claims c "
-               "CROSS JOIN claim_attestations a ON a.claim = c.id WHERE a.container IN "
-               f"({marks}) AND {where}")  # fmt: skip
+        sql = ("SELECT c.subject, c.predicate, c.value, a.container, a.source, s.name, "
+               "a.quote, a.start, a.end_, a.valid_from, a.invalid_at, a.said_at, a.hedged FROM "
+               "claims c CROSS JOIN claim_attestations a ON a.claim = c.id LEFT JOIN "
+               f"claim_sources s ON s.id = a.source WHERE a.container IN ({marks}) AND {where}")
         params: list[object] = [*fence, *args]
         if at is not None:
             sql += " AND a.valid_from <= ? AND (a.invalid_at = 0 OR ? < a.invalid_at)"
@@ -553,8 +558,9 @@ class ClaimStore:
             words = self._spelled({int(w) for r in got for w in (r[0], r[1], r[2], r[3])})
         texts: dict[str, str | None] = {}
         rows: dict[str, ClaimRow] = {}
-        for subj, pred, value, cont, source, quote, lo, hi, vf, ia, said, hedged in got:
+        for subj, pred, value, cont, skey, spelled, quote, lo, hi, vf, ia, said, hedged in got:
             s, p, v = words[subj], words[pred], words[value]
+            source = self._sources.name(int(skey), spelled, joined=True)
             cid = _claim_id(s, p, v)
             held = rows.get(cid) or ClaimRow(cid, s, p, v)
             if quote is None:

@@ -9,19 +9,20 @@ Works on SQLite and, through :mod:`hirmem.sql.dialect`, on PostgreSQL.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import re
+from collections.abc import Callable, Collection
 
 from hirmem.protocol.identity import fnv1a64
+from hirmem.semantic.errors import SemanticError
 from hirmem.sql import Connection
 
-__all__ = ["Words", "source_key"]
+__all__ = ["Sources", "Words", "source_key"]
 
 
 def source_key(source: str) -> int:
     """``source`` as the signed 64-bit integer (FNV-1a of its UTF-8) its rows keep: found by
     it when the source is withdrawn; never read back as a name."""
-    h = fnv1a64(source.encode())
-    return h - (1 << 64) if h >= 1 << 63 else h
+    return _signed(fnv1a64(source.encode()))
 
 
 class Words:
@@ -58,3 +59,59 @@ class Words:
         if row is None:
             raise KeyError(f"{self.table} holds no word {wid}")
         return str(row[0])
+
+
+_HEX_ID = re.compile(r"[0-9a-f]{16}")
+
+
+class Sources:
+    """Source names as the 64-bit integers rows keep for them. A document id (16 lower-case
+    hex digits: what the substrate names its documents by) *is* a 64-bit number, so it is
+    kept as that number and spelled again from it, with no dictionary row; any other name
+    is kept as ``hashed(name)`` with a row of ``table(id INTEGER PRIMARY KEY, name TEXT)``
+    to spell it (two names of one key are refused, never conflated)."""
+
+    def __init__(self, db: Connection, table: str, hashed: Callable[[str], int]) -> None:
+        if not table.isidentifier():
+            raise ValueError(f"{table!r} is not a plain SQL name")
+        self.db, self.table, self.hashed = db, table, hashed
+        db.execute(f"CREATE TABLE IF NOT EXISTS {table} (id INTEGER PRIMARY KEY, "
+                   "name TEXT NOT NULL)")  # fmt: skip
+
+    def key(self, name: str, *, create: bool = True) -> int:
+        """The integer ``name`` is kept as (its dictionary row written when ``create``)."""
+        if _HEX_ID.fullmatch(name):
+            key = _signed(int(name, 16))
+            held = self._held(key)
+            if held is not None:
+                raise SemanticError(f"sources {held!r} and {name!r} share a 64-bit key")
+            return key
+        key = self.hashed(name)
+        held = self._held(key)
+        if held is None and create:
+            self.db.execute(f"INSERT INTO {self.table} VALUES (?, ?)", (key, name))
+        elif held is not None and held != name:
+            raise SemanticError(f"sources {held!r} and {name!r} share a 64-bit hash")
+        return key
+
+    def forget(self, name: str) -> None:
+        """Drop ``name``'s dictionary row (its rows are gone)."""
+        if not _HEX_ID.fullmatch(name):
+            self.db.execute(f"DELETE FROM {self.table} WHERE id = ? AND name = ?",
+                            (self.hashed(name), name))  # fmt: skip
+
+    def name(self, key: int, spelled: str | None = None, *, joined: bool = False) -> str:
+        """The name kept as ``key``. ``joined``: the caller read its dictionary row with it
+        (``spelled``, its name, None for a document id spelled from the number)."""
+        if spelled is not None:
+            return spelled
+        held = None if joined else self._held(key)
+        return held if held is not None else f"{key & 0xFFFFFFFFFFFFFFFF:016x}"
+
+    def _held(self, key: int) -> str | None:
+        row = self.db.execute(f"SELECT name FROM {self.table} WHERE id = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+
+def _signed(h: int) -> int:
+    return h - (1 << 64) if h >= 1 << 63 else h

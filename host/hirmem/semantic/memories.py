@@ -48,6 +48,7 @@ import numpy.typing as npt
 
 from hirmem.protocol.identity import fnv1a64, fold
 from hirmem.semantic import refusals
+from hirmem.semantic.dictionary import Sources
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.extract import PRONOUNS, hedge, stated_interval
 from hirmem.semantic.names import words_of
@@ -242,19 +243,21 @@ class MemoryIndex:
         legacy = self._legacy_rows()
         hashed = self._hashed_rows()
         self._db.executescript(_SCHEMA)
+        self._sources = Sources(self._db, "tier1_sources", lambda name: _hash(name))
         if hashed:
             self._rewrite(hashed)
         self._repack_old_vectors()
         me = embedder_identity(embedder)
         held = self._db.execute("SELECT value FROM tier1_meta WHERE key = 'embedder'").fetchone()
         if held is not None and held[0] != me:  # vectors of one space only
-            rows = self._db.execute("SELECT m.id, m.text, m.start, m.end_, s.name FROM "
-                                    "tier1_memories m JOIN tier1_sources s ON s.id = m.source"
-                                    ).fetchall()  # fmt: skip
+            rows = self._db.execute("SELECT m.id, m.text, m.start, m.end_, m.source, s.name "
+                                    "FROM tier1_memories m LEFT JOIN tier1_sources s ON "
+                                    "s.id = m.source").fetchall()  # fmt: skip
             seen: dict[str, str | None] = {}
             self._db.executemany("UPDATE tier1_memories SET vec = ? WHERE id = ?", [
-                (_packed(embedder.embed(self._text(src, t, a, b, seen))), i)
-                for i, t, a, b, src in rows])  # fmt: skip
+                (_packed(embedder.embed(self._text(self._sources.name(k, src, joined=True), t, a, b,
+                                                   seen))), i)
+                for i, t, a, b, k, src in rows])  # fmt: skip
         self._db.execute("INSERT OR REPLACE INTO tier1_meta VALUES ('embedder', ?)", (me,))
         if legacy:
             self.write_many(legacy)
@@ -293,12 +296,16 @@ class MemoryIndex:
         return [tuple(r) for r in rows]
 
     def _rewrite(self, rows: list[tuple[object, ...]]) -> None:
+        """Write the hash-keyed layout's rows again: their ids kept, each source by its
+        current key (a document id by its own number, its dictionary row dropped)."""
+        names = {int(k): str(n) for k, n in self._db.execute("SELECT id, name FROM tier1_sources")}
         self._db.execute("BEGIN")
+        self._db.execute("DELETE FROM tier1_sources")
         for mid, key, cont, src, subject, text, hedged, vf, ia, said, vec in rows:
             self._db.execute(
                 "INSERT INTO tier1_memories VALUES (?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?)",
-                (mid, key, cont, src, self._subject_id(str(subject)), text, hedged, vf, ia,
-                 said, vec))  # fmt: skip
+                (mid, key, cont, self._sources.key(names[int(str(src))]),
+                 self._subject_id(str(subject)), text, hedged, vf, ia, said, vec))  # fmt: skip
         self._db.execute("COMMIT")
 
     def _subject_id(self, subject: str) -> int:
@@ -438,20 +445,15 @@ class MemoryIndex:
         seen = {} if seen is None else seen
         for mid, text, start, end in self._db.execute(
             "SELECT id, text, start, end_ FROM tier1_memories WHERE source = ? AND key IS NULL",
-            (_hash(source),)).fetchall():  # fmt: skip
+            (self._sources.key(source, create=False),)).fetchall():  # fmt: skip
             if fnv1a64(self._text(source, text, start, end, seen).encode()) == want:
                 return int(mid)
         return None
 
     def _source(self, name: str) -> int:
-        """The id of source ``name``: the hash of its name; two names of one hash refused."""
-        sid = _hash(name)
-        row = self._db.execute("SELECT name FROM tier1_sources WHERE id = ?", (sid,)).fetchone()
-        if row is None:
-            self._db.execute("INSERT INTO tier1_sources VALUES (?, ?)", (sid, name))
-        elif row[0] != name:
-            raise SemanticError(f"sources {row[0]!r} and {name!r} share a 64-bit hash")
-        return sid
+        """The id of source ``name``: a document id's own number, else the hash of its
+        name (kept in ``tier1_sources``); two names of one id refused."""
+        return self._sources.key(name)
 
     def _interned(self, table: str, name: str) -> int:
         """The id of ``name`` in ``table`` (containers, sources, names: each string kept
@@ -500,12 +502,13 @@ class MemoryIndex:
             self._cache.clear()
             self._db.execute("BEGIN")
             ids = [int(r[0]) for r in self._db.execute(
-                "SELECT id FROM tier1_memories WHERE source = ?", (_hash(source),))]  # fmt: skip
+                "SELECT id FROM tier1_memories WHERE source = ?",
+                (self._sources.key(source, create=False),))]  # fmt: skip
             seen: dict[str, str | None] = {}
             for mid in ids:
                 self._unterm(mid, seen)
                 self._db.execute("DELETE FROM tier1_memories WHERE id = ?", (mid,))
-            self._db.execute("DELETE FROM tier1_sources WHERE id = ?", (_hash(source),))
+            self._sources.forget(source)
             self._db.execute("COMMIT")
         return len(ids)
 
@@ -524,12 +527,12 @@ class MemoryIndex:
     def _unterm(self, mid: int, seen: dict[str, str | None]) -> None:
         """Take memory ``mid`` out of its full-text index and its mentions (computed from
         its text and subject, as they were written)."""
-        container, source, text, start, end, subject = self._db.execute(
-            "SELECT c.name, s.name, m.text, m.start, m.end_, coalesce(n.name, '') FROM "
-            "tier1_memories m JOIN tier1_containers c ON c.id = m.container JOIN tier1_sources "
-            "s ON s.id = m.source LEFT JOIN tier1_names n ON n.id = m.subject WHERE m.id = ?",
-            (mid,)).fetchone()  # fmt: skip
-        text = self._text(source, text, start, end, seen)
+        container, key, spelled, text, start, end, subject = self._db.execute(
+            "SELECT c.name, m.source, s.name, m.text, m.start, m.end_, coalesce(n.name, '') "
+            "FROM tier1_memories m JOIN tier1_containers c ON c.id = m.container LEFT JOIN "
+            "tier1_sources s ON s.id = m.source LEFT JOIN tier1_names n ON n.id = m.subject "
+            "WHERE m.id = ?", (mid,)).fetchone()  # fmt: skip
+        text = self._text(self._sources.name(key, spelled, joined=True), text, start, end, seen)
         named = self._ids("tier1_names", _named(text, subject))
         self._db.executemany("DELETE FROM tier1_mentions WHERE entity = ? AND memory = ?",
                              [(n, mid) for n in named])  # fmt: skip
@@ -627,8 +630,10 @@ class MemoryIndex:
     def _hit(self, row: Sequence[object], score: float,
              seen: dict[str, str | None]) -> MemoryHit:  # fmt: skip
         """A hit from the columns of :data:`_COLUMNS`, in order."""
-        mid, key, text, start, end, subject, hedged, container, source, vf, ia, said = row
-        text = self._text(str(source), text, int(str(start)), int(str(end)), seen)
+        mid, key, text, start, end, subject, hedged, container, skey, spelled, vf, ia, said = row
+        source = self._sources.name(int(str(skey)), None if spelled is None else str(spelled),
+                                   joined=True)
+        text = self._text(source, text, int(str(start)), int(str(end)), seen)
         key = key or f"{source}#{fnv1a64(text.encode()):016x}"  # a sentence's own key
         return MemoryHit(int(str(mid)), str(key), text, str(subject),
                          CERTAINTIES[1] if hedged else CERTAINTIES[0],
@@ -701,9 +706,9 @@ class MemoryIndex:
 
 
 _COLUMNS = ("m.id, m.key, m.text, m.start, m.end_, coalesce(n.name, ''), m.hedged, c.name, "
-            "s.name, m.valid_from, m.invalid_at, m.said_at")  # fmt: skip
+            "m.source, s.name, m.valid_from, m.invalid_at, m.said_at")  # fmt: skip
 _JOINED = ("tier1_memories m JOIN tier1_containers c ON c.id = m.container "
-           "JOIN tier1_sources s ON s.id = m.source LEFT JOIN tier1_names n "
+           "LEFT JOIN tier1_sources s ON s.id = m.source LEFT JOIN tier1_names n "
            "ON n.id = m.subject")  # fmt: skip
 
 

@@ -43,7 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hirmem.protocol.identity import fold
-from hirmem.semantic.dictionary import Words
+from hirmem.semantic.dictionary import Sources, Words, source_key
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.names import NameIndex
 from hirmem.semantic.retrieve import (
@@ -278,11 +278,12 @@ def _named_month(question: str) -> tuple[int, int, set[str]] | None:
 
 
 # A passage is the span [start, end_) of its document's text (``text`` NULL) when the store
-# can read that text (``PassageIndex.texts``); its container and subject are integers
-# (``passage_containers``, ``passage_names``), and so is every name it mentions.
+# can read that text (``PassageIndex.texts``); its document, container and subject are
+# integers (a document id is its own number, :class:`~hirmem.semantic.dictionary.Sources`;
+# ``passage_containers``, ``passage_names``), and so is every name it mentions.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS passages (
-    id INTEGER PRIMARY KEY, doc TEXT NOT NULL, container INTEGER NOT NULL,
+    id INTEGER PRIMARY KEY, doc INTEGER NOT NULL, container INTEGER NOT NULL,
     subject INTEGER NOT NULL, text TEXT, start INTEGER NOT NULL, end_ INTEGER NOT NULL,
     said_at INTEGER NOT NULL, valid_from INTEGER NOT NULL, valid_until INTEGER NOT NULL,
     has_digit INTEGER NOT NULL, vec BLOB NOT NULL);
@@ -317,6 +318,7 @@ class PassageIndex:
         earlier = self._earlier_rows()
         self._db.executescript(_SCHEMA)
         self._names_of = Words(self._db, "passage_names")
+        self._docs = Sources(self._db, "passage_docs", source_key)
         if earlier is not None:
             self._rewrite(*earlier)
         self.reembedded = self._settle_embedder()
@@ -347,7 +349,8 @@ class PassageIndex:
         for pid, doc, container, subject, text, said, vf, vu, digit, vec in rows:
             self._db.execute(
                 "INSERT INTO passages VALUES (?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?)",
-                (pid, doc, self._container_id(str(container)), self._name_id(str(subject)),
+                (pid, self._docs.key(str(doc)), self._container_id(str(container)),
+                 self._name_id(str(subject)),
                  text, said, vf, vu, digit, vec))  # fmt: skip
         self._db.executemany("INSERT OR IGNORE INTO passage_mentions VALUES (?, ?, ?)",
                              [(self._name_id(e), p, st) for e, p, st in mentions])
@@ -408,7 +411,8 @@ class PassageIndex:
                                         ).fetchall()  # fmt: skip
                 seen: dict[str, str | None] = {}
                 self._db.executemany("UPDATE passages SET vec = ? WHERE id = ?", [
-                    (pack(self.embedder.embed(self._text(d, t, a, b, seen)), int8=True), pid)
+                    (pack(self.embedder.embed(self._text(self._docs.name(d), t, a, b, seen)),
+                          int8=True), pid)
                     for pid, d, t, a, b in rows])  # fmt: skip
                 self._db.execute("INSERT OR REPLACE INTO passage_meta VALUES ('embedder', ?)",
                                  (me,))  # fmt: skip
@@ -456,6 +460,7 @@ class PassageIndex:
                 ids = []
                 terms = self._terms_table(container, create=True)
                 cid = self._container_id(container)
+                did = self._docs.key(doc)
                 sid = self._name_id(fold(subject))
                 # a passage is a span of its document as stored, when the store can read it
                 whole = self.texts(doc) if self.texts is not None else None
@@ -468,7 +473,7 @@ class PassageIndex:
                         "INSERT INTO passages (doc, container, subject, text, start, end_, "
                         "said_at, valid_from, valid_until, has_digit, vec) "
                         "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                        (doc, cid, sid, None if at >= 0 else piece, *span, said_at,
+                        (did, cid, sid, None if at >= 0 else piece, *span, said_at,
                          valid_from, valid_until, int(any(c.isdigit() for c in piece)), vec),
                     )  # fmt: skip
                     at = max(at, 0)
@@ -498,10 +503,11 @@ class PassageIndex:
     def _drop(self, doc: str) -> int:
         """Take ``doc``'s passages out of every index: the full-text 'delete' with the text
         they were indexed with, the mentions computed from it again (found by their key)."""
+        key = self._docs.key(doc, create=False)
         rows = self._db.execute(
             "SELECT p.id, p.text, p.start, p.end_, coalesce(n.word, ''), c.name FROM passages p "
             "JOIN passage_containers c ON c.id = p.container LEFT JOIN passage_names n ON "
-            "n.id = p.subject WHERE p.doc = ?", (doc,)).fetchall()  # fmt: skip
+            "n.id = p.subject WHERE p.doc = ?", (key,)).fetchall()  # fmt: skip
         seen: dict[str, str | None] = {}
         for pid, text, start, end, subject, container in rows:
             text = self._text(doc, text, start, end, seen)
@@ -510,7 +516,8 @@ class PassageIndex:
             named = self._names_of.ids(_mentioned(text, subject))
             self._db.executemany("DELETE FROM passage_mentions WHERE entity = ? AND passage = ?",
                                  [(e, pid) for e in named])  # fmt: skip
-        self._db.execute("DELETE FROM passages WHERE doc = ?", (doc,))
+        self._db.execute("DELETE FROM passages WHERE doc = ?", (key,))
+        self._docs.forget(doc)
         self._db.execute("DELETE FROM passage_quarantine WHERE doc = ?", (doc,))
         return len(rows)
 
@@ -770,6 +777,7 @@ class PassageIndex:
             "SELECT p.doc, c.name, p.text, p.start, p.end_, coalesce(n.word, ''), p.said_at, "
             "p.vec FROM passages p JOIN passage_containers c ON c.id = p.container LEFT JOIN "
             "passage_names n ON n.id = p.subject WHERE p.id = ?", (pid,)).fetchone()
+        doc = self._docs.name(int(doc))
         text = self._text(doc, text, start, end)
         if sim is None:
             sim = float(_cosines(Rows([vec], self.embedder.dim), qvec)[0])
