@@ -412,7 +412,7 @@ class PassageIndex:
                 seen: dict[str, str | None] = {}
                 self._db.executemany("UPDATE passages SET vec = ? WHERE id = ?", [
                     (pack(self.embedder.embed(self._text(self._docs.name(d), t, a, b, seen)),
-                          int8=True), pid)
+                          int8=True, sparse_int8=True), pid)
                     for pid, d, t, a, b in rows])  # fmt: skip
                 self._db.execute("INSERT OR REPLACE INTO passage_meta VALUES ('embedder', ?)",
                                  (me,))  # fmt: skip
@@ -468,7 +468,7 @@ class PassageIndex:
                 for piece in passages_of(text):
                     at = -1 if whole is None else whole.find(piece, at)
                     span = (at, at + len(piece)) if at >= 0 else (0, 0)
-                    vec = pack(self.embedder.embed(piece), int8=True)
+                    vec = pack(self.embedder.embed(piece), int8=True, sparse_int8=True)
                     cur = self._db.execute(
                         "INSERT INTO passages (doc, container, subject, text, start, end_, "
                         "said_at, valid_from, valid_until, has_digit, vec) "
