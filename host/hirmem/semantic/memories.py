@@ -25,10 +25,12 @@ Invariants:
   leg scores only the fenced rows. No containers, no memories.
 - Compact: a vector is int8 with one float32 scale per memory, sparse when that is smaller
   (:func:`~hirmem.semantic.stores.packed.pack`, layouts ``B`` and ``Q``); a
-  sentence's key is not stored (it is its source and the hash of its text; rows are found
-  by a 64-bit hash of the key); containers, sources and mentioned names are held once and
-  referred to by integer. A file of the first layout is rewritten into this one on open, and
-  so are vectors of the int8 layouts tier 1 wrote before it used the packed ones.
+  sentence's key is not stored (it is its source and the hash of its text: it is found
+  among its source's rows), nor is its text when it is a span of its source document
+  (``MemoryIndex.texts``); containers, subjects and mentioned names are held once and
+  referred to by integer, a source by its 64-bit key (a document id is its own number).
+  Files of the first and of the hash-keyed layouts are rewritten into this one on open,
+  and so are vectors of the int8 layouts tier 1 wrote before it used the packed ones.
 - Recall is the fusion by reciprocal rank of a lexical (FTS5 BM25) and a vector (cosine)
   leg, filtered to ``at`` (valid from ≤ at < invalid at) and, when scoped, to memories
   whose subject is, or whose text names (:func:`~hirmem.semantic.passages.entities_in`,
