@@ -260,9 +260,8 @@ def test_a_fleet_tenants_device_rows_carry_its_tenant_and_another_tenant_reads_n
         mine = {f"acme/{d.device_id.hex()}/temp0" for d in devices}
         theirs = {f"local/{d.device_id.hex()}/temp0" for d in devices} | {
             f"other/{d.device_id.hex()}/temp0" for d in devices}  # fmt: skip
-        subjects = {r[0] for r in sub.claims._db.execute("SELECT subject FROM claims")}
-        held = {r[0] for r in sub.claims._db.execute(
-            "SELECT DISTINCT container FROM claim_attestations")}  # fmt: skip
+        subjects = set(sub.claims.subjects())
+        held = set(sub.claims.containers())
         assert subjects and held == mine
         for subject in subjects:
             claims = sub.claims.about(subject, mine)

@@ -114,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         db = sqlite3.connect(path)
         rows["claims"] = db.execute("SELECT count(*) FROM claims").fetchone()[0]
         rows["entities"] = db.execute("SELECT count(*) FROM entities").fetchone()[0]
+        # a name said by a document is an entity_said row; entity_aliases holds only the
+        # other names an entity is known by
+        rows["names said"] = db.execute("SELECT count(*) FROM entity_said").fetchone()[0]
         rows["aliases"] = db.execute("SELECT count(*) FROM entity_aliases").fetchone()[0]
         try:
             # an index (SQLite's own unique indexes too) counts with the table it indexes

@@ -43,8 +43,10 @@ from decimal import Decimal, InvalidOperation
 from hirmem.protocol.clock import now_ms
 from hirmem.protocol.identity import fnv1a64, fold
 from hirmem.semantic import refusals
+from hirmem.semantic.dictionary import Sources, Words, source_key
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.stores.db import Where, open_db
+from hirmem.semantic.stores.sqlite import earlier_table
 
 __all__ = [
     "KEPT_REFUSALS",
@@ -305,6 +307,11 @@ def _preferred(row: ClaimRow) -> tuple[bool, int, str]:
     return (not row.hedged, row.since, row.id)
 
 
+def _claim_id(subject: str, predicate: str, value: str) -> str:
+    """A claim's id: FNV-1a of its canonical (subject, predicate, value)."""
+    return f"{fnv1a64(chr(0).join((subject, predicate, value)).encode()):016x}"
+
+
 def _names(text: str) -> str:
     return f" {' '.join(_WORDS.findall(fold(text)))} "
 
@@ -314,8 +321,40 @@ def _appears(part: str, quote: str) -> bool:
     return bool(words) and f" {words} " in _names(quote)
 
 
+# Dictionary-encoded: a subject, a predicate, a value and a container are integers of
+# ``claim_words``; a claim's hex id is the hash of its canonical (subject, predicate, value)
+# and is not stored (the unique key finds it). An attestation's quote is a span (start,
+# end) of its source's text when the store can read that text (``ClaimStore.texts``) and
+# the quote is in it; ``quote`` holds the text only otherwise (a device reading's quote is
+# composed, not cut). Attestations are appended in a rowid table, found by claim (the
+# reads) and by source (a withdrawal, and the check for a repeated statement); a source is
+# an integer (a document id its own number: :class:`~hirmem.semantic.dictionary.Sources`).
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS claims (
+    id INTEGER PRIMARY KEY, subject INTEGER NOT NULL, predicate INTEGER NOT NULL,
+    value INTEGER NOT NULL, UNIQUE (subject, predicate, value));
+CREATE INDEX IF NOT EXISTS claims_pv ON claims(predicate, value);
+CREATE INDEX IF NOT EXISTS claims_value ON claims(value);
+CREATE TABLE IF NOT EXISTS claim_attestations (
+    claim INTEGER NOT NULL, container INTEGER NOT NULL, source INTEGER NOT NULL, quote TEXT,
+    start INTEGER NOT NULL, end_ INTEGER NOT NULL, valid_from INTEGER NOT NULL,
+    invalid_at INTEGER NOT NULL, said_at INTEGER NOT NULL, recorded_at INTEGER NOT NULL,
+    hedged INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS attestations_claim ON claim_attestations(claim, container);
+CREATE INDEX IF NOT EXISTS attestations_source ON claim_attestations(source);
+CREATE TABLE IF NOT EXISTS claim_refusals (
+    at INTEGER NOT NULL, container TEXT NOT NULL, source TEXT NOT NULL,
+    reason TEXT NOT NULL, detail TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS claim_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+# (claim key, container, source, quote, valid from, invalid at, said at, recorded at, hedged)
+_Held = tuple[tuple[str, str, str], str, str, str, int, int, int, int, int]
+
+
 class ClaimStore:
-    """Claims and their attestations in SQLite (``path``, or in memory)."""
+    """Claims and their attestations in SQLite (``path``, or in memory). A file of the
+    earlier layout (text keys, quotes copied) is converted when opened."""
 
     def __init__(
         self, ontology: Ontology, path: Where = ":memory:", clock: Callable[[], int] | None = None
@@ -325,34 +364,41 @@ class ClaimStore:
         # the names a subject is known by to a reader (its entity's aliases in the readable
         # containers); the composing substrate sets it, alone a name is only itself
         self.names: Callable[[str, Collection[str]], Collection[str]] | None = None
+        # the text of a source document, where a quote is cut from (the composing
+        # substrate reads its document store); alone, quotes are kept as text
+        self.texts: Callable[[str], str | None] | None = None
         self._lock = threading.RLock()
         self._db = open_db(path, "claims")
-        self._db.executescript(
-            """
-            CREATE TABLE IF NOT EXISTS claims (
-                id TEXT PRIMARY KEY, subject TEXT NOT NULL, predicate TEXT NOT NULL,
-                value TEXT NOT NULL);
-            CREATE INDEX IF NOT EXISTS claims_sp ON claims(subject, predicate);
-            CREATE INDEX IF NOT EXISTS claims_pv ON claims(predicate, value);
-            CREATE INDEX IF NOT EXISTS claims_value ON claims(value);
-            CREATE TABLE IF NOT EXISTS claim_attestations (
-                claim TEXT NOT NULL, container TEXT NOT NULL, source TEXT NOT NULL,
-                quote TEXT NOT NULL, valid_from INTEGER NOT NULL, invalid_at INTEGER NOT NULL,
-                said_at INTEGER NOT NULL, recorded_at INTEGER NOT NULL,
-                hedged INTEGER NOT NULL DEFAULT 0,
-                PRIMARY KEY (claim, container, source, quote));
-            CREATE INDEX IF NOT EXISTS attestations_container
-                ON claim_attestations(container, claim);
-            CREATE TABLE IF NOT EXISTS claim_refusals (
-                at INTEGER NOT NULL, container TEXT NOT NULL, source TEXT NOT NULL,
-                reason TEXT NOT NULL, detail TEXT NOT NULL);
-            CREATE TABLE IF NOT EXISTS claim_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-            """
-        )
-        held = {r[1] for r in self._db.execute("PRAGMA table_info(claim_attestations)")}
-        if "hedged" not in held:  # a store written before hedged statements were kept
-            self._db.execute("ALTER TABLE claim_attestations ADD COLUMN hedged INTEGER NOT "
-                             "NULL DEFAULT 0")  # fmt: skip
+        earlier = self._earlier_rows()
+        self._words = Words(self._db, "claim_words")
+        self._db.executescript(_SCHEMA)
+        self._sources = Sources(self._db, "claim_sources", source_key)
+        if earlier:
+            self._db.execute("BEGIN")
+            for (subject, predicate, value), *rest in earlier:
+                self._insert(ClaimRow(_claim_id(subject, predicate, value), subject,
+                                      predicate, value), *rest)  # type: ignore[arg-type]
+            self._db.execute("COMMIT")
+
+    def _earlier_rows(self) -> list[_Held]:
+        """The statements of a file of the earlier layout (text claim ids, quotes copied),
+        read out and their tables dropped, to be written again."""
+        held = earlier_table(self._db, "claims")
+        if held is None or not re.search(r"\bid\s+TEXT\b", held, re.I):
+            return []
+        cols = {r[1] for r in self._db.execute("PRAGMA table_info(claim_attestations)")}
+        hedged = "a.hedged" if "hedged" in cols else "0"
+        rows = self._db.execute(
+            "SELECT c.subject, c.predicate, c.value, a.container, a.source, a.quote, "
+            f"a.valid_from, a.invalid_at, a.said_at, a.recorded_at, {hedged} FROM claims c "
+            "JOIN claim_attestations a ON a.claim = c.id ORDER BY a.rowid").fetchall()
+        self._db.execute("BEGIN")
+        self._db.execute("DROP TABLE claim_attestations")
+        self._db.execute("DROP TABLE claims")
+        self._db.execute("COMMIT")
+        return [((str(s), str(p), str(v)), str(c), str(src), str(q), int(vf), int(ia),
+                 int(said), int(rec), int(h))
+                for s, p, v, c, src, q, vf, ia, said, rec, h in rows]  # fmt: skip
 
     def close(self) -> None:
         with self._lock:
@@ -365,6 +411,7 @@ class ClaimStore:
         refusal kept with its reason."""
         try:
             row = self._check(s)
+            text = self.texts(s.source) if self.texts is not None else None
         except ClaimRefused as exc:
             with self._lock:
                 self._db.execute("BEGIN")
@@ -377,15 +424,45 @@ class ClaimStore:
         end = s.invalid_at if s.invalid_at > start else 0  # never true for zero time
         with self._lock:
             self._db.execute("BEGIN")
-            self._db.execute("INSERT OR IGNORE INTO claims VALUES (?, ?, ?, ?)",
-                             (row.id, row.subject, row.predicate, row.value))  # fmt: skip
-            self._db.execute(
-                "INSERT OR IGNORE INTO claim_attestations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (row.id, s.container, s.source, s.quote, start, end, s.said_at, self.clock(),
-                 int(s.hedged)),
-            )
+            try:
+                self._insert(row, s.container, s.source, s.quote, start, end, s.said_at,
+                             self.clock(), int(s.hedged), text)  # fmt: skip
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
             self._db.execute("COMMIT")
         return row
+
+    def _wid(self, word: str) -> int:
+        wid = self._words.id(word)
+        assert wid is not None
+        return wid
+
+    def _insert(self, row: ClaimRow, container: str, source: str, quote: str, start: int,
+                end: int, said: int, recorded: int, hedged: int,
+                text: str | None = None) -> None:  # fmt: skip
+        """One attestation of ``row`` (and the claim, when new); a statement already held
+        (same claim, container, source and quote) is not written twice. The quote is kept
+        as its span of ``text`` (the source's) when it is in it."""
+        key = (self._wid(row.subject), self._wid(row.predicate), self._wid(row.value))
+        self._db.execute("INSERT OR IGNORE INTO claims (subject, predicate, value) "
+                         "VALUES (?, ?, ?)", key)  # fmt: skip
+        cid = int(self._db.execute("SELECT id FROM claims WHERE subject = ? AND predicate = ? "
+                                   "AND value = ?", key).fetchone()[0])  # fmt: skip
+        cont = self._wid(container)
+        skey = self._sources.key(source)
+        at = -1 if text is None else text.find(quote)
+        held: str | None = None if at >= 0 else quote
+        lo, hi = (at, at + len(quote)) if at >= 0 else (0, 0)
+        for q, a, b in self._db.execute(
+            "SELECT quote, start, end_ FROM claim_attestations WHERE source = ? AND claim = ? "
+            "AND container = ?", (skey, cid, cont)).fetchall():  # fmt: skip
+            if (q is None and held is None and (a, b) == (lo, hi)) or (q is not None and
+                                                                       q == quote):
+                return
+        self._db.execute(
+            "INSERT INTO claim_attestations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (cid, cont, skey, held, lo, hi, start, end, said, recorded, hedged))
 
     def _check(self, s: Statement) -> ClaimRow:
         if not s.container:
@@ -406,19 +483,22 @@ class ClaimStore:
                                f"{missing} of {s.value!r} do not appear in the quote")  # fmt: skip
         value = t.value(s.value)
         subject = " ".join(fold(s.subject).split())
-        key = "\x00".join((subject, s.predicate, value))
-        cid = f"{fnv1a64(key.encode()):016x}"
-        return ClaimRow(cid, subject, s.predicate, value)
+        return ClaimRow(_claim_id(subject, s.predicate, value), subject, s.predicate, value)
 
     def withdraw(self, source: str) -> int:
         """Forget every statement read from ``source`` (a superseded or erased document);
         a claim no statement is left behind goes with them."""
         with self._lock:
             self._db.execute("BEGIN")
+            key = self._sources.key(source, create=False)
+            claims = [int(r[0]) for r in self._db.execute(
+                "SELECT DISTINCT claim FROM claim_attestations WHERE source = ?", (key,))]
             n = self._db.execute("DELETE FROM claim_attestations WHERE source = ?",
-                                 (source,)).rowcount  # fmt: skip
-            self._db.execute("DELETE FROM claims WHERE id NOT IN "
-                             "(SELECT claim FROM claim_attestations)")  # fmt: skip
+                                 (key,)).rowcount  # fmt: skip
+            self._sources.forget(source)
+            for cid in claims:
+                self._db.execute("DELETE FROM claims WHERE id = ? AND NOT EXISTS (SELECT 1 "
+                                 "FROM claim_attestations WHERE claim = ?)", (cid, cid))
             self._db.execute("COMMIT")
         return n
 
@@ -436,31 +516,75 @@ class ClaimStore:
             rows = self._db.execute("SELECT reason, detail FROM claim_refusals ORDER BY rowid")
             return [(r, d) for r, d in rows]
 
+    def subjects(self) -> list[str]:
+        """Every subject a claim is held of (no fence: for the store's owner)."""
+        with self._lock:
+            return [str(r[0]) for r in self._db.execute(
+                "SELECT DISTINCT w.word FROM claims c JOIN claim_words w ON w.id = c.subject")]
+
+    def containers(self) -> list[str]:
+        """Every container a statement was made in (no fence: for the store's owner)."""
+        with self._lock:
+            return [str(r[0]) for r in self._db.execute(
+                "SELECT DISTINCT w.word FROM claim_attestations a JOIN claim_words w ON "
+                "w.id = a.container")]  # fmt: skip
+
+    def _ids(self, words: Collection[str]) -> list[int]:
+        with self._lock:
+            return self._words.ids(words)
+
     def _rows(self, where: str, args: list[object], readable: Collection[str],
               at: int | None) -> list[ClaimRow]:  # fmt: skip
-        if not readable:
+        """The claims matching ``where`` (over ``c``'s integer columns, with ``args``), with
+        their statements the reader may read, valid at ``at`` when given."""
+        fence = self._ids(readable)
+        if not fence:
             return []
-        marks = ",".join("?" * len(readable))
+        marks = ",".join("?" * len(fence))
         # claims first (CROSS JOIN fixes the order): ``where`` names a subject or a
         # predicate, which the claims' indexes find; leading with the container would read
         # every attestation of it. The fence is still in the WHERE, before any ORDER BY.
-        sql = ("SELECT c.id, c.subject, c.predicate, c.value, a.container, a.source, a.quote, "
-               "a.valid_from, a.invalid_at, a.said_at, a.hedged FROM claims c CROSS JOIN "
-               f"claim_attestations a ON a.claim = c.id WHERE a.container IN ({marks}) "
-               f"AND {where}")  # fmt: skip
-        params: list[object] = [*sorted(readable), *args]
+        sql = ("SELECT c.subject, c.predicate, c.value, a.container, a.source, s.name, "
+               "a.quote, a.start, a.end_, a.valid_from, a.invalid_at, a.said_at, a.hedged FROM "
+               "claims c CROSS JOIN claim_attestations a ON a.claim = c.id LEFT JOIN "
+               f"claim_sources s ON s.id = a.source WHERE a.container IN ({marks}) AND {where}")
+        params: list[object] = [*fence, *args]
         if at is not None:
             sql += " AND a.valid_from <= ? AND (a.invalid_at = 0 OR ? < a.invalid_at)"
             params += [at, at]
         sql += " ORDER BY c.id, a.valid_from, a.said_at"
         with self._lock:
             got = self._db.execute(sql, params).fetchall()
+            words = self._spelled({int(w) for r in got for w in (r[0], r[1], r[2], r[3])})
+        texts: dict[str, str | None] = {}
         rows: dict[str, ClaimRow] = {}
-        for cid, subj, pred, value, container, source, quote, vf, ia, said, hedged in got:
-            held = rows.get(cid) or ClaimRow(cid, subj, pred, value)
-            att = Attestation(container, source, quote, vf, ia, said, bool(hedged))
-            rows[cid] = ClaimRow(cid, subj, pred, value, (*held.attestations, att))
-        return list(rows.values())
+        for subj, pred, value, cont, skey, spelled, quote, lo, hi, vf, ia, said, hedged in got:
+            s, p, v = words[subj], words[pred], words[value]
+            source = self._sources.name(int(skey), spelled, joined=True)
+            cid = _claim_id(s, p, v)
+            held = rows.get(cid) or ClaimRow(cid, s, p, v)
+            if quote is None:
+                quote = self._cut(str(source), int(lo), int(hi), texts)
+            att = Attestation(words[cont], source, quote, vf, ia, said, bool(hedged))
+            rows[cid] = ClaimRow(cid, s, p, v, (*held.attestations, att))
+        return sorted(rows.values(), key=lambda r: r.id)
+
+    def _spelled(self, ids: Collection[int]) -> dict[int, str]:
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        return {int(i): str(w) for i, w in self._db.execute(
+            f"SELECT id, word FROM claim_words WHERE id IN ({marks})", sorted(ids))}
+
+    def _cut(self, source: str, lo: int, hi: int, texts: dict[str, str | None]) -> str:
+        """The quote a statement keeps as a span of its source's text."""
+        if source not in texts:
+            texts[source] = self.texts(source) if self.texts is not None else None
+        text = texts[source]
+        if text is None or hi > len(text):
+            raise SemanticError(f"a claim quotes [{lo}, {hi}) of {source}, whose text can no "
+                                "longer be read: it should have been withdrawn with it")
+        return text[lo:hi]
 
     def current(self, subject: str, predicate: str, readable: Collection[str],
                 at: int | None = None) -> list[ClaimRow]:  # fmt: skip
@@ -470,7 +594,8 @@ class ClaimStore:
         at = self.clock() if at is None else at
         t = self.ontology.get(predicate)
         where, args = self._subject(subject, readable)
-        live = self._rows(f"{where} AND c.predicate = ?", [*args, predicate], readable, at)
+        live = self._rows(f"{where} AND c.predicate = ?", [*args, self._pid(predicate)],
+                          readable, at)  # fmt: skip
         live.sort(key=_preferred, reverse=True)
         return live[:1] if t.single_valued else live
 
@@ -479,7 +604,10 @@ class ClaimStore:
         names = {" ".join(fold(subject).split())}
         if self.names is not None:
             names |= {" ".join(fold(n).split()) for n in self.names(subject, readable)}
-        return f"c.subject IN ({','.join('?' * len(names))})", list(sorted(names))
+        ids = self._ids(names)
+        if not ids:
+            return "0 = 1", []
+        return f"c.subject IN ({','.join('?' * len(ids))})", list(sorted(ids))
 
     def about(self, subject: str, readable: Collection[str], at: int | None = None
               ) -> list[ClaimRow]:  # fmt: skip
@@ -504,7 +632,8 @@ class ClaimStore:
     ) -> list[ClaimRow]:
         """Every value the reader may read, oldest statement first."""
         where, args = self._subject(subject, readable)
-        rows = self._rows(f"{where} AND c.predicate = ?", [*args, predicate], readable, None)
+        rows = self._rows(f"{where} AND c.predicate = ?", [*args, self._pid(predicate)],
+                          readable, None)  # fmt: skip
         return sorted(rows, key=lambda r: (min(a.valid_from for a in r.attestations), r.id))
 
     def count(self, predicate: str, readable: Collection[str], value: str | None = None,
@@ -513,7 +642,7 @@ class ClaimStore:
         rows the reader may read, with supersession applied, not a count of evidence."""
         t = self.ontology.get(predicate)
         want = t.value(value) if value is not None else None
-        rows = self._rows("c.predicate = ?", [predicate], readable,
+        rows = self._rows("c.predicate = ?", [self._pid(predicate)], readable,
                           self.clock() if at is None else at)  # fmt: skip
         by_subject: dict[str, list[ClaimRow]] = {}
         for r in rows:
@@ -534,13 +663,20 @@ class ClaimStore:
         where, args = self._subject(value, readable)
         where = where.replace("c.subject", "c.value")
         at = self.clock() if at is None else at
-        named = self._rows(f"{where} AND c.predicate = ?", [*args, predicate], readable, at)
+        named = self._rows(f"{where} AND c.predicate = ?", [*args, self._pid(predicate)],
+                           readable, at)  # fmt: skip
+        values = {r.value for r in named}
         out = []
         for subject in sorted({r.subject for r in named}):
             now = self.current(subject, predicate, readable, at) if t.single_valued else [
                 r for r in named if r.subject == subject]  # fmt: skip
-            out += [r for r in now if r.value in {str(a) for a in args}]
+            out += [r for r in now if r.value in values]
         return out
+
+    def _pid(self, predicate: str) -> int:
+        """The integer of ``predicate`` (0, which no word has, when no claim holds it)."""
+        held = self._ids([predicate])
+        return held[0] if held else 0
 
     def sources(self, claim: ClaimRow) -> list[tuple[str, str, str]]:
         """(container, source, quote) of each readable statement of ``claim``: who told us."""

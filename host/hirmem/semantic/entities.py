@@ -37,8 +37,9 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 from hirmem.protocol.identity import fnv1a64, fold
+from hirmem.semantic.dictionary import Words, source_key
 from hirmem.semantic.stores.db import Where, open_db
-from hirmem.semantic.stores.sqlite import rowless
+from hirmem.semantic.stores.sqlite import earlier_table, rowless
 
 __all__ = ["EdgeRow", "EntityIndex", "aliases_in", "entity_id", "implied", "kind_cue",
            "written"]
@@ -181,40 +182,76 @@ class EdgeRow:
 
 
 # ``entities`` has no index but its key, so as a WITHOUT ROWID table its key is the table:
-# each id once, not twice (row and key index). The other tables keep their rowids: every
-# index of a WITHOUT ROWID table repeats its whole key, which costs more than a rowid where
-# the key is wide and a second index is needed (measured: the alias table grew).
+# each id once, not twice (row and key index).
 _ENTITIES = "CREATE TABLE entities (id TEXT PRIMARY KEY, name TEXT NOT NULL) WITHOUT ROWID"
+
+# What a source said, one row per (entity, container, source, kind): the entity's own name
+# is implied (an entity's id is the id of its name), so the row a name said by a document
+# costs is four small integers and the source's key; ``entity_aliases`` holds only names an
+# entity is known by other than its own. Strings (entity ids, alias names, containers,
+# kinds) are dictionary-encoded in ``entity_words``; sources are 64-bit keys
+# (:func:`~hirmem.semantic.dictionary.source_key`). Both tables are WITHOUT ROWID (their
+# keys are narrow integers: measured smaller than a rowid table with the same indexes).
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS entity_said (
+    entity INTEGER NOT NULL, container INTEGER NOT NULL, source INTEGER NOT NULL,
+    kind INTEGER NOT NULL, PRIMARY KEY (entity, container, source, kind)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS entity_said_source ON entity_said(source);
+CREATE TABLE IF NOT EXISTS entity_aliases (
+    alias INTEGER NOT NULL, entity INTEGER NOT NULL, container INTEGER NOT NULL,
+    source INTEGER NOT NULL, PRIMARY KEY (alias, entity, container, source)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS entity_aliases_entity ON entity_aliases(entity, container);
+CREATE INDEX IF NOT EXISTS entity_aliases_source ON entity_aliases(source);
+CREATE TABLE IF NOT EXISTS entity_edges (
+    subject TEXT NOT NULL, relation TEXT NOT NULL, object TEXT NOT NULL,
+    container TEXT NOT NULL, source TEXT NOT NULL, quote TEXT NOT NULL,
+    hedged INTEGER NOT NULL,
+    PRIMARY KEY (subject, relation, object, container, source));
+CREATE INDEX IF NOT EXISTS entity_edges_object ON entity_edges(object);
+CREATE INDEX IF NOT EXISTS entity_edges_source ON entity_edges(source);
+"""
+NO_KIND = 0  # ``entity_said.kind`` of a name said with no kind (dictionary ids start at 1)
 
 
 class EntityIndex:
-    """Entities, aliases and open edges in SQLite (``path``, or in memory)."""
+    """Entities, aliases and open edges in SQLite (``path``, or in memory). A file of the
+    earlier layout (aliases and kinds as text rows) is converted when opened."""
 
     def __init__(self, path: Where = ":memory:") -> None:
         self._lock = threading.RLock()
         self._db = open_db(path, "entities")
         rowless(self._db, "entities", _ENTITIES)
-        self._db.executescript(
-            """
-            CREATE TABLE IF NOT EXISTS entity_aliases (
-                alias TEXT NOT NULL, entity TEXT NOT NULL, container TEXT NOT NULL,
-                source TEXT NOT NULL, PRIMARY KEY (alias, entity, container, source));
-            CREATE TABLE IF NOT EXISTS entity_edges (
-                subject TEXT NOT NULL, relation TEXT NOT NULL, object TEXT NOT NULL,
-                container TEXT NOT NULL, source TEXT NOT NULL, quote TEXT NOT NULL,
-                hedged INTEGER NOT NULL,
-                PRIMARY KEY (subject, relation, object, container, source));
-            CREATE TABLE IF NOT EXISTS entity_kinds (
-                entity TEXT NOT NULL, kind TEXT NOT NULL, container TEXT NOT NULL,
-                source TEXT NOT NULL,
-                PRIMARY KEY (entity, kind, container, source)) WITHOUT ROWID;
-            CREATE INDEX IF NOT EXISTS entity_aliases_entity ON entity_aliases(entity);
-            CREATE INDEX IF NOT EXISTS entity_aliases_source ON entity_aliases(source);
-            CREATE INDEX IF NOT EXISTS entity_edges_object ON entity_edges(object);
-            CREATE INDEX IF NOT EXISTS entity_edges_source ON entity_edges(source);
-            CREATE INDEX IF NOT EXISTS entity_kinds_source ON entity_kinds(source);
-            """
-        )
+        earlier = self._earlier_rows()
+        self._words = Words(self._db, "entity_words")
+        self._db.executescript(_SCHEMA)
+        if earlier is not None:
+            self._convert(*earlier)
+
+    def _earlier_rows(self) -> tuple[list[tuple[str, str, str, str]],
+                                     list[tuple[str, str, str, str]]] | None:  # fmt: skip
+        """The alias and kind rows of a file of the earlier layout (text columns), read out
+        and their tables dropped; None for any other file."""
+        held = earlier_table(self._db, "entity_aliases")
+        if held is None or not re.search(r"\balias\s+TEXT\b", held, re.I):
+            return None
+        aliases = [tuple(map(str, r)) for r in self._db.execute(
+            "SELECT alias, entity, container, source FROM entity_aliases")]  # fmt: skip
+        kinds = [] if earlier_table(self._db, "entity_kinds") is None else [
+            tuple(map(str, r)) for r in self._db.execute(
+                "SELECT entity, kind, container, source FROM entity_kinds")]  # fmt: skip
+        self._db.execute("BEGIN")
+        self._db.execute("DROP TABLE entity_aliases")
+        self._db.execute("DROP TABLE IF EXISTS entity_kinds")
+        self._db.execute("COMMIT")
+        return aliases, kinds  # type: ignore[return-value]
+
+    def _convert(self, aliases: list[tuple[str, str, str, str]],
+                 kinds: list[tuple[str, str, str, str]]) -> None:  # fmt: skip
+        with self._writing():
+            for alias, eid, container, source in aliases:
+                self._say(alias, eid, container, source)
+            for eid, kind, container, source in kinds:
+                self._said(eid, container, source, kind)
 
     def close(self) -> None:
         with self._lock:
@@ -238,6 +275,27 @@ class EntityIndex:
                 raise
             self._db.execute("COMMIT")
 
+    def _wid(self, word: str) -> int:
+        wid = self._words.id(word)
+        assert wid is not None
+        return wid
+
+    def _said(self, eid: str, container: str, source: str, kind: str = "") -> None:
+        """``source`` said entity ``eid`` in ``container`` (stating ``kind``, when given)."""
+        self._db.execute("INSERT OR IGNORE INTO entity_said VALUES (?, ?, ?, ?)",
+                         (self._wid(eid), self._wid(container), source_key(source),
+                          self._wid(kind) if kind else NO_KIND))  # fmt: skip
+
+    def _say(self, alias: str, eid: str, container: str, source: str, kind: str = "") -> None:
+        """``source`` wrote ``alias`` for entity ``eid`` in ``container`` (stating ``kind``,
+        when given): its own name is a said row, another name an alias row (the entity said
+        too). A name said with a kind is one row, not one with and one without."""
+        self._said(eid, container, source, kind)
+        if entity_id(alias) != eid:
+            self._db.execute("INSERT OR IGNORE INTO entity_aliases VALUES (?, ?, ?, ?)",
+                             (self._wid(alias), self._wid(eid), self._wid(container),
+                              source_key(source)))  # fmt: skip
+
     def note(self, name: str, container: str, source: str, kind: str = "") -> str:
         """Record ``name`` as said in ``container`` by ``source``, with the aliases it
         implies (and, when given, the ``kind`` the source states it is); the id of the
@@ -250,13 +308,8 @@ class EntityIndex:
             eid = held or entity_id(entity)
             self._db.execute("INSERT OR IGNORE INTO entities VALUES (?, ?)", (eid, entity))
             # the written form too ("robert (bob) smith"): a claim keeps its subject as written
-            self._db.executemany(
-                "INSERT OR IGNORE INTO entity_aliases VALUES (?, ?, ?, ?)",
-                [(a, eid, container, source) for a in {entity, *aliases, _name(name)}],
-            )
-            if kind:
-                self._db.execute("INSERT OR IGNORE INTO entity_kinds VALUES (?, ?, ?, ?)",
-                                 (eid, kind, container, source))  # fmt: skip
+            for a in sorted({entity, *aliases, _name(name)}):
+                self._say(a, eid, container, source, kind)
         return eid
 
     def note_aliases(self, text: str, container: str, source: str) -> int:
@@ -268,9 +321,8 @@ class EntityIndex:
             for entity, alias in pairs:
                 eid = entity_id(entity)
                 self._db.execute("INSERT OR IGNORE INTO entities VALUES (?, ?)", (eid, entity))
-                self._db.executemany("INSERT OR IGNORE INTO entity_aliases VALUES (?, ?, ?, ?)",
-                                     [(entity, eid, container, source),
-                                      (alias, eid, container, source)])  # fmt: skip
+                self._say(entity, eid, container, source)
+                self._say(alias, eid, container, source)
         return len(pairs)
 
     def edge(self, subject: str, relation: str, obj: str, container: str, source: str,
@@ -284,6 +336,17 @@ class EntityIndex:
         return EdgeRow(s, relation, o, implied(subject)[0], implied(obj)[0], container, source,
                        quote, hedged)  # fmt: skip
 
+    def _kinds_of(self, eids: Collection[str], containers: Collection[str]) -> frozenset[str]:
+        """The kinds said of any of ``eids`` in any of ``containers``."""
+        ents, fence = self._words.ids(eids), self._words.ids(containers)
+        if not ents or not fence:
+            return frozenset()
+        rows = self._db.execute(
+            f"SELECT DISTINCT w.word FROM entity_said s JOIN entity_words w ON w.id = s.kind "
+            f"WHERE s.entity IN ({','.join('?' * len(ents))}) AND s.container IN "
+            f"({','.join('?' * len(fence))})", [*ents, *fence]).fetchall()  # fmt: skip
+        return frozenset(str(r[0]) for r in rows)
+
     def kinds_in(self, name: str, container: str, text: str = "") -> frozenset[str]:
         """The kinds ``name`` is stated to be where it is said: those recorded for the
         entity it resolves to in ``container``, and the one ``text`` (the sentence that
@@ -294,53 +357,62 @@ class EntityIndex:
             eid = self._resolve_in(entity, container) if entity else None
             if eid is None and entity and not aliases:
                 eid = entity_id(entity)
-            rows = [] if eid is None else self._db.execute(
-                "SELECT DISTINCT kind FROM entity_kinds WHERE entity = ? AND container = ?",
-                (eid, container)).fetchall()  # fmt: skip
-        return frozenset({str(r[0]) for r in rows} | ({cue} if cue else set()))
+            held = frozenset() if eid is None else self._kinds_of([eid], [container])
+        return held | ({cue} if cue else frozenset())
 
     def kinds(self, name: str, readable: Collection[str]) -> frozenset[str]:
         """The kinds the reader's sources state ``name`` is (through its aliases)."""
         ids = self.resolve(name, readable)
         if not ids:
             return frozenset()
-        marks, fence = ",".join("?" * len(ids)), ",".join("?" * len(readable))
         with self._lock:
-            rows = self._db.execute(
-                f"SELECT DISTINCT kind FROM entity_kinds WHERE entity IN ({marks}) AND "
-                f"container IN ({fence})", [*ids, *sorted(readable)]).fetchall()  # fmt: skip
-        return frozenset(str(r[0]) for r in rows)
+            return self._kinds_of(ids, readable)
 
     def withdraw(self, source: str) -> int:
         """Forget the aliases, kinds and edges read from ``source``."""
+        key = source_key(source)
         with self._lock:
             self._db.execute("BEGIN")
-            n = self._db.execute("DELETE FROM entity_aliases WHERE source = ?", (source,)).rowcount
+            n = self._db.execute("DELETE FROM entity_aliases WHERE source = ?", (key,)).rowcount
             n += self._db.execute("DELETE FROM entity_edges WHERE source = ?", (source,)).rowcount
-            n += self._db.execute("DELETE FROM entity_kinds WHERE source = ?", (source,)).rowcount
+            n += self._db.execute("DELETE FROM entity_said WHERE source = ?", (key,)).rowcount
             self._db.execute("COMMIT")
         return n
 
     # ---- reading ----------------------------------------------------------------------------
 
+    def _resolving(self, name: str, containers: Collection[str]) -> list[str]:
+        """The ids of the entities ``name`` (folded) stands for in ``containers``, in order:
+        the entity of that name where it was said, and those it is an alias of there."""
+        fence = self._words.ids(containers)
+        if not fence:
+            return []
+        marks = ",".join("?" * len(fence))
+        own, alias = self._words.id(entity_id(name), create=False), self._words.id(
+            name, create=False)  # fmt: skip
+        found: set[str] = set()
+        if own is not None and self._db.execute(
+            f"SELECT 1 FROM entity_said WHERE entity = ? AND container IN ({marks}) LIMIT 1",
+            [own, *fence]).fetchone():  # fmt: skip
+            found.add(entity_id(name))
+        if alias is not None:
+            found |= {str(r[0]) for r in self._db.execute(
+                "SELECT DISTINCT w.word FROM entity_aliases a JOIN entity_words w ON "
+                f"w.id = a.entity WHERE a.alias = ? AND a.container IN ({marks})",
+                [alias, *fence])}  # fmt: skip
+        return sorted(found)
+
     def _resolve_in(self, name: str, container: str) -> str | None:
-        row = self._db.execute("SELECT entity FROM entity_aliases WHERE alias = ? AND "
-                               "container = ? ORDER BY entity LIMIT 1",
-                               (name, container)).fetchone()  # fmt: skip
-        return None if row is None else str(row[0])
+        found = self._resolving(name, [container])
+        return found[0] if found else None
 
     def resolve(self, name: str, readable: Collection[str]) -> list[str]:
         """The entities ``name`` stands for in what the reader may read (more than one
         when the readable sources equate it with two different entities)."""
         if not readable:
             return []
-        marks = ",".join("?" * len(readable))
         with self._lock:
-            rows = self._db.execute(
-                f"SELECT DISTINCT entity FROM entity_aliases WHERE alias = ? AND container IN "
-                f"({marks}) ORDER BY entity", [_name(name), *sorted(readable)],
-            ).fetchall()  # fmt: skip
-        return [str(r[0]) for r in rows]
+            return self._resolving(_name(name), readable)
 
     def names(self, name: str, readable: Collection[str]) -> set[str]:
         """Every name (folded) the reader's sources equate with ``name``, itself included;
@@ -348,12 +420,18 @@ class EntityIndex:
         ids = self.resolve(name, readable)
         if not ids:
             return set()
-        marks, fence = ",".join("?" * len(ids)), ",".join("?" * len(readable))
         with self._lock:
+            ents, fence = self._words.ids(ids), self._words.ids(readable)
+            e_marks, f_marks = ",".join("?" * len(ents)), ",".join("?" * len(fence))
             rows = self._db.execute(
-                f"SELECT DISTINCT alias FROM entity_aliases WHERE entity IN ({marks}) AND "
-                f"container IN ({fence})", [*ids, *sorted(readable)]).fetchall()  # fmt: skip
-        return {str(r[0]) for r in rows} | {_name(name)}
+                "SELECT DISTINCT w.word FROM entity_aliases a JOIN entity_words w ON "
+                f"w.id = a.alias WHERE a.entity IN ({e_marks}) AND a.container IN ({f_marks})",
+                [*ents, *fence]).fetchall()  # fmt: skip
+            own = self._db.execute(
+                "SELECT DISTINCT e.name FROM entity_said s JOIN entity_words w ON "
+                "w.id = s.entity JOIN entities e ON e.id = w.word WHERE s.entity IN "
+                f"({e_marks}) AND s.container IN ({f_marks})", [*ents, *fence]).fetchall()
+        return {str(r[0]) for r in (*rows, *own)} | {_name(name)}
 
     def edges(self, entity: str, readable: Collection[str]) -> list[EdgeRow]:
         """The open edges of ``entity`` (an id) in both directions, readable ones only."""

@@ -25,10 +25,12 @@ Invariants:
   leg scores only the fenced rows. No containers, no memories.
 - Compact: a vector is int8 with one float32 scale per memory, sparse when that is smaller
   (:func:`~hirmem.semantic.stores.packed.pack`, layouts ``B`` and ``Q``); a
-  sentence's key is not stored (it is its source and the hash of its text; rows are found
-  by a 64-bit hash of the key); containers, sources and mentioned names are held once and
-  referred to by integer. A file of the first layout is rewritten into this one on open, and
-  so are vectors of the int8 layouts tier 1 wrote before it used the packed ones.
+  sentence's key is not stored (it is its source and the hash of its text: it is found
+  among its source's rows), nor is its text when it is a span of its source document
+  (``MemoryIndex.texts``); containers, subjects and mentioned names are held once and
+  referred to by integer, a source by its 64-bit key (a document id is its own number).
+  Files of the first and of the hash-keyed layouts are rewritten into this one on open,
+  and so are vectors of the int8 layouts tier 1 wrote before it used the packed ones.
 - Recall is the fusion by reciprocal rank of a lexical (FTS5 BM25) and a vector (cosine)
   leg, filtered to ``at`` (valid from ≤ at < invalid at) and, when scoped, to memories
   whose subject is, or whose text names (:func:`~hirmem.semantic.passages.entities_in`,
@@ -40,7 +42,7 @@ from __future__ import annotations
 import re
 import struct
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,6 +50,7 @@ import numpy.typing as npt
 
 from hirmem.protocol.identity import fnv1a64, fold
 from hirmem.semantic import refusals
+from hirmem.semantic.dictionary import Sources
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.extract import PRONOUNS, hedge, stated_interval
 from hirmem.semantic.names import words_of
@@ -162,19 +165,25 @@ def _leading_name(sentence: str) -> str:
     return re.sub(r"['\u2019]s$", "", name)
 
 
+# ``text`` is NULL when the memory is the span [start, end_) of its source's text (the
+# store reads it through ``MemoryIndex.texts``); a memory is found by its source (a
+# sentence: among its source's rows, by the hash of its text) or by its own ``key`` (a
+# distilled pattern; the partial index holds only rows that have one). The subject is an
+# integer of ``tier1_names``. Mentions are found by name; a memory's own are computed from
+# its text again when it goes (no second index by memory).
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tier1_memories (
-    id INTEGER PRIMARY KEY, hash INTEGER UNIQUE NOT NULL, key TEXT, container INTEGER NOT NULL,
-    source INTEGER NOT NULL, subject TEXT NOT NULL, text TEXT NOT NULL,
+    id INTEGER PRIMARY KEY, key TEXT, container INTEGER NOT NULL, source INTEGER NOT NULL,
+    subject INTEGER NOT NULL, text TEXT, start INTEGER NOT NULL, end_ INTEGER NOT NULL,
     hedged INTEGER NOT NULL, valid_from INTEGER NOT NULL, invalid_at INTEGER NOT NULL,
     said_at INTEGER NOT NULL, vec BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS tier1_memories_source ON tier1_memories(source);
+CREATE INDEX IF NOT EXISTS tier1_memories_key ON tier1_memories(key) WHERE key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS tier1_memories_container ON tier1_memories(container);
 CREATE TABLE IF NOT EXISTS tier1_names (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
 CREATE TABLE IF NOT EXISTS tier1_mentions (
     entity INTEGER NOT NULL, memory INTEGER NOT NULL,
     PRIMARY KEY (entity, memory)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS tier1_mentions_memory ON tier1_mentions(memory);
 CREATE TABLE IF NOT EXISTS tier1_containers (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
 -- a source is found by the hash of its name (most sources hold a memory or two: a unique
 -- index on their names would cost more than the names it saves)
@@ -183,6 +192,7 @@ CREATE TABLE IF NOT EXISTS tier1_refusals (
     container TEXT NOT NULL, source TEXT NOT NULL, reason TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS tier1_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+_SENTENCE_KEY = re.compile(r"^(?P<source>.*)#(?P<hash>[0-9a-f]{16})$", re.S)
 
 
 def _hash(key: str) -> int:
@@ -222,21 +232,34 @@ def _from_old_int8(blob: bytes) -> bytes:
 class MemoryIndex:
     """Memories in SQLite (``path``, or in memory), found by BM25 and by cosine, fused."""
 
-    def __init__(self, embedder: PassageEmbedder, path: Where = ":memory:") -> None:
+    def __init__(self, embedder: PassageEmbedder, path: Where = ":memory:",
+                 texts: Callable[[str], str | None] | None = None) -> None:  # fmt: skip
         self.embedder = embedder
+        # the text of a source document, which a memory that is a sentence of it keeps as a
+        # span (the composing substrate reads its document store); alone, memories keep text
+        self.texts = texts
         self._lock = threading.RLock()
         self._cache: dict[tuple[str, ...], Timed] = {}
         self._db = open_db(path, "memories")
         self._lex = lexical_of(self._db, "tier1_memories", "id")
         legacy = self._legacy_rows()
+        hashed = self._hashed_rows()
         self._db.executescript(_SCHEMA)
+        self._sources = Sources(self._db, "tier1_sources", lambda name: _hash(name))
+        if hashed:
+            self._rewrite(hashed)
         self._repack_old_vectors()
         me = embedder_identity(embedder)
         held = self._db.execute("SELECT value FROM tier1_meta WHERE key = 'embedder'").fetchone()
         if held is not None and held[0] != me:  # vectors of one space only
-            rows = self._db.execute("SELECT id, text FROM tier1_memories").fetchall()
-            self._db.executemany("UPDATE tier1_memories SET vec = ? WHERE id = ?",
-                                 [(_packed(embedder.embed(t)), i) for i, t in rows])
+            rows = self._db.execute("SELECT m.id, m.text, m.start, m.end_, m.source, s.name "
+                                    "FROM tier1_memories m LEFT JOIN tier1_sources s ON "
+                                    "s.id = m.source").fetchall()  # fmt: skip
+            seen: dict[str, str | None] = {}
+            self._db.executemany("UPDATE tier1_memories SET vec = ? WHERE id = ?", [
+                (_packed(embedder.embed(self._text(self._sources.name(k, src, joined=True), t, a, b,
+                                                   seen))), i)
+                for i, t, a, b, k, src in rows])  # fmt: skip
         self._db.execute("INSERT OR REPLACE INTO tier1_meta VALUES ('embedder', ?)", (me,))
         if legacy:
             self.write_many(legacy)
@@ -257,11 +280,58 @@ class MemoryIndex:
             self._db.execute("ROLLBACK")
             raise
 
+    def _hashed_rows(self) -> list[tuple[object, ...]]:
+        """The rows of a file of the second layout (every memory found by a 64-bit hash
+        column with its own unique index, the subject as text, mentions indexed twice),
+        read out and their table dropped, to be written again with the same ids (the
+        full-text indexes and mentions refer to them)."""
+        cols = {r[1] for r in self._db.execute("PRAGMA table_info(tier1_memories)")}
+        if "hash" not in cols:
+            return []
+        rows = self._db.execute("SELECT id, key, container, source, subject, text, hedged, "
+                                "valid_from, invalid_at, said_at, vec FROM tier1_memories "
+                                "ORDER BY id").fetchall()  # fmt: skip
+        self._db.execute("BEGIN")
+        self._db.execute("DROP INDEX IF EXISTS tier1_mentions_memory")
+        self._db.execute("DROP TABLE tier1_memories")
+        self._db.execute("COMMIT")
+        return [tuple(r) for r in rows]
+
+    def _rewrite(self, rows: list[tuple[object, ...]]) -> None:
+        """Write the hash-keyed layout's rows again: their ids kept, each source by its
+        current key (a document id by its own number, its dictionary row dropped)."""
+        names = {int(k): str(n) for k, n in self._db.execute("SELECT id, name FROM tier1_sources")}
+        self._db.execute("BEGIN")
+        self._db.execute("DELETE FROM tier1_sources")
+        for mid, key, cont, src, subject, text, hedged, vf, ia, said, vec in rows:
+            self._db.execute(
+                "INSERT INTO tier1_memories VALUES (?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?)",
+                (mid, key, cont, self._sources.key(names[int(str(src))]),
+                 self._subject_id(str(subject)), text, hedged, vf, ia, said, vec))  # fmt: skip
+        self._db.execute("COMMIT")
+
+    def _subject_id(self, subject: str) -> int:
+        """The integer a memory's subject (folded) is kept as; 0 for none."""
+        return self._interned("tier1_names", subject) if subject else 0
+
+    def _text(self, source: str, text: object, start: int, end: int,
+              seen: dict[str, str | None]) -> str:  # fmt: skip
+        """A memory's text: its own, or the span of its source's text it is."""
+        if text is not None:
+            return str(text)
+        if source not in seen:
+            seen[source] = self.texts(source) if self.texts is not None else None
+        whole = seen[source]
+        if whole is None or end > len(whole):
+            raise SemanticError(f"a memory is [{start}, {end}) of {source}, whose text can no "
+                                "longer be read: it should have been removed with it")
+        return whole[start:end]
+
     def _legacy_rows(self) -> list[Note]:
         """The memories of a file written in the first layout (text keys and containers,
         float16 vectors), read out and their tables dropped, to be written again."""
         cols = {r[1] for r in self._db.execute("PRAGMA table_info(tier1_memories)")}
-        if not cols or "hash" in cols:
+        if "certainty" not in cols:  # the first layout's text certainty
             return []
         rows = self._db.execute("SELECT key, container, source, subject, text, certainty, "
                                 "valid_from, invalid_at, said_at FROM tier1_memories "
@@ -305,6 +375,11 @@ class MemoryIndex:
                 end = 0
             kept.append((i, note, end))
         texts = [n.text for _, n, _ in kept]
+        sources: dict[str, str | None] = {}
+        if self.texts is not None:
+            for _, n, _ in kept:
+                if n.source not in sources:
+                    sources[n.source] = self.texts(n.source)
         many = getattr(self.embedder, "embed_many", None)
         vectors = list(many(texts)) if many is not None and texts else [
             self.embedder.embed(t) for t in texts]  # fmt: skip
@@ -316,7 +391,7 @@ class MemoryIndex:
                 if refused:
                     self._refuse(refused)
                 for (i, note, end), vec in zip(kept, vectors, strict=True):
-                    out[i] = self._insert(note, end, _packed(vec))
+                    out[i] = self._insert(note, end, _packed(vec), sources)
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -332,41 +407,55 @@ class MemoryIndex:
         with self._lock:
             return refusals.count(self._db, "tier1_meta")
 
-    def _insert(self, note: Note, end: int, vec: bytes) -> int:
-        key = note.identity()
-        held = self._db.execute("SELECT id FROM tier1_memories WHERE hash = ?",
-                                (_hash(key),)).fetchone()  # fmt: skip
+    def _insert(self, note: Note, end: int, vec: bytes,
+                sources: dict[str, str | None]) -> int:  # fmt: skip
+        held = self._find(note.identity(), sources)
         if held is not None:
-            self._unterm(int(held[0]))
-            self._db.execute("DELETE FROM tier1_memories WHERE id = ?", (held[0],))
+            self._unterm(held, sources)
+            self._db.execute("DELETE FROM tier1_memories WHERE id = ?", (held,))
+        whole = sources.get(note.source)
+        at = -1 if whole is None else whole.find(note.text)
+        span = (at, at + len(note.text)) if at >= 0 else (0, 0)
+        subject = " ".join(fold(note.subject).split())
         cur = self._db.execute(
-            "INSERT INTO tier1_memories (id, hash, key, container, source, subject, text, "
-            "hedged, valid_from, invalid_at, said_at, vec) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            (held[0] if held is not None else None, _hash(key), note.key or None,
-             self._interned("tier1_containers", note.container),
-             self._source(note.source),
-             " ".join(fold(note.subject).split()), note.text, int(note.certainty == "hedged"),
+            "INSERT INTO tier1_memories (id, key, container, source, subject, text, start, "
+            "end_, hedged, valid_from, invalid_at, said_at, vec) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (held, note.key or None, self._interned("tier1_containers", note.container),
+             self._source(note.source), self._subject_id(subject),
+             None if at >= 0 else note.text, *span, int(note.certainty == "hedged"),
              note.valid_from, end, note.said_at, vec),
         )  # fmt: skip
         mid = int(cur.lastrowid or 0)
-        strong, weak = entities_in(note.text)
-        named = {words_of(n) for n in (note.subject, *strong, *weak)} - {""}
         self._db.executemany("INSERT OR IGNORE INTO tier1_mentions VALUES (?, ?)",
                              [(self._interned("tier1_names", n), mid)
-                              for n in sorted(named)])  # fmt: skip
+                              for n in sorted(_named(note.text, note.subject))])  # fmt: skip
         terms = self._terms_table(note.container, create=True)
         self._lex.add(str(terms), mid, note.text, fold(note.subject))
         return mid
 
+    def _find(self, key: str, seen: dict[str, str | None] | None = None) -> int | None:
+        """The row of the memory of ``key``: by its own key, or (a sentence's key, its
+        source and the hash of its text) among its source's rows."""
+        row = self._db.execute("SELECT id FROM tier1_memories WHERE key = ?", (key,)).fetchone()
+        if row is not None:
+            return int(row[0])
+        m = _SENTENCE_KEY.match(key)
+        if m is None:
+            return None
+        source, want = m.group("source"), int(m.group("hash"), 16)
+        seen = {} if seen is None else seen
+        for mid, text, start, end in self._db.execute(
+            "SELECT id, text, start, end_ FROM tier1_memories WHERE source = ? AND key IS NULL",
+            (self._sources.key(source, create=False),)).fetchall():  # fmt: skip
+            if fnv1a64(self._text(source, text, start, end, seen).encode()) == want:
+                return int(mid)
+        return None
+
     def _source(self, name: str) -> int:
-        """The id of source ``name``: the hash of its name; two names of one hash refused."""
-        sid = _hash(name)
-        row = self._db.execute("SELECT name FROM tier1_sources WHERE id = ?", (sid,)).fetchone()
-        if row is None:
-            self._db.execute("INSERT INTO tier1_sources VALUES (?, ?)", (sid, name))
-        elif row[0] != name:
-            raise SemanticError(f"sources {row[0]!r} and {name!r} share a 64-bit hash")
-        return sid
+        """The id of source ``name``: a document id's own number, else the hash of its
+        name (kept in ``tier1_sources``); two names of one id refused."""
+        return self._sources.key(name)
 
     def _interned(self, table: str, name: str) -> int:
         """The id of ``name`` in ``table`` (containers, sources, names: each string kept
@@ -378,6 +467,8 @@ class MemoryIndex:
                                     (name,)).lastrowid or 0)  # fmt: skip
 
     def _ids(self, table: str, names: Collection[str]) -> list[int]:
+        if not names:
+            return []
         marks = ",".join("?" * len(names))
         return [int(r[0]) for r in self._db.execute(
             f"SELECT id FROM {table} WHERE name IN ({marks}) ORDER BY id", sorted(names))]
@@ -399,9 +490,12 @@ class MemoryIndex:
         """Mark the memory of ``key`` no longer true from ``at`` (kept, as history)."""
         with self._lock:
             self._cache.clear()
-            n = self._db.execute("UPDATE tier1_memories SET invalid_at = ? WHERE hash = ? AND "
+            mid = self._find(key)
+            if mid is None:
+                return False
+            n = self._db.execute("UPDATE tier1_memories SET invalid_at = ? WHERE id = ? AND "
                                  "(invalid_at = 0 OR invalid_at > ?) AND valid_from < ?",
-                                 (at, _hash(key), at, at)).rowcount  # fmt: skip
+                                 (at, mid, at, at)).rowcount  # fmt: skip
         return n > 0
 
     def remove(self, source: str) -> int:
@@ -410,32 +504,40 @@ class MemoryIndex:
             self._cache.clear()
             self._db.execute("BEGIN")
             ids = [int(r[0]) for r in self._db.execute(
-                "SELECT id FROM tier1_memories WHERE source = ?", (_hash(source),))]  # fmt: skip
+                "SELECT id FROM tier1_memories WHERE source = ?",
+                (self._sources.key(source, create=False),))]  # fmt: skip
+            seen: dict[str, str | None] = {}
             for mid in ids:
-                self._unterm(mid)
+                self._unterm(mid, seen)
                 self._db.execute("DELETE FROM tier1_memories WHERE id = ?", (mid,))
-            self._db.execute("DELETE FROM tier1_sources WHERE id = ?", (_hash(source),))
+            self._sources.forget(source)
             self._db.execute("COMMIT")
         return len(ids)
 
     def remove_key(self, key: str) -> bool:
         with self._lock:
             self._cache.clear()
-            row = self._db.execute("SELECT id FROM tier1_memories WHERE hash = ?",
-                                   (_hash(key),)).fetchone()  # fmt: skip
-            if row is None:
+            mid = self._find(key)
+            if mid is None:
                 return False
             self._db.execute("BEGIN")
-            self._unterm(int(row[0]))
-            self._db.execute("DELETE FROM tier1_memories WHERE id = ?", (row[0],))
+            self._unterm(mid, {})
+            self._db.execute("DELETE FROM tier1_memories WHERE id = ?", (mid,))
             self._db.execute("COMMIT")
         return True
 
-    def _unterm(self, mid: int) -> None:
-        self._db.execute("DELETE FROM tier1_mentions WHERE memory = ?", (mid,))
-        container, text, subject = self._db.execute(
-            "SELECT c.name, m.text, m.subject FROM tier1_memories m JOIN tier1_containers c "
-            "ON c.id = m.container WHERE m.id = ?", (mid,)).fetchone()  # fmt: skip
+    def _unterm(self, mid: int, seen: dict[str, str | None]) -> None:
+        """Take memory ``mid`` out of its full-text index and its mentions (computed from
+        its text and subject, as they were written)."""
+        container, key, spelled, text, start, end, subject = self._db.execute(
+            "SELECT c.name, m.source, s.name, m.text, m.start, m.end_, coalesce(n.name, '') "
+            "FROM tier1_memories m JOIN tier1_containers c ON c.id = m.container LEFT JOIN "
+            "tier1_sources s ON s.id = m.source LEFT JOIN tier1_names n ON n.id = m.subject "
+            "WHERE m.id = ?", (mid,)).fetchone()  # fmt: skip
+        text = self._text(self._sources.name(key, spelled, joined=True), text, start, end, seen)
+        named = self._ids("tier1_names", _named(text, subject))
+        self._db.executemany("DELETE FROM tier1_mentions WHERE entity = ? AND memory = ?",
+                             [(n, mid) for n in named])  # fmt: skip
         terms = self._terms_table(container, create=False)
         if terms is not None:
             self._lex.remove(terms, mid, text, subject)
@@ -468,9 +570,10 @@ class MemoryIndex:
 
     def get(self, key: str) -> MemoryHit | None:
         with self._lock:
-            row = self._db.execute(f"SELECT {_COLUMNS} FROM {_JOINED} WHERE m.hash = ?",
-                                   (_hash(key),)).fetchone()  # fmt: skip
-        return None if row is None else _hit(row, 0.0)
+            mid = self._find(key)
+            row = None if mid is None else self._db.execute(
+                f"SELECT {_COLUMNS} FROM {_JOINED} WHERE m.id = ?", (mid,)).fetchone()
+            return None if row is None else self._hit(row, 0.0, {})
 
     def search(
         self,
@@ -519,11 +622,25 @@ class MemoryIndex:
                     fused[mid] = fused.get(mid, 0.0) + 1.0 / (RRF_K + rank + 1)
             best = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
             out = []
+            seen: dict[str, str | None] = {}
             for mid, score in best:
                 row = self._db.execute(f"SELECT {_COLUMNS} FROM {_JOINED} WHERE m.id = ?",
                                        (mid,)).fetchone()  # fmt: skip
-                out.append(_hit(row, score))
+                out.append(self._hit(row, score, seen))
         return out
+
+    def _hit(self, row: Sequence[object], score: float,
+             seen: dict[str, str | None]) -> MemoryHit:  # fmt: skip
+        """A hit from the columns of :data:`_COLUMNS`, in order."""
+        mid, key, text, start, end, subject, hedged, container, skey, spelled, vf, ia, said = row
+        source = self._sources.name(int(str(skey)), None if spelled is None else str(spelled),
+                                   joined=True)
+        text = self._text(source, text, int(str(start)), int(str(end)), seen)
+        key = key or f"{source}#{fnv1a64(text.encode()):016x}"  # a sentence's own key
+        return MemoryHit(int(str(mid)), str(key), text, str(subject),
+                         CERTAINTIES[1] if hedged else CERTAINTIES[0],
+                         str(container), str(source), int(str(vf)), int(str(ia)),
+                         int(str(said)), score)  # fmt: skip
 
     def _lexical(self, terms: Sequence[str], readable: Collection[str], where: str,
                  args: list[object], limit: int) -> list[int]:  # fmt: skip
@@ -590,18 +707,14 @@ class MemoryIndex:
         return out
 
 
-_COLUMNS = ("m.id, m.key, m.text, m.subject, m.hedged, c.name, s.name, "
-            "m.valid_from, m.invalid_at, m.said_at")  # fmt: skip
+_COLUMNS = ("m.id, m.key, m.text, m.start, m.end_, coalesce(n.name, ''), m.hedged, c.name, "
+            "m.source, s.name, m.valid_from, m.invalid_at, m.said_at")  # fmt: skip
 _JOINED = ("tier1_memories m JOIN tier1_containers c ON c.id = m.container "
-           "JOIN tier1_sources s ON s.id = m.source")  # fmt: skip
+           "LEFT JOIN tier1_sources s ON s.id = m.source LEFT JOIN tier1_names n "
+           "ON n.id = m.subject")  # fmt: skip
 
 
-
-def _hit(row: Sequence[object], score: float) -> MemoryHit:
-    """A hit from the columns of :data:`_COLUMNS`, in order."""
-    mid, key, text, subject, hedged, container, source, vf, ia, said = row
-    key = key or f"{source}#{fnv1a64(str(text).encode()):016x}"  # a sentence's own key
-    return MemoryHit(int(str(mid)), str(key), str(text), str(subject),
-                     CERTAINTIES[1] if hedged else CERTAINTIES[0],
-                     str(container), str(source), int(str(vf)), int(str(ia)), int(str(said)),
-                     score)  # fmt: skip
+def _named(text: str, subject: str) -> set[str]:
+    """The names a memory mentions (its subject's and those its text writes), as words."""
+    strong, weak = entities_in(text)
+    return {words_of(n) for n in (subject, *strong, *weak)} - {""}

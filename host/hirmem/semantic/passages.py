@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import re
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -43,6 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hirmem.protocol.identity import fold
+from hirmem.semantic.dictionary import Sources, Words, source_key
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.names import NameIndex
 from hirmem.semantic.retrieve import (
@@ -276,11 +277,37 @@ def _named_month(question: str) -> tuple[int, int, set[str]] | None:
             set(_TERM.findall(m.group(0).lower())))  # fmt: skip
 
 
+# A passage is the span [start, end_) of its document's text (``text`` NULL) when the store
+# can read that text (``PassageIndex.texts``); its document, container and subject are
+# integers (a document id is its own number, :class:`~hirmem.semantic.dictionary.Sources`;
+# ``passage_containers``, ``passage_names``), and so is every name it mentions.
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS passages (
+    id INTEGER PRIMARY KEY, doc INTEGER NOT NULL, container INTEGER NOT NULL,
+    subject INTEGER NOT NULL, text TEXT, start INTEGER NOT NULL, end_ INTEGER NOT NULL,
+    said_at INTEGER NOT NULL, valid_from INTEGER NOT NULL, valid_until INTEGER NOT NULL,
+    has_digit INTEGER NOT NULL, vec BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS passages_doc ON passages(doc);
+CREATE INDEX IF NOT EXISTS passages_container ON passages(container);
+CREATE TABLE IF NOT EXISTS passage_containers (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
+CREATE TABLE IF NOT EXISTS passage_mentions (
+    entity INTEGER NOT NULL, passage INTEGER NOT NULL, strong INTEGER NOT NULL,
+    PRIMARY KEY (entity, passage)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS passage_quarantine (
+    doc TEXT PRIMARY KEY, container TEXT NOT NULL, marker TEXT NOT NULL, text TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS passage_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
 class PassageIndex:
     """Passages in SQLite (``path``, or in memory), found by BM25 and by cosine, fused."""
 
-    def __init__(self, embedder: PassageEmbedder, path: Where = ":memory:") -> None:
+    def __init__(self, embedder: PassageEmbedder, path: Where = ":memory:",
+                 texts: Callable[[str], str | None] | None = None) -> None:  # fmt: skip
         self.embedder = embedder
+        # the text of a document, which its passages are spans of (the composing
+        # substrate reads its document store); alone, passages keep their text
+        self.texts = texts
         self._lock = threading.RLock()
         self._cache: dict[tuple[str, ...], Timed] = {}
         # per readable set: its entities indexed by their words, and its subjects; kept
@@ -288,27 +315,85 @@ class PassageIndex:
         self._names: dict[tuple[str, ...], tuple[NameIndex, frozenset[str]]] = {}
         self._db = open_db(path, "passages")
         self._lex = lexical_of(self._db, "passages", "id")
-        self._db.executescript(
-            """
-            CREATE TABLE IF NOT EXISTS passages (
-                id INTEGER PRIMARY KEY, doc TEXT NOT NULL, container TEXT NOT NULL,
-                subject TEXT NOT NULL, text TEXT NOT NULL, said_at INTEGER NOT NULL,
-                valid_from INTEGER NOT NULL, valid_until INTEGER NOT NULL,
-                has_digit INTEGER NOT NULL, vec BLOB NOT NULL);
-            CREATE INDEX IF NOT EXISTS passages_doc ON passages(doc);
-            CREATE INDEX IF NOT EXISTS passages_container ON passages(container);
-            CREATE TABLE IF NOT EXISTS passage_containers (
-                id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
-            CREATE TABLE IF NOT EXISTS passage_mentions (
-                entity TEXT NOT NULL, passage INTEGER NOT NULL, strong INTEGER NOT NULL,
-                PRIMARY KEY (entity, passage)) WITHOUT ROWID;
-            CREATE TABLE IF NOT EXISTS passage_quarantine (
-                doc TEXT PRIMARY KEY, container TEXT NOT NULL,
-                marker TEXT NOT NULL, text TEXT NOT NULL);
-            CREATE TABLE IF NOT EXISTS passage_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-            """
-        )
+        earlier = self._earlier_rows()
+        self._db.executescript(_SCHEMA)
+        self._names_of = Words(self._db, "passage_names")
+        self._docs = Sources(self._db, "passage_docs", source_key)
+        if earlier is not None:
+            self._rewrite(*earlier)
         self.reembedded = self._settle_embedder()
+
+    def _earlier_rows(self) -> tuple[list[tuple[object, ...]], list[tuple[str, int, int]]] | None:
+        """The passages and mentions of a file of the earlier layout (container, subject
+        and mentioned names as text, the text copied), read out and their tables dropped;
+        None for any other file."""
+        cols = {r[1]: str(r[2]).upper() for r in self._db.execute("PRAGMA table_info(passages)")}
+        if cols.get("container") != "TEXT":
+            return None
+        rows = [tuple(r) for r in self._db.execute(
+            "SELECT id, doc, container, subject, text, said_at, valid_from, valid_until, "
+            "has_digit, vec FROM passages ORDER BY id")]  # fmt: skip
+        mentions = [(str(e), int(p), int(st)) for e, p, st in self._db.execute(
+            "SELECT entity, passage, strong FROM passage_mentions")]  # fmt: skip
+        self._db.execute("BEGIN")
+        self._db.execute("DROP TABLE passages")
+        self._db.execute("DROP TABLE passage_mentions")
+        self._db.execute("COMMIT")
+        return rows, mentions
+
+    def _rewrite(self, rows: list[tuple[object, ...]],
+                 mentions: list[tuple[str, int, int]]) -> None:  # fmt: skip
+        """Write the earlier layout's rows again with their ids (the full-text indexes refer
+        to them), their text kept (nothing tells where their documents are while opening)."""
+        self._db.execute("BEGIN")
+        for pid, doc, container, subject, text, said, vf, vu, digit, vec in rows:
+            self._db.execute(
+                "INSERT INTO passages VALUES (?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?)",
+                (pid, self._docs.key(str(doc)), self._container_id(str(container)),
+                 self._name_id(str(subject)),
+                 text, said, vf, vu, digit, vec))  # fmt: skip
+        self._db.executemany("INSERT OR IGNORE INTO passage_mentions VALUES (?, ?, ?)",
+                             [(self._name_id(e), p, st) for e, p, st in mentions])
+        self._db.execute("COMMIT")
+
+    def _name_id(self, name: str) -> int:
+        """The integer a subject or a mentioned name (folded) is kept as; 0 for none."""
+        if not name:
+            return 0
+        wid = self._names_of.id(name)
+        assert wid is not None
+        return wid
+
+    def _container_id(self, container: str) -> int:
+        row = self._db.execute("SELECT id FROM passage_containers WHERE name = ?",
+                               (container,)).fetchone()  # fmt: skip
+        if row is not None:
+            return int(row[0])
+        cur = self._db.execute("INSERT INTO passage_containers(name) VALUES (?)", (container,))
+        return int(cur.lastrowid or 0)
+
+    def _text(self, doc: str, text: object, start: int, end: int,
+              seen: dict[str, str | None] | None = None) -> str:  # fmt: skip
+        """A passage's text: its own, or the span of its document's text it is."""
+        if text is not None:
+            return str(text)
+        seen = {} if seen is None else seen
+        if doc not in seen:
+            seen[doc] = self.texts(doc) if self.texts is not None else None
+        whole = seen[doc]
+        if whole is None or end > len(whole):
+            raise SemanticError(f"a passage is [{start}, {end}) of {doc}, whose text can no "
+                                "longer be read: it should have been removed with it")
+        return whole[start:end]
+
+    def _fence(self, readable: Collection[str]) -> tuple[str, list[object]]:
+        """The container predicate every query starts from (over the containers' ids)."""
+        ids = [] if not readable else [int(r[0]) for r in self._db.execute(
+            f"SELECT id FROM passage_containers WHERE name IN ({','.join('?' * len(readable))})",
+            sorted(readable))]  # fmt: skip
+        if not ids:
+            return "0 = 1", []
+        return f"p.container IN ({','.join('?' * len(ids))})", list(sorted(ids))
 
     def _settle_embedder(self) -> int:
         """Vectors of one embedder only: a store written with another (MiniLM installed
@@ -322,10 +407,13 @@ class PassageIndex:
                 return 0
             self._db.execute("BEGIN")
             try:
-                rows = self._db.execute("SELECT id, text FROM passages").fetchall()
-                self._db.executemany("UPDATE passages SET vec = ? WHERE id = ?",
-                                     [(pack(self.embedder.embed(t), int8=True), pid)
-                                      for pid, t in rows])  # fmt: skip
+                rows = self._db.execute("SELECT id, doc, text, start, end_ FROM passages"
+                                        ).fetchall()  # fmt: skip
+                seen: dict[str, str | None] = {}
+                self._db.executemany("UPDATE passages SET vec = ? WHERE id = ?", [
+                    (pack(self.embedder.embed(self._text(self._docs.name(d), t, a, b, seen)),
+                          int8=True, sparse_int8=True), pid)
+                    for pid, d, t, a, b in rows])  # fmt: skip
                 self._db.execute("INSERT OR REPLACE INTO passage_meta VALUES ('embedder', ?)",
                                  (me,))  # fmt: skip
                 self._db.execute("COMMIT")
@@ -371,23 +459,30 @@ class PassageIndex:
                     return []
                 ids = []
                 terms = self._terms_table(container, create=True)
-                names = {fold(subject)} if subject else set()
+                cid = self._container_id(container)
+                did = self._docs.key(doc)
+                sid = self._name_id(fold(subject))
+                # a passage is a span of its document as stored, when the store can read it
+                whole = self.texts(doc) if self.texts is not None else None
+                at = 0
                 for piece in passages_of(text):
-                    vec = pack(self.embedder.embed(piece), int8=True)
+                    at = -1 if whole is None else whole.find(piece, at)
+                    span = (at, at + len(piece)) if at >= 0 else (0, 0)
+                    vec = pack(self.embedder.embed(piece), int8=True, sparse_int8=True)
                     cur = self._db.execute(
-                        "INSERT INTO passages (doc, container, subject, text, said_at, "
-                        "valid_from, valid_until, has_digit, vec) VALUES (?,?,?,?,?,?,?,?,?)",
-                        (doc, container, fold(subject), piece, said_at, valid_from,
-                         valid_until, int(any(c.isdigit() for c in piece)), vec),
+                        "INSERT INTO passages (doc, container, subject, text, start, end_, "
+                        "said_at, valid_from, valid_until, has_digit, vec) "
+                        "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                        (did, cid, sid, None if at >= 0 else piece, *span, said_at,
+                         valid_from, valid_until, int(any(c.isdigit() for c in piece)), vec),
                     )  # fmt: skip
+                    at = max(at, 0)
                     pid = int(cur.lastrowid or 0)
                     self._lex.add(str(terms), pid, piece, fold(subject))
-                    strong, weak = entities_in(piece)
                     self._db.executemany(
                         "INSERT OR IGNORE INTO passage_mentions VALUES (?, ?, ?)",
-                        [(e, pid, 1) for e in names | strong]
-                        + [(e, pid, 0) for e in weak - names - strong],
-                    )
+                        [(self._name_id(e), pid, int(st))
+                         for e, st in _mentioned(piece, subject).items()])  # fmt: skip
                     ids.append(pid)
                 self._db.execute("COMMIT")
             except BaseException:
@@ -406,13 +501,23 @@ class PassageIndex:
         return n
 
     def _drop(self, doc: str) -> int:
-        rows = self._db.execute("SELECT id, text, subject, container FROM passages WHERE doc = ?",
-                                (doc,)).fetchall()  # fmt: skip
-        for pid, text, subject, container in rows:
+        """Take ``doc``'s passages out of every index: the full-text 'delete' with the text
+        they were indexed with, the mentions computed from it again (found by their key)."""
+        key = self._docs.key(doc, create=False)
+        rows = self._db.execute(
+            "SELECT p.id, p.text, p.start, p.end_, coalesce(n.word, ''), c.name FROM passages p "
+            "JOIN passage_containers c ON c.id = p.container LEFT JOIN passage_names n ON "
+            "n.id = p.subject WHERE p.doc = ?", (key,)).fetchall()  # fmt: skip
+        seen: dict[str, str | None] = {}
+        for pid, text, start, end, subject, container in rows:
+            text = self._text(doc, text, start, end, seen)
             terms = self._terms_table(container, create=False)
             self._lex.remove(str(terms), pid, text, subject)
-            self._db.execute("DELETE FROM passage_mentions WHERE passage = ?", (pid,))
-        self._db.execute("DELETE FROM passages WHERE doc = ?", (doc,))
+            named = self._names_of.ids(_mentioned(text, subject))
+            self._db.executemany("DELETE FROM passage_mentions WHERE entity = ? AND passage = ?",
+                                 [(e, pid) for e in named])  # fmt: skip
+        self._db.execute("DELETE FROM passages WHERE doc = ?", (key,))
+        self._docs.forget(doc)
         self._db.execute("DELETE FROM passage_quarantine WHERE doc = ?", (doc,))
         return len(rows)
 
@@ -432,11 +537,11 @@ class PassageIndex:
         """The entities named in passages the reader may read."""
         if not readable:
             return []
-        fence, args = _fence(readable)
         with self._lock:
+            fence, args = self._fence(readable)
             rows = self._db.execute(
-                f"SELECT DISTINCT m.entity FROM passage_mentions m "
-                f"JOIN passages p ON p.id = m.passage "
+                f"SELECT DISTINCT n.word FROM passage_mentions m "
+                f"JOIN passages p ON p.id = m.passage JOIN passage_names n ON n.id = m.entity "
                 f"WHERE m.strong = 1 AND {fence}", args).fetchall()  # fmt: skip
         return [r[0] for r in rows]
 
@@ -463,10 +568,10 @@ class PassageIndex:
         """The subjects of the readable passages."""
         if not readable:
             return []
-        fence, args = _fence(readable)
         with self._lock:
-            rows = self._db.execute(f"SELECT DISTINCT p.subject FROM passages p WHERE {fence} "
-                                    "AND p.subject != ''", args).fetchall()  # fmt: skip
+            fence, args = self._fence(readable)
+            rows = self._db.execute(f"SELECT DISTINCT n.word FROM passages p JOIN passage_names "
+                                    f"n ON n.id = p.subject WHERE {fence}", args).fetchall()
         return [r[0] for r in rows]
 
     def search(
@@ -492,7 +597,8 @@ class PassageIndex:
             {fold(subject)} if isinstance(subject, str) else {fold(n) for n in subject})
         if not readable or k <= 0:
             return []
-        where, args = _fence(readable)
+        with self._lock:
+            where, args = self._fence(readable)
         if at is not None:
             where += (" AND (p.valid_from = 0 OR p.valid_from <= ?)"
                       " AND (p.valid_until = 0 OR ? < p.valid_until)")
@@ -647,8 +753,8 @@ class PassageIndex:
                 names: Sequence[str]) -> npt.NDArray[np.bool_]:  # fmt: skip
         """Which of ``ids`` are passages naming any of ``names`` (folded)."""
         named = [r[0] for r in self._db.execute(
-            "SELECT passage FROM passage_mentions WHERE entity IN "
-            f"({','.join('?' * len(names))})", list(names))]  # fmt: skip
+            "SELECT m.passage FROM passage_mentions m JOIN passage_names n ON n.id = m.entity "
+            f"WHERE n.word IN ({','.join('?' * len(names))})", list(names))]  # fmt: skip
         return np.isin(ids, np.asarray(named, dtype=np.int64))
 
     def _fenced(self, readable: Collection[str]) -> Timed:
@@ -657,7 +763,7 @@ class PassageIndex:
         held = self._cache.get(key)
         if held is not None:
             return held
-        where, args = _fence(readable)
+        where, args = self._fence(readable)
         rows = self._db.execute(f"SELECT p.id, p.valid_from, p.valid_until, p.vec FROM passages p "
                                 f"WHERE {where} ORDER BY p.id", args).fetchall()  # fmt: skip
         out = timed_rows(rows, self.embedder.dim)
@@ -667,9 +773,12 @@ class PassageIndex:
         return out
 
     def _hit(self, pid: int, score: float, sim: float | None, qvec: F32) -> PassageHit:
-        doc, container, text, subject, said_at, vec = self._db.execute(
-            "SELECT doc, container, text, subject, said_at, vec FROM passages WHERE id = ?",
-            (pid,)).fetchone()  # fmt: skip
+        doc, container, text, start, end, subject, said_at, vec = self._db.execute(
+            "SELECT p.doc, c.name, p.text, p.start, p.end_, coalesce(n.word, ''), p.said_at, "
+            "p.vec FROM passages p JOIN passage_containers c ON c.id = p.container LEFT JOIN "
+            "passage_names n ON n.id = p.subject WHERE p.id = ?", (pid,)).fetchone()
+        doc = self._docs.name(int(doc))
+        text = self._text(doc, text, start, end)
         if sim is None:
             sim = float(_cosines(Rows([vec], self.embedder.dim), qvec)[0])
         return PassageHit(pid, doc, container, text, subject, said_at, score, sim)
@@ -678,13 +787,16 @@ class PassageIndex:
 def _naming_sql(n: int) -> str:
     """The condition that a passage names one of ``n`` entities (``n`` arguments)."""
     marks = ",".join("?" * n)
-    return f" AND p.id IN (SELECT passage FROM passage_mentions WHERE entity IN ({marks}))"
+    return (" AND p.id IN (SELECT m.passage FROM passage_mentions m JOIN passage_names n "
+            f"ON n.id = m.entity WHERE n.word IN ({marks}))")
 
 
-def _fence(readable: Collection[str]) -> tuple[str, list[object]]:
-    """The container predicate every query starts from."""
-    marks = ",".join("?" * len(readable))
-    return f"p.container IN ({marks})", list(sorted(readable))
+def _mentioned(piece: str, subject: str) -> dict[str, bool]:
+    """The names a passage mentions (folded), each strong or weak: its subject's and
+    those its text writes (:func:`entities_in`)."""
+    strong, weak = entities_in(piece)
+    named = {fold(subject)} | strong if subject else strong
+    return {**{e: False for e in weak - named}, **{e: True for e in named}}
 
 
 def _cosines(mat: Rows, q: F32, rows: npt.NDArray[np.intp] | None = None) -> F32:

@@ -239,6 +239,11 @@ class Substrate:
         self.memories = memories if memories is not None else MemoryIndex(self.passages.embedder)
         self.entities = entities if entities is not None else EntityIndex()
         self.claims.names = self.entities.names
+        # quotes and sentences kept as spans of the stored documents' text
+        self.claims.texts = self._text_of
+        for tier in (self.memories, self.passages):
+            if tier.texts is None:
+                tier.texts = self._text_of
         self.planner = Planner(self.claims)
         self._hedges = RuleExtractor()  # what hedged sentences would assert, kept as hedged
         self.reader = Reader()
@@ -246,6 +251,11 @@ class Substrate:
         if self.decisions.prov is not prov:
             raise ProvError("the decision recorder must write into the substrate's PROV log")
         self.decisions.resolve = self._cite
+
+    def _text_of(self, doc_id: str) -> str | None:
+        """The text of stored document ``doc_id`` (what the tiers' spans are cut from)."""
+        doc = self.docs.get(doc_id)
+        return None if doc is None else doc.text
 
     def _assertion_embedder(self, shared: TextEmbedder) -> TextEmbedder:
         """The assertion tier's embedder: the passages' one (MiniLM where installed), so
@@ -293,13 +303,19 @@ class Substrate:
         schema of a PostgreSQL database (a :class:`~hirmem.sql.PgTarget`)."""
         where: str | PgTarget = path if isinstance(path, PgTarget) else str(path)
         log = SQLiteLog(where)
-        passages = PassageIndex(passage_embedder or default_embedder(), where)
-        return cls(docs=SQLiteDocs(where), triples=SQLiteTriples(where),
+        docs = SQLiteDocs(where)
+
+        def text_of(doc_id: str) -> str | None:
+            doc = docs.get(doc_id)
+            return None if doc is None else doc.text
+
+        passages = PassageIndex(passage_embedder or default_embedder(), where, text_of)
+        return cls(docs=docs, triples=SQLiteTriples(where),
                    vectors=SQLiteVectors(where), graph=SQLiteGraph(where),
                    ledger=SQLiteLedger(where, clock), prov=log, clock=clock,
                    decisions=SQLiteRecorder(where, log),
                    passages=passages, claims=ClaimStore(DEFAULT_ONTOLOGY, where, clock),
-                   memories=MemoryIndex(passages.embedder, where),
+                   memories=MemoryIndex(passages.embedder, where, text_of),
                    entities=EntityIndex(where))  # fmt: skip
 
     def save(self) -> None:
@@ -826,9 +842,9 @@ class Substrate:
             if mine and len(mine) == len(edge.sources):
                 stones.append(self.erase(edge.id, reason))
         self.retriever.forget_doc(doc_id)
+        self._withdraw_tiers(doc_id)  # while its text is there to unindex the spans
         self.docs.delete(doc_id)
         self.graph.delete(doc_id)
-        self._withdraw_tiers(doc_id)
         stones.append(self.ledger.bury(f"doc:{doc_id}", reason))
         return stones
 

@@ -1,0 +1,468 @@
+"""What the text tiers cost per document, and that the compact layouts answer as before:
+dictionary-encoded names, containers and sources; a claim's quote kept as a span of the
+text it cites; the lookups a question makes served by an index (``EXPLAIN QUERY PLAN``);
+files of the earlier layouts converted when opened."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from hirmem.semantic.claims import ClaimStore, Ontology, Statement, Template
+from hirmem.semantic.entities import EntityIndex, entity_id
+from hirmem.semantic.extract import RuleExtractor
+from hirmem.semantic.retrieve import Embedder
+from hirmem.semantic.split import SentenceSplitter
+from hirmem.semantic.stages import Pipeline, Result, StageRun
+from hirmem.semantic.substrate import Substrate
+from hirmem.semantic.values import Doc, Origin, doc_id, with_origin
+from hirmem.sql import Connection
+
+ONTOLOGY = Ontology([
+    Template("person.employer", True, "entity"),
+    Template("person.hobby", False, "text"),
+])  # fmt: skip
+
+
+def _say(sub: Substrate, ref: str, text: str, container: str) -> str:
+    """Absorb ``text`` as the document read from ``ref``; its id."""
+    org = Origin.of_bytes(ref, text.encode(), "text/plain", 1_000)
+    doc = Doc(doc_id(ref, 0, org.sha256), ref, text, with_origin({"container": container}, org))
+    pipeline = Pipeline(None, splitter=SentenceSplitter(512), extractor=RuleExtractor())
+    result = Result(runs=[StageRun("ingest", "test", 1_000, 1_000, (ref,), (doc.id,))])
+    sub.absorb(pipeline.process([doc], result))
+    return doc.id
+
+
+def _plan(db: Connection, sql: str, args: tuple[object, ...]) -> str:
+    return " | ".join(str(r[3]) for r in db.execute("EXPLAIN QUERY PLAN " + sql, args))
+
+
+# ---- entities ---------------------------------------------------------------------------------
+
+
+def test_an_entity_file_of_the_earlier_text_layout_is_converted_when_opened(
+    tmp_path: Path,
+) -> None:
+    """Aliases and kinds written as text rows (the earlier layout) read back the same
+    after the file is converted: names, kinds, resolution, the fence, and withdrawal."""
+    db = tmp_path / "e.db"
+    bob, ann = entity_id("robert smith"), entity_id("ann lee")
+    con = sqlite3.connect(db)
+    con.executescript(f"""
+        CREATE TABLE entities (id TEXT PRIMARY KEY, name TEXT NOT NULL) WITHOUT ROWID;
+        CREATE TABLE entity_aliases (alias TEXT NOT NULL, entity TEXT NOT NULL,
+            container TEXT NOT NULL, source TEXT NOT NULL,
+            PRIMARY KEY (alias, entity, container, source));
+        CREATE TABLE entity_kinds (entity TEXT NOT NULL, kind TEXT NOT NULL,
+            container TEXT NOT NULL, source TEXT NOT NULL,
+            PRIMARY KEY (entity, kind, container, source)) WITHOUT ROWID;
+        INSERT INTO entities VALUES ('{bob}', 'robert smith'), ('{ann}', 'ann lee');
+        INSERT INTO entity_aliases VALUES ('robert smith', '{bob}', 'team', 'd1'),
+            ('bob', '{bob}', 'team', 'd1'), ('ann lee', '{ann}', 'club', 'd2');
+        INSERT INTO entity_kinds VALUES ('{bob}', 'person', 'team', 'd1'),
+            ('{ann}', 'person', 'club', 'd2');
+    """)
+    con.close()
+    index = EntityIndex(str(db))
+    assert index.names("Bob", {"team"}) == {"bob", "robert smith"}
+    assert index.resolve("Robert Smith", {"team"}) == [bob] == index.resolve("bob", {"team"})
+    assert index.kinds("Bob", {"team"}) == {"person"} == index.kinds("Ann Lee", {"club"})
+    assert index.names("Bob", {"club"}) == set() and index.kinds("Ann Lee", {"team"}) == set()
+    index.withdraw("d1")
+    assert index.names("Bob", {"team"}) == set() and index.resolve("Ann Lee", {"club"}) == [ann]
+    index.close()
+    con = sqlite3.connect(db)
+    tables = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    types = {r[1]: r[2] for r in con.execute("PRAGMA table_info(entity_aliases)")}
+    con.close()
+    assert "entity_kinds" not in tables and types["alias"] == "INTEGER"
+
+
+def test_a_name_said_by_a_document_costs_one_narrow_row_not_an_alias_and_a_kind(
+    tmp_path: Path,
+) -> None:
+    """The entity's own name is implied by its said row: no alias row repeats it, and a
+    kind stated with it is the same row."""
+    index = EntityIndex(str(tmp_path / "e.db"))
+    for i in range(50):
+        index.note("Heidi Jones", "bench", f"doc{i}", "person")
+    index.note("Robert (Bob) Smith", "bench", "docb", "person")
+    assert index.kinds("Heidi Jones", {"bench"}) == {"person"}
+    assert index.names("Bob", {"bench"}) == {"bob", "robert smith", "robert (bob) smith"}
+    db = index._db
+    said = db.execute("SELECT count(*) FROM entity_said").fetchone()[0]
+    aliases = db.execute("SELECT count(*) FROM entity_aliases").fetchone()[0]
+    index.close()
+    assert said == 51 and aliases == 2  # "bob" and the written form, nothing for the rest
+
+
+def test_entity_lookups_are_served_by_indexes(tmp_path: Path) -> None:
+    index = EntityIndex(str(tmp_path / "e.db"))
+    index.note("Heidi Jones", "bench", "doc1", "person")
+    db = index._db
+    for sql, args, used in (
+        ("SELECT 1 FROM entity_said WHERE entity = ? AND container IN (?, ?)", (1, 2, 3),
+         "PRIMARY KEY"),
+        ("SELECT entity FROM entity_aliases WHERE alias = ? AND container IN (?)", (1, 2),
+         "PRIMARY KEY"),
+        ("SELECT alias FROM entity_aliases WHERE entity IN (?, ?) AND container IN (?)",
+         (1, 2, 3), "entity_aliases_entity"),
+        ("DELETE FROM entity_said WHERE source = ?", (5,), "entity_said_source"),
+        ("DELETE FROM entity_aliases WHERE source = ?", (5,), "entity_aliases_source"),
+    ):
+        plan = _plan(db, sql, args)
+        assert "SCAN" not in plan and used in plan, (sql, plan)
+    index.close()
+
+
+# ---- claims -----------------------------------------------------------------------------------
+
+TEXTS = {
+    "d1": "Minutes. Heidi Jones works at Stark Industries. Nothing else.",
+    "d2": "Heidi Jones likes pottery.",
+}
+
+
+def _claims(path: Path) -> ClaimStore:
+    store = ClaimStore(ONTOLOGY, str(path), clock=lambda: 1_000)
+    store.texts = TEXTS.get
+    return store
+
+
+def test_a_claim_quote_is_kept_as_a_span_of_the_text_it_cites(tmp_path: Path) -> None:
+    store = _claims(tmp_path / "c.db")
+    quote = "Heidi Jones works at Stark Industries."
+    row = store.write(Statement("Heidi Jones", "person.employer", "Stark Industries", quote,
+                                "d1", "team"))  # fmt: skip
+    assert row is not None
+    # the same statement again is one attestation; a quote in no stored text is kept as text
+    store.write(Statement("Heidi Jones", "person.employer", "Stark Industries", quote, "d1",
+                          "team"))  # fmt: skip
+    store.write(Statement("Heidi Jones", "person.hobby", "pottery",
+                          "heidi jones: pottery", "d9", "team"))  # fmt: skip
+    held = store._db.execute("SELECT quote, start, end_ FROM claim_attestations "
+                             "ORDER BY rowid").fetchall()  # fmt: skip
+    assert held == [(None, 9, 9 + len(quote)), ("heidi jones: pottery", 0, 0)]
+    [now] = store.current("Heidi Jones", "person.employer", {"team"})
+    assert [a.quote for a in now.attestations] == [quote] and now.id == row.id
+    assert store.sources(now) == [("team", "d1", quote)]
+    assert {a.quote for c in store.about("Heidi Jones", {"team"}) for a in c.attestations} == {
+        quote, "heidi jones: pottery"}
+    # a text that no longer holds what a span cites is an error, never a wrong quote
+    store.texts = {"d1": "short"}.get
+    with pytest.raises(Exception, match="can no longer be read"):
+        store.current("Heidi Jones", "person.employer", {"team"})
+    store.close()
+
+
+def test_a_claim_file_of_the_earlier_text_layout_is_converted_when_opened(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "c.db"
+    quote = "Heidi Jones works at Stark Industries."
+    con = sqlite3.connect(db)
+    con.executescript(f"""
+        CREATE TABLE claims (id TEXT PRIMARY KEY, subject TEXT NOT NULL,
+            predicate TEXT NOT NULL, value TEXT NOT NULL);
+        CREATE TABLE claim_attestations (claim TEXT NOT NULL, container TEXT NOT NULL,
+            source TEXT NOT NULL, quote TEXT NOT NULL, valid_from INTEGER NOT NULL,
+            invalid_at INTEGER NOT NULL, said_at INTEGER NOT NULL,
+            recorded_at INTEGER NOT NULL, PRIMARY KEY (claim, container, source, quote));
+        INSERT INTO claims VALUES ('x1', 'heidi jones', 'person.employer', 'stark industries');
+        INSERT INTO claim_attestations VALUES
+            ('x1', 'team', 'd1', '{quote}', 5, 0, 5, 7),
+            ('x1', 'club', 'd7', 'Heidi Jones (club) works at Stark Industries.', 5, 0, 5, 8);
+    """)
+    con.close()
+    store = _claims(db)
+    [row] = store.about("Heidi Jones", {"team", "club"}, at=10)
+    assert (row.subject, row.predicate, row.value) == ("heidi jones", "person.employer",
+                                                       "stark industries")  # fmt: skip
+    assert sorted((a.container, a.source, a.quote, a.valid_from) for a in row.attestations) == [
+        ("club", "d7", "Heidi Jones (club) works at Stark Industries.", 5),
+        ("team", "d1", quote, 5)]  # fmt: skip
+    assert store.about("Heidi Jones", {"team"}, at=10)[0].attestations[0].source == "d1"
+    assert store.count("person.employer", {"club"}, at=10) == 1
+    kept = store._db.execute("SELECT quote FROM claim_attestations ORDER BY rowid").fetchall()
+    store.close()
+    # converted while it opens, before it is told where its documents are: quotes as text
+    assert kept == [(quote,), ("Heidi Jones (club) works at Stark Industries.",)]
+
+
+def test_claim_lookups_are_served_by_indexes(tmp_path: Path) -> None:
+    store = _claims(tmp_path / "c.db")
+    db = store._db
+    for sql, args, used in (
+        ("SELECT a.quote FROM claims c CROSS JOIN claim_attestations a ON a.claim = c.id "
+         "WHERE a.container IN (?, ?) AND c.subject IN (?, ?) AND c.predicate = ?",
+         (1, 2, 3, 4, 5), "sqlite_autoindex_claims_1"),
+        ("SELECT a.quote FROM claims c CROSS JOIN claim_attestations a ON a.claim = c.id "
+         "WHERE a.container IN (?) AND (c.subject IN (?) OR c.value IN (?))", (1, 2, 3),
+         "claims_value"),
+        ("SELECT c.id FROM claims c WHERE c.predicate = ?", (1,), "claims_pv"),
+        ("DELETE FROM claim_attestations WHERE source = ?", ("d1",), "attestations_source"),
+    ):
+        plan = _plan(db, sql, args)
+        assert "SCAN" not in plan and used in plan, (sql, plan)
+    assert "attestations_claim" in _plan(db, "SELECT a.quote FROM claims c CROSS JOIN "
+                                         "claim_attestations a ON a.claim = c.id WHERE "
+                                         "c.subject = ? AND a.container IN (?)", (1, 2))
+    store.close()
+
+
+# ---- tier 1 -----------------------------------------------------------------------------------
+
+_SECOND_TIER1_LAYOUT = """
+CREATE TABLE tier1_memories (
+    id INTEGER PRIMARY KEY, hash INTEGER UNIQUE NOT NULL, key TEXT, container INTEGER NOT NULL,
+    source INTEGER NOT NULL, subject TEXT NOT NULL, text TEXT NOT NULL,
+    hedged INTEGER NOT NULL, valid_from INTEGER NOT NULL, invalid_at INTEGER NOT NULL,
+    said_at INTEGER NOT NULL, vec BLOB NOT NULL);
+CREATE INDEX tier1_memories_source ON tier1_memories(source);
+CREATE TABLE tier1_names (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
+CREATE TABLE tier1_mentions (entity INTEGER NOT NULL, memory INTEGER NOT NULL,
+    PRIMARY KEY (entity, memory)) WITHOUT ROWID;
+CREATE INDEX tier1_mentions_memory ON tier1_mentions(memory);
+CREATE TABLE tier1_containers (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
+CREATE TABLE tier1_sources (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+CREATE TABLE tier1_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE VIRTUAL TABLE tier1_terms_1 USING fts5(text, subject, content='tier1_memories',
+    content_rowid='id', tokenize='porter unicode61');
+"""
+
+
+def test_a_tier1_file_of_the_hash_keyed_layout_is_converted_when_opened(tmp_path: Path) -> None:
+    """The layout before this one (a hash column with its own unique index, the subject as
+    text, mentions indexed by memory too): its rows keep their ids, so its full-text index
+    and mentions still find them; a sentence's key and a distilled key still read back."""
+    from hirmem.protocol.identity import fnv1a64
+    from hirmem.semantic.memories import MemoryIndex, _hash, _packed
+
+    e = Embedder()
+    path = tmp_path / "t1.db"
+    db = sqlite3.connect(path)
+    db.executescript(_SECOND_TIER1_LAYOUT)
+    text, pattern = "Ada Reyes is rowing on weekends now.", "pump 3 runs hot at noon"
+    key = f"doc-a#{fnv1a64(text.encode()):016x}"
+    db.execute("INSERT INTO tier1_containers VALUES (1, 'team')")
+    db.execute("INSERT INTO tier1_names VALUES (1, 'ada reyes')")
+    for source in ("doc-a", "p"):
+        db.execute("INSERT INTO tier1_sources VALUES (?, ?)", (_hash(source), source))
+    db.execute("INSERT INTO tier1_memories VALUES (1, ?, NULL, 1, ?, 'ada reyes', ?, 0, 0, 0, "
+               "5, ?)", (_hash(key), _hash("doc-a"), text, _packed(e.embed(text))))
+    db.execute("INSERT INTO tier1_memories VALUES (2, ?, 'pattern:1', 1, ?, '', ?, 1, 0, 0, 6, "
+               "?)", (_hash("pattern:1"), _hash("p"), pattern, _packed(e.embed(pattern))))
+    db.execute("INSERT INTO tier1_mentions VALUES (1, 1)")
+    for rid, t, subject in ((1, text, "ada reyes"), (2, pattern, "")):
+        db.execute("INSERT INTO tier1_terms_1(rowid, text, subject) VALUES (?, ?, ?)",
+                   (rid, t, subject))
+    db.execute("INSERT INTO tier1_meta VALUES ('vectors', 'packed'), ('embedder', ?)",
+               (f"{type(e).__module__}.{type(e).__name__}/{e.dim}",))
+    db.commit()
+    db.close()
+    idx = MemoryIndex(e, str(path))
+    hit = idx.get(key)
+    assert hit is not None and hit.text == text and hit.subject == "ada reyes"
+    held = idx.get("pattern:1")
+    assert held is not None and held.certainty == "hedged" and held.said_at == 6
+    assert [h.key for h in idx.search("rowing", 5, {"team"})] == [key]
+    assert [h.key for h in idx.search("weekends", 5, {"team"}, names=["Ada Reyes"])] == [key]
+    assert idx.remove("doc-a") == 1 and idx.search("rowing", 5, {"team"}) == []
+    cols = {r[1] for r in idx._db.execute("PRAGMA table_info(tier1_memories)")}
+    indexes = {r[0] for r in idx._db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+    idx.close()
+    assert "hash" not in cols and "tier1_mentions_memory" not in indexes
+
+
+def test_a_sentence_memory_is_a_span_of_its_document_and_leaves_every_index_with_it(
+    tmp_path: Path,
+) -> None:
+    sub = Substrate.open(tmp_path / "s.db", passage_embedder=Embedder())
+    text = "Minutes of Monday. Ada Reyes is rowing on weekends now. Bo Nair was away."
+    doc = _say(sub, "mem://a", text, "team")
+    db = sub.memories._db
+    rows = db.execute("SELECT text, start, end_ FROM tier1_memories").fetchall()
+    assert rows and all(t is None for t, _, _ in rows)
+    assert {text[a:b] for _, a, b in rows} >= {"Ada Reyes is rowing on weekends now."}
+    [hit] = sub.memories.search("rowing weekends", 1, {"team"}, names=["ada reyes"])
+    assert hit.text == "Ada Reyes is rowing on weekends now." and hit.source == doc
+    mentions = db.execute("SELECT count(*) FROM tier1_mentions").fetchone()[0]
+    assert mentions > 0
+    sub.erase_source(doc, "test")
+    assert sub.memories.search("rowing weekends", 5, {"team"}) == []
+    assert db.execute("SELECT count(*) FROM tier1_mentions").fetchone()[0] == 0
+    # the full-text index holds no term of it any more (the 'delete' had the old text)
+    assert db.execute("SELECT count(*) FROM tier1_terms_1 WHERE tier1_terms_1 MATCH 'rowing'"
+                      ).fetchone()[0] == 0  # fmt: skip
+    sub.close()
+
+
+def test_tier1_lookups_are_served_by_indexes() -> None:
+    from hirmem.semantic.memories import MemoryIndex
+
+    idx = MemoryIndex(Embedder())
+    db = idx._db
+    for sql, args, used in (
+        ("SELECT id FROM tier1_memories WHERE key = ?", ("k",), "tier1_memories_key"),
+        ("SELECT id FROM tier1_memories WHERE source = ? AND key IS NULL", (1,),
+         "tier1_memories_source"),
+        ("SELECT id FROM tier1_memories WHERE container IN (?, ?)", (1, 2),
+         "tier1_memories_container"),
+        ("SELECT t.memory FROM tier1_mentions t JOIN tier1_names n ON n.id = t.entity "
+         "WHERE n.name IN (?, ?)", ("a", "b"), "PRIMARY KEY"),
+    ):
+        plan = _plan(db, sql, args)
+        assert "SCAN" not in plan and used in plan, (sql, plan)
+    idx.close()
+
+
+# ---- passages ---------------------------------------------------------------------------------
+
+_EARLIER_PASSAGES = """
+CREATE TABLE passages (
+    id INTEGER PRIMARY KEY, doc TEXT NOT NULL, container TEXT NOT NULL,
+    subject TEXT NOT NULL, text TEXT NOT NULL, said_at INTEGER NOT NULL,
+    valid_from INTEGER NOT NULL, valid_until INTEGER NOT NULL,
+    has_digit INTEGER NOT NULL, vec BLOB NOT NULL);
+CREATE INDEX passages_doc ON passages(doc);
+CREATE INDEX passages_container ON passages(container);
+CREATE TABLE passage_containers (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
+CREATE TABLE passage_mentions (
+    entity TEXT NOT NULL, passage INTEGER NOT NULL, strong INTEGER NOT NULL,
+    PRIMARY KEY (entity, passage)) WITHOUT ROWID;
+CREATE TABLE passage_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE VIRTUAL TABLE passage_terms_1 USING fts5(text, subject, content='passages',
+    content_rowid='id', tokenize='porter unicode61');
+"""
+
+
+def test_a_passage_file_of_the_earlier_text_layout_is_converted_when_opened(
+    tmp_path: Path,
+) -> None:
+    from hirmem.semantic.passages import PassageIndex, embedder_identity
+    from hirmem.semantic.stores.packed import pack
+
+    e = Embedder()
+    path = tmp_path / "p.db"
+    db = sqlite3.connect(path)
+    db.executescript(_EARLIER_PASSAGES)
+    db.execute("INSERT INTO passage_containers VALUES (1, 'team')")
+    db.execute("INSERT INTO passage_meta VALUES ('embedder', ?)", (embedder_identity(e),))
+    said = [(1, "d1", "maya", "Maya: I am learning Japanese with Jonas."),
+            (2, "d2", "", "Klaus repairs bicycles in Kreuzberg.")]
+    for pid, doc, subject, text in said:
+        db.execute("INSERT INTO passages VALUES (?, ?, 'team', ?, ?, 0, 0, 0, 0, ?)",
+                   (pid, doc, subject, text, pack(e.embed(text), int8=True)))
+        db.execute("INSERT INTO passage_terms_1(rowid, text, subject) VALUES (?, ?, ?)",
+                   (pid, text, subject))
+    db.executemany("INSERT INTO passage_mentions VALUES (?, ?, ?)",
+                   [("maya", 1, 1), ("jonas", 1, 1), ("klaus", 2, 0), ("kreuzberg", 2, 1)])
+    db.commit()
+    db.close()
+    idx = PassageIndex(e, str(path))
+    [hit] = idx.search("Japanese", 1, {"team"})
+    assert (hit.doc, hit.subject, hit.text, hit.container) == ("d1", "maya", said[0][3], "team")
+    assert [h.doc for h in idx.search("learning", 5, {"team"}, subject="Jonas")] == ["d1"]
+    assert idx.subject_named("What is Maya learning?", {"team"}) == "maya"
+    assert idx.search("bicycles", 5, {"elsewhere"}) == []
+    assert idx.remove("d2") == 1
+    assert [h.doc for h in idx.search("bicycles", 5, {"team"})] == ["d1"]  # the vector leg
+    assert idx._db.execute("SELECT count(*) FROM passage_mentions").fetchone()[0] == 2
+    idx.close()
+
+
+def test_a_passage_is_a_span_of_its_document_and_erasure_unindexes_it(tmp_path: Path) -> None:
+    sub = Substrate.open(tmp_path / "s.db", passage_embedder=Embedder())
+    long = " ".join(f"Sentence {i} tells of Ada Reyes rowing near Oslo." for i in range(60))
+    short = "Bo Nair repairs bicycles in Kreuzberg."
+    a, b = _say(sub, "mem://long", long, "team"), _say(sub, "mem://short", short, "team")
+    db = sub.passages._db
+    # a document id is kept as its own 64-bit number, spelled again from it
+    rows = [(f"{d & 0xFFFFFFFFFFFFFFFF:016x}", t, s, e) for d, t, s, e in db.execute(
+        "SELECT doc, text, start, end_ FROM passages ORDER BY id")]  # fmt: skip
+    assert not db.execute("SELECT count(*) FROM passage_docs").fetchone()[0]
+    assert len(rows) > 2 and all(t is None for _, t, _, _ in rows)
+    assert next(long[s:e] for d, _, s, e in rows if d == a).startswith("Sentence 0 ")
+    assert [(s, e) for d, _, s, e in rows if d == b] == [(0, len(short))]
+    [hit] = sub.passages.search("bicycles", 1, {"team"})
+    assert hit.text == short and hit.doc == b
+    sub.erase_source(b, "test")
+    assert all(h.doc != b for h in sub.passages.search("bicycles Kreuzberg", 5, {"team"}))
+    assert db.execute("SELECT count(*) FROM passage_terms_1 WHERE passage_terms_1 MATCH "
+                      "'bicycles'").fetchone()[0] == 0  # fmt: skip
+    kept = {int(r[0]) for r in db.execute("SELECT passage FROM passage_mentions")}
+    assert kept and kept <= {int(r[0]) for r in db.execute("SELECT id FROM passages")}
+    sub.close()
+
+
+def test_passage_lookups_are_served_by_indexes() -> None:
+    from hirmem.semantic.passages import PassageIndex
+
+    idx = PassageIndex(Embedder())
+    db = idx._db
+    for sql, args, used in (
+        ("SELECT p.id FROM passages p WHERE p.container IN (?, ?)", (1, 2), "passages_container"),
+        ("SELECT max(id) FROM passages WHERE container = ? AND id < ?", (1, 9),
+         "passages_container"),
+        ("SELECT id FROM passages WHERE doc = ?", ("d",), "passages_doc"),
+        ("SELECT m.passage FROM passage_mentions m JOIN passage_names n ON n.id = m.entity "
+         "WHERE n.word IN (?, ?)", ("a", "b"), "PRIMARY KEY"),
+        ("DELETE FROM passage_mentions WHERE entity = ? AND passage = ?", (1, 2), "PRIMARY KEY"),
+    ):
+        plan = _plan(db, sql, args)
+        assert "SCAN" not in plan and used in plan, (sql, plan)
+    idx.close()
+
+
+# ---- bytes per document -----------------------------------------------------------------------
+
+_PEOPLE = [f"{a} {b}" for a in ("Ada", "Bo", "Cy", "Dee", "Eli", "Fay", "Gus", "Hal")
+           for b in ("Reyes", "Nair", "Lind", "Moreau", "Tanaka")]
+_CITIES = ("Oslo", "Tunis", "Lima", "Quito", "Hanoi", "Perth")
+_ORGS = ("Acme Corp", "Stark Industries", "Vandelay Industries", "Initech")
+TIERS = ("passage", "tier1", "claim", "entit")
+
+
+def tier_bytes_per_document(path: Path, n: int) -> float:
+    """The pages of the four text tiers' tables and indexes (SQLite's ``dbstat``), per
+    document, after ``n`` one-line documents about people, places and employers."""
+    import random
+
+    rng = random.Random(16)
+    sub = Substrate.open(path, passage_embedder=Embedder())
+    docs = []
+    for _ in range(n):
+        a, b = rng.sample(_PEOPLE, 2)
+        docs.append(rng.choice([f"{a} works at {rng.choice(_ORGS)}.",
+                                f"{a} lives in {rng.choice(_CITIES)}. {b} knows {a}.",
+                                f"{a.split()[0]}: I went to {rng.choice(_CITIES)} with {b}."]))
+    pipeline = Pipeline(None, splitter=SentenceSplitter(512), extractor=RuleExtractor())
+    batch = []
+    for i, text in enumerate(docs):
+        org = Origin.of_bytes(f"t://{i}", text.encode(), "text/plain", 1_000)
+        batch.append(Doc(doc_id(f"t://{i}", 0, org.sha256), f"t://{i}", text,
+                         with_origin({"container": "bench"}, org)))  # fmt: skip
+    result = Result(runs=[StageRun("ingest", "t", 1_000, 1_000, (d.source,), (d.id,))
+                          for d in batch])  # fmt: skip
+    sub.absorb(pipeline.process(batch, result))
+    sub.close()
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    owner = dict(db.execute("SELECT name, tbl_name FROM sqlite_master").fetchall())
+    total = sum(int(size) for name, size in db.execute(
+        "SELECT name, sum(pgsize) FROM dbstat GROUP BY name")
+        if str(owner.get(name, name)).startswith(TIERS))  # fmt: skip
+    db.close()
+    return total / n
+
+
+def test_the_text_tiers_cost_a_few_hundred_bytes_a_short_document(tmp_path: Path) -> None:
+    """Measured here at about 810 bytes a document (1,000 one-line documents: passages,
+    memories, claims, entities with their indexes, a page or more for each of some forty
+    small tables included); the layouts before this one held the text once per tier and
+    cost about 1,670."""
+    per_doc = tier_bytes_per_document(tmp_path / "b.db", 1_000)
+    assert per_doc < 1_000, f"{per_doc:.0f} bytes a document"
