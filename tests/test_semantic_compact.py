@@ -428,6 +428,76 @@ def test_a_triples_file_of_the_earlier_layout_is_converted_when_opened(tmp_path:
     assert "triples" not in tables
 
 
+def test_the_substrates_triples_are_its_ledgers_edges_and_answer_as_the_memory_driver(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Claims, retractions and erasures at random: the substrate's triple store (a view of
+    its ledger, nothing kept twice) answers every pattern as a memory triple store given
+    the same writes, before and after the file is opened again."""
+    from hirmem.semantic.errors import Erased
+    from hirmem.semantic.stores.memory import MemoryTriples
+    from hirmem.semantic.substrate import Substrate
+    from hirmem.semantic.values import Claim
+
+    rng = random.Random(1616)
+    terms = ["Alice", "alice", "ALICE", "Bob", "knows", "KNOWS", "lives in", "Oslo", "Zoë",
+             "zoë", "İstanbul", "a\u00a0b", "a b"]  # fmt: skip
+    db = tmp_path / "s.db"
+    sub, oracle = Substrate.open(db), MemoryTriples()
+    for step in range(_steps(1500, request)):
+        s, p, o = (rng.choice(terms) for _ in range(3))
+        r = rng.random()
+        held = list(sub.ledger)
+        if r < 0.6:
+            try:
+                sub.claim(Claim(s, p, o, "tester"))
+                oracle.assert_triple(s, p, o)
+            except Erased:
+                pass
+        elif r < 0.75 and held:
+            sub.retract(rng.choice(held).id, "withdrawn")  # kept: still a triple
+        elif held:
+            e = rng.choice(held)
+            sub.erase(e.id, "request")
+            oracle.delete(e.subject, e.predicate, e.object)
+        q = [rng.choice([None, *terms]) for _ in range(3)]
+        assert sorted(sub.triples.match(*q)) == sorted(oracle.match(*q)), (step, q)
+        assert len(sub.triples) == len(oracle)
+    sub.close()
+    again = Substrate.open(db)
+    assert sorted(again.triples.match()) == sorted(oracle.match())
+    again.close()
+    if request.getfixturevalue("semantic_backend") == "sqlite":  # and nothing kept twice
+        con = sqlite3.connect(db)
+        tables = {n for (n,) in con.execute("SELECT name FROM sqlite_master")}
+        con.close()
+        assert not {t for t in tables if t.startswith("triple")}, tables
+
+
+@EARLIER
+def test_the_triple_tables_of_the_earlier_layout_are_dropped_when_a_substrate_opens(
+    tmp_path: Path,
+) -> None:
+    from hirmem.semantic.stores.sqlite import SQLiteTriples
+    from hirmem.semantic.substrate import Substrate
+    from hirmem.semantic.values import Claim
+
+    db = tmp_path / "s.db"
+    sub = Substrate.open(db)
+    sub.claim(Claim("Alice", "knows", "Bob", "tester"))
+    sub.close()
+    earlier = SQLiteTriples(db)  # the triples as the earlier layout kept them, beside
+    earlier.assert_triple("Alice", "knows", "Bob")
+    earlier.close()
+    again = Substrate.open(db)
+    assert again.triples.match("ALICE") == [("Alice", "knows", "Bob")]
+    again.close()
+    con = sqlite3.connect(db)
+    tables = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    con.close()
+    assert not tables & {"triple_rows", "triple_terms", "triples"}
+
+
 @EARLIER
 def test_the_entities_table_of_the_earlier_rowid_layout_is_rebuilt_without_rowid(
     tmp_path: Path,
@@ -555,16 +625,29 @@ def test_erasure_finds_an_assertions_vectors_by_their_ids_not_a_filter_term(
     store = sub.vectors
     assert isinstance(store, SQLiteVectors)
     keys = {k for (k,) in store._db.execute("SELECT DISTINCT key FROM vector_terms")}
-    assert keys == {"subject", "container", "doc"}  # no term per assertion
+    assert keys == {"subject", "container"}  # no term per assertion, none per document
     lives = next(e for e in sub.ledger if e.predicate == "lives_in")
     knows = next(e for e in sub.ledger if e.predicate == "knows")
     before = len(store)
     held = len(store.near([1.0] * 1024, 1000, {"triple": knows.id}))
     assert held == 6 and len(store.near([1.0] * 1024, 1000, {"triple": lives.id})) == 1
+    scans: list[object] = []  # every near() erasure makes (a pass over the entries)
+    near = store.near
+
+    def counted(*a: Any, **kw: Any) -> list[Any]:
+        scans.append(a)
+        return near(*a, **kw)
+
+    store.near = counted  # type: ignore[method-assign]
     sub.erase(knows.id, "request")
+    store.near = near  # type: ignore[method-assign]
     assert store.near([1.0] * 1024, 1000, {"triple": knows.id}) == []
-    assert len(store) == before - held
+    # one vector per chunk: the chunks still hold their other assertion, so they stay
+    assert len(store) == before
     assert len(store.near([1.0] * 1024, 1000, {"triple": lives.id})) == 1
+    assert scans == []  # its chunks found by id (the ledger's sources), not by a scan
+    sub.erase(lives.id, "request")
+    assert len(store) == before - 1  # the chunk left listing nothing is gone
     sub.close()
 
 
@@ -579,3 +662,92 @@ def test_replacing_every_vector_is_all_or_nothing() -> None:
     store.replace_all([("c", [0.0, 0.0, 1.0], {"subject": "z"})])  # another dimension
     assert store.dim == 3 and [m.id for m in store.near([0.0, 0.0, 1.0], 5)] == ["c"]
     assert store.near([0.0, 0.0, 1.0], 5, {"subject": "x"}) == []
+
+
+@EARLIER
+def test_a_store_with_a_vector_per_assertion_is_folded_into_one_per_chunk_when_opened(
+    tmp_path: Path,
+) -> None:
+    """A file of the earlier layout (an entry per assertion: ``<triple>@<chunk>:<start>``
+    holding one subject, triple and span) opens with one entry per chunk, listing each of
+    its assertions once, and answers from the same spans."""
+    from hirmem.semantic.extract import RuleExtractor
+    from hirmem.semantic.ingest import MemoryIngester
+    from hirmem.semantic.retrieve import Embedder, assertions_of
+    from hirmem.semantic.split import SentenceSplitter
+    from hirmem.semantic.stages import Pipeline
+    from hirmem.semantic.substrate import ASSERTION_VECTORS, Substrate
+
+    texts = {f"n{i}": f"Alice Smith lives in City{i}. Bob Jones knows Alice Smith. "
+                      f"Carol Novak works at Firm{i}." for i in range(5)}  # fmt: skip
+    db = tmp_path / "earlier.db"
+    sub = Substrate.open(db, passage_embedder=Embedder())
+    pipeline = Pipeline(MemoryIngester(texts), splitter=SentenceSplitter(60),
+                        extractor=RuleExtractor())  # fmt: skip
+    for key in texts:
+        sub.ingest(pipeline, key)
+    want = sorted((m.id, a) for m in sub.vectors.near([0.0] * 1024, 1 << 30)
+                  for a in assertions_of(m.meta))  # fmt: skip
+    chunks = len(sub.vectors)
+    before = sorted((h.triple, h.evidence) for h in sub.ask("Where does Alice Smith live?", 9).hits)
+    # the earlier layout: one entry per assertion, its vector that of its evidence
+    e = Embedder()
+    earlier = []
+    for cid, (tid, subject, start, end) in want:
+        chunk = sub.docs.chunk(cid)
+        assert chunk is not None
+        evidence = chunk.text.encode()[start:end].decode()
+        earlier.append((f"{tid}@{cid}:{start}", e.embed(evidence),
+                        {"subject": subject, "triple": tid, "chunk": cid,
+                         "doc": cid.rpartition("#")[0], "start": start, "end": end,
+                         "container": "default"}))  # fmt: skip
+    assert isinstance(sub.vectors, SQLiteVectors)
+    sub.vectors.replace_all(earlier)
+    sub.graph._db.execute("UPDATE graph_nodes SET props = ? WHERE name = ?",  # type: ignore[attr-defined]
+                          (json.dumps({"embedder": "Embedder/1024"}), ASSERTION_VECTORS))
+    sub.close()
+    assert len(want) > chunks  # more assertions than chunks: there is something to fold
+    again = Substrate.open(db, passage_embedder=Embedder())
+    assert again.reembedded == chunks and len(again.vectors) == chunks
+    got = sorted((m.id, a) for m in again.vectors.near([0.0] * 1024, 1 << 30)
+                 for a in assertions_of(m.meta))  # fmt: skip
+    assert got == want
+    assert sorted((h.triple, h.evidence) for h in again.ask("Where does Alice Smith live?", 9).hits
+                  ) == before and len(before) == 5  # fmt: skip
+    assert again.graph.props(ASSERTION_VECTORS) == {"embedder": "Embedder/1024",
+                                                    "layout": "chunk"}  # fmt: skip
+    again.close()
+
+
+def test_the_graph_keeps_only_the_versions_of_each_source_place(tmp_path: Path) -> None:
+    """A document's source and chunks are the document store's: the graph keeps one node
+    per source place (its current version) and lists the versions once there are two; an
+    edited place supersedes, a reverted one is believed again."""
+    from hirmem.semantic.extract import RuleExtractor
+    from hirmem.semantic.ingest import MemoryIngester
+    from hirmem.semantic.split import SentenceSplitter
+    from hirmem.semantic.stages import Pipeline
+    from hirmem.semantic.substrate import Substrate
+
+    def read(sub: Substrate, texts: dict[str, str]) -> None:
+        pipeline = Pipeline(MemoryIngester(texts), splitter=SentenceSplitter(40),
+                            extractor=RuleExtractor())  # fmt: skip
+        for key in texts:
+            sub.ingest(pipeline, key)
+
+    sub = Substrate.open(tmp_path / "g.db")
+    texts = {f"n{i}": f"Alice Smith lives in City{i}. Bob Jones knows Alice Smith."
+             for i in range(4)}  # fmt: skip
+    read(sub, texts)
+    assert isinstance(sub.graph, SQLiteGraph)
+    db = sub.graph._db
+    names = sorted(n for (n,) in db.execute("SELECT name FROM graph_nodes"))
+    assert len(names) == 5 and all(n.startswith("lineage:") for n in names[:4]), names
+    assert db.execute("SELECT count(*) FROM graph_edges").fetchone()[0] == 0
+    read(sub, {"n0": "Alice Smith lives in Elsewhere."})
+    believed = {(e.subject, e.object) for e in sub.ledger.edges()}
+    assert ("Alice Smith", "City0") not in believed and ("Alice Smith", "Elsewhere") in believed
+    read(sub, {"n0": texts["n0"]})  # reverted: the first version read again
+    believed = {(e.subject, e.object) for e in sub.ledger.edges()}
+    assert ("Alice Smith", "City0") in believed and ("Alice Smith", "Elsewhere") not in believed
+    sub.close()

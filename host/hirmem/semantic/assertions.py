@@ -37,10 +37,11 @@ from hirmem.protocol.clock import now_ms
 from hirmem.protocol.identity import fold, triple_id
 from hirmem.semantic.errors import Erased, LedgerError, ProvError
 from hirmem.semantic.names import NameIndex
+from hirmem.semantic.stores.base import check_terms
 from hirmem.semantic.stores.db import Where, open_db
 from hirmem.semantic.values import OPEN, Claim, Triple, confidence
 
-__all__ = ["Edge", "Ledger", "Lifted", "SQLiteLedger", "Source", "Tombstone"]
+__all__ = ["Edge", "Ledger", "LedgerTriples", "Lifted", "SQLiteLedger", "Source", "Tombstone"]
 
 SourceKind = Literal["extracted", "supplied", "derived"]
 
@@ -253,7 +254,8 @@ class Ledger:
         self._clock = clock
         self._edges: dict[str, Edge] = {}
         self._tombstones: dict[str, Tombstone] = {}
-        self._subjects: dict[str, int] = {}  # folded subject -> how many edges name it
+        # folded subject -> the ids of the edges naming it (in arrival order)
+        self._subjects: dict[str, dict[str, None]] = {}
         self.names = NameIndex()  # the same subjects, found by the words a question holds
         self._lifted: list[Lifted] = []
         # each edge's sources as a set, beside the tuple it was built from: the "same source
@@ -426,10 +428,14 @@ class Ledger:
 
     def _store(self, edge: Edge) -> None:
         if edge.id not in self._edges:
-            key = fold(edge.subject)
-            self._subjects[key] = self._subjects.get(key, 0) + 1
-            self.names.add(key)
+            self._name(edge)
         self._edges[edge.id] = edge
+
+    def _name(self, edge: Edge) -> None:
+        """Count a new edge under its subject (and the subject's words)."""
+        key = fold(edge.subject)
+        self._subjects.setdefault(key, {})[edge.id] = None
+        self.names.add(key)
 
     def bury(self, id: str, reason: str) -> Tombstone:
         """Leave a tombstone for something erased outside the ledger (a source document)."""
@@ -442,7 +448,7 @@ class Ledger:
         self._source_sets.pop(stone.id, None)
         if gone is not None:
             key = fold(gone.subject)
-            self._subjects[key] -= 1
+            del self._subjects[key][gone.id]
             self.names.remove(key)
             if not self._subjects[key]:
                 del self._subjects[key]
@@ -507,6 +513,58 @@ class Ledger:
         """Edges some source of which came from ``agent`` (an extractor or model name)."""
         return [e for e in self._edges.values() if any(s.agent == agent for s in e.sources)]
 
+    def about(self, subject: str) -> list[Edge]:
+        """The edges whose subject folds as ``subject`` does (by the subject index)."""
+        return [self._edges[i] for i in self._subjects.get(fold(subject), ())]
+
+
+class LedgerTriples:
+    """The triple store of a substrate as a view of its ledger (§4's ``TripleStore``): the
+    triples held are the ledger's edges (retracted ones too, as they were written; an
+    erased one is gone), so they are not kept a second time. ``match`` reads the subject
+    index when the subject is bound, else every edge; terms are matched by their fold.
+    Writing is the ledger's: ``assert_triple`` of a triple the ledger does not hold is
+    refused, and ``delete`` of one it still holds (erase it through the ledger)."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    def __len__(self) -> int:
+        return len(self.ledger)
+
+    def assert_triple(self, s: str, p: str, o: str) -> str:
+        check_terms(s, p, o)
+        tid = triple_id(s, p, o)
+        if self.ledger.get(tid) is None:
+            raise LedgerError(f"({s}, {p}, {o}) is not in the ledger: the triples of a "
+                              "substrate are its ledger's edges; record it there first")
+        return tid
+
+    def assert_many(self, triples: Iterable[tuple[str, str, str]]) -> int:
+        """Checks each is held; returns 0 (nothing is written: the ledger holds them)."""
+        for s, p, o in triples:
+            self.assert_triple(s, p, o)
+        return 0
+
+    def match(
+        self, s: str | None = None, p: str | None = None, o: str | None = None
+    ) -> list[tuple[str, str, str]]:
+        check_terms(s, p, o)
+        edges = self.ledger.about(s) if s is not None else list(self.ledger)
+        fp, fo = (None if p is None else fold(p)), (None if o is None else fold(o))
+        return [(e.subject, e.predicate, e.object) for e in edges
+                if (fp is None or fold(e.predicate) == fp)
+                and (fo is None or fold(e.object) == fo)]  # fmt: skip
+
+    def delete(self, s: str, p: str, o: str) -> bool:
+        """Whether the triple is gone (its edge erased from the ledger); refused while the
+        ledger still holds it."""
+        tid = triple_id(s, p, o)
+        if self.ledger.get(tid) is not None:
+            raise LedgerError(f"({s}, {p}, {o}) is still in the ledger: erase it there "
+                              "(Ledger.erase), and the triple goes with it")
+        return True
+
 
 
 class SQLiteLedger(Ledger):
@@ -534,9 +592,7 @@ class SQLiteLedger(Ledger):
         for id, body in self._db.execute("SELECT id, body FROM ledger"):
             e = Edge.from_row(id, body)
             self._edges[e.id] = e
-            key = fold(e.subject)
-            self._subjects[key] = self._subjects.get(key, 0) + 1
-            self.names.add(key)
+            self._name(e)
         for id, at, reason in self._db.execute("SELECT id, erased_at, reason FROM tombstones"):
             self._tombstones[id] = Tombstone(id, at, reason)
         for id, at, erasure, lifted_at, why in self._db.execute(
@@ -545,6 +601,13 @@ class SQLiteLedger(Ledger):
             self._lifted.append(Lifted(Tombstone(id, at, erasure), lifted_at, why))
         self._dirty: dict[str, Edge | None] = {}
         self._lifts: list[Lifted] = []
+
+    def drop_tables(self, names: Iterable[str]) -> None:
+        """Drop tables of the file (or schema) that an earlier layout kept beside the ledger
+        and that the ledger now answers for (the triples: :class:`LedgerTriples`)."""
+        self.flush()
+        for name in names:
+            self._db.execute(f"DROP TABLE IF EXISTS {name}")
 
     def _record_lift(self, lift: Lifted) -> None:
         self._lifts.append(lift)

@@ -458,6 +458,12 @@ class SQLiteVectors(_SQLite):
             self._selected.clear()
         return cur.rowcount > 0
 
+    def get(self, id: str) -> Match | None:
+        """The entry ``id`` (score 0), or None."""
+        with self._lock:
+            row = self._db.execute("SELECT meta FROM vectors WHERE id = ?", (id,)).fetchone()
+        return None if row is None else Match(id, 0.0, self._meta_of(row[0]))
+
     def with_prefix(self, prefix: str) -> list[Match]:
         """Every entry whose id begins with ``prefix`` (score 0), found by the ids' index."""
         if not prefix:
