@@ -11,6 +11,7 @@ import itertools
 import json
 import random
 import sqlite3
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -194,9 +195,13 @@ def test_a_prov_file_of_the_earlier_layout_opens_unchanged_and_gains_compact_row
     assert again.to_provn() == oracle.to_provn()
     con = sqlite3.connect(db)
     rows = con.execute("SELECT tbl, id, body FROM prov ORDER BY seq").fetchall()
+    segments = [json.loads(zlib.decompress(b))
+                for (b,) in con.execute("SELECT body FROM prov_segments ORDER BY seq")]
     con.close()
-    assert [r[0] for r in rows] == ["agent", "entity", "activity", "entity", "e", "e"]
-    assert rows[4][2] == "[0,[],[4]]" and rows[5][2] == "[0,[],[5]]"  # refs, not ids again
+    assert [r[0] for r in rows] == ["agent", "entity", "activity", "entity"]  # as they were
+    # the new writes, one segment: references are ordinals of records (the earlier rows
+    # first), not ids again; doc:d was written before, so it is named by its ordinal too
+    assert segments == [[["e", "chunk:d#0", [0, [], [3]]], ["e", 3, [0, [], [4]]]]]
     again.close()
 
 
