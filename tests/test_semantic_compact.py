@@ -7,6 +7,7 @@ earlier layout (converted or read as they are), and against a bound on the bytes
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import random
@@ -201,7 +202,7 @@ def test_a_prov_file_of_the_earlier_layout_opens_unchanged_and_gains_compact_row
     assert [r[0] for r in rows] == ["agent", "entity", "activity", "entity"]  # as they were
     # the new writes, one segment: references are ordinals of records (the earlier rows
     # first), not ids again; doc:d was written before, so it is named by its ordinal too
-    assert segments == [[["e", "chunk:d#0", [0, [], [3]]], ["e", 3, [0, [], [4]]]]]
+    assert segments == [[["e", "chunk:d#0", [0, [], [4]]], ["e", 4, [0, [], [5]]]]]
     again.close()
 
 
@@ -236,8 +237,10 @@ def test_chunks_are_kept_by_reference_and_read_back_as_they_were(tmp_path: Path)
             continue
         text = "".join(rng.choice(["Alice ", "knows ", "Zoë. ", "日本 ", "\n"])
                        for _ in range(rng.randint(1, 30)))  # fmt: skip
-        org = Origin(rng.choice([f"mem://{d}", "file:/x"]), 0, len(text.encode()), step,
-                     "ab" * 32, "text/plain")  # fmt: skip
+        digest = rng.choice(["ab" * 32, hashlib.sha256(text.encode()).hexdigest()])
+        org = Origin(rng.choice([f"mem://{d}", "file:/x"]), 0,
+                     len(text.encode()) + rng.choice([0, 0, 1]), step, digest,
+                     "text/plain")  # fmt: skip
         meta = rng.choice([{"n": step}, with_origin({"container": "c"}, org),
                            {"origin": [0, 1, 2, 3, 4, 5]}, {"origin": {"ref": 0}}])
         doc = Doc(d, f"mem://{d}", text, meta)
@@ -250,11 +253,15 @@ def test_chunks_are_kept_by_reference_and_read_back_as_they_were(tmp_path: Path)
         for c in chunks:
             assert store.chunk(c.id) == c
     con = store._db  # the file's, or its PostgreSQL schema's
-    own = con.execute("SELECT count(*) FROM doc_chunks WHERE text IS NOT NULL").fetchone()[0]
-    metas = [m for (m,) in con.execute("SELECT meta FROM docs")]
+    rows = con.execute("SELECT meta, cuts FROM docs_compact").fetchall()
+    metas = [m for m, _ in rows]
+    # an origin packed: its size and digest left out when they are the text's ("^")
     assert any(m.startswith("~") for m in metas) and any(m.startswith("{") for m in metas)
-    assert not any("mem://" in m for m in metas if m.startswith("~"))  # the source, held once
-    total = con.execute("SELECT count(*) FROM doc_chunks").fetchone()[0]
+    assert any(m.startswith("^") for m in metas)
+    assert not any("mem://" in m for m in metas if m[0] in "~^")  # the source, held once
+    cuts = [c for _, cut in rows for c in ([] if cut is None else json.loads(cut))]
+    own = sum(1 for c in cuts if len(c) == 4 and c[3] is not None)
+    total = len(cuts) + sum(1 for _, cut in rows if cut is None)
     assert 0 < own < total / 4  # only the chunks that are not their span keep a text
     store.close()
 
@@ -280,9 +287,9 @@ def test_a_docs_file_of_the_earlier_layout_is_converted_when_opened(tmp_path: Pa
     store.close()
     con = sqlite3.connect(db)
     tables = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    texts = con.execute("SELECT text FROM doc_chunks").fetchall()
+    cuts = con.execute("SELECT cuts FROM docs_compact").fetchall()
     con.close()
-    assert "chunks" not in tables and texts == [(None,), (None,)]
+    assert not tables & {"chunks", "doc_chunks", "docs"} and cuts == [("[[0,17],[17,36]]",)]
 
 
 # ---- the graph ----------------------------------------------------------------------------------

@@ -451,7 +451,7 @@ def test_the_assertion_tier_embeds_with_the_substrates_embedder(tmp_path: Path) 
     held = Substrate.open(hashed, passage_embedder=_SmallEmbedder())
     assert held.reembedded == 0
     assert isinstance(held.docs, SQLiteDocs)
-    held.docs._db.execute("DELETE FROM doc_chunks")
+    held.docs._db.execute("UPDATE docs_compact SET cuts = '[]'")  # every chunk gone
     held.close()
     with pytest.raises(SemanticError, match=r"small-test/64.*Embedder/1024.*no longer stored"):
         Substrate.open(hashed, passage_embedder=Embedder())

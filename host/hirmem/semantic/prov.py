@@ -327,8 +327,8 @@ class SQLiteLog(Log):
     ``[code, id, body]`` — ``code`` one letter (``g`` agent, ``a`` activity, ``e`` entity),
     ``id`` the id it writes (or, for an id written before, the ordinal of the record that
     first wrote it), ``body`` compact: every other id it names is the ordinal of the
-    record that first wrote that id (records are numbered in the order they were written,
-    the rows of the earlier ``prov`` table first), and an entity's kind is left out
+    record that first wrote that id (records are numbered from 1 in the order they were
+    written, the rows of the earlier ``prov`` table first), and an entity's kind is left out
     (``0``) when it is its id's prefix:
 
     - agent ``[kind]``;
@@ -355,7 +355,7 @@ class SQLiteLog(Log):
         self._ref: dict[str, int] = {}  # id -> ordinal of the first record that wrote it
         self._loading = True
         by_seq: dict[int, str] = {}  # the earlier table's references are its seqs
-        names: list[str] = []  # ordinal -> id
+        names: list[str] = [""]  # ordinal -> id; records count from 1 (0 says "none")
         for seq, tbl, id, body in self._db.execute(
             "SELECT seq, tbl, id, body FROM prov ORDER BY seq"
         ):
