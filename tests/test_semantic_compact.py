@@ -22,7 +22,7 @@ from hirmem.semantic.assertions import Edge, Source, SourceKind
 from hirmem.semantic.prov import Log, SQLiteLog
 from hirmem.semantic.stores.memory import MemoryGraph, MemoryVectors
 from hirmem.semantic.stores.sqlite import SQLiteDocs, SQLiteGraph, SQLiteVectors
-from hirmem.semantic.values import Chunk, Doc, Origin, with_origin
+from hirmem.semantic.values import Chunk, Doc, Origin, Span, Triple, with_origin
 from semantic_backends import semantic_backend, semantic_server  # noqa: F401  (fixtures)
 
 # every test on SQLite and on PostgreSQL, but those that write an earlier layout into the
@@ -71,29 +71,44 @@ def test_a_compact_ledger_row_reads_back_as_the_same_edge_and_is_smaller() -> No
                                                                   **json.loads(e.to_row())})
 
 
+def _extracted(s: str, p: str, o: str) -> Triple:
+    text = f"{s} {p} {o}."
+    chunk = Chunk("0123456789abcdef", 0, text, 0, len(text))
+    return Triple(s, p, o, chunk, 0.9, span=Span.locate(chunk, text), evidence=text,
+                  extractor="extract/rules-1")  # fmt: skip
+
+
 @EARLIER
 def test_a_ledger_file_of_the_earlier_layout_opens_and_is_written_compact(tmp_path: Path) -> None:
-    from hirmem.semantic.assertions import SQLiteLedger
+    from hirmem.semantic.assertions import Ledger, SQLiteLedger
     from hirmem.semantic.values import Claim
 
     db = tmp_path / "l.db"
-    ledger = SQLiteLedger(db, clock=lambda: 5)
+    ledger = Ledger(clock=lambda: 5)
     a = ledger.add(Claim("Alice", "knows", "Bob", "ops"))
     b = ledger.add(Claim("Bob", "knows", "Carol", "ops"))
-    ledger.close()
-    con = sqlite3.connect(db)
-    con.execute("UPDATE ledger SET body = ? WHERE id = ?", (a.to_row(), a.id))  # then's layout
+    t = ledger.add(_extracted("Carol", "knows", "Dan"))
+    con = sqlite3.connect(db)  # the earlier layouts: keyed by id text, rows of either form
+    con.execute("CREATE TABLE ledger (id TEXT PRIMARY KEY, body TEXT NOT NULL)")
+    con.executemany("INSERT INTO ledger VALUES (?, ?)",
+                    [(a.id, a.to_row()), (b.id, b.to_compact()), (t.id, t.to_compact())])
     con.commit()
     con.close()
     again = SQLiteLedger(db, clock=lambda: 6)
-    assert again.get(a.id) == a and again.get(b.id) == b
+    assert again.get(a.id) == a and again.get(b.id) == b and again.get(t.id) == t
     again.retract(a.id, "gone")
     again.close()
     con = sqlite3.connect(db)
-    bodies = [body for (body,) in con.execute("SELECT body FROM ledger")]
+    tables = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    rows = con.execute("SELECT key, name, body FROM ledger_edges").fetchall()
+    agents = con.execute("SELECT code, name FROM ledger_agents").fetchall()
     con.close()
-    assert bodies and all(body.startswith("[") for body in bodies)
-    assert SQLiteLedger(db).get(a.id) == again.get(a.id)
+    assert "ledger" not in tables and len(rows) == 3
+    # keyed by the id as an integer (no id text kept), the extractor's name by its code
+    assert all(isinstance(k, int) and n is None and body.startswith("[") for k, n, body in rows)
+    assert agents == [(1, "extract/rules-1")] and not any("rules" in r[2] for r in rows)
+    reopened = SQLiteLedger(db)
+    assert reopened.get(a.id) == again.get(a.id) and reopened.get(t.id) == t
 
 
 # ---- PROV ---------------------------------------------------------------------------------------
@@ -763,3 +778,49 @@ def test_the_graph_keeps_only_the_versions_of_each_source_place(tmp_path: Path) 
     believed = {(e.subject, e.object) for e in sub.ledger.edges()}
     assert ("Alice Smith", "City0") in believed and ("Alice Smith", "Elsewhere") not in believed
     sub.close()
+
+
+def test_the_ledger_and_documents_of_the_layout_before_are_converted_on_either_backend(
+    tmp_path: Path,
+) -> None:
+    """A file, or a server schema, holding the ledger keyed by id text and the documents
+    beside ``doc_chunks`` (the layout before this one) opens with every edge, document
+    and chunk as it was, in the integer-keyed tables."""
+    from hirmem.semantic.assertions import Ledger, SQLiteLedger
+    from hirmem.semantic.stores.db import has_table
+    from hirmem.semantic.values import Claim
+
+    db = tmp_path / "s.db"
+    ledger = Ledger(clock=lambda: 5)
+    edges = [ledger.add(Claim("Alice", "knows", "Bob", "ops")),
+             ledger.add(_extracted("Carol", "knows", "Dan"))]  # fmt: skip
+    text = "Alice knows Bob. Zoë lives in Oslo."
+    org = Origin.of_bytes("mem://d", text.encode(), "text/plain", 7)
+    doc = Doc("0123456789abcdef", "mem://d", text, with_origin({"container": "c"}, org))
+    chunks = [Chunk(doc.id, 0, "Alice knows Bob. ", 0, 17), Chunk(doc.id, 1, "Zoë lives in Oslo.",
+                                                                  17, 36)]  # fmt: skip
+    store = SQLiteDocs(db)  # the connection of either backend, to write the layout before
+    con = store._db
+    con.executescript("""
+        CREATE TABLE ledger (id TEXT PRIMARY KEY, body TEXT NOT NULL);
+        CREATE TABLE docs (id TEXT PRIMARY KEY, source TEXT NOT NULL, text TEXT NOT NULL,
+            meta TEXT NOT NULL);
+        CREATE TABLE doc_chunks (doc_id TEXT NOT NULL, idx INTEGER NOT NULL,
+            start INTEGER NOT NULL, end_ INTEGER NOT NULL, text TEXT,
+            PRIMARY KEY (doc_id, idx));
+    """)
+    con.execute("BEGIN")
+    con.executemany("INSERT INTO ledger VALUES (?, ?)", [(e.id, e.to_compact()) for e in edges])
+    con.execute("INSERT INTO docs VALUES (?, ?, ?, ?)",
+                (doc.id, doc.source, doc.text, json.dumps(doc.meta)))
+    con.executemany("INSERT INTO doc_chunks VALUES (?, ?, ?, ?, ?)",
+                    [(doc.id, c.index, c.start, c.end, None) for c in chunks])
+    con.execute("COMMIT")
+    store.close()
+    docs, again = SQLiteDocs(db), SQLiteLedger(db)
+    assert [again.get(e.id) for e in edges] == edges
+    assert docs.get(doc.id) == doc and docs.chunks(doc.id) == chunks
+    assert docs.chunk(f"{doc.id}#1") == chunks[1]
+    assert not any(has_table(docs._db, t) for t in ("ledger", "docs", "doc_chunks"))
+    again.close()
+    docs.close()

@@ -28,7 +28,9 @@ Invariants:
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -38,7 +40,7 @@ from hirmem.protocol.identity import fold, triple_id
 from hirmem.semantic.errors import Erased, LedgerError, ProvError
 from hirmem.semantic.names import NameIndex
 from hirmem.semantic.stores.base import check_terms
-from hirmem.semantic.stores.db import Where, open_db
+from hirmem.semantic.stores.db import Where, has_table, open_db
 from hirmem.semantic.values import OPEN, Claim, Triple, confidence
 
 __all__ = ["Edge", "Ledger", "LedgerTriples", "Lifted", "SQLiteLedger", "Source", "Tombstone"]
@@ -67,11 +69,14 @@ class Source:
             "score": self.score,
         }  # fmt: skip
 
-    def to_compact(self) -> list[Any]:
+    def to_compact(self, agent_code: Callable[[str], int] | None = None) -> list[Any]:
         """The source as a compact ledger row holds it: ``[kind letter, ref, score, agent,
         start, end, [antecedents], doc_id]``, trailing fields at their defaults left out;
-        an extracted source's ``doc_id`` is left out when it is its chunk id's document."""
-        row: list[Any] = [self.kind[0], self.ref, self.score, self.agent, self.start, self.end,
+        an extracted source's ``doc_id`` is left out when it is its chunk id's document;
+        with ``agent_code``, a named agent is written as its code."""
+        agent: str | int = (agent_code(self.agent) if agent_code is not None and self.agent
+                            else self.agent)  # fmt: skip
+        row: list[Any] = [self.kind[0], self.ref, self.score, agent, self.start, self.end,
                           list(self.antecedents), self.doc_id]  # fmt: skip
         defaults: list[Any] = [None, None, None, "", -1, -1, [], _doc_of(self.kind, self.ref)]
         while len(row) > 2 and row[-1] == defaults[len(row) - 1]:
@@ -79,11 +84,14 @@ class Source:
         return row
 
     @classmethod
-    def from_compact(cls, row: list[Any]) -> Source:
-        """The inverse of :meth:`to_compact`."""
+    def from_compact(cls, row: list[Any], agent_name: Callable[[int], str] | None = None
+                     ) -> Source:  # fmt: skip
+        """The inverse of :meth:`to_compact` (``agent_name`` reads an agent's code)."""
         kind = _KINDS[row[0]]
         more = row[2:] + [None, "", -1, -1, [], _doc_of(kind, row[1])][len(row) - 2:]
         score, agent, start, end, ante, doc = more
+        if isinstance(agent, int) and agent_name is not None:
+            agent = agent_name(agent)
         return cls(kind, row[1], doc, start, end, agent, tuple(ante), score)
 
     @classmethod
@@ -168,15 +176,15 @@ class Edge:
                    d["recorded"], d.get("retracted", 0), d.get("retraction", ""),
                    tuple((a, f, u) for a, f, u in spans))  # fmt: skip
 
-    def to_compact(self) -> str:
+    def to_compact(self, agent_code: Callable[[str], int] | None = None) -> str:
         """The edge as a compact ledger row holds it, without its id (the row's key): a JSON
         array ``[s, p, o, count, score, recorded, [sources], from, until, retracted,
-        retraction, [spans]]``, each source as :meth:`Source.to_compact` writes it,
-        trailing fields at their defaults left out (spans when they are the one span
-        recorded with the edge)."""
+        retraction, [spans]]``, each source as :meth:`Source.to_compact` writes it (with
+        ``agent_code``), trailing fields at their defaults left out (spans when they are
+        the one span recorded with the edge)."""
         spans = [list(v) for v in self.spans]
         row: list[Any] = [self.subject, self.predicate, self.object, self.count, self.score,
-                          self.recorded_at, [s.to_compact() for s in self.sources],
+                          self.recorded_at, [s.to_compact(agent_code) for s in self.sources],
                           self.valid_from, self.valid_until, self.retracted_at,
                           self.retraction, spans]  # fmt: skip
         if spans == [[self.recorded_at, self.valid_from, self.valid_until]]:
@@ -186,21 +194,24 @@ class Edge:
         return json.dumps(row, separators=(",", ":"), ensure_ascii=False)
 
     @classmethod
-    def from_compact(cls, id: str, text: str) -> Edge:
+    def from_compact(cls, id: str, text: str,
+                     agent_name: Callable[[int], str] | None = None) -> Edge:  # fmt: skip
         """The inverse of :meth:`to_compact`, given the row's id."""
         row = json.loads(text)
         s, p, o, count, score, recorded, sources = row[:7]
         vf, vu, retracted, why, spans = (row[7:] + [OPEN, OPEN, 0, "", None][len(row) - 7:])
-        return cls(id, s, p, o, count, score, tuple(Source.from_compact(x) for x in sources),
+        return cls(id, s, p, o, count, score,
+                   tuple(Source.from_compact(x, agent_name) for x in sources),
                    vf, vu, recorded, retracted, why,
                    tuple((a, f, u) for a, f, u in (spans or [[recorded, vf, vu]])))  # fmt: skip
 
     @classmethod
-    def from_row(cls, id: str, text: str) -> Edge:
+    def from_row(cls, id: str, text: str,
+                 agent_name: Callable[[int], str] | None = None) -> Edge:  # fmt: skip
         """A stored ledger row of either layout: compact (an array) or the earlier
         object (:meth:`to_row`)."""
         if text.startswith("["):
-            return cls.from_compact(id, text)
+            return cls.from_compact(id, text, agent_name)
         return cls.from_json({"id": id, **json.loads(text)})
 
     def to_row(self) -> str:
@@ -567,11 +578,32 @@ class LedgerTriples:
 
 
 
+_HEX_ID = re.compile(r"[0-9a-f]{16}")  # an assertion id as triple_id makes it
+
+
+def _key(tid: str) -> tuple[int, str | None]:
+    """The integer a ledger row is keyed by, and the id text it must hold: a
+    16-hex-digit id is its own integer (no text kept), another the 63-bit hash of its text
+    (kept, to tell a collision from the edge)."""
+    if _HEX_ID.fullmatch(tid):
+        v = int(tid, 16)
+        return (v - (1 << 64) if v >= 1 << 63 else v), None
+    digest = hashlib.blake2b(tid.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1, tid
+
+
+def _unkey(key: int, name: str | None) -> str:
+    """The id of a ledger row (the inverse of :func:`_key`)."""
+    return name if name is not None else f"{key % (1 << 64):016x}"
+
+
 class SQLiteLedger(Ledger):
     """The ledger written through to SQLite: one row per edge, one per tombstone.
 
-    An edge's row is compact (:meth:`Edge.to_compact`); rows of the earlier layout (a JSON
-    object, :meth:`Edge.to_row`) are read as they are and written compact when they change.
+    An edge's row (``ledger_edges``) is keyed by its id as an integer (:func:`_key`) and
+    compact (:meth:`Edge.to_compact`), each extractor's name written as its code in
+    ``ledger_agents``. A file of the earlier layout (``ledger`` keyed by id text, its rows
+    compact or JSON objects, :meth:`Edge.to_row`) is converted when opened.
 
     Erasure is a ``DELETE`` of the edge row (and its sources with it) plus a tombstone row,
     so the erased content does not stay in the table; run ``VACUUM`` to drop free pages.
@@ -582,25 +614,39 @@ class SQLiteLedger(Ledger):
         self._db = open_db(path, "ledger")
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(
-            "CREATE TABLE IF NOT EXISTS ledger (id TEXT PRIMARY KEY, body TEXT NOT NULL);"
+            "CREATE TABLE IF NOT EXISTS ledger_edges (key INTEGER PRIMARY KEY, name TEXT, "
+            "body TEXT NOT NULL);"
+            "CREATE TABLE IF NOT EXISTS ledger_agents (code INTEGER PRIMARY KEY, "
+            "name TEXT NOT NULL);"
             "CREATE TABLE IF NOT EXISTS tombstones (id TEXT PRIMARY KEY, erased_at INTEGER "
             "NOT NULL, reason TEXT NOT NULL);"
             "CREATE TABLE IF NOT EXISTS lifted (seq INTEGER PRIMARY KEY, id TEXT NOT NULL, "
             "erased_at INTEGER NOT NULL, erasure TEXT NOT NULL, lifted_at INTEGER NOT NULL, "
             "reason TEXT NOT NULL);"
         )
-        for id, body in self._db.execute("SELECT id, body FROM ledger"):
-            e = Edge.from_row(id, body)
+        self._agents: dict[str, int] = {}  # an extractor's name -> its code in the rows
+        self._agent_names: dict[int, str] = {}
+        for code, name in self._db.execute("SELECT code, name FROM ledger_agents"):
+            self._agents[name], self._agent_names[code] = code, name
+        for key, name, body in self._db.execute("SELECT key, name, body FROM ledger_edges"):
+            e = Edge.from_row(_unkey(key, name), body, self._agent_names.__getitem__)
             self._edges[e.id] = e
             self._name(e)
+        self._dirty: dict[str, Edge | None] = {}
         for id, at, reason in self._db.execute("SELECT id, erased_at, reason FROM tombstones"):
             self._tombstones[id] = Tombstone(id, at, reason)
         for id, at, erasure, lifted_at, why in self._db.execute(
             "SELECT id, erased_at, erasure, lifted_at, reason FROM lifted ORDER BY seq"
         ):
             self._lifted.append(Lifted(Tombstone(id, at, erasure), lifted_at, why))
-        self._dirty: dict[str, Edge | None] = {}
         self._lifts: list[Lifted] = []
+        if has_table(self._db, "ledger"):  # the earlier layout, keyed by id text: converted
+            for id, body in self._db.execute("SELECT id, body FROM ledger").fetchall():
+                e = Edge.from_row(id, body)
+                self._edges[e.id] = e
+                self._name(e)
+                self._dirty[e.id] = e
+            self._flush(drop_earlier=True)
 
     def drop_tables(self, names: Iterable[str]) -> None:
         """Drop tables of the file (or schema) that an earlier layout kept beside the ledger
@@ -620,11 +666,35 @@ class SQLiteLedger(Ledger):
         super()._drop(stone)
         self._dirty[stone.id] = None
 
+    def _agent_code(self, name: str) -> int:
+        """The code an extractor's name is written as (kept once in ``ledger_agents``)."""
+        code = self._agents.get(name)
+        if code is None:
+            code = self._agents[name] = len(self._agents) + 1
+            self._agent_names[code] = name
+            self._db.execute("INSERT INTO ledger_agents VALUES (?, ?)", (code, name))
+        return code
+
     def flush(self) -> None:
         """Write what changed since the last flush, in one transaction."""
-        if not self._dirty and not self._lifts:
+        self._flush()
+
+    def _flush(self, *, drop_earlier: bool = False) -> None:
+        if not self._dirty and not self._lifts and not drop_earlier:
             return
+        agents = dict(self._agents)
         self._db.execute("BEGIN")
+        try:
+            self._write(drop_earlier)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            self._agents = agents  # the codes written in the rolled-back transaction are gone
+            self._agent_names = {c: n for n, c in agents.items()}
+            raise
+        self._dirty = {}
+        self._lifts = []
+
+    def _write(self, drop_earlier: bool) -> None:
         for lift in self._lifts:  # before the edges: a lifted id may have arrived again
             st = lift.stone
             self._db.execute("DELETE FROM tombstones WHERE id = ?", (st.id,))
@@ -632,18 +702,24 @@ class SQLiteLedger(Ledger):
                              "VALUES (?, ?, ?, ?, ?)",
                              (st.id, st.erased_at, st.reason, lift.lifted_at, lift.reason))
         for tid, edge in self._dirty.items():
+            key, name = _key(tid)
             if edge is None:
                 stone = self._tombstones.get(tid)
-                self._db.execute("DELETE FROM ledger WHERE id = ?", (tid,))
+                self._db.execute("DELETE FROM ledger_edges WHERE key = ?", (key,))
                 if stone is not None:  # else erased, then lifted, within this flush
                     self._db.execute("INSERT OR REPLACE INTO tombstones VALUES (?, ?, ?)",
                                      (tid, stone.erased_at, stone.reason))  # fmt: skip
             else:
-                self._db.execute("INSERT OR REPLACE INTO ledger VALUES (?, ?)",
-                                 (tid, edge.to_compact()))  # fmt: skip
+                held = self._db.execute("SELECT name FROM ledger_edges WHERE key = ?",
+                                        (key,)).fetchone()  # fmt: skip
+                if held is not None and held[0] != name:
+                    raise LedgerError(f"assertion ids {tid!r} and {held[0]!r} share a key; "
+                                      "this ledger cannot hold both")  # fmt: skip
+                self._db.execute("INSERT OR REPLACE INTO ledger_edges VALUES (?, ?, ?)",
+                                 (key, name, edge.to_compact(self._agent_code)))  # fmt: skip
+        if drop_earlier:
+            self._db.execute("DROP TABLE ledger")
         self._db.execute("COMMIT")
-        self._dirty = {}
-        self._lifts = []
 
     def close(self) -> None:
         self.flush()

@@ -27,7 +27,7 @@ from hirmem.protocol.identity import fold, triple_id
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.stores import filters
 from hirmem.semantic.stores.base import Match, Vec, as_unit, check_terms, top_k
-from hirmem.semantic.stores.db import Where, open_db
+from hirmem.semantic.stores.db import Where, has_table, open_db
 from hirmem.semantic.stores.packed import Rows, dim_of, pack
 from hirmem.semantic.values import Chunk, Doc
 from hirmem.sql import Connection
@@ -681,20 +681,19 @@ class SQLiteDocs(_SQLite):
 
     def __init__(self, path: Where = ":memory:") -> None:
         super().__init__(path)
-        if earlier_table(self._db, "docs") is not None:
+        if has_table(self._db, "docs"):  # (on a server too: its schema had this layout)
             self._convert()
 
     def _convert(self) -> None:
         """Move the documents and chunks of an earlier layout into ``docs_compact``."""
-        chunked = earlier_table(self._db, "doc_chunks") is not None
+        table = next((t for t in ("doc_chunks", "chunks") if has_table(self._db, t)), None)
         with self._lock:
             self._db.execute("BEGIN")
             try:
-                sql = ("SELECT doc_id, idx, start, end_, text FROM doc_chunks" if chunked else
-                       "SELECT doc_id, idx, start, end_, text FROM chunks")  # fmt: skip
                 held: dict[str, list[tuple[int, int, int, str | None]]] = {}
-                for doc_id, idx, start, end, text in self._db.execute(
-                        sql + " ORDER BY doc_id, idx").fetchall():  # fmt: skip
+                for doc_id, idx, start, end, text in [] if table is None else self._db.execute(
+                        f"SELECT doc_id, idx, start, end_, text FROM {table} "
+                        "ORDER BY doc_id, idx").fetchall():  # fmt: skip
                     held.setdefault(doc_id, []).append((idx, start, end, text))
                 for id, source, text, meta in self._db.execute(
                         "SELECT id, source, text, meta FROM docs").fetchall():  # fmt: skip
