@@ -272,7 +272,7 @@ def test_chunks_are_kept_by_reference_and_read_back_as_they_were(tmp_path: Path)
     metas = [m for m, _ in rows]
     # an origin packed: its size and digest left out when they are the text's ("^")
     assert any(m.startswith("~") for m in metas) and any(m.startswith("{") for m in metas)
-    assert any(m.startswith("^") for m in metas)
+    assert any(m.startswith("^[") for m in metas)  # and a usual record's fields by place
     assert not any("mem://" in m for m in metas if m[0] in "~^")  # the source, held once
     cuts = [c for _, cut in rows for c in ([] if cut is None else json.loads(cut))]
     own = sum(1 for c in cuts if len(c) == 4 and c[3] is not None)

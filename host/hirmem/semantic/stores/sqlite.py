@@ -713,9 +713,10 @@ class SQLiteDocs(_SQLite):
     def _meta_text(doc: Doc) -> str:
         """``doc.meta`` as its row holds it. An origin of the usual shape is a list: marked
         ``^``, ``[ref, offset, mtime, media_type]`` when its size and SHA-256 are those of
-        the text (read back from it); marked ``~``, every field in the order of
-        :data:`_ORIGIN` otherwise; its reference 0 when it is the document's source (held
-        once, in ``source``). A plain JSON object otherwise."""
+        the text (read back from it), and the whole metadata is that list (followed by the
+        container when it holds just a container and the origin); marked ``~``, every
+        field in the order of :data:`_ORIGIN` otherwise; its reference 0 when it is the
+        document's source (held once, in ``source``). A plain JSON object otherwise."""
         org = doc.meta.get("origin")
         if not (isinstance(org, Mapping) and tuple(org) == _ORIGIN
                 and isinstance(org["ref"], str)):  # fmt: skip
@@ -724,7 +725,12 @@ class SQLiteDocs(_SQLite):
         raw = doc.text.encode("utf-8")
         if org["size"] == len(raw) and org["sha256"] == hashlib.sha256(raw).hexdigest():
             packed = [ref, org["offset"], org["mtime"], org["media_type"]]
-            return "^" + _json({**doc.meta, "origin": packed}, sort=False)
+            keys = list(doc.meta)
+            if keys == ["container", "origin"] and isinstance(doc.meta["container"], str):
+                packed.append(doc.meta["container"])  # the usual record: fields by place
+            elif keys != ["origin"]:
+                return "^" + _json({**doc.meta, "origin": packed}, sort=False)
+            return "^" + json.dumps(packed, separators=(",", ":"), ensure_ascii=False)
         packed = [ref, *(org[k] for k in _ORIGIN[1:])]
         return "~" + _json({**doc.meta, "origin": packed}, sort=False)
 
@@ -732,7 +738,11 @@ class SQLiteDocs(_SQLite):
     def _meta_of(text: str, source: str, doc_text: str) -> dict[str, Any]:
         if not text.startswith(("~", "^")):
             return dict(json.loads(text))
-        meta = dict(json.loads(text[1:]))
+        held = json.loads(text[1:])
+        if isinstance(held, list):  # by place: the origin's fields, then the container
+            meta = {"container": held[4]} if len(held) == 5 else {}
+            meta["origin"], held = held[:4], meta
+        meta = dict(held)
         org = list(meta["origin"])
         if text.startswith("^"):
             raw = doc_text.encode("utf-8")
