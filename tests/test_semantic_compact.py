@@ -872,3 +872,26 @@ def test_the_ledger_and_documents_of_the_layout_before_are_converted_on_either_b
     assert not any(has_table(docs._db, t) for t in ("ledger", "docs", "doc_chunks"))
     again.close()
     docs.close()
+
+
+@EARLIER
+def test_the_lookups_a_question_and_an_erasure_make_stay_indexed(tmp_path: Path) -> None:
+    """EXPLAIN QUERY PLAN of the lookups the substrate makes per question or erasure: each
+    is a search by a key, never a scan of the table."""
+    from hirmem.semantic.substrate import Substrate
+
+    db = tmp_path / "s.db"
+    Substrate.open(db).close()
+    con = sqlite3.connect(db)
+    lookups = {
+        "document or chunk": ("SELECT name, source, text, meta, cuts FROM docs_compact "
+                              "WHERE key = ?", (1,)),
+        "a chunk's vector entry": ("SELECT meta FROM vectors WHERE id = ?", ("d#0",)),
+        "a filter term's entries": ("SELECT id FROM vector_meta WHERE term IN (?, ?)", (1, 2)),
+        "a ledger row": ("SELECT name FROM ledger_edges WHERE key = ?", (1,)),
+        "a source place": ("SELECT name, props FROM graph_nodes WHERE id = ?", (1,)),
+    }  # fmt: skip
+    for what, (sql, args) in lookups.items():
+        plan = " ".join(str(r[-1]) for r in con.execute(f"EXPLAIN QUERY PLAN {sql}", args))
+        assert plan.startswith("SEARCH") and "SCAN" not in plan, (what, plan)
+    con.close()
