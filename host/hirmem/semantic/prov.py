@@ -423,14 +423,17 @@ class SQLiteLog(Log):
         with self._lock:
             if not self._pending:
                 return
-            refs, ordinals = dict(self._ref), self._ordinals
+            ordinals = self._ordinals
+            named: list[str] = []  # ids this flush names for the first time
             segments: list[list[list[Any]]] = [[]]
             for table, id, body in self._pending:
                 if len(segments[-1]) == SEGMENT_RECORDS:
                     segments.append([])
                 who: str | int = self._ref.get(id, id)
                 segments[-1].append([_CODES[table], who, self._compact(table, id, body)])
-                self._ref.setdefault(id, self._ordinals)
+                if isinstance(who, str):
+                    self._ref[id] = self._ordinals
+                    named.append(id)
                 self._ordinals += 1
             self._db.execute("BEGIN")
             try:
@@ -441,7 +444,9 @@ class SQLiteLog(Log):
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
-                self._ref, self._ordinals = refs, ordinals  # nothing of it was written
+                for id in named:  # nothing of it was written
+                    del self._ref[id]
+                self._ordinals = ordinals
                 raise
             self._pending = []
 
