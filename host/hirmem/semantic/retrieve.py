@@ -24,6 +24,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -166,6 +167,13 @@ FILTERED = ("subject", "container")  # the metadata keys queries filter on (a ch
 LISTED = ("subject", "triple", "start", "end")  # an entry's assertions, one list each
 CANDIDATES = 64  # chunks ranked at least, before their assertions are ranked in them
 _TERMS = Embedder()  # the words a span and a question are matched by (stemmed, no stop words)
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def _words(text: str) -> frozenset[str]:
+    """The matched words of ``text`` (a span read again by the next question is not
+    stemmed again; the cache is bounded)."""
+    return frozenset(_TERMS.terms(text))
 
 
 def assertions_of(meta: Mapping[str, object]) -> list[tuple[str, str, int, int]]:
@@ -443,7 +451,14 @@ class Retriever:
             return Answer(question, subject, ())
         found = self.vectors.near(self.query_vector(question, subject), max(CANDIDATES, 8 * k),
                                   flt or None)  # fmt: skip
-        asked = set(_TERMS.terms(question)) - (set(_TERMS.terms(subject)) if subject else set())
+        asked = _words(question) - (_words(subject) if subject else frozenset())
+        ranked = self._ranked(found, subject, asked)
+        return Answer(question, subject, tuple(r[4] for r in ranked[:k]))
+
+    def _ranked(self, found: list[Match], subject: str | None,
+                asked: frozenset[str]) -> list[tuple[int, float, int, int, Hit]]:  # fmt: skip
+        """The assertions listed by the chunks ``found`` (of ``subject`` when scoped), best
+        first: most words asked held by the span, then the chunk's score and place."""
         ranked: list[tuple[int, float, int, int, Hit]] = []
         for rank, m in enumerate(found):
             if m.score <= 0.0:
@@ -459,11 +474,11 @@ class Retriever:
                 evidence = _span_text(raw, start, end)
                 if evidence is None:
                     continue
-                said = len(asked & set(_TERMS.terms(evidence)))
+                said = len(asked & _words(evidence))
                 ranked.append((-said, -m.score, rank, start, Hit(
                     tid, cid, cid.rpartition("#")[0], subj, evidence, m.score)))
         ranked.sort(key=lambda r: r[:4])
-        return Answer(question, subject, tuple(r[4] for r in ranked[:k]))
+        return ranked
 
     def query_vector(self, question: str, subject: str | None) -> F32:
         """The question's vector without the subject's name: the filter carries the
