@@ -7,10 +7,12 @@ earlier layout (converted or read as they are), and against a bound on the bytes
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import random
 import sqlite3
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ from hirmem.semantic.assertions import Edge, Source, SourceKind
 from hirmem.semantic.prov import Log, SQLiteLog
 from hirmem.semantic.stores.memory import MemoryGraph, MemoryVectors
 from hirmem.semantic.stores.sqlite import SQLiteDocs, SQLiteGraph, SQLiteVectors
-from hirmem.semantic.values import Chunk, Doc, Origin, with_origin
+from hirmem.semantic.values import Chunk, Doc, Origin, Span, Triple, with_origin
 from semantic_backends import semantic_backend, semantic_server  # noqa: F401  (fixtures)
 
 # every test on SQLite and on PostgreSQL, but those that write an earlier layout into the
@@ -69,29 +71,92 @@ def test_a_compact_ledger_row_reads_back_as_the_same_edge_and_is_smaller() -> No
                                                                   **json.loads(e.to_row())})
 
 
+def _extracted(s: str, p: str, o: str) -> Triple:
+    text = f"{s} {p} {o}."
+    chunk = Chunk("0123456789abcdef", 0, text, 0, len(text))
+    return Triple(s, p, o, chunk, 0.9, span=Span.locate(chunk, text), evidence=text,
+                  extractor="extract/rules-1")  # fmt: skip
+
+
 @EARLIER
 def test_a_ledger_file_of_the_earlier_layout_opens_and_is_written_compact(tmp_path: Path) -> None:
-    from hirmem.semantic.assertions import SQLiteLedger
+    from hirmem.semantic.assertions import Ledger, SQLiteLedger
     from hirmem.semantic.values import Claim
 
     db = tmp_path / "l.db"
-    ledger = SQLiteLedger(db, clock=lambda: 5)
+    ledger = Ledger(clock=lambda: 5)
     a = ledger.add(Claim("Alice", "knows", "Bob", "ops"))
     b = ledger.add(Claim("Bob", "knows", "Carol", "ops"))
-    ledger.close()
-    con = sqlite3.connect(db)
-    con.execute("UPDATE ledger SET body = ? WHERE id = ?", (a.to_row(), a.id))  # then's layout
+    t = ledger.add(_extracted("Carol", "knows", "Dan"))
+    con = sqlite3.connect(db)  # the earlier layouts: keyed by id text, rows of either form
+    con.execute("CREATE TABLE ledger (id TEXT PRIMARY KEY, body TEXT NOT NULL)")
+    con.executemany("INSERT INTO ledger VALUES (?, ?)",
+                    [(a.id, a.to_row()), (b.id, b.to_compact()), (t.id, t.to_compact())])
     con.commit()
     con.close()
     again = SQLiteLedger(db, clock=lambda: 6)
-    assert again.get(a.id) == a and again.get(b.id) == b
+    assert again.get(a.id) == a and again.get(b.id) == b and again.get(t.id) == t
     again.retract(a.id, "gone")
     again.close()
     con = sqlite3.connect(db)
-    bodies = [body for (body,) in con.execute("SELECT body FROM ledger")]
+    tables = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    rows = con.execute("SELECT key, name, body FROM ledger_edges").fetchall()
+    agents = con.execute("SELECT code, name FROM ledger_agents").fetchall()
     con.close()
-    assert bodies and all(body.startswith("[") for body in bodies)
-    assert SQLiteLedger(db).get(a.id) == again.get(a.id)
+    assert "ledger" not in tables and len(rows) == 3
+    # keyed by the id as an integer (no id text kept), the extractor's name by its code
+    assert all(isinstance(k, int) and n is None and body.startswith("[") for k, n, body in rows)
+    assert agents == [(1, "extract/rules-1")] and not any("rules" in r[2] for r in rows)
+    assert not any("Alice" in r[2] or "knows" in r[2] for r in rows)  # terms by their codes
+    reopened = SQLiteLedger(db)
+    assert reopened.get(a.id) == again.get(a.id) and reopened.get(t.id) == t
+
+
+def test_the_sqlite_ledger_reopens_as_the_ledger_it_was_and_keeps_each_term_once(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Random arrivals, retractions and erasures into the SQLite ledger and an in-memory
+    one: after every flush and reopen they hold the same edges, and ``ledger_terms`` holds
+    exactly the terms the edges held name (an erased edge's own terms leave with it)."""
+    from hirmem.semantic.assertions import Ledger, SQLiteLedger
+    from hirmem.semantic.errors import Erased
+    from hirmem.semantic.values import Claim
+
+    rng = random.Random(1617)
+    names = ["Alice", "alice", "Bob", "Zoë", "Oslo", "knows", "lives_in", "x\u00a0y"]
+    db = tmp_path / "l.db"
+    tick = itertools.count(1)
+    ticks = itertools.count(1)  # (an instant of 0 would read as "not retracted")
+    mine, oracle = SQLiteLedger(db, clock=lambda: next(tick)), Ledger(lambda: next(ticks))
+    for step in range(_steps(1500, request)):
+        s, p, o = (rng.choice(names) for _ in range(3))
+        held = list(oracle)
+        r = rng.random()
+        if r < 0.6:
+            try:
+                e = oracle.add(Claim(s, p, o, rng.choice(["ops", "qa"])))
+            except Erased:
+                continue
+            mine.add(Claim(s, p, o, e.sources[-1].ref))
+        elif r < 0.75 and held:
+            tid = rng.choice(held).id
+            oracle.retract(tid, "gone")
+            mine.retract(tid, "gone")
+        elif held:
+            tid = rng.choice(held).id
+            oracle.erase(tid, "request")
+            mine.erase(tid, "request")
+        if step % 100 == 99:
+            mine.close()
+            mine = SQLiteLedger(db, clock=lambda: next(tick))
+            assert {e.id: (e.subject, e.predicate, e.object, e.count, len(e.sources),
+                           bool(e.retracted_at)) for e in mine} == {
+                e.id: (e.subject, e.predicate, e.object, e.count, len(e.sources),
+                       bool(e.retracted_at)) for e in oracle}, step  # fmt: skip
+            texts = [t for (t,) in mine._db.execute("SELECT text FROM ledger_terms")]
+            want = {t for e in oracle for t in (e.subject, e.predicate, e.object)}
+            assert sorted(texts) == sorted(want), step
+    mine.close()
 
 
 # ---- PROV ---------------------------------------------------------------------------------------
@@ -194,9 +259,13 @@ def test_a_prov_file_of_the_earlier_layout_opens_unchanged_and_gains_compact_row
     assert again.to_provn() == oracle.to_provn()
     con = sqlite3.connect(db)
     rows = con.execute("SELECT tbl, id, body FROM prov ORDER BY seq").fetchall()
+    segments = [json.loads(zlib.decompress(b))
+                for (b,) in con.execute("SELECT body FROM prov_segments ORDER BY seq")]
     con.close()
-    assert [r[0] for r in rows] == ["agent", "entity", "activity", "entity", "e", "e"]
-    assert rows[4][2] == "[0,[],[4]]" and rows[5][2] == "[0,[],[5]]"  # refs, not ids again
+    assert [r[0] for r in rows] == ["agent", "entity", "activity", "entity"]  # as they were
+    # the new writes, one segment: references are ordinals of records (the earlier rows
+    # first), not ids again; doc:d was written before, so it is named by its ordinal too
+    assert segments == [[["e", "chunk:d#0", [0, [], [4]]], ["e", 4, [0, [], [5]]]]]
     again.close()
 
 
@@ -231,8 +300,10 @@ def test_chunks_are_kept_by_reference_and_read_back_as_they_were(tmp_path: Path)
             continue
         text = "".join(rng.choice(["Alice ", "knows ", "Zoë. ", "日本 ", "\n"])
                        for _ in range(rng.randint(1, 30)))  # fmt: skip
-        org = Origin(rng.choice([f"mem://{d}", "file:/x"]), 0, len(text.encode()), step,
-                     "ab" * 32, "text/plain")  # fmt: skip
+        digest = rng.choice(["ab" * 32, hashlib.sha256(text.encode()).hexdigest()])
+        org = Origin(rng.choice([f"mem://{d}", "file:/x"]), 0,
+                     len(text.encode()) + rng.choice([0, 0, 1]), step, digest,
+                     "text/plain")  # fmt: skip
         meta = rng.choice([{"n": step}, with_origin({"container": "c"}, org),
                            {"origin": [0, 1, 2, 3, 4, 5]}, {"origin": {"ref": 0}}])
         doc = Doc(d, f"mem://{d}", text, meta)
@@ -245,11 +316,15 @@ def test_chunks_are_kept_by_reference_and_read_back_as_they_were(tmp_path: Path)
         for c in chunks:
             assert store.chunk(c.id) == c
     con = store._db  # the file's, or its PostgreSQL schema's
-    own = con.execute("SELECT count(*) FROM doc_chunks WHERE text IS NOT NULL").fetchone()[0]
-    metas = [m for (m,) in con.execute("SELECT meta FROM docs")]
+    rows = con.execute("SELECT meta, cuts FROM docs_compact").fetchall()
+    metas = [m for m, _ in rows]
+    # an origin packed: its size and digest left out when they are the text's ("^")
     assert any(m.startswith("~") for m in metas) and any(m.startswith("{") for m in metas)
-    assert not any("mem://" in m for m in metas if m.startswith("~"))  # the source, held once
-    total = con.execute("SELECT count(*) FROM doc_chunks").fetchone()[0]
+    assert any(m.startswith("^[") for m in metas)  # and a usual record's fields by place
+    assert not any("mem://" in m for m in metas if m[0] in "~^")  # the source, held once
+    cuts = [c for _, cut in rows for c in ([] if cut is None else json.loads(cut))]
+    own = sum(1 for c in cuts if len(c) == 4 and c[3] is not None)
+    total = len(cuts) + sum(1 for _, cut in rows if cut is None)
     assert 0 < own < total / 4  # only the chunks that are not their span keep a text
     store.close()
 
@@ -275,9 +350,9 @@ def test_a_docs_file_of_the_earlier_layout_is_converted_when_opened(tmp_path: Pa
     store.close()
     con = sqlite3.connect(db)
     tables = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    texts = con.execute("SELECT text FROM doc_chunks").fetchall()
+    cuts = con.execute("SELECT cuts FROM docs_compact").fetchall()
     con.close()
-    assert "chunks" not in tables and texts == [(None,), (None,)]
+    assert not tables & {"chunks", "doc_chunks", "docs"} and cuts == [("[[0,17],[17,36]]",)]
 
 
 # ---- the graph ----------------------------------------------------------------------------------
@@ -428,6 +503,76 @@ def test_a_triples_file_of_the_earlier_layout_is_converted_when_opened(tmp_path:
     assert "triples" not in tables
 
 
+def test_the_substrates_triples_are_its_ledgers_edges_and_answer_as_the_memory_driver(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Claims, retractions and erasures at random: the substrate's triple store (a view of
+    its ledger, nothing kept twice) answers every pattern as a memory triple store given
+    the same writes, before and after the file is opened again."""
+    from hirmem.semantic.errors import Erased
+    from hirmem.semantic.stores.memory import MemoryTriples
+    from hirmem.semantic.substrate import Substrate
+    from hirmem.semantic.values import Claim
+
+    rng = random.Random(1616)
+    terms = ["Alice", "alice", "ALICE", "Bob", "knows", "KNOWS", "lives in", "Oslo", "Zoë",
+             "zoë", "İstanbul", "a\u00a0b", "a b"]  # fmt: skip
+    db = tmp_path / "s.db"
+    sub, oracle = Substrate.open(db), MemoryTriples()
+    for step in range(_steps(1500, request)):
+        s, p, o = (rng.choice(terms) for _ in range(3))
+        r = rng.random()
+        held = list(sub.ledger)
+        if r < 0.6:
+            try:
+                sub.claim(Claim(s, p, o, "tester"))
+                oracle.assert_triple(s, p, o)
+            except Erased:
+                pass
+        elif r < 0.75 and held:
+            sub.retract(rng.choice(held).id, "withdrawn")  # kept: still a triple
+        elif held:
+            e = rng.choice(held)
+            sub.erase(e.id, "request")
+            oracle.delete(e.subject, e.predicate, e.object)
+        q = [rng.choice([None, *terms]) for _ in range(3)]
+        assert sorted(sub.triples.match(*q)) == sorted(oracle.match(*q)), (step, q)
+        assert len(sub.triples) == len(oracle)
+    sub.close()
+    again = Substrate.open(db)
+    assert sorted(again.triples.match()) == sorted(oracle.match())
+    again.close()
+    if request.getfixturevalue("semantic_backend") == "sqlite":  # and nothing kept twice
+        con = sqlite3.connect(db)
+        tables = {n for (n,) in con.execute("SELECT name FROM sqlite_master")}
+        con.close()
+        assert not {t for t in tables if t.startswith("triple")}, tables
+
+
+@EARLIER
+def test_the_triple_tables_of_the_earlier_layout_are_dropped_when_a_substrate_opens(
+    tmp_path: Path,
+) -> None:
+    from hirmem.semantic.stores.sqlite import SQLiteTriples
+    from hirmem.semantic.substrate import Substrate
+    from hirmem.semantic.values import Claim
+
+    db = tmp_path / "s.db"
+    sub = Substrate.open(db)
+    sub.claim(Claim("Alice", "knows", "Bob", "tester"))
+    sub.close()
+    earlier = SQLiteTriples(db)  # the triples as the earlier layout kept them, beside
+    earlier.assert_triple("Alice", "knows", "Bob")
+    earlier.close()
+    again = Substrate.open(db)
+    assert again.triples.match("ALICE") == [("Alice", "knows", "Bob")]
+    again.close()
+    con = sqlite3.connect(db)
+    tables = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    con.close()
+    assert not tables & {"triple_rows", "triple_terms", "triples"}
+
+
 @EARLIER
 def test_the_entities_table_of_the_earlier_rowid_layout_is_rebuilt_without_rowid(
     tmp_path: Path,
@@ -555,16 +700,29 @@ def test_erasure_finds_an_assertions_vectors_by_their_ids_not_a_filter_term(
     store = sub.vectors
     assert isinstance(store, SQLiteVectors)
     keys = {k for (k,) in store._db.execute("SELECT DISTINCT key FROM vector_terms")}
-    assert keys == {"subject", "container", "doc"}  # no term per assertion
+    assert keys == {"subject", "container"}  # no term per assertion, none per document
     lives = next(e for e in sub.ledger if e.predicate == "lives_in")
     knows = next(e for e in sub.ledger if e.predicate == "knows")
     before = len(store)
     held = len(store.near([1.0] * 1024, 1000, {"triple": knows.id}))
     assert held == 6 and len(store.near([1.0] * 1024, 1000, {"triple": lives.id})) == 1
+    scans: list[object] = []  # every near() erasure makes (a pass over the entries)
+    near = store.near
+
+    def counted(*a: Any, **kw: Any) -> list[Any]:
+        scans.append(a)
+        return near(*a, **kw)
+
+    store.near = counted  # type: ignore[method-assign]
     sub.erase(knows.id, "request")
+    store.near = near  # type: ignore[method-assign]
     assert store.near([1.0] * 1024, 1000, {"triple": knows.id}) == []
-    assert len(store) == before - held
+    # one vector per chunk: the chunks still hold their other assertion, so they stay
+    assert len(store) == before
     assert len(store.near([1.0] * 1024, 1000, {"triple": lives.id})) == 1
+    assert scans == []  # its chunks found by id (the ledger's sources), not by a scan
+    sub.erase(lives.id, "request")
+    assert len(store) == before - 1  # the chunk left listing nothing is gone
     sub.close()
 
 
@@ -579,3 +737,161 @@ def test_replacing_every_vector_is_all_or_nothing() -> None:
     store.replace_all([("c", [0.0, 0.0, 1.0], {"subject": "z"})])  # another dimension
     assert store.dim == 3 and [m.id for m in store.near([0.0, 0.0, 1.0], 5)] == ["c"]
     assert store.near([0.0, 0.0, 1.0], 5, {"subject": "x"}) == []
+
+
+@EARLIER
+def test_a_store_with_a_vector_per_assertion_is_folded_into_one_per_chunk_when_opened(
+    tmp_path: Path,
+) -> None:
+    """A file of the earlier layout (an entry per assertion: ``<triple>@<chunk>:<start>``
+    holding one subject, triple and span) opens with one entry per chunk, listing each of
+    its assertions once, and answers from the same spans."""
+    from hirmem.semantic.extract import RuleExtractor
+    from hirmem.semantic.ingest import MemoryIngester
+    from hirmem.semantic.retrieve import Embedder, assertions_of
+    from hirmem.semantic.split import SentenceSplitter
+    from hirmem.semantic.stages import Pipeline
+    from hirmem.semantic.substrate import ASSERTION_VECTORS, Substrate
+
+    texts = {f"n{i}": f"Alice Smith lives in City{i}. Bob Jones knows Alice Smith. "
+                      f"Carol Novak works at Firm{i}." for i in range(5)}  # fmt: skip
+    db = tmp_path / "earlier.db"
+    sub = Substrate.open(db, passage_embedder=Embedder())
+    pipeline = Pipeline(MemoryIngester(texts), splitter=SentenceSplitter(60),
+                        extractor=RuleExtractor())  # fmt: skip
+    for key in texts:
+        sub.ingest(pipeline, key)
+    want = sorted((m.id, a) for m in sub.vectors.near([0.0] * 1024, 1 << 30)
+                  for a in assertions_of(m.meta))  # fmt: skip
+    chunks = len(sub.vectors)
+    before = sorted((h.triple, h.evidence) for h in sub.ask("Where does Alice Smith live?", 9).hits)
+    # the earlier layout: one entry per assertion, its vector that of its evidence
+    e = Embedder()
+    earlier = []
+    for cid, (tid, subject, start, end) in want:
+        chunk = sub.docs.chunk(cid)
+        assert chunk is not None
+        evidence = chunk.text.encode()[start:end].decode()
+        earlier.append((f"{tid}@{cid}:{start}", e.embed(evidence),
+                        {"subject": subject, "triple": tid, "chunk": cid,
+                         "doc": cid.rpartition("#")[0], "start": start, "end": end,
+                         "container": "default"}))  # fmt: skip
+    assert isinstance(sub.vectors, SQLiteVectors)
+    sub.vectors.replace_all(earlier)
+    sub.graph._db.execute("UPDATE graph_nodes SET props = ? WHERE name = ?",  # type: ignore[attr-defined]
+                          (json.dumps({"embedder": "Embedder/1024"}), ASSERTION_VECTORS))
+    sub.close()
+    assert len(want) > chunks  # more assertions than chunks: there is something to fold
+    again = Substrate.open(db, passage_embedder=Embedder())
+    assert again.reembedded == chunks and len(again.vectors) == chunks
+    got = sorted((m.id, a) for m in again.vectors.near([0.0] * 1024, 1 << 30)
+                 for a in assertions_of(m.meta))  # fmt: skip
+    assert got == want
+    assert sorted((h.triple, h.evidence) for h in again.ask("Where does Alice Smith live?", 9).hits
+                  ) == before and len(before) == 5  # fmt: skip
+    assert again.graph.props(ASSERTION_VECTORS) == {"embedder": "Embedder/1024",
+                                                    "layout": "chunk"}  # fmt: skip
+    again.close()
+
+
+def test_the_graph_keeps_only_the_versions_of_each_source_place(tmp_path: Path) -> None:
+    """A document's source and chunks are the document store's: the graph keeps one node
+    per source place (its current version) and lists the versions once there are two; an
+    edited place supersedes, a reverted one is believed again."""
+    from hirmem.semantic.extract import RuleExtractor
+    from hirmem.semantic.ingest import MemoryIngester
+    from hirmem.semantic.split import SentenceSplitter
+    from hirmem.semantic.stages import Pipeline
+    from hirmem.semantic.substrate import Substrate
+
+    def read(sub: Substrate, texts: dict[str, str]) -> None:
+        pipeline = Pipeline(MemoryIngester(texts), splitter=SentenceSplitter(40),
+                            extractor=RuleExtractor())  # fmt: skip
+        for key in texts:
+            sub.ingest(pipeline, key)
+
+    sub = Substrate.open(tmp_path / "g.db")
+    texts = {f"n{i}": f"Alice Smith lives in City{i}. Bob Jones knows Alice Smith."
+             for i in range(4)}  # fmt: skip
+    read(sub, texts)
+    assert isinstance(sub.graph, SQLiteGraph)
+    db = sub.graph._db
+    names = sorted(n for (n,) in db.execute("SELECT name FROM graph_nodes"))
+    assert len(names) == 5 and all(n.startswith("lineage:") for n in names[:4]), names
+    assert db.execute("SELECT count(*) FROM graph_edges").fetchone()[0] == 0
+    read(sub, {"n0": "Alice Smith lives in Elsewhere."})
+    believed = {(e.subject, e.object) for e in sub.ledger.edges()}
+    assert ("Alice Smith", "City0") not in believed and ("Alice Smith", "Elsewhere") in believed
+    read(sub, {"n0": texts["n0"]})  # reverted: the first version read again
+    believed = {(e.subject, e.object) for e in sub.ledger.edges()}
+    assert ("Alice Smith", "City0") in believed and ("Alice Smith", "Elsewhere") not in believed
+    sub.close()
+
+
+def test_the_ledger_and_documents_of_the_layout_before_are_converted_on_either_backend(
+    tmp_path: Path,
+) -> None:
+    """A file, or a server schema, holding the ledger keyed by id text and the documents
+    beside ``doc_chunks`` (the layout before this one) opens with every edge, document
+    and chunk as it was, in the integer-keyed tables."""
+    from hirmem.semantic.assertions import Ledger, SQLiteLedger
+    from hirmem.semantic.stores.db import has_table
+    from hirmem.semantic.values import Claim
+
+    db = tmp_path / "s.db"
+    ledger = Ledger(clock=lambda: 5)
+    edges = [ledger.add(Claim("Alice", "knows", "Bob", "ops")),
+             ledger.add(_extracted("Carol", "knows", "Dan"))]  # fmt: skip
+    text = "Alice knows Bob. Zoë lives in Oslo."
+    org = Origin.of_bytes("mem://d", text.encode(), "text/plain", 7)
+    doc = Doc("0123456789abcdef", "mem://d", text, with_origin({"container": "c"}, org))
+    chunks = [Chunk(doc.id, 0, "Alice knows Bob. ", 0, 17), Chunk(doc.id, 1, "Zoë lives in Oslo.",
+                                                                  17, 36)]  # fmt: skip
+    store = SQLiteDocs(db)  # the connection of either backend, to write the layout before
+    con = store._db
+    con.executescript("""
+        CREATE TABLE ledger (id TEXT PRIMARY KEY, body TEXT NOT NULL);
+        CREATE TABLE docs (id TEXT PRIMARY KEY, source TEXT NOT NULL, text TEXT NOT NULL,
+            meta TEXT NOT NULL);
+        CREATE TABLE doc_chunks (doc_id TEXT NOT NULL, idx INTEGER NOT NULL,
+            start INTEGER NOT NULL, end_ INTEGER NOT NULL, text TEXT,
+            PRIMARY KEY (doc_id, idx));
+    """)
+    con.execute("BEGIN")
+    con.executemany("INSERT INTO ledger VALUES (?, ?)", [(e.id, e.to_compact()) for e in edges])
+    con.execute("INSERT INTO docs VALUES (?, ?, ?, ?)",
+                (doc.id, doc.source, doc.text, json.dumps(doc.meta)))
+    con.executemany("INSERT INTO doc_chunks VALUES (?, ?, ?, ?, ?)",
+                    [(doc.id, c.index, c.start, c.end, None) for c in chunks])
+    con.execute("COMMIT")
+    store.close()
+    docs, again = SQLiteDocs(db), SQLiteLedger(db)
+    assert [again.get(e.id) for e in edges] == edges
+    assert docs.get(doc.id) == doc and docs.chunks(doc.id) == chunks
+    assert docs.chunk(f"{doc.id}#1") == chunks[1]
+    assert not any(has_table(docs._db, t) for t in ("ledger", "docs", "doc_chunks"))
+    again.close()
+    docs.close()
+
+
+@EARLIER
+def test_the_lookups_a_question_and_an_erasure_make_stay_indexed(tmp_path: Path) -> None:
+    """EXPLAIN QUERY PLAN of the lookups the substrate makes per question or erasure: each
+    is a search by a key, never a scan of the table."""
+    from hirmem.semantic.substrate import Substrate
+
+    db = tmp_path / "s.db"
+    Substrate.open(db).close()
+    con = sqlite3.connect(db)
+    lookups = {
+        "document or chunk": ("SELECT name, source, text, meta, cuts FROM docs_compact "
+                              "WHERE key = ?", (1,)),
+        "a chunk's vector entry": ("SELECT meta FROM vectors WHERE id = ?", ("d#0",)),
+        "a filter term's entries": ("SELECT id FROM vector_meta WHERE term IN (?, ?)", (1, 2)),
+        "a ledger row": ("SELECT name FROM ledger_edges WHERE key = ?", (1,)),
+        "a source place": ("SELECT name, props FROM graph_nodes WHERE id = ?", (1,)),
+    }  # fmt: skip
+    for what, (sql, args) in lookups.items():
+        plan = " ".join(str(r[-1]) for r in con.execute(f"EXPLAIN QUERY PLAN {sql}", args))
+        assert plan.startswith("SEARCH") and "SCAN" not in plan, (what, plan)
+    con.close()

@@ -59,8 +59,11 @@ def test_the_assertion_index_keeps_no_copy_of_the_text_and_hits_still_read_it(
 def test_the_vector_index_costs_hundreds_of_bytes_per_assertion_not_kilobytes(
     tmp_path: Path,
 ) -> None:
-    sub, db, _ = _substrate(tmp_path)
-    n = len(sub.vectors)
+    sub, db, texts = _substrate(tmp_path)
+    entries = sub.vectors.near([0.0] * sub.retriever.embedder.dim, 1 << 30)
+    n = sum(len(m.meta["triple"]) for m in entries)  # assertions listed
+    # one vector per chunk (each note here is one chunk), however many assertions it holds
+    assert len(sub.vectors) == len(entries) == len(texts)
     sub.close()
     con = sqlite3.connect(db)
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -432,7 +432,8 @@ def test_the_assertion_tier_embeds_with_the_substrates_embedder(tmp_path: Path) 
     assert hashed_now.reembedded == n and len(hashed_now.vectors) == n
     assert isinstance(hashed_now.retriever.embedder, Embedder)
     assert getattr(hashed_now.vectors, "dim", None) == Embedder().dim
-    assert hashed_now.graph.props(ASSERTION_VECTORS) == {"embedder": "Embedder/1024"}
+    assert hashed_now.graph.props(ASSERTION_VECTORS) == {"embedder": "Embedder/1024",
+                                                         "layout": "chunk"}
     got = hashed_now.ask("Where does Bob live?", 3).hits
     assert got and got[0].evidence.startswith("Bob lives in Oslo")
     hashed_now.close()
@@ -450,7 +451,7 @@ def test_the_assertion_tier_embeds_with_the_substrates_embedder(tmp_path: Path) 
     held = Substrate.open(hashed, passage_embedder=_SmallEmbedder())
     assert held.reembedded == 0
     assert isinstance(held.docs, SQLiteDocs)
-    held.docs._db.execute("DELETE FROM doc_chunks")
+    held.docs._db.execute("UPDATE docs_compact SET cuts = '[]'")  # every chunk gone
     held.close()
     with pytest.raises(SemanticError, match=r"small-test/64.*Embedder/1024.*no longer stored"):
         Substrate.open(hashed, passage_embedder=Embedder())

@@ -28,7 +28,10 @@ Invariants:
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -37,10 +40,11 @@ from hirmem.protocol.clock import now_ms
 from hirmem.protocol.identity import fold, triple_id
 from hirmem.semantic.errors import Erased, LedgerError, ProvError
 from hirmem.semantic.names import NameIndex
-from hirmem.semantic.stores.db import Where, open_db
+from hirmem.semantic.stores.base import check_terms
+from hirmem.semantic.stores.db import Where, has_table, open_db
 from hirmem.semantic.values import OPEN, Claim, Triple, confidence
 
-__all__ = ["Edge", "Ledger", "Lifted", "SQLiteLedger", "Source", "Tombstone"]
+__all__ = ["Edge", "Ledger", "LedgerTriples", "Lifted", "SQLiteLedger", "Source", "Tombstone"]
 
 SourceKind = Literal["extracted", "supplied", "derived"]
 
@@ -66,11 +70,14 @@ class Source:
             "score": self.score,
         }  # fmt: skip
 
-    def to_compact(self) -> list[Any]:
+    def to_compact(self, agent_code: Callable[[str], int] | None = None) -> list[Any]:
         """The source as a compact ledger row holds it: ``[kind letter, ref, score, agent,
         start, end, [antecedents], doc_id]``, trailing fields at their defaults left out;
-        an extracted source's ``doc_id`` is left out when it is its chunk id's document."""
-        row: list[Any] = [self.kind[0], self.ref, self.score, self.agent, self.start, self.end,
+        an extracted source's ``doc_id`` is left out when it is its chunk id's document;
+        with ``agent_code``, a named agent is written as its code."""
+        agent: str | int = (agent_code(self.agent) if agent_code is not None and self.agent
+                            else self.agent)  # fmt: skip
+        row: list[Any] = [self.kind[0], self.ref, self.score, agent, self.start, self.end,
                           list(self.antecedents), self.doc_id]  # fmt: skip
         defaults: list[Any] = [None, None, None, "", -1, -1, [], _doc_of(self.kind, self.ref)]
         while len(row) > 2 and row[-1] == defaults[len(row) - 1]:
@@ -78,11 +85,14 @@ class Source:
         return row
 
     @classmethod
-    def from_compact(cls, row: list[Any]) -> Source:
-        """The inverse of :meth:`to_compact`."""
+    def from_compact(cls, row: list[Any], agent_name: Callable[[int], str] | None = None
+                     ) -> Source:  # fmt: skip
+        """The inverse of :meth:`to_compact` (``agent_name`` reads an agent's code)."""
         kind = _KINDS[row[0]]
         more = row[2:] + [None, "", -1, -1, [], _doc_of(kind, row[1])][len(row) - 2:]
         score, agent, start, end, ante, doc = more
+        if isinstance(agent, int) and agent_name is not None:
+            agent = agent_name(agent)
         return cls(kind, row[1], doc, start, end, agent, tuple(ante), score)
 
     @classmethod
@@ -167,15 +177,20 @@ class Edge:
                    d["recorded"], d.get("retracted", 0), d.get("retraction", ""),
                    tuple((a, f, u) for a, f, u in spans))  # fmt: skip
 
-    def to_compact(self) -> str:
+    def to_compact(self, agent_code: Callable[[str], int] | None = None,
+                   term_code: Callable[[str], int] | None = None) -> str:  # fmt: skip
         """The edge as a compact ledger row holds it, without its id (the row's key): a JSON
         array ``[s, p, o, count, score, recorded, [sources], from, until, retracted,
-        retraction, [spans]]``, each source as :meth:`Source.to_compact` writes it,
-        trailing fields at their defaults left out (spans when they are the one span
-        recorded with the edge)."""
+        retraction, [spans]]``, each source as :meth:`Source.to_compact` writes it (with
+        ``agent_code``), trailing fields at their defaults left out (spans when they are
+        the one span recorded with the edge); with ``term_code``, the subject, predicate
+        and object are written as their codes."""
         spans = [list(v) for v in self.spans]
-        row: list[Any] = [self.subject, self.predicate, self.object, self.count, self.score,
-                          self.recorded_at, [s.to_compact() for s in self.sources],
+        terms: list[str | int] = [self.subject, self.predicate, self.object]
+        if term_code is not None:
+            terms = [term_code(t) for t in (self.subject, self.predicate, self.object)]
+        row: list[Any] = [*terms, self.count, self.score,
+                          self.recorded_at, [s.to_compact(agent_code) for s in self.sources],
                           self.valid_from, self.valid_until, self.retracted_at,
                           self.retraction, spans]  # fmt: skip
         if spans == [[self.recorded_at, self.valid_from, self.valid_until]]:
@@ -185,21 +200,26 @@ class Edge:
         return json.dumps(row, separators=(",", ":"), ensure_ascii=False)
 
     @classmethod
-    def from_compact(cls, id: str, text: str) -> Edge:
+    def from_compact(cls, id: str, text: str, agent_name: Callable[[int], str] | None = None,
+                     term_name: Callable[[int], str] | None = None) -> Edge:  # fmt: skip
         """The inverse of :meth:`to_compact`, given the row's id."""
         row = json.loads(text)
         s, p, o, count, score, recorded, sources = row[:7]
+        if term_name is not None:
+            s, p, o = (term_name(t) if isinstance(t, int) else t for t in (s, p, o))
         vf, vu, retracted, why, spans = (row[7:] + [OPEN, OPEN, 0, "", None][len(row) - 7:])
-        return cls(id, s, p, o, count, score, tuple(Source.from_compact(x) for x in sources),
+        return cls(id, s, p, o, count, score,
+                   tuple(Source.from_compact(x, agent_name) for x in sources),
                    vf, vu, recorded, retracted, why,
                    tuple((a, f, u) for a, f, u in (spans or [[recorded, vf, vu]])))  # fmt: skip
 
     @classmethod
-    def from_row(cls, id: str, text: str) -> Edge:
+    def from_row(cls, id: str, text: str, agent_name: Callable[[int], str] | None = None,
+                 term_name: Callable[[int], str] | None = None) -> Edge:  # fmt: skip
         """A stored ledger row of either layout: compact (an array) or the earlier
         object (:meth:`to_row`)."""
         if text.startswith("["):
-            return cls.from_compact(id, text)
+            return cls.from_compact(id, text, agent_name, term_name)
         return cls.from_json({"id": id, **json.loads(text)})
 
     def to_row(self) -> str:
@@ -253,7 +273,8 @@ class Ledger:
         self._clock = clock
         self._edges: dict[str, Edge] = {}
         self._tombstones: dict[str, Tombstone] = {}
-        self._subjects: dict[str, int] = {}  # folded subject -> how many edges name it
+        # folded subject -> the ids of the edges naming it (in arrival order)
+        self._subjects: dict[str, dict[str, None]] = {}
         self.names = NameIndex()  # the same subjects, found by the words a question holds
         self._lifted: list[Lifted] = []
         # each edge's sources as a set, beside the tuple it was built from: the "same source
@@ -426,10 +447,14 @@ class Ledger:
 
     def _store(self, edge: Edge) -> None:
         if edge.id not in self._edges:
-            key = fold(edge.subject)
-            self._subjects[key] = self._subjects.get(key, 0) + 1
-            self.names.add(key)
+            self._name(edge)
         self._edges[edge.id] = edge
+
+    def _name(self, edge: Edge) -> None:
+        """Count a new edge under its subject (and the subject's words)."""
+        key = fold(edge.subject)
+        self._subjects.setdefault(key, {})[edge.id] = None
+        self.names.add(key)
 
     def bury(self, id: str, reason: str) -> Tombstone:
         """Leave a tombstone for something erased outside the ledger (a source document)."""
@@ -442,7 +467,7 @@ class Ledger:
         self._source_sets.pop(stone.id, None)
         if gone is not None:
             key = fold(gone.subject)
-            self._subjects[key] -= 1
+            del self._subjects[key][gone.id]
             self.names.remove(key)
             if not self._subjects[key]:
                 del self._subjects[key]
@@ -507,13 +532,88 @@ class Ledger:
         """Edges some source of which came from ``agent`` (an extractor or model name)."""
         return [e for e in self._edges.values() if any(s.agent == agent for s in e.sources)]
 
+    def about(self, subject: str) -> list[Edge]:
+        """The edges whose subject folds as ``subject`` does (by the subject index)."""
+        return [self._edges[i] for i in self._subjects.get(fold(subject), ())]
+
+
+class LedgerTriples:
+    """The triple store of a substrate as a view of its ledger (§4's ``TripleStore``): the
+    triples held are the ledger's edges (retracted ones too, as they were written; an
+    erased one is gone), so they are not kept a second time. ``match`` reads the subject
+    index when the subject is bound, else every edge; terms are matched by their fold.
+    Writing is the ledger's: ``assert_triple`` of a triple the ledger does not hold is
+    refused, and ``delete`` of one it still holds (erase it through the ledger)."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    def __len__(self) -> int:
+        return len(self.ledger)
+
+    def assert_triple(self, s: str, p: str, o: str) -> str:
+        check_terms(s, p, o)
+        tid = triple_id(s, p, o)
+        if self.ledger.get(tid) is None:
+            raise LedgerError(f"({s}, {p}, {o}) is not in the ledger: the triples of a "
+                              "substrate are its ledger's edges; record it there first")
+        return tid
+
+    def assert_many(self, triples: Iterable[tuple[str, str, str]]) -> int:
+        """Checks each is held; returns 0 (nothing is written: the ledger holds them)."""
+        for s, p, o in triples:
+            self.assert_triple(s, p, o)
+        return 0
+
+    def match(
+        self, s: str | None = None, p: str | None = None, o: str | None = None
+    ) -> list[tuple[str, str, str]]:
+        check_terms(s, p, o)
+        edges = self.ledger.about(s) if s is not None else list(self.ledger)
+        fp, fo = (None if p is None else fold(p)), (None if o is None else fold(o))
+        return [(e.subject, e.predicate, e.object) for e in edges
+                if (fp is None or fold(e.predicate) == fp)
+                and (fo is None or fold(e.object) == fo)]  # fmt: skip
+
+    def delete(self, s: str, p: str, o: str) -> bool:
+        """Whether the triple is gone (its edge erased from the ledger); refused while the
+        ledger still holds it."""
+        tid = triple_id(s, p, o)
+        if self.ledger.get(tid) is not None:
+            raise LedgerError(f"({s}, {p}, {o}) is still in the ledger: erase it there "
+                              "(Ledger.erase), and the triple goes with it")
+        return True
+
+
+
+_HEX_ID = re.compile(r"[0-9a-f]{16}")  # an assertion id as triple_id makes it
+
+
+def _key(tid: str) -> tuple[int, str | None]:
+    """The integer a ledger row is keyed by, and the id text it must hold: a
+    16-hex-digit id is its own integer (no text kept), another the 63-bit hash of its text
+    (kept, to tell a collision from the edge)."""
+    if _HEX_ID.fullmatch(tid):
+        v = int(tid, 16)
+        return (v - (1 << 64) if v >= 1 << 63 else v), None
+    digest = hashlib.blake2b(tid.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1, tid
+
+
+def _unkey(key: int, name: str | None) -> str:
+    """The id of a ledger row (the inverse of :func:`_key`)."""
+    return name if name is not None else f"{key % (1 << 64):016x}"
 
 
 class SQLiteLedger(Ledger):
     """The ledger written through to SQLite: one row per edge, one per tombstone.
 
-    An edge's row is compact (:meth:`Edge.to_compact`); rows of the earlier layout (a JSON
-    object, :meth:`Edge.to_row`) are read as they are and written compact when they change.
+    An edge's row (``ledger_edges``) is keyed by its id as an integer (:func:`_key`) and
+    compact (:meth:`Edge.to_compact`), each extractor's name written as its code in
+    ``ledger_agents`` and each term (subject, predicate, object as written) as its code in
+    ``ledger_terms``; a term no edge names any more is deleted with its last edge (an
+    erasure leaves no text of it). A file of the earlier layout (``ledger`` keyed by id
+    text, its rows compact or JSON objects, :meth:`Edge.to_row`) is converted when opened.
 
     Erasure is a ``DELETE`` of the edge row (and its sources with it) plus a tombstone row,
     so the erased content does not stay in the table; run ``VACUUM`` to drop free pages.
@@ -524,44 +624,116 @@ class SQLiteLedger(Ledger):
         self._db = open_db(path, "ledger")
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(
-            "CREATE TABLE IF NOT EXISTS ledger (id TEXT PRIMARY KEY, body TEXT NOT NULL);"
+            "CREATE TABLE IF NOT EXISTS ledger_edges (key INTEGER PRIMARY KEY, name TEXT, "
+            "body TEXT NOT NULL);"
+            "CREATE TABLE IF NOT EXISTS ledger_agents (code INTEGER PRIMARY KEY, "
+            "name TEXT NOT NULL);"
+            "CREATE TABLE IF NOT EXISTS ledger_terms (code INTEGER PRIMARY KEY, "
+            "text TEXT NOT NULL);"
             "CREATE TABLE IF NOT EXISTS tombstones (id TEXT PRIMARY KEY, erased_at INTEGER "
             "NOT NULL, reason TEXT NOT NULL);"
             "CREATE TABLE IF NOT EXISTS lifted (seq INTEGER PRIMARY KEY, id TEXT NOT NULL, "
             "erased_at INTEGER NOT NULL, erasure TEXT NOT NULL, lifted_at INTEGER NOT NULL, "
             "reason TEXT NOT NULL);"
         )
-        for id, body in self._db.execute("SELECT id, body FROM ledger"):
-            e = Edge.from_row(id, body)
+        self._agents: dict[str, int] = {}  # an extractor's name -> its code in the rows
+        self._agent_names: dict[int, str] = {}
+        for code, name in self._db.execute("SELECT code, name FROM ledger_agents"):
+            self._agents[name], self._agent_names[code] = code, name
+        # a term (subject, predicate or object as written) -> its code, and how many term
+        # places of the edges held name it (a term named by none is deleted at the flush)
+        self._terms: dict[str, int] = {}
+        self._term_texts: dict[int, str] = {}
+        self._term_uses: Counter[str] = Counter()
+        for code, text in self._db.execute("SELECT code, text FROM ledger_terms"):
+            self._terms[text], self._term_texts[code] = code, text
+        self._next_term = max(self._term_texts, default=0) + 1
+        for key, name, body in self._db.execute("SELECT key, name, body FROM ledger_edges"):
+            e = Edge.from_row(_unkey(key, name), body, self._agent_names.__getitem__,
+                              self._term_texts.__getitem__)  # fmt: skip
             self._edges[e.id] = e
-            key = fold(e.subject)
-            self._subjects[key] = self._subjects.get(key, 0) + 1
-            self.names.add(key)
+            self._name(e)
+            self._term_uses.update((e.subject, e.predicate, e.object))
+        self._dirty: dict[str, Edge | None] = {}
         for id, at, reason in self._db.execute("SELECT id, erased_at, reason FROM tombstones"):
             self._tombstones[id] = Tombstone(id, at, reason)
         for id, at, erasure, lifted_at, why in self._db.execute(
             "SELECT id, erased_at, erasure, lifted_at, reason FROM lifted ORDER BY seq"
         ):
             self._lifted.append(Lifted(Tombstone(id, at, erasure), lifted_at, why))
-        self._dirty: dict[str, Edge | None] = {}
         self._lifts: list[Lifted] = []
+        if has_table(self._db, "ledger"):  # the earlier layout, keyed by id text: converted
+            for id, body in self._db.execute("SELECT id, body FROM ledger").fetchall():
+                e = Edge.from_row(id, body)
+                self._edges[e.id] = e
+                self._name(e)
+                self._term_uses.update((e.subject, e.predicate, e.object))
+                self._dirty[e.id] = e
+            self._flush(drop_earlier=True)
+
+    def drop_tables(self, names: Iterable[str]) -> None:
+        """Drop tables of the file (or schema) that an earlier layout kept beside the ledger
+        and that the ledger now answers for (the triples: :class:`LedgerTriples`)."""
+        self.flush()
+        for name in names:
+            self._db.execute(f"DROP TABLE IF EXISTS {name}")
 
     def _record_lift(self, lift: Lifted) -> None:
         self._lifts.append(lift)
 
     def _store(self, edge: Edge) -> None:
+        if edge.id not in self._edges:
+            self._term_uses.update((edge.subject, edge.predicate, edge.object))
         super()._store(edge)
         self._dirty[edge.id] = edge
 
     def _drop(self, stone: Tombstone) -> None:
+        gone = self._edges.get(stone.id)
+        if gone is not None:
+            self._term_uses.subtract((gone.subject, gone.predicate, gone.object))
         super()._drop(stone)
         self._dirty[stone.id] = None
 
+    def _term_code(self, text: str) -> int:
+        """The code a term is written as (kept once in ``ledger_terms``)."""
+        code = self._terms.get(text)
+        if code is None:
+            code, self._next_term = self._next_term, self._next_term + 1
+            self._terms[text], self._term_texts[code] = code, text
+            self._db.execute("INSERT INTO ledger_terms VALUES (?, ?)", (code, text))
+        return code
+
+    def _agent_code(self, name: str) -> int:
+        """The code an extractor's name is written as (kept once in ``ledger_agents``)."""
+        code = self._agents.get(name)
+        if code is None:
+            code = self._agents[name] = len(self._agents) + 1
+            self._agent_names[code] = name
+            self._db.execute("INSERT INTO ledger_agents VALUES (?, ?)", (code, name))
+        return code
+
     def flush(self) -> None:
         """Write what changed since the last flush, in one transaction."""
-        if not self._dirty and not self._lifts:
+        self._flush()
+
+    def _flush(self, *, drop_earlier: bool = False) -> None:
+        if not self._dirty and not self._lifts and not drop_earlier:
             return
+        agents, terms, next_term = dict(self._agents), dict(self._terms), self._next_term
         self._db.execute("BEGIN")
+        try:
+            self._write(drop_earlier)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            # the codes written or deleted in the rolled-back transaction are as they were
+            self._agents, self._terms, self._next_term = agents, terms, next_term
+            self._agent_names = {c: n for n, c in agents.items()}
+            self._term_texts = {c: t for t, c in terms.items()}
+            raise
+        self._dirty = {}
+        self._lifts = []
+
+    def _write(self, drop_earlier: bool) -> None:
         for lift in self._lifts:  # before the edges: a lifted id may have arrived again
             st = lift.stone
             self._db.execute("DELETE FROM tombstones WHERE id = ?", (st.id,))
@@ -569,18 +741,31 @@ class SQLiteLedger(Ledger):
                              "VALUES (?, ?, ?, ?, ?)",
                              (st.id, st.erased_at, st.reason, lift.lifted_at, lift.reason))
         for tid, edge in self._dirty.items():
+            key, name = _key(tid)
             if edge is None:
                 stone = self._tombstones.get(tid)
-                self._db.execute("DELETE FROM ledger WHERE id = ?", (tid,))
+                self._db.execute("DELETE FROM ledger_edges WHERE key = ?", (key,))
                 if stone is not None:  # else erased, then lifted, within this flush
                     self._db.execute("INSERT OR REPLACE INTO tombstones VALUES (?, ?, ?)",
                                      (tid, stone.erased_at, stone.reason))  # fmt: skip
             else:
-                self._db.execute("INSERT OR REPLACE INTO ledger VALUES (?, ?)",
-                                 (tid, edge.to_compact()))  # fmt: skip
+                held = self._db.execute("SELECT name FROM ledger_edges WHERE key = ?",
+                                        (key,)).fetchone()  # fmt: skip
+                if held is not None and held[0] != name:
+                    raise LedgerError(f"assertion ids {tid!r} and {held[0]!r} share a key; "
+                                      "this ledger cannot hold both")  # fmt: skip
+                self._db.execute("INSERT OR REPLACE INTO ledger_edges VALUES (?, ?, ?)",
+                                 (key, name, edge.to_compact(self._agent_code,
+                                                             self._term_code)))  # fmt: skip
+        for text in [t for t, n in self._term_uses.items() if n <= 0]:
+            del self._term_uses[text]  # named by no edge now (erased): its text goes
+            code = self._terms.pop(text, None)
+            if code is not None:
+                del self._term_texts[code]
+                self._db.execute("DELETE FROM ledger_terms WHERE code = ?", (code,))
+        if drop_earlier:
+            self._db.execute("DROP TABLE ledger")
         self._db.execute("COMMIT")
-        self._dirty = {}
-        self._lifts = []
 
     def close(self) -> None:
         self.flush()

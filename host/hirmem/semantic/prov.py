@@ -31,7 +31,8 @@ import json
 import threading
 import urllib.parse
 import warnings
-from collections.abc import Iterable, Mapping
+import zlib
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -318,22 +319,30 @@ def _instant(ms: int) -> datetime:
 
 
 class SQLiteLog(Log):
-    """The log written through to a SQLite table (append-only: rows are only ever added).
+    """The log written through to SQLite (append-only: rows are only ever added), one
+    segment per flush.
 
-    A row is compact: ``tbl`` is one letter (``g`` agent, ``a`` activity, ``e`` entity),
-    ``id`` the id it writes, and ``body`` a JSON array in which every other id it names is
-    the ``seq`` of the row that first wrote that id (an integer, not the id again), and an
-    entity's kind is left out (``0``) when it is its id's prefix:
+    The log is read whole when opened and never queried by SQL, so what a flush adds is
+    one row of ``prov_segments``: the zlib-compressed JSON array of its records, each
+    ``[code, id, body]`` — ``code`` one letter (``g`` agent, ``a`` activity, ``e`` entity),
+    ``id`` the id it writes (or, for an id written before, the ordinal of the record that
+    first wrote it), ``body`` compact: every other id it names is the ordinal of the
+    record that first wrote that id (records are numbered from 1 in the order they were
+    written, the rows of the earlier ``prov`` table first), and an entity's kind is left out
+    (``0``) when it is its id's prefix:
 
     - agent ``[kind]``;
     - activity ``[kind, agent, start, end, [used, ...]]``;
     - entity ``[kind or 0, [generated_by], [derived_from], attributed_to or 0, {attrs}]``,
-      trailing fields at their defaults left out; a later row of the same id holds only
-      what that write added.
+      trailing fields at their defaults left out; a later record of the same id holds
+      only what that write added.
 
-    Rows of the earlier layout (``tbl`` a word, ``body`` a JSON object naming ids in full)
-    are read as they are, so a file written before opens unchanged and gains compact rows.
-    The PROV documents rendered from either are the same (:meth:`Log.to_prov`)."""
+    A segment holds at most :data:`SEGMENT_RECORDS` records (a larger flush writes several).
+    Rows of the earlier layouts (the ``prov`` table: a row per write, ``tbl`` a word and
+    ``body`` a JSON object naming ids in full, or ``tbl`` a letter and ``body`` compact
+    with references by ``seq``) are read as they are, so a file written before opens
+    unchanged and gains segments. The PROV documents rendered from any of them are the
+    same (:meth:`Log.to_prov`)."""
 
     def __init__(self, path: Where) -> None:
         super().__init__()
@@ -341,19 +350,30 @@ class SQLiteLog(Log):
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS prov (seq INTEGER PRIMARY KEY, "
                          "tbl TEXT NOT NULL, id TEXT NOT NULL, body TEXT NOT NULL)")  # fmt: skip
-        self._ref: dict[str, int] = {}  # id -> seq of the first row that wrote it
+        self._db.execute("CREATE TABLE IF NOT EXISTS prov_segments (seq INTEGER PRIMARY KEY, "
+                         "body BLOB NOT NULL)")  # fmt: skip
+        self._ref: dict[str, int] = {}  # id -> ordinal of the first record that wrote it
         self._loading = True
-        names: dict[int, str] = {}
+        by_seq: dict[int, str] = {}  # the earlier table's references are its seqs
+        names: list[str] = [""]  # ordinal -> id; records count from 1 (0 says "none")
         for seq, tbl, id, body in self._db.execute(
             "SELECT seq, tbl, id, body FROM prov ORDER BY seq"
         ):
-            names[seq] = id
-            self._ref.setdefault(id, seq)
+            by_seq[seq] = id
+            self._ref.setdefault(id, len(names))
+            names.append(id)
             b = json.loads(body)
             if isinstance(b, list):
-                b = _expand(tbl, id, b, names)
+                b = _expand(tbl, id, b, by_seq.__getitem__)
                 tbl = _TABLES[tbl]
             self._load_row(tbl, id, b)
+        for (blob,) in self._db.execute("SELECT body FROM prov_segments ORDER BY seq"):
+            for code, who, body in json.loads(zlib.decompress(bytes(blob))):
+                id = names[who] if isinstance(who, int) else str(who)
+                self._ref.setdefault(id, len(names))
+                names.append(id)
+                self._load_row(_TABLES[code], id, _expand(code, id, body, names.__getitem__))
+        self._ordinals = len(names)
         self._loading = False
         self._pending: list[tuple[str, str, dict[str, Any]]] = []
 
@@ -382,7 +402,7 @@ class SQLiteLog(Log):
             self._pending.append((table, id, body))
 
     def _compact(self, table: str, id: str, body: dict[str, Any]) -> list[Any]:
-        """``body`` as a compact row holds it (see the class)."""
+        """``body`` as a compact record holds it (see the class)."""
         ref = self._ref.__getitem__
         if table == "agent":
             return [body["kind"]]
@@ -401,40 +421,56 @@ class SQLiteLog(Log):
 
     def flush(self) -> None:
         with self._lock:
-            if self._pending:
-                self._db.execute("BEGIN")
-                try:
-                    for table, id, body in self._pending:
-                        text = json.dumps(self._compact(table, id, body), separators=(",", ":"),
-                                          ensure_ascii=False)  # fmt: skip
-                        cur = self._db.execute("INSERT INTO prov (tbl, id, body) VALUES (?, ?, ?)",
-                                               (_CODES[table], id, text))
-                        self._ref.setdefault(id, int(cur.lastrowid or 0))
-                    self._db.execute("COMMIT")
-                except BaseException:
-                    self._db.execute("ROLLBACK")
-                    raise
-                self._pending = []
+            if not self._pending:
+                return
+            ordinals = self._ordinals
+            named: list[str] = []  # ids this flush names for the first time
+            segments: list[list[list[Any]]] = [[]]
+            for table, id, body in self._pending:
+                if len(segments[-1]) == SEGMENT_RECORDS:
+                    segments.append([])
+                who: str | int = self._ref.get(id, id)
+                segments[-1].append([_CODES[table], who, self._compact(table, id, body)])
+                if isinstance(who, str):
+                    self._ref[id] = self._ordinals
+                    named.append(id)
+                self._ordinals += 1
+            self._db.execute("BEGIN")
+            try:
+                for records in segments:
+                    text = json.dumps(records, separators=(",", ":"), ensure_ascii=False)
+                    self._db.execute("INSERT INTO prov_segments (body) VALUES (?)",
+                                     (zlib.compress(text.encode("utf-8"), 9),))  # fmt: skip
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                for id in named:  # nothing of it was written
+                    del self._ref[id]
+                self._ordinals = ordinals
+                raise
+            self._pending = []
 
     def close(self) -> None:
         self.flush()
         self._db.close()
 
 
+SEGMENT_RECORDS = 50_000  # records per segment row at most (a row stays a few MB)
 _TABLES = {"g": "agent", "a": "activity", "e": "entity"}
 _CODES = {v: k for k, v in _TABLES.items()}
 
 
-def _expand(tbl: str, id: str, row: list[Any], names: dict[int, str]) -> dict[str, Any]:
-    """A compact row (:class:`SQLiteLog`) as the fields it stands for, ids in full."""
+def _expand(tbl: str, id: str, row: list[Any], names: Callable[[int], str]) -> dict[str, Any]:
+    """A compact row or record (:class:`SQLiteLog`) as the fields it stands for, ids in
+    full (``names`` reads a reference)."""
     if tbl == "g":
         return {"kind": row[0]}
     if tbl == "a":
-        return {"kind": row[0], "agent": names[row[1]], "start": row[2], "end": row[3],
-                "used": [names[u] for u in row[4]]}  # fmt: skip
+        return {"kind": row[0], "agent": names(row[1]), "start": row[2], "end": row[3],
+                "used": [names(u) for u in row[4]]}  # fmt: skip
     if tbl != "e":
         raise ProvError(f"PROV row of {id}: unknown table code {tbl!r}")
     row = row + [0, [], [], 0, {}][len(row):]
-    return {"kind": row[0] or id.partition(":")[0], "generated_by": [names[g] for g in row[1]],
-            "derived_from": [names[d] for d in row[2]],
-            "attributed_to": names[row[3]] if row[3] else "", "attrs": row[4]}  # fmt: skip
+    return {"kind": row[0] or id.partition(":")[0], "generated_by": [names(g) for g in row[1]],
+            "derived_from": [names(d) for d in row[2]],
+            "attributed_to": names(row[3]) if row[3] else "", "attrs": row[4]}  # fmt: skip

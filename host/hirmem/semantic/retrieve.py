@@ -2,11 +2,13 @@
 
 Invariants:
 
-- Each assertion is indexed by the span it was read from (its evidence), with metadata
-  ``subject`` (the folded subject), ``triple``, ``chunk``, ``doc`` and the span's byte
-  offsets ``start``/``end``. The evidence text is not copied into the index: a hit reads it
-  from its chunk (``chunk`` resolves a chunk id), so the index costs a vector and a few ids,
-  not the text again. An entry written before carries ``evidence`` and is read as it is.
+- One vector per chunk, not per assertion: a chunk's entry (id: the chunk id) holds the
+  vector of the chunk's text and lists the assertions read from it (``triple``, folded
+  ``subject``, span offsets ``start``/``end``, parallel lists) in its ``container``. No
+  text is copied into the index: a hit's evidence is its span of the stored chunk
+  (``chunk`` resolves a chunk id). A hit ranks by how many of the question's words its
+  span holds, then by its chunk's cosine (its score). A store of the earlier layout (an
+  entry per assertion) is folded into entries per chunk by :meth:`Retriever.reembed`.
 - When the question names a known subject, the search is filtered to that subject through
   the vector store's metadata filter — no second index. With none named, the search is flat.
 - The fence covers naming too: a reader with readable containers has the question's subject
@@ -22,6 +24,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -39,7 +42,7 @@ from hirmem.protocol.identity import fold
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.names import NameIndex
 from hirmem.semantic.stores.base import Match, VectorStore
-from hirmem.semantic.values import Chunk, Span, Triple
+from hirmem.semantic.values import Chunk, Triple
 
 F32 = npt.NDArray[np.float32]
 
@@ -159,11 +162,43 @@ def subject_named(question: str, subjects: Iterable[str]) -> str | None:
     return best
 
 
-FILTERED = ("subject", "container", "doc")  # the metadata keys queries filter on (an
-# assertion's entries are found by their ids' prefix where the store can, :meth:`forget`)
+FILTERED = ("subject", "container")  # the metadata keys queries filter on (a chunk's entry
+# is found by its id, a document's entries by their ids' prefix where the store can)
+LISTED = ("subject", "triple", "start", "end")  # an entry's assertions, one list each
+CANDIDATES = 64  # chunks ranked at least, before their assertions are ranked in them
+_TERMS = Embedder()  # the words a span and a question are matched by (stemmed, no stop words)
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def _words(text: str) -> frozenset[str]:
+    """The matched words of ``text`` (a span read again by the next question is not
+    stemmed again; the cache is bounded)."""
+    return frozenset(_TERMS.terms(text))
+
+
+def assertions_of(meta: Mapping[str, object]) -> list[tuple[str, str, int, int]]:
+    """(triple id, folded subject, start, end) of each assertion a chunk's entry lists; an
+    entry of the earlier layout (one assertion, scalars) lists its one."""
+    held = [meta.get(k) for k in LISTED]
+    if all(isinstance(v, list) for v in held):
+        subjects, triples, starts, ends = (list(v) for v in held if isinstance(v, list))
+        return [(str(t), str(s), int(a), int(b))
+                for s, t, a, b in zip(subjects, triples, starts, ends, strict=True)]  # fmt: skip
+    s, t, a, b = held
+    if isinstance(a, int) and isinstance(b, int):
+        return [(str(t), str(s), a, b)]
+    return []
 
 
 class Retriever:
+    """One vector per chunk, not per assertion: a chunk's entry (its id is the chunk id) holds
+    the chunk's vector and lists the assertions read from it (their ids, folded subjects and
+    spans, as parallel lists under :data:`LISTED`), in the container the fence filters on.
+    A question ranks chunks by their vectors (filtered to the subject it names, inside the
+    query); the assertions of the best chunks are then ranked by how many of the question's
+    words their span holds, then by their chunk's score, so that of a two-sentence chunk the
+    sentence that answers comes first. A hit's score is its chunk's cosine."""
+
     def __init__(
         self,
         vectors: VectorStore,
@@ -171,9 +206,9 @@ class Retriever:
         chunk: Callable[[str], Chunk | None] | None = None,
     ) -> None:
         """``embedder``: :func:`default_embedder` when none is given (MiniLM where
-        installed). ``chunk`` resolves a chunk id to the stored chunk (the evidence of a
-        hit is read from it); without one, the evidence is kept in the index beside the
-        vector."""
+        installed). ``chunk`` resolves a chunk id to the stored chunk (a chunk's text and a
+        hit's evidence are read from it); without one, the chunk's text is kept in the index
+        beside the vector."""
         self.vectors = vectors
         index_only = getattr(vectors, "index_only", None)
         if index_only is not None:  # the keys a query of this class filters on, no more
@@ -191,48 +226,103 @@ class Retriever:
 
     @staticmethod
     def key(t: Triple) -> str:
-        return f"{t.id}@{t.from_chunk.id}:{t.span.start}"
+        """The id of the entry an assertion is listed in: its chunk's."""
+        return t.from_chunk.id
 
     def index(
         self, triples: Iterable[Triple], container: Callable[[Triple], str] | None = None
     ) -> int:
-        """Index each assertion by its evidence span, in the container ``container`` names
-        for it (the fence reads filter on it)."""
-        items = [
-            (self.key(t), self.embedder.embed(t.evidence),
-             {"subject": fold(t.subject), "triple": t.id, "chunk": t.from_chunk.id,
-              "doc": t.from_chunk.doc_id, "start": t.span.start, "end": t.span.end,
-              **({"evidence": t.evidence} if self.chunk is None else {}),
-              **({"container": container(t)} if container is not None else {})})
-            for t in triples
-        ]  # fmt: skip
+        """List each assertion in its chunk's entry (one vector per chunk), in the container
+        ``container`` names for it (the fence reads filter on it); an assertion already
+        listed there at the same span is listed once. Returns how many entries were written."""
+        grouped: dict[str, list[Triple]] = {}
+        for t in triples:
+            grouped.setdefault(self.key(t), []).append(t)
+        items = []
+        olds = []
+        for cid, ts in grouped.items():
+            held = self._entry(cid)
+            listed = [] if held is None else assertions_of(held.meta)
+            seen = {(t, a, b) for t, _, a, b in listed}
+            for t in ts:
+                if (t.id, t.span.start, t.span.end) not in seen:
+                    seen.add((t.id, t.span.start, t.span.end))
+                    listed.append((t.id, fold(t.subject), t.span.start, t.span.end))
+            place = (container(ts[0]) if container is not None
+                     else None if held is None else held.meta.get("container"))  # fmt: skip
+            chunk = ts[0].from_chunk
+            items.append((cid, self.embedder.embed(chunk.text),
+                          self._meta(listed, place, chunk.text)))  # fmt: skip
+            if held is not None:
+                olds.append(held.meta)
+        self._write(items)
+        with self._lock:
+            if self._subjects is not None:
+                for meta in olds:
+                    self._count(meta, -1)
+                for _, _, meta in items:
+                    self._count(meta, +1)
+            self._names.clear()
+        return len(items)
+
+    def _meta(self, listed: list[tuple[str, str, int, int]], container: object,
+              text: str) -> dict[str, object]:  # fmt: skip
+        meta: dict[str, object] = {} if container is None else {"container": container}
+        meta.update({"subject": [s for _, s, _, _ in listed],
+                     "triple": [t for t, _, _, _ in listed],
+                     "start": [a for _, _, a, _ in listed], "end": [b for _, _, _, b in listed]})
+        if self.chunk is None:
+            meta["text"] = text
+        return meta
+
+    def _write(self, items: list[tuple[str, F32, dict[str, object]]]) -> None:
         put_many = getattr(self.vectors, "put_many", None)
         if put_many is not None:
             put_many(items)
         else:
             for id, vec, meta in items:
                 self.vectors.put(id, vec, meta)
-        with self._lock:
-            if self._subjects is not None:
-                for _, _, meta in items:
-                    self._count(meta, +1)
-                self._names.clear()
-        return len(items)
+
+    def _entry(self, id: str) -> Match | None:
+        """The entry ``id`` if the store holds it (a store that cannot say: None)."""
+        get = getattr(self.vectors, "get", None)
+        if get is None:
+            return None
+        found = get(id)
+        return found if isinstance(found, Match) else None
+
+    def chunk_text(self, id: str, meta: Mapping[str, object]) -> str | None:
+        """The text of the chunk an entry stands for: kept in it (an index without a chunk
+        resolver), else read from the stored chunk; None when that chunk is gone."""
+        held = meta.get("text")
+        if isinstance(held, str):
+            return held
+        if self.chunk is None:
+            return None
+        chunk = self.chunk(str(meta.get("chunk", id)))
+        return None if chunk is None else chunk.text
 
     def reembed(self) -> int:
-        """Embed every indexed entry again with this retriever's embedder, from the evidence
-        its chunk holds (the embedder changed: a store keeps vectors of one space only).
-        Nothing is changed unless every entry's evidence reads; raises
+        """Embed every indexed chunk again with this retriever's embedder, from its text (the
+        embedder changed: a store keeps vectors of one space only); an entry of the earlier
+        layout (one per assertion) is folded into its chunk's entry on the way. Nothing is
+        changed unless every chunk reads; raises
         :class:`~hirmem.semantic.errors.SemanticError` naming the first that does not.
         Returns how many entries were embedded again."""
         held = self.vectors.near(np.zeros(self._held_dim(), dtype=np.float32), 1 << 30)
-        items = []
+        entries: dict[str, tuple[str, list[tuple[str, str, int, int]], object]] = {}
         for m in held:
-            text = self.evidence(m.meta)
+            cid = str(m.meta.get("chunk", m.id))
+            text = self.chunk_text(m.id, m.meta)
             if text is None:
-                raise SemanticError(f"entry {m.id}: its evidence (chunk {m.meta.get('chunk')}) "
-                                    "is no longer stored")  # fmt: skip
-            items.append((m.id, self.embedder.embed(text), m.meta))
+                raise SemanticError(f"entry {m.id}: its chunk {cid} is no longer stored")
+            had = entries.get(cid)
+            listed = (had[1] if had else []) + assertions_of(m.meta)
+            entries[cid] = (text, listed, m.meta.get("container"))
+        items = []
+        for cid, (text, listed, place) in entries.items():
+            once = list(dict.fromkeys(listed))
+            items.append((cid, self.embedder.embed(text), self._meta(once, place, text)))
         with self._lock:
             replace_all = getattr(self.vectors, "replace_all", None)
             if replace_all is not None:  # in one transaction: all old or all new
@@ -240,8 +330,8 @@ class Retriever:
             else:
                 for m in held:
                     self.vectors.delete(m.id)
-                for id, vec, meta in items:
-                    self.vectors.put(id, vec, meta)
+                self._write(items)
+            self._subjects = None
             self._names.clear()
         return len(items)
 
@@ -250,25 +340,48 @@ class Retriever:
         dim = getattr(self.vectors, "dim", None)
         return int(dim) if isinstance(dim, int) else self.embedder.dim
 
-    def forget(self, triple_id: str) -> int:
-        """Remove every indexed span of an assertion (erasure). Its entries' ids begin with
-        its id (:meth:`key`): a store that lists ids by prefix finds them by its key's index,
-        so the filter index need not hold a term per assertion; another is filtered."""
-        prefixed = getattr(self.vectors, "with_prefix", None)
-        if prefixed is None:
-            return self._drop({"triple": triple_id})
+    def forget(self, triple_id: str, chunks: Iterable[str] | None = None) -> int:
+        """Take an assertion out of the entries of ``chunks`` (the chunks it was read from;
+        None: every entry listing it, found by the filter); an entry left listing nothing
+        is deleted. Returns how many entries changed."""
+        if chunks is None:
+            zero = np.zeros(self._held_dim(), dtype=np.float32)
+            found = self.vectors.near(zero, 1 << 30, {"triple": triple_id})
+        else:
+            found = [m for c in dict.fromkeys(chunks) if (m := self._entry(c)) is not None]
+        changed = 0
         with self._lock:
-            return self._gone(prefixed(f"{triple_id}@"))
+            for m in found:
+                listed = assertions_of(m.meta)
+                keep = [a for a in listed if a[0] != triple_id]
+                if len(keep) == len(listed):
+                    continue
+                changed += 1
+                if self._subjects is not None:
+                    self._count(m.meta, -1)
+                text = self.chunk_text(m.id, m.meta) if keep else None
+                if text is None:
+                    self.vectors.delete(m.id)
+                    continue
+                meta = self._meta(keep, m.meta.get("container"), text)
+                self._write([(m.id, self.embedder.embed(text), meta)])
+                if self._subjects is not None:
+                    self._count(meta, +1)
+            self._names.clear()
+        return changed
 
     def forget_doc(self, doc_id: str) -> int:
-        """Remove every indexed span read from document ``doc_id`` (superseded, re-read
-        with another chunking, or erased)."""
-        return self._drop({"doc": doc_id})
-
-    def _drop(self, flt: Mapping[str, object]) -> int:
-        zero = np.zeros(self._held_dim(), dtype=np.float32)
+        """Remove the entries of every chunk of document ``doc_id`` (superseded, re-read
+        with another chunking, or erased): their ids begin with ``<doc_id>#``."""
+        prefixed = getattr(self.vectors, "with_prefix", None)
+        if prefixed is not None:
+            found = [m for m in prefixed(f"{doc_id}#") if m.id.rpartition("#")[0] == doc_id]
+        else:
+            zero = np.zeros(self._held_dim(), dtype=np.float32)
+            found = [m for m in self.vectors.near(zero, 1 << 30)
+                     if m.id.rpartition("#")[0] == doc_id]  # fmt: skip
         with self._lock:
-            return self._gone(self.vectors.near(zero, 1 << 30, flt))
+            return self._gone(found)
 
     def _gone(self, entries: Iterable[Match]) -> int:
         """Delete ``entries`` from the store and from the subjects counted; how many."""
@@ -284,10 +397,10 @@ class Retriever:
     def _count(self, meta: Mapping[str, object], step: int) -> None:
         assert self._subjects is not None
         held = self._subjects.setdefault(str(meta.get("container", "")), Counter())
-        subject = str(meta.get("subject", ""))
-        held[subject] += step
-        if held[subject] <= 0:
-            del held[subject]
+        for _, subject, _, _ in assertions_of(meta):
+            held[subject] += step
+            if held[subject] <= 0:
+                del held[subject]
 
     def subjects_in(self, readable: Collection[str]) -> NameIndex:
         """The subjects of the entries indexed in the ``readable`` containers, by their
@@ -296,7 +409,7 @@ class Retriever:
         with self._lock:
             if self._subjects is None:
                 self._subjects = {}
-                zero = np.zeros(self.embedder.dim, dtype=np.float32)
+                zero = np.zeros(self._held_dim(), dtype=np.float32)
                 for m in self.vectors.near(zero, 1 << 30):
                     self._count(m.meta, +1)
             held = self._names.get(key)
@@ -334,13 +447,38 @@ class Retriever:
             flt["subject"] = subject
         if readable is not None:
             flt["container"] = {"in": sorted(readable)}
-        found = self.vectors.near(self.query_vector(question, subject), k, flt or None)
-        hits = tuple(
-            Hit(str(m.meta["triple"]), str(m.meta["chunk"]), str(m.meta["doc"]),
-                str(m.meta["subject"]), evidence, m.score)
-            for m in found if m.score > 0.0 and (evidence := self.evidence(m.meta)) is not None
-        )  # fmt: skip
-        return Answer(question, subject, hits)
+        if k <= 0:
+            return Answer(question, subject, ())
+        found = self.vectors.near(self.query_vector(question, subject), max(CANDIDATES, 8 * k),
+                                  flt or None)  # fmt: skip
+        asked = _words(question) - (_words(subject) if subject else frozenset())
+        ranked = self._ranked(found, subject, asked)
+        return Answer(question, subject, tuple(r[4] for r in ranked[:k]))
+
+    def _ranked(self, found: list[Match], subject: str | None,
+                asked: frozenset[str]) -> list[tuple[int, float, int, int, Hit]]:  # fmt: skip
+        """The assertions listed by the chunks ``found`` (of ``subject`` when scoped), best
+        first: most words asked held by the span, then the chunk's score and place."""
+        ranked: list[tuple[int, float, int, int, Hit]] = []
+        for rank, m in enumerate(found):
+            if m.score <= 0.0:
+                continue
+            text = self.chunk_text(m.id, m.meta)
+            if text is None:
+                continue
+            cid = str(m.meta.get("chunk", m.id))
+            raw = text.encode("utf-8")
+            for tid, subj, start, end in assertions_of(m.meta):
+                if subject is not None and subj != subject:
+                    continue
+                evidence = _span_text(raw, start, end)
+                if evidence is None:
+                    continue
+                said = len(asked & _words(evidence))
+                ranked.append((-said, -m.score, rank, start, Hit(
+                    tid, cid, cid.rpartition("#")[0], subj, evidence, m.score)))
+        ranked.sort(key=lambda r: r[:4])
+        return ranked
 
     def query_vector(self, question: str, subject: str | None) -> F32:
         """The question's vector without the subject's name: the filter carries the
@@ -354,15 +492,23 @@ class Retriever:
         return np.asarray(self.embedder.embed(rest if rest.strip() else question),
                           dtype=np.float32)  # fmt: skip
 
-    def evidence(self, meta: Mapping[str, object]) -> str | None:
-        """The text an entry was read from: kept in it (an entry written without a chunk
-        resolver, or by an earlier version), else its span of the stored chunk; None when
-        that chunk is gone."""
-        held = meta.get("evidence")
-        if isinstance(held, str):
-            return held
-        chunk = None if self.chunk is None else self.chunk(str(meta["chunk"]))
-        start, end = meta.get("start"), meta.get("end")
-        if chunk is None or not isinstance(start, int) or not isinstance(end, int):
+    def evidence(self, meta: Mapping[str, object], id: str = "") -> list[str] | None:
+        """The spans an entry lists, read from its chunk's text (in the order listed); None
+        when that chunk is gone or a span does not resolve there."""
+        text = self.chunk_text(id, meta)
+        if text is None:
             return None
-        return Span(start, end).resolve(chunk)
+        raw = text.encode("utf-8")
+        spans = [_span_text(raw, a, b) for _, _, a, b in assertions_of(meta)]
+        return None if None in spans else [s for s in spans if s is not None]
+
+
+def _span_text(raw: bytes, start: int, end: int) -> str | None:
+    """Bytes ``[start, end)`` of a chunk's text, or None when the span overruns it or cuts
+    a UTF-8 sequence."""
+    if not 0 <= start <= end <= len(raw):
+        return None
+    try:
+        return raw[start:end].decode("utf-8")
+    except UnicodeDecodeError:
+        return None

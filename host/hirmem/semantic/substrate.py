@@ -27,7 +27,11 @@ Invariants:
   assertions that nothing else supports are retracted (kept as history; their spans still
   resolve against the stored earlier text) and its spans leave the vector index. The same
   content read with another chunking replaces the old reading: its sources and vectors are
-  dropped before the new ones are kept. Every span served resolves to its text.
+  dropped before the new ones are kept. Every span served resolves to its text. The graph
+  holds what nothing else does, the versions of each source place (node
+  ``lineage:<key>``: the current version, and every version read once there are two); a
+  document's source and chunks are the document store's, the triples the ledger's
+  (:class:`~hirmem.semantic.assertions.LedgerTriples`), so none is kept twice.
 - Reads are as-of: :meth:`Substrate.ask` serves what was believed at ``as_of`` (ledger time)
   and valid at ``at`` (world time), both defaulting to now.
 - Tier 0: every absorbed document's text is kept as passages
@@ -71,7 +75,14 @@ from pathlib import Path
 import numpy as np
 
 from hirmem.protocol.clock import now_ms
-from hirmem.semantic.assertions import Edge, Ledger, Lifted, SQLiteLedger, Tombstone
+from hirmem.semantic.assertions import (
+    Edge,
+    Ledger,
+    LedgerTriples,
+    Lifted,
+    SQLiteLedger,
+    Tombstone,
+)
 from hirmem.semantic.claims import READING, ClaimRow, ClaimStore, Statement
 from hirmem.semantic.decisions import (
     Cause,
@@ -109,7 +120,7 @@ from hirmem.semantic.retrieve import (
 from hirmem.semantic.stages import Pipeline, Rejection, Result, StageRun
 from hirmem.semantic.stores import open_store
 from hirmem.semantic.stores.base import DocStore, GraphStore, TripleStore, VectorStore
-from hirmem.semantic.stores.sqlite import SQLiteDocs, SQLiteGraph, SQLiteTriples, SQLiteVectors
+from hirmem.semantic.stores.sqlite import SQLiteDocs, SQLiteGraph, SQLiteVectors
 from hirmem.semantic.values import Chunk, Claim, Doc, Triple, lineage, origin
 from hirmem.sql import PgTarget
 
@@ -119,6 +130,8 @@ REASONER = "software:reasoner"
 DEFAULT_CONTAINER = "default"  # the container of a document that names none
 SUPERSEDED = "superseded"  # the reason every supersession retraction starts with
 ASSERTION_VECTORS = "meta:assertion-vectors"  # graph node recording their embedder
+EARLIER_TRIPLES = ("triple_rows", "triple_terms", "triples")  # the ledger answers for them
+CHUNK_LAYOUT = "chunk"  # the assertion vectors' layout: one per chunk, listing its assertions
 
 
 def container_of(doc: Doc | None) -> str:
@@ -204,6 +217,11 @@ class ForgedAssertion(SemanticError):
     offered chunk produced, or whose evidence is not the text at its span."""
 
 
+def _chunks_of(edge: Edge) -> list[str]:
+    """The chunks an assertion was read from (where the vector index lists it)."""
+    return [s.ref for s in edge.sources if s.kind == "extracted"]
+
+
 def _act_id(kind: str, *parts: object) -> str:
     digest = hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
     return f"activity:{kind}:{digest}"
@@ -263,11 +281,14 @@ class Substrate:
         another embedder (recorded in the graph; a store from before that record is
         hashed) has them embedded again from their evidence, read from the stored chunks;
         when some evidence can no longer be read, the store is refused, naming both."""
-        held = (self.graph.props(ASSERTION_VECTORS) or {}).get("embedder")
+        props = self.graph.props(ASSERTION_VECTORS) or {}
+        held = props.get("embedder")
         if held is None and len(self.vectors):
             held = embedder_identity(Embedder())  # written before the embedder was recorded
         mine = embedder_identity(shared)
-        if held is not None and held != mine and len(self.vectors):
+        # a store of the earlier layout (a vector per assertion) is folded into one per chunk
+        earlier = props.get("layout") != CHUNK_LAYOUT and len(self.vectors)
+        if held is not None and (held != mine or earlier) and len(self.vectors):
             try:
                 self.reembedded = self.retriever_for(shared).reembed()
             except SemanticError as exc:
@@ -275,7 +296,7 @@ class Substrate:
                                     f"embedding them again with {mine} failed: {exc}. Open it "
                                     f"with {held} (HIRMEM_EMBEDDER), or re-ingest its "
                                     "sources") from None  # fmt: skip
-        self.graph.node(ASSERTION_VECTORS, {"embedder": mine})
+        self.graph.node(ASSERTION_VECTORS, {"embedder": mine, "layout": CHUNK_LAYOUT})
         return shared
 
     reembedded = 0  # assertion vectors embedded again on open (another embedder wrote them)
@@ -287,9 +308,10 @@ class Substrate:
     def in_memory(
         cls, clock: Callable[[], int] = now_ms, passage_embedder: PassageEmbedder | None = None
     ) -> Substrate:
-        return cls(docs=open_store("doc", "memory:"), triples=open_store("triple", "memory:"),
+        ledger = Ledger(clock)
+        return cls(docs=open_store("doc", "memory:"), triples=LedgerTriples(ledger),
                    vectors=open_store("vector", "memory:"), graph=open_store("graph", "memory:"),
-                   ledger=Ledger(clock), prov=Log(), clock=clock,
+                   ledger=ledger, prov=Log(), clock=clock,
                    passage_embedder=passage_embedder)  # fmt: skip
 
     @classmethod
@@ -310,9 +332,11 @@ class Substrate:
             return None if doc is None else doc.text
 
         passages = PassageIndex(passage_embedder or default_embedder(), where, text_of)
-        return cls(docs=docs, triples=SQLiteTriples(where),
+        ledger = SQLiteLedger(where, clock)
+        ledger.drop_tables(EARLIER_TRIPLES)  # the triples are the ledger's edges now
+        return cls(docs=docs, triples=LedgerTriples(ledger),
                    vectors=SQLiteVectors(where), graph=SQLiteGraph(where),
-                   ledger=SQLiteLedger(where, clock), prov=log, clock=clock,
+                   ledger=ledger, prov=log, clock=clock,
                    decisions=SQLiteRecorder(where, log),
                    passages=passages, claims=ClaimStore(DEFAULT_ONTOLOGY, where, clock),
                    memories=MemoryIndex(passages.embedder, where, text_of),
@@ -405,12 +429,9 @@ class Substrate:
         by_doc: dict[str, list[Chunk]] = {}
         for chunk in result.chunks:
             by_doc.setdefault(chunk.doc_id, []).append(chunk)
-        for doc in result.docs:
-            chunks = by_doc.get(doc.id, [])
-            self.docs.put(doc, chunks)
-            self.graph.node(doc.id, {"source": doc.source})
-            for chunk in chunks:
-                self.graph.edge(doc.id, chunk.id, "has_chunk")
+        for doc in result.docs:  # (its source and chunks are the document store's to say:
+            # the graph holds what only it knows, the versions of a source place)
+            self.docs.put(doc, by_doc.get(doc.id, []))
         for t in result.triples:
             self.ledger.add(t)
         self.triples.assert_many((t.subject, t.predicate, t.object) for t in result.triples)
@@ -487,12 +508,20 @@ class Substrate:
         replaces, and reinstate what a reverted-to version reads again. Reading a new
         source place scans nothing."""
         key = f"lineage:{lineage(doc)}"
-        before = (self.graph.props(key) or {}).get("current")
+        props = self.graph.props(key) or {}
+        before = props.get("current")
         if before == doc.id:
             return
-        seen = doc.id in self.graph.out(key, "version")
-        self.graph.node(key, {"current": doc.id})
-        self.graph.edge(key, doc.id, "version")
+        # the versions read, oldest first: listed once a place has more than one (a file
+        # of the earlier layout linked each by a "version" edge)
+        versions = list(props.get("versions") or ([before] if before else []))
+        seen = doc.id in versions or (before is not None
+                                      and doc.id in self.graph.out(key, "version"))
+        if before is None:
+            self.graph.node(key, {"current": doc.id})
+        else:
+            self.graph.node(key, {"current": doc.id, "versions": [
+                *versions, *([] if doc.id in versions else [doc.id])]})  # fmt: skip
         if seen:  # a reverted-to version: what only supersession withdrew is believed again
             for e in self.ledger.edges(include_retracted=True):
                 if e.retraction.startswith(SUPERSEDED) and any(
@@ -661,7 +690,7 @@ class Substrate:
                 if erased:
                     self.ledger.erase(e.id, why)
                     self.triples.delete(e.subject, e.predicate, e.object)
-                    self.retriever.forget(e.id)
+                    self.retriever.forget(e.id, _chunks_of(e))
                 elif e.retracted_at:
                     continue
                 else:
@@ -815,7 +844,7 @@ class Substrate:
             raise LedgerError(f"no assertion with id {tid} to erase")
         stone = self.ledger.erase(tid, reason)
         self.triples.delete(edge.subject, edge.predicate, edge.object)
-        self.retriever.forget(tid)
+        self.retriever.forget(tid, _chunks_of(edge))
         self._propagate(tid, erased=True, reason=reason)
         return stone
 

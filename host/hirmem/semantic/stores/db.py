@@ -7,7 +7,8 @@ substrate lives in its tenant's database, so the standby and ``tenant move`` car
 SQLite and are said in PostgreSQL's dialect on the way (:mod:`hirmem.sql.dialect`); each
 store's transactions take an advisory lock named for the schema and the store, so a store
 has one writer across processes. A store holds one connection (its reads go through it,
-under the store's own lock), so a substrate on PostgreSQL holds one per store: eleven.
+under the store's own lock), so a substrate on PostgreSQL holds one per store: ten (its
+triples are a view of its ledger).
 
 What stays SQLite's alone: text holding a NUL character (PostgreSQL's text has none: the
 row is refused with PostgreSQL's error); the ``hirmem semantic`` commands (they take a
@@ -28,7 +29,7 @@ from pathlib import Path
 from hirmem.sql import Connection, PgTarget
 from hirmem.sql.pgconn import PgConnection
 
-__all__ = ["Where", "open_db"]
+__all__ = ["Where", "has_table", "open_db"]
 
 Where = str | Path | PgTarget
 
@@ -49,3 +50,13 @@ def open_db(where: Where, store: str, timeout: float = 5.0) -> Connection:
         db.close()
         raise
     return db
+
+
+def has_table(db: Connection, name: str) -> bool:
+    """Whether the file (or the connection's schema) holds table ``name``: how a store
+    finds a layout of an earlier version to convert, on SQLite and PostgreSQL alike."""
+    if isinstance(db, PgConnection):
+        row = db.raw.execute("SELECT to_regclass(%s)", (f'"{db.schema}".{name}',)).fetchone()
+        return row is not None and row[0] is not None
+    return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                      (name,)).fetchone() is not None  # fmt: skip

@@ -138,6 +138,11 @@ class MemoryVectors:
         self._dead[row] = True
         return True
 
+    def get(self, id: str) -> Match | None:
+        """The entry ``id`` (score 0), or None."""
+        row = self._row.get(id)
+        return None if row is None else Match(id, 0.0, dict(self._meta[row] or {}))
+
     def rows(self, filter: Mapping[str, Any] | None) -> npt.NDArray[np.intp] | None:
         """Row numbers matching ``filter`` (None: every row)."""
         conds = filters.parse(filter)

@@ -27,7 +27,7 @@ from hirmem.protocol.identity import fold, triple_id
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.stores import filters
 from hirmem.semantic.stores.base import Match, Vec, as_unit, check_terms, top_k
-from hirmem.semantic.stores.db import Where, open_db
+from hirmem.semantic.stores.db import Where, has_table, open_db
 from hirmem.semantic.stores.packed import Rows, dim_of, pack
 from hirmem.semantic.values import Chunk, Doc
 from hirmem.sql import Connection
@@ -458,6 +458,12 @@ class SQLiteVectors(_SQLite):
             self._selected.clear()
         return cur.rowcount > 0
 
+    def get(self, id: str) -> Match | None:
+        """The entry ``id`` (score 0), or None."""
+        with self._lock:
+            row = self._db.execute("SELECT meta FROM vectors WHERE id = ?", (id,)).fetchone()
+        return None if row is None else Match(id, 0.0, self._meta_of(row[0]))
+
     def with_prefix(self, prefix: str) -> list[Match]:
         """Every entry whose id begins with ``prefix`` (score 0), found by the ids' index."""
         if not prefix:
@@ -637,46 +643,67 @@ class SQLiteGraph(_SQLite):
 
 
 _ORIGIN = ("ref", "offset", "size", "mtime", "sha256", "media_type")  # Origin.to_meta's keys
+_HEX_ID = re.compile(r"[0-9a-f]{16}")  # a document id as values.doc_id makes it
+
+
+def _doc_key(doc_id: str) -> tuple[int, str | None]:
+    """The integer a document's row is keyed by, and the id text the row must hold: a
+    16-hex-digit id is its own integer (no text kept); another id is keyed by the 63-bit
+    hash of its text, which the row keeps (to tell a collision from the document)."""
+    if _HEX_ID.fullmatch(doc_id):
+        return _signed(doc_id), None
+    return _h63(doc_id), doc_id
+
+
+def _whole(doc: Doc, chunks: Sequence[Chunk]) -> bool:
+    """Whether ``chunks`` is the one chunk that is the whole document."""
+    return (len(chunks) == 1 and chunks[0].index == 0 and chunks[0].start == 0
+            and chunks[0].end == len(doc.text.encode("utf-8"))
+            and chunks[0].text == doc.text)  # fmt: skip
 
 
 class SQLiteDocs(_SQLite):
-    """Documents whole; a chunk by reference: its byte range of its document's text (the
-    chunk's ``text`` column is NULL), so a chunk's text is not kept twice. A chunk handed in
-    whose text is not that range of its document keeps its own text. Deleting a document
-    deletes its chunks. A file of the earlier layout (``chunks`` holding every chunk's
-    text) is converted when opened."""
+    """A document is one row of ``docs_compact``, keyed by its id as an integer
+    (:func:`_doc_key`), its chunks held by reference in it: ``cuts`` is NULL for the one
+    chunk that is the whole document (the usual short record), else a JSON list with a
+    chunk's byte range ``[start, end]`` (its index its place in the list), or
+    ``[index, start, end, text]`` for one whose index is elsewhere or whose text is not that
+    range of its document (kept as given). The origin is packed (:meth:`_meta_text`): its
+    reference left out when it is the document's source, its size and SHA-256 when they are
+    the text's. Deleting a document deletes its chunks. Files of the earlier layouts
+    (``docs`` keyed by id text beside ``doc_chunks``, or beside ``chunks`` holding every
+    chunk's text) are converted when opened."""
 
     SCHEMA = """
-    CREATE TABLE IF NOT EXISTS docs (id TEXT PRIMARY KEY, source TEXT NOT NULL,
-        text TEXT NOT NULL, meta TEXT NOT NULL);
-    CREATE TABLE IF NOT EXISTS doc_chunks (doc_id TEXT NOT NULL, idx INTEGER NOT NULL,
-        start INTEGER NOT NULL, end_ INTEGER NOT NULL, text TEXT,
-        PRIMARY KEY (doc_id, idx)) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS docs_compact (key INTEGER PRIMARY KEY, name TEXT,
+        source TEXT NOT NULL, text TEXT NOT NULL, meta TEXT NOT NULL, cuts TEXT);
     """
 
     def __init__(self, path: Where = ":memory:") -> None:
         super().__init__(path)
-        if earlier_table(self._db, "chunks") is not None:
+        if has_table(self._db, "docs"):  # (on a server too: its schema had this layout)
             self._convert()
 
     def _convert(self) -> None:
-        """Move the chunks of the earlier layout into ``doc_chunks``, by reference."""
+        """Move the documents and chunks of an earlier layout into ``docs_compact``."""
+        table = next((t for t in ("doc_chunks", "chunks") if has_table(self._db, t)), None)
         with self._lock:
             self._db.execute("BEGIN")
             try:
-                texts: dict[str, bytes] = {}
-                rows = []
-                for doc_id, idx, text, start, end in self._db.execute(
-                    "SELECT doc_id, idx, text, start, end_ FROM chunks"
-                ).fetchall():
-                    if doc_id not in texts:
-                        d = self._db.execute("SELECT text FROM docs WHERE id = ?",
-                                             (doc_id,)).fetchone()  # fmt: skip
-                        texts[doc_id] = b"" if d is None else str(d[0]).encode("utf-8")
-                    rows.append(self._row(Chunk(doc_id, idx, text, start, end), texts[doc_id]))
-                self._db.executemany("INSERT INTO doc_chunks VALUES (?, ?, ?, ?, ?)",
-                                     rows)  # fmt: skip
-                self._db.execute("DROP TABLE chunks")
+                held: dict[str, list[tuple[int, int, int, str | None]]] = {}
+                for doc_id, idx, start, end, text in [] if table is None else self._db.execute(
+                        f"SELECT doc_id, idx, start, end_, text FROM {table} "
+                        "ORDER BY doc_id, idx").fetchall():  # fmt: skip
+                    held.setdefault(doc_id, []).append((idx, start, end, text))
+                for id, source, text, meta in self._db.execute(
+                        "SELECT id, source, text, meta FROM docs").fetchall():  # fmt: skip
+                    doc = Doc(id, source, text, self._meta_of(meta, source, text))
+                    raw = text.encode("utf-8")
+                    chunks = [Chunk(id, i, raw[a:b].decode("utf-8") if t is None else t, a, b)
+                              for i, a, b, t in held.get(id, [])]  # fmt: skip
+                    self._write(doc, chunks)
+                for table in ("doc_chunks", "chunks", "docs"):
+                    self._db.execute(f"DROP TABLE IF EXISTS {table}")
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -684,84 +711,133 @@ class SQLiteDocs(_SQLite):
 
     @staticmethod
     def _meta_text(doc: Doc) -> str:
-        """``doc.meta`` as its row holds it: an origin of the usual shape as a list in the
-        order of :data:`_ORIGIN`, its reference 0 when it is the document's source (held
-        once, in ``source``), the text marked ``~`` (a plain JSON object otherwise)."""
+        """``doc.meta`` as its row holds it. An origin of the usual shape is a list: marked
+        ``^``, ``[ref, offset, mtime, media_type]`` when its size and SHA-256 are those of
+        the text (read back from it), and the whole metadata is that list (followed by the
+        container when it holds just a container and the origin); marked ``~``, every
+        field in the order of :data:`_ORIGIN` otherwise; its reference 0 when it is the
+        document's source (held once, in ``source``). A plain JSON object otherwise."""
         org = doc.meta.get("origin")
         if not (isinstance(org, Mapping) and tuple(org) == _ORIGIN
                 and isinstance(org["ref"], str)):  # fmt: skip
             return _json(doc.meta, sort=False)
-        packed = [0 if org["ref"] == doc.source else org["ref"], *(org[k] for k in _ORIGIN[1:])]
+        ref = 0 if org["ref"] == doc.source else org["ref"]
+        raw = doc.text.encode("utf-8")
+        if org["size"] == len(raw) and org["sha256"] == hashlib.sha256(raw).hexdigest():
+            packed = [ref, org["offset"], org["mtime"], org["media_type"]]
+            keys = list(doc.meta)
+            if keys == ["container", "origin"] and isinstance(doc.meta["container"], str):
+                packed.append(doc.meta["container"])  # the usual record: fields by place
+            elif keys != ["origin"]:
+                return "^" + _json({**doc.meta, "origin": packed}, sort=False)
+            return "^" + json.dumps(packed, separators=(",", ":"), ensure_ascii=False)
+        packed = [ref, *(org[k] for k in _ORIGIN[1:])]
         return "~" + _json({**doc.meta, "origin": packed}, sort=False)
 
     @staticmethod
-    def _meta_of(text: str, source: str) -> dict[str, Any]:
-        if not text.startswith("~"):
+    def _meta_of(text: str, source: str, doc_text: str) -> dict[str, Any]:
+        if not text.startswith(("~", "^")):
             return dict(json.loads(text))
-        meta = dict(json.loads(text[1:]))
+        held = json.loads(text[1:])
+        if isinstance(held, list):  # by place: the origin's fields, then the container
+            meta = {"container": held[4]} if len(held) == 5 else {}
+            meta["origin"], held = held[:4], meta
+        meta = dict(held)
         org = list(meta["origin"])
+        if text.startswith("^"):
+            raw = doc_text.encode("utf-8")
+            ref, offset, mtime, media = org
+            org = [ref, offset, len(raw), mtime, hashlib.sha256(raw).hexdigest(), media]
         meta["origin"] = dict(zip(_ORIGIN, [source if org[0] == 0 else org[0], *org[1:]],
                                   strict=True))  # fmt: skip
         return meta
 
     @staticmethod
-    def _row(c: Chunk, doc: bytes) -> tuple[str, int, int, int, str | None]:
-        same = doc[c.start : c.end] == c.text.encode("utf-8")
-        return (c.doc_id, c.index, c.start, c.end, None if same else c.text)
+    def _cuts(doc: Doc, chunks: Sequence[Chunk]) -> str | None:
+        if _whole(doc, chunks):
+            return None
+        raw = doc.text.encode("utf-8")
+        ordered = sorted(chunks, key=lambda c: c.index)  # read back in index order
+        if len({c.index for c in ordered}) != len(ordered):
+            raise SemanticError(f"document {doc.id}: two chunks share an index")
+        out: list[list[Any]] = []
+        for place, c in enumerate(ordered):
+            same = raw[c.start : c.end] == c.text.encode("utf-8")
+            out.append([c.start, c.end] if same and c.index == place
+                       else [c.index, c.start, c.end, None if same else c.text])  # fmt: skip
+        return json.dumps(out, separators=(",", ":"), ensure_ascii=False)
 
     @staticmethod
-    def _chunk(doc: bytes, doc_id: str, idx: int, start: int, end: int,
-               text: str | None) -> Chunk:  # fmt: skip
-        return Chunk(doc_id, idx, doc[start:end].decode("utf-8") if text is None else text,
-                     start, end)  # fmt: skip
+    def _chunks_of(doc_id: str, text: str, cuts: str | None) -> list[Chunk]:
+        if cuts is None:
+            return [Chunk(doc_id, 0, text, 0, len(text.encode("utf-8")))]
+        raw = text.encode("utf-8")
+        out = []
+        for place, cut in enumerate(json.loads(cuts)):
+            idx, start, end, own = (place, *cut, None) if len(cut) == 2 else cut
+            out.append(Chunk(doc_id, idx, raw[start:end].decode("utf-8") if own is None
+                             else own, start, end))  # fmt: skip
+        return out
 
     def __len__(self) -> int:
         with self._lock:
-            return int(self._db.execute("SELECT count(*) FROM docs").fetchone()[0])
+            return int(self._db.execute("SELECT count(*) FROM docs_compact").fetchone()[0])
+
+    def _write(self, doc: Doc, chunks: Sequence[Chunk]) -> None:
+        key, name = _doc_key(doc.id)
+        held = self._db.execute("SELECT name, source FROM docs_compact WHERE key = ?",
+                                (key,)).fetchone()  # fmt: skip
+        if held is not None and held[0] != name:
+            raise SemanticError(f"document ids {doc.id!r} and {held[0] or 'another'!r} share a "
+                                "key; this store cannot hold both")  # fmt: skip
+        self._db.execute("INSERT OR REPLACE INTO docs_compact VALUES (?, ?, ?, ?, ?, ?)",
+                         (key, name, doc.source, doc.text, self._meta_text(doc),
+                          self._cuts(doc, chunks)))  # fmt: skip
 
     def put(self, doc: Doc, chunks: Sequence[Chunk]) -> None:
-        raw = doc.text.encode("utf-8")
         with self._lock:
             self._db.execute("BEGIN")
             try:
-                row = (doc.id, doc.source, doc.text, self._meta_text(doc))
-                self._db.execute("INSERT OR REPLACE INTO docs VALUES (?, ?, ?, ?)", row)
-                self._db.execute("DELETE FROM doc_chunks WHERE doc_id = ?", (doc.id,))
-                self._db.executemany("INSERT INTO doc_chunks VALUES (?, ?, ?, ?, ?)",
-                                     [self._row(c, raw) for c in chunks])  # fmt: skip
+                self._write(doc, chunks)
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
 
-    def get(self, doc_id: str) -> Doc | None:
+    def _row(self, doc_id: str) -> tuple[str, str, str, str | None] | None:
+        """(source, text, meta, cuts) of ``doc_id``, or None."""
+        key, name = _doc_key(doc_id)
         with self._lock:
-            row = self._db.execute("SELECT * FROM docs WHERE id = ?", (doc_id,)).fetchone()
-        return None if row is None else Doc(row[0], row[1], row[2],
-                                            self._meta_of(row[3], row[1]))  # fmt: skip
+            row = self._db.execute("SELECT name, source, text, meta, cuts FROM docs_compact "
+                                   "WHERE key = ?", (key,)).fetchone()  # fmt: skip
+        if row is None or row[0] != name:
+            return None
+        return str(row[1]), str(row[2]), str(row[3]), row[4]
+
+    def get(self, doc_id: str) -> Doc | None:
+        row = self._row(doc_id)
+        if row is None:
+            return None
+        source, text, meta, _ = row
+        return Doc(doc_id, source, text, self._meta_of(meta, source, text))
 
     def chunk(self, chunk_id: str) -> Chunk | None:
         doc, _, index = chunk_id.rpartition("#")
         if not index.isdigit():
             return None
-        with self._lock:
-            row = self._db.execute(
-                "SELECT c.start, c.end_, c.text, d.text FROM doc_chunks c JOIN docs d "
-                "ON d.id = c.doc_id WHERE c.doc_id = ? AND c.idx = ?",
-                (doc, int(index))).fetchone()  # fmt: skip
+        row = self._row(doc)
         if row is None:
             return None
-        return self._chunk(str(row[3]).encode("utf-8"), doc, int(index), row[0], row[1], row[2])
+        want = int(index)
+        return next((c for c in self._chunks_of(doc, row[1], row[3]) if c.index == want), None)
 
     def chunks(self, doc_id: str) -> list[Chunk]:
-        with self._lock:
-            d = self._db.execute("SELECT text FROM docs WHERE id = ?", (doc_id,)).fetchone()
-            rows = self._db.execute("SELECT idx, start, end_, text FROM doc_chunks WHERE "
-                                    "doc_id = ? ORDER BY idx", (doc_id,)).fetchall()  # fmt: skip
-        raw = b"" if d is None else str(d[0]).encode("utf-8")
-        return [self._chunk(raw, doc_id, *r) for r in rows]
+        row = self._row(doc_id)
+        return [] if row is None else self._chunks_of(doc_id, row[1], row[3])
 
     def delete(self, doc_id: str) -> bool:
+        if self._row(doc_id) is None:
+            return False
         with self._lock:
-            self._db.execute("DELETE FROM doc_chunks WHERE doc_id = ?", (doc_id,))
-            return self._db.execute("DELETE FROM docs WHERE id = ?", (doc_id,)).rowcount > 0
+            return self._db.execute("DELETE FROM docs_compact WHERE key = ?",
+                                    (_doc_key(doc_id)[0],)).rowcount > 0  # fmt: skip

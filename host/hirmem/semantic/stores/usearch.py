@@ -115,6 +115,11 @@ class UsearchVectors:
             self._remember(id, key, meta)
         self._subsets.clear()
 
+    def get(self, id: str) -> Match | None:
+        """The entry ``id`` (score 0), or None."""
+        key = self._key.get(id)
+        return None if key is None else Match(id, 0.0, dict(self._meta[key]))
+
     def delete(self, id: str) -> bool:
         key = self._forget(id)
         if key is None:
