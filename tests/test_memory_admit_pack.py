@@ -305,6 +305,45 @@ def test_the_pack_entry_is_the_deterministic_cbor_of_its_plain_map() -> None:
             packaudit.encode(dataclasses.replace(bad, admissions=[], gates=[[odd] + [1] * 9]))  # type: ignore[list-item]
 
 
+def test_a_packs_byte_columns_are_stored_and_read_back_as_bytes() -> None:
+    """The pack path binds its byte values as bytearrays (sqlite3 binds those without its
+    adapter lookup): they must still land as BLOBs (bytea) and come back as ``bytes``
+    equal to what the device sent, and the audit entry's body and links too."""
+    e = MemoryEngine(":memory:", clock=Clock())
+    recs = _records(random.Random(23), 8, corrupt=False)
+    admit_pack(e, recs, DEV, KEY.kid, GENESIS)
+    sqlite = e.store.pg is None
+    blobs = ("payload", "context", "hash", "prev_hash")
+    with e.store.reading() as db:
+        rows = db.execute(
+            f"SELECT m.id, {', '.join('m.' + c for c in blobs)}, e.vector FROM memories m "
+            "JOIN embeddings e ON e.memory = m.rowid ORDER BY m.rowid").fetchall()  # fmt: skip
+        audit = db.execute("SELECT detail, prev, hash FROM audit ORDER BY seq").fetchall()
+        kinds = set()
+        if sqlite:  # (PostgreSQL's columns are typed: bytea)
+            kinds = {tuple(r) for r in db.execute(
+                f"SELECT {', '.join(f'typeof(m.{c})' for c in blobs)}, typeof(e.vector) "
+                "FROM memories m JOIN embeddings e ON e.memory = m.rowid")}  # fmt: skip
+            kinds |= {tuple(r) for r in db.execute(
+                "SELECT typeof(detail), typeof(prev), typeof(hash) FROM audit")}  # fmt: skip
+    by_id = {r.id.hex(): r for r in recs}
+    episodes = [r for r in rows if r[0] in by_id]
+    assert len(episodes) == len(recs)
+    for mid, payload, context, digest, prev, vector in episodes:
+        rec = by_id[mid]
+        assert (payload, context, digest, prev) == (rec.payload, rec.context, rec.hash,
+                                                    rec.prev_hash)  # fmt: skip
+        seen = describe(rec.payload, rec.source)
+        text = memory_text(rec.payload, seen.subject, seen.attribute, seen.value)
+        assert vector == e.embedder.embed(text).astype(np.float32).tobytes()
+    for row in [*rows, *audit]:
+        assert all(type(v) is bytes for v in row[1:] if not isinstance(v, str)), row
+    assert e.store.hash_of(recs[0].id.hex()) == recs[0].hash
+    if sqlite:
+        assert kinds == {("blob",) * 5, ("blob",) * 3}
+    assert e.verify_audit().ok
+
+
 # -- tamper evidence on rows admitted with their pack ----------------------------------
 def _followed(path: Path, tmp: Path) -> tuple[list[Record], str]:
     """A daemon store's packs followed into a file store: (the records, a domination

@@ -233,7 +233,10 @@ class AuditLog:
             for action, memory_id, body, actor in bodies:
                 seq += 1
                 digest = record_hash(seq, ms, action, memory_id, actor, body, prev)
-                rows.append((seq, ms, action, memory_id, actor, body, prev, digest))
+                # BLOBs bound as bytearrays (bytes would go through sqlite3's adapter
+                # registry first; psycopg writes either as bytea)
+                rows.append((seq, ms, action, memory_id, actor, bytearray(body),
+                             bytearray(prev), bytearray(digest)))  # fmt: skip
                 prev = digest
             db.executemany(
                 "INSERT INTO audit(seq, ts, action, memory_id, actor, detail, prev, hash) "

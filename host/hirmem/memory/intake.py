@@ -385,8 +385,11 @@ def _admit_together(
             score = scores.add(ds, list(ds))
             scores_json.append(json.dumps(list(ds)))  # the row's device_scores column
         marks.append((j, score))
-        own.append((f.mid, rec.payload, rec.source, rec.timestamp, rec.context, rec.hash,
-                    rec.prev_hash, seen.subject, seen.attribute, seen.value, int(seen.negated),
+        # the BLOB columns as bytearrays: sqlite3 binds those as they are (bytes go
+        # through its adapter registry first); they are stored, and read back, as BLOBs
+        own.append((f.mid, bytearray(rec.payload), rec.source, rec.timestamp,
+                    bytearray(rec.context), bytearray(rec.hash), bytearray(rec.prev_hash),
+                    seen.subject, seen.attribute, seen.value, int(seen.negated),
                     seen.kind, scores_json[score], rec.priority / ONE))  # fmt: skip
         g = j.g
         episodes.append(Admitted(f.mid, seen.kind, device, seen.subject, seen.attribute,
@@ -413,7 +416,7 @@ def _admit_together(
     shared = (seq, now, now, now, device, key_id)
     rows = [(rowid, *mine, *j.columns, *shared) for rowid, mine, (j, _) in
             zip(engine.store.new_rowids(len(run)), own, marks, strict=True)]  # fmt: skip
-    engine.store.insert_admitted(rows, [v.tobytes() for v in vectors], seq)
+    engine.store.insert_admitted(rows, list(map(bytearray, np.ascontiguousarray(vectors))), seq)
     engine.admitted_rows(rows, vectors, now)
     distill.write_steps(engine, distilled, seq, now, [row[0] for row in rows])
     for f, (j, _) in zip(run, marks, strict=True):

@@ -643,7 +643,7 @@ class Store:
         return rowids
 
     def insert_admitted(
-        self, rows: Sequence[Sequence[Any]], vectors: Sequence[bytes], seq: int
+        self, rows: Sequence[Sequence[Any]], vectors: Sequence[bytes | bytearray], seq: int
     ) -> None:
         """Insert a device pack's fresh memories, their embeddings, and where audit entry
         ``seq`` lists each of them (``admissions``: position k for the k-th row), one
