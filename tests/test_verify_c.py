@@ -22,8 +22,11 @@
   (HM_PLANT_RING_LRU) is caught with the sequence that shows it.
 - WP proves the ACSL contracts of the capture path's helpers in hm_ring.c (find_run,
   slot_take, evict_lru, lru_push_front) with -wp-rte, except the goals listed with
-  their reason in verify/ring/wp_unproved.txt; the planted off-by-one in the eviction's
-  run search (HM_PLANT_RING) leaves a goal of make_room unproved that is not listed.
+  their reason in verify/ring/wp_unproved.txt (find_run's bit-level bounds): slot_take,
+  evict_lru and lru_push_front prove every goal, ring_ok after each store into the ring
+  included; the planted off-by-one in
+  the eviction's run search (HM_PLANT_RING) leaves make_room's call of find_run
+  unproved (its run_length precondition, the only property that run asks about).
 - The reviewed-alarm list parses, and an alarm outside it is reported as new.
 About 5 minutes on two loaded cores (WP is most of it: each ring WP test about a minute
 alone, several under load).
@@ -142,10 +145,15 @@ def test_ring_wp_proves_the_capture_path() -> None:
     for function in verify_c.RING_WP_FAST:
         assert re.search(rf"\b{function} \d+/\d+", rep.lines[1]), text
     assert all(": " in line for line in rep.lines if line.startswith("  listed "))
+    # ring_ok kept by the stores into the ring ([frame] before): every goal of these
+    for function in ("slot_take", "evict_lru", "lru_push_front"):
+        counts = re.search(rf"\b{function} (\d+)/(\d+)", rep.lines[1])
+        assert counts and counts.group(1) == counts.group(2), text
 
 
 def test_ring_wp_catches_the_planted_eviction_bug() -> None:
-    rep = verify_c.check_ring_wp("eviction", functions=("make_room",))
+    rep = verify_c.check_ring_wp("eviction", functions=("make_room",),
+                                 properties=("run_length",))
     text = "\n".join(rep.lines)
     assert not rep.ok, text
     # the run search asks for one block too few: for a one-block record it asks for

@@ -42,11 +42,14 @@ and a model of recency, eviction and first fit); see verify/ring/ring_explore.c.
 
 check_ring_wp: Frama-C WP (Z3 through Why3, -wp-rte, the typed+cast memory model so that
 the libc's char* contracts of memcpy/memset apply to uint8_t buffers) proves the ACSL
-contracts of hm_ring.c against ring_ok, the part of hm_ring.h's invariants that is a fact
-of each slot or pair of slots, with verify/ring/wp_env.c's contracts of the two gate
-functions taken as given. Every goal WP does not close must be listed in
-verify/ring/wp_unproved.txt with the reason and what checks it instead; any other fails.
-It prints the goals proved / total, per function, and the time.
+contracts of hm_ring.c's functions against ring_ok, the part of hm_ring.h's
+invariants that is a fact of each slot or pair of slots, with verify/ring/wp_env.c's
+contracts of the two gate functions taken as given. Goals are split (-wp-split: one per
+fact of ring_ok and per path) and each goes to Z3 with its automatic configuration off,
+then, if that fails, on (RING_WP_PROVERS, a Why3 configuration of this tool's own).
+Every goal WP does not close must be listed in verify/ring/wp_unproved.txt with the
+reason and what checks it instead; any other fails. It prints the goals proved / total,
+per function, and the time.
 
 Planted bugs (built only here): decoders "oob" compiles hm_frame.c with HM_PLANT_OOB
 (the receiver's buffer check off by one: EVA flags the write), "cobs" with HM_PLANT_COBS
@@ -63,7 +66,9 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -396,20 +401,34 @@ RING_WP_PLANTS = {"eviction": "HM_PLANT_RING"}
 # The functions the fast subset proves: the capture path's helpers (make_room, where the
 # planted bug is, runs in the planted check).
 RING_WP_FAST = ("find_run", "evict_lru", "slot_take", "lru_push_front")
-# The functions whose every unproved goal is reviewed in RING_WP_UNPROVED: what the tool
-# runs by default. The others carry contracts too, but their WP runs were not finished
-# and reviewed yet (each takes many minutes on two loaded cores): run them with
-# --ring-wp-functions and add what stays unproved, with its reason, to the list.
+# The functions whose unproved goals are reviewed in RING_WP_UNPROVED: what the tool runs
+# by default. The others carry contracts too, but their runs under the split goals were
+# not finished and reviewed yet: run them with --ring-wp-functions and add what stays
+# unproved, with its reason, to the list.
 RING_WP_REVIEWED = (*RING_WP_FAST, "make_room", "ctz32", "blocks_mask", "rec_mask", "live",
                     "lru_unlink", "blocks_free", "slot_push_free", "bad_size", "hm_ring_init",
                     "hm_ring_get", "hm_ring_peek", "hm_ring_payload", "hm_ring_source",
                     "put_be32", "hm_ring_id", "hm_ring_pin", "hm_ring_unpin",
-                    "hm_ring_set_chain", "hm_ring_next")
-RING_WP_PENDING = ("copy_context", "hm_ring_init_sized", "hm_ring_capture", "hm_ring_set_state",
-                   "hm_ring_gate", "hm_ring_release", "hm_ring_unpin_pack",
-                   "hm_ring_release_pack", "walk", "hm_ring_validate")
+                    "hm_ring_set_chain", "hm_ring_next", "copy_context")
+RING_WP_PENDING = ("hm_ring_init_sized", "hm_ring_capture", "hm_ring_set_state", "hm_ring_gate",
+                   "hm_ring_release", "hm_ring_unpin_pack", "hm_ring_release_pack", "walk",
+                   "hm_ring_validate")
 RING_WP_TIMEOUT = 30  # seconds per goal; most need well under 1 s alone, the rest is load
-_WP_GOAL = re.compile(r"^\[wp\] \[[^\]]+\] Goal typed_cast_(\w+) : (\w+)", re.M)
+# Z3 for the ring, twice: Why3's own Z3 entry (driver z3_471, the same seeds) first with
+# Z3's automatic configuration off, then, for a goal that fails, with it on. With it on,
+# Z3 chooses its settings from the query, and on the goals of ring_ok after a store into
+# the ring (a quantified fact per slot, Why3's generic arithmetic and memory axioms beside
+# it) it spends its budget on instances of those axioms, never reaching the one instance
+# a goal needs; with it off the same queries close in well under a second. The goals of
+# bit and modular arithmetic (the selector tests, put_be32, counters modulo 2^32) close
+# with it on. A Why3 configuration of its own (build/verify, named by WHY3CONFIG for the
+# WP run only): the user's is left as it is.
+RING_WHY3_CONF = ROOT / "build" / "verify" / "why3-ring.conf"
+_Z3_SEEDS = "sat.random_seed=42 nlsat.randomize=false smt.random_seed=42"
+RING_WP_PROVERS = {"z3-ring": f"{_Z3_SEEDS} smt.auto_config=false", "z3-auto": _Z3_SEEDS}
+# "[wp] [Z3 ...] Goal typed_cast_<goal> : Valid ..." or, when every prover failed,
+# "[wp] [Failed] Goal typed_cast_<goal>" (or [Timeout], ...) with each prover's answer below
+_WP_GOAL = re.compile(r"^\[wp\] \[([^\]]+)\] Goal typed_cast_(\w+)(?: : (\w+))?", re.M)
 _WP_FUNCTION = re.compile(r"^\[rte:annot\] annotating function (\w+)", re.M)
 
 
@@ -441,33 +460,58 @@ def unproved_listed(path: Path = RING_WP_UNPROVED) -> dict[str, str]:
     return out
 
 
+def ring_why3_config() -> Path:
+    """The Why3 configuration of the ring's WP runs: the provers of RING_WP_PROVERS."""
+    z3 = shutil.which("z3")
+    if z3 is None:
+        raise RuntimeError("z3 is not installed (Debian package z3)")
+    text = "[main]\nmagic = 14\nmemlimit = 1000\nrunning_provers_max = 2\ntimelimit = 5\n"
+    for shortcut, settings in RING_WP_PROVERS.items():
+        text += (f"\n[prover]\nalternative = \"{shortcut}\"\n"
+                 f"command = \"{z3} -smt2 -T:%t {settings} -st %f\"\n"
+                 f"command_steps = \"{z3} -smt2 {settings} -st rlimit=%S %f\"\n"
+                 f"driver = \"z3_471\"\neditor = \"\"\nin_place = false\n"
+                 f"interactive = false\nname = \"Z3\"\nshortcut = \"{shortcut}\"\n"
+                 f"version = \"4.8.12\"\n")
+    RING_WHY3_CONF.parent.mkdir(parents=True, exist_ok=True)
+    if not RING_WHY3_CONF.exists() or RING_WHY3_CONF.read_text() != text:
+        RING_WHY3_CONF.write_text(text)
+    return RING_WHY3_CONF
+
+
 def run_ring_wp(defines: tuple[str, ...] = (), functions: tuple[str, ...] = (),
-                timeout: int = RING_WP_TIMEOUT) -> WpGoals:
+                timeout: int = RING_WP_TIMEOUT, properties: tuple[str, ...] = ()) -> WpGoals:
     """frama-c -wp -wp-rte on hm_ring.c (ILP32, as on the boards): every contract, loop
-    invariant and runtime-error assertion of the functions given (all if none)."""
-    ensure_why3()
+    invariant and runtime-error assertion of the functions given (all if none; only the
+    named ACSL properties if `properties` is given, e.g. find_run's run_length). With
+    -wp-split a goal's conjuncts and the paths to it are goals of their own: Z3 closes
+    ring_ok's facts (hm_ring.c's HM_ACSL_RING_FACTS) one path at a time."""
     cpp = " ".join([f"-I{CORE}", *(f"-D{d}" for d in defines)])
     cmd = ["frama-c", f"-cpp-extra-args={cpp}", "-machdep", "gcc_x86_32",
            *map(str, RING_WP_SOURCES), "-wp", "-wp-rte", "-wp-model", "typed+cast",
-           "-wp-prover", "z3",
-           "-wp-timeout", str(timeout)]
+           "-wp-split", "-wp-prover", ",".join(RING_WP_PROVERS), "-wp-timeout", str(timeout)]
     if functions:
         cmd += ["-wp-fct", ",".join(functions)]
+    if properties:
+        cmd += ["-wp-prop", ",".join(properties)]
+    env = {**os.environ, "WHY3CONFIG": str(ring_why3_config())}
     start = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=7200)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=7200, env=env)
     seconds = time.monotonic() - start
     summary = _WP_SUMMARY.search(proc.stdout)
     if proc.returncode != 0 or summary is None:
         raise RuntimeError(f"frama-c -wp failed on the ring ({proc.returncode}):\n"
                            f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    goals = dict(_WP_GOAL.findall(proc.stdout))
+    goals = {goal: status or verdict for verdict, goal, status in _WP_GOAL.findall(proc.stdout)}
     return WpGoals(goals, sorted(set(_WP_FUNCTION.findall(proc.stdout))), seconds,
                    f"{summary.group(1)}/{summary.group(2)}")
 
 
-def check_ring_wp(planted: str | None = None, functions: tuple[str, ...] = ()) -> Report:
+def check_ring_wp(planted: str | None = None, functions: tuple[str, ...] = (),
+                  properties: tuple[str, ...] = ()) -> Report:
     """WP over the ring's contracts: ok if every goal it does not prove is one of
-    verify/ring/wp_unproved.txt (each listed with the reason and what checks it)."""
+    verify/ring/wp_unproved.txt (each listed with the reason and what checks it).
+    `properties` narrows the run to the named ACSL properties (a fast check of one)."""
     defines: tuple[str, ...] = ()
     if planted is not None:
         if planted not in RING_WP_PLANTS:
@@ -475,7 +519,7 @@ def check_ring_wp(planted: str | None = None, functions: tuple[str, ...] = ()) -
         defines = (RING_WP_PLANTS[planted], "HM_VERIFY_PLANTED")
     listed = unproved_listed()
     functions = functions or RING_WP_REVIEWED
-    run = run_ring_wp(defines, functions)
+    run = run_ring_wp(defines, functions, properties=properties)
     scope = (f"the {len(functions)} reviewed functions of hm_ring.c"
              if functions == RING_WP_REVIEWED else ", ".join(functions))
     name = "ring contracts (Frama-C WP, Z3)" + (f", planted {planted}" if planted else "")

@@ -11,48 +11,87 @@
  * (-wp-rte). WP with Z3 through Why3 proves every goal except those listed, with the
  * reason, in verify/ring/wp_unproved.txt. What ring_ok leaves out (list order and
  * membership, the block maps as unions, the counts) and every listed goal are checked
- * by verify/ring/ring_explore.c; protocol/SPEC.md §13 says which is which. */
-/*@ predicate link_ok(hm_ring *r, integer l) = l == HM_RING_NIL || 0 <= l < r->capacity;
-    // I6 for a slot's geometry; it holds for free slots too (they keep their last one)
-    predicate geometry_ok(hm_ring *r, hm_ring_record *x) =
-      x->payload_len <= HM_MAX_PAYLOAD && x->source_len <= HM_MAX_SOURCE &&
-      x->nblocks == (x->payload_len + x->source_len + r->block_size - 1) / r->block_size &&
-      x->block + x->nblocks <= HM_RING_BLOCKS && (x->nblocks == 0 ==> x->block == 0);
+ * by verify/ring/ring_explore.c; protocol/SPEC.md §13 says which is which.
+ *
+ * ring_ok's facts are macros (Frama-C preprocesses annotations; the compiler never sees
+ * them): HM_ACSL_RING_FACTS(kw, pre, rg, but) states each as a clause of its own (kw:
+ * requires, ensures or loop invariant; pre: an optional premise such as
+ * `\result == HM_RING_OK ==>`), the predicate ring_ok_but(r, but) is their conjunction,
+ * and `but` exempts one slot from I7's zero scores (a record being gated). One goal per
+ * fact, each quantifier written out: Z3 proves a fact about every slot after a store into
+ * one of them when the quantifier is the goal's own (it skolemises it and instantiates the
+ * precondition's at that slot); hidden in a predicate it must unfold, it does not, and
+ * the conjunction of all facts in one query is beyond it. In order: the ring's scalars,
+ * list heads and I8's captures = stored + refusals (32-bit counters); every prev and
+ * every next link a slot or NIL; each slot's geometry (I6, nblocks_of below); each live
+ * record's seq, state, pin and layer (I1, I5, I7); live seqs distinct (I1); zero scores
+ * while VOLATILE (I7). */
+#ifdef __FRAMAC__
+#define HM_ACSL_RING_SHAPE(rg)                                                             \
+    (1 <= (rg)->capacity <= HM_RING_CAPACITY && 10 <= (rg)->block_size &&                  \
+     (rg)->block_size * HM_RING_BLOCKS <= HM_ARENA_SIZE &&                                 \
+     link_ok(rg, (rg)->free_head) && link_ok(rg, (rg)->mru) && link_ok(rg, (rg)->lru) &&   \
+     (rg)->counters.captures == ((rg)->seq + (rg)->counters.refusals) % 4294967296)
+#define HM_ACSL_RING_PREVS(rg)                                                             \
+    (\forall integer k; 0 <= k < (rg)->capacity ==>                                        \
+       (rg)->rec[k].prev == HM_RING_NIL || (rg)->rec[k].prev < (rg)->capacity)
+#define HM_ACSL_RING_NEXTS(rg)                                                             \
+    (\forall integer k; 0 <= k < (rg)->capacity ==>                                        \
+       (rg)->rec[k].next == HM_RING_NIL || (rg)->rec[k].next < (rg)->capacity)
+#define HM_ACSL_RING_GEOMETRY(rg)                                                          \
+    (\forall integer k; 0 <= k < (rg)->capacity ==>                                        \
+       (rg)->rec[k].payload_len <= HM_MAX_PAYLOAD && (rg)->rec[k].source_len <= HM_MAX_SOURCE && \
+       (rg)->rec[k].nblocks ==                                                             \
+         nblocks_of((rg)->rec[k].payload_len + (rg)->rec[k].source_len, (rg)->block_size) && \
+       (rg)->rec[k].block + (rg)->rec[k].nblocks <= HM_RING_BLOCKS &&                      \
+       ((rg)->rec[k].nblocks == 0 ==> (rg)->rec[k].block == 0))
+#define HM_ACSL_RING_LIVES(rg)                                                             \
+    (\forall integer k; 0 <= k < (rg)->capacity && (rg)->rec[k].seq != 0 ==>               \
+       1 <= (rg)->rec[k].seq <= (rg)->seq &&                                               \
+       ((rg)->rec[k].state == HM_STATE_VOLATILE || (rg)->rec[k].state == HM_STATE_CANDIDATE || \
+        (rg)->rec[k].state == HM_STATE_QUARANTINED) &&                                     \
+       ((rg)->rec[k].state == HM_STATE_VOLATILE ==> (rg)->rec[k].layer == HM_LAYER_WORKING && \
+          (rg)->rec[k].pack == 0 && (rg)->rec[k].chained == 0) &&                          \
+       ((rg)->rec[k].state != HM_STATE_VOLATILE ==> (rg)->rec[k].layer == HM_LAYER_EPISODIC))
+#define HM_ACSL_RING_SEQS(rg)                                                              \
+    (\forall integer j, k; 0 <= j < (rg)->capacity && 0 <= k < (rg)->capacity &&           \
+       j != k && (rg)->rec[j].seq != 0 ==> (rg)->rec[j].seq != (rg)->rec[k].seq)
+#define HM_ACSL_RING_SCORES(rg, but)                                                       \
+    (\forall integer k; 0 <= k < (rg)->capacity && k != (but) &&                           \
+       (rg)->rec[k].seq != 0 && (rg)->rec[k].state == HM_STATE_VOLATILE ==>                \
+       (rg)->rec[k].confidence == 0 && (rg)->rec[k].provenance == 0 &&                     \
+       (rg)->rec[k].priority == 0 && (rg)->rec[k].gate.h == 0 && (rg)->rec[k].gate.i == 0 && \
+       (rg)->rec[k].gate.r == 0 && (rg)->rec[k].gate.f == 0 && (rg)->rec[k].gate.c == 0 && \
+       (rg)->rec[k].gate.rn == 0 && (rg)->rec[k].gate.w == 0 && (rg)->rec[k].gate.flags == 0 && \
+       (rg)->rec[k].gate.verdict == 0 && (rg)->rec[k].gate.hard == 0 &&                    \
+       (rg)->rec[k].gate.state == 0)
+#define HM_ACSL_RING_OK_BUT(rg, but)                                                       \
+    (HM_ACSL_RING_SHAPE(rg) && HM_ACSL_RING_PREVS(rg) && HM_ACSL_RING_NEXTS(rg) && HM_ACSL_RING_GEOMETRY(rg) && \
+     HM_ACSL_RING_LIVES(rg) && HM_ACSL_RING_SEQS(rg) && HM_ACSL_RING_SCORES(rg, but))
+#define HM_ACSL_RING_FACTS(kw, pre, rg, but)                                               \
+    kw pre HM_ACSL_RING_SHAPE(rg);                                                         \
+    kw pre HM_ACSL_RING_PREVS(rg);                                                         \
+    kw pre HM_ACSL_RING_NEXTS(rg);                                                         \
+    kw pre HM_ACSL_RING_GEOMETRY(rg);                                                      \
+    kw pre HM_ACSL_RING_LIVES(rg);                                                         \
+    kw pre HM_ACSL_RING_SEQS(rg);                                                          \
+    kw pre HM_ACSL_RING_SCORES(rg, but)
+#endif
+/*@ // I6's blocks for `bytes`: ceil(bytes / bs). Axiomatic, not a definition, so that Z3
+    // meets the division only where a goal needs it (not in every frame of ring_ok)
+    axiomatic Blocks {
+      logic integer nblocks_of(integer bytes, integer bs);
+      axiom nblocks_of_def: \forall integer bytes, bs; bs > 0 ==>
+        nblocks_of(bytes, bs) == (bytes + bs - 1) / bs;
+    }
+    predicate link_ok(hm_ring *r, integer l) = l == HM_RING_NIL || 0 <= l < r->capacity;
     // I7: a VOLATILE record has no scores yet
     predicate unscored(hm_ring_record *x) =
       x->confidence == 0 && x->provenance == 0 && x->priority == 0 &&
       x->gate.h == 0 && x->gate.i == 0 && x->gate.r == 0 && x->gate.f == 0 &&
       x->gate.c == 0 && x->gate.rn == 0 && x->gate.w == 0 && x->gate.flags == 0 &&
       x->gate.verdict == 0 && x->gate.hard == 0 && x->gate.state == 0;
-    // I1 (seq), I5, I7 of a live record
-    predicate live_ok(hm_ring *r, hm_ring_record *x) =
-      1 <= x->seq <= r->seq &&
-      (x->state == HM_STATE_VOLATILE || x->state == HM_STATE_CANDIDATE ||
-       x->state == HM_STATE_QUARANTINED) &&
-      (x->state == HM_STATE_VOLATILE ==>
-         x->layer == HM_LAYER_WORKING && x->pack == 0 && x->chained == 0) &&
-      (x->state != HM_STATE_VOLATILE ==> x->layer == HM_LAYER_EPISODIC);
-    predicate ring_base(hm_ring *r) =
-      1 <= r->capacity <= HM_RING_CAPACITY &&
-      10 <= r->block_size && r->block_size * HM_RING_BLOCKS <= HM_ARENA_SIZE &&
-      link_ok(r, r->free_head) && link_ok(r, r->mru) && link_ok(r, r->lru) &&
-      // one fact per quantifier, on the fields themselves: Z3 instantiates them at once
-      (\forall integer k; 0 <= k < r->capacity ==>
-         r->rec[k].prev == HM_RING_NIL || r->rec[k].prev < r->capacity) &&
-      (\forall integer k; 0 <= k < r->capacity ==>
-         r->rec[k].next == HM_RING_NIL || r->rec[k].next < r->capacity) &&
-      (\forall integer k; 0 <= k < r->capacity ==> geometry_ok(r, &r->rec[k])) &&
-      (\forall integer k; 0 <= k < r->capacity && r->rec[k].seq != 0 ==>
-         live_ok(r, &r->rec[k])) &&
-      // I1: live seqs are distinct
-      (\forall integer j, k; 0 <= j < r->capacity && 0 <= k < r->capacity && j != k &&
-         r->rec[j].seq != 0 ==> r->rec[j].seq != r->rec[k].seq) &&
-      // I8: captures = stored + refusals (32-bit counters)
-      r->counters.captures == (r->seq + r->counters.refusals) % 4294967296;
-    // ring_base and I7's zero scores of every VOLATILE record but `but`
-    predicate ring_ok_but(hm_ring *r, integer but) = ring_base(r) &&
-      (\forall integer k; 0 <= k < r->capacity && k != but && r->rec[k].seq != 0 &&
-         r->rec[k].state == HM_STATE_VOLATILE ==> unscored(&r->rec[k]));
+    predicate ring_ok_but(hm_ring *r, integer but) = HM_ACSL_RING_OK_BUT(r, but);
     predicate ring_ok(hm_ring *r) = ring_ok_but(r, -1);
     // A slot `i` holds a live record
     predicate live_at(hm_ring *r, integer i) = 0 <= i < r->capacity && r->rec[i].seq != 0;
@@ -91,7 +130,7 @@ static uint32_t rec_mask(const hm_ring_record *rec) {
 
 /* Lowest start of k >= 1 consecutive set bits of `map`, or -1. After j steps bit i
  * is set iff bits i..i+j are; the zeros shifted in keep a run inside the 32 bits. */
-/*@ requires 1 <= k <= HM_RING_BLOCKS;
+/*@ requires run_length: 1 <= k <= HM_RING_BLOCKS;
     assigns \nothing;
     ensures \result == -1 || (0 <= \result && \result + k <= HM_RING_BLOCKS); */
 static int find_run(uint32_t map, unsigned k) {
@@ -112,10 +151,16 @@ static hm_ring_record *live(hm_ring *ring, int index) {
 }
 
 /* Volatile list (I2): head ring->mru, tail ring->lru. */
-/*@ requires \valid(ring) && ring_ok_but(ring, i) && i < ring->capacity;
+/*@ requires \valid(ring) && i < ring->capacity;
+    HM_ACSL_RING_FACTS(requires, , ring, i);
     assigns ring->mru, ring->lru, ring->rec[0 .. HM_RING_CAPACITY - 1].prev,
             ring->rec[0 .. HM_RING_CAPACITY - 1].next;
-    ensures ring_ok_but(ring, i); */
+    HM_ACSL_RING_FACTS(ensures, , ring, i);
+    // only links change: a VOLATILE record unscored before is unscored after
+    ensures \old(ring->rec[i].seq != 0 && ring->rec[i].state == HM_STATE_VOLATILE ==>
+                 unscored(&ring->rec[i])) ==>
+            (ring->rec[i].seq != 0 && ring->rec[i].state == HM_STATE_VOLATILE ==>
+             unscored(&ring->rec[i])); */
 static void lru_unlink(hm_ring *ring, uint8_t i) {
     hm_ring_record *rec = &ring->rec[i];
     if (rec->prev != NIL) ring->rec[rec->prev].next = rec->next;
@@ -125,10 +170,12 @@ static void lru_unlink(hm_ring *ring, uint8_t i) {
     rec->prev = rec->next = NIL;
 }
 
-/*@ requires \valid(ring) && ring_ok(ring) && i < ring->capacity;
+/*@ requires \valid(ring) && i < ring->capacity;
+    HM_ACSL_RING_FACTS(requires, , ring, -1);
     assigns ring->mru, ring->lru, ring->rec[0 .. HM_RING_CAPACITY - 1].prev,
             ring->rec[i].next;
-    ensures ring_ok(ring) && ring->mru == i; */
+    HM_ACSL_RING_FACTS(ensures, , ring, -1);
+    ensures ring->mru == i; */
 static void lru_push_front(hm_ring *ring, uint8_t i) {
     hm_ring_record *rec = &ring->rec[i];
     rec->prev = NIL;
@@ -147,9 +194,11 @@ static void blocks_free(hm_ring *ring, const hm_ring_record *rec, uint32_t mask)
 }
 
 /* Push a live slot that is in no list and holds no blocks on the free list. */
-/*@ requires \valid(ring) && ring_ok(ring) && i < ring->capacity;
+/*@ requires \valid(ring) && i < ring->capacity;
+    HM_ACSL_RING_FACTS(requires, , ring, -1);
     assigns ring->counters.used, ring->rec[i].seq, ring->rec[i].next, ring->free_head;
-    ensures ring_ok(ring) && ring->rec[i].seq == 0 && ring->free_head == i; */
+    HM_ACSL_RING_FACTS(ensures, , ring, -1);
+    ensures ring->rec[i].seq == 0 && ring->free_head == i; */
 static void slot_push_free(hm_ring *ring, uint8_t i) {
     hm_ring_record *rec = &ring->rec[i];
     ring->counters.used--;
@@ -159,9 +208,11 @@ static void slot_push_free(hm_ring *ring, uint8_t i) {
 }
 
 /* Take the first free slot (there is one) for a new VOLATILE record, counted. */
-/*@ requires \valid(ring) && ring_ok(ring) && ring->free_head != HM_RING_NIL;
+/*@ requires \valid(ring) && ring->free_head != HM_RING_NIL;
+    HM_ACSL_RING_FACTS(requires, , ring, -1);
     assigns ring->free_head, ring->counters.used, ring->counters.volatiles;
-    ensures ring_ok(ring) && \result == \old(ring->free_head) && \result < ring->capacity; */
+    HM_ACSL_RING_FACTS(ensures, , ring, -1);
+    ensures \result == \old(ring->free_head) && \result < ring->capacity; */
 static uint8_t slot_take(hm_ring *ring) {
     uint8_t i = ring->free_head;
     ring->free_head = ring->rec[i].next;
@@ -173,11 +224,13 @@ static uint8_t slot_take(hm_ring *ring) {
 /* The least recently accessed VOLATILE record, the list's tail, leaves (I3): off the
  * list, its blocks given back (`mask`: its rec_mask), counted as an eviction. Its slot
  * still counts as a used VOLATILE one: the caller frees it or reuses it. */
-/*@ requires \valid(ring) && ring_ok(ring) && ring->lru != HM_RING_NIL;
+/*@ requires \valid(ring) && ring->lru != HM_RING_NIL;
+    HM_ACSL_RING_FACTS(requires, , ring, -1);
     assigns ring->lru, ring->mru, ring->rec[0 .. HM_RING_CAPACITY - 1].next,
             ring->vol_blocks, ring->used_blocks, ring->counters.arena_used,
             ring->counters.evictions;
-    ensures ring_ok(ring) && \result == \old(ring->lru) && \result < ring->capacity; */
+    HM_ACSL_RING_FACTS(ensures, , ring, -1);
+    ensures \result == \old(ring->lru) && \result < ring->capacity; */
 static uint8_t evict_lru(hm_ring *ring, uint32_t mask) {
     uint8_t i = ring->lru;
     hm_ring_record *rec = &ring->rec[i];
@@ -200,10 +253,11 @@ static uint8_t evict_lru(hm_ring *ring, uint32_t mask) {
  * record takes (the free list is LIFO), so it is reused in place. Otherwise it decides
  * first whether evicting every VOLATILE record would be enough, then evicts one at a
  * time. */
-/*@ requires \valid(ring) && ring_ok(ring) && k <= HM_RING_BLOCKS && \valid(slot) &&
+/*@ requires \valid(ring) && k <= HM_RING_BLOCKS && \valid(slot) &&
              \separated(slot, ring);
+    HM_ACSL_RING_FACTS(requires, , ring, -1);
     assigns *ring, *slot;
-    ensures ring_ok(ring);
+    HM_ACSL_RING_FACTS(ensures, , ring, -1);
     ensures ring->seq == \old(ring->seq) && ring->counters.captures ==
             \old(ring->counters.captures) && ring->counters.refusals ==
             \old(ring->counters.refusals);
@@ -227,7 +281,8 @@ static int make_room(hm_ring *ring, unsigned k, uint8_t *slot) {
         return block;
     }
     if (find_run(~ring->used_blocks | ring->vol_blocks, k) < 0) return -1;
-    /*@ loop invariant ring_ok(ring) && 1 <= k;
+    /*@ loop invariant 1 <= k;
+ HM_ACSL_RING_FACTS(loop invariant, , ring, -1);
         loop invariant ring->seq == \at(ring->seq, Pre) &&
           ring->counters.captures == \at(ring->counters.captures, Pre) &&
           ring->counters.refusals == \at(ring->counters.refusals, Pre);
@@ -285,7 +340,8 @@ static int bad_size(unsigned capacity, unsigned arena_size) {
     behavior good:
       assumes 1 <= capacity <= HM_RING_CAPACITY &&
               HM_MAX_PAYLOAD + HM_MAX_SOURCE <= arena_size <= HM_ARENA_SIZE;
-      ensures \result == HM_RING_OK && ring_ok(ring);
+      HM_ACSL_RING_FACTS(ensures, , ring, -1);
+      ensures \result == HM_RING_OK;
       ensures ring->capacity == capacity && ring->block_size == arena_size / HM_RING_BLOCKS;
       ensures ring->seq == 0 && ring->boot == boot && ring->mru == HM_RING_NIL &&
               ring->lru == HM_RING_NIL && ring->free_head == 0;
@@ -320,12 +376,14 @@ hm_ring_status hm_ring_init_sized(hm_ring *ring, const uint8_t device_id[HM_ID_S
 /*@ requires \valid(ring) && \valid_read(device_id + (0 .. HM_ID_SIZE - 1)) &&
              \separated(ring, device_id + (0 .. HM_ID_SIZE - 1));
     assigns *ring;
-    ensures ring_ok(ring) && ring->capacity == HM_RING_CAPACITY && ring->seq == 0; */
+    HM_ACSL_RING_FACTS(ensures, , ring, -1);
+    ensures ring->capacity == HM_RING_CAPACITY && ring->seq == 0; */
 void hm_ring_init(hm_ring *ring, const uint8_t device_id[HM_ID_SIZE], uint32_t boot) {
     (void)hm_ring_init_sized(ring, device_id, boot, HM_RING_CAPACITY, HM_ARENA_SIZE);
 }
 
-/*@ requires \valid(ring) && ring_ok(ring);
+/*@ requires \valid(ring);
+    HM_ACSL_RING_FACTS(requires, , ring, -1);
     requires payload_len <= HM_MAX_PAYLOAD && payload != \null ==>
              \valid_read(payload + (0 .. payload_len - 1));
     requires source_len <= HM_MAX_SOURCE && source != \null ==>
@@ -337,7 +395,7 @@ void hm_ring_init(hm_ring *ring, const uint8_t device_id[HM_ID_SIZE], uint32_t b
     requires source != \null ==> \separated(ring, source + (0 .. source_len - 1));
     requires context != \null ==> \separated(ring, context + (0 .. HM_HASH_SIZE - 1));
     assigns *ring, *out_index;
-    ensures ring_ok(ring);
+    HM_ACSL_RING_FACTS(ensures, , ring, -1);
     ensures ring->counters.captures == (\old(ring->counters.captures) + 1) % 4294967296;
     ensures \result == HM_RING_OK || \result == HM_RING_REFUSED_FULL ||
             \result == HM_RING_REFUSED_INVALID;
@@ -434,10 +492,11 @@ hm_ring_status hm_ring_capture(hm_ring *ring, const uint8_t *payload, size_t pay
     return HM_RING_OK;
 }
 
-/*@ requires \valid(ring) && ring_ok(ring);
+/*@ requires \valid(ring);
+    HM_ACSL_RING_FACTS(requires, , ring, -1);
     assigns ring->mru, ring->lru, ring->rec[0 .. HM_RING_CAPACITY - 1].prev,
             ring->rec[0 .. HM_RING_CAPACITY - 1].next;
-    ensures ring_ok(ring);
+    HM_ACSL_RING_FACTS(ensures, , ring, -1);
     ensures live_at(ring, index) ? \result == &ring->rec[index] : \result == \null;
     ensures live_at(ring, index) && ring->rec[index].state == HM_STATE_VOLATILE ==>
             ring->mru == index; */
@@ -454,7 +513,8 @@ const hm_ring_record *hm_ring_get(hm_ring *ring, int index) {
     return rec;
 }
 
-/*@ requires \valid_read(ring) && ring_ok(ring);
+/*@ requires \valid_read(ring);
+    HM_ACSL_RING_FACTS(requires, , ring, -1);
     assigns \nothing;
     ensures live_at(ring, index) ? \result == &ring->rec[index] : \result == \null; */
 const hm_ring_record *hm_ring_peek(const hm_ring *ring, int index) {
@@ -462,7 +522,8 @@ const hm_ring_record *hm_ring_peek(const hm_ring *ring, int index) {
     return &ring->rec[index];
 }
 
-/*@ requires \valid_read(ring) && ring_ok(ring);
+/*@ requires \valid_read(ring);
+    HM_ACSL_RING_FACTS(requires, , ring, -1);
     requires \exists integer i; live_at(ring, i) && rec == &ring->rec[i];
     assigns \nothing;
     ensures \result == &ring->arena[rec->block * ring->block_size];
@@ -471,7 +532,8 @@ const uint8_t *hm_ring_payload(const hm_ring *ring, const hm_ring_record *rec) {
     return &ring->arena[(uint32_t)rec->block * ring->block_size];
 }
 
-/*@ requires \valid_read(ring) && ring_ok(ring);
+/*@ requires \valid_read(ring);
+    HM_ACSL_RING_FACTS(requires, , ring, -1);
     requires \exists integer i; live_at(ring, i) && rec == &ring->rec[i];
     assigns \nothing;
     ensures \result == &ring->arena[rec->block * ring->block_size + rec->payload_len];
@@ -504,11 +566,12 @@ void hm_ring_id(const hm_ring *ring, const hm_ring_record *rec,
     put_be32(id + HM_ID_SIZE + 4, rec->seq);
 }
 
-/*@ requires \valid(ring) && ring_ok_but(ring, index);
+/*@ requires \valid(ring);
+    HM_ACSL_RING_FACTS(requires, , ring, index);
     assigns *ring;
     ensures \result == HM_RING_OK || \result == HM_RING_NO_RECORD ||
             \result == HM_RING_BAD_ARG || \result == HM_RING_BAD_STATE;
-    ensures \result == HM_RING_OK || ring_ok{Pre}(ring) ==> ring_ok(ring);
+    HM_ACSL_RING_FACTS(ensures, \result == HM_RING_OK || ring_ok{Pre}(ring) ==>, ring, -1);
     ensures \result == HM_RING_NO_RECORD <==> !live_at(ring, index);
     // VOLATILE -> CANDIDATE | QUARANTINED only, counted (I7, I8)
     ensures \result == HM_RING_OK <==> live_at(ring, index) &&
@@ -536,10 +599,11 @@ hm_ring_status hm_ring_set_state(hm_ring *ring, int index, unsigned state) {
     return HM_RING_OK;
 }
 
-/*@ requires \valid(ring) && ring_ok(ring) && (out == \null || \valid(out)) &&
+/*@ requires \valid(ring) && (out == \null || \valid(out)) &&
              \separated(ring, out);
+    HM_ACSL_RING_FACTS(requires, , ring, -1);
     assigns *ring, *out;
-    ensures ring_ok(ring);
+    HM_ACSL_RING_FACTS(ensures, , ring, -1);
     ensures \result == HM_RING_OK <==> live_at(ring, index) &&
             \old(ring->rec[index].state) == HM_STATE_VOLATILE && priority <= HM_Q_ONE &&
             flags <= 0xFFF && quality <= HM_Q_ONE && provenance <= HM_Q_ONE;
@@ -566,14 +630,15 @@ hm_ring_status hm_ring_gate(hm_ring *ring, int index, uint32_t flags, uint32_t q
     return hm_ring_set_state(ring, index, g.state);
 }
 
-/*@ requires \valid(ring) && ring_ok(ring);
+/*@ requires \valid(ring);
+    HM_ACSL_RING_FACTS(requires, , ring, -1);
     requires \valid_read(hash + (0 .. HM_HASH_SIZE - 1)) &&
              \valid_read(prev_hash + (0 .. HM_HASH_SIZE - 1));
     requires \separated(ring, hash + (0 .. HM_HASH_SIZE - 1), prev_hash + (0 .. HM_HASH_SIZE - 1));
     assigns ring->rec[0 .. HM_RING_CAPACITY - 1].hash[0 .. HM_HASH_SIZE - 1],
             ring->rec[0 .. HM_RING_CAPACITY - 1].prev_hash[0 .. HM_HASH_SIZE - 1],
             ring->rec[0 .. HM_RING_CAPACITY - 1].chained;
-    ensures ring_ok(ring);
+    HM_ACSL_RING_FACTS(ensures, , ring, -1);
     ensures \result == HM_RING_OK <==> live_at(ring, index) &&
             ring->rec[index].state != HM_STATE_VOLATILE && ring->rec[index].pack == 0;
     ensures \result == HM_RING_OK ==> ring->rec[index].chained == 1; */
@@ -588,9 +653,10 @@ hm_ring_status hm_ring_set_chain(hm_ring *ring, int index, const uint8_t hash[HM
     return HM_RING_OK;
 }
 
-/*@ requires \valid(ring) && ring_ok(ring);
+/*@ requires \valid(ring);
+    HM_ACSL_RING_FACTS(requires, , ring, -1);
     assigns ring->rec[0 .. HM_RING_CAPACITY - 1].pack, ring->counters.pinned;
-    ensures ring_ok(ring);
+    HM_ACSL_RING_FACTS(ensures, , ring, -1);
     // I5: only a gated, unpinned record is pinned
     ensures \result == HM_RING_OK <==> live_at(ring, index) && pack != 0 &&
             ring->rec[index].state != HM_STATE_VOLATILE && \old(ring->rec[index].pack) == 0;
@@ -606,10 +672,11 @@ hm_ring_status hm_ring_pin(hm_ring *ring, int index, uint32_t pack) {
     return HM_RING_OK;
 }
 
-/*@ requires \valid(ring) && ring_ok(ring);
+/*@ requires \valid(ring);
+    HM_ACSL_RING_FACTS(requires, , ring, -1);
     assigns ring->rec[0 .. HM_RING_CAPACITY - 1].pack,
             ring->rec[0 .. HM_RING_CAPACITY - 1].chained, ring->counters.pinned;
-    ensures ring_ok(ring);
+    HM_ACSL_RING_FACTS(ensures, , ring, -1);
     ensures \result == HM_RING_OK <==> live_at(ring, index) && \old(ring->rec[index].pack) != 0;
     // I7: the next pack links it anew
     ensures \result == HM_RING_OK ==> ring->rec[index].pack == 0 &&
@@ -625,9 +692,10 @@ hm_ring_status hm_ring_unpin(hm_ring *ring, int index) {
     return HM_RING_OK;
 }
 
-/*@ requires \valid(ring) && ring_ok(ring);
+/*@ requires \valid(ring);
+    HM_ACSL_RING_FACTS(requires, , ring, -1);
     assigns *ring;
-    ensures ring_ok(ring);
+    HM_ACSL_RING_FACTS(ensures, , ring, -1);
     // I3: only a pinned record (gated, I5) leaves by a release
     ensures \result == HM_RING_OK <==> live_at(ring, index) && \old(ring->rec[index].pack) != 0;
     ensures \result == HM_RING_OK ==> ring->rec[index].seq == 0 && ring->free_head == index &&
@@ -643,15 +711,18 @@ hm_ring_status hm_ring_release(hm_ring *ring, int index) {
     return HM_RING_OK;
 }
 
-/*@ requires \valid(ring) && ring_ok(ring);
+/*@ requires \valid(ring);
+    HM_ACSL_RING_FACTS(requires, , ring, -1);
     assigns ring->rec[0 .. HM_RING_CAPACITY - 1].pack,
             ring->rec[0 .. HM_RING_CAPACITY - 1].chained, ring->counters.pinned;
-    ensures ring_ok(ring) && \result <= ring->capacity;
+    HM_ACSL_RING_FACTS(ensures, , ring, -1);
+    ensures \result <= ring->capacity;
     ensures pack != 0 ==> \forall integer j; 0 <= j < ring->capacity &&
             ring->rec[j].seq != 0 ==> ring->rec[j].pack != pack; */
 unsigned hm_ring_unpin_pack(hm_ring *ring, uint32_t pack) {
     unsigned k, n = 0;
-    /*@ loop invariant 0 <= k <= ring->capacity && n <= k && ring_ok(ring);
+    /*@ loop invariant 0 <= k <= ring->capacity && n <= k;
+ HM_ACSL_RING_FACTS(loop invariant, , ring, -1);
         loop invariant pack != 0 ==> \forall integer j; 0 <= j < k &&
           ring->rec[j].seq != 0 ==> ring->rec[j].pack != pack;
         loop assigns k, n, ring->rec[0 .. HM_RING_CAPACITY - 1].pack,
@@ -666,14 +737,17 @@ unsigned hm_ring_unpin_pack(hm_ring *ring, uint32_t pack) {
     return n;
 }
 
-/*@ requires \valid(ring) && ring_ok(ring);
+/*@ requires \valid(ring);
+    HM_ACSL_RING_FACTS(requires, , ring, -1);
     assigns *ring;
-    ensures ring_ok(ring) && \result <= ring->capacity;
+    HM_ACSL_RING_FACTS(ensures, , ring, -1);
+    ensures \result <= ring->capacity;
     ensures pack != 0 ==> \forall integer j; 0 <= j < ring->capacity &&
             ring->rec[j].seq != 0 ==> ring->rec[j].pack != pack; */
 unsigned hm_ring_release_pack(hm_ring *ring, uint32_t pack) {
     unsigned k, n = 0;
-    /*@ loop invariant 0 <= k <= ring->capacity && n <= k && ring_ok(ring);
+    /*@ loop invariant 0 <= k <= ring->capacity && n <= k;
+ HM_ACSL_RING_FACTS(loop invariant, , ring, -1);
         loop invariant ring->capacity == \at(ring->capacity, Pre);
         loop invariant pack != 0 ==> \forall integer j; 0 <= j < k &&
           ring->rec[j].seq != 0 ==> ring->rec[j].pack != pack;
@@ -688,7 +762,8 @@ unsigned hm_ring_release_pack(hm_ring *ring, uint32_t pack) {
     return n;
 }
 
-/*@ requires \valid_read(ring) && ring_ok(ring);
+/*@ requires \valid_read(ring);
+    HM_ACSL_RING_FACTS(requires, , ring, -1);
     assigns \nothing;
     ensures \result == -1 || (live_at(ring, \result) && ring->rec[\result].seq > after_seq);
     // the smallest such seq among the records `select` admits
