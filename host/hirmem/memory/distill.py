@@ -62,6 +62,7 @@ from hirmem.memory.distill_schema import (
     SCHEMA,
     STATS_NAMES,
     distillates_of,
+    ids_at,
     link_rows,
     linked_rowids,
 )
@@ -627,14 +628,7 @@ def _create(engine: MemoryEngine, d: Distillate, pack: PackDistillation | None) 
 def episodes_of_row(engine: MemoryEngine, rowid: int) -> list[str]:
     """The ids of the episodes distillate ``rowid`` rests on, in the order they came."""
     db = engine.store.db
-    rowids = linked_rowids(db, rowid)
-    out: list[str] = []
-    for k in range(0, len(rowids), 500):
-        chunk = rowids[k : k + 500]
-        out += [str(x[0]) for x in db.execute(
-            f"SELECT id FROM memories WHERE rowid IN ({','.join('?' * len(chunk))}) "
-            "ORDER BY rowid", chunk)]  # fmt: skip
-    return out
+    return ids_at(db, linked_rowids(db, rowid))
 
 
 def derived_from(engine: MemoryEngine, episode_id: str) -> list[str]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from hirmem.protocol.errors import HirmemError
 from hirmem.sql import Connection
@@ -143,6 +143,18 @@ def linked_rowids(db: Connection, distillate: int) -> list[int]:
     ):
         out += _bits(int(base), int(mask))
     return sorted(out)
+
+
+def ids_at(db: Connection, rowids: Sequence[int], where: str = "") -> list[str]:
+    """The ids of the memories at ``rowids`` (and matching ``where``, an SQL condition
+    on ``memories``), in rowid order: a pattern's episodes, from its link ranges."""
+    out: list[str] = []
+    for k in range(0, len(rowids), 500):
+        chunk = list(rowids[k : k + 500])
+        out += [str(x[0]) for x in db.execute(
+            f"SELECT id FROM memories WHERE rowid IN ({','.join('?' * len(chunk))})"
+            f"{' AND ' + where if where else ''} ORDER BY rowid", chunk)]  # fmt: skip
+    return out
 
 
 def distillates_of(db: Connection, rowid: int) -> list[int]:

@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from hirmem.memory import store_pg
-from hirmem.memory.distill_schema import linked_rowids, upgrade_distillation
+from hirmem.memory.distill_schema import ids_at, linked_rowids, upgrade_distillation
 from hirmem.memory.model import Layer, Memory, State
 from hirmem.protocol.errors import HirmemError
 from hirmem.sql import Connection, PgTarget
@@ -729,12 +729,7 @@ class Store:
             "SELECT rowid FROM distillates WHERE memory_id = ? ORDER BY rowid", (m.id,)
         ).fetchall():
             rowids += linked_rowids(db, int(distillate))
-        episodes: list[str] = []
-        for k in range(0, len(rowids), 500):
-            chunk = rowids[k : k + 500]
-            episodes += [str(x[0]) for x in db.execute(
-                f"SELECT id FROM memories WHERE rowid IN ({','.join('?' * len(chunk))}) "
-                "AND state != 3 ORDER BY rowid", chunk)]  # fmt: skip
+        episodes = ids_at(db, rowids, "state != 3")
         return m.replace(links=tuple(dict.fromkeys((*m.links, *episodes)))) if episodes else m
 
     def hash_of(self, memory_id: str) -> bytes | None:
