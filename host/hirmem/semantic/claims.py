@@ -45,6 +45,7 @@ from hirmem.protocol.identity import fnv1a64, fold
 from hirmem.semantic import refusals
 from hirmem.semantic.dictionary import Sources, Words, source_key
 from hirmem.semantic.errors import SemanticError
+from hirmem.semantic.spans import span_text
 from hirmem.semantic.stores.db import Where, open_db
 from hirmem.semantic.stores.sqlite import earlier_table
 
@@ -578,13 +579,7 @@ class ClaimStore:
 
     def _cut(self, source: str, lo: int, hi: int, texts: dict[str, str | None]) -> str:
         """The quote a statement keeps as a span of its source's text."""
-        if source not in texts:
-            texts[source] = self.texts(source) if self.texts is not None else None
-        text = texts[source]
-        if text is None or hi > len(text):
-            raise SemanticError(f"a claim quotes [{lo}, {hi}) of {source}, whose text can no "
-                                "longer be read: it should have been withdrawn with it")
-        return text[lo:hi]
+        return span_text(self.texts, texts, source, lo, hi, "a claim quotes")
 
     def current(self, subject: str, predicate: str, readable: Collection[str],
                 at: int | None = None) -> list[ClaimRow]:  # fmt: skip

@@ -62,6 +62,7 @@ from hirmem.semantic.passages import (
     injection_marker,
 )
 from hirmem.semantic.retrieve import STOP
+from hirmem.semantic.spans import span_text
 from hirmem.semantic.stores.db import Where, open_db
 from hirmem.semantic.stores.packed import (
     INT8,
@@ -319,13 +320,7 @@ class MemoryIndex:
         """A memory's text: its own, or the span of its source's text it is."""
         if text is not None:
             return str(text)
-        if source not in seen:
-            seen[source] = self.texts(source) if self.texts is not None else None
-        whole = seen[source]
-        if whole is None or end > len(whole):
-            raise SemanticError(f"a memory is [{start}, {end}) of {source}, whose text can no "
-                                "longer be read: it should have been removed with it")
-        return whole[start:end]
+        return span_text(self.texts, seen, source, start, end, "a memory is")
 
     def _legacy_rows(self) -> list[Note]:
         """The memories of a file written in the first layout (text keys and containers,

@@ -53,6 +53,7 @@ from hirmem.semantic.retrieve import (
     default_embedder,
     embedder_identity,
 )
+from hirmem.semantic.spans import span_text
 from hirmem.semantic.stores.db import Where, open_db
 from hirmem.semantic.stores.packed import Rows, Timed, pack, timed_rows
 from hirmem.sql.lexical import lexical_of
@@ -377,14 +378,8 @@ class PassageIndex:
         """A passage's text: its own, or the span of its document's text it is."""
         if text is not None:
             return str(text)
-        seen = {} if seen is None else seen
-        if doc not in seen:
-            seen[doc] = self.texts(doc) if self.texts is not None else None
-        whole = seen[doc]
-        if whole is None or end > len(whole):
-            raise SemanticError(f"a passage is [{start}, {end}) of {doc}, whose text can no "
-                                "longer be read: it should have been removed with it")
-        return whole[start:end]
+        return span_text(self.texts, {} if seen is None else seen, doc, start, end,
+                         "a passage is")  # fmt: skip
 
     def _fence(self, readable: Collection[str]) -> tuple[str, list[object]]:
         """The container predicate every query starts from (over the containers' ids)."""
