@@ -31,7 +31,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -177,19 +176,14 @@ class Edge:
                    d["recorded"], d.get("retracted", 0), d.get("retraction", ""),
                    tuple((a, f, u) for a, f, u in spans))  # fmt: skip
 
-    def to_compact(self, agent_code: Callable[[str], int] | None = None,
-                   term_code: Callable[[str], int] | None = None) -> str:  # fmt: skip
+    def to_compact(self, agent_code: Callable[[str], int] | None = None) -> str:
         """The edge as a compact ledger row holds it, without its id (the row's key): a JSON
         array ``[s, p, o, count, score, recorded, [sources], from, until, retracted,
         retraction, [spans]]``, each source as :meth:`Source.to_compact` writes it (with
         ``agent_code``), trailing fields at their defaults left out (spans when they are
-        the one span recorded with the edge); with ``term_code``, the subject, predicate
-        and object are written as their codes."""
+        the one span recorded with the edge)."""
         spans = [list(v) for v in self.spans]
-        terms: list[str | int] = [self.subject, self.predicate, self.object]
-        if term_code is not None:
-            terms = [term_code(t) for t in (self.subject, self.predicate, self.object)]
-        row: list[Any] = [*terms, self.count, self.score,
+        row: list[Any] = [self.subject, self.predicate, self.object, self.count, self.score,
                           self.recorded_at, [s.to_compact(agent_code) for s in self.sources],
                           self.valid_from, self.valid_until, self.retracted_at,
                           self.retraction, spans]  # fmt: skip
@@ -200,13 +194,11 @@ class Edge:
         return json.dumps(row, separators=(",", ":"), ensure_ascii=False)
 
     @classmethod
-    def from_compact(cls, id: str, text: str, agent_name: Callable[[int], str] | None = None,
-                     term_name: Callable[[int], str] | None = None) -> Edge:  # fmt: skip
+    def from_compact(cls, id: str, text: str,
+                     agent_name: Callable[[int], str] | None = None) -> Edge:  # fmt: skip
         """The inverse of :meth:`to_compact`, given the row's id."""
         row = json.loads(text)
         s, p, o, count, score, recorded, sources = row[:7]
-        if term_name is not None:
-            s, p, o = (term_name(t) if isinstance(t, int) else t for t in (s, p, o))
         vf, vu, retracted, why, spans = (row[7:] + [OPEN, OPEN, 0, "", None][len(row) - 7:])
         return cls(id, s, p, o, count, score,
                    tuple(Source.from_compact(x, agent_name) for x in sources),
@@ -214,12 +206,12 @@ class Edge:
                    tuple((a, f, u) for a, f, u in (spans or [[recorded, vf, vu]])))  # fmt: skip
 
     @classmethod
-    def from_row(cls, id: str, text: str, agent_name: Callable[[int], str] | None = None,
-                 term_name: Callable[[int], str] | None = None) -> Edge:  # fmt: skip
+    def from_row(cls, id: str, text: str,
+                 agent_name: Callable[[int], str] | None = None) -> Edge:  # fmt: skip
         """A stored ledger row of either layout: compact (an array) or the earlier
         object (:meth:`to_row`)."""
         if text.startswith("["):
-            return cls.from_compact(id, text, agent_name, term_name)
+            return cls.from_compact(id, text, agent_name)
         return cls.from_json({"id": id, **json.loads(text)})
 
     def to_row(self) -> str:
@@ -610,10 +602,8 @@ class SQLiteLedger(Ledger):
 
     An edge's row (``ledger_edges``) is keyed by its id as an integer (:func:`_key`) and
     compact (:meth:`Edge.to_compact`), each extractor's name written as its code in
-    ``ledger_agents`` and each term (subject, predicate, object as written) as its code in
-    ``ledger_terms``; a term no edge names any more is deleted with its last edge (an
-    erasure leaves no text of it). A file of the earlier layout (``ledger`` keyed by id
-    text, its rows compact or JSON objects, :meth:`Edge.to_row`) is converted when opened.
+    ``ledger_agents``. A file of the earlier layout (``ledger`` keyed by id text, its rows
+    compact or JSON objects, :meth:`Edge.to_row`) is converted when opened.
 
     Erasure is a ``DELETE`` of the edge row (and its sources with it) plus a tombstone row,
     so the erased content does not stay in the table; run ``VACUUM`` to drop free pages.
@@ -628,8 +618,6 @@ class SQLiteLedger(Ledger):
             "body TEXT NOT NULL);"
             "CREATE TABLE IF NOT EXISTS ledger_agents (code INTEGER PRIMARY KEY, "
             "name TEXT NOT NULL);"
-            "CREATE TABLE IF NOT EXISTS ledger_terms (code INTEGER PRIMARY KEY, "
-            "text TEXT NOT NULL);"
             "CREATE TABLE IF NOT EXISTS tombstones (id TEXT PRIMARY KEY, erased_at INTEGER "
             "NOT NULL, reason TEXT NOT NULL);"
             "CREATE TABLE IF NOT EXISTS lifted (seq INTEGER PRIMARY KEY, id TEXT NOT NULL, "
@@ -640,20 +628,10 @@ class SQLiteLedger(Ledger):
         self._agent_names: dict[int, str] = {}
         for code, name in self._db.execute("SELECT code, name FROM ledger_agents"):
             self._agents[name], self._agent_names[code] = code, name
-        # a term (subject, predicate or object as written) -> its code, and how many term
-        # places of the edges held name it (a term named by none is deleted at the flush)
-        self._terms: dict[str, int] = {}
-        self._term_texts: dict[int, str] = {}
-        self._term_uses: Counter[str] = Counter()
-        for code, text in self._db.execute("SELECT code, text FROM ledger_terms"):
-            self._terms[text], self._term_texts[code] = code, text
-        self._next_term = max(self._term_texts, default=0) + 1
         for key, name, body in self._db.execute("SELECT key, name, body FROM ledger_edges"):
-            e = Edge.from_row(_unkey(key, name), body, self._agent_names.__getitem__,
-                              self._term_texts.__getitem__)  # fmt: skip
+            e = Edge.from_row(_unkey(key, name), body, self._agent_names.__getitem__)
             self._edges[e.id] = e
             self._name(e)
-            self._term_uses.update((e.subject, e.predicate, e.object))
         self._dirty: dict[str, Edge | None] = {}
         for id, at, reason in self._db.execute("SELECT id, erased_at, reason FROM tombstones"):
             self._tombstones[id] = Tombstone(id, at, reason)
@@ -667,7 +645,6 @@ class SQLiteLedger(Ledger):
                 e = Edge.from_row(id, body)
                 self._edges[e.id] = e
                 self._name(e)
-                self._term_uses.update((e.subject, e.predicate, e.object))
                 self._dirty[e.id] = e
             self._flush(drop_earlier=True)
 
@@ -682,34 +659,30 @@ class SQLiteLedger(Ledger):
         self._lifts.append(lift)
 
     def _store(self, edge: Edge) -> None:
-        if edge.id not in self._edges:
-            self._term_uses.update((edge.subject, edge.predicate, edge.object))
         super()._store(edge)
         self._dirty[edge.id] = edge
 
     def _drop(self, stone: Tombstone) -> None:
-        gone = self._edges.get(stone.id)
-        if gone is not None:
-            self._term_uses.subtract((gone.subject, gone.predicate, gone.object))
         super()._drop(stone)
         self._dirty[stone.id] = None
-
-    def _term_code(self, text: str) -> int:
-        """The code a term is written as (kept once in ``ledger_terms``)."""
-        code = self._terms.get(text)
-        if code is None:
-            code, self._next_term = self._next_term, self._next_term + 1
-            self._terms[text], self._term_texts[code] = code, text
-            self._db.execute("INSERT INTO ledger_terms VALUES (?, ?)", (code, text))
-        return code
 
     def _agent_code(self, name: str) -> int:
         """The code an extractor's name is written as (kept once in ``ledger_agents``)."""
         code = self._agents.get(name)
         if code is None:
-            code = self._agents[name] = len(self._agents) + 1
-            self._agent_names[code] = name
-            self._db.execute("INSERT INTO ledger_agents VALUES (?, ?)", (code, name))
+            # another process writing this ledger (two fleet nodes on one tenant) may have
+            # coded the name since this one opened: the table, not this process, decides.
+            # Two first writers racing for one number: the later's flush fails and is
+            # rolled back, and its next flush finds the name
+            held = self._db.execute("SELECT code FROM ledger_agents WHERE name = ?",
+                                    (name,)).fetchone()  # fmt: skip
+            if held is not None:
+                code = int(held[0])
+            else:
+                code = int(self._db.execute(
+                    "SELECT coalesce(max(code), 0) + 1 FROM ledger_agents").fetchone()[0])
+                self._db.execute("INSERT INTO ledger_agents VALUES (?, ?)", (code, name))
+            self._agents[name], self._agent_names[code] = code, name
         return code
 
     def flush(self) -> None:
@@ -719,16 +692,14 @@ class SQLiteLedger(Ledger):
     def _flush(self, *, drop_earlier: bool = False) -> None:
         if not self._dirty and not self._lifts and not drop_earlier:
             return
-        agents, terms, next_term = dict(self._agents), dict(self._terms), self._next_term
+        agents = dict(self._agents)
         self._db.execute("BEGIN")
         try:
             self._write(drop_earlier)
         except BaseException:
             self._db.execute("ROLLBACK")
-            # the codes written or deleted in the rolled-back transaction are as they were
-            self._agents, self._terms, self._next_term = agents, terms, next_term
+            self._agents = agents  # the codes written in the rolled-back transaction are gone
             self._agent_names = {c: n for n, c in agents.items()}
-            self._term_texts = {c: t for t, c in terms.items()}
             raise
         self._dirty = {}
         self._lifts = []
@@ -755,14 +726,7 @@ class SQLiteLedger(Ledger):
                     raise LedgerError(f"assertion ids {tid!r} and {held[0]!r} share a key; "
                                       "this ledger cannot hold both")  # fmt: skip
                 self._db.execute("INSERT OR REPLACE INTO ledger_edges VALUES (?, ?, ?)",
-                                 (key, name, edge.to_compact(self._agent_code,
-                                                             self._term_code)))  # fmt: skip
-        for text in [t for t, n in self._term_uses.items() if n <= 0]:
-            del self._term_uses[text]  # named by no edge now (erased): its text goes
-            code = self._terms.pop(text, None)
-            if code is not None:
-                del self._term_texts[code]
-                self._db.execute("DELETE FROM ledger_terms WHERE code = ?", (code,))
+                                 (key, name, edge.to_compact(self._agent_code)))  # fmt: skip
         if drop_earlier:
             self._db.execute("DROP TABLE ledger")
         self._db.execute("COMMIT")
