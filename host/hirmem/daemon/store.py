@@ -14,8 +14,8 @@ Tables (schema version in ``PRAGMA user_version``, migrations below):
 - ``devices``: id, Ed25519 public key and kid, board, firmware, last boot counter,
   first and last seen, the chain head (seq and hash of the last accepted pack).
 - ``packs``: every accepted device pack, bytes exactly as signed.
-- ``records``: every record of every accepted pack (the memory engine reads these
-  in ``rowid`` order).
+- ``records``: every record of every accepted pack, in arrival (``rowid``) order: its id,
+  its hash and its place (pack, index); its fields are read from the pack's bytes.
 - ``refusals``: refused packs with their reason (§8.4), detail and offer count.
 - ``record_conflicts``: records of accepted packs whose id an earlier, different record
   already holds (a device that reused ids after losing its boot counter).
@@ -258,6 +258,22 @@ MIGRATIONS = (
     # intake refuses any other), so the primary key's index finds a device's records
     # as a range of ids (see _device_range); the second index cost every stored record
     "DROP INDEX records_device",
+    # 11: a record row is its place in its pack (pack, index), its id and its hash; its
+    # fields are read from the pack's bytes as signed (packs.raw), not kept twice
+    """
+    CREATE TABLE records_at (
+        id          BLOB PRIMARY KEY,
+        device_id   BLOB NOT NULL,
+        pack_id     BLOB NOT NULL REFERENCES packs(pack_id),
+        idx         INTEGER NOT NULL,
+        hash        BLOB NOT NULL
+    );
+    INSERT INTO records_at (rowid, id, device_id, pack_id, idx, hash)
+        SELECT rowid, id, device_id, pack_id, idx, hash FROM records ORDER BY rowid;
+    DROP TABLE records;
+    ALTER TABLE records_at RENAME TO records;
+    CREATE INDEX records_pack ON records(pack_id)
+    """,
 )
 
 
@@ -286,28 +302,22 @@ def u64_out(stored: object) -> int:
     return int(stored) + U64_OFFSET  # type: ignore[call-overload, no-any-return]
 
 
-# A pack's records in one INSERT of many rows (up to RECORDS_PER_INSERT: 20 values each,
-# within SQLite's variable limit); an id already held is skipped, and told apart from a
-# conflict afterwards (Store._record_conflicts)
+# A pack's records in one INSERT of many rows (up to RECORDS_PER_INSERT, within SQLite's
+# variable limit); an id already held is skipped, and told apart from a conflict
+# afterwards (Store._record_conflicts)
 RECORDS_PER_INSERT = 256
-# The bytes fields of a wire record (id, payload, context, hash, prev_hash), bound as
-# bytearrays on the intake's path: sqlite3 binds int, float, str and bytearray values as
-# they are, and offers every other value (bytes too) to its adapter registry first (a
-# registry lookup and two failed attribute lookups, which cost several times the copy)
-_RECORD_BLOBS = (0, 1, 4, 18, 19)
+# BLOB parameters are bound as bytearrays on the intake's path: sqlite3 binds int, float,
+# str and bytearray values as they are, and offers every other value (bytes too) to its
+# adapter registry first (a registry lookup and two failed attribute lookups, which cost
+# several times the copy)
 
 
 @functools.lru_cache(maxsize=RECORDS_PER_INSERT)
 def _insert_records_sql(rows: int, start: int = 0) -> str:
     """The INSERT of ``rows`` records of one pack, the first at index ``start`` in the
-    pack. Parameters: ?1 the device, ?2 the pack id, then each record's 20 fields in wire
-    order (its index is written in the statement): the rows are the decoded records as
-    they are, one bound value a field."""
-    values = []
-    for j in range(rows):
-        first = 3 + 20 * j
-        fields = [f"?{first + k}" for k in range(20)]
-        values.append(f"({fields[0]}, ?1, ?2, {start + j}, {', '.join(fields[1:])})")
+    pack. Parameters: ?1 the device, ?2 the pack id, then each record's id and hash (its
+    index is written in the statement)."""
+    values = [f"(?{3 + 2 * j}, ?1, ?2, {start + j}, ?{4 + 2 * j})" for j in range(rows)]
     return f"INSERT INTO records VALUES {', '.join(values)} ON CONFLICT (id) DO NOTHING"
 
 
@@ -499,6 +509,26 @@ def _keep_decoded(pack: Pack) -> None:
         _DECODED[pack.hash] = pack
         while len(_DECODED) > DECODED_KEPT:
             _DECODED.popitem(last=False)  # the oldest
+
+
+def _stored_pack(name: str, raw: bytes, digest: bytes, device_id: bytes, kid: bytes) -> Pack:
+    """A stored pack's bytes back as the pack: checked against the hash recorded when it
+    was accepted and against its device's key id (see :meth:`Store.packs_since`), taken
+    as the verifier decoded it when this process accepted it (``_DECODED``), else read
+    again from the bytes."""
+    data = bytes(raw)
+    data_hash = hashlib.sha256(data).digest()
+    if data_hash != bytes(digest):
+        raise StoreError(f"{name} changed since it was verified: its bytes do not match the "
+                         "hash recorded when it was accepted")  # fmt: skip
+    try:
+        pack = _DECODED.get(data_hash) or read_unverified(data, PackKind.MEMORY)
+    except PackError as exc:
+        raise StoreError(f"{name} is not well formed any more: {exc}") from None
+    if pack.kid != bytes(kid) or pack.signer != bytes(device_id):
+        raise StoreError(f"{name} is signed by key {pack.kid.hex()} for {pack.signer.hex()}, "
+                         f"not by device {bytes(device_id).hex()}'s key {bytes(kid).hex()}")
+    return pack
 
 
 class _Offer:
@@ -811,7 +841,7 @@ class Store:
         """One offered pack, inside the caller's transaction."""
         digest = hashlib.sha256(data).digest()
         # the pack if it is stored already, and the line device's key and chain head
-        # (bytearray parameters: see _RECORD_BLOBS)
+        # (bytearray parameters: see RECORDS_PER_INSERT)
         stored_id, stored_seq, owner, public, kid, head_seq, head_hash = db.execute(
             "SELECT p.pack_id, p.seq, p.device_id, d.public_key, d.kid, d.head_seq, "
             "d.head_hash FROM (SELECT 1) LEFT JOIN packs p ON p.hash = ? "
@@ -847,7 +877,7 @@ class Store:
         full = self._outbox_full(db)
         if full is not None:  # the device keeps the pack and offers it again
             return Intake("deferred", Reason.STORAGE, pack.pack_id, pack.seq, full)
-        stored, conflicts = self._insert_pack(db, pack, verified.wire)
+        stored, conflicts = self._insert_pack(db, pack)
         if self._outbox is not None:
             self._outbox_put(db, pack.pack_id)
         _keep_decoded(pack)
@@ -863,38 +893,33 @@ class Store:
             self._keys[(device_id, public)] = got
         return got
 
-    def _insert_pack(
-        self, db: sqlite3.Connection, pack: Pack, wire: list[list[Any]] | None = None
-    ) -> tuple[int, tuple[bytes, ...]]:
+    def _insert_pack(self, db: sqlite3.Connection, pack: Pack) -> tuple[int, tuple[bytes, ...]]:
         """Store an accepted pack: (records stored, ids of the records that conflict).
 
         Three statements for a pack of up to RECORDS_PER_INSERT records: the pack, its
-        records in one INSERT, the chain head. ``wire``: the records as the verifier
-        decoded them (:attr:`Verified.wire`), else they are read from ``pack.items``. A
-        record id is (device, boot, capture seq). The same id again with the same hash
+        records in one INSERT (each its id and hash at its index in the pack: its fields
+        are the pack's bytes, read back by :meth:`records`), the chain head. A record id
+        is (device, boot, capture seq). The same id again with the same hash
         is the same record (stored once); with another hash it is a conflict: a device
         that reused ids. Both are kept, the second in record_conflicts. The insert skips
         every id already held (``DO NOTHING``); only when it skipped any are the ids
         looked up to tell the two apart.
         """
-        signer, pid = bytearray(pack.signer), bytearray(pack.pack_id)  # see _RECORD_BLOBS
+        # bytearray parameters: see RECORDS_PER_INSERT
+        signer, pid = bytearray(pack.signer), bytearray(pack.pack_id)
         db.execute(
             "INSERT INTO packs (pack_id, device_id, seq, hash, prev, created, received, "
             "nrecords, raw) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (pid, signer, pack.seq - U64_OFFSET, bytearray(pack.hash), bytearray(pack.prev),
              pack.created - U64_OFFSET, now_ms(), len(pack.items), bytearray(pack.encoded)),
         )  # fmt: skip
-        records: list[Record] = pack.items  # type: ignore[assignment]
-        rows = wire if wire is not None else [r.to_wire() for r in records]
+        records: tuple[Record, ...] = pack.items  # type: ignore[assignment]
         stored = 0
-        for start in range(0, len(rows), RECORDS_PER_INSERT):
-            chunk = rows[start:start + RECORDS_PER_INSERT]
+        for start in range(0, len(records), RECORDS_PER_INSERT):
+            chunk = records[start:start + RECORDS_PER_INSERT]
             values: list[Any] = [signer, pid]
-            for row in chunk:
-                values += row
-                values[-17] -= U64_OFFSET  # the timestamp (field 3 of 20), as stored
-            for k in _RECORD_BLOBS:  # that field of every row
-                values[2 + k::20] = map(bytearray, values[2 + k::20])
+            for rec in chunk:
+                values += (bytearray(rec.id), bytearray(rec.hash))
             stored += db.execute(_insert_records_sql(len(chunk), start), values).rowcount
         conflicts: list[bytes] = []
         if stored != len(records):
@@ -1252,39 +1277,40 @@ class Store:
                 "WHERE p.rowid > ? ORDER BY p.rowid LIMIT ?",
                 (after, limit),
             ).fetchall()
-        out = []
-        for rowid, raw, digest, device_id, kid in rows:
-            data = bytes(raw)
-            data_hash = hashlib.sha256(data).digest()
-            if data_hash != bytes(digest):
-                raise StoreError(f"stored pack {rowid} changed since it was verified: its "
-                                 "bytes do not match the hash recorded when it was accepted")
-            try:
-                pack = _DECODED.get(data_hash) or read_unverified(data, PackKind.MEMORY)
-            except PackError as exc:
-                raise StoreError(f"stored pack {rowid} is not well formed any more: {exc}") \
-                    from None
-            if pack.kid != bytes(kid) or pack.signer != bytes(device_id):
-                raise StoreError(f"stored pack {rowid} is signed by key {pack.kid.hex()} for "
-                                 f"{pack.signer.hex()}, not by device {bytes(device_id).hex()}'s "
-                                 f"key {bytes(kid).hex()}")  # fmt: skip
-            out.append((int(rowid), pack))
-        return out
+        return [(int(rowid), _stored_pack(f"stored pack {rowid}", raw, digest, device_id, kid))
+                for rowid, raw, digest, device_id, kid in rows]  # fmt: skip
 
     def records(self, after: int = 0, limit: int = 1000) -> list[tuple[int, Record, bytes]]:
-        """Stored records in arrival order: (cursor, record, pack_id), cursor > ``after``."""
+        """Stored records in arrival order: (cursor, record, pack_id), cursor > ``after``.
+
+        Each record is read from its pack's bytes (checked against the hash recorded when
+        the pack was accepted, and decoded once per pack, as :meth:`packs_since` does),
+        at the index its row names; its id and hash are the row's."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT rowid, id, payload, source, timestamp, context, flags, h, i, r, f, c, "
-                "rn, confidence, provenance, priority, w, state, layer, hash, prev_hash, pack_id "
-                "FROM records WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                "SELECT rowid, id, pack_id, idx, hash FROM records WHERE rowid > ? "
+                "ORDER BY rowid LIMIT ?",
                 (after, limit),
             ).fetchall()
+            wanted = list({bytes(r[2]): None for r in rows})
+            held: dict[bytes, Pack] = {}
+            for start in range(0, len(wanted), 500):  # within SQLite's variable limit
+                chunk = wanted[start:start + 500]
+                for pid, raw, digest, device_id, kid in self._db.execute(
+                    "SELECT p.pack_id, p.raw, p.hash, p.device_id, d.kid FROM packs p "
+                    "JOIN devices d ON d.device_id = p.device_id WHERE p.pack_id IN "
+                    f"({', '.join('?' * len(chunk))})", chunk,
+                ).fetchall():  # fmt: skip
+                    held[bytes(pid)] = _stored_pack(f"stored pack {bytes(pid).hex()}", raw,
+                                                    digest, device_id, kid)  # fmt: skip
         out = []
-        for r in rows:
-            fields = list(r[1:21])
-            fields[3] = u64_out(fields[3])  # timestamp
-            out.append((int(r[0]), Record(*fields), bytes(r[21])))
+        for rowid, rid, pid, idx, digest in rows:
+            pack = held.get(bytes(pid))
+            rec = None if pack is None or not 0 <= idx < len(pack.items) else pack.items[idx]
+            if not isinstance(rec, Record) or rec.id != bytes(rid) or rec.hash != bytes(digest):
+                raise StoreError(f"stored record {bytes(rid).hex()} is not record {idx} of its "
+                                 f"pack {bytes(pid).hex()}")  # fmt: skip
+            out.append((int(rowid), rec, bytes(pid)))
         return out
 
     def iter_records(self, batch: int = 1000) -> Iterator[tuple[Record, bytes]]:

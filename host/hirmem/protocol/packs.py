@@ -21,7 +21,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 import cbor2
 
@@ -127,7 +127,7 @@ class Verified:
     pack: Pack
     duplicate: bool  # the same pack as the current head: acknowledge again, store nothing
     # a memory pack's records as decoded, each its 20 fields in wire order, when the fast
-    # path read it (a store's rows, without reading every Record's attributes); else None
+    # path read it (the values cbor2 gave, before any Record was made); else None
     wire: list[list[Any]] | None = None
 
 
@@ -278,8 +278,7 @@ def _check_records(pack: Pack) -> None:
         link = record.hash
 
 
-@dataclass(frozen=True, slots=True)
-class _FastRead:
+class _FastRead(NamedTuple):  # a tuple: made once per pack, cheaply
     protected: bytes
     payload: bytes
     signature: bytes
