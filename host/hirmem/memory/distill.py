@@ -606,23 +606,21 @@ def _create(engine: MemoryEngine, d: Distillate, pack: PackDistillation | None) 
     # the row links only the window it continues: its episodes are in distill_links
     m = engine.capture(
         _payload(d), "distill", kind=kind, subject=d.subject, attribute=d.attribute,
-        value=statement(d), links=links[: len(links) - len(episodes)],
+        value=statement(d), links=links[: len(links) - len(episodes)], _insert=False,
     )  # fmt: skip
     _save_stats(engine, d, m.id)
     now = engine.clock()
     m = _scored(m, d.stats, engine, device=d.device, strength=d.stats.sum_w / d.stats.n,
                 last_access=now, decayed_at=now)
-    # one PROV wasDerivedFrom per record (audit details are scalars), in one append
-    seqs = engine.audit.append_many([
-        ("derive", m.id, {"activity": "distill", "form": d.form, "wasDerivedFrom": source,
-                          "agrees": 1, "rn": m.rn, "w": m.w})
-        for source in links], ts=now)  # fmt: skip
-    # written once, by the transition (a row written before it would be rewritten whole)
-    m = m.replace(audit_seq=seqs[-1] if seqs else 0)
-    m = engine.transition(m, State.CANDIDATE, f"distilled from {len(episodes)} episodes")
+    # one PROV wasDerivedFrom per record (audit details are scalars)
+    derived = [Entry("derive", m.id, {"activity": "distill", "form": d.form,
+                                      "wasDerivedFrom": source, "agrees": 1, "rn": m.rn,
+                                      "w": m.w}) for source in links]  # fmt: skip
+    steps = [(State.CANDIDATE, f"distilled from {len(episodes)} episodes")]
     if m.rn >= engine.config.green and m.h > 0:
-        m = engine.transition(m, State.CONSOLIDATED, "distilled pattern: Rn ≥ green")
-    return m
+        steps.append((State.CONSOLIDATED, "distilled pattern: Rn ≥ green"))
+    # captured, derived, candidate (→ consolidated): audited as one by one, written once
+    return engine.insert_settled(m, steps, derived, now)
 
 
 def episodes_of_row(engine: MemoryEngine, rowid: int) -> list[str]:

@@ -143,6 +143,29 @@ def _live_steps(target: State, reason: str) -> list[tuple[State, str]]:
     return [(State.CANDIDATE, reason or "Rn ≥ yellow: held")]
 
 
+def _transitioned(
+    m: Memory, new: State, reason: str, actor: str, extra: dict[str, object]
+) -> tuple[Entry, Memory]:
+    """The audit entry of moving ``m`` to ``new`` (legal transitions only) and ``m``
+    moved (its audit_seq still the old one)."""
+    check_transition(m.id, m.state, new)
+    if new is State.CONSOLIDATED and m.h <= 0:
+        raise HirmemError(f"memory {m.id} has H = 0 and cannot consolidate (MEM-INV-1)")
+    if m.permanent and m.state is State.QUARANTINED:
+        raise HirmemError(
+            f"memory {m.id} is in permanent quarantine (R = 0, MEM-INV-2); it cannot "
+            f"leave quarantine (asked: {new.name.lower()})"
+        )
+    layer = layer_for(new, m.kind, m.layer, is_episode(m.kind, m.subject, m.attribute))
+    detail = {"from": m.state.name.lower(), "to": new.name.lower(), "reason": reason,
+              "layer": layer.name.lower(), **extra}  # fmt: skip
+    out = m.replace(
+        state=new, layer=layer,
+        quarantine_reason=reason if new is State.QUARANTINED else m.quarantine_reason,
+    )  # fmt: skip
+    return Entry("transition", m.id, detail, actor), out
+
+
 def quarantine_reason(g: GateScores) -> str:
     """Why stages 3-5 quarantine a record, or "" when they do not."""
     hard = int(g.hard)
@@ -335,36 +358,10 @@ class MemoryEngine:
         self, m: Memory, new: State, reason: str, actor: str = "system", **extra: object
     ) -> Memory:
         """Move ``m`` to ``new`` (legal transitions only), audited, index updated."""
-        check_transition(m.id, m.state, new)
-        if new is State.CONSOLIDATED and m.h <= 0:
-            raise HirmemError(f"memory {m.id} has H = 0 and cannot consolidate (MEM-INV-1)")
-        if m.permanent and m.state is State.QUARANTINED:
-            raise HirmemError(
-                f"memory {m.id} is in permanent quarantine (R = 0, MEM-INV-2); it cannot "
-                f"leave quarantine (asked: {new.name.lower()})"
-            )
-        layer = layer_for(new, m.kind, m.layer, is_episode(m.kind, m.subject, m.attribute))
+        entry, out = _transitioned(m, new, reason, actor, extra)  # refused: no transaction
         with self.store.transaction():
-            seq = self.audit.append(
-                "transition",
-                m.id,
-                {
-                    "from": m.state.name.lower(),
-                    "to": new.name.lower(),
-                    "reason": reason,
-                    "layer": layer.name.lower(),
-                    **extra,
-                },
-                actor=actor,
-                ts=self.clock(),
-            )
-            out = m.replace(
-                state=new,
-                layer=layer,
-                audit_seq=seq,
-                quarantine_reason=reason if new is State.QUARANTINED else m.quarantine_reason,
-            )
-            out = self._save(out)
+            seq = self.audit.append_entries([entry], ts=self.clock())[-1]
+            out = self._save(out.replace(audit_seq=seq))
             if new is State.QUARANTINED:
                 revision.revoke(self, out)  # a quarantined claim makes nothing history
             if State.QUARANTINED in (m.state, new):
@@ -427,9 +424,13 @@ class MemoryEngine:
         _prev_hash: bytes | None = None,
         _version: int = 1,
         _supersedes: str = "",
+        _insert: bool = True,
     ) -> Memory:
         """Stage 1: a volatile object in the working ring. ``flags`` are the sub-check
-        results (ACTION_FLAGS, bit set = passed); ``confidence`` is Q, ``provenance`` P."""
+        results (ACTION_FLAGS, bit set = passed); ``confidence`` is Q, ``provenance`` P.
+        ``_insert=False``: the object only, not stored (its host id and the host's chain
+        head are taken all the same: store it in the caller's transaction,
+        :meth:`insert_settled`)."""
         now = self.clock()
         data = payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)
         for name, v in (("confidence", confidence), ("provenance", provenance)):
@@ -478,7 +479,7 @@ class MemoryEngine:
             )
             if _prev_hash is None:
                 self.store.set_meta("host_head", m.hash.hex())
-            return self.insert_volatile(m, now)
+            return self.insert_volatile(m, now) if _insert else m
 
     def insert_volatile(self, m: Memory, now: float, actor: str = "system") -> Memory:
         """Store a captured object in the working ring (stage 1), audited."""
@@ -490,6 +491,28 @@ class MemoryEngine:
             self.store.insert(m)  # one write: the row is born citing its capture record
             self._evict_overflow(now, keep=m.id)
             return m
+
+    def insert_settled(
+        self, m: Memory, steps: Sequence[tuple[State, str]], derived: Sequence[Entry],
+        now: float,
+    ) -> Memory:  # fmt: skip
+        """A captured object (:meth:`capture` with ``_insert=False``) that goes straight
+        through ``steps`` (target state, reason) — a distilled pattern's birth: the audit
+        records the one-by-one path writes (its capture, ``derived``: what it rests on,
+        then one ``transition`` per step) appended together, and its row inserted once,
+        in its final state (it never sits in the working ring, so it evicts nothing)."""
+        with self.store.transaction():
+            entries = [Entry("capture", m.id, {"hash": m.hash, "device": m.device or None}),
+                       *derived]  # fmt: skip
+            out = m
+            for new, reason in steps:
+                entry, out = _transitioned(out, new, reason, "system", {})
+                entries.append(entry)
+            out = out.replace(audit_seq=self.audit.append_entries(entries, ts=now)[-1])
+            rowid = self.store.insert(out)
+            if self._index is not None and out.state is not State.VOLATILE:
+                self._index.upsert(rowid, out)
+            return out
 
     def _evict_overflow(self, now: float, keep: str) -> None:
         over = self.store.count("state = 0") - self.config.working_capacity
