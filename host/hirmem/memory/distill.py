@@ -50,6 +50,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import operator
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
@@ -226,6 +227,25 @@ _SELECT = (
     + ", ".join(STATS_NAMES) + " FROM distillates"
 )  # fmt: skip
 _STATS_SET = ", ".join(f"{name} = ?" for name in STATS_NAMES)
+# the statistics an episode moves (_absorb), by form: what a step writes back
+_MOVED_ALWAYS = ("n", "first_ms", "last_ms", "sum_h", "sum_i", "sum_r", "sum_w")
+_MOVED_BY_FORM = {
+    "reading": ("sum_v", "sum_vv", "min_v", "max_v", "sum_t", "sum_tt", "sum_tv"),
+    "state": ("value", "since_ms", "held_n", "changes"),
+    "event": (),
+    "action": ("successes", "failures", "result"),
+}
+if set(_MOVED_ALWAYS).union(*_MOVED_BY_FORM.values(), ("prev",)) != set(STATS_NAMES):
+    raise ImportError("distill: the statistics a step writes back are not the columns")
+# per form: the UPDATE of those columns, and what reads them off a Stats, in that order
+_STEP_STATS = {
+    form: (
+        "UPDATE distillates SET "
+        + ", ".join(f"{name} = ?" for name in (*_MOVED_ALWAYS, *more)) + " WHERE rowid = ?",
+        operator.attrgetter(*_MOVED_ALWAYS, *more),
+    )
+    for form, more in _MOVED_BY_FORM.items()
+}  # fmt: skip
 
 
 def _values(stats: Stats) -> tuple[Any, ...]:
@@ -288,12 +308,14 @@ def _absorb(d: Distillate, m: Episode, engine: MemoryEngine) -> bool:
     """Add episode ``m`` to the statistics; whether it agrees with the pattern so far."""
     s = d.stats
     agrees = True
-    if d.form == "reading":
+    form = d.form
+    if form == "reading":
         v = _number(m.value)
         if v is None:
             return False
-        if s.n >= 2:
-            agrees = _within(v, s, engine)
+        if s.n >= 2:  # whether it lies within the band of the readings so far
+            mean, band = _band(s, engine)
+            agrees = abs(v - mean) <= band
         t = (m.timestamp - s.first_ms) / 1000.0
         s.sum_v += v
         s.sum_vv += v * v
@@ -304,7 +326,7 @@ def _absorb(d: Distillate, m: Episode, engine: MemoryEngine) -> bool:
         s.sum_t += t
         s.sum_tt += t * t
         s.sum_tv += t * v
-    elif d.form == "state":
+    elif form == "state":
         said = f"not {m.value}" if m.negated else m.value
         if s.n == 0:
             s.value, s.since_ms, s.held_n = said, m.timestamp, 1
@@ -316,7 +338,7 @@ def _absorb(d: Distillate, m: Episode, engine: MemoryEngine) -> bool:
             s.changes += 1
         else:
             agrees = False  # an older, different value: history, the current one holds
-    elif d.form == "action":
+    elif form == "action":
         ok = m.value in OUTCOMES_OK
         s.successes += ok
         s.failures += not ok
@@ -344,12 +366,6 @@ def _band(s: Stats, engine: MemoryEngine) -> tuple[float, float]:
     mean = s.sum_v / n if n else 0.0  # Stats.mean and Stats.sd, inline: a call per reading
     sd = math.sqrt(max(0.0, s.sum_vv / n - mean * mean)) if n >= 2 else 0.0
     return mean, max(cfg.baseline_sigmas * sd, cfg.value_abs_tolerance)
-
-
-def _within(v: float, s: Stats, engine: MemoryEngine) -> bool:
-    """Whether reading ``v`` agrees with the statistics so far."""
-    mean, band = _band(s, engine)
-    return abs(v - mean) <= band
 
 
 @dataclass(frozen=True, slots=True)
@@ -679,7 +695,8 @@ def on_episodes(
     ``pack`` (the episodes of a device pack, not stored yet), each live pattern's step
     and the episodes' links are handed back unwritten, for the caller's one audit
     record of the pack and :func:`write_steps` once the episodes are stored. ``fresh``:
-    the episodes were never distilled (none can have fed a pattern yet); ``read``: the
+    the episodes were never distilled (none can have fed a pattern yet) and no id comes
+    twice (a pack's fresh records); ``read``: the
     open distillates their pack already read (:func:`baseline`)."""
     live = [
         m for m in ms
@@ -688,17 +705,22 @@ def on_episodes(
     ]  # fmt: skip
     if not live:
         return
-    done = set() if fresh else _distilled(engine, [m.id for m in live])
     groups: dict[Key, list[Episode]] = {}
+    if not fresh:  # each once, and none that fed a pattern already
+        done = _distilled(engine, [m.id for m in live])
+        once = []
+        for m in live:
+            if m.id not in done:
+                done.add(m.id)
+                once.append(m)
+        live = once
     for m in live:
-        if m.id not in done:  # already distilled
-            done.add(m.id)
-            key = _key(engine, m)
-            group = groups.get(key)
-            if group is None:
-                groups[key] = [m]
-            else:
-                group.append(m)
+        key = _key(engine, m)
+        group = groups.get(key)
+        if group is None:
+            groups[key] = [m]
+        else:
+            group.append(m)
     deferred: Deferred | None = None
     if pack is not None:
         deferred = []
@@ -894,10 +916,11 @@ def _steps_of(
     if not deferred:
         return []
     pack.links += [(d.rowid, m.id) for d, pending in deferred for m, _ in pending]
-    engine.store.db.executemany(
-        f"UPDATE distillates SET {_STATS_SET} WHERE rowid = ?",
-        [(*_values(d.stats), d.rowid) for d, _ in deferred],
-    )
+    forms = {d.form for d, _ in deferred}  # nearly always one: a pack's readings
+    for form in forms:
+        update, moved = _STEP_STATS[form]
+        engine.store.db.executemany(update, [(*moved(d.stats), d.rowid) for d, _ in deferred
+                                             if d.form == form])  # fmt: skip
     cache = open_cache(engine)
     for d, _ in deferred:
         cache.written(d)
