@@ -801,12 +801,14 @@ class PatternStep:
     form: str
     old: float
     new: float
-    columns: tuple[object, ...]  # the values of _PATTERN_COLUMNS, in their order
+    columns: tuple[Any, ...]  # the values of _PATTERN_COLUMNS, in their order
     episodes: list[tuple[str, bool]]  # (episode id, whether it agreed)
 
 
 _PATTERN_COLUMNS = ("h", "i", "r", "f", "c", "rn", "w", "trust", "verdict", "gate_mode",
                     "value", "strength", "last_access", "decayed_at")  # fmt: skip
+_AT_TRUST, _AT_LAST_ACCESS, _AT_DECAYED_AT = (
+    _PATTERN_COLUMNS.index(c) for c in ("trust", "last_access", "decayed_at"))  # fmt: skip
 _WRITE_STEP = (
     "UPDATE memories SET " + ", ".join(f"{c} = ?" for c in _PATTERN_COLUMNS)
     + ", audit_seq = ? WHERE rowid = ?"
@@ -870,7 +872,10 @@ def _write_steps(engine: MemoryEngine, steps: Sequence[PatternStep], seq: int, n
     if not steps:
         return
     engine.store.db.executemany(_WRITE_STEP, [(*st.columns, seq, st.rowid) for st in steps])
-    engine.strengths_moved([(st.rowid, st.memory_id, st.new) for st in steps], now)
+    # the columns the recall index holds, of _PATTERN_COLUMNS: trust, last_access, decayed_at
+    engine.strengths_moved([(st.rowid, st.memory_id, st.new, st.columns[_AT_LAST_ACCESS],
+                             st.columns[_AT_DECAYED_AT], st.columns[_AT_TRUST])
+                            for st in steps], now)  # fmt: skip
 
 
 Deferred = list[tuple[Distillate, list[tuple[Episode, bool]]]]

@@ -1118,14 +1118,21 @@ class MemoryEngine:
             cols["subject"], np.array(cols["decayed_at"], dtype=np.float64),
         )  # fmt: skip
 
-    def strengths_moved(self, moved: Sequence[tuple[int, str, float]], t: float) -> None:
-        """Rows whose strength was written in SQL (patterns' steps: rowid, id, strength):
-        their history points, and their places in the index when it is loaded."""
-        rowids = np.array([r for r, _, _ in moved], dtype=np.int64)
-        self._record_history(rowids, t, np.array([m for _, _, m in moved]), HISTORY_PRESSURE)
+    def strengths_moved(
+        self, moved: Sequence[tuple[int, str, float, float, float, float]], t: float
+    ) -> None:
+        """Rows whose strength was written in SQL (patterns' steps: rowid, id, strength,
+        last access, decayed at, trust): their history points, and their columns in the
+        index when it is loaded (a row it does not hold yet is read whole)."""
+        rowids = np.array([mv[0] for mv in moved], dtype=np.int64)
+        self._record_history(rowids, t, np.array([mv[2] for mv in moved]), HISTORY_PRESSURE)
         if self._index is not None:
-            for rowid, memory_id, _ in moved:
-                self._index.upsert(rowid, self.require(memory_id))
+            _, ids, strength, last_access, decayed_at, trust = zip(*moved, strict=True)
+            missing = set(self._index.set_strengths(rowids.tolist(), strength, last_access,
+                                                    decayed_at, trust))  # fmt: skip
+            for rowid, memory_id in zip(rowids.tolist(), ids, strict=True):
+                if rowid in missing:
+                    self._index.upsert(rowid, self.require(memory_id))
 
     def strength_history(self, memory_id: str) -> list[tuple[float, float, str]]:
         """(time, strength, cause) points of a memory, oldest first (at most
