@@ -542,26 +542,34 @@ def _fmt(x: float) -> str:
 
 
 def statement(d: Distillate) -> str:
-    """The pattern in words (what the CLI and the demo print)."""
+    """The pattern in words (what the CLI and the demo print). Rendered at every step
+    of a pattern: its figures are worked out here, as :class:`Stats` would (span_s,
+    mean, slope), not through its properties."""
     s = d.stats
-    over = f"over {s.span_s:.0f} s"
-    if d.form == "reading":
+    n = s.n
+    form = d.form
+    over = f"over {(s.last_ms - s.first_ms) / 1000.0:.0f} s"
+    if form == "reading":
+        sum_t, sum_v = s.sum_t, s.sum_v
+        den = n * s.sum_tt - sum_t**2
+        slope = (n * s.sum_tv - sum_t * sum_v) / den if den > 0 else 0.0
         return (
-            f"{_fmt(s.min_v)}\N{EN DASH}{_fmt(s.max_v)}, mean {_fmt(s.mean)}, trend "
-            f"{s.slope:+.3g}/s, {s.n} readings {over}"
+            f"{_fmt(s.min_v)}\N{EN DASH}{_fmt(s.max_v)}, mean {_fmt(sum_v / n if n else 0.0)}, "
+            f"trend {slope:+.3g}/s, {n} readings {over}"
         )
-    if d.form == "state":
+    if form == "state":
         held = (s.last_ms - s.since_ms) / 1000.0
         return (
-            f"{s.value} (held {held:.0f} s, {s.held_n} of {s.n} observations, "
+            f"{s.value} (held {held:.0f} s, {s.held_n} of {n} observations, "
             f"{s.changes} change{'s' if s.changes != 1 else ''} {over})"
         )
-    if d.form == "event":
-        rate = s.n / s.span_s if s.span_s > 0 else 0.0
-        return f"{s.n} events {over} ({rate:.3g}/s)"
-    rate = s.successes / s.n if s.n else 0.0
+    if form == "event":
+        span = s.span_s
+        rate = n / span if span > 0 else 0.0
+        return f"{n} events {over} ({rate:.3g}/s)"
+    rate = s.successes / n if n else 0.0
     then = f" → {s.result}" if s.result else ""
-    return f"steps {d.subject}{then}; {s.successes} of {s.n} succeeded ({rate:.0%})"
+    return f"steps {d.subject}{then}; {s.successes} of {n} succeeded ({rate:.0%})"
 
 
 def _payload(d: Distillate) -> str:

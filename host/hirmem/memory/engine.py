@@ -143,27 +143,24 @@ def _live_steps(target: State, reason: str) -> list[tuple[State, str]]:
     return [(State.CANDIDATE, reason or "Rn ≥ yellow: held")]
 
 
-def _transitioned(
-    m: Memory, new: State, reason: str, actor: str, extra: dict[str, object]
-) -> tuple[Entry, Memory]:
-    """The audit entry of moving ``m`` to ``new`` (legal transitions only) and ``m``
-    moved (its audit_seq still the old one)."""
-    check_transition(m.id, m.state, new)
+def _transition_entry(
+    m: Memory, state: State, layer: Layer, new: State, reason: str, actor: str,
+    extra: dict[str, object],
+) -> tuple[Entry, Layer]:  # fmt: skip
+    """The audit entry of moving ``m``, in ``state`` and ``layer``, to ``new`` (legal
+    transitions only), and the layer it lands in."""
+    check_transition(m.id, state, new)
     if new is State.CONSOLIDATED and m.h <= 0:
         raise HirmemError(f"memory {m.id} has H = 0 and cannot consolidate (MEM-INV-1)")
-    if m.permanent and m.state is State.QUARANTINED:
+    if m.permanent and state is State.QUARANTINED:
         raise HirmemError(
             f"memory {m.id} is in permanent quarantine (R = 0, MEM-INV-2); it cannot "
             f"leave quarantine (asked: {new.name.lower()})"
         )
-    layer = layer_for(new, m.kind, m.layer, is_episode(m.kind, m.subject, m.attribute))
-    detail = {"from": m.state.name.lower(), "to": new.name.lower(), "reason": reason,
-              "layer": layer.name.lower(), **extra}  # fmt: skip
-    out = m.replace(
-        state=new, layer=layer,
-        quarantine_reason=reason if new is State.QUARANTINED else m.quarantine_reason,
-    )  # fmt: skip
-    return Entry("transition", m.id, detail, actor), out
+    landed = layer_for(new, m.kind, layer, is_episode(m.kind, m.subject, m.attribute))
+    detail = {"from": state.name.lower(), "to": new.name.lower(), "reason": reason,
+              "layer": landed.name.lower(), **extra}  # fmt: skip
+    return Entry("transition", m.id, detail, actor), landed
 
 
 def quarantine_reason(g: GateScores) -> str:
@@ -358,10 +355,15 @@ class MemoryEngine:
         self, m: Memory, new: State, reason: str, actor: str = "system", **extra: object
     ) -> Memory:
         """Move ``m`` to ``new`` (legal transitions only), audited, index updated."""
-        entry, out = _transitioned(m, new, reason, actor, extra)  # refused: no transaction
+        # refused before the transaction begins (a rollback would drop the caches)
+        entry, layer = _transition_entry(m, m.state, m.layer, new, reason, actor, extra)
         with self.store.transaction():
             seq = self.audit.append_entries([entry], ts=self.clock())[-1]
-            out = self._save(out.replace(audit_seq=seq))
+            out = m.replace(
+                state=new, layer=layer, audit_seq=seq,
+                quarantine_reason=reason if new is State.QUARANTINED else m.quarantine_reason,
+            )  # fmt: skip
+            out = self._save(out)
             if new is State.QUARANTINED:
                 revision.revoke(self, out)  # a quarantined claim makes nothing history
             if State.QUARANTINED in (m.state, new):
@@ -501,14 +503,16 @@ class MemoryEngine:
         records the one-by-one path writes (its capture, ``derived``: what it rests on,
         then one ``transition`` per step) appended together, and its row inserted once,
         in its final state (it never sits in the working ring, so it evicts nothing)."""
+        entries = [Entry("capture", m.id, {"hash": m.hash, "device": m.device or None}),
+                   *derived]  # fmt: skip
+        state, layer, why = m.state, m.layer, m.quarantine_reason
+        for new, reason in steps:  # refused before the transaction begins
+            entry, layer = _transition_entry(m, state, layer, new, reason, "system", {})
+            entries.append(entry)
+            state, why = new, reason if new is State.QUARANTINED else why
         with self.store.transaction():
-            entries = [Entry("capture", m.id, {"hash": m.hash, "device": m.device or None}),
-                       *derived]  # fmt: skip
-            out = m
-            for new, reason in steps:
-                entry, out = _transitioned(out, new, reason, "system", {})
-                entries.append(entry)
-            out = out.replace(audit_seq=self.audit.append_entries(entries, ts=now)[-1])
+            seq = self.audit.append_entries(entries, ts=now)[-1]
+            out = m.replace(state=state, layer=layer, quarantine_reason=why, audit_seq=seq)
             rowid = self.store.insert(out)
             if self._index is not None and out.state is not State.VOLATILE:
                 self._index.upsert(rowid, out)
