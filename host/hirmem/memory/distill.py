@@ -50,6 +50,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import operator
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
@@ -226,6 +227,25 @@ _SELECT = (
     + ", ".join(STATS_NAMES) + " FROM distillates"
 )  # fmt: skip
 _STATS_SET = ", ".join(f"{name} = ?" for name in STATS_NAMES)
+# the statistics an episode moves (_absorb), by form: what a step writes back
+_MOVED_ALWAYS = ("n", "first_ms", "last_ms", "sum_h", "sum_i", "sum_r", "sum_w")
+_MOVED_BY_FORM = {
+    "reading": ("sum_v", "sum_vv", "min_v", "max_v", "sum_t", "sum_tt", "sum_tv"),
+    "state": ("value", "since_ms", "held_n", "changes"),
+    "event": (),
+    "action": ("successes", "failures", "result"),
+}
+if set(_MOVED_ALWAYS).union(*_MOVED_BY_FORM.values(), ("prev",)) != set(STATS_NAMES):
+    raise ImportError("distill: the statistics a step writes back are not the columns")
+# per form: the UPDATE of those columns, and what reads them off a Stats, in that order
+_STEP_STATS = {
+    form: (
+        "UPDATE distillates SET "
+        + ", ".join(f"{name} = ?" for name in (*_MOVED_ALWAYS, *more)) + " WHERE rowid = ?",
+        operator.attrgetter(*_MOVED_ALWAYS, *more),
+    )
+    for form, more in _MOVED_BY_FORM.items()
+}  # fmt: skip
 
 
 def _values(stats: Stats) -> tuple[Any, ...]:
@@ -288,12 +308,14 @@ def _absorb(d: Distillate, m: Episode, engine: MemoryEngine) -> bool:
     """Add episode ``m`` to the statistics; whether it agrees with the pattern so far."""
     s = d.stats
     agrees = True
-    if d.form == "reading":
+    form = d.form
+    if form == "reading":
         v = _number(m.value)
         if v is None:
             return False
-        if s.n >= 2:
-            agrees = _within(v, s, engine)
+        if s.n >= 2:  # whether it lies within the band of the readings so far
+            mean, band = _band(s, engine)
+            agrees = abs(v - mean) <= band
         t = (m.timestamp - s.first_ms) / 1000.0
         s.sum_v += v
         s.sum_vv += v * v
@@ -304,7 +326,7 @@ def _absorb(d: Distillate, m: Episode, engine: MemoryEngine) -> bool:
         s.sum_t += t
         s.sum_tt += t * t
         s.sum_tv += t * v
-    elif d.form == "state":
+    elif form == "state":
         said = f"not {m.value}" if m.negated else m.value
         if s.n == 0:
             s.value, s.since_ms, s.held_n = said, m.timestamp, 1
@@ -316,7 +338,7 @@ def _absorb(d: Distillate, m: Episode, engine: MemoryEngine) -> bool:
             s.changes += 1
         else:
             agrees = False  # an older, different value: history, the current one holds
-    elif d.form == "action":
+    elif form == "action":
         ok = m.value in OUTCOMES_OK
         s.successes += ok
         s.failures += not ok
@@ -344,12 +366,6 @@ def _band(s: Stats, engine: MemoryEngine) -> tuple[float, float]:
     mean = s.sum_v / n if n else 0.0  # Stats.mean and Stats.sd, inline: a call per reading
     sd = math.sqrt(max(0.0, s.sum_vv / n - mean * mean)) if n >= 2 else 0.0
     return mean, max(cfg.baseline_sigmas * sd, cfg.value_abs_tolerance)
-
-
-def _within(v: float, s: Stats, engine: MemoryEngine) -> bool:
-    """Whether reading ``v`` agrees with the statistics so far."""
-    mean, band = _band(s, engine)
-    return abs(v - mean) <= band
 
 
 @dataclass(frozen=True, slots=True)
@@ -526,26 +542,34 @@ def _fmt(x: float) -> str:
 
 
 def statement(d: Distillate) -> str:
-    """The pattern in words (what the CLI and the demo print)."""
+    """The pattern in words (what the CLI and the demo print). Rendered at every step
+    of a pattern: its figures are worked out here, as :class:`Stats` would (span_s,
+    mean, slope), not through its properties."""
     s = d.stats
-    over = f"over {s.span_s:.0f} s"
-    if d.form == "reading":
+    n = s.n
+    form = d.form
+    over = f"over {(s.last_ms - s.first_ms) / 1000.0:.0f} s"
+    if form == "reading":
+        sum_t, sum_v = s.sum_t, s.sum_v
+        den = n * s.sum_tt - sum_t**2
+        slope = (n * s.sum_tv - sum_t * sum_v) / den if den > 0 else 0.0
         return (
-            f"{_fmt(s.min_v)}\N{EN DASH}{_fmt(s.max_v)}, mean {_fmt(s.mean)}, trend "
-            f"{s.slope:+.3g}/s, {s.n} readings {over}"
+            f"{_fmt(s.min_v)}\N{EN DASH}{_fmt(s.max_v)}, mean {_fmt(sum_v / n if n else 0.0)}, "
+            f"trend {slope:+.3g}/s, {n} readings {over}"
         )
-    if d.form == "state":
+    if form == "state":
         held = (s.last_ms - s.since_ms) / 1000.0
         return (
-            f"{s.value} (held {held:.0f} s, {s.held_n} of {s.n} observations, "
+            f"{s.value} (held {held:.0f} s, {s.held_n} of {n} observations, "
             f"{s.changes} change{'s' if s.changes != 1 else ''} {over})"
         )
-    if d.form == "event":
-        rate = s.n / s.span_s if s.span_s > 0 else 0.0
-        return f"{s.n} events {over} ({rate:.3g}/s)"
-    rate = s.successes / s.n if s.n else 0.0
+    if form == "event":
+        span = s.span_s
+        rate = n / span if span > 0 else 0.0
+        return f"{n} events {over} ({rate:.3g}/s)"
+    rate = s.successes / n if n else 0.0
     then = f" → {s.result}" if s.result else ""
-    return f"steps {d.subject}{then}; {s.successes} of {s.n} succeeded ({rate:.0%})"
+    return f"steps {d.subject}{then}; {s.successes} of {n} succeeded ({rate:.0%})"
 
 
 def _payload(d: Distillate) -> str:
@@ -606,23 +630,21 @@ def _create(engine: MemoryEngine, d: Distillate, pack: PackDistillation | None) 
     # the row links only the window it continues: its episodes are in distill_links
     m = engine.capture(
         _payload(d), "distill", kind=kind, subject=d.subject, attribute=d.attribute,
-        value=statement(d), links=links[: len(links) - len(episodes)],
+        value=statement(d), links=links[: len(links) - len(episodes)], _insert=False,
     )  # fmt: skip
     _save_stats(engine, d, m.id)
     now = engine.clock()
     m = _scored(m, d.stats, engine, device=d.device, strength=d.stats.sum_w / d.stats.n,
                 last_access=now, decayed_at=now)
-    # one PROV wasDerivedFrom per record (audit details are scalars), in one append
-    seqs = engine.audit.append_many([
-        ("derive", m.id, {"activity": "distill", "form": d.form, "wasDerivedFrom": source,
-                          "agrees": 1, "rn": m.rn, "w": m.w})
-        for source in links], ts=now)  # fmt: skip
-    # written once, by the transition (a row written before it would be rewritten whole)
-    m = m.replace(audit_seq=seqs[-1] if seqs else 0)
-    m = engine.transition(m, State.CANDIDATE, f"distilled from {len(episodes)} episodes")
+    # one PROV wasDerivedFrom per record (audit details are scalars)
+    derived = [Entry("derive", m.id, {"activity": "distill", "form": d.form,
+                                      "wasDerivedFrom": source, "agrees": 1, "rn": m.rn,
+                                      "w": m.w}) for source in links]  # fmt: skip
+    steps = [(State.CANDIDATE, f"distilled from {len(episodes)} episodes")]
     if m.rn >= engine.config.green and m.h > 0:
-        m = engine.transition(m, State.CONSOLIDATED, "distilled pattern: Rn ≥ green")
-    return m
+        steps.append((State.CONSOLIDATED, "distilled pattern: Rn ≥ green"))
+    # captured, derived, candidate (→ consolidated): audited as one by one, written once
+    return engine.insert_settled(m, steps, derived, now)
 
 
 def episodes_of_row(engine: MemoryEngine, rowid: int) -> list[str]:
@@ -681,7 +703,8 @@ def on_episodes(
     ``pack`` (the episodes of a device pack, not stored yet), each live pattern's step
     and the episodes' links are handed back unwritten, for the caller's one audit
     record of the pack and :func:`write_steps` once the episodes are stored. ``fresh``:
-    the episodes were never distilled (none can have fed a pattern yet); ``read``: the
+    the episodes were never distilled (none can have fed a pattern yet) and no id comes
+    twice (a pack's fresh records); ``read``: the
     open distillates their pack already read (:func:`baseline`)."""
     live = [
         m for m in ms
@@ -690,17 +713,22 @@ def on_episodes(
     ]  # fmt: skip
     if not live:
         return
-    done = set() if fresh else _distilled(engine, [m.id for m in live])
     groups: dict[Key, list[Episode]] = {}
+    if not fresh:  # each once, and none that fed a pattern already
+        done = _distilled(engine, [m.id for m in live])
+        once = []
+        for m in live:
+            if m.id not in done:
+                done.add(m.id)
+                once.append(m)
+        live = once
     for m in live:
-        if m.id not in done:  # already distilled
-            done.add(m.id)
-            key = _key(engine, m)
-            group = groups.get(key)
-            if group is None:
-                groups[key] = [m]
-            else:
-                group.append(m)
+        key = _key(engine, m)
+        group = groups.get(key)
+        if group is None:
+            groups[key] = [m]
+        else:
+            group.append(m)
     deferred: Deferred | None = None
     if pack is not None:
         deferred = []
@@ -781,12 +809,14 @@ class PatternStep:
     form: str
     old: float
     new: float
-    columns: tuple[object, ...]  # the values of _PATTERN_COLUMNS, in their order
+    columns: tuple[Any, ...]  # the values of _PATTERN_COLUMNS, in their order
     episodes: list[tuple[str, bool]]  # (episode id, whether it agreed)
 
 
 _PATTERN_COLUMNS = ("h", "i", "r", "f", "c", "rn", "w", "trust", "verdict", "gate_mode",
                     "value", "strength", "last_access", "decayed_at")  # fmt: skip
+_AT_TRUST, _AT_LAST_ACCESS, _AT_DECAYED_AT = (
+    _PATTERN_COLUMNS.index(c) for c in ("trust", "last_access", "decayed_at"))  # fmt: skip
 _WRITE_STEP = (
     "UPDATE memories SET " + ", ".join(f"{c} = ?" for c in _PATTERN_COLUMNS)
     + ", audit_seq = ? WHERE rowid = ?"
@@ -850,7 +880,10 @@ def _write_steps(engine: MemoryEngine, steps: Sequence[PatternStep], seq: int, n
     if not steps:
         return
     engine.store.db.executemany(_WRITE_STEP, [(*st.columns, seq, st.rowid) for st in steps])
-    engine.strengths_moved([(st.rowid, st.memory_id, st.new) for st in steps], now)
+    # the columns the recall index holds, of _PATTERN_COLUMNS: trust, last_access, decayed_at
+    engine.strengths_moved([(st.rowid, st.memory_id, st.new, st.columns[_AT_LAST_ACCESS],
+                             st.columns[_AT_DECAYED_AT], st.columns[_AT_TRUST])
+                            for st in steps], now)  # fmt: skip
 
 
 Deferred = list[tuple[Distillate, list[tuple[Episode, bool]]]]
@@ -896,10 +929,11 @@ def _steps_of(
     if not deferred:
         return []
     pack.links += [(d.rowid, m.id) for d, pending in deferred for m, _ in pending]
-    engine.store.db.executemany(
-        f"UPDATE distillates SET {_STATS_SET} WHERE rowid = ?",
-        [(*_values(d.stats), d.rowid) for d, _ in deferred],
-    )
+    forms = {d.form for d, _ in deferred}  # nearly always one: a pack's readings
+    for form in forms:
+        update, moved = _STEP_STATS[form]
+        engine.store.db.executemany(update, [(*moved(d.stats), d.rowid) for d, _ in deferred
+                                             if d.form == form])  # fmt: skip
     cache = open_cache(engine)
     for d, _ in deferred:
         cache.written(d)

@@ -143,6 +143,26 @@ def _live_steps(target: State, reason: str) -> list[tuple[State, str]]:
     return [(State.CANDIDATE, reason or "Rn ≥ yellow: held")]
 
 
+def _transition_entry(
+    m: Memory, state: State, layer: Layer, new: State, reason: str, actor: str,
+    extra: dict[str, object],
+) -> tuple[Entry, Layer]:  # fmt: skip
+    """The audit entry of moving ``m``, in ``state`` and ``layer``, to ``new`` (legal
+    transitions only), and the layer it lands in."""
+    check_transition(m.id, state, new)
+    if new is State.CONSOLIDATED and m.h <= 0:
+        raise HirmemError(f"memory {m.id} has H = 0 and cannot consolidate (MEM-INV-1)")
+    if m.permanent and state is State.QUARANTINED:
+        raise HirmemError(
+            f"memory {m.id} is in permanent quarantine (R = 0, MEM-INV-2); it cannot "
+            f"leave quarantine (asked: {new.name.lower()})"
+        )
+    landed = layer_for(new, m.kind, layer, is_episode(m.kind, m.subject, m.attribute))
+    detail = {"from": state.name.lower(), "to": new.name.lower(), "reason": reason,
+              "layer": landed.name.lower(), **extra}  # fmt: skip
+    return Entry("transition", m.id, detail, actor), landed
+
+
 def quarantine_reason(g: GateScores) -> str:
     """Why stages 3-5 quarantine a record, or "" when they do not."""
     hard = int(g.hard)
@@ -335,35 +355,14 @@ class MemoryEngine:
         self, m: Memory, new: State, reason: str, actor: str = "system", **extra: object
     ) -> Memory:
         """Move ``m`` to ``new`` (legal transitions only), audited, index updated."""
-        check_transition(m.id, m.state, new)
-        if new is State.CONSOLIDATED and m.h <= 0:
-            raise HirmemError(f"memory {m.id} has H = 0 and cannot consolidate (MEM-INV-1)")
-        if m.permanent and m.state is State.QUARANTINED:
-            raise HirmemError(
-                f"memory {m.id} is in permanent quarantine (R = 0, MEM-INV-2); it cannot "
-                f"leave quarantine (asked: {new.name.lower()})"
-            )
-        layer = layer_for(new, m.kind, m.layer, is_episode(m.kind, m.subject, m.attribute))
+        # refused before the transaction begins (a rollback would drop the caches)
+        entry, layer = _transition_entry(m, m.state, m.layer, new, reason, actor, extra)
         with self.store.transaction():
-            seq = self.audit.append(
-                "transition",
-                m.id,
-                {
-                    "from": m.state.name.lower(),
-                    "to": new.name.lower(),
-                    "reason": reason,
-                    "layer": layer.name.lower(),
-                    **extra,
-                },
-                actor=actor,
-                ts=self.clock(),
-            )
+            seq = self.audit.append_entries([entry], ts=self.clock())[-1]
             out = m.replace(
-                state=new,
-                layer=layer,
-                audit_seq=seq,
+                state=new, layer=layer, audit_seq=seq,
                 quarantine_reason=reason if new is State.QUARANTINED else m.quarantine_reason,
-            )
+            )  # fmt: skip
             out = self._save(out)
             if new is State.QUARANTINED:
                 revision.revoke(self, out)  # a quarantined claim makes nothing history
@@ -427,9 +426,13 @@ class MemoryEngine:
         _prev_hash: bytes | None = None,
         _version: int = 1,
         _supersedes: str = "",
+        _insert: bool = True,
     ) -> Memory:
         """Stage 1: a volatile object in the working ring. ``flags`` are the sub-check
-        results (ACTION_FLAGS, bit set = passed); ``confidence`` is Q, ``provenance`` P."""
+        results (ACTION_FLAGS, bit set = passed); ``confidence`` is Q, ``provenance`` P.
+        ``_insert=False``: the object only, not stored (its host id and the host's chain
+        head are taken all the same: store it in the caller's transaction,
+        :meth:`insert_settled`)."""
         now = self.clock()
         data = payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)
         for name, v in (("confidence", confidence), ("provenance", provenance)):
@@ -478,7 +481,7 @@ class MemoryEngine:
             )
             if _prev_hash is None:
                 self.store.set_meta("host_head", m.hash.hex())
-            return self.insert_volatile(m, now)
+            return self.insert_volatile(m, now) if _insert else m
 
     def insert_volatile(self, m: Memory, now: float, actor: str = "system") -> Memory:
         """Store a captured object in the working ring (stage 1), audited."""
@@ -490,6 +493,30 @@ class MemoryEngine:
             self.store.insert(m)  # one write: the row is born citing its capture record
             self._evict_overflow(now, keep=m.id)
             return m
+
+    def insert_settled(
+        self, m: Memory, steps: Sequence[tuple[State, str]], derived: Sequence[Entry],
+        now: float,
+    ) -> Memory:  # fmt: skip
+        """A captured object (:meth:`capture` with ``_insert=False``) that goes straight
+        through ``steps`` (target state, reason) — a distilled pattern's birth: the audit
+        records the one-by-one path writes (its capture, ``derived``: what it rests on,
+        then one ``transition`` per step) appended together, and its row inserted once,
+        in its final state (it never sits in the working ring, so it evicts nothing)."""
+        entries = [Entry("capture", m.id, {"hash": m.hash, "device": m.device or None}),
+                   *derived]  # fmt: skip
+        state, layer, why = m.state, m.layer, m.quarantine_reason
+        for new, reason in steps:  # refused before the transaction begins
+            entry, layer = _transition_entry(m, state, layer, new, reason, "system", {})
+            entries.append(entry)
+            state, why = new, reason if new is State.QUARANTINED else why
+        with self.store.transaction():
+            seq = self.audit.append_entries(entries, ts=now)[-1]
+            out = m.replace(state=state, layer=layer, quarantine_reason=why, audit_seq=seq)
+            rowid = self.store.insert(out)
+            if self._index is not None and out.state is not State.VOLATILE:
+                self._index.upsert(rowid, out)
+            return out
 
     def _evict_overflow(self, now: float, keep: str) -> None:
         over = self.store.count("state = 0") - self.config.working_capacity
@@ -1095,14 +1122,21 @@ class MemoryEngine:
             cols["subject"], np.array(cols["decayed_at"], dtype=np.float64),
         )  # fmt: skip
 
-    def strengths_moved(self, moved: Sequence[tuple[int, str, float]], t: float) -> None:
-        """Rows whose strength was written in SQL (patterns' steps: rowid, id, strength):
-        their history points, and their places in the index when it is loaded."""
-        rowids = np.array([r for r, _, _ in moved], dtype=np.int64)
-        self._record_history(rowids, t, np.array([m for _, _, m in moved]), HISTORY_PRESSURE)
+    def strengths_moved(
+        self, moved: Sequence[tuple[int, str, float, float, float, float]], t: float
+    ) -> None:
+        """Rows whose strength was written in SQL (patterns' steps: rowid, id, strength,
+        last access, decayed at, trust): their history points, and their columns in the
+        index when it is loaded (a row it does not hold yet is read whole)."""
+        rowids = np.array([mv[0] for mv in moved], dtype=np.int64)
+        self._record_history(rowids, t, np.array([mv[2] for mv in moved]), HISTORY_PRESSURE)
         if self._index is not None:
-            for rowid, memory_id, _ in moved:
-                self._index.upsert(rowid, self.require(memory_id))
+            _, ids, strength, last_access, decayed_at, trust = zip(*moved, strict=True)
+            missing = set(self._index.set_strengths(rowids.tolist(), strength, last_access,
+                                                    decayed_at, trust))  # fmt: skip
+            for rowid, memory_id in zip(rowids.tolist(), ids, strict=True):
+                if rowid in missing:
+                    self._index.upsert(rowid, self.require(memory_id))
 
     def strength_history(self, memory_id: str) -> list[tuple[float, float, str]]:
         """(time, strength, cause) points of a memory, oldest first (at most

@@ -26,7 +26,7 @@ before the exponent could overflow float32.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -279,6 +279,27 @@ class RecallIndex:
         self.layer[pos] = layer[keep]
         self._struct += 1
         self._refresh(pos)
+
+    def set_strengths(
+        self, rowids: Sequence[int], strength: Sequence[float], last_access: Sequence[float],
+        decayed_at: Sequence[float], trust: Sequence[float],
+    ) -> list[int]:  # fmt: skip
+        """Rows whose strength, last access, settled decay and trust moved, nothing else
+        (patterns' steps: no filter column changes); returns the rowids it does not
+        hold (the caller upserts those whole)."""
+        ids = np.asarray(rowids, dtype=np.int64)
+        inside = ids < len(self.pos_of_rowid)
+        pos = np.full(len(ids), -1, np.int64)
+        pos[inside] = self.pos_of_rowid[ids[inside]]
+        keep = pos >= 0
+        if keep.any():
+            at = pos[keep]
+            self.strength[at] = np.asarray(strength, dtype=np.float64)[keep]
+            self.last_access[at] = np.asarray(last_access, dtype=np.float64)[keep]
+            self.decayed_at[at] = np.asarray(decayed_at, dtype=np.float64)[keep]
+            self.trust[at] = np.asarray(trust, dtype=np.float64)[keep]
+            self._refresh(at)
+        return [int(r) for r in ids[~keep]]
 
     def _refresh(self, sel: slice | npt.NDArray[np.int64]) -> None:
         rec = np.exp((self.last_access[sel] - self.t0) / self.recency_tau)
