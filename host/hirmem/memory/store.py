@@ -350,6 +350,8 @@ class Store:
         self._pg_lent: dict[int, PgConnection] = {}  # thread id → its open read block's
         self._pg_slots = threading.BoundedSemaphore(PG_READERS)
         self.rollback_hooks: list[Callable[[], None]] = []
+        # writes held back until the outermost transaction commits, run just before it
+        self.commit_hooks: list[Callable[[], None]] = []
         # caches to re-read when another connection wrote the file (see transaction())
         self.reload_hooks: list[Callable[[], None]] = []
         self._data_version: int | None = None
@@ -468,6 +470,8 @@ class Store:
             try:
                 self._notice_other_writers()
                 yield
+                for hook in self.commit_hooks:
+                    hook()
             except BaseException:
                 self._depth = 0
                 self.db.execute("ROLLBACK")
@@ -480,6 +484,12 @@ class Store:
             if isinstance(self.db, PgConnection):
                 self._count_own_writes(self.db)
             self.db.execute("COMMIT")
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction of the writer is running (on the caller's thread when
+        it holds the writer)."""
+        return self._depth > 0
 
     def _notice_other_writers(self) -> None:
         """Inside a fresh transaction: if another connection (a ``hirmem memory`` command
