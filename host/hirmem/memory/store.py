@@ -223,7 +223,16 @@ DROP INDEX memories_subject;
 # pattern; see hirmem.memory.distill_schema). A step in Python: the documents hold
 # ±Infinity, which no JSON function of either database reads.
 Migration = str | Callable[[Connection], None]  # a script, or a step given the connection
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, upgrade_distillation)
+
+# v9: an index no query reads goes. Nothing looks memories up by device in SQL (the
+# recall index holds each row's device, and a device's distillates are keyed in their
+# own table), yet every fresh row paid a B-tree insert into it — at one of a fleet's
+# few device keys, so a follow batch dirtied a page per device in it.
+_V9 = """
+DROP INDEX IF EXISTS memories_device;
+"""
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, upgrade_distillation,
+                                     _V9)  # fmt: skip
 SCHEMA_VERSION = len(MIGRATIONS)
 
 COLUMNS: tuple[str, ...] = (
