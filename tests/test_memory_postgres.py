@@ -98,7 +98,7 @@ def test_a_fresh_store_has_every_trigger_and_reopens_clean(target: PgTarget) -> 
     e = engine(target)
     assert e.store.missing_triggers() == []
     assert e.verify_audit().ok
-    assert e.store.schema_version == 8  # v7 indexes, v8 distillates as columns (issue 13)
+    assert e.store.schema_version == 9  # v7, v9 indexes, v8 distillates as columns (issue 13)
     e.close()
 
 

@@ -91,7 +91,7 @@ def test_migrates_an_old_file_to_the_current_schema(tmp_path: Path) -> None:
     db.commit()
     db.close()
     s = Store(path)
-    assert s.schema_version == SCHEMA_VERSION == 8  # v4-v8: issue 13's speed section
+    assert s.schema_version == SCHEMA_VERSION == 9  # v4-v9: issue 13's speed section
     names = {r[0] for r in s.db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
     assert "memories_facts" in names  # v7: memories_subject became this partial index
     s.close()

@@ -69,6 +69,7 @@ _EPISODE_SQL = (
 # why a strength-history point was written (the ``cause`` column)
 HISTORY_ADMIT, HISTORY_SWEEP, HISTORY_REHEARSAL, HISTORY_PRESSURE, HISTORY_REVIEW = range(5)
 HISTORY_CAUSES = ("admit", "sweep", "rehearsal", "pressure", "review")
+HISTORY_PENDING = 65_536  # strength points a transaction holds back at most
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,11 @@ class MemoryEngine:
         # (``stats``, ``review list``) never reads a million embeddings
         self._index: RecallIndex | None = None
         self.store.rollback_hooks.append(self._reload_index)
+        # strength points of the running transaction, written with one statement when
+        # it commits (or when they are read first); a rollback drops them with it
+        self._history: list[tuple[int, int, float, float, int]] = []
+        self.store.commit_hooks.append(self._write_history)
+        self.store.rollback_hooks.append(self._history.clear)
         self._ensure_layer_tables()
         self.store.reload_hooks.append(self._reload_index)
         last = self.store.meta("last_sweep")
@@ -1083,19 +1089,34 @@ class MemoryEngine:
         self, rowids: npt.NDArray[np.int64], t: float, strength: npt.NDArray[np.float64],
         cause: int,
     ) -> None:  # fmt: skip
-        """Keep (t, strength) per memory in its ring of ``history_points`` time buckets."""
+        """Keep (t, strength) per memory in its ring of ``history_points`` time buckets:
+        inside a transaction, written when it commits (every point of a follow batch —
+        its packs' admissions and their patterns' steps — with one statement)."""
         if len(rowids) == 0:
             return
         cfg = self.config
         slot = int(t // cfg.history_bucket_s) % cfg.history_points
+        points = zip(rowids.tolist(), strength.tolist(), strict=True)
+        self._history += [(r, slot, t, m, cause) for r, m in points]
+        # held back only by the writer's own running transaction
+        if not (self.store.in_transaction and self.store.writer.held()) or (
+            len(self._history) >= HISTORY_PENDING
+        ):
+            self._write_history()
+
+    def _write_history(self) -> None:
+        """Write the pending strength points, in the order they came (a memory's later
+        point in the same bucket replaces the earlier one)."""
+        if not self._history:
+            return
         with self.store.writing() as db:
             db.executemany(
                 "INSERT INTO strength_history(memory, slot, ts, strength, cause) "
                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT(memory, slot) DO UPDATE SET "
                 "ts = excluded.ts, strength = excluded.strength, cause = excluded.cause",
-                ((int(r), slot, t, float(m), cause)
-                 for r, m in zip(rowids.tolist(), strength.tolist(), strict=True)),
-            )  # fmt: skip
+                self._history,
+            )
+        self._history.clear()
 
     def admitted_rows(
         self, rows: Sequence[Sequence[Any]], vectors: npt.NDArray[np.float32], now: float
@@ -1141,6 +1162,8 @@ class MemoryEngine:
     def strength_history(self, memory_id: str) -> list[tuple[float, float, str]]:
         """(time, strength, cause) points of a memory, oldest first (at most
         ``history_points``; the last point of each ``history_bucket_s`` bucket)."""
+        if self._history and self.store.writer.held():
+            self._write_history()  # the writer's own points, not committed yet
         with self.store.reading() as db:
             rows = db.execute(
                 "SELECT h.ts, h.strength, h.cause FROM strength_history h "

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from hirmem.daemon.reader import IntakeReader
 from hirmem.memory.engine import MemoryEngine
-from hirmem.memory.intake import IntakeReport, admit_pack
+from hirmem.memory.intake import IntakeReport, PackIn, admit_packs
 from hirmem.protocol.records import Record
 
 CURSOR_KEY = "intake_cursor"
@@ -54,12 +54,12 @@ def follow_intake(engine: MemoryEngine, store: IntakeReader, *, limit: int = 100
         with engine.store.transaction():
             # another follower may have taken some of them since the cursor was read
             taken = int(engine.store.meta(CURSOR_KEY, "0") or 0)
-            for rowid, pack in batch:
-                if rowid <= taken:
-                    continue
-                records = [r for r in pack.items if isinstance(r, Record)]
-                got = admit_pack(engine, records, pack.signer, pack.kid, pack.prev,
-                                 checked=True)  # fmt: skip
+            packs = [
+                PackIn([r for r in pack.items if isinstance(r, Record)], pack.signer, pack.kid,
+                       pack.prev)
+                for rowid, pack in batch if rowid > taken
+            ]  # fmt: skip
+            for got in admit_packs(engine, packs, checked=True):
                 report.add(got)
             engine.store.set_meta(CURSOR_KEY, str(max(taken, batch[-1][0])))
         cursor = batch[-1][0]

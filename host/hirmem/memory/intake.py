@@ -43,7 +43,7 @@ chain (``intake-mismatch``, with the device's flags and the bits named) and repo
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -52,7 +52,7 @@ import numpy as np
 from hirmem.memory import distill, packaudit
 from hirmem.memory.audit import Entry
 from hirmem.memory.embed import embed_batch
-from hirmem.memory.engine import Captured, GateScores, MemoryEngine, gate_scores
+from hirmem.memory.engine import HOST_ID, Captured, GateScores, MemoryEngine, gate_scores
 from hirmem.memory.model import Memory, State, layer_for, memory_text
 from hirmem.memory.observe import Described, describe_parsed, is_episode
 from hirmem.memory.store import ADMIT_COLUMNS
@@ -68,7 +68,8 @@ from hirmem.protocol.records import (
     record_hash,
 )
 
-__all__ = ["Admitted", "IntakeReport", "admit_pack", "check_record", "intake_records"]
+__all__ = ["Admitted", "IntakeReport", "PackIn", "admit_pack", "admit_packs", "check_record",
+           "intake_records"]
 
 
 """Bits the host evaluates for a device record beyond normalise's two (bits 2 and 3)."""
@@ -154,6 +155,18 @@ class _Fresh(NamedTuple):  # a record of the pack, read once
     intact: bool
     seen: Described
     structure: bool | None  # bit 7 as read_payload found it
+    text: str  # what the embedder sees (memory_text)
+    at: int  # its row among the batch's embedded texts (-1: a stated fact, alone)
+
+
+class PackIn(NamedTuple):
+    """A verified pack as :func:`admit_packs` takes it: its records, decoded, in order,
+    its signer's device id and key id, and its ``prev`` (the first record's chain link)."""
+
+    records: Sequence[Record]
+    device_id: bytes
+    kid: bytes
+    prev: bytes | None = None
 
 
 def admit_pack(
@@ -182,15 +195,60 @@ def admit_pack(
     lists each admission and each pattern step. A stated fact (a subject and an
     attribute) may contradict or revise what is held, so it goes through
     :meth:`MemoryEngine.admit_captured` one by one, in its place in the order."""
-    report = IntakeReport()
-    link = pack_prev
-    device, key_id = device_id.hex(), kid.hex()
-    records = list(records)
+    pack = PackIn(list(records), device_id, kid, pack_prev)
+    return admit_packs(engine, [pack], signature_verified, checked)[0]
+
+
+EMBED_CHUNK = 4096  # texts embedded at once at most (bounds the embedder's work arrays)
+
+
+def admit_packs(
+    engine: MemoryEngine,
+    packs: Sequence[PackIn],
+    signature_verified: bool = True,
+    checked: bool = False,
+) -> list[IntakeReport]:
+    """Admit several packs (a follow batch) in one transaction of the writer: each
+    exactly as :func:`admit_pack` admits it alone, after the ones before it, with one
+    report per pack. What does not depend on the packs before — each record's checks,
+    its payload read once, whether its id is held already (one look-up for the batch)
+    and its embedding (one batch for every record of every pack) — is read first."""
     with engine.store.transaction():
-        now = engine.clock()
-        held = engine.store.hashes_of([rec.id.hex() for rec in records])
-        run: list[_Fresh] = []
-        for rec in records:
+        fresh = _read_packs(engine, packs, checked)
+        texts = [f.text for of_pack in fresh for f in of_pack[1] if f.at >= 0]
+        vectors = _embed(engine, texts)
+        reports = []
+        for pack, (report, records) in zip(packs, fresh, strict=True):
+            reports.append(report)
+            _admit_read(engine, report, records, pack, vectors, signature_verified)
+    return reports
+
+
+def _embed(engine: MemoryEngine, texts: list[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
+    if len(texts) <= EMBED_CHUNK:
+        return embed_batch(engine.embedder, texts)
+    return np.concatenate([embed_batch(engine.embedder, texts[k : k + EMBED_CHUNK])
+                           for k in range(0, len(texts), EMBED_CHUNK)])  # fmt: skip
+
+
+def _read_packs(
+    engine: MemoryEngine, packs: Sequence[PackIn], checked: bool
+) -> list[tuple[IntakeReport, list[_Fresh]]]:
+    """Each pack's report (its duplicates and conflicts so far) and its fresh records,
+    read: checked (unless ``checked``), their payloads parsed and described, and the
+    text of each that is admitted with its pack (``at``: its place among those texts,
+    -1 for a stated fact, admitted alone). A record is fresh when no stored memory and
+    no record before it in the batch holds its id (one look-up for the whole batch: the
+    batch's own records are the only device records it stores)."""
+    held = engine.store.hashes_of([rec.id.hex() for pack in packs for rec in pack.records])
+    out = []
+    at = 0
+    for pack in packs:
+        report = IntakeReport()
+        records: list[_Fresh] = []
+        link = pack.prev
+        device_id = pack.device_id
+        for rec in pack.records:
             mid = rec.id.hex()
             if checked:
                 problem, intact = "", True
@@ -203,19 +261,51 @@ def admit_pack(
             if mid in held:
                 (report.duplicates if held[mid] == rec.hash else report.conflicts).append(mid)
                 continue
-            held[mid] = rec.hash  # the same id again in this pack is a duplicate too
+            held[mid] = rec.hash  # the same id again in this batch is a duplicate too
             # the payload's JSON parsed once: its structure (bit 7) and its form
             structure, data = read_payload(rec.payload)
             seen = describe_parsed(data, rec.source)  # a fact, a reading or an action
-            fresh = _Fresh(rec, mid, problem, intact, seen, structure)
-            if seen.kind == "fact" and seen.subject and seen.attribute:
-                _admit_together(engine, report, run, device, key_id, now, signature_verified)
+            alone = seen.kind == "fact" and bool(seen.subject and seen.attribute)
+            text = memory_text(rec.payload, seen.subject, seen.attribute, seen.value)
+            records.append(_Fresh(rec, mid, problem, intact, seen, structure, text,
+                                  -1 if alone else at))  # fmt: skip
+            at += not alone
+        out.append((report, records))
+    return out
+
+
+_HOST_PREFIX = HOST_ID.hex()
+
+
+def _admit_read(
+    engine: MemoryEngine, report: IntakeReport, records: list[_Fresh], pack: PackIn,
+    vectors: np.ndarray[Any, np.dtype[np.float32]], signature_verified: bool,
+) -> None:  # fmt: skip
+    """One pack's fresh records (:func:`_read_packs`), in its transaction: runs of those
+    that contradict and revise nothing admitted together, each stated fact alone."""
+    device, key_id = pack.device_id.hex(), pack.kid.hex()
+    host = _HOST_PREFIX
+    with engine.store.transaction():
+        now = engine.clock()
+        if any(f.mid.startswith(host) for f in records):
+            # an id in the host's own space: a memory the batch's packs before this one
+            # derived may hold it since the batch's look-up (the host names those)
+            held = engine.store.hashes_of([f.mid for f in records if f.mid.startswith(host)])
+            for f in records:
+                if f.mid in held:
+                    digest = held[f.mid]
+                    (report.duplicates if digest == f.rec.hash else report.conflicts).append(f.mid)
+            records = [f for f in records if f.mid not in held]
+        run: list[_Fresh] = []
+        for f in records:
+            if f.at < 0:
+                _admit_together(engine, report, run, vectors, device, key_id, now,
+                                signature_verified)  # fmt: skip
                 run = []
-                _admit_alone(engine, report, fresh, device, key_id, now, signature_verified)
+                _admit_alone(engine, report, f, device, key_id, now, signature_verified)
             else:
-                run.append(fresh)
-        _admit_together(engine, report, run, device, key_id, now, signature_verified)
-    return report
+                run.append(f)
+        _admit_together(engine, report, run, vectors, device, key_id, now, signature_verified)
 
 
 class _Baselines:
@@ -267,7 +357,6 @@ def _admit_alone(
     actor = f"intake:{device}"
     notes: list[Entry] = []
     flags = _host_view(f, _Baselines(engine, device), signature_verified, notes, report, actor)
-    text = memory_text(rec.payload, seen.subject, seen.attribute, seen.value)
     m = Memory(
         id=f.mid, payload=rec.payload, source=rec.source, timestamp=rec.timestamp,
         context=rec.context, flags=flags, confidence=rec.confidence / ONE,
@@ -275,7 +364,7 @@ def _admit_alone(
         decayed_at=now, hash=rec.hash, prev_hash=rec.prev_hash, subject=seen.subject,
         attribute=seen.attribute, value=seen.value, negated=seen.negated, kind=seen.kind,
         device=device, kid=key_id, device_scores=_device_scores(rec), created=now,
-        embedding=engine.embedder.embed(text).astype(np.float32).tobytes(),
+        embedding=engine.embedder.embed(f.text).astype(np.float32).tobytes(),
     )  # fmt: skip
     item = Captured(m, f.problem and f"device record: {f.problem}", actor, tuple(notes))
     for out in engine.admit_captured([item], now, mode="fixed"):
@@ -349,14 +438,16 @@ def _judge(
 
 
 def _admit_together(
-    engine: MemoryEngine, report: IntakeReport, run: list[_Fresh], device: str,
-    key_id: str, now: float, signature_verified: bool,
+    engine: MemoryEngine, report: IntakeReport, run: list[_Fresh],
+    embedded: np.ndarray[Any, np.dtype[np.float32]], device: str, key_id: str, now: float,
+    signature_verified: bool,
 ) -> None:  # fmt: skip
     """Fresh records that contradict and revise nothing, admitted as one: see
     :func:`admit_pack`. Each ends as the one-by-one path would leave it (the same
     state, layer, scores, strength and strength point), with one audit entry for all.
     Records alike in what the gate reads (flags as the host finds them, Q, P, the form,
-    what intake found wrong) are judged once."""
+    what intake found wrong) are judged once. ``embedded``: the batch's embeddings, the
+    run's at their records' ``at``."""
     if not run:
         return
     actor = f"intake:{device}"
@@ -369,7 +460,6 @@ def _admit_together(
     episodes: list[Admitted] = []
     own: list[tuple[Any, ...]] = []  # each row's own columns (ADMIT_COLUMNS' first part)
     marks: list[tuple[_Judged, int]] = []  # each record's judgement and device scores
-    texts: list[str] = []
     for f in run:
         rec, seen = f.rec, f.seen
         flags = normalise(_host_view(f, base, signature_verified, notes, report, actor),
@@ -395,8 +485,9 @@ def _admit_together(
         episodes.append(Admitted(f.mid, seen.kind, device, seen.subject, seen.attribute,
                                  seen.value, seen.negated, rec.timestamp, rec.payload,
                                  g.h, g.i, g.r, g.w, j.state))  # fmt: skip
-        texts.append(memory_text(rec.payload, seen.subject, seen.attribute, seen.value))
-    vectors = embed_batch(engine.embedder, texts)
+    first, last = run[0].at, run[-1].at
+    vectors = (embedded[first : last + 1] if last - first == len(run) - 1
+               else embedded[[f.at for f in run]])  # fmt: skip
     distilled = distill.PackDistillation()
     distill.on_episodes(engine, episodes, distilled, fresh=True, read=base.read)
     steps = distilled.steps

@@ -223,7 +223,16 @@ DROP INDEX memories_subject;
 # pattern; see hirmem.memory.distill_schema). A step in Python: the documents hold
 # ±Infinity, which no JSON function of either database reads.
 Migration = str | Callable[[Connection], None]  # a script, or a step given the connection
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, upgrade_distillation)
+
+# v9: an index no query reads goes. Nothing looks memories up by device in SQL (the
+# recall index holds each row's device, and a device's distillates are keyed in their
+# own table), yet every fresh row paid a B-tree insert into it — at one of a fleet's
+# few device keys, so a follow batch dirtied a page per device in it.
+_V9 = """
+DROP INDEX IF EXISTS memories_device;
+"""
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, upgrade_distillation,
+                                     _V9)  # fmt: skip
 SCHEMA_VERSION = len(MIGRATIONS)
 
 COLUMNS: tuple[str, ...] = (
@@ -350,6 +359,8 @@ class Store:
         self._pg_lent: dict[int, PgConnection] = {}  # thread id → its open read block's
         self._pg_slots = threading.BoundedSemaphore(PG_READERS)
         self.rollback_hooks: list[Callable[[], None]] = []
+        # writes held back until the outermost transaction commits, run just before it
+        self.commit_hooks: list[Callable[[], None]] = []
         # caches to re-read when another connection wrote the file (see transaction())
         self.reload_hooks: list[Callable[[], None]] = []
         self._data_version: int | None = None
@@ -468,6 +479,8 @@ class Store:
             try:
                 self._notice_other_writers()
                 yield
+                for hook in self.commit_hooks:
+                    hook()
             except BaseException:
                 self._depth = 0
                 self.db.execute("ROLLBACK")
@@ -480,6 +493,12 @@ class Store:
             if isinstance(self.db, PgConnection):
                 self._count_own_writes(self.db)
             self.db.execute("COMMIT")
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction of the writer is running (on the caller's thread when
+        it holds the writer)."""
+        return self._depth > 0
 
     def _notice_other_writers(self) -> None:
         """Inside a fresh transaction: if another connection (a ``hirmem memory`` command
