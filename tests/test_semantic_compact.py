@@ -766,11 +766,16 @@ def test_the_graph_keeps_only_the_versions_of_each_source_place(tmp_path: Path) 
     texts = {f"n{i}": f"Alice Smith lives in City{i}. Bob Jones knows Alice Smith."
              for i in range(4)}  # fmt: skip
     read(sub, texts)
-    assert isinstance(sub.graph, SQLiteGraph)
+    assert isinstance(sub.graph, SQLiteGraph) and isinstance(sub.docs, SQLiteDocs)
     db = sub.graph._db
+    # the places are rows of two integers beside the documents, not graph nodes (the graph
+    # keeps only the embedder record)
     names = sorted(n for (n,) in db.execute("SELECT name FROM graph_nodes"))
-    assert len(names) == 5 and all(n.startswith("lineage:") for n in names[:4]), names
+    assert names == ["meta:assertion-vectors"], names
     assert db.execute("SELECT count(*) FROM graph_edges").fetchone()[0] == 0
+    rows = sub.docs._db.execute("SELECT name, current, props FROM docs_places").fetchall()
+    assert len(rows) == 4 and all(r[0] is None and r[1] is not None and r[2] is None
+                                  for r in rows)  # fmt: skip
     read(sub, {"n0": "Alice Smith lives in Elsewhere."})
     believed = {(e.subject, e.object) for e in sub.ledger.edges()}
     assert ("Alice Smith", "City0") not in believed and ("Alice Smith", "Elsewhere") in believed
@@ -826,6 +831,94 @@ def test_the_ledger_and_documents_of_the_layout_before_are_converted_on_either_b
     docs.close()
 
 
+def test_source_places_read_back_as_the_graph_held_them(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The document store's source places against a dict (the oracle): any key, the usual
+    ``{"current": <hex id>}`` as two integers, anything else as it was written; reopened,
+    the same."""
+    rng = random.Random(21)
+    keys = ["0123456789abcdef", "fedcba9876543210", "x", "é#1", "8000000000000000"]
+    ids = ["00000000000000ff", "ffffffffffffffff", "d1", "Zoë"]
+    mine, oracle = SQLiteDocs(tmp_path / "p.db"), dict[str, dict[str, Any]]()
+    for step in range(_steps(2000, request)):
+        key = rng.choice(keys)
+        if rng.random() < 0.6:
+            props: dict[str, Any] = {"current": rng.choice(ids)}
+            if rng.random() < 0.3:
+                props["versions"] = rng.sample(ids, rng.randint(1, 3))
+            mine.set_place(key, props)
+            oracle[key] = props
+        assert mine.place(key) == oracle.get(key), step
+    mine.close()
+    again = SQLiteDocs(tmp_path / "p.db")
+    assert all(again.place(k) == oracle.get(k) for k in keys)
+    again.close()
+
+
+@EARLIER
+def test_source_places_kept_in_the_graph_by_an_earlier_layout_are_moved_when_opened(
+    tmp_path: Path,
+) -> None:
+    """A file whose graph holds the source places (a node ``lineage:<key>`` each, and in
+    the layout before that an edge labelled ``version`` per version) opens with them in
+    the document store: an edit still supersedes, a revert still reinstates."""
+    from hirmem.semantic.extract import RuleExtractor
+    from hirmem.semantic.ingest import MemoryIngester
+    from hirmem.semantic.stages import Pipeline
+    from hirmem.semantic.substrate import Substrate
+    from hirmem.semantic.values import lineage
+
+    def read(sub: Substrate, texts: dict[str, str]) -> None:
+        pipeline = Pipeline(MemoryIngester(texts), extractor=RuleExtractor())
+        for key in texts:
+            sub.ingest(pipeline, key)
+
+    db = tmp_path / "s.db"
+    sub = Substrate.open(db)
+    first = {"n0": "Alice Smith lives in Oslo.", "n1": "Bob Jones lives in Lima."}
+    read(sub, first)
+    read(sub, {"n1": "Bob Jones lives in Quito."})
+    assert isinstance(sub.docs, SQLiteDocs)
+    held = {k: sub.docs.place(k) for (k,) in [
+        (f"{x % (1 << 64):016x}",) for (x,) in sub.docs._db.execute("SELECT key FROM docs_places")]}
+    assert len(held) == 2
+    docs = {d.id: d for d in (sub.docs.get(p["current"]) for p in held.values() if p) if d}
+    sub.close()
+    # the earlier layout: the places as graph nodes, the edited one listing its versions by
+    # edges (the layout before the "versions" list)
+    con = sqlite3.connect(db)
+    con.execute("DELETE FROM docs_places")
+    con.commit()
+    con.close()
+    g = SQLiteGraph(db)
+    for key, props in held.items():
+        assert props is not None
+        versions = props.get("versions")
+        g.node(f"lineage:{key}", {"current": props["current"]})
+        for v in reversed(versions or []):  # linked newest first: the list keeps link order
+            g.edge(f"lineage:{key}", v, "version")
+    g.close()
+    again = Substrate.open(db)
+    assert isinstance(again.docs, SQLiteDocs) and isinstance(again.graph, SQLiteGraph)
+    for key, props in held.items():
+        got = again.docs.place(key)
+        assert got is not None and props is not None and got["current"] == props["current"]
+        assert sorted(got.get("versions", [])) == sorted(props.get("versions", []))
+    names = {n for (n,) in again.graph._db.execute("SELECT name FROM graph_nodes")}
+    assert not any(n.startswith("lineage:") for n in names), names
+    assert not again.graph._db.execute(
+        "SELECT 1 FROM graph_edges WHERE label = 'version'").fetchone()
+    assert all(lineage(d) in held for d in docs.values())
+    read(again, {"n0": "Alice Smith lives in Paris."})  # an edit supersedes
+    believed = {(e.subject, e.object) for e in again.ledger.edges()}
+    assert ("Alice Smith", "Paris") in believed and ("Alice Smith", "Oslo") not in believed
+    read(again, {"n1": "Bob Jones lives in Lima."})  # a revert reinstates
+    believed = {(e.subject, e.object) for e in again.ledger.edges()}
+    assert ("Bob Jones", "Lima") in believed and ("Bob Jones", "Quito") not in believed
+    again.close()
+
+
 @EARLIER
 def test_the_lookups_a_question_and_an_erasure_make_stay_indexed(tmp_path: Path) -> None:
     """EXPLAIN QUERY PLAN of the lookups the substrate makes per question or erasure: each
@@ -841,7 +934,8 @@ def test_the_lookups_a_question_and_an_erasure_make_stay_indexed(tmp_path: Path)
         "a chunk's vector entry": ("SELECT meta FROM vectors WHERE id = ?", ("d#0",)),
         "a filter term's entries": ("SELECT id FROM vector_meta WHERE term IN (?, ?)", (1, 2)),
         "a ledger row": ("SELECT name FROM ledger_edges WHERE key = ?", (1,)),
-        "a source place": ("SELECT name, props FROM graph_nodes WHERE id = ?", (1,)),
+        "a source place": ("SELECT name, current, props FROM docs_places WHERE key = ?", (1,)),
+        "a graph node": ("SELECT name, props FROM graph_nodes WHERE id = ?", (1,)),
     }  # fmt: skip
     for what, (sql, args) in lookups.items():
         plan = " ".join(str(r[-1]) for r in con.execute(f"EXPLAIN QUERY PLAN {sql}", args))

@@ -677,12 +677,87 @@ class SQLiteDocs(_SQLite):
     SCHEMA = """
     CREATE TABLE IF NOT EXISTS docs_compact (key INTEGER PRIMARY KEY, name TEXT,
         source TEXT NOT NULL, text TEXT NOT NULL, meta TEXT NOT NULL, cuts TEXT);
+    CREATE TABLE IF NOT EXISTS docs_places (key INTEGER PRIMARY KEY, name TEXT,
+        current INTEGER, props TEXT);
     """
 
     def __init__(self, path: Where = ":memory:") -> None:
         super().__init__(path)
         if has_table(self._db, "docs"):  # (on a server too: its schema had this layout)
             self._convert()
+
+    # ---- source places: the versions read at one place (a reference and an offset) ----
+
+    def place(self, key: str) -> dict[str, Any] | None:
+        """What is recorded of the source place ``key``: ``{"current": <doc id>}``, with
+        ``"versions"`` (oldest first) once a second version was read there; None if none."""
+        k, name = _doc_key(key)
+        with self._lock:
+            row = self._db.execute("SELECT name, current, props FROM docs_places WHERE key = ?",
+                                   (k,)).fetchone()  # fmt: skip
+        if row is None or row[0] != name:
+            return None
+        if row[2] is not None:
+            return dict(json.loads(row[2]))
+        return {"current": f"{int(row[1]) % (1 << 64):016x}"}
+
+    def set_place(self, key: str, props: Mapping[str, Any]) -> None:
+        """Record ``props`` for the source place ``key``. The usual place (one version, a
+        16-hex-digit id) is a row of two integers; any other is kept as JSON."""
+        k, name = _doc_key(key)
+        current = props.get("current")
+        plain = (list(props) == ["current"] and isinstance(current, str)
+                 and _HEX_ID.fullmatch(current) is not None)  # fmt: skip
+        row = (k, name, _signed(str(current)) if plain else None,
+               None if plain else _json(props, sort=False))  # fmt: skip
+        with self._lock:
+            held = self._db.execute("SELECT name FROM docs_places WHERE key = ?",
+                                    (k,)).fetchone()  # fmt: skip
+            if held is not None and held[0] != name:
+                raise SemanticError(f"source places {key!r} and {held[0] or 'another'!r} share "
+                                    "a key; this store cannot hold both")  # fmt: skip
+            self._db.execute("INSERT OR REPLACE INTO docs_places VALUES (?, ?, ?, ?)", row)
+
+    def take_places(self, graph: SQLiteGraph, prefix: str) -> int:
+        """Move the source places an earlier layout kept in ``graph`` (a node
+        ``<prefix><key>`` holding its properties, and, earlier still, an edge labelled
+        ``version`` to each version read) into this store; how many were moved."""
+        gdb = graph._db
+        with graph._lock:
+            held = gdb.execute("SELECT id, name, props FROM graph_nodes WHERE name >= ? AND "
+                               "name < ?", (prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1))
+                               ).fetchall()  # fmt: skip
+        nodes = [(nid, name, json.loads(props)) for nid, name, props in held
+                 if name.startswith(prefix)]  # fmt: skip
+        if not nodes:
+            return 0
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                for _, name, props in nodes:
+                    linked = graph.out(name, "version")
+                    if linked and "versions" not in props:  # the layout with a version edge
+                        props = {**props, "versions": linked}
+                    self.set_place(name[len(prefix):], props)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        # then out of the graph (a crash between the two moves them again, the same way)
+        with graph._lock:
+            gdb.execute("BEGIN")
+            try:
+                for nid, _, _ in nodes:
+                    gdb.execute("DELETE FROM graph_edges WHERE src = ? AND label = 'version'",
+                                (nid,))  # fmt: skip
+                    if gdb.execute("SELECT 1 FROM graph_edges WHERE src = ? OR dst = ? LIMIT 1",
+                                   (nid, nid)).fetchone() is None:  # fmt: skip
+                        gdb.execute("DELETE FROM graph_nodes WHERE id = ?", (nid,))
+                gdb.execute("COMMIT")
+            except BaseException:
+                gdb.execute("ROLLBACK")
+                raise
+        return len(nodes)
 
     def _convert(self) -> None:
         """Move the documents and chunks of an earlier layout into ``docs_compact``."""
