@@ -653,11 +653,16 @@ def test_erasure_finds_an_assertions_vectors_by_their_ids_not_a_filter_term(
     assert isinstance(store, SQLiteVectors)
     keys = {k for (k,) in store._db.execute("SELECT DISTINCT key FROM vector_terms")}
     assert keys == {"subject", "container"}  # no term per assertion, none per document
+
+    def listing(tid: str) -> list[str]:  # the entries that list assertion ``tid``
+        return [m.id for m in store.near([1.0] * 1024, 1000)
+                if any(a[0] == tid for a in sub.retriever.assertions(m.id, m.meta))]
+
     lives = next(e for e in sub.ledger if e.predicate == "lives_in")
     knows = next(e for e in sub.ledger if e.predicate == "knows")
     before = len(store)
-    held = len(store.near([1.0] * 1024, 1000, {"triple": knows.id}))
-    assert held == 6 and len(store.near([1.0] * 1024, 1000, {"triple": lives.id})) == 1
+    held = len(listing(knows.id))
+    assert held == 6 and len(listing(lives.id)) == 1
     scans: list[object] = []  # every near() erasure makes (a pass over the entries)
     near = store.near
 
@@ -668,10 +673,10 @@ def test_erasure_finds_an_assertions_vectors_by_their_ids_not_a_filter_term(
     store.near = counted  # type: ignore[method-assign]
     sub.erase(knows.id, "request")
     store.near = near  # type: ignore[method-assign]
-    assert store.near([1.0] * 1024, 1000, {"triple": knows.id}) == []
+    assert listing(knows.id) == []
     # one vector per chunk: the chunks still hold their other assertion, so they stay
     assert len(store) == before
-    assert len(store.near([1.0] * 1024, 1000, {"triple": lives.id})) == 1
+    assert len(listing(lives.id)) == 1
     assert scans == []  # its chunks found by id (the ledger's sources), not by a scan
     sub.erase(lives.id, "request")
     assert len(store) == before - 1  # the chunk left listing nothing is gone
@@ -700,10 +705,10 @@ def test_a_store_with_a_vector_per_assertion_is_folded_into_one_per_chunk_when_o
     its assertions once, and answers from the same spans."""
     from hirmem.semantic.extract import RuleExtractor
     from hirmem.semantic.ingest import MemoryIngester
-    from hirmem.semantic.retrieve import Embedder, assertions_of
+    from hirmem.semantic.retrieve import Embedder
     from hirmem.semantic.split import SentenceSplitter
     from hirmem.semantic.stages import Pipeline
-    from hirmem.semantic.substrate import ASSERTION_VECTORS, Substrate
+    from hirmem.semantic.substrate import ASSERTION_VECTORS, CHUNK_LAYOUT, Substrate
 
     texts = {f"n{i}": f"Alice Smith lives in City{i}. Bob Jones knows Alice Smith. "
                       f"Carol Novak works at Firm{i}." for i in range(5)}  # fmt: skip
@@ -714,7 +719,7 @@ def test_a_store_with_a_vector_per_assertion_is_folded_into_one_per_chunk_when_o
     for key in texts:
         sub.ingest(pipeline, key)
     want = sorted((m.id, a) for m in sub.vectors.near([0.0] * 1024, 1 << 30)
-                  for a in assertions_of(m.meta))  # fmt: skip
+                  for a in sub.retriever.assertions(m.id, m.meta))  # fmt: skip
     chunks = len(sub.vectors)
     before = sorted((h.triple, h.evidence) for h in sub.ask("Where does Alice Smith live?", 9).hits)
     # the earlier layout: one entry per assertion, its vector that of its evidence
@@ -737,12 +742,16 @@ def test_a_store_with_a_vector_per_assertion_is_folded_into_one_per_chunk_when_o
     again = Substrate.open(db, passage_embedder=Embedder())
     assert again.reembedded == chunks and len(again.vectors) == chunks
     got = sorted((m.id, a) for m in again.vectors.near([0.0] * 1024, 1 << 30)
-                 for a in assertions_of(m.meta))  # fmt: skip
+                 for a in again.retriever.assertions(m.id, m.meta))  # fmt: skip
     assert got == want
     assert sorted((h.triple, h.evidence) for h in again.ask("Where does Alice Smith live?", 9).hits
                   ) == before and len(before) == 5  # fmt: skip
     assert again.graph.props(ASSERTION_VECTORS) == {"embedder": "Embedder/1024",
-                                                    "layout": "chunk"}  # fmt: skip
+                                                    "layout": CHUNK_LAYOUT}  # fmt: skip
+    # the entries keep the container and the subjects the filter reads; the assertions
+    # and their spans are the ledger's
+    assert all(set(m.meta) == {"container", "subject"}
+               for m in again.vectors.near([0.0] * 1024, 1 << 30))  # fmt: skip
     again.close()
 
 

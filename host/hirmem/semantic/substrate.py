@@ -134,7 +134,9 @@ SUPERSEDED = "superseded"  # the reason every supersession retraction starts wit
 ASSERTION_VECTORS = "meta:assertion-vectors"  # graph node recording their embedder
 PLACE = "lineage:"  # a source place's graph node (where the document store keeps none)
 EARLIER_TRIPLES = ("triple_rows", "triple_terms", "triples")  # the ledger answers for them
-CHUNK_LAYOUT = "chunk"  # the assertion vectors' layout: one per chunk, listing its assertions
+# the assertion vectors' layout: one per chunk, its assertions listed by the ledger (the
+# layout "chunk" listed them in each entry)
+CHUNK_LAYOUT = "chunk/ledger"
 
 
 def container_of(doc: Doc | None) -> str:
@@ -253,7 +255,8 @@ class Substrate:
         self.ledger, self.prov, self.clock = ledger, prov, clock
         self.passages = passages if passages is not None else PassageIndex(
             passage_embedder if passage_embedder is not None else default_embedder())
-        self.retriever = (Retriever(vectors, embedder, docs.chunk) if embedder is not None
+        self.retriever = (Retriever(vectors, embedder, docs.chunk, ledger.read_from)
+                          if embedder is not None
                           else self.retriever_for(self._assertion_embedder(self.passages.embedder)))
         self.claims = claims if claims is not None else ClaimStore(DEFAULT_ONTOLOGY, clock=clock)
         # tier 1 shares the passages' embedder: one vector space for every tier
@@ -289,7 +292,8 @@ class Substrate:
         if held is None and len(self.vectors):
             held = embedder_identity(Embedder())  # written before the embedder was recorded
         mine = embedder_identity(shared)
-        # a store of the earlier layout (a vector per assertion) is folded into one per chunk
+        # a store of an earlier layout (a vector per assertion, or per chunk listing its
+        # assertions) is written again in this one
         earlier = props.get("layout") != CHUNK_LAYOUT and len(self.vectors)
         if held is not None and (held != mine or earlier) and len(self.vectors):
             try:
@@ -305,7 +309,7 @@ class Substrate:
     reembedded = 0  # assertion vectors embedded again on open (another embedder wrote them)
 
     def retriever_for(self, embedder: TextEmbedder) -> Retriever:
-        return Retriever(self.vectors, embedder, self.docs.chunk)
+        return Retriever(self.vectors, embedder, self.docs.chunk, self.ledger.read_from)
 
     @classmethod
     def in_memory(
