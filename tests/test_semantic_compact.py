@@ -16,6 +16,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from hirmem.semantic.assertions import Edge, Source, SourceKind
@@ -626,10 +627,18 @@ def test_ids_by_prefix_are_the_ids_that_begin_with_it() -> None:
     store = SQLiteVectors()
     alphabet = ["a", "b", "@", "#", "é", "\U0010ffff", "0"]
     ids = {"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 5))) for _ in range(400)}
+    # chunk ids of one-chunk documents (held as their document's integer, no text), on both
+    # sides of 0x8000000000000000, and their neighbours that are kept by name
+    hexes = ["0123456789abcdef", "8000000000000000", "7fffffffffffffff", "ffffffffffffffff",
+             "0000000000000000", "a0a0a0a0a0a0a0a0", "abab000000000000"]
+    ids |= {f"{h}#{n}" for h in hexes for n in ("0", "1", "00")} | {"0123456789ABCDEF#0"}
     for i in ids:
         store.put(i, [1.0, 0.5], {"k": i})
-    for _ in range(500):
-        prefix = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 3)))
+    prefixes = [h[:n] + t for h in hexes for n in (1, 2, 8, 15, 16) for t in ("",)]
+    prefixes += [f"{h}{t}" for h in hexes for t in ("#", "#0", "#1", "#00", "g")]
+    for at in range(500 + len(prefixes)):
+        prefix = (prefixes[at - 500] if at >= 500 else
+                  "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 3))))
         got = {m.id for m in store.with_prefix(prefix)}
         assert got == {i for i in ids if i.startswith(prefix)}, prefix
         assert all(m.meta == {"k": m.id} for m in store.with_prefix(prefix))
@@ -681,6 +690,44 @@ def test_erasure_finds_an_assertions_vectors_by_their_ids_not_a_filter_term(
     sub.erase(lives.id, "request")
     assert len(store) == before - 1  # the chunk left listing nothing is gone
     sub.close()
+
+
+@EARLIER
+def test_a_vector_file_keyed_by_id_text_is_converted_when_opened(tmp_path: Path) -> None:
+    """A file of the earlier layout (``vectors`` keyed by id text, its filter index naming
+    rowids) opens with every entry as it was, keyed by integers, and answers every filter
+    as before; a one-chunk document's entry keeps no id text."""
+    rng = random.Random(5)
+    db = tmp_path / "v.db"
+    con = sqlite3.connect(db)
+    con.executescript("""
+        CREATE TABLE vectors (id TEXT PRIMARY KEY, vec BLOB NOT NULL, meta TEXT NOT NULL);
+        CREATE TABLE vector_meta (term INTEGER NOT NULL, id INTEGER NOT NULL,
+            PRIMARY KEY (term, id)) WITHOUT ROWID;
+    """)
+    from hirmem.semantic.stores.packed import pack
+
+    oracle = MemoryVectors()
+    ids = [f"{rng.getrandbits(64):016x}#0" for _ in range(60)] + [f"d{i}#3" for i in range(20)]
+    for i in ids:
+        vec = np.asarray([rng.random() + 0.1, rng.random(), rng.random()], dtype=np.float32)
+        vec /= np.linalg.norm(vec)
+        meta = {"subject": rng.choice(["a", "b", "c"]), "container": rng.choice(["x", "y"])}
+        con.execute("INSERT INTO vectors VALUES (?, ?, ?)",
+                    (i, pack(vec), json.dumps(meta, separators=(",", ":"))))  # fmt: skip
+        oracle.put(i, vec, meta)
+    con.commit()
+    con.close()
+    again = SQLiteVectors(db)
+    q = [1.0, 0.2, 0.1]
+    for flt in (None, {"subject": "a"}, {"container": {"in": ["y"]}, "subject": "b"}):
+        assert ([(m.id, m.meta) for m in again.near(q, 100, flt)]
+                == [(m.id, m.meta) for m in oracle.near(q, 100, flt)]), flt  # fmt: skip
+    assert again.get(ids[0]) is not None and again.get(ids[-1]) is not None
+    names = [n for (n,) in again._db.execute("SELECT name FROM vectors")]
+    assert names.count(None) == 60 and sorted(n for n in names if n) == sorted(ids[60:])
+    assert [m.id for m in again.with_prefix(ids[0][:17])] == [ids[0]]
+    again.close()
 
 
 def test_replacing_every_vector_is_all_or_nothing() -> None:
@@ -822,6 +869,7 @@ def test_the_ledger_and_documents_of_the_layout_before_are_converted_on_either_b
         CREATE TABLE doc_chunks (doc_id TEXT NOT NULL, idx INTEGER NOT NULL,
             start INTEGER NOT NULL, end_ INTEGER NOT NULL, text TEXT,
             PRIMARY KEY (doc_id, idx));
+        CREATE TABLE vectors (id TEXT PRIMARY KEY, vec BLOB NOT NULL, meta TEXT NOT NULL);
     """)
     con.execute("BEGIN")
     con.executemany("INSERT INTO ledger VALUES (?, ?)", [(e.id, e.to_compact()) for e in edges])
@@ -829,8 +877,20 @@ def test_the_ledger_and_documents_of_the_layout_before_are_converted_on_either_b
                 (doc.id, doc.source, doc.text, json.dumps(doc.meta)))
     con.executemany("INSERT INTO doc_chunks VALUES (?, ?, ?, ?, ?)",
                     [(doc.id, c.index, c.start, c.end, None) for c in chunks])
+    from hirmem.semantic.stores.packed import pack
+
+    entries = {f"{doc.id}#0": {"container": "c", "subject": ["alice"]},
+               f"{doc.id}#1": {"container": "c", "subject": ["zoë"]}}  # fmt: skip
+    con.executemany("INSERT INTO vectors (id, vec, meta) VALUES (?, ?, ?)", [
+        (i, pack(np.asarray([1.0, n], dtype=np.float32) / np.hypot(1.0, n)), json.dumps(m))
+        for n, (i, m) in enumerate(entries.items())])  # fmt: skip
     con.execute("COMMIT")
     store.close()
+    vectors = SQLiteVectors(db)
+    assert {m.id: m.meta for m in vectors.near([1.0, 0.0], 10)} == entries
+    assert [m.id for m in vectors.near([1.0, 0.0], 10, {"subject": "zoë"})] == [f"{doc.id}#1"]
+    assert sorted(m.id for m in vectors.with_prefix(f"{doc.id}#")) == sorted(entries)
+    vectors.close()
     docs, again = SQLiteDocs(db), SQLiteLedger(db)
     assert [again.get(e.id) for e in edges] == edges
     assert docs.get(doc.id) == doc and docs.chunks(doc.id) == chunks
@@ -940,7 +1000,11 @@ def test_the_lookups_a_question_and_an_erasure_make_stay_indexed(tmp_path: Path)
     lookups = {
         "document or chunk": ("SELECT name, source, text, meta, cuts FROM docs_compact "
                               "WHERE key = ?", (1,)),
-        "a chunk's vector entry": ("SELECT meta FROM vectors WHERE id = ?", ("d#0",)),
+        "a chunk's vector entry": ("SELECT seq, name, meta FROM vectors WHERE key = ?", (1,)),
+        "a document's named vector entries": ("SELECT seq, key, name, meta FROM vectors "
+                                              "WHERE name >= ? AND name < ?", ("a#", "a$")),
+        "a document's one-chunk entry": ("SELECT seq, key, name, meta FROM vectors WHERE "
+                                         "key >= ? AND key <= ? AND name IS NULL", (1, 1)),
         "a filter term's entries": ("SELECT id FROM vector_meta WHERE term IN (?, ?)", (1, 2)),
         "a ledger row": ("SELECT name FROM ledger_edges WHERE key = ?", (1,)),
         "a source place": ("SELECT name, current, props FROM docs_places WHERE key = ?", (1,)),
