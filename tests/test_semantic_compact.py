@@ -16,6 +16,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from hirmem.semantic.assertions import Edge, Source, SourceKind
@@ -626,10 +627,18 @@ def test_ids_by_prefix_are_the_ids_that_begin_with_it() -> None:
     store = SQLiteVectors()
     alphabet = ["a", "b", "@", "#", "é", "\U0010ffff", "0"]
     ids = {"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 5))) for _ in range(400)}
+    # chunk ids of one-chunk documents (held as their document's integer, no text), on both
+    # sides of 0x8000000000000000, and their neighbours that are kept by name
+    hexes = ["0123456789abcdef", "8000000000000000", "7fffffffffffffff", "ffffffffffffffff",
+             "0000000000000000", "a0a0a0a0a0a0a0a0", "abab000000000000"]
+    ids |= {f"{h}#{n}" for h in hexes for n in ("0", "1", "00")} | {"0123456789ABCDEF#0"}
     for i in ids:
         store.put(i, [1.0, 0.5], {"k": i})
-    for _ in range(500):
-        prefix = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 3)))
+    prefixes = [h[:n] + t for h in hexes for n in (1, 2, 8, 15, 16) for t in ("",)]
+    prefixes += [f"{h}{t}" for h in hexes for t in ("#", "#0", "#1", "#00", "g")]
+    for at in range(500 + len(prefixes)):
+        prefix = (prefixes[at - 500] if at >= 500 else
+                  "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 3))))
         got = {m.id for m in store.with_prefix(prefix)}
         assert got == {i for i in ids if i.startswith(prefix)}, prefix
         assert all(m.meta == {"k": m.id} for m in store.with_prefix(prefix))
@@ -653,11 +662,16 @@ def test_erasure_finds_an_assertions_vectors_by_their_ids_not_a_filter_term(
     assert isinstance(store, SQLiteVectors)
     keys = {k for (k,) in store._db.execute("SELECT DISTINCT key FROM vector_terms")}
     assert keys == {"subject", "container"}  # no term per assertion, none per document
+
+    def listing(tid: str) -> list[str]:  # the entries that list assertion ``tid``
+        return [m.id for m in store.near([1.0] * 1024, 1000)
+                if any(a[0] == tid for a in sub.retriever.assertions(m.id, m.meta))]
+
     lives = next(e for e in sub.ledger if e.predicate == "lives_in")
     knows = next(e for e in sub.ledger if e.predicate == "knows")
     before = len(store)
-    held = len(store.near([1.0] * 1024, 1000, {"triple": knows.id}))
-    assert held == 6 and len(store.near([1.0] * 1024, 1000, {"triple": lives.id})) == 1
+    held = len(listing(knows.id))
+    assert held == 6 and len(listing(lives.id)) == 1
     scans: list[object] = []  # every near() erasure makes (a pass over the entries)
     near = store.near
 
@@ -668,14 +682,52 @@ def test_erasure_finds_an_assertions_vectors_by_their_ids_not_a_filter_term(
     store.near = counted  # type: ignore[method-assign]
     sub.erase(knows.id, "request")
     store.near = near  # type: ignore[method-assign]
-    assert store.near([1.0] * 1024, 1000, {"triple": knows.id}) == []
+    assert listing(knows.id) == []
     # one vector per chunk: the chunks still hold their other assertion, so they stay
     assert len(store) == before
-    assert len(store.near([1.0] * 1024, 1000, {"triple": lives.id})) == 1
+    assert len(listing(lives.id)) == 1
     assert scans == []  # its chunks found by id (the ledger's sources), not by a scan
     sub.erase(lives.id, "request")
     assert len(store) == before - 1  # the chunk left listing nothing is gone
     sub.close()
+
+
+@EARLIER
+def test_a_vector_file_keyed_by_id_text_is_converted_when_opened(tmp_path: Path) -> None:
+    """A file of the earlier layout (``vectors`` keyed by id text, its filter index naming
+    rowids) opens with every entry as it was, keyed by integers, and answers every filter
+    as before; a one-chunk document's entry keeps no id text."""
+    rng = random.Random(5)
+    db = tmp_path / "v.db"
+    con = sqlite3.connect(db)
+    con.executescript("""
+        CREATE TABLE vectors (id TEXT PRIMARY KEY, vec BLOB NOT NULL, meta TEXT NOT NULL);
+        CREATE TABLE vector_meta (term INTEGER NOT NULL, id INTEGER NOT NULL,
+            PRIMARY KEY (term, id)) WITHOUT ROWID;
+    """)
+    from hirmem.semantic.stores.packed import pack
+
+    oracle = MemoryVectors()
+    ids = [f"{rng.getrandbits(64):016x}#0" for _ in range(60)] + [f"d{i}#3" for i in range(20)]
+    for i in ids:
+        vec = np.asarray([rng.random() + 0.1, rng.random(), rng.random()], dtype=np.float32)
+        vec /= np.linalg.norm(vec)
+        meta = {"subject": rng.choice(["a", "b", "c"]), "container": rng.choice(["x", "y"])}
+        con.execute("INSERT INTO vectors VALUES (?, ?, ?)",
+                    (i, pack(vec), json.dumps(meta, separators=(",", ":"))))  # fmt: skip
+        oracle.put(i, vec, meta)
+    con.commit()
+    con.close()
+    again = SQLiteVectors(db)
+    q = [1.0, 0.2, 0.1]
+    for flt in (None, {"subject": "a"}, {"container": {"in": ["y"]}, "subject": "b"}):
+        assert ([(m.id, m.meta) for m in again.near(q, 100, flt)]
+                == [(m.id, m.meta) for m in oracle.near(q, 100, flt)]), flt  # fmt: skip
+    assert again.get(ids[0]) is not None and again.get(ids[-1]) is not None
+    names = [n for (n,) in again._db.execute("SELECT name FROM vectors")]
+    assert names.count(None) == 60 and sorted(n for n in names if n) == sorted(ids[60:])
+    assert [m.id for m in again.with_prefix(ids[0][:17])] == [ids[0]]
+    again.close()
 
 
 def test_replacing_every_vector_is_all_or_nothing() -> None:
@@ -700,10 +752,10 @@ def test_a_store_with_a_vector_per_assertion_is_folded_into_one_per_chunk_when_o
     its assertions once, and answers from the same spans."""
     from hirmem.semantic.extract import RuleExtractor
     from hirmem.semantic.ingest import MemoryIngester
-    from hirmem.semantic.retrieve import Embedder, assertions_of
+    from hirmem.semantic.retrieve import Embedder
     from hirmem.semantic.split import SentenceSplitter
     from hirmem.semantic.stages import Pipeline
-    from hirmem.semantic.substrate import ASSERTION_VECTORS, Substrate
+    from hirmem.semantic.substrate import ASSERTION_VECTORS, CHUNK_LAYOUT, Substrate
 
     texts = {f"n{i}": f"Alice Smith lives in City{i}. Bob Jones knows Alice Smith. "
                       f"Carol Novak works at Firm{i}." for i in range(5)}  # fmt: skip
@@ -714,7 +766,7 @@ def test_a_store_with_a_vector_per_assertion_is_folded_into_one_per_chunk_when_o
     for key in texts:
         sub.ingest(pipeline, key)
     want = sorted((m.id, a) for m in sub.vectors.near([0.0] * 1024, 1 << 30)
-                  for a in assertions_of(m.meta))  # fmt: skip
+                  for a in sub.retriever.assertions(m.id, m.meta))  # fmt: skip
     chunks = len(sub.vectors)
     before = sorted((h.triple, h.evidence) for h in sub.ask("Where does Alice Smith live?", 9).hits)
     # the earlier layout: one entry per assertion, its vector that of its evidence
@@ -737,12 +789,16 @@ def test_a_store_with_a_vector_per_assertion_is_folded_into_one_per_chunk_when_o
     again = Substrate.open(db, passage_embedder=Embedder())
     assert again.reembedded == chunks and len(again.vectors) == chunks
     got = sorted((m.id, a) for m in again.vectors.near([0.0] * 1024, 1 << 30)
-                 for a in assertions_of(m.meta))  # fmt: skip
+                 for a in again.retriever.assertions(m.id, m.meta))  # fmt: skip
     assert got == want
     assert sorted((h.triple, h.evidence) for h in again.ask("Where does Alice Smith live?", 9).hits
                   ) == before and len(before) == 5  # fmt: skip
     assert again.graph.props(ASSERTION_VECTORS) == {"embedder": "Embedder/1024",
-                                                    "layout": "chunk"}  # fmt: skip
+                                                    "layout": CHUNK_LAYOUT}  # fmt: skip
+    # the entries keep the container and the subjects the filter reads; the assertions
+    # and their spans are the ledger's
+    assert all(set(m.meta) == {"container", "subject"}
+               for m in again.vectors.near([0.0] * 1024, 1 << 30))  # fmt: skip
     again.close()
 
 
@@ -766,11 +822,16 @@ def test_the_graph_keeps_only_the_versions_of_each_source_place(tmp_path: Path) 
     texts = {f"n{i}": f"Alice Smith lives in City{i}. Bob Jones knows Alice Smith."
              for i in range(4)}  # fmt: skip
     read(sub, texts)
-    assert isinstance(sub.graph, SQLiteGraph)
+    assert isinstance(sub.graph, SQLiteGraph) and isinstance(sub.docs, SQLiteDocs)
     db = sub.graph._db
+    # the places are rows of two integers beside the documents, not graph nodes (the graph
+    # keeps only the embedder record)
     names = sorted(n for (n,) in db.execute("SELECT name FROM graph_nodes"))
-    assert len(names) == 5 and all(n.startswith("lineage:") for n in names[:4]), names
+    assert names == ["meta:assertion-vectors"], names
     assert db.execute("SELECT count(*) FROM graph_edges").fetchone()[0] == 0
+    rows = sub.docs._db.execute("SELECT name, current, props FROM docs_places").fetchall()
+    assert len(rows) == 4 and all(r[0] is None and r[1] is not None and r[2] is None
+                                  for r in rows)  # fmt: skip
     read(sub, {"n0": "Alice Smith lives in Elsewhere."})
     believed = {(e.subject, e.object) for e in sub.ledger.edges()}
     assert ("Alice Smith", "City0") not in believed and ("Alice Smith", "Elsewhere") in believed
@@ -808,6 +869,7 @@ def test_the_ledger_and_documents_of_the_layout_before_are_converted_on_either_b
         CREATE TABLE doc_chunks (doc_id TEXT NOT NULL, idx INTEGER NOT NULL,
             start INTEGER NOT NULL, end_ INTEGER NOT NULL, text TEXT,
             PRIMARY KEY (doc_id, idx));
+        CREATE TABLE vectors (id TEXT PRIMARY KEY, vec BLOB NOT NULL, meta TEXT NOT NULL);
     """)
     con.execute("BEGIN")
     con.executemany("INSERT INTO ledger VALUES (?, ?)", [(e.id, e.to_compact()) for e in edges])
@@ -815,8 +877,20 @@ def test_the_ledger_and_documents_of_the_layout_before_are_converted_on_either_b
                 (doc.id, doc.source, doc.text, json.dumps(doc.meta)))
     con.executemany("INSERT INTO doc_chunks VALUES (?, ?, ?, ?, ?)",
                     [(doc.id, c.index, c.start, c.end, None) for c in chunks])
+    from hirmem.semantic.stores.packed import pack
+
+    entries = {f"{doc.id}#0": {"container": "c", "subject": ["alice"]},
+               f"{doc.id}#1": {"container": "c", "subject": ["zoë"]}}  # fmt: skip
+    con.executemany("INSERT INTO vectors (id, vec, meta) VALUES (?, ?, ?)", [
+        (i, pack(np.asarray([1.0, n], dtype=np.float32) / np.hypot(1.0, n)), json.dumps(m))
+        for n, (i, m) in enumerate(entries.items())])  # fmt: skip
     con.execute("COMMIT")
     store.close()
+    vectors = SQLiteVectors(db)
+    assert {m.id: m.meta for m in vectors.near([1.0, 0.0], 10)} == entries
+    assert [m.id for m in vectors.near([1.0, 0.0], 10, {"subject": "zoë"})] == [f"{doc.id}#1"]
+    assert sorted(m.id for m in vectors.with_prefix(f"{doc.id}#")) == sorted(entries)
+    vectors.close()
     docs, again = SQLiteDocs(db), SQLiteLedger(db)
     assert [again.get(e.id) for e in edges] == edges
     assert docs.get(doc.id) == doc and docs.chunks(doc.id) == chunks
@@ -824,6 +898,94 @@ def test_the_ledger_and_documents_of_the_layout_before_are_converted_on_either_b
     assert not any(has_table(docs._db, t) for t in ("ledger", "docs", "doc_chunks"))
     again.close()
     docs.close()
+
+
+def test_source_places_read_back_as_the_graph_held_them(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The document store's source places against a dict (the oracle): any key, the usual
+    ``{"current": <hex id>}`` as two integers, anything else as it was written; reopened,
+    the same."""
+    rng = random.Random(21)
+    keys = ["0123456789abcdef", "fedcba9876543210", "x", "é#1", "8000000000000000"]
+    ids = ["00000000000000ff", "ffffffffffffffff", "d1", "Zoë"]
+    mine, oracle = SQLiteDocs(tmp_path / "p.db"), dict[str, dict[str, Any]]()
+    for step in range(_steps(2000, request)):
+        key = rng.choice(keys)
+        if rng.random() < 0.6:
+            props: dict[str, Any] = {"current": rng.choice(ids)}
+            if rng.random() < 0.3:
+                props["versions"] = rng.sample(ids, rng.randint(1, 3))
+            mine.set_place(key, props)
+            oracle[key] = props
+        assert mine.place(key) == oracle.get(key), step
+    mine.close()
+    again = SQLiteDocs(tmp_path / "p.db")
+    assert all(again.place(k) == oracle.get(k) for k in keys)
+    again.close()
+
+
+@EARLIER
+def test_source_places_kept_in_the_graph_by_an_earlier_layout_are_moved_when_opened(
+    tmp_path: Path,
+) -> None:
+    """A file whose graph holds the source places (a node ``lineage:<key>`` each, and in
+    the layout before that an edge labelled ``version`` per version) opens with them in
+    the document store: an edit still supersedes, a revert still reinstates."""
+    from hirmem.semantic.extract import RuleExtractor
+    from hirmem.semantic.ingest import MemoryIngester
+    from hirmem.semantic.stages import Pipeline
+    from hirmem.semantic.substrate import Substrate
+    from hirmem.semantic.values import lineage
+
+    def read(sub: Substrate, texts: dict[str, str]) -> None:
+        pipeline = Pipeline(MemoryIngester(texts), extractor=RuleExtractor())
+        for key in texts:
+            sub.ingest(pipeline, key)
+
+    db = tmp_path / "s.db"
+    sub = Substrate.open(db)
+    first = {"n0": "Alice Smith lives in Oslo.", "n1": "Bob Jones lives in Lima."}
+    read(sub, first)
+    read(sub, {"n1": "Bob Jones lives in Quito."})
+    assert isinstance(sub.docs, SQLiteDocs)
+    held = {k: sub.docs.place(k) for (k,) in [
+        (f"{x % (1 << 64):016x}",) for (x,) in sub.docs._db.execute("SELECT key FROM docs_places")]}
+    assert len(held) == 2
+    docs = {d.id: d for d in (sub.docs.get(p["current"]) for p in held.values() if p) if d}
+    sub.close()
+    # the earlier layout: the places as graph nodes, the edited one listing its versions by
+    # edges (the layout before the "versions" list)
+    con = sqlite3.connect(db)
+    con.execute("DELETE FROM docs_places")
+    con.commit()
+    con.close()
+    g = SQLiteGraph(db)
+    for key, props in held.items():
+        assert props is not None
+        versions = props.get("versions")
+        g.node(f"lineage:{key}", {"current": props["current"]})
+        for v in reversed(versions or []):  # linked newest first: the list keeps link order
+            g.edge(f"lineage:{key}", v, "version")
+    g.close()
+    again = Substrate.open(db)
+    assert isinstance(again.docs, SQLiteDocs) and isinstance(again.graph, SQLiteGraph)
+    for key, props in held.items():
+        got = again.docs.place(key)
+        assert got is not None and props is not None and got["current"] == props["current"]
+        assert sorted(got.get("versions", [])) == sorted(props.get("versions", []))
+    names = {n for (n,) in again.graph._db.execute("SELECT name FROM graph_nodes")}
+    assert not any(n.startswith("lineage:") for n in names), names
+    assert not again.graph._db.execute(
+        "SELECT 1 FROM graph_edges WHERE label = 'version'").fetchone()
+    assert all(lineage(d) in held for d in docs.values())
+    read(again, {"n0": "Alice Smith lives in Paris."})  # an edit supersedes
+    believed = {(e.subject, e.object) for e in again.ledger.edges()}
+    assert ("Alice Smith", "Paris") in believed and ("Alice Smith", "Oslo") not in believed
+    read(again, {"n1": "Bob Jones lives in Lima."})  # a revert reinstates
+    believed = {(e.subject, e.object) for e in again.ledger.edges()}
+    assert ("Bob Jones", "Lima") in believed and ("Bob Jones", "Quito") not in believed
+    again.close()
 
 
 @EARLIER
@@ -838,10 +1000,15 @@ def test_the_lookups_a_question_and_an_erasure_make_stay_indexed(tmp_path: Path)
     lookups = {
         "document or chunk": ("SELECT name, source, text, meta, cuts FROM docs_compact "
                               "WHERE key = ?", (1,)),
-        "a chunk's vector entry": ("SELECT meta FROM vectors WHERE id = ?", ("d#0",)),
+        "a chunk's vector entry": ("SELECT seq, name, meta FROM vectors WHERE key = ?", (1,)),
+        "a document's named vector entries": ("SELECT seq, key, name, meta FROM vectors "
+                                              "WHERE name >= ? AND name < ?", ("a#", "a$")),
+        "a document's one-chunk entry": ("SELECT seq, key, name, meta FROM vectors WHERE "
+                                         "key >= ? AND key <= ? AND name IS NULL", (1, 1)),
         "a filter term's entries": ("SELECT id FROM vector_meta WHERE term IN (?, ?)", (1, 2)),
         "a ledger row": ("SELECT name FROM ledger_edges WHERE key = ?", (1,)),
-        "a source place": ("SELECT name, props FROM graph_nodes WHERE id = ?", (1,)),
+        "a source place": ("SELECT name, current, props FROM docs_places WHERE key = ?", (1,)),
+        "a graph node": ("SELECT name, props FROM graph_nodes WHERE id = ?", (1,)),
     }  # fmt: skip
     for what, (sql, args) in lookups.items():
         plan = " ".join(str(r[-1]) for r in con.execute(f"EXPLAIN QUERY PLAN {sql}", args))

@@ -61,7 +61,7 @@ def test_the_vector_index_costs_hundreds_of_bytes_per_assertion_not_kilobytes(
 ) -> None:
     sub, db, texts = _substrate(tmp_path)
     entries = sub.vectors.near([0.0] * sub.retriever.embedder.dim, 1 << 30)
-    n = sum(len(m.meta["triple"]) for m in entries)  # assertions listed
+    n = sum(len(sub.retriever.assertions(m.id, m.meta)) for m in entries)  # assertions listed
     # one vector per chunk (each note here is one chunk), however many assertions it holds
     assert len(sub.vectors) == len(entries) == len(texts)
     sub.close()

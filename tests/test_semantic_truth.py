@@ -50,8 +50,6 @@ def _believed(sub: Substrate) -> set[tuple[str, str, str]]:
 def _served_spans_resolve(sub: Substrate) -> None:
     """Every span the vector index can serve reads its evidence in the stored chunk (an
     entry per chunk, listing each assertion read from it)."""
-    from hirmem.semantic.retrieve import assertions_of
-
     zero = [0.0] * sub.retriever.embedder.dim
     for m in sub.vectors.near(zero, 1 << 30):
         chunk = sub.docs.chunk(m.id)
@@ -60,7 +58,7 @@ def _served_spans_resolve(sub: Substrate) -> None:
         assert evidence is not None and all(e in chunk.text for e in evidence), (
             f"{m.id} points at other text")
         # and each span is one the ledger holds for that assertion, read from that chunk
-        for tid, _, start, end in assertions_of(m.meta):
+        for tid, _, start, end in sub.retriever.assertions(m.id, m.meta):
             edge = sub.ledger.get(tid)
             assert edge is not None and any(
                 s.kind == "extracted" and s.ref == m.id and (s.start, s.end) == (start, end)
@@ -70,10 +68,9 @@ def _served_spans_resolve(sub: Substrate) -> None:
 
 def _listed(sub: Substrate) -> int:
     """How many assertions the vector index lists (one entry per chunk lists several)."""
-    from hirmem.semantic.retrieve import assertions_of
-
     zero = [0.0] * sub.retriever.embedder.dim
-    return sum(len(assertions_of(m.meta)) for m in sub.vectors.near(zero, 1 << 30))
+    return sum(len(sub.retriever.assertions(m.id, m.meta))
+               for m in sub.vectors.near(zero, 1 << 30))
 
 
 def test_an_edited_source_supersedes_its_earlier_version() -> None:

@@ -105,6 +105,11 @@ class Source:
 _KINDS: dict[str, SourceKind] = {"e": "extracted", "s": "supplied", "d": "derived"}
 
 
+def _chunks_read(edge: Edge) -> list[str]:
+    """The chunks an edge's extracted sources were read from, each once."""
+    return list(dict.fromkeys(s.ref for s in edge.sources if s.kind == "extracted"))
+
+
 def _doc_of(kind: str, ref: str) -> str:
     """The document an extracted source's chunk id names ("" for other kinds)."""
     return ref.rpartition("#")[0] if kind == "extracted" else ""
@@ -273,6 +278,9 @@ class Ledger:
         # again" test is a hash lookup, not a scan of every earlier arrival (which made
         # absorbing a corpus quadratic in how often a fact repeats)
         self._source_sets: dict[str, tuple[tuple[Source, ...], set[Source]]] = {}
+        # chunk id -> the ids of the edges an extracted source read from it (in arrival
+        # order): the assertion index lists a chunk's assertions from here, not a copy
+        self._chunks: dict[str, dict[str, None]] = {}
 
     def __len__(self) -> int:
         return len(self._edges)
@@ -438,9 +446,39 @@ class Ledger:
         """Write-through hook (the SQLite ledger keeps a row)."""
 
     def _store(self, edge: Edge) -> None:
-        if edge.id not in self._edges:
+        held = self._edges.get(edge.id)
+        if held is None:
             self._name(edge)
+        if held is None or held.sources is not edge.sources:
+            self._chunked(held, edge)
         self._edges[edge.id] = edge
+
+    def _chunked(self, old: Edge | None, new: Edge | None) -> None:
+        """Keep the chunk index as an edge's sources go from ``old``'s to ``new``'s."""
+        before = set() if old is None else set(_chunks_read(old))
+        after = [] if new is None else _chunks_read(new)
+        tid = new.id if new is not None else old.id if old is not None else ""
+        for c in before - set(after):
+            held = self._chunks.get(c)
+            if held is not None:
+                held.pop(tid, None)
+                if not held:
+                    del self._chunks[c]
+        for c in after:
+            self._chunks.setdefault(c, {})[tid] = None
+
+    def read_from(self, chunk_id: str) -> list[tuple[str, str, int, int]]:
+        """(assertion id, folded subject, start, end) of each assertion read from chunk
+        ``chunk_id``, each span once, in the order they arrived (retracted ones too; an
+        erased one is gone)."""
+        out: dict[tuple[str, str, int, int], None] = {}
+        for tid in self._chunks.get(chunk_id, ()):
+            e = self._edges[tid]
+            subject = fold(e.subject)
+            for src in e.sources:
+                if src.kind == "extracted" and src.ref == chunk_id:
+                    out[(tid, subject, src.start, src.end)] = None
+        return list(out)
 
     def _name(self, edge: Edge) -> None:
         """Count a new edge under its subject (and the subject's words)."""
@@ -458,6 +496,7 @@ class Ledger:
         gone = self._edges.pop(stone.id, None)
         self._source_sets.pop(stone.id, None)
         if gone is not None:
+            self._chunked(gone, None)
             key = fold(gone.subject)
             del self._subjects[key][gone.id]
             self.names.remove(key)
@@ -632,6 +671,7 @@ class SQLiteLedger(Ledger):
             e = Edge.from_row(_unkey(key, name), body, self._agent_names.__getitem__)
             self._edges[e.id] = e
             self._name(e)
+            self._chunked(None, e)
         self._dirty: dict[str, Edge | None] = {}
         for id, at, reason in self._db.execute("SELECT id, erased_at, reason FROM tombstones"):
             self._tombstones[id] = Tombstone(id, at, reason)
@@ -645,6 +685,7 @@ class SQLiteLedger(Ledger):
                 e = Edge.from_row(id, body)
                 self._edges[e.id] = e
                 self._name(e)
+                self._chunked(None, e)
                 self._dirty[e.id] = e
             self._flush(drop_earlier=True)
 

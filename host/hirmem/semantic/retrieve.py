@@ -3,9 +3,12 @@
 Invariants:
 
 - One vector per chunk, not per assertion: a chunk's entry (id: the chunk id) holds the
-  vector of the chunk's text and lists the assertions read from it (``triple``, folded
-  ``subject``, span offsets ``start``/``end``, parallel lists) in its ``container``. No
-  text is copied into the index: a hit's evidence is its span of the stored chunk
+  vector of the chunk's text, its ``container`` and the folded ``subject`` of each
+  assertion read from it (what the filter reads); the assertions themselves (id, span) are
+  the ledger's to list (``listed``: each edge's sources name their chunk and span), so the
+  entry holds no copy of them (an index without a ledger lists them in the entry:
+  ``triple``, ``subject``, ``start``/``end``, parallel lists). No text is copied into the
+  index: a hit's evidence is its span of the stored chunk
   (``chunk`` resolves a chunk id). A hit ranks by how many of the question's words its
   span holds, then by its chunk's cosine (its score). A store of the earlier layout (an
   entry per assertion) is folded into entries per chunk by :meth:`Retriever.reembed`.
@@ -204,12 +207,17 @@ class Retriever:
         vectors: VectorStore,
         embedder: TextEmbedder | None = None,
         chunk: Callable[[str], Chunk | None] | None = None,
+        listed: Callable[[str], list[tuple[str, str, int, int]]] | None = None,
     ) -> None:
         """``embedder``: :func:`default_embedder` when none is given (MiniLM where
         installed). ``chunk`` resolves a chunk id to the stored chunk (a chunk's text and a
         hit's evidence are read from it); without one, the chunk's text is kept in the index
-        beside the vector."""
+        beside the vector. ``listed`` gives the assertions read from a chunk (id, folded
+        subject, start, end: the ledger's :meth:`~hirmem.semantic.assertions.Ledger.read_from`);
+        with it, an entry keeps only its container and its assertions' subjects (what the
+        filter reads), not a copy of the list; without one, the entry lists them."""
         self.vectors = vectors
+        self.listed = listed
         index_only = getattr(vectors, "index_only", None)
         if index_only is not None:  # the keys a query of this class filters on, no more
             index_only(FILTERED)
@@ -242,7 +250,7 @@ class Retriever:
         olds = []
         for cid, ts in grouped.items():
             held = self._entry(cid)
-            listed = [] if held is None else assertions_of(held.meta)
+            listed = [] if held is None else self.assertions(cid, held.meta)
             seen = {(t, a, b) for t, _, a, b in listed}
             for t in ts:
                 if (t.id, t.span.start, t.span.end) not in seen:
@@ -268,9 +276,13 @@ class Retriever:
     def _meta(self, listed: list[tuple[str, str, int, int]], container: object,
               text: str) -> dict[str, object]:  # fmt: skip
         meta: dict[str, object] = {} if container is None else {"container": container}
-        meta.update({"subject": [s for _, s, _, _ in listed],
-                     "triple": [t for t, _, _, _ in listed],
-                     "start": [a for _, _, a, _ in listed], "end": [b for _, _, _, b in listed]})
+        if self.listed is not None:  # the list is the ledger's: the subjects, each once
+            meta["subject"] = list(dict.fromkeys(s for _, s, _, _ in listed))
+        else:
+            meta.update({"subject": [s for _, s, _, _ in listed],
+                         "triple": [t for t, _, _, _ in listed],
+                         "start": [a for _, _, a, _ in listed],
+                         "end": [b for _, _, _, b in listed]})  # fmt: skip
         if self.chunk is None:
             meta["text"] = text
         return meta
@@ -317,7 +329,7 @@ class Retriever:
             if text is None:
                 raise SemanticError(f"entry {m.id}: its chunk {cid} is no longer stored")
             had = entries.get(cid)
-            listed = (had[1] if had else []) + assertions_of(m.meta)
+            listed = (had[1] if had else []) + self.assertions(cid, m.meta)
             entries[cid] = (text, listed, m.meta.get("container"))
         items = []
         for cid, (text, listed, place) in entries.items():
@@ -335,6 +347,15 @@ class Retriever:
             self._names.clear()
         return len(items)
 
+    def assertions(self, chunk_id: str, meta: Mapping[str, object]
+                   ) -> list[tuple[str, str, int, int]]:  # fmt: skip
+        """(triple id, folded subject, start, end) of each assertion the entry of chunk
+        ``chunk_id`` stands for: the ledger's list when the entry keeps none (``listed``),
+        else the entry's own (an entry of an earlier layout lists them)."""
+        if self.listed is not None and "triple" not in meta:
+            return self.listed(chunk_id)
+        return assertions_of(meta)
+
     def _held_dim(self) -> int:
         """The dimension of the vectors the store holds (another embedder's, perhaps)."""
         dim = getattr(self.vectors, "dim", None)
@@ -345,6 +366,10 @@ class Retriever:
         None: every entry listing it, found by the filter); an entry left listing nothing
         is deleted. Returns how many entries changed."""
         if chunks is None:
+            if self.listed is not None:
+                raise SemanticError(f"forget({triple_id!r}) needs the chunks it was read from: "
+                                    "the entries do not list their assertions (the ledger "
+                                    "does: Edge.sources)")  # fmt: skip
             zero = np.zeros(self._held_dim(), dtype=np.float32)
             found = self.vectors.near(zero, 1 << 30, {"triple": triple_id})
         else:
@@ -352,14 +377,17 @@ class Retriever:
         changed = 0
         with self._lock:
             for m in found:
-                listed = assertions_of(m.meta)
+                # (the ledger's list has lost the assertion already when it was erased)
+                listed = self.assertions(m.id, m.meta)
                 keep = [a for a in listed if a[0] != triple_id]
-                if len(keep) == len(listed):
-                    continue
+                if keep and (len(keep) == len(listed) if self.listed is None else
+                             list(dict.fromkeys(s for _, s, _, _ in keep))
+                             == m.meta.get("subject")):  # fmt: skip
+                    continue  # the entry says what it said
                 changed += 1
+                text = self.chunk_text(m.id, m.meta) if keep else None
                 if self._subjects is not None:
                     self._count(m.meta, -1)
-                text = self.chunk_text(m.id, m.meta) if keep else None
                 if text is None:
                     self.vectors.delete(m.id)
                     continue
@@ -397,7 +425,9 @@ class Retriever:
     def _count(self, meta: Mapping[str, object], step: int) -> None:
         assert self._subjects is not None
         held = self._subjects.setdefault(str(meta.get("container", "")), Counter())
-        for _, subject, _, _ in assertions_of(meta):
+        named = meta.get("subject")
+        for one in named if isinstance(named, list) else [] if named is None else [named]:
+            subject = str(one)
             held[subject] += step
             if held[subject] <= 0:
                 del held[subject]
@@ -468,7 +498,7 @@ class Retriever:
                 continue
             cid = str(m.meta.get("chunk", m.id))
             raw = text.encode("utf-8")
-            for tid, subj, start, end in assertions_of(m.meta):
+            for tid, subj, start, end in self.assertions(cid, m.meta):
                 if subject is not None and subj != subject:
                     continue
                 evidence = _span_text(raw, start, end)
@@ -499,7 +529,8 @@ class Retriever:
         if text is None:
             return None
         raw = text.encode("utf-8")
-        spans = [_span_text(raw, a, b) for _, _, a, b in assertions_of(meta)]
+        spans = [_span_text(raw, a, b)
+                 for _, _, a, b in self.assertions(str(meta.get("chunk", id)), meta)]  # fmt: skip
         return None if None in spans else [s for s in spans if s is not None]
 
 

@@ -27,11 +27,12 @@ Invariants:
   assertions that nothing else supports are retracted (kept as history; their spans still
   resolve against the stored earlier text) and its spans leave the vector index. The same
   content read with another chunking replaces the old reading: its sources and vectors are
-  dropped before the new ones are kept. Every span served resolves to its text. The graph
-  holds what nothing else does, the versions of each source place (node
-  ``lineage:<key>``: the current version, and every version read once there are two); a
-  document's source and chunks are the document store's, the triples the ledger's
-  (:class:`~hirmem.semantic.assertions.LedgerTriples`), so none is kept twice.
+  dropped before the new ones are kept. Every span served resolves to its text. The versions
+  of each source place (the current version, and every version read once there are two)
+  are the SQLite document store's (a row beside the documents; a file of the earlier
+  layout, which kept them in graph nodes ``lineage:<key>``, has them moved when opened),
+  else the graph's; a document's source and chunks are the document store's, the triples
+  the ledger's (:class:`~hirmem.semantic.assertions.LedgerTriples`), so none is kept twice.
 - Reads are as-of: :meth:`Substrate.ask` serves what was believed at ``as_of`` (ledger time)
   and valid at ``at`` (world time), both defaulting to now.
 - Tier 0: every absorbed document's text is kept as passages
@@ -71,6 +72,7 @@ import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -130,8 +132,11 @@ REASONER = "software:reasoner"
 DEFAULT_CONTAINER = "default"  # the container of a document that names none
 SUPERSEDED = "superseded"  # the reason every supersession retraction starts with
 ASSERTION_VECTORS = "meta:assertion-vectors"  # graph node recording their embedder
+PLACE = "lineage:"  # a source place's graph node (where the document store keeps none)
 EARLIER_TRIPLES = ("triple_rows", "triple_terms", "triples")  # the ledger answers for them
-CHUNK_LAYOUT = "chunk"  # the assertion vectors' layout: one per chunk, listing its assertions
+# the assertion vectors' layout: one per chunk, its assertions listed by the ledger (the
+# layout "chunk" listed them in each entry)
+CHUNK_LAYOUT = "chunk/ledger"
 
 
 def container_of(doc: Doc | None) -> str:
@@ -250,7 +255,8 @@ class Substrate:
         self.ledger, self.prov, self.clock = ledger, prov, clock
         self.passages = passages if passages is not None else PassageIndex(
             passage_embedder if passage_embedder is not None else default_embedder())
-        self.retriever = (Retriever(vectors, embedder, docs.chunk) if embedder is not None
+        self.retriever = (Retriever(vectors, embedder, docs.chunk, ledger.read_from)
+                          if embedder is not None
                           else self.retriever_for(self._assertion_embedder(self.passages.embedder)))
         self.claims = claims if claims is not None else ClaimStore(DEFAULT_ONTOLOGY, clock=clock)
         # tier 1 shares the passages' embedder: one vector space for every tier
@@ -286,7 +292,8 @@ class Substrate:
         if held is None and len(self.vectors):
             held = embedder_identity(Embedder())  # written before the embedder was recorded
         mine = embedder_identity(shared)
-        # a store of the earlier layout (a vector per assertion) is folded into one per chunk
+        # a store of an earlier layout (a vector per assertion, or per chunk listing its
+        # assertions) is written again in this one
         earlier = props.get("layout") != CHUNK_LAYOUT and len(self.vectors)
         if held is not None and (held != mine or earlier) and len(self.vectors):
             try:
@@ -302,7 +309,7 @@ class Substrate:
     reembedded = 0  # assertion vectors embedded again on open (another embedder wrote them)
 
     def retriever_for(self, embedder: TextEmbedder) -> Retriever:
-        return Retriever(self.vectors, embedder, self.docs.chunk)
+        return Retriever(self.vectors, embedder, self.docs.chunk, self.ledger.read_from)
 
     @classmethod
     def in_memory(
@@ -334,8 +341,10 @@ class Substrate:
         passages = PassageIndex(passage_embedder or default_embedder(), where, text_of)
         ledger = SQLiteLedger(where, clock)
         ledger.drop_tables(EARLIER_TRIPLES)  # the triples are the ledger's edges now
+        graph = SQLiteGraph(where)
+        docs.take_places(graph, PLACE)  # an earlier layout kept them in the graph
         return cls(docs=docs, triples=LedgerTriples(ledger),
-                   vectors=SQLiteVectors(where), graph=SQLiteGraph(where),
+                   vectors=SQLiteVectors(where), graph=graph,
                    ledger=ledger, prov=log, clock=clock,
                    decisions=SQLiteRecorder(where, log),
                    passages=passages, claims=ClaimStore(DEFAULT_ONTOLOGY, where, clock),
@@ -507,20 +516,20 @@ class Substrate:
         """Record ``doc`` as the current version of its source place; supersede the one it
         replaces, and reinstate what a reverted-to version reads again. Reading a new
         source place scans nothing."""
-        key = f"lineage:{lineage(doc)}"
-        props = self.graph.props(key) or {}
+        key = lineage(doc)
+        props = self._place(key) or {}
         before = props.get("current")
         if before == doc.id:
             return
         # the versions read, oldest first: listed once a place has more than one (a file
         # of the earlier layout linked each by a "version" edge)
         versions = list(props.get("versions") or ([before] if before else []))
-        seen = doc.id in versions or (before is not None
-                                      and doc.id in self.graph.out(key, "version"))
+        seen = doc.id in versions or (before is not None and not isinstance(self.docs, SQLiteDocs)
+                                      and doc.id in self.graph.out(PLACE + key, "version"))
         if before is None:
-            self.graph.node(key, {"current": doc.id})
+            self._set_place(key, {"current": doc.id})
         else:
-            self.graph.node(key, {"current": doc.id, "versions": [
+            self._set_place(key, {"current": doc.id, "versions": [
                 *versions, *([] if doc.id in versions else [doc.id])]})  # fmt: skip
         if seen:  # a reverted-to version: what only supersession withdrew is believed again
             for e in self.ledger.edges(include_retracted=True):
@@ -666,8 +675,22 @@ class Substrate:
         doc = self.docs.get(doc_id)
         if doc is None:
             return True
-        current = (self.graph.props(f"lineage:{lineage(doc)}") or {}).get("current")
+        current = (self._place(lineage(doc)) or {}).get("current")
         return current is not None and current != doc_id
+
+    def _place(self, key: str) -> dict[str, Any] | None:
+        """The current version (and the versions, once two were read) of source place
+        ``key`` (:func:`~hirmem.semantic.values.lineage`): kept by the SQLite document
+        store (a row of two integers beside the documents), else by the graph."""
+        if isinstance(self.docs, SQLiteDocs):
+            return self.docs.place(key)
+        return self.graph.props(PLACE + key)
+
+    def _set_place(self, key: str, props: Mapping[str, Any]) -> None:
+        if isinstance(self.docs, SQLiteDocs):
+            self.docs.set_place(key, props)
+        else:
+            self.graph.node(PLACE + key, props)
 
     # ---- truth maintenance ----------------------------------------------------------------
 

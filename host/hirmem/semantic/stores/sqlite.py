@@ -246,6 +246,41 @@ def term_id(key: str, text: str) -> int:
     return int.from_bytes(digest, "big") >> 1
 
 
+_CHUNK0 = re.compile(r"([0-9a-f]{16})#0")  # the one chunk of a short document
+
+
+def _vector_key(id: str) -> tuple[int, str | None]:
+    """The integer a vector's row is keyed by, and the id text the row must hold: the
+    chunk id ``<16 hex digits>#0`` is its document's integer (no text kept); another id
+    is keyed by the 63-bit hash of its text, which the row keeps."""
+    m = _CHUNK0.fullmatch(id)
+    if m is not None:
+        return _signed(m.group(1)), None
+    return _h63(id), id
+
+
+def _vector_id(key: int, name: str | None) -> str:
+    """The id of a vector's row (the inverse of :func:`_vector_key`)."""
+    return name if name is not None else f"{key % (1 << 64):016x}#0"
+
+
+def _chunk0_keys(prefix: str) -> list[tuple[int, int]]:
+    """The ranges of keys (signed, inclusive) of the ids ``<16 hex digits>#0`` that begin
+    with ``prefix``."""
+    head, tail = prefix[:16], prefix[16:]
+    if re.fullmatch(r"[0-9a-f]*", head) is None or tail not in ("", "#", "#0") or (
+            tail and len(head) < 16):  # fmt: skip
+        return []
+    lo, hi = int(head.ljust(16, "0"), 16), int(head.ljust(16, "f"), 16)
+    half = 1 << 63
+    out = []
+    if lo < half:
+        out.append((lo, min(hi, half - 1)))
+    if hi >= half:
+        out.append((max(lo, half) - (1 << 64), hi - (1 << 64)))
+    return out
+
+
 ROW_SETS = 256  # filters (and single conditions) whose rows are kept until the next write
 SHAPES = 1024  # metadata shapes (key lists) named by number; others are kept as JSON objects
 
@@ -254,15 +289,26 @@ class SQLiteVectors(_SQLite):
     """The filter's index is dictionary encoded: ``vector_terms`` holds each distinct
     metadata term once (its integer :func:`term_id`, its key, the term as JSON as
     :mod:`.filters` defines terms, ``["n", 1]``), and ``vector_meta`` one row of two integers
-    per term of a vector (the term, the vector row's ``rowid``). A term no vector holds any
+    per term of a vector (the term, the vector row's ``seq``). A term no vector holds any
     more is deleted with its last row. Only the keys named by :meth:`index_only` are indexed
     (every key until a caller names them; the choice is kept in ``vector_keys``): a filter on
     another key is answered by reading every row's ``meta``, the same answer, slower. The
     index is derived from ``vectors.meta`` and rebuilt from it when a file of an earlier
-    layout (``vector_meta`` holding key and value text) is opened, or the keys change."""
+    layout (``vector_meta`` holding key and value text) is opened, or the keys change.
 
+    A vector's row is keyed by its id as an integer (:func:`_vector_key`): a chunk id
+    ``<16 hex digits>#0`` (the one chunk of a short document) is its document's integer,
+    and no id text is kept; another id is keyed by the 63-bit hash of its text, which the
+    row keeps (``name``, found by prefix through a partial index). ``seq`` numbers the rows
+    in the order they were first written (the filter index names rows by it). A file or
+    schema of the earlier layout (``vectors`` keyed by id text) is converted when opened."""
+
+    TABLE = (
+        "CREATE TABLE IF NOT EXISTS vectors (seq INTEGER PRIMARY KEY, key INTEGER NOT NULL "
+        "UNIQUE, name TEXT, vec BLOB NOT NULL, meta TEXT NOT NULL)",
+        "CREATE INDEX IF NOT EXISTS vectors_name ON vectors(name) WHERE name IS NOT NULL",
+    )
     SCHEMA = """
-    CREATE TABLE IF NOT EXISTS vectors (id TEXT PRIMARY KEY, vec BLOB NOT NULL, meta TEXT NOT NULL);
     CREATE TABLE IF NOT EXISTS vector_terms (term INTEGER PRIMARY KEY, key TEXT NOT NULL,
         value TEXT NOT NULL);
     CREATE TABLE IF NOT EXISTS vector_keys (key TEXT PRIMARY KEY);
@@ -294,11 +340,39 @@ class SQLiteVectors(_SQLite):
         if earlier:  # the layout with key and value text in every index row
             self._db.execute("DROP TABLE vector_meta")
         self._db.executescript(self.INDEX)
+        earlier = self._rekey() or earlier
         row = self._db.execute("SELECT vec FROM vectors LIMIT 1").fetchone()
         if row is not None:
             self.dim = dim_of(row[0])
             if earlier:
                 self._reindex()
+
+    def _rekey(self) -> bool:
+        """Create the vector table; one of the earlier layout (keyed by id text) is rebuilt
+        into it in one transaction, rows and all. Whether one was (the filter index, which
+        names rows by their numbers, is then built again)."""
+        columns = ([] if not has_table(self._db, "vectors") else
+                   [str(r[1]) for r in self._db.execute("PRAGMA table_info(vectors)")])
+        if "id" not in columns:
+            for ddl in self.TABLE:
+                self._db.execute(ddl)
+            return False
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                rows = self._db.execute("SELECT id, vec, meta FROM vectors "
+                                        "ORDER BY rowid").fetchall()  # fmt: skip
+                self._db.execute("DROP TABLE vectors")
+                for ddl in self.TABLE:
+                    self._db.execute(ddl)
+                for id, vec, meta in rows:
+                    self._db.execute("INSERT INTO vectors (key, name, vec, meta) VALUES "
+                                     "(?, ?, ?, ?)", (*_vector_key(id), vec, meta))  # fmt: skip
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return True
 
     def _load_shapes(self) -> None:
         rows = self._db.execute("SELECT id, keys FROM vector_shapes").fetchall()
@@ -374,7 +448,7 @@ class SQLiteVectors(_SQLite):
         with self._lock:
             self._db.execute("BEGIN")
             try:
-                rows = self._db.execute("SELECT rowid, meta FROM vectors").fetchall()
+                rows = self._db.execute("SELECT seq, meta FROM vectors").fetchall()
                 self._db.execute("DELETE FROM vector_meta")
                 self._db.execute("DELETE FROM vector_terms")
                 for row, meta in rows:
@@ -422,11 +496,13 @@ class SQLiteVectors(_SQLite):
                 for id, blob, meta in rows:
                     text = self._meta_text(meta)
                     self._unterm(id)
-                    # an upsert keeps the row's rowid, which the filter index names
+                    key, name = _vector_key(id)
+                    # an upsert keeps the row's number, which the filter index names
                     rowid = self._db.execute(
-                        "INSERT INTO vectors VALUES (?,?,?) ON CONFLICT(id) DO UPDATE SET "
-                        "vec = excluded.vec, meta = excluded.meta RETURNING rowid",
-                        (id, blob, text)).fetchone()[0]  # fmt: skip
+                        "INSERT INTO vectors (key, name, vec, meta) VALUES (?,?,?,?) "
+                        "ON CONFLICT(key) DO UPDATE SET vec = excluded.vec, "
+                        "meta = excluded.meta RETURNING seq",
+                        (key, name, blob, text)).fetchone()[0]  # fmt: skip
                     self._index(rowid, meta)
                 self._db.execute("COMMIT")
             except BaseException:
@@ -439,9 +515,22 @@ class SQLiteVectors(_SQLite):
             self._rows.clear()
             self._selected.clear()
 
+    def _held(self, id: str) -> tuple[int, str] | None:
+        """(seq, meta) of the row of vector ``id``, or None. Raises when the row its key
+        finds is another id's (a hash collision: this store cannot hold both)."""
+        key, name = _vector_key(id)
+        row = self._db.execute("SELECT seq, name, meta FROM vectors WHERE key = ?",
+                               (key,)).fetchone()  # fmt: skip
+        if row is None:
+            return None
+        if row[1] != name:
+            raise SemanticError(f"vector ids {id!r} and {_vector_id(key, row[1])!r} share a "
+                                "key; this store cannot hold both")  # fmt: skip
+        return int(row[0]), str(row[2])
+
     def _unterm(self, id: str) -> None:
         """Take the filter terms of vector ``id`` (if held) out of the index."""
-        held = self._db.execute("SELECT rowid, meta FROM vectors WHERE id = ?", (id,)).fetchone()
+        held = self._held(id)
         if held is not None:
             for term, _, _, row in self._terms(held[0], self._meta_of(held[1])):
                 self._db.execute("DELETE FROM vector_meta WHERE term = ? AND id = ?", (term, row))
@@ -451,8 +540,11 @@ class SQLiteVectors(_SQLite):
 
     def delete(self, id: str) -> bool:
         with self._lock:
-            self._unterm(id)
-            cur = self._db.execute("DELETE FROM vectors WHERE id = ?", (id,))
+            try:
+                self._unterm(id)
+            except SemanticError:
+                return False  # the key is another id's: this one is not held
+            cur = self._db.execute("DELETE FROM vectors WHERE key = ?", (_vector_key(id)[0],))
             self._cache = None
             self._rows.clear()
             self._selected.clear()
@@ -461,28 +553,37 @@ class SQLiteVectors(_SQLite):
     def get(self, id: str) -> Match | None:
         """The entry ``id`` (score 0), or None."""
         with self._lock:
-            row = self._db.execute("SELECT meta FROM vectors WHERE id = ?", (id,)).fetchone()
-        return None if row is None else Match(id, 0.0, self._meta_of(row[0]))
+            try:
+                row = self._held(id)
+            except SemanticError:
+                return None
+        return None if row is None else Match(id, 0.0, self._meta_of(row[1]))
 
     def with_prefix(self, prefix: str) -> list[Match]:
         """Every entry whose id begins with ``prefix`` (score 0), found by the ids' index."""
         if not prefix:
             raise SemanticError("with_prefix needs a prefix: every entry is near() with no filter")
         with self._lock:
-            if ord(prefix[-1]) < 0x10FFFF:  # ids from the prefix up to the next one
-                rows = self._db.execute("SELECT id, meta FROM vectors WHERE id >= ? AND id < ?",
-                                        (prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1))
-                                        ).fetchall()  # fmt: skip
+            if ord(prefix[-1]) < 0x10FFFF:  # named ids from the prefix up to the next one
+                rows = self._db.execute(
+                    "SELECT seq, key, name, meta FROM vectors WHERE name >= ? AND name < ?",
+                    (prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1))).fetchall()  # fmt: skip
             else:
-                rows = self._db.execute("SELECT id, meta FROM vectors WHERE id >= ?",
-                                        (prefix,)).fetchall()  # fmt: skip
-        return [Match(i, 0.0, self._meta_of(m)) for i, m in rows if i.startswith(prefix)]
+                rows = self._db.execute("SELECT seq, key, name, meta FROM vectors "
+                                        "WHERE name >= ?", (prefix,)).fetchall()  # fmt: skip
+            for lo, hi in _chunk0_keys(prefix):  # ids held as their document's integer
+                rows += self._db.execute(
+                    "SELECT seq, key, name, meta FROM vectors WHERE key >= ? AND key <= ? "
+                    "AND name IS NULL", (lo, hi)).fetchall()  # fmt: skip
+        found = sorted((seq, _vector_id(k, n), m) for seq, k, n, m in rows)
+        return [Match(i, 0.0, self._meta_of(m)) for _, i, m in found if i.startswith(prefix)]
 
     def _loaded(self) -> tuple[list[str], dict[int, int], Rows]:
         if self._cache is None:
-            rows = self._db.execute("SELECT rowid, id, vec FROM vectors ORDER BY rowid").fetchall()
-            ids = [r[1] for r in rows]
-            mat = Rows([r[2] for r in rows], self.dim or 0)
+            rows = self._db.execute("SELECT seq, key, name, vec FROM vectors "
+                                    "ORDER BY seq").fetchall()  # fmt: skip
+            ids = [_vector_id(r[1], r[2]) for r in rows]
+            mat = Rows([r[3] for r in rows], self.dim or 0)
             self._cache = (ids, {r[0]: n for n, r in enumerate(rows)}, mat)
         return self._cache
 
@@ -499,7 +600,7 @@ class SQLiteVectors(_SQLite):
         a range by testing each distinct term of the key (the rule of :mod:`.filters`); a
         key not indexed by reading every row's metadata."""
         if self._indexed is not None and cond.key not in self._indexed:
-            return {row for row, meta in self._db.execute("SELECT rowid, meta FROM vectors")
+            return {row for row, meta in self._db.execute("SELECT seq, meta FROM vectors")
                     if filters.matches(self._meta_of(meta), (cond,))}  # fmt: skip
         if cond.equal is not None:
             wanted = [term_id(cond.key, filters.term_json(t)) for t in cond.equal]
@@ -539,7 +640,8 @@ class SQLiteVectors(_SQLite):
                 best = top_k(ids, mat.cosine(q), k)
             out = []
             for i, score in best:
-                meta = self._db.execute("SELECT meta FROM vectors WHERE id = ?", (i,)).fetchone()
+                meta = self._db.execute("SELECT meta FROM vectors WHERE key = ?",
+                                        (_vector_key(i)[0],)).fetchone()  # fmt: skip
                 out.append(Match(i, score, self._meta_of(meta[0])))
             return out
 
@@ -677,12 +779,87 @@ class SQLiteDocs(_SQLite):
     SCHEMA = """
     CREATE TABLE IF NOT EXISTS docs_compact (key INTEGER PRIMARY KEY, name TEXT,
         source TEXT NOT NULL, text TEXT NOT NULL, meta TEXT NOT NULL, cuts TEXT);
+    CREATE TABLE IF NOT EXISTS docs_places (key INTEGER PRIMARY KEY, name TEXT,
+        current INTEGER, props TEXT);
     """
 
     def __init__(self, path: Where = ":memory:") -> None:
         super().__init__(path)
         if has_table(self._db, "docs"):  # (on a server too: its schema had this layout)
             self._convert()
+
+    # ---- source places: the versions read at one place (a reference and an offset) ----
+
+    def place(self, key: str) -> dict[str, Any] | None:
+        """What is recorded of the source place ``key``: ``{"current": <doc id>}``, with
+        ``"versions"`` (oldest first) once a second version was read there; None if none."""
+        k, name = _doc_key(key)
+        with self._lock:
+            row = self._db.execute("SELECT name, current, props FROM docs_places WHERE key = ?",
+                                   (k,)).fetchone()  # fmt: skip
+        if row is None or row[0] != name:
+            return None
+        if row[2] is not None:
+            return dict(json.loads(row[2]))
+        return {"current": f"{int(row[1]) % (1 << 64):016x}"}
+
+    def set_place(self, key: str, props: Mapping[str, Any]) -> None:
+        """Record ``props`` for the source place ``key``. The usual place (one version, a
+        16-hex-digit id) is a row of two integers; any other is kept as JSON."""
+        k, name = _doc_key(key)
+        current = props.get("current")
+        plain = (list(props) == ["current"] and isinstance(current, str)
+                 and _HEX_ID.fullmatch(current) is not None)  # fmt: skip
+        row = (k, name, _signed(str(current)) if plain else None,
+               None if plain else _json(props, sort=False))  # fmt: skip
+        with self._lock:
+            held = self._db.execute("SELECT name FROM docs_places WHERE key = ?",
+                                    (k,)).fetchone()  # fmt: skip
+            if held is not None and held[0] != name:
+                raise SemanticError(f"source places {key!r} and {held[0] or 'another'!r} share "
+                                    "a key; this store cannot hold both")  # fmt: skip
+            self._db.execute("INSERT OR REPLACE INTO docs_places VALUES (?, ?, ?, ?)", row)
+
+    def take_places(self, graph: SQLiteGraph, prefix: str) -> int:
+        """Move the source places an earlier layout kept in ``graph`` (a node
+        ``<prefix><key>`` holding its properties, and, earlier still, an edge labelled
+        ``version`` to each version read) into this store; how many were moved."""
+        gdb = graph._db
+        with graph._lock:
+            held = gdb.execute("SELECT id, name, props FROM graph_nodes WHERE name >= ? AND "
+                               "name < ?", (prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1))
+                               ).fetchall()  # fmt: skip
+        nodes = [(nid, name, json.loads(props)) for nid, name, props in held
+                 if name.startswith(prefix)]  # fmt: skip
+        if not nodes:
+            return 0
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                for _, name, props in nodes:
+                    linked = graph.out(name, "version")
+                    if linked and "versions" not in props:  # the layout with a version edge
+                        props = {**props, "versions": linked}
+                    self.set_place(name[len(prefix):], props)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        # then out of the graph (a crash between the two moves them again, the same way)
+        with graph._lock:
+            gdb.execute("BEGIN")
+            try:
+                for nid, _, _ in nodes:
+                    gdb.execute("DELETE FROM graph_edges WHERE src = ? AND label = 'version'",
+                                (nid,))  # fmt: skip
+                    if gdb.execute("SELECT 1 FROM graph_edges WHERE src = ? OR dst = ? LIMIT 1",
+                                   (nid, nid)).fetchone() is None:  # fmt: skip
+                        gdb.execute("DELETE FROM graph_nodes WHERE id = ?", (nid,))
+                gdb.execute("COMMIT")
+            except BaseException:
+                gdb.execute("ROLLBACK")
+                raise
+        return len(nodes)
 
     def _convert(self) -> None:
         """Move the documents and chunks of an earlier layout into ``docs_compact``."""
