@@ -466,3 +466,32 @@ def test_the_text_tiers_cost_a_few_hundred_bytes_a_short_document(tmp_path: Path
     cost about 1,670."""
     per_doc = tier_bytes_per_document(tmp_path / "b.db", 1_000)
     assert per_doc < 1_000, f"{per_doc:.0f} bytes a document"
+
+
+# ---- dictionaries -------------------------------------------------------------------------------
+
+
+def test_one_dictionary_class_serves_every_tier_and_two_writers_share_its_ids(
+    tmp_path: Path,
+) -> None:
+    """``Words`` takes its column's name (tier 1 and the passages' containers say ``name``),
+    and its ids come from the database: two connections to one file (two writers of one
+    store) read one id per word, and a word the other added first is found, not refused."""
+    from hirmem.semantic.dictionary import Words
+
+    path = tmp_path / "w.db"
+    one, two = sqlite3.connect(path, isolation_level=None), sqlite3.connect(
+        path, isolation_level=None)  # fmt: skip
+    a, b = Words(one, "tier1_names", "name"), Words(two, "tier1_names", "name")
+    assert a.id("ada reyes") == b.id("ada reyes") == 1
+    assert b.id("bo nair") == 2 and a.id("bo nair", create=False) == 2
+    assert a.ids(["bo nair", "ada reyes", "nobody"]) == [1, 2] and a.word(2) == "bo nair"
+    assert [r[1] for r in one.execute("PRAGMA table_info(tier1_names)")] == ["id", "name"]
+    two.execute("BEGIN")
+    two.execute("INSERT INTO tier1_names(name) VALUES ('cy lind')")
+    two.execute("COMMIT")
+    assert a.id("cy lind") == 3  # added by the other writer: found, never a second row
+    with pytest.raises(ValueError, match="plain SQL name"):
+        Words(one, "tier1_names", "name; DROP TABLE x")
+    one.close()
+    two.close()

@@ -50,7 +50,7 @@ import numpy.typing as npt
 
 from hirmem.protocol.identity import fnv1a64, fold
 from hirmem.semantic import refusals
-from hirmem.semantic.dictionary import Sources
+from hirmem.semantic.dictionary import Sources, Words
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.extract import PRONOUNS, hedge, stated_interval
 from hirmem.semantic.names import words_of
@@ -247,6 +247,8 @@ class MemoryIndex:
         hashed = self._hashed_rows()
         self._db.executescript(_SCHEMA)
         self._sources = Sources(self._db, "tier1_sources", lambda name: _hash(name))
+        self._names = Words(self._db, "tier1_names", "name")
+        self._containers = Words(self._db, "tier1_containers", "name")
         if hashed:
             self._rewrite(hashed)
         self._repack_old_vectors()
@@ -313,7 +315,7 @@ class MemoryIndex:
 
     def _subject_id(self, subject: str) -> int:
         """The integer a memory's subject (folded) is kept as; 0 for none."""
-        return self._interned("tier1_names", subject) if subject else 0
+        return self._word(self._names, subject) if subject else 0
 
     def _text(self, source: str, text: object, start: int, end: int,
               seen: dict[str, str | None]) -> str:  # fmt: skip
@@ -416,14 +418,14 @@ class MemoryIndex:
             "INSERT INTO tier1_memories (id, key, container, source, subject, text, start, "
             "end_, hedged, valid_from, invalid_at, said_at, vec) "
             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (held, note.key or None, self._interned("tier1_containers", note.container),
+            (held, note.key or None, self._word(self._containers, note.container),
              self._source(note.source), self._subject_id(subject),
              None if at >= 0 else note.text, *span, int(note.certainty == "hedged"),
              note.valid_from, end, note.said_at, vec),
         )  # fmt: skip
         mid = int(cur.lastrowid or 0)
         self._db.executemany("INSERT OR IGNORE INTO tier1_mentions VALUES (?, ?)",
-                             [(self._interned("tier1_names", n), mid)
+                             [(self._word(self._names, n), mid)
                               for n in sorted(_named(note.text, note.subject))])  # fmt: skip
         terms = self._terms_table(note.container, create=True)
         self._lex.add(str(terms), mid, note.text, fold(note.subject))
@@ -452,21 +454,13 @@ class MemoryIndex:
         name (kept in ``tier1_sources``); two names of one id refused."""
         return self._sources.key(name)
 
-    def _interned(self, table: str, name: str) -> int:
-        """The id of ``name`` in ``table`` (containers, sources, names: each string kept
-        once, the rows that repeat it hold an integer)."""
-        row = self._db.execute(f"SELECT id FROM {table} WHERE name = ?", (name,)).fetchone()
-        if row is not None:
-            return int(row[0])
-        return int(self._db.execute(f"INSERT INTO {table}(name) VALUES (?)",
-                                    (name,)).lastrowid or 0)  # fmt: skip
-
-    def _ids(self, table: str, names: Collection[str]) -> list[int]:
-        if not names:
-            return []
-        marks = ",".join("?" * len(names))
-        return [int(r[0]) for r in self._db.execute(
-            f"SELECT id FROM {table} WHERE name IN ({marks}) ORDER BY id", sorted(names))]
+    @staticmethod
+    def _word(words: Words, name: str) -> int:
+        """The id of ``name`` in the dictionary ``words`` (containers and names: each
+        string kept once, the rows that repeat it hold an integer), added when new."""
+        wid = words.id(name)
+        assert wid is not None
+        return wid
 
     @staticmethod
     def _refusal(note: Note) -> str:
@@ -530,7 +524,7 @@ class MemoryIndex:
             "tier1_sources s ON s.id = m.source LEFT JOIN tier1_names n ON n.id = m.subject "
             "WHERE m.id = ?", (mid,)).fetchone()  # fmt: skip
         text = self._text(self._sources.name(key, spelled, joined=True), text, start, end, seen)
-        named = self._ids("tier1_names", _named(text, subject))
+        named = self._names.ids(_named(text, subject))
         self._db.executemany("DELETE FROM tier1_mentions WHERE entity = ? AND memory = ?",
                              [(n, mid) for n in named])  # fmt: skip
         terms = self._terms_table(container, create=False)
@@ -539,14 +533,10 @@ class MemoryIndex:
 
     def _terms_table(self, container: str, *, create: bool) -> str | None:
         """The container's own full-text index (BM25 statistics from that container only)."""
-        row = self._db.execute("SELECT id FROM tier1_containers WHERE name = ?",
-                               (container,)).fetchone()  # fmt: skip
-        if row is None:
-            if not create:
-                return None
-            row = (self._db.execute("INSERT INTO tier1_containers(name) VALUES (?)",
-                                    (container,)).lastrowid,)  # fmt: skip
-        name = f"tier1_terms_{int(row[0])}"
+        cid = self._containers.id(container, create=create)
+        if cid is None:
+            return None
+        name = f"tier1_terms_{cid}"
         if create:
             self._lex.create(name)
         return name
@@ -587,7 +577,7 @@ class MemoryIndex:
         if not readable or k <= 0:
             return []
         with self._lock:
-            fenced = self._ids("tier1_containers", readable)
+            fenced = self._containers.ids(readable)
         if not fenced:
             return []
         where = f"m.container IN ({','.join('?' * len(fenced))})"
@@ -691,7 +681,7 @@ class MemoryIndex:
         held = self._cache.get(key)
         if held is not None:
             return held
-        fenced = self._ids("tier1_containers", readable)
+        fenced = self._containers.ids(readable)
         rows = self._db.execute(f"SELECT id, valid_from, invalid_at, vec FROM tier1_memories "
                                 f"WHERE container IN ({','.join('?' * len(fenced))}) ORDER BY id",
                                 fenced).fetchall()  # fmt: skip
