@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from hirmem.semantic.claims import ClaimStore, Ontology, Statement, Template
@@ -16,6 +17,7 @@ from hirmem.semantic.extract import RuleExtractor
 from hirmem.semantic.retrieve import Embedder
 from hirmem.semantic.split import SentenceSplitter
 from hirmem.semantic.stages import Pipeline, Result, StageRun
+from hirmem.semantic.stores.packed import Rows
 from hirmem.semantic.substrate import Substrate
 from hirmem.semantic.values import Doc, Origin, doc_id, with_origin
 from hirmem.sql import Connection
@@ -495,3 +497,43 @@ def test_one_dictionary_class_serves_every_tier_and_two_writers_share_its_ids(
         Words(one, "tier1_names", "name; DROP TABLE x")
     one.close()
     two.close()
+
+
+def test_a_memory_that_is_its_passages_span_shares_the_passages_vector(tmp_path: Path) -> None:
+    """A one-sentence text is one passage and one memory over the same span: the memory
+    keeps no vector of its own (an empty blob) and its vector leg ranks it by the
+    passage's, exactly as by its own; a sentence of a longer text keeps its own. A memory
+    whose passage is gone is embedded again when read, never dropped from the leg."""
+    from hirmem.semantic.memories import SHARED, _packed
+
+    e = Embedder()
+    sub = Substrate.open(tmp_path / "s.db", passage_embedder=e)
+    one = "Ada Reyes repairs old bicycles in Kreuzberg."
+    two = "Bo Nair sails on the fjord every weekend. Cy Lind bakes sourdough bread daily."
+    a, b = _say(sub, "mem://one", one, "team"), _say(sub, "mem://two", two, "team")
+    db = sub.memories._db
+    vecs = [bytes(v) for (v,) in db.execute("SELECT vec FROM tier1_memories ORDER BY id")]
+    assert len(vecs) == 3 and [v == SHARED for v in vecs] == [True, False, False]
+    [(pvec,)] = db.execute("SELECT p.vec FROM passages p WHERE p.end_ = ?", (len(one),))
+    assert bytes(pvec) == _packed(e.embed(one))  # the same vector it would have held
+    ids, _, _, mat = sub.memories._fenced({"team"})
+    row = int(np.flatnonzero(ids == sub.memories._find(f"{a}#{_fnv(one)}"))[0])
+    q = e.embed(one)
+    assert abs(float(mat.dot(q)[row]) - float(Rows([_packed(q)], e.dim).dot(q)[0])) < 1e-9
+    # the vector leg alone (a question with no word of the text) still reaches it
+    hits = sub.memories.search("fixing cycles", 3, {"team"}, qvec=np.asarray(q, np.float32))
+    assert hits[0].text == one and hits[0].source == a
+    # its passage rewritten apart from it: read again from its text, not lost
+    db.execute("DELETE FROM passages WHERE doc = (SELECT source FROM tier1_memories WHERE "
+               "length(vec) = 0)")  # fmt: skip
+    sub.memories._cache.clear()
+    hits = sub.memories.search("fixing cycles", 3, {"team"}, qvec=np.asarray(q, np.float32))
+    assert hits[0].text == one
+    assert b  # the two-sentence text's memories kept their own vectors (counted above)
+    sub.close()
+
+
+def _fnv(text: str) -> str:
+    from hirmem.protocol.identity import fnv1a64
+
+    return f"{fnv1a64(text.encode()):016x}"

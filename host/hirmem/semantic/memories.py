@@ -24,8 +24,9 @@ Invariants:
   full-text index, so unreadable rows never weigh on a BM25 statistic) and the vector
   leg scores only the fenced rows. No containers, no memories.
 - Compact: a vector is int8 with one float32 scale per memory, sparse when that is smaller
-  (:func:`~hirmem.semantic.stores.packed.pack`, layouts ``B`` and ``Q``); a
-  sentence's key is not stored (it is its source and the hash of its text: it is found
+  (:func:`~hirmem.semantic.stores.packed.pack`, layouts ``B`` and ``Q``), and none at all
+  when the memory is the very span of a passage of its document in the same file (a
+  one-sentence text): it shares the passage's (:data:`SHARED`); a sentence's key is not stored (it is its source and the hash of its text: it is found
   among its source's rows), nor is its text when it is a span of its source document
   (``MemoryIndex.texts``); containers, subjects and mentioned names are held once and
   referred to by integer, a source by its 64-bit key (a document id is its own number).
@@ -44,6 +45,7 @@ import struct
 import threading
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -63,7 +65,7 @@ from hirmem.semantic.passages import (
 )
 from hirmem.semantic.retrieve import STOP
 from hirmem.semantic.spans import span_text
-from hirmem.semantic.stores.db import Where, open_db
+from hirmem.semantic.stores.db import Where, has_table, open_db
 from hirmem.semantic.stores.packed import (
     INT8,
     SPARSE_INT8,
@@ -82,6 +84,10 @@ CERTAINTIES = ("asserted", "hedged")
 MIN_WORDS = 4  # fewer words are a fragment ("ok sure", "me too"), not a fact
 CANDIDATES = 100  # per leg, before fusion
 KEPT_REFUSALS = refusals.KEPT  # the latest refusals listed; every one is counted
+# the vector column of a memory that is the very span of one of its document's passages:
+# it shares the passage's vector (the same text, the same embedder, the same packing)
+# rather than holding a copy; an empty blob costs no byte and needs no change of schema
+SHARED = b""
 
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 _TERM = re.compile(r"[^\W_]+", re.UNICODE)
@@ -241,6 +247,7 @@ class MemoryIndex:
         self.texts = texts
         self._lock = threading.RLock()
         self._cache: dict[tuple[str, ...], Timed] = {}
+        self._beside_passages = False  # whether the passages share this file (once seen)
         self._db = open_db(path, "memories")
         self._lex = lexical_of(self._db, "tier1_memories", "id")
         legacy = self._legacy_rows()
@@ -255,9 +262,11 @@ class MemoryIndex:
         me = embedder_identity(embedder)
         held = self._db.execute("SELECT value FROM tier1_meta WHERE key = 'embedder'").fetchone()
         if held is not None and held[0] != me:  # vectors of one space only
+            # (a vector shared with the passage of the same span follows the passage, which
+            # embeds its own again)
             rows = self._db.execute("SELECT m.id, m.text, m.start, m.end_, m.source, s.name "
                                     "FROM tier1_memories m LEFT JOIN tier1_sources s ON "
-                                    "s.id = m.source").fetchall()  # fmt: skip
+                                    "s.id = m.source WHERE length(m.vec) > 0").fetchall()
             seen: dict[str, str | None] = {}
             self._db.executemany("UPDATE tier1_memories SET vec = ? WHERE id = ?", [
                 (_packed(embedder.embed(self._text(self._sources.name(k, src, joined=True), t, a, b,
@@ -414,12 +423,15 @@ class MemoryIndex:
         at = -1 if whole is None else whole.find(note.text)
         span = (at, at + len(note.text)) if at >= 0 else (0, 0)
         subject = " ".join(fold(note.subject).split())
+        source = self._source(note.source)
+        if at >= 0 and self._passage_of(source, *span) is not None:
+            vec = SHARED  # the passage of this very span holds this very vector
         cur = self._db.execute(
             "INSERT INTO tier1_memories (id, key, container, source, subject, text, start, "
             "end_, hedged, valid_from, invalid_at, said_at, vec) "
             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (held, note.key or None, self._word(self._containers, note.container),
-             self._source(note.source), self._subject_id(subject),
+             source, self._subject_id(subject),
              None if at >= 0 else note.text, *span, int(note.certainty == "hedged"),
              note.valid_from, end, note.said_at, vec),
         )  # fmt: skip
@@ -448,6 +460,17 @@ class MemoryIndex:
             if fnv1a64(self._text(source, text, start, end, seen).encode()) == want:
                 return int(mid)
         return None
+
+    def _passage_of(self, source: int, start: int, end: int) -> int | None:
+        """The passage that is the span [start, end) of document ``source``, when the
+        passages share this store's file (a composing substrate's) and hold one."""
+        if not self._beside_passages:
+            self._beside_passages = has_table(self._db, "passages")
+            if not self._beside_passages:
+                return None
+        row = self._db.execute("SELECT id FROM passages WHERE doc = ? AND start = ? AND "
+                               "end_ = ? AND text IS NULL", (source, start, end)).fetchone()
+        return None if row is None else int(row[0])
 
     def _source(self, name: str) -> int:
         """The id of source ``name``: a document id's own number, else the hash of its
@@ -682,14 +705,39 @@ class MemoryIndex:
         if held is not None:
             return held
         fenced = self._containers.ids(readable)
+        marks = ",".join("?" * len(fenced))
         rows = self._db.execute(f"SELECT id, valid_from, invalid_at, vec FROM tier1_memories "
-                                f"WHERE container IN ({','.join('?' * len(fenced))}) ORDER BY id",
-                                fenced).fetchall()  # fmt: skip
+                                f"WHERE container IN ({marks}) ORDER BY id", fenced).fetchall()
+        if any(not r[3] for r in rows):
+            rows = self._with_shared(rows)
         out = timed_rows(rows, self.embedder.dim)
         if len(self._cache) >= 8:
             self._cache.clear()
         self._cache[key] = out
         return out
+
+
+    def _with_shared(self, rows: list[Any]) -> list[tuple[object, ...]]:
+        """``rows`` with each vector shared with a passage read from that passage; one whose
+        passage is gone (the file's passages rewritten apart from it) embedded again from
+        its text, so no memory ever drops out of the vector leg."""
+        shared = [int(r[0]) for r in rows if not r[3]]
+        held: dict[int, bytes] = {}
+        for at in range(0, len(shared), 500):
+            chunk = shared[at : at + 500]
+            held.update((int(i), bytes(v)) for i, v in self._db.execute(
+                "SELECT m.id, p.vec FROM tier1_memories m JOIN passages p ON p.doc = m.source "
+                "AND p.start = m.start AND p.end_ = m.end_ AND p.text IS NULL WHERE m.id IN "
+                f"({','.join('?' * len(chunk))})", chunk))  # fmt: skip
+        seen: dict[str, str | None] = {}
+        for mid in shared:
+            if mid not in held:
+                _, _, text, start, end, _, _, _, skey, spelled, *_ = self._db.execute(
+                    f"SELECT {_COLUMNS} FROM {_JOINED} WHERE m.id = ?", (mid,)).fetchone()
+                source = self._sources.name(int(skey), spelled, joined=True)
+                held[mid] = _packed(self.embedder.embed(
+                    self._text(source, text, int(start), int(end), seen)))  # fmt: skip
+        return [(r[0], r[1], r[2], r[3] or held[int(r[0])]) for r in rows]
 
 
 _COLUMNS = ("m.id, m.key, m.text, m.start, m.end_, coalesce(n.name, ''), m.hedged, c.name, "
