@@ -537,3 +537,67 @@ def _fnv(text: str) -> str:
     from hirmem.protocol.identity import fnv1a64
 
     return f"{fnv1a64(text.encode()):016x}"
+
+
+def test_shared_vectors_and_mentions_rank_every_tier1_search_as_copies_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Differential: one store whose one-sentence memories share their passage's vector and
+    mentions, one that keeps copies (sharing switched off); the same searches, flat and
+    scoped to each name (and pairs of names), at two times, give the same memories in the
+    same order with the same scores. The shared store holds fewer mention rows."""
+    import random
+
+    from hirmem.semantic.memories import MENTIONS_SHARED, MemoryIndex
+
+    rng = random.Random(5)
+    people = [*_PEOPLE, "Tom O'Neil", "Jean-Luc Picard"]
+    texts = []
+    for _ in range(120):
+        a, b = rng.sample(people, 2)
+        texts.append(rng.choice([
+            f"{a} works at {rng.choice(_ORGS)}.", f"{a} lives in {rng.choice(_CITIES)}.",
+            f"{a} knows {b} from {rng.choice(_CITIES)}. {b} sails often.",
+            f"{a.split()[0]}: I went to {rng.choice(_CITIES)} with {b}.",
+            f"Maybe {a} moved to {rng.choice(_CITIES)} (or near it) with {b}."]))  # fmt: skip
+    where = [rng.choice(["team", "club"]) if i % 3 else "team" for i in range(len(texts))]
+    stores = []
+    for shared in (True, False):
+        if not shared:
+            monkeypatch.setattr(MemoryIndex, "_passage_of", lambda self, *a: None)
+        sub = Substrate.open(tmp_path / f"{shared}.db", passage_embedder=Embedder())
+        for i, text in enumerate(texts):
+            _say(sub, f"t://{i}", text, where[i])
+        stores.append(sub)
+    on, off = stores
+    flags = [int(f) for (f,) in on.memories._db.execute("SELECT hedged FROM tier1_memories")]
+    assert sum(f & MENTIONS_SHARED != 0 for f in flags) > 40
+    count = "SELECT count(*) FROM tier1_mentions"
+    assert on.memories._db.execute(count).fetchone()[0] < off.memories._db.execute(
+        count).fetchone()[0]  # fmt: skip
+    names = sorted({n for p in people for n in (p.lower(), p.split()[0].lower())})
+    asks = ["Where does she live?", "who works at Initech", "sails with friends", "went to Oslo"]
+    checked = 0
+    for readable in ({"team"}, {"team", "club"}, {"club"}):
+        for q in asks:
+            for scope in [(), *([n] for n in names), *(rng.sample(names, 2) for _ in range(10))]:
+                for at in (None, 2_000):
+                    got = [(h.key, h.text, round(h.score, 12)) for h in on.memories.search(
+                        q, 8, readable, names=scope, at=at)]  # fmt: skip
+                    want = [(h.key, h.text, round(h.score, 12)) for h in off.memories.search(
+                        q, 8, readable, names=scope, at=at)]  # fmt: skip
+                    assert got == want, (readable, q, scope)
+                    checked += bool(got)
+    assert checked > 200
+    for sub in stores:
+        sub.close()
+
+
+def test_a_scoped_read_of_shared_mentions_is_served_by_indexes(tmp_path: Path) -> None:
+    sub = Substrate.open(tmp_path / "s.db", passage_embedder=Embedder())
+    _say(sub, "t://1", "Ada Reyes lives in Oslo.", "team")
+    naming, times = sub.memories._naming(2)
+    assert times == 2
+    plan = _plan(sub.memories._db, naming, ("ada reyes", "oslo") * times)
+    assert "SCAN" not in plan and "tier1_memories_source" in plan, plan
+    sub.close()

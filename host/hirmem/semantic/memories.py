@@ -26,16 +26,19 @@ Invariants:
 - Compact: a vector is int8 with one float32 scale per memory, sparse when that is smaller
   (:func:`~hirmem.semantic.stores.packed.pack`, layouts ``B`` and ``Q``), and none at all
   when the memory is the very span of a passage of its document in the same file (a
-  one-sentence text): it shares the passage's (:data:`SHARED`); a sentence's key is not stored (it is its source and the hash of its text: it is found
-  among its source's rows), nor is its text when it is a span of its source document
-  (``MemoryIndex.texts``); containers, subjects and mentioned names are held once and
-  referred to by integer, a source by its 64-bit key (a document id is its own number).
+  one-sentence text): it shares the passage's (:data:`SHARED`), and so its mentions when
+  they are the passage's (:data:`MENTIONS_SHARED`); a sentence's key is not stored (it is
+  its source and the hash of its text: it is found among its source's rows), nor is its
+  text when it is a span of its source document (``MemoryIndex.texts``); containers,
+  subjects and mentioned names are held once and referred to by integer, a source by its
+  64-bit key (a document id is its own number).
   Files of the first and of the hash-keyed layouts are rewritten into this one on open,
   and so are vectors of the int8 layouts tier 1 wrote before it used the packed ones.
 - Recall is the fusion by reciprocal rank of a lexical (FTS5 BM25) and a vector (cosine)
   leg, filtered to ``at`` (valid from ≤ at < invalid at) and, when scoped, to memories
   whose subject is, or whose text names (:func:`~hirmem.semantic.passages.entities_in`,
-  kept in ``tier1_mentions``), one of the subject's names.
+  kept in ``tier1_mentions``, or in ``passage_mentions`` when shared), one of the
+  subject's names.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ from hirmem.semantic.passages import (
     embedder_identity,
     entities_in,
     injection_marker,
+    mentions_of,
 )
 from hirmem.semantic.retrieve import STOP
 from hirmem.semantic.spans import span_text
@@ -88,6 +92,10 @@ KEPT_REFUSALS = refusals.KEPT  # the latest refusals listed; every one is counte
 # it shares the passage's vector (the same text, the same embedder, the same packing)
 # rather than holding a copy; an empty blob costs no byte and needs no change of schema
 SHARED = b""
+# bits of a memory's ``hedged`` column: stated with a hedge; and its mentions are its
+# passage's (the very span of its passage, naming the very same names: tier 1 keeps no
+# mention rows of its own for it, and a scoped read finds it through the passage's)
+HEDGED, MENTIONS_SHARED = 1, 2
 
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 _TERM = re.compile(r"[^\W_]+", re.UNICODE)
@@ -424,21 +432,26 @@ class MemoryIndex:
         span = (at, at + len(note.text)) if at >= 0 else (0, 0)
         subject = " ".join(fold(note.subject).split())
         source = self._source(note.source)
-        if at >= 0 and self._passage_of(source, *span) is not None:
+        flags = HEDGED if note.certainty == "hedged" else 0
+        named = _named(note.text, note.subject)
+        pid = self._passage_of(source, *span) if at >= 0 else None
+        if pid is not None:
             vec = SHARED  # the passage of this very span holds this very vector
+            if self._passage_names(pid, note.text) == named:
+                flags, named = flags | MENTIONS_SHARED, set()
         cur = self._db.execute(
             "INSERT INTO tier1_memories (id, key, container, source, subject, text, start, "
             "end_, hedged, valid_from, invalid_at, said_at, vec) "
             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (held, note.key or None, self._word(self._containers, note.container),
              source, self._subject_id(subject),
-             None if at >= 0 else note.text, *span, int(note.certainty == "hedged"),
+             None if at >= 0 else note.text, *span, flags,
              note.valid_from, end, note.said_at, vec),
         )  # fmt: skip
         mid = int(cur.lastrowid or 0)
         self._db.executemany("INSERT OR IGNORE INTO tier1_mentions VALUES (?, ?)",
                              [(self._word(self._names, n), mid)
-                              for n in sorted(_named(note.text, note.subject))])  # fmt: skip
+                              for n in sorted(named)])  # fmt: skip
         terms = self._terms_table(note.container, create=True)
         self._lex.add(str(terms), mid, note.text, fold(note.subject))
         return mid
@@ -464,13 +477,42 @@ class MemoryIndex:
     def _passage_of(self, source: int, start: int, end: int) -> int | None:
         """The passage that is the span [start, end) of document ``source``, when the
         passages share this store's file (a composing substrate's) and hold one."""
-        if not self._beside_passages:
-            self._beside_passages = has_table(self._db, "passages")
-            if not self._beside_passages:
-                return None
+        if not self._passages_here():
+            return None
         row = self._db.execute("SELECT id FROM passages WHERE doc = ? AND start = ? AND "
                                "end_ = ? AND text IS NULL", (source, start, end)).fetchone()
         return None if row is None else int(row[0])
+
+    def _passage_names(self, pid: int, text: str) -> set[str] | None:
+        """The names passage ``pid`` (whose text is ``text``) is found by, when each is
+        spelled as tier 1 spells a name (:func:`~hirmem.semantic.names.words_of`); else
+        None (a name of other spelling, "o'neil": the memory keeps mention rows of its own)."""
+        row = self._db.execute("SELECT coalesce(n.word, '') FROM passages p LEFT JOIN "
+                               "passage_names n ON n.id = p.subject WHERE p.id = ?",
+                               (pid,)).fetchone()  # fmt: skip
+        names = set(mentions_of(text, str(row[0])))
+        return names if all(words_of(n) == n for n in names) else None
+
+    def _naming(self, n: int) -> tuple[str, int]:
+        """The query of the ids of the memories naming one of ``n`` names (spelled by
+        :func:`~hirmem.semantic.names.words_of`), and how many times it takes the names:
+        through tier 1's own mentions, and through the passages' for memories that share
+        them (:data:`MENTIONS_SHARED`)."""
+        marks = ",".join("?" * n)
+        own = ("SELECT t.memory FROM tier1_mentions t JOIN tier1_names n ON n.id = t.entity "
+               f"WHERE n.name IN ({marks})")
+        if not self._passages_here():
+            return own, 1
+        return (f"{own} UNION SELECT s.id FROM passage_names pn JOIN passage_mentions pm ON "
+                "pm.entity = pn.id JOIN passages p ON p.id = pm.passage JOIN tier1_memories s "
+                "ON s.source = p.doc AND s.start = p.start AND s.end_ = p.end_ AND "
+                f"(s.hedged & {MENTIONS_SHARED}) != 0 WHERE pn.word IN ({marks})", 2)
+
+    def _passages_here(self) -> bool:
+        """Whether the passages share this store's file (a composing substrate's)."""
+        if not self._beside_passages:
+            self._beside_passages = has_table(self._db, "passages")
+        return self._beside_passages
 
     def _source(self, name: str) -> int:
         """The id of source ``name``: a document id's own number, else the hash of its
@@ -611,9 +653,9 @@ class MemoryIndex:
             args += [at, at]
         scoped = sorted({words_of(n) for n in names} - {""})
         if scoped:
-            where += (" AND m.id IN (SELECT t.memory FROM tier1_mentions t JOIN tier1_names n "
-                      f"ON n.id = t.entity WHERE n.name IN ({','.join('?' * len(scoped))}))")
-            args += scoped
+            naming, times = self._naming(len(scoped))
+            where += f" AND m.id IN ({naming})"
+            args += scoped * times
         asked = [t for t in _TERM.findall(question.lower()) if len(t) > 1]
         # function words match nearly every memory and rank none: the lexical leg reads
         # the question's content words (all of them when it has no other)
@@ -646,7 +688,7 @@ class MemoryIndex:
         text = self._text(source, text, int(str(start)), int(str(end)), seen)
         key = key or f"{source}#{fnv1a64(text.encode()):016x}"  # a sentence's own key
         return MemoryHit(int(str(mid)), str(key), text, str(subject),
-                         CERTAINTIES[1] if hedged else CERTAINTIES[0],
+                         CERTAINTIES[1] if int(str(hedged)) & HEDGED else CERTAINTIES[0],
                          str(container), str(source), int(str(vf)), int(str(ia)),
                          int(str(said)), score)  # fmt: skip
 
@@ -681,9 +723,8 @@ class MemoryIndex:
         if at is not None:
             keep &= ((vf == 0) | (vf <= at)) & ((ia == 0) | (at < ia))
         if scoped:
-            named = [r[0] for r in self._db.execute(
-                "SELECT t.memory FROM tier1_mentions t JOIN tier1_names n ON n.id = t.entity "
-                f"WHERE n.name IN ({','.join('?' * len(scoped))})", list(scoped))]  # fmt: skip
+            naming, times = self._naming(len(scoped))
+            named = [r[0] for r in self._db.execute(naming, list(scoped) * times)]
             keep &= np.isin(ids, np.asarray(named, dtype=np.int64))
         rows = np.flatnonzero(keep)
         if not len(rows):

@@ -70,6 +70,7 @@ __all__ = [
     "embedder_identity",
     "entities_in",
     "injection_marker",
+    "mentions_of",
     "passages_of",
     "query_terms",
 ]
@@ -473,7 +474,7 @@ class PassageIndex:
                     self._db.executemany(
                         "INSERT OR IGNORE INTO passage_mentions VALUES (?, ?, ?)",
                         [(self._name_id(e), pid, int(st))
-                         for e, st in _mentioned(piece, subject).items()])  # fmt: skip
+                         for e, st in mentions_of(piece, subject).items()])  # fmt: skip
                     ids.append(pid)
                 self._db.execute("COMMIT")
             except BaseException:
@@ -504,7 +505,7 @@ class PassageIndex:
             text = self._text(doc, text, start, end, seen)
             terms = self._terms_table(container, create=False)
             self._lex.remove(str(terms), pid, text, subject)
-            named = self._names_of.ids(_mentioned(text, subject))
+            named = self._names_of.ids(mentions_of(text, subject))
             self._db.executemany("DELETE FROM passage_mentions WHERE entity = ? AND passage = ?",
                                  [(e, pid) for e in named])  # fmt: skip
         self._db.execute("DELETE FROM passages WHERE doc = ?", (key,))
@@ -778,7 +779,7 @@ def _naming_sql(n: int) -> str:
             f"ON n.id = m.entity WHERE n.word IN ({marks}))")
 
 
-def _mentioned(piece: str, subject: str) -> dict[str, bool]:
+def mentions_of(piece: str, subject: str) -> dict[str, bool]:
     """The names a passage mentions (folded), each strong or weak: its subject's and
     those its text writes (:func:`entities_in`)."""
     strong, weak = entities_in(piece)
