@@ -434,10 +434,10 @@ class MemoryIndex:
         source = self._source(note.source)
         flags = HEDGED if note.certainty == "hedged" else 0
         named = _named(note.text, note.subject)
-        pid = self._passage_of(source, *span) if at >= 0 else None
-        if pid is not None:
+        passage = self._passage_of(source, *span) if at >= 0 else None
+        if passage is not None:
             vec = SHARED  # the passage of this very span holds this very vector
-            if self._passage_names(pid, note.text) == named:
+            if _spelled_names(note.text, passage[1]) == named:
                 flags, named = flags | MENTIONS_SHARED, set()
         cur = self._db.execute(
             "INSERT INTO tier1_memories (id, key, container, source, subject, text, start, "
@@ -474,24 +474,17 @@ class MemoryIndex:
                 return int(mid)
         return None
 
-    def _passage_of(self, source: int, start: int, end: int) -> int | None:
-        """The passage that is the span [start, end) of document ``source``, when the
-        passages share this store's file (a composing substrate's) and hold one."""
+    def _passage_of(self, source: int, start: int, end: int) -> tuple[int, str] | None:
+        """The passage that is the span [start, end) of document ``source`` and its subject
+        (folded), when the passages share this store's file (a composing substrate's) and
+        hold one. One statement: on PostgreSQL each is a round trip."""
         if not self._passages_here():
             return None
-        row = self._db.execute("SELECT id FROM passages WHERE doc = ? AND start = ? AND "
-                               "end_ = ? AND text IS NULL", (source, start, end)).fetchone()
-        return None if row is None else int(row[0])
-
-    def _passage_names(self, pid: int, text: str) -> set[str] | None:
-        """The names passage ``pid`` (whose text is ``text``) is found by, when each is
-        spelled as tier 1 spells a name (:func:`~hirmem.semantic.names.words_of`); else
-        None (a name of other spelling, "o'neil": the memory keeps mention rows of its own)."""
-        row = self._db.execute("SELECT coalesce(n.word, '') FROM passages p LEFT JOIN "
-                               "passage_names n ON n.id = p.subject WHERE p.id = ?",
-                               (pid,)).fetchone()  # fmt: skip
-        names = set(mentions_of(text, str(row[0])))
-        return names if all(words_of(n) == n for n in names) else None
+        row = self._db.execute("SELECT p.id, coalesce(n.word, '') FROM passages p LEFT JOIN "
+                               "passage_names n ON n.id = p.subject WHERE p.doc = ? AND "
+                               "p.start = ? AND p.end_ = ? AND p.text IS NULL",
+                               (source, start, end)).fetchone()  # fmt: skip
+        return None if row is None else (int(row[0]), str(row[1]))
 
     def _naming(self, n: int) -> tuple[str, int]:
         """The query of the ids of the memories naming one of ``n`` names (spelled by
@@ -786,6 +779,14 @@ _COLUMNS = ("m.id, m.key, m.text, m.start, m.end_, coalesce(n.name, ''), m.hedge
 _JOINED = ("tier1_memories m JOIN tier1_containers c ON c.id = m.container "
            "LEFT JOIN tier1_sources s ON s.id = m.source LEFT JOIN tier1_names n "
            "ON n.id = m.subject")  # fmt: skip
+
+
+def _spelled_names(text: str, subject: str) -> set[str] | None:
+    """The names a passage of ``text`` with ``subject`` is found by (as it keeps them),
+    when each is spelled as tier 1 spells a name (:func:`~hirmem.semantic.names.words_of`);
+    else None (a name of other spelling, "o'neil": a memory keeps mention rows of its own)."""
+    names = set(mentions_of(text, subject))
+    return names if all(words_of(n) == n for n in names) else None
 
 
 def _named(text: str, subject: str) -> set[str]:
