@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from hirmem.semantic.claims import ClaimStore, Ontology, Statement, Template
@@ -16,6 +17,7 @@ from hirmem.semantic.extract import RuleExtractor
 from hirmem.semantic.retrieve import Embedder
 from hirmem.semantic.split import SentenceSplitter
 from hirmem.semantic.stages import Pipeline, Result, StageRun
+from hirmem.semantic.stores.packed import Rows
 from hirmem.semantic.substrate import Substrate
 from hirmem.semantic.values import Doc, Origin, doc_id, with_origin
 from hirmem.sql import Connection
@@ -460,9 +462,143 @@ def tier_bytes_per_document(path: Path, n: int) -> float:
 
 
 def test_the_text_tiers_cost_a_few_hundred_bytes_a_short_document(tmp_path: Path) -> None:
-    """Measured here at about 810 bytes a document (1,000 one-line documents: passages,
+    """Measured here at about 770 bytes a document (1,000 one-line documents: passages,
     memories, claims, entities with their indexes, a page or more for each of some forty
-    small tables included); the layouts before this one held the text once per tier and
-    cost about 1,670."""
+    small tables included); 807 before a one-sentence memory shared its passage's vector
+    and mentions, and the layouts before that held the text once per tier and cost about
+    1,670."""
     per_doc = tier_bytes_per_document(tmp_path / "b.db", 1_000)
-    assert per_doc < 1_000, f"{per_doc:.0f} bytes a document"
+    assert per_doc < 800, f"{per_doc:.0f} bytes a document"
+
+
+# ---- dictionaries -------------------------------------------------------------------------------
+
+
+def test_one_dictionary_class_serves_every_tier_and_two_writers_share_its_ids(
+    tmp_path: Path,
+) -> None:
+    """``Words`` takes its column's name (tier 1 and the passages' containers say ``name``),
+    and its ids come from the database: two connections to one file (two writers of one
+    store) read one id per word, and a word the other added first is found, not refused."""
+    from hirmem.semantic.dictionary import Words
+
+    path = tmp_path / "w.db"
+    one, two = sqlite3.connect(path, isolation_level=None), sqlite3.connect(
+        path, isolation_level=None)  # fmt: skip
+    a, b = Words(one, "tier1_names", "name"), Words(two, "tier1_names", "name")
+    assert a.id("ada reyes") == b.id("ada reyes") == 1
+    assert b.id("bo nair") == 2 and a.id("bo nair", create=False) == 2
+    assert a.ids(["bo nair", "ada reyes", "nobody"]) == [1, 2] and a.word(2) == "bo nair"
+    assert [r[1] for r in one.execute("PRAGMA table_info(tier1_names)")] == ["id", "name"]
+    two.execute("BEGIN")
+    two.execute("INSERT INTO tier1_names(name) VALUES ('cy lind')")
+    two.execute("COMMIT")
+    assert a.id("cy lind") == 3  # added by the other writer: found, never a second row
+    with pytest.raises(ValueError, match="plain SQL name"):
+        Words(one, "tier1_names", "name; DROP TABLE x")
+    one.close()
+    two.close()
+
+
+def test_a_memory_that_is_its_passages_span_shares_the_passages_vector(tmp_path: Path) -> None:
+    """A one-sentence text is one passage and one memory over the same span: the memory
+    keeps no vector of its own (an empty blob) and its vector leg ranks it by the
+    passage's, exactly as by its own; a sentence of a longer text keeps its own. A memory
+    whose passage is gone is embedded again when read, never dropped from the leg."""
+    from hirmem.semantic.memories import SHARED, _packed
+
+    e = Embedder()
+    sub = Substrate.open(tmp_path / "s.db", passage_embedder=e)
+    one = "Ada Reyes repairs old bicycles in Kreuzberg."
+    two = "Bo Nair sails on the fjord every weekend. Cy Lind bakes sourdough bread daily."
+    a, b = _say(sub, "mem://one", one, "team"), _say(sub, "mem://two", two, "team")
+    db = sub.memories._db
+    vecs = [bytes(v) for (v,) in db.execute("SELECT vec FROM tier1_memories ORDER BY id")]
+    assert len(vecs) == 3 and [v == SHARED for v in vecs] == [True, False, False]
+    [(pvec,)] = db.execute("SELECT p.vec FROM passages p WHERE p.end_ = ?", (len(one),))
+    assert bytes(pvec) == _packed(e.embed(one))  # the same vector it would have held
+    ids, _, _, mat = sub.memories._fenced({"team"})
+    row = int(np.flatnonzero(ids == sub.memories._find(f"{a}#{_fnv(one)}"))[0])
+    q = e.embed(one)
+    assert abs(float(mat.dot(q)[row]) - float(Rows([_packed(q)], e.dim).dot(q)[0])) < 1e-9
+    # the vector leg alone (a question with no word of the text) still reaches it
+    hits = sub.memories.search("fixing cycles", 3, {"team"}, qvec=np.asarray(q, np.float32))
+    assert hits[0].text == one and hits[0].source == a
+    # its passage rewritten apart from it: read again from its text, not lost
+    db.execute("DELETE FROM passages WHERE doc = (SELECT source FROM tier1_memories WHERE "
+               "length(vec) = 0)")  # fmt: skip
+    sub.memories._cache.clear()
+    hits = sub.memories.search("fixing cycles", 3, {"team"}, qvec=np.asarray(q, np.float32))
+    assert hits[0].text == one
+    assert b  # the two-sentence text's memories kept their own vectors (counted above)
+    sub.close()
+
+
+def _fnv(text: str) -> str:
+    from hirmem.protocol.identity import fnv1a64
+
+    return f"{fnv1a64(text.encode()):016x}"
+
+
+def test_shared_vectors_and_mentions_rank_every_tier1_search_as_copies_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Differential: one store whose one-sentence memories share their passage's vector and
+    mentions, one that keeps copies (sharing switched off); the same searches, flat and
+    scoped to each name (and pairs of names), at two times, give the same memories in the
+    same order with the same scores. The shared store holds fewer mention rows."""
+    import random
+
+    from hirmem.semantic.memories import MENTIONS_SHARED, MemoryIndex
+
+    rng = random.Random(5)
+    people = [*_PEOPLE, "Tom O'Neil", "Jean-Luc Picard"]
+    texts = []
+    for _ in range(120):
+        a, b = rng.sample(people, 2)
+        texts.append(rng.choice([
+            f"{a} works at {rng.choice(_ORGS)}.", f"{a} lives in {rng.choice(_CITIES)}.",
+            f"{a} knows {b} from {rng.choice(_CITIES)}. {b} sails often.",
+            f"{a.split()[0]}: I went to {rng.choice(_CITIES)} with {b}.",
+            f"Maybe {a} moved to {rng.choice(_CITIES)} (or near it) with {b}."]))  # fmt: skip
+    where = [rng.choice(["team", "club"]) if i % 3 else "team" for i in range(len(texts))]
+    stores = []
+    for shared in (True, False):
+        if not shared:
+            monkeypatch.setattr(MemoryIndex, "_passage_of", lambda self, *a: None)
+        sub = Substrate.open(tmp_path / f"{shared}.db", passage_embedder=Embedder())
+        for i, text in enumerate(texts):
+            _say(sub, f"t://{i}", text, where[i])
+        stores.append(sub)
+    on, off = stores
+    flags = [int(f) for (f,) in on.memories._db.execute("SELECT hedged FROM tier1_memories")]
+    assert sum(f & MENTIONS_SHARED != 0 for f in flags) > 40
+    count = "SELECT count(*) FROM tier1_mentions"
+    assert on.memories._db.execute(count).fetchone()[0] < off.memories._db.execute(
+        count).fetchone()[0]  # fmt: skip
+    names = sorted({n for p in people for n in (p.lower(), p.split()[0].lower())})
+    asks = ["Where does she live?", "who works at Initech", "sails with friends", "went to Oslo"]
+    checked = 0
+    for readable in ({"team"}, {"team", "club"}, {"club"}):
+        for q in asks:
+            for scope in [(), *([n] for n in names), *(rng.sample(names, 2) for _ in range(10))]:
+                for at in (None, 2_000):
+                    got = [(h.key, h.text, round(h.score, 12)) for h in on.memories.search(
+                        q, 8, readable, names=scope, at=at)]  # fmt: skip
+                    want = [(h.key, h.text, round(h.score, 12)) for h in off.memories.search(
+                        q, 8, readable, names=scope, at=at)]  # fmt: skip
+                    assert got == want, (readable, q, scope)
+                    checked += bool(got)
+    assert checked > 200
+    for sub in stores:
+        sub.close()
+
+
+def test_a_scoped_read_of_shared_mentions_is_served_by_indexes(tmp_path: Path) -> None:
+    sub = Substrate.open(tmp_path / "s.db", passage_embedder=Embedder())
+    _say(sub, "t://1", "Ada Reyes lives in Oslo.", "team")
+    naming, times = sub.memories._naming(2)
+    assert times == 2
+    plan = _plan(sub.memories._db, naming, ("ada reyes", "oslo") * times)
+    assert "SCAN" not in plan and "tier1_memories_source" in plan, plan
+    sub.close()

@@ -26,36 +26,43 @@ def source_key(source: str) -> int:
 
 
 class Words:
-    """The dictionary table ``table`` on ``db`` (made if missing). The caller holds the
-    store's lock and, for :meth:`id` with ``create``, its write transaction."""
+    """The dictionary table ``table`` on ``db`` (made if missing), its strings in the
+    column ``column`` (the tiers' tables name it ``word`` or ``name``). Every id is read
+    from the database, never remembered by one process: two writers of one store (two
+    fleet nodes on one tenant) share the dictionary. The caller holds the store's lock
+    and, for :meth:`id` with ``create``, its write transaction."""
 
-    def __init__(self, db: Connection, table: str) -> None:
-        if not table.isidentifier():
-            raise ValueError(f"{table!r} is not a plain SQL name")
-        self.db, self.table = db, table
+    def __init__(self, db: Connection, table: str, column: str = "word") -> None:
+        for name in (table, column):
+            if not name.isidentifier():
+                raise ValueError(f"{name!r} is not a plain SQL name")
+        self.db, self.table, self.column = db, table, column
         db.execute(f"CREATE TABLE IF NOT EXISTS {table} "
-                   "(id INTEGER PRIMARY KEY, word TEXT UNIQUE NOT NULL)")  # fmt: skip
+                   f"(id INTEGER PRIMARY KEY, {column} TEXT UNIQUE NOT NULL)")  # fmt: skip
 
     def id(self, word: str, *, create: bool = True) -> int | None:
-        """The integer of ``word``; a new one when it is not held and ``create`` (else None)."""
-        row = self.db.execute(f"SELECT id FROM {self.table} WHERE word = ?", (word,)).fetchone()
-        if row is not None:
-            return int(row[0])
-        if not create:
-            return None
-        cur = self.db.execute(f"INSERT INTO {self.table}(word) VALUES (?)", (word,))
-        return int(cur.lastrowid or 0)
+        """The integer of ``word``; a new one when it is not held and ``create`` (else None).
+        A word another writer added first is found, not added twice."""
+        find = f"SELECT id FROM {self.table} WHERE {self.column} = ?"
+        row = self.db.execute(find, (word,)).fetchone()
+        if row is None and create:
+            self.db.execute(f"INSERT OR IGNORE INTO {self.table}({self.column}) VALUES (?)",
+                            (word,))  # fmt: skip
+            row = self.db.execute(find, (word,)).fetchone()
+        return None if row is None else int(row[0])
 
     def ids(self, words: Collection[str]) -> list[int]:
-        """The integers of those of ``words`` held (in no particular order)."""
+        """The integers of those of ``words`` held, smallest first."""
         if not words:
             return []
         marks = ",".join("?" * len(words))
         return [int(r[0]) for r in self.db.execute(
-            f"SELECT id FROM {self.table} WHERE word IN ({marks})", sorted(words))]  # fmt: skip
+            f"SELECT id FROM {self.table} WHERE {self.column} IN ({marks}) ORDER BY id",
+            sorted(words))]  # fmt: skip
 
     def word(self, wid: int) -> str:
-        row = self.db.execute(f"SELECT word FROM {self.table} WHERE id = ?", (wid,)).fetchone()
+        row = self.db.execute(f"SELECT {self.column} FROM {self.table} WHERE id = ?",
+                              (wid,)).fetchone()  # fmt: skip
         if row is None:
             raise KeyError(f"{self.table} holds no word {wid}")
         return str(row[0])

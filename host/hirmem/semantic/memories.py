@@ -24,17 +24,21 @@ Invariants:
   full-text index, so unreadable rows never weigh on a BM25 statistic) and the vector
   leg scores only the fenced rows. No containers, no memories.
 - Compact: a vector is int8 with one float32 scale per memory, sparse when that is smaller
-  (:func:`~hirmem.semantic.stores.packed.pack`, layouts ``B`` and ``Q``); a
-  sentence's key is not stored (it is its source and the hash of its text: it is found
-  among its source's rows), nor is its text when it is a span of its source document
-  (``MemoryIndex.texts``); containers, subjects and mentioned names are held once and
-  referred to by integer, a source by its 64-bit key (a document id is its own number).
+  (:func:`~hirmem.semantic.stores.packed.pack`, layouts ``B`` and ``Q``), and none at all
+  when the memory is the very span of a passage of its document in the same file (a
+  one-sentence text): it shares the passage's (:data:`SHARED`), and so its mentions when
+  they are the passage's (:data:`MENTIONS_SHARED`); a sentence's key is not stored (it is
+  its source and the hash of its text: it is found among its source's rows), nor is its
+  text when it is a span of its source document (``MemoryIndex.texts``); containers,
+  subjects and mentioned names are held once and referred to by integer, a source by its
+  64-bit key (a document id is its own number).
   Files of the first and of the hash-keyed layouts are rewritten into this one on open,
   and so are vectors of the int8 layouts tier 1 wrote before it used the packed ones.
 - Recall is the fusion by reciprocal rank of a lexical (FTS5 BM25) and a vector (cosine)
   leg, filtered to ``at`` (valid from ≤ at < invalid at) and, when scoped, to memories
   whose subject is, or whose text names (:func:`~hirmem.semantic.passages.entities_in`,
-  kept in ``tier1_mentions``), one of the subject's names.
+  kept in ``tier1_mentions``, or in ``passage_mentions`` when shared), one of the
+  subject's names.
 """
 
 from __future__ import annotations
@@ -44,13 +48,14 @@ import struct
 import threading
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from hirmem.protocol.identity import fnv1a64, fold
 from hirmem.semantic import refusals
-from hirmem.semantic.dictionary import Sources
+from hirmem.semantic.dictionary import Sources, Words
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.extract import PRONOUNS, hedge, stated_interval
 from hirmem.semantic.names import words_of
@@ -60,10 +65,11 @@ from hirmem.semantic.passages import (
     embedder_identity,
     entities_in,
     injection_marker,
+    mentions_of,
 )
 from hirmem.semantic.retrieve import STOP
 from hirmem.semantic.spans import span_text
-from hirmem.semantic.stores.db import Where, open_db
+from hirmem.semantic.stores.db import Where, has_table, open_db
 from hirmem.semantic.stores.packed import (
     INT8,
     SPARSE_INT8,
@@ -82,6 +88,14 @@ CERTAINTIES = ("asserted", "hedged")
 MIN_WORDS = 4  # fewer words are a fragment ("ok sure", "me too"), not a fact
 CANDIDATES = 100  # per leg, before fusion
 KEPT_REFUSALS = refusals.KEPT  # the latest refusals listed; every one is counted
+# the vector column of a memory that is the very span of one of its document's passages:
+# it shares the passage's vector (the same text, the same embedder, the same packing)
+# rather than holding a copy; an empty blob costs no byte and needs no change of schema
+SHARED = b""
+# bits of a memory's ``hedged`` column: stated with a hedge; and its mentions are its
+# passage's (the very span of its passage, naming the very same names: tier 1 keeps no
+# mention rows of its own for it, and a scoped read finds it through the passage's)
+HEDGED, MENTIONS_SHARED = 1, 2
 
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 _TERM = re.compile(r"[^\W_]+", re.UNICODE)
@@ -241,21 +255,26 @@ class MemoryIndex:
         self.texts = texts
         self._lock = threading.RLock()
         self._cache: dict[tuple[str, ...], Timed] = {}
+        self._beside_passages = False  # whether the passages share this file (once seen)
         self._db = open_db(path, "memories")
         self._lex = lexical_of(self._db, "tier1_memories", "id")
         legacy = self._legacy_rows()
         hashed = self._hashed_rows()
         self._db.executescript(_SCHEMA)
         self._sources = Sources(self._db, "tier1_sources", lambda name: _hash(name))
+        self._names = Words(self._db, "tier1_names", "name")
+        self._containers = Words(self._db, "tier1_containers", "name")
         if hashed:
             self._rewrite(hashed)
         self._repack_old_vectors()
         me = embedder_identity(embedder)
         held = self._db.execute("SELECT value FROM tier1_meta WHERE key = 'embedder'").fetchone()
         if held is not None and held[0] != me:  # vectors of one space only
+            # (a vector shared with the passage of the same span follows the passage, which
+            # embeds its own again)
             rows = self._db.execute("SELECT m.id, m.text, m.start, m.end_, m.source, s.name "
                                     "FROM tier1_memories m LEFT JOIN tier1_sources s ON "
-                                    "s.id = m.source").fetchall()  # fmt: skip
+                                    "s.id = m.source WHERE length(m.vec) > 0").fetchall()
             seen: dict[str, str | None] = {}
             self._db.executemany("UPDATE tier1_memories SET vec = ? WHERE id = ?", [
                 (_packed(embedder.embed(self._text(self._sources.name(k, src, joined=True), t, a, b,
@@ -313,7 +332,7 @@ class MemoryIndex:
 
     def _subject_id(self, subject: str) -> int:
         """The integer a memory's subject (folded) is kept as; 0 for none."""
-        return self._interned("tier1_names", subject) if subject else 0
+        return self._word(self._names, subject) if subject else 0
 
     def _text(self, source: str, text: object, start: int, end: int,
               seen: dict[str, str | None]) -> str:  # fmt: skip
@@ -412,19 +431,27 @@ class MemoryIndex:
         at = -1 if whole is None else whole.find(note.text)
         span = (at, at + len(note.text)) if at >= 0 else (0, 0)
         subject = " ".join(fold(note.subject).split())
+        source = self._source(note.source)
+        flags = HEDGED if note.certainty == "hedged" else 0
+        named = _named(note.text, note.subject)
+        passage = self._passage_of(source, *span) if at >= 0 else None
+        if passage is not None:
+            vec = SHARED  # the passage of this very span holds this very vector
+            if _spelled_names(note.text, passage[1]) == named:
+                flags, named = flags | MENTIONS_SHARED, set()
         cur = self._db.execute(
             "INSERT INTO tier1_memories (id, key, container, source, subject, text, start, "
             "end_, hedged, valid_from, invalid_at, said_at, vec) "
             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (held, note.key or None, self._interned("tier1_containers", note.container),
-             self._source(note.source), self._subject_id(subject),
-             None if at >= 0 else note.text, *span, int(note.certainty == "hedged"),
+            (held, note.key or None, self._word(self._containers, note.container),
+             source, self._subject_id(subject),
+             None if at >= 0 else note.text, *span, flags,
              note.valid_from, end, note.said_at, vec),
         )  # fmt: skip
         mid = int(cur.lastrowid or 0)
         self._db.executemany("INSERT OR IGNORE INTO tier1_mentions VALUES (?, ?)",
-                             [(self._interned("tier1_names", n), mid)
-                              for n in sorted(_named(note.text, note.subject))])  # fmt: skip
+                             [(self._word(self._names, n), mid)
+                              for n in sorted(named)])  # fmt: skip
         terms = self._terms_table(note.container, create=True)
         self._lex.add(str(terms), mid, note.text, fold(note.subject))
         return mid
@@ -447,26 +474,51 @@ class MemoryIndex:
                 return int(mid)
         return None
 
+    def _passage_of(self, source: int, start: int, end: int) -> tuple[int, str] | None:
+        """The passage that is the span [start, end) of document ``source`` and its subject
+        (folded), when the passages share this store's file (a composing substrate's) and
+        hold one. One statement: on PostgreSQL each is a round trip."""
+        if not self._passages_here():
+            return None
+        row = self._db.execute("SELECT p.id, coalesce(n.word, '') FROM passages p LEFT JOIN "
+                               "passage_names n ON n.id = p.subject WHERE p.doc = ? AND "
+                               "p.start = ? AND p.end_ = ? AND p.text IS NULL",
+                               (source, start, end)).fetchone()  # fmt: skip
+        return None if row is None else (int(row[0]), str(row[1]))
+
+    def _naming(self, n: int) -> tuple[str, int]:
+        """The query of the ids of the memories naming one of ``n`` names (spelled by
+        :func:`~hirmem.semantic.names.words_of`), and how many times it takes the names:
+        through tier 1's own mentions, and through the passages' for memories that share
+        them (:data:`MENTIONS_SHARED`)."""
+        marks = ",".join("?" * n)
+        own = ("SELECT t.memory FROM tier1_mentions t JOIN tier1_names n ON n.id = t.entity "
+               f"WHERE n.name IN ({marks})")
+        if not self._passages_here():
+            return own, 1
+        return (f"{own} UNION SELECT s.id FROM passage_names pn JOIN passage_mentions pm ON "
+                "pm.entity = pn.id JOIN passages p ON p.id = pm.passage JOIN tier1_memories s "
+                "ON s.source = p.doc AND s.start = p.start AND s.end_ = p.end_ AND "
+                f"(s.hedged & {MENTIONS_SHARED}) != 0 WHERE pn.word IN ({marks})", 2)
+
+    def _passages_here(self) -> bool:
+        """Whether the passages share this store's file (a composing substrate's)."""
+        if not self._beside_passages:
+            self._beside_passages = has_table(self._db, "passages")
+        return self._beside_passages
+
     def _source(self, name: str) -> int:
         """The id of source ``name``: a document id's own number, else the hash of its
         name (kept in ``tier1_sources``); two names of one id refused."""
         return self._sources.key(name)
 
-    def _interned(self, table: str, name: str) -> int:
-        """The id of ``name`` in ``table`` (containers, sources, names: each string kept
-        once, the rows that repeat it hold an integer)."""
-        row = self._db.execute(f"SELECT id FROM {table} WHERE name = ?", (name,)).fetchone()
-        if row is not None:
-            return int(row[0])
-        return int(self._db.execute(f"INSERT INTO {table}(name) VALUES (?)",
-                                    (name,)).lastrowid or 0)  # fmt: skip
-
-    def _ids(self, table: str, names: Collection[str]) -> list[int]:
-        if not names:
-            return []
-        marks = ",".join("?" * len(names))
-        return [int(r[0]) for r in self._db.execute(
-            f"SELECT id FROM {table} WHERE name IN ({marks}) ORDER BY id", sorted(names))]
+    @staticmethod
+    def _word(words: Words, name: str) -> int:
+        """The id of ``name`` in the dictionary ``words`` (containers and names: each
+        string kept once, the rows that repeat it hold an integer), added when new."""
+        wid = words.id(name)
+        assert wid is not None
+        return wid
 
     @staticmethod
     def _refusal(note: Note) -> str:
@@ -530,7 +582,7 @@ class MemoryIndex:
             "tier1_sources s ON s.id = m.source LEFT JOIN tier1_names n ON n.id = m.subject "
             "WHERE m.id = ?", (mid,)).fetchone()  # fmt: skip
         text = self._text(self._sources.name(key, spelled, joined=True), text, start, end, seen)
-        named = self._ids("tier1_names", _named(text, subject))
+        named = self._names.ids(_named(text, subject))
         self._db.executemany("DELETE FROM tier1_mentions WHERE entity = ? AND memory = ?",
                              [(n, mid) for n in named])  # fmt: skip
         terms = self._terms_table(container, create=False)
@@ -539,14 +591,10 @@ class MemoryIndex:
 
     def _terms_table(self, container: str, *, create: bool) -> str | None:
         """The container's own full-text index (BM25 statistics from that container only)."""
-        row = self._db.execute("SELECT id FROM tier1_containers WHERE name = ?",
-                               (container,)).fetchone()  # fmt: skip
-        if row is None:
-            if not create:
-                return None
-            row = (self._db.execute("INSERT INTO tier1_containers(name) VALUES (?)",
-                                    (container,)).lastrowid,)  # fmt: skip
-        name = f"tier1_terms_{int(row[0])}"
+        cid = self._containers.id(container, create=create)
+        if cid is None:
+            return None
+        name = f"tier1_terms_{cid}"
         if create:
             self._lex.create(name)
         return name
@@ -587,7 +635,7 @@ class MemoryIndex:
         if not readable or k <= 0:
             return []
         with self._lock:
-            fenced = self._ids("tier1_containers", readable)
+            fenced = self._containers.ids(readable)
         if not fenced:
             return []
         where = f"m.container IN ({','.join('?' * len(fenced))})"
@@ -598,9 +646,9 @@ class MemoryIndex:
             args += [at, at]
         scoped = sorted({words_of(n) for n in names} - {""})
         if scoped:
-            where += (" AND m.id IN (SELECT t.memory FROM tier1_mentions t JOIN tier1_names n "
-                      f"ON n.id = t.entity WHERE n.name IN ({','.join('?' * len(scoped))}))")
-            args += scoped
+            naming, times = self._naming(len(scoped))
+            where += f" AND m.id IN ({naming})"
+            args += scoped * times
         asked = [t for t in _TERM.findall(question.lower()) if len(t) > 1]
         # function words match nearly every memory and rank none: the lexical leg reads
         # the question's content words (all of them when it has no other)
@@ -633,7 +681,7 @@ class MemoryIndex:
         text = self._text(source, text, int(str(start)), int(str(end)), seen)
         key = key or f"{source}#{fnv1a64(text.encode()):016x}"  # a sentence's own key
         return MemoryHit(int(str(mid)), str(key), text, str(subject),
-                         CERTAINTIES[1] if hedged else CERTAINTIES[0],
+                         CERTAINTIES[1] if int(str(hedged)) & HEDGED else CERTAINTIES[0],
                          str(container), str(source), int(str(vf)), int(str(ia)),
                          int(str(said)), score)  # fmt: skip
 
@@ -668,9 +716,8 @@ class MemoryIndex:
         if at is not None:
             keep &= ((vf == 0) | (vf <= at)) & ((ia == 0) | (at < ia))
         if scoped:
-            named = [r[0] for r in self._db.execute(
-                "SELECT t.memory FROM tier1_mentions t JOIN tier1_names n ON n.id = t.entity "
-                f"WHERE n.name IN ({','.join('?' * len(scoped))})", list(scoped))]  # fmt: skip
+            naming, times = self._naming(len(scoped))
+            named = [r[0] for r in self._db.execute(naming, list(scoped) * times)]
             keep &= np.isin(ids, np.asarray(named, dtype=np.int64))
         rows = np.flatnonzero(keep)
         if not len(rows):
@@ -691,10 +738,12 @@ class MemoryIndex:
         held = self._cache.get(key)
         if held is not None:
             return held
-        fenced = self._ids("tier1_containers", readable)
+        fenced = self._containers.ids(readable)
+        marks = ",".join("?" * len(fenced))
         rows = self._db.execute(f"SELECT id, valid_from, invalid_at, vec FROM tier1_memories "
-                                f"WHERE container IN ({','.join('?' * len(fenced))}) ORDER BY id",
-                                fenced).fetchall()  # fmt: skip
+                                f"WHERE container IN ({marks}) ORDER BY id", fenced).fetchall()
+        if any(not r[3] for r in rows):
+            rows = self._with_shared(rows)
         out = timed_rows(rows, self.embedder.dim)
         if len(self._cache) >= 8:
             self._cache.clear()
@@ -702,11 +751,42 @@ class MemoryIndex:
         return out
 
 
+    def _with_shared(self, rows: list[Any]) -> list[tuple[object, ...]]:
+        """``rows`` with each vector shared with a passage read from that passage; one whose
+        passage is gone (the file's passages rewritten apart from it) embedded again from
+        its text, so no memory ever drops out of the vector leg."""
+        shared = [int(r[0]) for r in rows if not r[3]]
+        held: dict[int, bytes] = {}
+        for at in range(0, len(shared), 500):
+            chunk = shared[at : at + 500]
+            held.update((int(i), bytes(v)) for i, v in self._db.execute(
+                "SELECT m.id, p.vec FROM tier1_memories m JOIN passages p ON p.doc = m.source "
+                "AND p.start = m.start AND p.end_ = m.end_ AND p.text IS NULL WHERE m.id IN "
+                f"({','.join('?' * len(chunk))})", chunk))  # fmt: skip
+        seen: dict[str, str | None] = {}
+        for mid in shared:
+            if mid not in held:
+                _, _, text, start, end, _, _, _, skey, spelled, *_ = self._db.execute(
+                    f"SELECT {_COLUMNS} FROM {_JOINED} WHERE m.id = ?", (mid,)).fetchone()
+                source = self._sources.name(int(skey), spelled, joined=True)
+                held[mid] = _packed(self.embedder.embed(
+                    self._text(source, text, int(start), int(end), seen)))  # fmt: skip
+        return [(r[0], r[1], r[2], r[3] or held[int(r[0])]) for r in rows]
+
+
 _COLUMNS = ("m.id, m.key, m.text, m.start, m.end_, coalesce(n.name, ''), m.hedged, c.name, "
             "m.source, s.name, m.valid_from, m.invalid_at, m.said_at")  # fmt: skip
 _JOINED = ("tier1_memories m JOIN tier1_containers c ON c.id = m.container "
            "LEFT JOIN tier1_sources s ON s.id = m.source LEFT JOIN tier1_names n "
            "ON n.id = m.subject")  # fmt: skip
+
+
+def _spelled_names(text: str, subject: str) -> set[str] | None:
+    """The names a passage of ``text`` with ``subject`` is found by (as it keeps them),
+    when each is spelled as tier 1 spells a name (:func:`~hirmem.semantic.names.words_of`);
+    else None (a name of other spelling, "o'neil": a memory keeps mention rows of its own)."""
+    names = set(mentions_of(text, subject))
+    return names if all(words_of(n) == n for n in names) else None
 
 
 def _named(text: str, subject: str) -> set[str]:

@@ -70,6 +70,7 @@ __all__ = [
     "embedder_identity",
     "entities_in",
     "injection_marker",
+    "mentions_of",
     "passages_of",
     "query_terms",
 ]
@@ -319,6 +320,7 @@ class PassageIndex:
         earlier = self._earlier_rows()
         self._db.executescript(_SCHEMA)
         self._names_of = Words(self._db, "passage_names")
+        self._containers = Words(self._db, "passage_containers", "name")
         self._docs = Sources(self._db, "passage_docs", source_key)
         if earlier is not None:
             self._rewrite(*earlier)
@@ -366,12 +368,9 @@ class PassageIndex:
         return wid
 
     def _container_id(self, container: str) -> int:
-        row = self._db.execute("SELECT id FROM passage_containers WHERE name = ?",
-                               (container,)).fetchone()  # fmt: skip
-        if row is not None:
-            return int(row[0])
-        cur = self._db.execute("INSERT INTO passage_containers(name) VALUES (?)", (container,))
-        return int(cur.lastrowid or 0)
+        cid = self._containers.id(container)
+        assert cid is not None
+        return cid
 
     def _text(self, doc: str, text: object, start: int, end: int,
               seen: dict[str, str | None] | None = None) -> str:  # fmt: skip
@@ -383,12 +382,10 @@ class PassageIndex:
 
     def _fence(self, readable: Collection[str]) -> tuple[str, list[object]]:
         """The container predicate every query starts from (over the containers' ids)."""
-        ids = [] if not readable else [int(r[0]) for r in self._db.execute(
-            f"SELECT id FROM passage_containers WHERE name IN ({','.join('?' * len(readable))})",
-            sorted(readable))]  # fmt: skip
+        ids = self._containers.ids(readable)
         if not ids:
             return "0 = 1", []
-        return f"p.container IN ({','.join('?' * len(ids))})", list(sorted(ids))
+        return f"p.container IN ({','.join('?' * len(ids))})", list[object](ids)
 
     def _settle_embedder(self) -> int:
         """Vectors of one embedder only: a store written with another (MiniLM installed
@@ -477,7 +474,7 @@ class PassageIndex:
                     self._db.executemany(
                         "INSERT OR IGNORE INTO passage_mentions VALUES (?, ?, ?)",
                         [(self._name_id(e), pid, int(st))
-                         for e, st in _mentioned(piece, subject).items()])  # fmt: skip
+                         for e, st in mentions_of(piece, subject).items()])  # fmt: skip
                     ids.append(pid)
                 self._db.execute("COMMIT")
             except BaseException:
@@ -508,7 +505,7 @@ class PassageIndex:
             text = self._text(doc, text, start, end, seen)
             terms = self._terms_table(container, create=False)
             self._lex.remove(str(terms), pid, text, subject)
-            named = self._names_of.ids(_mentioned(text, subject))
+            named = self._names_of.ids(mentions_of(text, subject))
             self._db.executemany("DELETE FROM passage_mentions WHERE entity = ? AND passage = ?",
                                  [(e, pid) for e in named])  # fmt: skip
         self._db.execute("DELETE FROM passages WHERE doc = ?", (key,))
@@ -682,14 +679,10 @@ class PassageIndex:
         """The container's own full-text index. Each container keeps its own, so the term
         statistics BM25 ranks by (how rare a word is, how long passages are) come from that
         container alone: rows a reader cannot read never weigh on a rank."""
-        row = self._db.execute("SELECT id FROM passage_containers WHERE name = ?",
-                               (container,)).fetchone()  # fmt: skip
-        if row is None:
-            if not create:
-                return None
-            cur = self._db.execute("INSERT INTO passage_containers(name) VALUES (?)", (container,))
-            row = (cur.lastrowid,)
-        name = f"passage_terms_{int(row[0])}"
+        cid = self._containers.id(container, create=create)
+        if cid is None:
+            return None
+        name = f"passage_terms_{cid}"
         if create:
             self._lex.create(name)
         return name
@@ -786,7 +779,7 @@ def _naming_sql(n: int) -> str:
             f"ON n.id = m.entity WHERE n.word IN ({marks}))")
 
 
-def _mentioned(piece: str, subject: str) -> dict[str, bool]:
+def mentions_of(piece: str, subject: str) -> dict[str, bool]:
     """The names a passage mentions (folded), each strong or weak: its subject's and
     those its text writes (:func:`entities_in`)."""
     strong, weak = entities_in(piece)
