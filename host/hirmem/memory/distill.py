@@ -281,8 +281,11 @@ def _key(engine: MemoryEngine, m: Episode) -> Key:
     return form, m.device, m.subject, m.attribute, value_key
 
 
-def _open_distillate(engine: MemoryEngine, m: Episode, read: Read | None = None) -> Distillate:
-    key = _key(engine, m)
+def _open_distillate(
+    engine: MemoryEngine, m: Episode, read: Read | None = None, key: Key | None = None
+) -> Distillate:
+    """The open window episode ``m`` feeds (``key``: its :func:`_key`, when known)."""
+    key = _key(engine, m) if key is None else key
     form, device, subject, attribute, value_key = key
     found = _read_open(engine, key, read, keep=False)
     prev = ""
@@ -734,8 +737,8 @@ def on_episodes(
         deferred = []
         pack.positions = {m.id: k for k, m in enumerate(ms)}
     try:
-        for group in groups.values():
-            _distil_group(engine, group, pack, deferred, read)
+        for key, group in groups.items():
+            _distil_group(engine, key, group, pack, deferred, read)
         if pack is not None and deferred:
             pack.steps += _steps_of(engine, pack, deferred)
     except BaseException:
@@ -758,10 +761,10 @@ def _fits(d: Distillate, m: Episode, engine: MemoryEngine) -> bool:
 
 
 def _distil_group(
-    engine: MemoryEngine, group: list[Episode], pack: PackDistillation | None,
+    engine: MemoryEngine, key: Key, group: list[Episode], pack: PackDistillation | None,
     deferred: Deferred | None, read: Read | None,
 ) -> None:  # fmt: skip
-    """Episodes of one key, in order (see :func:`on_episodes`)."""
+    """Episodes of one ``key``, in order (see :func:`on_episodes`)."""
     d: Distillate | None = None
     pending: list[tuple[Episode, bool]] = []  # absorbed, their pattern not yet written
     for m in group:
@@ -770,7 +773,7 @@ def _distil_group(
             _reinforce(engine, d, pending, deferred)
             d, pending = None, []
         if d is None:
-            d = _open_distillate(engine, m, read)  # closes a full or late window
+            d = _open_distillate(engine, m, read, key)  # closes a full or late window
         agrees = _absorb(d, m, engine)
         if d.memory_id:
             pending.append((m, agrees))
