@@ -1092,12 +1092,18 @@ class MemoryEngine:
         """Keep (t, strength) per memory in its ring of ``history_points`` time buckets:
         inside a transaction, written when it commits (every point of a follow batch —
         its packs' admissions and their patterns' steps — with one statement)."""
-        if len(rowids) == 0:
+        if len(rowids):
+            self._record_points(rowids.tolist(), t, strength.tolist(), cause)
+
+    def _record_points(
+        self, rowids: Sequence[int], t: float, strength: Sequence[float], cause: int
+    ) -> None:
+        """:meth:`_record_history` of plain numbers (a pack's rows hold them so)."""
+        if not rowids:
             return
         cfg = self.config
         slot = int(t // cfg.history_bucket_s) % cfg.history_points
-        points = zip(rowids.tolist(), strength.tolist(), strict=True)
-        self._history += [(r, slot, t, m, cause) for r, m in points]
+        self._history += [(r, slot, t, m, cause) for r, m in zip(rowids, strength, strict=True)]
         # held back only by the writer's own running transaction
         if not (self.store.in_transaction and self.store.writer.held()) or (
             len(self._history) >= HISTORY_PENDING
@@ -1126,11 +1132,13 @@ class MemoryEngine:
         strength points, and their places in the index when it is loaded (appended as
         columns: their rowids are new; an index not loaded yet reads the rows itself)."""
         n = len(rows)
-        rowids = np.fromiter((row[0] for row in rows), np.int64, n)
-        strength = np.fromiter((row[_ADMIT_AT["strength"]] for row in rows), np.float64, n)
-        self._record_history(rowids, now, strength, HISTORY_ADMIT)
+        at = _ADMIT_AT["strength"]
+        rowid_list, strength_list = [row[0] for row in rows], [row[at] for row in rows]
+        self._record_points(rowid_list, now, strength_list, HISTORY_ADMIT)
         if self._index is None or not n:
             return
+        rowids = np.array(rowid_list, dtype=np.int64)
+        strength = np.array(strength_list, dtype=np.float64)
         cols = {name: [row[k] for row in rows] for name, k in _ADMIT_AT.items()
                 if name in _INDEXED}  # fmt: skip
         if State.VOLATILE in cols["state"]:
@@ -1149,13 +1157,13 @@ class MemoryEngine:
         """Rows whose strength was written in SQL (patterns' steps: rowid, id, strength,
         last access, decayed at, trust): their history points, and their columns in the
         index when it is loaded (a row it does not hold yet is read whole)."""
-        rowids = np.array([mv[0] for mv in moved], dtype=np.int64)
-        self._record_history(rowids, t, np.array([mv[2] for mv in moved]), HISTORY_PRESSURE)
+        rowids = [mv[0] for mv in moved]
+        self._record_points(rowids, t, [mv[2] for mv in moved], HISTORY_PRESSURE)
         if self._index is not None:
             _, ids, strength, last_access, decayed_at, trust = zip(*moved, strict=True)
-            missing = set(self._index.set_strengths(rowids.tolist(), strength, last_access,
+            missing = set(self._index.set_strengths(rowids, strength, last_access,
                                                     decayed_at, trust))  # fmt: skip
-            for rowid, memory_id in zip(rowids.tolist(), ids, strict=True):
+            for rowid, memory_id in zip(rowids, ids, strict=True):
                 if rowid in missing:
                     self._index.upsert(rowid, self.require(memory_id))
 

@@ -68,7 +68,9 @@ def layer_for(state: State, kind: str, current: Layer, episode: bool = False) ->
 def memory_text(payload: bytes, subject: str, attribute: str, value: str) -> str:
     """The text an embedder sees: the payload (UTF-8, lenient) and structured parts."""
     body = payload.decode("utf-8", errors="replace")
-    extra = " ".join(p for p in (subject, attribute, value) if p)
+    if subject and attribute and value:  # (a reading, a fact: all three; no generator)
+        return f"{body} {subject} {attribute} {value}".strip()
+    extra = " ".join([p for p in (subject, attribute, value) if p])
     return f"{body} {extra}".strip() if extra else body
 
 

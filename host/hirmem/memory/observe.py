@@ -123,13 +123,16 @@ def _read(data: dict[str, object], source: str) -> Described | None:
         if all(_scalar(p) for p in parts):
             s, a, v = (str(p) for p in parts)
             return Described("fact", _name(s), _name(a), v, data.get("negated") is True)
-    action, outcome = data.get("action"), data.get("outcome")
-    steps = [action] if isinstance(action, str) else action
-    if (
-        isinstance(steps, list) and steps and all(isinstance(x, str) for x in steps)
-        and isinstance(outcome, str) and outcome.strip()
-    ):  # fmt: skip
-        return Described("action", " → ".join(fold(x) for x in steps), "outcome", fold(outcome))
+    action = data.get("action")
+    if action is not None:  # (a reading has none: one look-up)
+        outcome = data.get("outcome")
+        steps = [action] if isinstance(action, str) else action
+        if (
+            isinstance(steps, list) and steps and all(isinstance(x, str) for x in steps)
+            and isinstance(outcome, str) and outcome.strip()
+        ):  # fmt: skip
+            return Described("action", " → ".join(fold(x) for x in steps), "outcome",
+                             fold(outcome))  # fmt: skip
     for key, field_value in data.items():
         if key in COUNTER_FIELDS or isinstance(field_value, bool):
             continue
