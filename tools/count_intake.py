@@ -10,7 +10,8 @@ one pack, without the interpreter's start, the imports and the warm-up. The same
 two counts of the packs' Ed25519 verifications alone give that share (the floor the
 rest is measured against). ``--read`` also reads every stored pack back as the memory
 follow does (``packs_since``). Wall and CPU times of a loaded machine vary by tens of
-per cent from run to run; these counts do not (to a few hundred instructions).
+per cent from run to run; these counts do not (the children run with one hash seed:
+string hashing otherwise moves them by a few per cent between runs).
 
 Needs ``valgrind``. The packs are signed once, in this process, and handed to the
 counted children in a temporary file.
@@ -71,7 +72,7 @@ def instructions(packs_file: Path, count: int, what: str) -> int:
     run = subprocess.run(
         ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
          sys.executable, __file__, "--child", str(packs_file), str(count), what],
-        capture_output=True, text=True, env=os.environ.copy(), check=False,
+        capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"}, check=False,
     )  # fmt: skip
     found = re.search(r"I\s+refs:\s+([\d,]+)", run.stderr)
     if run.returncode != 0 or found is None:
