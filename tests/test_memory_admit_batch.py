@@ -101,9 +101,8 @@ def test_a_batch_admits_what_its_packs_admit_one_after_the_other(seed: int) -> N
 
 def test_an_id_in_the_hosts_space_is_looked_up_at_its_packs_turn() -> None:
     """A device whose record ids fall in the host's own id space (the ids it gives the
-    patterns it derives): a pattern derived by an earlier pack of the batch holds the
-    id by the time the later pack comes (boot 0, the host's numbering), so that record
-    is a conflict, as pack by pack."""
+    patterns it derives, here a device named as the host, boot 0 and 1): every such
+    record is a conflict (the space is reserved), in the batch as pack by pack."""
     config = MemoryConfig()
     device = HOST_ID
     key = derive_test_key("admit batch host space")

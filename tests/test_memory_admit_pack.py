@@ -674,3 +674,48 @@ def test_a_baseline_is_the_statistics_as_they_were_read() -> None:
     assert got == then
     assert any(distill.baseline(e, DEV.hex(), k, "t") != s for k, s in then.items())
     e.close()
+
+
+def _readings_of(device: bytes, first: int, n: int, link: bytes) -> list[Record]:
+    """GREEN readings of one sensor, numbered from ``first`` in boot 0."""
+    out = []
+    for k in range(first, first + n):
+        rec = Record.capture(record_id(device, 0, k),
+                             json.dumps({"sensor": "temp0", "t": 21.0 + k / 100}).encode(),
+                             "cam", int(T0 * 1000) + 1000 * k, CONTEXT, 0x0FFF, 0x10000,
+                             0xE666, 0x8000, link)  # fmt: skip
+        out.append(rec)
+        link = rec.hash
+    return out
+
+
+def test_a_device_named_as_the_host_never_takes_an_id_the_host_gives() -> None:
+    """A device whose id is the host's id prefix numbers its records (boot 0) in the very
+    space the host numbers the patterns it derives: its records are conflicts (the space
+    is reserved), never a failed insert that would stop the other devices' packs; and an
+    id already held there (a store written before this rule) is skipped, not reused."""
+    from hirmem.memory.engine import HOST_ID
+
+    clock = Clock()
+    engine = MemoryEngine(":memory:", MemoryConfig(), clock=clock)
+    rogue = _readings_of(HOST_ID, 1, 16, GENESIS)
+    for p in range(0, 16, 8):
+        clock.t = T0 + p
+        got = admit_pack(engine, rogue[p : p + 8], HOST_ID, KEY.kid,
+                         GENESIS if p == 0 else rogue[p - 1].hash)  # fmt: skip
+        assert got.conflicts == [r.id.hex() for r in rogue[p : p + 8]]
+        assert not (got.admitted or got.quarantined)
+    assert engine.store.count("1 = 1") == 0
+    honest = _readings_of(DEV, 1, 8, GENESIS)
+    clock.t = T0 + 100
+    got = admit_pack(engine, honest, DEV, KEY.kid, GENESIS)  # a pattern is born for DEV
+    assert sorted(got.admitted + got.quarantined) == sorted(r.id.hex() for r in honest)
+    first = engine.store.select("kind IN ('pattern', 'procedure')")
+    assert [m.id for m in first] == [(HOST_ID + (1).to_bytes(8, "big")).hex()]
+    # a row already holding the host's next id (written before the rule): skipped
+    engine.store.insert(dataclasses.replace(first[0], id=(HOST_ID + (2).to_bytes(8, "big")).hex()))
+    other = bytes.fromhex("5e5e5e5e5e5e5e02")
+    clock.t = T0 + 200
+    admit_pack(engine, _readings_of(other, 1, 8, GENESIS), other, KEY.kid, GENESIS)
+    ids = {m.id for m in engine.store.select("kind IN ('pattern', 'procedure')")}
+    assert (HOST_ID + (3).to_bytes(8, "big")).hex() in ids

@@ -384,7 +384,8 @@ def _run(engine: MemoryEngine, args: argparse.Namespace) -> int:
         if fr.conflicts:
             listed = ", ".join(fr.conflicts[:5]) + (" ..." if len(fr.conflicts) > 5 else "")
             print(f"warning: {len(fr.conflicts)} records not admitted: their id is held by a "
-                  f"different record (a device reused ids; hirmem intake lists them): {listed}")
+                  f"different record or fall in the host's reserved id space (a device reused "
+                  f"ids or is named as the host; hirmem intake lists them): {listed}")
         return 0
     if cmd == "checkpoint":
         engine.checkpoint()

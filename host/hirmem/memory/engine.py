@@ -408,9 +408,17 @@ class MemoryEngine:
 
     # -- stage 1: capture ---------------------------------------------------------------
     def _next_host_id(self) -> bytes:
-        seq = int(self.store.meta("host_seq", "0") or "0") + 1
+        """The next free id in the host's space. A device whose own id is the host's
+        prefix numbers its records in that space too: an id one of its records holds
+        is skipped (its record came first), never inserted twice."""
+        seq = int(self.store.meta("host_seq", "0") or "0")
+        while True:
+            seq += 1
+            rid = HOST_ID + seq.to_bytes(8, "big")
+            if not self.store.hashes_of([rid.hex()]):
+                break
         self.store.set_meta("host_seq", str(seq))
-        return HOST_ID + seq.to_bytes(8, "big")
+        return rid
 
     def capture(
         self,

@@ -231,6 +231,9 @@ def _embed(engine: MemoryEngine, texts: list[str]) -> np.ndarray[Any, np.dtype[n
                            for k in range(0, len(texts), EMBED_CHUNK)])  # fmt: skip
 
 
+_HOST_PREFIX = HOST_ID.hex()
+
+
 def _read_packs(
     engine: MemoryEngine, packs: Sequence[PackIn], checked: bool
 ) -> list[tuple[IntakeReport, list[_Fresh]]]:
@@ -258,6 +261,11 @@ def _read_packs(
                 )  # once for both checks that need it
                 problem = check_record(rec, device_id, link, intact)
             link = rec.hash
+            if mid.startswith(_HOST_PREFIX):
+                # the host's own id space (the patterns it derives): reserved, so a device
+                # whose id is the host's prefix never takes an id the host will give
+                report.conflicts.append(mid)
+                continue
             if mid in held:
                 (report.duplicates if held[mid] == rec.hash else report.conflicts).append(mid)
                 continue
@@ -274,8 +282,6 @@ def _read_packs(
     return out
 
 
-_HOST_PREFIX = HOST_ID.hex()
-
 
 def _admit_read(
     engine: MemoryEngine, report: IntakeReport, records: list[_Fresh], pack: PackIn,
@@ -284,18 +290,8 @@ def _admit_read(
     """One pack's fresh records (:func:`_read_packs`), in its transaction: runs of those
     that contradict and revise nothing admitted together, each stated fact alone."""
     device, key_id = pack.device_id.hex(), pack.kid.hex()
-    host = _HOST_PREFIX
     with engine.store.transaction():
         now = engine.clock()
-        if any(f.mid.startswith(host) for f in records):
-            # an id in the host's own space: a memory the batch's packs before this one
-            # derived may hold it since the batch's look-up (the host names those)
-            held = engine.store.hashes_of([f.mid for f in records if f.mid.startswith(host)])
-            for f in records:
-                if f.mid in held:
-                    digest = held[f.mid]
-                    (report.duplicates if digest == f.rec.hash else report.conflicts).append(f.mid)
-            records = [f for f in records if f.mid not in held]
         run: list[_Fresh] = []
         for f in records:
             if f.at < 0:
