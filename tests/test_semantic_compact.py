@@ -256,7 +256,7 @@ def test_chunks_are_kept_by_reference_and_read_back_as_they_were(tmp_path: Path)
         digest = rng.choice(["ab" * 32, hashlib.sha256(text.encode()).hexdigest()])
         org = Origin(rng.choice([f"mem://{d}", "file:/x"]), 0,
                      len(text.encode()) + rng.choice([0, 0, 1]), step, digest,
-                     "text/plain")  # fmt: skip
+                     rng.choice(["text/plain", "text/plain", "text/markdown", "0"]))  # fmt: skip
         meta = rng.choice([{"n": step}, with_origin({"container": "c"}, org),
                            {"origin": [0, 1, 2, 3, 4, 5]}, {"origin": {"ref": 0}}])
         doc = Doc(d, f"mem://{d}", text, meta)
@@ -275,6 +275,14 @@ def test_chunks_are_kept_by_reference_and_read_back_as_they_were(tmp_path: Path)
     assert any(m.startswith("~") for m in metas) and any(m.startswith("{") for m in metas)
     assert any(m.startswith("^[") for m in metas)  # and a usual record's fields by place
     assert not any("mem://" in m for m in metas if m[0] in "~^")  # the source, held once
+    assert not any("text/plain" in m for m in metas if m[0] == "^")  # the usual type, as 0
+    # a row written before the usual type was 0 reads as it did
+    org = Origin("mem://old", 0, 5, 1, hashlib.sha256(b"hello").hexdigest(), "text/plain")
+    old = Doc("0123456789abcdef", "mem://old", "hello", with_origin({"container": "c"}, org))
+    con.execute("INSERT INTO docs_compact (key, name, source, text, meta, cuts) VALUES "
+                "(?, NULL, ?, ?, ?, NULL)", (0x0123456789ABCDEF, old.source, old.text,
+                                             '^[0,0,1,"text/plain","c"]'))  # fmt: skip
+    assert store.get(old.id) == old
     cuts = [c for _, cut in rows for c in ([] if cut is None else json.loads(cut))]
     own = sum(1 for c in cuts if len(c) == 4 and c[3] is not None)
     total = len(cuts) + sum(1 for _, cut in rows if cut is None)

@@ -745,6 +745,7 @@ class SQLiteGraph(_SQLite):
 
 
 _ORIGIN = ("ref", "offset", "size", "mtime", "sha256", "media_type")  # Origin.to_meta's keys
+PLAIN = "text/plain"  # the media type a packed origin writes as 0
 _HEX_ID = re.compile(r"[0-9a-f]{16}")  # a document id as values.doc_id makes it
 
 
@@ -893,15 +894,18 @@ class SQLiteDocs(_SQLite):
         the text (read back from it), and the whole metadata is that list (followed by the
         container when it holds just a container and the origin); marked ``~``, every
         field in the order of :data:`_ORIGIN` otherwise; its reference 0 when it is the
-        document's source (held once, in ``source``). A plain JSON object otherwise."""
+        document's source (held once, in ``source``), in the ``^`` form its media type 0
+        when it is :data:`PLAIN` (most records). A plain JSON object otherwise."""
         org = doc.meta.get("origin")
         if not (isinstance(org, Mapping) and tuple(org) == _ORIGIN
                 and isinstance(org["ref"], str)):  # fmt: skip
             return _json(doc.meta, sort=False)
         ref = 0 if org["ref"] == doc.source else org["ref"]
         raw = doc.text.encode("utf-8")
-        if org["size"] == len(raw) and org["sha256"] == hashlib.sha256(raw).hexdigest():
-            packed = [ref, org["offset"], org["mtime"], org["media_type"]]
+        if (org["size"] == len(raw) and org["sha256"] == hashlib.sha256(raw).hexdigest()
+                and isinstance(org["media_type"], str)):  # fmt: skip
+            media = 0 if org["media_type"] == PLAIN else org["media_type"]
+            packed = [ref, org["offset"], org["mtime"], media]
             keys = list(doc.meta)
             if keys == ["container", "origin"] and isinstance(doc.meta["container"], str):
                 packed.append(doc.meta["container"])  # the usual record: fields by place
@@ -924,7 +928,8 @@ class SQLiteDocs(_SQLite):
         if text.startswith("^"):
             raw = doc_text.encode("utf-8")
             ref, offset, mtime, media = org
-            org = [ref, offset, len(raw), mtime, hashlib.sha256(raw).hexdigest(), media]
+            org = [ref, offset, len(raw), mtime, hashlib.sha256(raw).hexdigest(),
+                   PLAIN if media == 0 else media]  # fmt: skip
         meta["origin"] = dict(zip(_ORIGIN, [source if org[0] == 0 else org[0], *org[1:]],
                                   strict=True))  # fmt: skip
         return meta
