@@ -712,6 +712,10 @@ def test_a_vector_file_keyed_by_id_text_is_converted_when_opened(tmp_path: Path)
         CREATE TABLE vectors (id TEXT PRIMARY KEY, vec BLOB NOT NULL, meta TEXT NOT NULL);
         CREATE TABLE vector_meta (term INTEGER NOT NULL, id INTEGER NOT NULL,
             PRIMARY KEY (term, id)) WITHOUT ROWID;
+        CREATE TABLE vector_terms (term INTEGER PRIMARY KEY, key TEXT NOT NULL,
+            value TEXT NOT NULL);
+        INSERT INTO vector_terms VALUES (123456789, 'subject', '["s","a"]');
+        INSERT INTO vector_meta VALUES (123456789, 1);
     """)
     from hirmem.semantic.stores.packed import pack
 
@@ -735,6 +739,9 @@ def test_a_vector_file_keyed_by_id_text_is_converted_when_opened(tmp_path: Path)
     names = [n for (n,) in again._db.execute("SELECT name FROM vectors")]
     assert names.count(None) == 60 and sorted(n for n in names if n) == sorted(ids[60:])
     assert [m.id for m in again.with_prefix(ids[0][:17])] == [ids[0]]
+    # the filter index of the layout keyed by a hash of each term is built again, with codes
+    codes = [c for (c,) in again._db.execute("SELECT code FROM vector_terms")]
+    assert sorted(codes) == list(range(1, len(codes) + 1)) and len(codes) == 5
     again.close()
 
 

@@ -1,11 +1,11 @@
-"""The ledger's terms as codes of a dictionary the database keeps (issue 16 §5).
+"""Terms as codes of a dictionary the database keeps (issue 16 §5): the ledger's terms and
+the vector filter index's.
 
-Two ledgers writing one store (two fleet nodes on one tenant's substrate) share the codes:
-each is allocated by the database inside the flush that first needs it, and a text an
-erasure leaves unnamed is deleted only when no row names its code. Checked against an
-oracle (the union of what the two writers hold) over random interleavings of adding,
-retracting, erasing and flushing, on SQLite and on PostgreSQL, and against a file of the
-layout with the terms inline in each row.
+Two writers of one store (two fleet nodes on one tenant's substrate) share the codes:
+each is allocated by the database inside the write that first needs it, and a term left
+unnamed is deleted only when no row names its code. Checked against an oracle over random
+interleavings of the two writers, on SQLite and on PostgreSQL, and against stores of the
+layouts before.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from hirmem.semantic.assertions import Edge, SQLiteLedger
-from hirmem.semantic.stores.sqlite import SQLiteDocs
+from hirmem.semantic.stores.memory import MemoryVectors
+from hirmem.semantic.stores.sqlite import SQLiteDocs, SQLiteVectors
 from hirmem.semantic.values import Chunk, Claim, Span, Triple
 from semantic_backends import semantic_backend, semantic_server  # noqa: F401  (fixtures)
 
@@ -141,3 +142,50 @@ def test_a_ledger_with_its_terms_in_each_row_is_converted_when_opened(tmp_path: 
     reopened = SQLiteLedger(db)
     assert [reopened.get(e.id) for e in edges] == edges
     reopened.close()
+
+
+def test_two_vector_stores_on_one_store_share_the_codes_of_the_filter_index(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Two vector stores writing one store in turn: a store opened afresh answers every
+    filter as the in-memory driver given the same writes does; the terms held are those
+    the rows name, and no index row names a code that is not held."""
+    rng = random.Random(5)
+    db = tmp_path / "v.db"
+    writers = [SQLiteVectors(db), SQLiteVectors(db)]
+    oracle = MemoryVectors()
+    ids = [f"v{i}" for i in range(40)]
+
+    def check() -> None:
+        fresh = SQLiteVectors(db)
+        try:
+            for flt in ({"subject": "a"}, {"subject": {"in": ["b", "c"]}},
+                        {"container": "x", "subject": "c"}, {"n": {"ge": 2}}, None):
+                assert ({m.id for m in fresh.near([1.0, 0.5], 100, flt)}
+                        == {m.id for m in oracle.near([1.0, 0.5], 100, flt)}), flt
+            con = fresh._db
+            held = {(k, v) for k, v in con.execute("SELECT key, value FROM vector_terms")}
+            named = {t for m in oracle.near([1.0, 0.5], 100) for t in fresh._terms(m.meta)}
+            assert held == named
+            assert con.execute("SELECT count(*) FROM vector_meta m WHERE NOT EXISTS (SELECT 1 "
+                               "FROM vector_terms t WHERE t.code = m.term)").fetchone()[0] == 0
+        finally:
+            fresh.close()
+
+    for step in range(_steps(600, request)):
+        w = writers[rng.randrange(2)]
+        i = rng.choice(ids)
+        if rng.random() < 0.7:
+            meta = {"subject": rng.sample(["a", "b", "c", "Zoë"], rng.randint(1, 2)),
+                    "container": rng.choice(["x", "y"]), "n": rng.randint(0, 3)}
+            vec = [rng.random() + 0.1, rng.random()]
+            w.put(i, vec, meta)
+            oracle.put(i, vec, meta)
+        else:
+            w.delete(i)
+            oracle.delete(i)
+        if step % 100 == 99:
+            check()
+    check()
+    for w in writers:
+        w.close()
