@@ -256,7 +256,7 @@ def test_chunks_are_kept_by_reference_and_read_back_as_they_were(tmp_path: Path)
         digest = rng.choice(["ab" * 32, hashlib.sha256(text.encode()).hexdigest()])
         org = Origin(rng.choice([f"mem://{d}", "file:/x"]), 0,
                      len(text.encode()) + rng.choice([0, 0, 1]), step, digest,
-                     "text/plain")  # fmt: skip
+                     rng.choice(["text/plain", "text/plain", "text/markdown", "0"]))  # fmt: skip
         meta = rng.choice([{"n": step}, with_origin({"container": "c"}, org),
                            {"origin": [0, 1, 2, 3, 4, 5]}, {"origin": {"ref": 0}}])
         doc = Doc(d, f"mem://{d}", text, meta)
@@ -275,6 +275,14 @@ def test_chunks_are_kept_by_reference_and_read_back_as_they_were(tmp_path: Path)
     assert any(m.startswith("~") for m in metas) and any(m.startswith("{") for m in metas)
     assert any(m.startswith("^[") for m in metas)  # and a usual record's fields by place
     assert not any("mem://" in m for m in metas if m[0] in "~^")  # the source, held once
+    assert not any("text/plain" in m for m in metas if m[0] == "^")  # the usual type, as 0
+    # a row written before the usual type was 0 reads as it did
+    org = Origin("mem://old", 0, 5, 1, hashlib.sha256(b"hello").hexdigest(), "text/plain")
+    old = Doc("0123456789abcdef", "mem://old", "hello", with_origin({"container": "c"}, org))
+    con.execute("INSERT INTO docs_compact (key, name, source, text, meta, cuts) VALUES "
+                "(?, NULL, ?, ?, ?, NULL)", (0x0123456789ABCDEF, old.source, old.text,
+                                             '^[0,0,1,"text/plain","c"]'))  # fmt: skip
+    assert store.get(old.id) == old
     cuts = [c for _, cut in rows for c in ([] if cut is None else json.loads(cut))]
     own = sum(1 for c in cuts if len(c) == 4 and c[3] is not None)
     total = len(cuts) + sum(1 for _, cut in rows if cut is None)
@@ -704,6 +712,10 @@ def test_a_vector_file_keyed_by_id_text_is_converted_when_opened(tmp_path: Path)
         CREATE TABLE vectors (id TEXT PRIMARY KEY, vec BLOB NOT NULL, meta TEXT NOT NULL);
         CREATE TABLE vector_meta (term INTEGER NOT NULL, id INTEGER NOT NULL,
             PRIMARY KEY (term, id)) WITHOUT ROWID;
+        CREATE TABLE vector_terms (term INTEGER PRIMARY KEY, key TEXT NOT NULL,
+            value TEXT NOT NULL);
+        INSERT INTO vector_terms VALUES (123456789, 'subject', '["s","a"]');
+        INSERT INTO vector_meta VALUES (123456789, 1);
     """)
     from hirmem.semantic.stores.packed import pack
 
@@ -727,6 +739,9 @@ def test_a_vector_file_keyed_by_id_text_is_converted_when_opened(tmp_path: Path)
     names = [n for (n,) in again._db.execute("SELECT name FROM vectors")]
     assert names.count(None) == 60 and sorted(n for n in names if n) == sorted(ids[60:])
     assert [m.id for m in again.with_prefix(ids[0][:17])] == [ids[0]]
+    # the filter index of the layout keyed by a hash of each term is built again, with codes
+    codes = [c for (c,) in again._db.execute("SELECT code FROM vector_terms")]
+    assert sorted(codes) == list(range(1, len(codes) + 1)) and len(codes) == 5
     again.close()
 
 

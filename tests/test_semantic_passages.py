@@ -413,7 +413,7 @@ def test_the_assertion_tier_embeds_with_the_substrates_embedder(tmp_path: Path) 
     again from their evidence when opened (issue 16: they follow the embedder, as the
     passages do), or is refused, naming both, when that evidence is gone."""
     from hirmem.semantic.stores.sqlite import SQLiteDocs
-    from hirmem.semantic.substrate import ASSERTION_VECTORS
+    from hirmem.semantic.substrate import ASSERTION_VECTORS, CHUNK_LAYOUT
 
     path = str(tmp_path / "small.db")
     sub = Substrate.open(path, passage_embedder=_SmallEmbedder())
@@ -433,7 +433,7 @@ def test_the_assertion_tier_embeds_with_the_substrates_embedder(tmp_path: Path) 
     assert isinstance(hashed_now.retriever.embedder, Embedder)
     assert getattr(hashed_now.vectors, "dim", None) == Embedder().dim
     assert hashed_now.graph.props(ASSERTION_VECTORS) == {"embedder": "Embedder/1024",
-                                                         "layout": "chunk"}
+                                                         "layout": CHUNK_LAYOUT}
     got = hashed_now.ask("Where does Bob live?", 3).hits
     assert got and got[0].evidence.startswith("Bob lives in Oslo")
     hashed_now.close()

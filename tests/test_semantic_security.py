@@ -314,7 +314,7 @@ def test_erasure_leaves_a_tombstone_and_retraction_does_not_erase(tmp_path: Path
     # (the triples are the ledger's edges now: no triple table is left to hold any)
     held = {t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert not held & {"triple_terms", "triple_rows"}
-    rows = " ".join(str(r) for t in ("ledger_edges", "vector_terms", "vectors")
+    rows = " ".join(str(r) for t in ("ledger_edges", "ledger_terms", "vector_terms", "vectors")
                     for r in con.execute(f"SELECT * FROM {t}"))  # fmt: skip
     assert "Oslo" not in rows
     keys = {int(k) % (1 << 64) for (k,) in con.execute("SELECT key FROM ledger_edges")}

@@ -181,12 +181,14 @@ class Edge:
                    d["recorded"], d.get("retracted", 0), d.get("retraction", ""),
                    tuple((a, f, u) for a, f, u in spans))  # fmt: skip
 
-    def to_compact(self, agent_code: Callable[[str], int] | None = None) -> str:
+    def to_compact(self, agent_code: Callable[[str], int] | None = None, *,
+                   terms: bool = True) -> str:  # fmt: skip
         """The edge as a compact ledger row holds it, without its id (the row's key): a JSON
         array ``[s, p, o, count, score, recorded, [sources], from, until, retracted,
         retraction, [spans]]``, each source as :meth:`Source.to_compact` writes it (with
         ``agent_code``), trailing fields at their defaults left out (spans when they are
-        the one span recorded with the edge)."""
+        the one span recorded with the edge); without ``terms``, the array begins at
+        ``count`` (the row keeps the terms elsewhere)."""
         spans = [list(v) for v in self.spans]
         row: list[Any] = [self.subject, self.predicate, self.object, self.count, self.score,
                           self.recorded_at, [s.to_compact(agent_code) for s in self.sources],
@@ -196,13 +198,16 @@ class Edge:
             row.pop()
         while len(row) > 7 and row[-1] in (OPEN, 0, ""):
             row.pop()
-        return json.dumps(row, separators=(",", ":"), ensure_ascii=False)
+        return json.dumps(row if terms else row[3:], separators=(",", ":"), ensure_ascii=False)
 
     @classmethod
-    def from_compact(cls, id: str, text: str,
-                     agent_name: Callable[[int], str] | None = None) -> Edge:  # fmt: skip
-        """The inverse of :meth:`to_compact`, given the row's id."""
+    def from_compact(cls, id: str, text: str, agent_name: Callable[[int], str] | None = None,
+                     terms: tuple[str, str, str] | None = None) -> Edge:  # fmt: skip
+        """The inverse of :meth:`to_compact`, given the row's id (and its ``terms`` when
+        the array leaves them out)."""
         row = json.loads(text)
+        if terms is not None:
+            row = [*terms, *row]
         s, p, o, count, score, recorded, sources = row[:7]
         vf, vu, retracted, why, spans = (row[7:] + [OPEN, OPEN, 0, "", None][len(row) - 7:])
         return cls(id, s, p, o, count, score,
@@ -211,12 +216,12 @@ class Edge:
                    tuple((a, f, u) for a, f, u in (spans or [[recorded, vf, vu]])))  # fmt: skip
 
     @classmethod
-    def from_row(cls, id: str, text: str,
-                 agent_name: Callable[[int], str] | None = None) -> Edge:  # fmt: skip
-        """A stored ledger row of either layout: compact (an array) or the earlier
-        object (:meth:`to_row`)."""
+    def from_row(cls, id: str, text: str, agent_name: Callable[[int], str] | None = None,
+                 terms: tuple[str, str, str] | None = None) -> Edge:  # fmt: skip
+        """A stored ledger row of either layout: compact (an array; its ``terms`` given
+        when the row keeps them elsewhere) or the earlier object (:meth:`to_row`)."""
         if text.startswith("["):
-            return cls.from_compact(id, text, agent_name)
+            return cls.from_compact(id, text, agent_name, terms)
         return cls.from_json({"id": id, **json.loads(text)})
 
     def to_row(self) -> str:
@@ -641,8 +646,18 @@ class SQLiteLedger(Ledger):
 
     An edge's row (``ledger_edges``) is keyed by its id as an integer (:func:`_key`) and
     compact (:meth:`Edge.to_compact`), each extractor's name written as its code in
-    ``ledger_agents``. A file of the earlier layout (``ledger`` keyed by id text, its rows
-    compact or JSON objects, :meth:`Edge.to_row`) is converted when opened.
+    ``ledger_agents``. Its terms (subject, predicate, object) are the codes of their texts
+    in ``ledger_terms`` (columns ``s``, ``p``, ``o``; a name said in many edges is kept
+    once). The codes are the database's: the flush that first needs a text inserts it (a
+    text already there is left as it is) and reads its code back, inside its own
+    transaction, so two processes writing one ledger (two fleet nodes on one tenant) agree
+    on every code; no process keeps a code it did not read back in that transaction. A
+    code is never reused (``AUTOINCREMENT``; PostgreSQL: an identity), and a text is
+    deleted when an erasure leaves no row naming its code, checked by that same statement
+    (``NOT EXISTS``), so an erased name does not stay behind in the dictionary. Files of
+    the earlier layouts (``ledger`` keyed by id text, its rows compact or JSON objects,
+    :meth:`Edge.to_row`; ``ledger_edges`` with the terms in the row) are converted when
+    opened.
 
     Erasure is a ``DELETE`` of the edge row (and its sources with it) plus a tombstone row,
     so the erased content does not stay in the table; run ``VACUUM`` to drop free pages.
@@ -654,7 +669,9 @@ class SQLiteLedger(Ledger):
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(
             "CREATE TABLE IF NOT EXISTS ledger_edges (key INTEGER PRIMARY KEY, name TEXT, "
-            "body TEXT NOT NULL);"
+            "body TEXT NOT NULL, s INTEGER, p INTEGER, o INTEGER);"
+            "CREATE TABLE IF NOT EXISTS ledger_terms (code INTEGER PRIMARY KEY AUTOINCREMENT, "
+            "text TEXT NOT NULL UNIQUE);"
             "CREATE TABLE IF NOT EXISTS ledger_agents (code INTEGER PRIMARY KEY, "
             "name TEXT NOT NULL);"
             "CREATE TABLE IF NOT EXISTS tombstones (id TEXT PRIMARY KEY, erased_at INTEGER "
@@ -667,12 +684,19 @@ class SQLiteLedger(Ledger):
         self._agent_names: dict[int, str] = {}
         for code, name in self._db.execute("SELECT code, name FROM ledger_agents"):
             self._agents[name], self._agent_names[code] = code, name
-        for key, name, body in self._db.execute("SELECT key, name, body FROM ledger_edges"):
-            e = Edge.from_row(_unkey(key, name), body, self._agent_names.__getitem__)
+        self._add_term_columns()
+        texts = dict(self._db.execute("SELECT code, text FROM ledger_terms").fetchall())
+        self._dirty: dict[str, Edge | None] = {}
+        for key, name, body, s, p, o in self._db.execute(
+                "SELECT key, name, body, s, p, o FROM ledger_edges").fetchall():  # fmt: skip
+            terms = None if s is None else (texts[s], texts[p], texts[o])
+            e = Edge.from_row(_unkey(key, name), body, self._agent_names.__getitem__, terms)
             self._edges[e.id] = e
             self._name(e)
             self._chunked(None, e)
-        self._dirty: dict[str, Edge | None] = {}
+            if terms is None:  # a row of the layout with its terms inline: written again
+                self._dirty[e.id] = e
+        self._unnamed: set[str] = set()  # texts of erased edges, to delete if none names them
         for id, at, reason in self._db.execute("SELECT id, erased_at, reason FROM tombstones"):
             self._tombstones[id] = Tombstone(id, at, reason)
         for id, at, erasure, lifted_at, why in self._db.execute(
@@ -688,6 +712,20 @@ class SQLiteLedger(Ledger):
                 self._chunked(None, e)
                 self._dirty[e.id] = e
             self._flush(drop_earlier=True)
+        self._flush()  # the rows of the layout with the terms inline, written with codes
+
+    def _add_term_columns(self) -> None:
+        """Give a ``ledger_edges`` of the layout with the terms inline its term columns."""
+        self._db.execute("BEGIN IMMEDIATE")  # one process adds them
+        try:
+            held = {str(r[1]) for r in self._db.execute("PRAGMA table_info(ledger_edges)")}
+            for column in ("s", "p", "o"):
+                if column not in held:
+                    self._db.execute(f"ALTER TABLE ledger_edges ADD COLUMN {column} INTEGER")
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
 
     def drop_tables(self, names: Iterable[str]) -> None:
         """Drop tables of the file (or schema) that an earlier layout kept beside the ledger
@@ -704,8 +742,25 @@ class SQLiteLedger(Ledger):
         self._dirty[edge.id] = edge
 
     def _drop(self, stone: Tombstone) -> None:
+        gone = self._edges.get(stone.id)
+        if gone is not None:
+            self._unnamed.update((gone.subject, gone.predicate, gone.object))
         super()._drop(stone)
         self._dirty[stone.id] = None
+
+    def _codes(self, texts: Iterable[str]) -> dict[str, int]:
+        """The code of each text in ``ledger_terms``, inserted if new: the database's
+        answer, read inside the caller's transaction (see the class)."""
+        wanted = list(texts)
+        out: dict[str, int] = {}
+        for at in range(0, len(wanted), 500):  # a few statements per flush, each bounded
+            part = wanted[at : at + 500]
+            marks = ", ".join("(?)" for _ in part)
+            self._db.execute(f"INSERT OR IGNORE INTO ledger_terms (text) VALUES {marks}", part)
+            out.update((str(t), int(c)) for t, c in self._db.execute(
+                f"SELECT text, code FROM ledger_terms WHERE text IN ({', '.join('?' * len(part))})",
+                part))  # fmt: skip
+        return out
 
     def _agent_code(self, name: str) -> int:
         """The code an extractor's name is written as (kept once in ``ledger_agents``)."""
@@ -734,7 +789,7 @@ class SQLiteLedger(Ledger):
         if not self._dirty and not self._lifts and not drop_earlier:
             return
         agents = dict(self._agents)
-        self._db.execute("BEGIN")
+        self._db.execute("BEGIN IMMEDIATE")  # the codes read back stay true until COMMIT
         try:
             self._write(drop_earlier)
         except BaseException:
@@ -744,8 +799,12 @@ class SQLiteLedger(Ledger):
             raise
         self._dirty = {}
         self._lifts = []
+        self._unnamed = set()
 
     def _write(self, drop_earlier: bool) -> None:
+        kept = [e for e in self._dirty.values() if e is not None]
+        codes = self._codes(dict.fromkeys(t for e in kept
+                                          for t in (e.subject, e.predicate, e.object)))
         for lift in self._lifts:  # before the edges: a lifted id may have arrived again
             st = lift.stone
             self._db.execute("DELETE FROM tombstones WHERE id = ?", (st.id,))
@@ -766,8 +825,19 @@ class SQLiteLedger(Ledger):
                 if held is not None and held[0] != name:
                     raise LedgerError(f"assertion ids {tid!r} and {held[0]!r} share a key; "
                                       "this ledger cannot hold both")  # fmt: skip
-                self._db.execute("INSERT OR REPLACE INTO ledger_edges VALUES (?, ?, ?)",
-                                 (key, name, edge.to_compact(self._agent_code)))  # fmt: skip
+                self._db.execute(
+                    "INSERT INTO ledger_edges (key, name, body, s, p, o) VALUES (?, ?, ?, ?, "
+                    "?, ?) ON CONFLICT (key) DO UPDATE SET name = excluded.name, body = "
+                    "excluded.body, s = excluded.s, p = excluded.p, o = excluded.o",
+                    (key, name, edge.to_compact(self._agent_code, terms=False),
+                     codes[edge.subject], codes[edge.predicate], codes[edge.object]))  # fmt: skip
+        for text in self._unnamed - codes.keys():  # (a text this flush wrote is named)
+            # no index on s, p or o (it would cost more than the codes save): an erasure
+            # scans the rows, once per text its edges named
+            self._db.execute(
+                "DELETE FROM ledger_terms WHERE text = ? AND NOT EXISTS (SELECT 1 FROM "
+                "ledger_edges e WHERE e.s = ledger_terms.code OR e.p = ledger_terms.code "
+                "OR e.o = ledger_terms.code)", (text,))  # fmt: skip
         if drop_earlier:
             self._db.execute("DROP TABLE ledger")
         self._db.execute("COMMIT")

@@ -239,13 +239,6 @@ class SQLiteTriples(_SQLite):
         return True
 
 
-def term_id(key: str, text: str) -> int:
-    """The integer a (key, term) pair is indexed by: 63 bits of its BLAKE2b digest, so the
-    index rows are two integers and the term's text is held once (in ``vector_terms``)."""
-    digest = hashlib.blake2b(f"{key}\0{text}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") >> 1
-
-
 _CHUNK0 = re.compile(r"([0-9a-f]{16})#0")  # the one chunk of a short document
 
 
@@ -287,10 +280,15 @@ SHAPES = 1024  # metadata shapes (key lists) named by number; others are kept as
 
 class SQLiteVectors(_SQLite):
     """The filter's index is dictionary encoded: ``vector_terms`` holds each distinct
-    metadata term once (its integer :func:`term_id`, its key, the term as JSON as
-    :mod:`.filters` defines terms, ``["n", 1]``), and ``vector_meta`` one row of two integers
-    per term of a vector (the term, the vector row's ``seq``). A term no vector holds any
-    more is deleted with its last row. Only the keys named by :meth:`index_only` are indexed
+    metadata term once (its code, its key, the term as JSON as :mod:`.filters` defines
+    terms, ``["n", 1]``), and ``vector_meta`` one row of two small integers per term of a
+    vector (the term's code, the vector row's ``seq``). The codes are the database's: a
+    write inserts the terms it needs (a term already there is left as it is) and reads
+    their codes back inside its own transaction, so two processes writing one store agree
+    on them; a query reads the codes of its terms when it runs; no code is kept in memory.
+    A code is never reused (``AUTOINCREMENT``; PostgreSQL: an identity). A term no vector
+    holds any more is deleted with its last row, by a statement that checks no row names
+    its code (``NOT EXISTS``). Only the keys named by :meth:`index_only` are indexed
     (every key until a caller names them; the choice is kept in ``vector_keys``): a filter on
     another key is answered by reading every row's ``meta``, the same answer, slower. The
     index is derived from ``vectors.meta`` and rebuilt from it when a file of an earlier
@@ -309,8 +307,8 @@ class SQLiteVectors(_SQLite):
         "CREATE INDEX IF NOT EXISTS vectors_name ON vectors(name) WHERE name IS NOT NULL",
     )
     SCHEMA = """
-    CREATE TABLE IF NOT EXISTS vector_terms (term INTEGER PRIMARY KEY, key TEXT NOT NULL,
-        value TEXT NOT NULL);
+    CREATE TABLE IF NOT EXISTS vector_terms (code INTEGER PRIMARY KEY AUTOINCREMENT,
+        key TEXT NOT NULL, value TEXT NOT NULL, UNIQUE (key, value));
     CREATE TABLE IF NOT EXISTS vector_keys (key TEXT PRIMARY KEY);
     CREATE TABLE IF NOT EXISTS vector_shapes (id INTEGER PRIMARY KEY, keys TEXT NOT NULL);
     """
@@ -339,6 +337,12 @@ class SQLiteVectors(_SQLite):
         earlier = held is not None and not re.search(r"\bterm\b", held)
         if earlier:  # the layout with key and value text in every index row
             self._db.execute("DROP TABLE vector_meta")
+        coded = {str(r[1]) for r in self._db.execute("PRAGMA table_info(vector_terms)")}
+        if "code" not in coded:  # the layout keyed by a hash of each term: built again
+            self._db.execute("DROP TABLE IF EXISTS vector_meta")
+            self._db.execute("DROP TABLE vector_terms")
+            self._db.executescript(self.SCHEMA)
+            earlier = True
         self._db.executescript(self.INDEX)
         earlier = self._rekey() or earlier
         row = self._db.execute("SELECT vec FROM vectors LIMIT 1").fetchone()
@@ -358,7 +362,7 @@ class SQLiteVectors(_SQLite):
                 self._db.execute(ddl)
             return False
         with self._lock:
-            self._db.execute("BEGIN")
+            self._db.execute("BEGIN IMMEDIATE")
             try:
                 rows = self._db.execute("SELECT id, vec, meta FROM vectors "
                                         "ORDER BY rowid").fetchall()  # fmt: skip
@@ -398,7 +402,10 @@ class SQLiteVectors(_SQLite):
         if text.startswith("{"):
             return dict(json.loads(text))
         cut = text.index("[")
-        return dict(zip(self._shapes[int(text[:cut])], json.loads(text[cut:]), strict=True))
+        shape = int(text[:cut])
+        if shape not in self._shapes:  # named by another process writing this store since
+            self._load_shapes()  # (a shape is never deleted: a number names one for good)
+        return dict(zip(self._shapes[shape], json.loads(text[cut:]), strict=True))
 
     int8 = False  # dense vectors written in int8 steps (:meth:`quantize`), else float32
 
@@ -415,38 +422,38 @@ class SQLiteVectors(_SQLite):
         if wanted == self._indexed:
             return
         with self._lock:
-            self._db.execute("BEGIN")
+            self._db.execute("BEGIN IMMEDIATE")
             self._db.execute("DELETE FROM vector_keys")
             self._db.executemany("INSERT INTO vector_keys VALUES (?)", [(k,) for k in wanted])
             self._db.execute("COMMIT")
             self._indexed = wanted
         self._reindex()
 
-    def _terms(self, row: int, meta: Mapping[str, Any]) -> list[tuple[int, str, str, int]]:
-        """(term id, key, term text, rowid) of each indexed term of ``meta``."""
+    def _terms(self, meta: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """(key, term text) of each indexed term of ``meta``, each once."""
         out = []
         for k, t in filters.meta_terms(meta):
             if self._indexed is None or k in self._indexed:
-                text = filters.term_json(t)
-                out.append((term_id(k, text), k, text, row))
-        return out
+                out.append((k, filters.term_json(t)))
+        return list(dict.fromkeys(out))
+
+    def _code(self, key: str, text: str) -> int | None:
+        """The code of term ``text`` of ``key`` as the database holds it now, or None."""
+        row = self._db.execute("SELECT code FROM vector_terms WHERE key = ? AND value = ?",
+                               (key, text)).fetchone()  # fmt: skip
+        return None if row is None else int(row[0])
 
     def _index(self, row: int, meta: Mapping[str, Any]) -> None:
-        for term, key, text, r in self._terms(row, meta):
-            fresh = self._db.execute("INSERT OR IGNORE INTO vector_terms VALUES (?,?,?)",
-                                     (term, key, text)).rowcount  # fmt: skip
-            if not fresh:
-                held = self._db.execute("SELECT key, value FROM vector_terms WHERE term = ?",
-                                        (term,)).fetchone()  # fmt: skip
-                if tuple(held) != (key, text):
-                    raise SemanticError(f"metadata terms {key}={text} and {held[0]}={held[1]} "
-                                        "share an index number; this store cannot index both")
-            self._db.execute("INSERT OR IGNORE INTO vector_meta VALUES (?,?)", (term, r))
+        for key, text in self._terms(meta):
+            self._db.execute("INSERT OR IGNORE INTO vector_terms (key, value) VALUES (?, ?)",
+                             (key, text))  # fmt: skip
+            code = self._code(key, text)
+            self._db.execute("INSERT OR IGNORE INTO vector_meta VALUES (?,?)", (code, row))
 
     def _reindex(self) -> None:
         """Rebuild the filter index from the metadata."""
         with self._lock:
-            self._db.execute("BEGIN")
+            self._db.execute("BEGIN IMMEDIATE")
             try:
                 rows = self._db.execute("SELECT seq, meta FROM vectors").fetchall()
                 self._db.execute("DELETE FROM vector_meta")
@@ -488,7 +495,7 @@ class SQLiteVectors(_SQLite):
                 v = as_unit(vec, dim)
                 dim = int(v.shape[0])
                 rows.append((id, pack(v, int8=self.int8), meta))
-            self._db.execute("BEGIN")
+            self._db.execute("BEGIN IMMEDIATE")
             try:
                 if replace:
                     for table in ("vectors", "vector_meta", "vector_terms"):
@@ -532,11 +539,15 @@ class SQLiteVectors(_SQLite):
         """Take the filter terms of vector ``id`` (if held) out of the index."""
         held = self._held(id)
         if held is not None:
-            for term, _, _, row in self._terms(held[0], self._meta_of(held[1])):
-                self._db.execute("DELETE FROM vector_meta WHERE term = ? AND id = ?", (term, row))
-                if self._db.execute("SELECT 1 FROM vector_meta WHERE term = ? LIMIT 1",
-                                    (term,)).fetchone() is None:  # fmt: skip
-                    self._db.execute("DELETE FROM vector_terms WHERE term = ?", (term,))
+            row = held[0]
+            for key, text in self._terms(self._meta_of(held[1])):
+                code = self._code(key, text)
+                if code is None:
+                    continue
+                self._db.execute("DELETE FROM vector_meta WHERE term = ? AND id = ?", (code, row))
+                self._db.execute("DELETE FROM vector_terms WHERE code = ? AND NOT EXISTS "
+                                 "(SELECT 1 FROM vector_meta WHERE term = ?)",
+                                 (code, code))  # fmt: skip
 
     def delete(self, id: str) -> bool:
         with self._lock:
@@ -602,19 +613,24 @@ class SQLiteVectors(_SQLite):
         if self._indexed is not None and cond.key not in self._indexed:
             return {row for row, meta in self._db.execute("SELECT seq, meta FROM vectors")
                     if filters.matches(self._meta_of(meta), (cond,))}  # fmt: skip
+        codes: list[int] = []
         if cond.equal is not None:
-            wanted = [term_id(cond.key, filters.term_json(t)) for t in cond.equal]
-            out: set[int] = set()
-            for at in range(0, len(wanted), 500):  # bounded statement size
-                part = wanted[at : at + 500]
-                sql = f"SELECT id FROM vector_meta WHERE term IN ({','.join('?' * len(part))})"
-                out.update(r[0] for r in self._db.execute(sql, part))
-            return out
-        terms = self._db.execute("SELECT value FROM vector_terms WHERE key = ?",
-                                 (cond.key,)).fetchall()  # fmt: skip
-        admitted = [t for (t,) in terms if cond.admits(filters.term_from_json(t))]
-        return self._select(filters.Cond(cond.key, equal=frozenset(
-            filters.term_from_json(t) for t in admitted))) if admitted else set()  # fmt: skip
+            texts = [filters.term_json(t) for t in cond.equal]
+            for at in range(0, len(texts), 500):  # bounded statement size
+                part = texts[at : at + 500]
+                codes += [int(c) for (c,) in self._db.execute(
+                    f"SELECT code FROM vector_terms WHERE key = ? AND value IN "
+                    f"({','.join('?' * len(part))})", [cond.key, *part])]  # fmt: skip
+        else:
+            codes = [int(c) for c, t in self._db.execute(
+                "SELECT code, value FROM vector_terms WHERE key = ?", (cond.key,))
+                if cond.admits(filters.term_from_json(t))]  # fmt: skip
+        out: set[int] = set()
+        for at in range(0, len(codes), 500):
+            some = codes[at : at + 500]
+            sql = f"SELECT id FROM vector_meta WHERE term IN ({','.join('?' * len(some))})"
+            out.update(r[0] for r in self._db.execute(sql, some))
+        return out
 
     def near(self, vec: Vec, k: int, filter: Mapping[str, Any] | None = None) -> list[Match]:
         conds = filters.parse(filter)
@@ -745,6 +761,7 @@ class SQLiteGraph(_SQLite):
 
 
 _ORIGIN = ("ref", "offset", "size", "mtime", "sha256", "media_type")  # Origin.to_meta's keys
+PLAIN = "text/plain"  # the media type a packed origin writes as 0
 _HEX_ID = re.compile(r"[0-9a-f]{16}")  # a document id as values.doc_id makes it
 
 
@@ -893,15 +910,18 @@ class SQLiteDocs(_SQLite):
         the text (read back from it), and the whole metadata is that list (followed by the
         container when it holds just a container and the origin); marked ``~``, every
         field in the order of :data:`_ORIGIN` otherwise; its reference 0 when it is the
-        document's source (held once, in ``source``). A plain JSON object otherwise."""
+        document's source (held once, in ``source``), in the ``^`` form its media type 0
+        when it is :data:`PLAIN` (most records). A plain JSON object otherwise."""
         org = doc.meta.get("origin")
         if not (isinstance(org, Mapping) and tuple(org) == _ORIGIN
                 and isinstance(org["ref"], str)):  # fmt: skip
             return _json(doc.meta, sort=False)
         ref = 0 if org["ref"] == doc.source else org["ref"]
         raw = doc.text.encode("utf-8")
-        if org["size"] == len(raw) and org["sha256"] == hashlib.sha256(raw).hexdigest():
-            packed = [ref, org["offset"], org["mtime"], org["media_type"]]
+        if (org["size"] == len(raw) and org["sha256"] == hashlib.sha256(raw).hexdigest()
+                and isinstance(org["media_type"], str)):  # fmt: skip
+            media = 0 if org["media_type"] == PLAIN else org["media_type"]
+            packed = [ref, org["offset"], org["mtime"], media]
             keys = list(doc.meta)
             if keys == ["container", "origin"] and isinstance(doc.meta["container"], str):
                 packed.append(doc.meta["container"])  # the usual record: fields by place
@@ -924,7 +944,8 @@ class SQLiteDocs(_SQLite):
         if text.startswith("^"):
             raw = doc_text.encode("utf-8")
             ref, offset, mtime, media = org
-            org = [ref, offset, len(raw), mtime, hashlib.sha256(raw).hexdigest(), media]
+            org = [ref, offset, len(raw), mtime, hashlib.sha256(raw).hexdigest(),
+                   PLAIN if media == 0 else media]  # fmt: skip
         meta["origin"] = dict(zip(_ORIGIN, [source if org[0] == 0 else org[0], *org[1:]],
                                   strict=True))  # fmt: skip
         return meta
