@@ -105,6 +105,16 @@ def test_planted_join_bound_is_caught_by_wp() -> None:
                      r"valid_dest", text), text
 
 
+def test_planted_pack_signature_copy_is_caught_by_wp() -> None:
+    # verify_in_place copies the signature one byte late: past the room its contract
+    # gives it (pack_room), which WP proves every other access of the body inside
+    rep = verify_c.check_decoders("pack", entries=("eva_pack",))
+    text = "\n".join(rep.lines)
+    assert not rep.ok, text
+    assert re.search(r"NEW ALARM hm_pack\.c:\d+ in verify_in_place: precondition of "
+                     r"hm_wp_memcpy valid_src", text), text
+
+
 def test_unreviewed_alarm_is_new() -> None:
     reviewed = verify_c.reviewed_alarms()
     known = verify_c.Alarm("hm_cbor.c", 1, "head", "mem_access", r"\valid_read(r->p + tmp_6)")
