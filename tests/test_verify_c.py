@@ -12,11 +12,16 @@
 - WP proves hm_frag.c's contracts (the joiner keeps have <= limit + 4) and the
   harness's loop invariant over a run of pieces: the frame-piece entry is left with no
   alarm.
+- WP proves the contracts of the knowledge-pack verifier (hm_knowledge_accept and its
+  helpers in hm_pack.c, eva_crypto.c's Ed25519 stand-in): the getters' outputs along
+  the COSE parse, verify_in_place's body under its precondition pack_room; what it
+  cannot prove is excluded from its goals and listed with the reason.
 - EVA catches the planted off-by-one of the frame receiver (HM_PLANT_OOB) as a new
   alarm at the buffer write; WP catches the planted off-by-one of hm_cobs_decode's
   block check (HM_PLANT_COBS): the reads it guards are no longer proved; and the
   joiner's too-large check one byte loose (HM_PLANT_JOIN): its copy is no longer
-  proved inside its buffer.
+  proved inside its buffer; and verify_in_place's signature copied one byte late
+  (HM_PLANT_PACK): the copy is no longer proved inside the pack.
 - Every sequence of up to 5 ring operations from an empty 3-slot ring keeps the
   invariants of hm_ring.h (the tool runs depth 8); the planted recency bug
   (HM_PLANT_RING_LRU) is caught with the sequence that shows it.
@@ -80,6 +85,14 @@ def test_decoders_leave_only_reviewed_alarms() -> None:
     tags = dict(re.findall(r"(\S+) (\d+)", text.split("reviewed alarms by reason: ")[1]))
     assert "field-table" not in tags and "join-bound" not in tags, text
     assert int(tags.get("md-block", "0")) <= 5, text
+    # the knowledge-pack verifier under WP: its helpers' contracts are among the goals
+    # (all proved, above); the COSE layout is one precondition (pack_room, at the call
+    # and as the callee's) where EVA alone left thirteen alarms, and EVA, with the
+    # getters' proved postconditions, leaves at most 56 alarms (80 without them)
+    assert any("hm_knowledge_accept" in fns.split(", ") for _, _, fns in goals), text
+    m = re.search(r"^eva_pack .*; (\d+) alarms after EVA", text, re.M)
+    assert m and int(m.group(1)) <= 56, text
+    assert int(tags.get("cose-layout", "0")) <= 2, text
 
 
 def test_planted_out_of_bounds_write_is_caught() -> None:
@@ -103,6 +116,16 @@ def test_planted_join_bound_is_caught_by_wp() -> None:
     assert not rep.ok, text
     assert re.search(r"NEW ALARM hm_frag\.c:\d+ in hm_join_take: precondition of hm_wp_memcpy "
                      r"valid_dest", text), text
+
+
+def test_planted_pack_signature_copy_is_caught_by_wp() -> None:
+    # verify_in_place copies the signature one byte late: past the room its contract
+    # gives it (pack_room), which WP proves every other access of the body inside
+    rep = verify_c.check_decoders("pack", entries=("eva_pack",))
+    text = "\n".join(rep.lines)
+    assert not rep.ok, text
+    assert re.search(r"NEW ALARM hm_pack\.c:\d+ in verify_in_place: precondition of "
+                     r"hm_wp_memcpy valid_src", text), text
 
 
 def test_unreviewed_alarm_is_new() -> None:

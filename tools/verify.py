@@ -329,6 +329,9 @@ def _other_methods(fast: bool) -> list[tuple[str, Runner]]:
             planted="eviction", functions=("make_room",)))),
         ("memory", lambda: verify_memory.explore(mem_depth, mem_slots)),
     ]
+    if not fast:  # tests/test_verify_c.py runs it in the test command
+        runners.insert(4, ("c-decoders-planted-pack", lambda: _planted(verify_c.check_decoders(
+            planted="pack", entries=("eva_pack",)))))
 
     def planted_memory(plant: str) -> Runner:
         return lambda: _planted(verify_memory.explore(3, 1, plant, outcomes=plant_outcomes))

@@ -5,6 +5,7 @@ exploration of the ring. tools/verify.py calls these; run alone it runs both.
     python tools/verify_c.py --ring-depth 9      # deeper (about 2 minutes alone)
     python tools/verify_c.py --plant-decoders oob --plant-ring lru   # the planted bugs
     python tools/verify_c.py --plant-decoders cobs                   # (WP's)
+    python tools/verify_c.py --only decoders --entries eva_pack      # one entry point
     python tools/verify_c.py --only ring-wp      # WP over the ring's reviewed functions
     python tools/verify_c.py --only ring-wp --plant-ring-wp eviction \
         --ring-wp-functions make_room            # its planted bug
@@ -28,7 +29,13 @@ call. In these entries verify/framac/wp_env.h is forced into the files of WP_ENV
 memcpy and memcmp stated over uint8_t, which WP's typed model can follow. WP keeps its
 results per goal in build/verify/wp-cache (a goal's text is its key: a changed goal is
 proved again). The other entries analyse the same code with the annotations taken out
-(EVA alone).
+(EVA alone). eva_pack (the knowledge-pack verifier) is a WP entry too: WP proves the
+contracts of hm_pack.c's verifier and helpers (put_be64, refuse, check_protected,
+verify_in_place, read_item, hm_knowledge_accept) and of eva_crypto.c's Ed25519
+stand-in, with Z3 configured as for the ring (RING_WP_PROVERS), memmove and memset
+over uint8_t as well (WP_ENV_BYTES_FILES); the goals WP cannot prove are not given to
+it (WP_EXCLUDE, each with its reason) and stay open and reviewed; hm_cbor_skip's and
+SHA-256's assigns clauses are checked by From (-from-verify-assigns, WP_GIVEN).
 Every alarm left open is compared with verify/framac/eva_reviewed.txt, the alarms
 reviewed as imprecision (with the reason); any other alarm fails the check and is
 printed with its place. Per entry it prints the alarms EVA left, how many of them WP
@@ -55,7 +62,8 @@ Planted bugs (built only here): decoders "oob" compiles hm_frame.c with HM_PLANT
 (the receiver's buffer check off by one: EVA flags the write), "cobs" with HM_PLANT_COBS
 (hm_cobs_decode's block-length check off by one: WP cannot prove the reads), "join"
 with HM_PLANT_JOIN (hm_join_take's too-large check one byte loose: WP cannot prove
-the copy inside buf); ring
+the copy inside buf), "pack" with HM_PLANT_PACK (verify_in_place copies the signature
+one byte late: WP cannot prove the copy inside the pack); ring
 "lru" uses the build with HM_PLANT_RING_LRU (an access does not refresh recency); ring-wp
 "eviction" analyses hm_ring.c with HM_PLANT_RING (after the LRU record's eviction the run
 search asks for one block too few: WP can no longer prove the run fits). Every check
@@ -89,24 +97,55 @@ EVA_ENTRIES: dict[str, tuple[str, ...]] = {
     "eva_frame": ("hm_frame.c", "hm_crc32.c"),
     "eva_msg": ("hm_msg.c", "hm_cbor.c"),
     "eva_join": ("hm_frag.c", "hm_crc32.c"),
-    "eva_pack": ("hm_pack.c", "hm_cbor.c", "hm_sha2.c", "../../verify/framac/eva_crypto.c"),
+    "eva_pack": ("hm_pack.c", "hm_cbor.c", "hm_sha2.c", "../../verify/framac/eva_crypto.c",
+                 "../../verify/framac/eva_pack_env.c"),
 }
 # The entries whose sources' ACSL contracts WP proves (in the same session as EVA), so
 # the reader's proofs carry over to the decoders that call it: EVA checks the reader's
-# preconditions at every call, WP the bodies under them. eva_pack analyses copies
-# without annotations (EVA alone): its readers run over sub-buffers (the protected
-# header, the payload) that EVA bounds only as intervals, so the reader's
-# preconditions there would need WP over hm_knowledge_accept (the COSE layout).
+# preconditions at every call, WP the bodies under them. eva_pack: its readers run
+# over sub-buffers (the protected header, the payload) that EVA bounds only as
+# intervals; WP over hm_knowledge_accept and its helpers (hm_pack.c's contracts) proves
+# the reader's preconditions there from the getters' postconditions.
 # eva_join: hm_frag.c's contracts keep the joiner's bound (have <= limit + 4) over
 # every take, and the harness's loop invariant carries it over the run of pieces.
-WP_ENTRIES = {"eva_cbor", "eva_frame", "eva_msg", "eva_join"}
+WP_ENTRIES = {"eva_cbor", "eva_frame", "eva_msg", "eva_join", "eva_pack"}
 # Harness functions WP proves as well (their loop invariants establish a core
 # function's precondition at its call, which EVA's intervals cannot).
 WP_HARNESS: dict[str, tuple[str, ...]] = {"eva_join": ("eva_join",)}
 # Forced into these core files in the WP entries: memcmp and memcpy stated over
 # uint8_t (verify/framac/wp_env.h says why).
 WP_ENV = ROOT / "verify" / "framac" / "wp_env.h"
-WP_ENV_FILES = ("hm_frag.c",)
+WP_ENV_FILES = ("hm_frag.c", "hm_pack.c")
+# ... and memmove and memset over uint8_t as well (wp_env.h's HM_WP_ENV_BYTES)
+WP_ENV_BYTES_FILES = ("hm_pack.c",)
+# Functions with a contract that WP does not prove: their assigns clauses are checked by
+# From over EVA's results (-from-verify-assigns, the entries of FROM_VERIFY): hm_cbor_skip
+# (the frame verify/framac/eva_pack_env.c gives it) and eva_crypto.c's SHA-256 wrapper.
+WP_GIVEN = {"hm_cbor_skip", "hm_hash_sha256"}
+FROM_VERIFY = {"eva_pack"}
+# Goals not given to WP, by function: ACSL names (or categories) for -wp-prop, each a
+# property WP cannot prove for a reason of its own, left open and reviewed (reasons in
+# verify/framac/eva_reviewed.txt).
+WP_EXCLUDE: dict[str, tuple[str, ...]] = {
+    # *kid and the getters' outputs whose results it ignores: validated (hm_cbor_check
+    # accepted the header, so they cannot fail); WP has no model of validated CBOR, and
+    # no definition of \pointer_comparable
+    "check_protected": ("kid_in_header", "initialization", "ptr_comparison"),
+    # the second pass's text copies (two-pass: it would need the reader as a function
+    # of the bytes), and with them the clause that they stay inside *into; their
+    # sources (z3-gives-up: each is readable by the loop invariant, which Z3 with or
+    # without its automatic configuration does not instantiate through s[])
+    "read_item": ("valid_dest", "@assigns", "valid_src"),
+    # verify_in_place's room (cose-layout: Z3 does not close the arithmetic of the
+    # parse), the kid's memcmp (validated), and the pack's bytes after the in-place
+    # check (verify_in_place's contract does not say it restores them)
+    "hm_knowledge_accept": ("pack_room", "pack_apart", "valid_s1", "valid_s2",
+                            "ptr_comparison"),
+}
+# Entries whose WP goes to Z3 as the ring's does (RING_WP_PROVERS: automatic
+# configuration off, then on): with it on, Z3 gives up on the reader's preconditions
+# along hm_knowledge_accept's parse.
+WP_Z3_RING = {"eva_pack"}
 # Proved with -wp-split (a goal per branch of each conditional): Z3 gives up on
 # hm_join_take's postconditions taken whole, over all its exits at once. Not for every
 # function: split, hm_cbor_skip's goals grow from about 100 to 1000.
@@ -123,7 +162,7 @@ EVA_PARTITIONS: dict[str, tuple[str, ...]] = {
 WP_CACHE = ROOT / "build" / "verify" / "wp-cache"
 # planted bug -> (its macro, whether WP runs: "oob" is EVA's to find, "cobs" WP's)
 DECODER_PLANTS = {"oob": ("HM_PLANT_OOB", False), "cobs": ("HM_PLANT_COBS", True),
-                  "join": ("HM_PLANT_JOIN", True)}
+                  "join": ("HM_PLANT_JOIN", True), "pack": ("HM_PLANT_PACK", True)}
 RING_PLANTS = {"lru": "ring_explore_planted"}
 EVA_PRECISION = 1  # 4 and 7 leave the same alarms at 3x and 30x the time
 
@@ -262,29 +301,41 @@ def run_eva(entry: str, defines: tuple[str, ...] = (), precision: int = EVA_PREC
         contracted = contracted_functions(sources) if with_wp else []
         if not with_wp:
             sources = [strip_annotations(f, Path(tmp)) for f in sources]
-        per_file = ",".join(f"{f}:-include {WP_ENV}" for f in sources
-                            if with_wp and f.name in WP_ENV_FILES)
+        per_file = ",".join(
+            f"{f}:-include {WP_ENV}" + (" -DHM_WP_ENV_BYTES" if f.name in WP_ENV_BYTES_FILES
+                                        else "")
+            for f in sources if with_wp and f.name in WP_ENV_FILES)
         cmd = ["frama-c", f"-cpp-extra-args={cpp}",
                *(["-cpp-extra-args-per-file", per_file] if per_file else []),
                "-machdep", "x86_64", "-eva",
                "-eva-precision", str(precision), "-eva-split-return", "auto",
                *EVA_PARTITIONS.get(entry, ()),
+               *(["-from-verify-assigns"] if with_wp and entry in FROM_VERIFY else []),
                "-main", entry, "-eva-show-progress", "-eva-no-print", str(HARNESS),
                *map(str, sources), "-then", "-report-csv", str(after_eva)]
         if contracted:
             contracted += WP_HARNESS.get(entry, ())
             ensure_why3()
             WP_CACHE.mkdir(parents=True, exist_ok=True)
-            whole = [f for f in contracted if f not in WP_SPLIT]
+            contracted = [f for f in contracted if f not in WP_GIVEN]
+            whole = [f for f in contracted if f not in WP_SPLIT and f not in WP_EXCLUDE]
             split = [f for f in contracted if f in WP_SPLIT]
-            cmd += ["-then", "-wp", "-wp-fct", ",".join(whole), "-wp-prover", "z3",
+            provers = ",".join(RING_WP_PROVERS) if entry in WP_Z3_RING else "z3"
+            cmd += ["-then", "-wp", "-wp-fct", ",".join(whole), "-wp-prover", provers,
                     "-wp-timeout", str(WP_TIMEOUT), "-wp-cache", "update",
                     "-wp-cache-dir", str(WP_CACHE)]
             if split:
                 cmd += ["-then", "-wp-split", "-wp-fct", ",".join(split)]
+            for f in contracted:  # one pass each, without the goals it cannot prove
+                if f in WP_EXCLUDE:
+                    cmd += ["-then", "-wp-fct", f,
+                            "-wp-prop=" + ",".join(f"-{p}" for p in WP_EXCLUDE[f])]
             cmd += ["-then", "-report-csv", str(after_wp)]
+        env = {**os.environ, "WHY3CONFIG": str(ring_why3_config())} \
+            if contracted and entry in WP_Z3_RING else None
         start = time.monotonic()
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=3600)
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=3600,
+                              env=env)
         seconds = time.monotonic() - start
         final = after_wp if contracted else after_eva
         if proc.returncode != 0 or not final.exists():
@@ -600,10 +651,17 @@ def main(argv: list[str] | None = None) -> int:
                          "reviewed ones, RING_WP_REVIEWED)")
     ap.add_argument("--only", choices=("decoders", "ring", "ring-wp"),
                     help="run one check (default: all three)")
+    ap.add_argument("--entries", default="",
+                    help="comma-separated decoder entry points (default: all of EVA_ENTRIES)")
     args = ap.parse_args(argv)
     wp_functions = tuple(f for f in args.ring_wp_functions.split(",") if f)
+    entries = tuple(e for e in args.entries.split(",") if e)
+    unknown = sorted(set(entries) - set(EVA_ENTRIES))
+    if unknown:
+        ap.error(f"unknown entries {unknown}: {sorted(EVA_ENTRIES)}")
     checks: dict[str, Callable[[], Report]] = {
-        "decoders": lambda: check_decoders(args.plant_decoders, args.eva_precision),
+        "decoders": lambda: check_decoders(args.plant_decoders, args.eva_precision,
+                                           entries or tuple(EVA_ENTRIES)),
         "ring": lambda: check_ring(args.ring_depth, args.plant_ring),
         "ring-wp": lambda: check_ring_wp(args.plant_ring_wp, wp_functions),
     }

@@ -93,7 +93,12 @@ void hm_cbor_put_tstr(hm_cbor_w *w, const uint8_t *p, size_t n) {
     predicate hm_reader_at(hm_cbor_r *r) = hm_reader(r) && r->pos <= r->len;
     // what a function of the reader returns: OK, or the sticky error it left in r->err
     predicate hm_outcome(hm_cbor_r *r, hm_cbor_err e) =
-      e == HM_CBOR_OK || (e == r->err && e != HM_CBOR_OK); */
+      e == HM_CBOR_OK || (e == r->err && e != HM_CBOR_OK);
+    // an item read: pos moved past its head (one byte, two or more for an argument of
+    // 24 or more) and `rest` bytes of content, still inside the input (the callers'
+    // layout facts: hm_pack.c's COSE parse)
+    predicate hm_moved{L1, L2}(hm_cbor_r *r, integer arg, integer rest) =
+      \at(r->pos, L1) + 1 + (arg >= 24 ? 1 : 0) + rest <= \at(r->pos, L2) <= \at(r->len, L2); */
 
 /*@ requires \valid(r) && \valid_read(p + (0 .. len - 1));
     assigns *r;
@@ -119,7 +124,8 @@ static hm_cbor_err fail(hm_cbor_r *r, hm_cbor_err err) {
     assigns r->pos, r->err, *major, *arg;
     ensures hm_outcome(r, \result);
     ensures \result == HM_CBOR_OK ==>
-            r->pos <= r->len && \initialized(major) && \initialized(arg); */
+            r->pos <= r->len && \initialized(major) && \initialized(arg);
+    ensures \result == HM_CBOR_OK ==> hm_moved{Old, Post}(r, *arg, 0); */
 static hm_cbor_err head(hm_cbor_r *r, unsigned *major, uint64_t *arg) {
     if (r->err) return r->err;
     if (r->pos >= r->len) return fail(r, HM_CBOR_E_TRUNCATED);
@@ -132,7 +138,7 @@ static hm_cbor_err head(hm_cbor_r *r, unsigned *major, uint64_t *arg) {
         if (s > r->len - r->pos) return fail(r, HM_CBOR_E_TRUNCATED);
         if (mt == 7) return fail(r, s == 1 ? HM_CBOR_E_SIMPLE : HM_CBOR_E_FLOAT);
         v = 0;
-        /*@ loop invariant i <= s && r->pos == \at(r->pos, LoopEntry) + i;
+        /*@ loop invariant i <= s && r->pos == \at(r->pos, LoopEntry) + i && (i == 0 ==> v == 0);
             loop assigns i, v, r->pos; */
         for (size_t i = 0; i < s; i++) v = v << 8 | r->p[r->pos++];
         if (hm_cbor_head_size(v) != 1 + s) return fail(r, HM_CBOR_E_NON_MINIMAL);
@@ -147,7 +153,8 @@ static hm_cbor_err head(hm_cbor_r *r, unsigned *major, uint64_t *arg) {
 /*@ requires hm_reader(r) && \valid(arg) && \separated(r, arg);
     assigns r->pos, r->err, *arg;
     ensures hm_outcome(r, \result);
-    ensures \result == HM_CBOR_OK ==> r->pos <= r->len && \initialized(arg); */
+    ensures \result == HM_CBOR_OK ==> r->pos <= r->len && \initialized(arg);
+    ensures \result == HM_CBOR_OK ==> hm_moved{Old, Post}(r, *arg, 0); */
 static hm_cbor_err want(hm_cbor_r *r, unsigned major, uint64_t *arg) {
     unsigned mt;
     if (head(r, &mt, arg)) return r->err;
@@ -177,7 +184,8 @@ int hm_cbor_peek(const hm_cbor_r *r) {
 /*@ requires hm_reader(r) && \valid(v) && \separated(r, v);
     assigns r->pos, r->err, *v;
     ensures hm_outcome(r, \result);
-    ensures \result == HM_CBOR_OK ==> \initialized(v); */
+    ensures \result == HM_CBOR_OK ==> \initialized(v);
+    ensures \result == HM_CBOR_OK ==> hm_moved{Old, Post}(r, 0, 0); */
 hm_cbor_err hm_cbor_get_uint(hm_cbor_r *r, uint64_t max, uint64_t *v) {
     uint64_t a;
     if (want(r, 0, &a)) return r->err;
@@ -204,7 +212,10 @@ hm_cbor_err hm_cbor_get_int(hm_cbor_r *r, int *neg, uint64_t *v) {
     assigns r->pos, r->err, *p, *n;
     ensures hm_outcome(r, \result);
     ensures \result == HM_CBOR_OK ==> \initialized(p) && \initialized(n);
-    ensures \result == HM_CBOR_OK ==> \valid_read(*p + (0 .. *n - 1)); */
+    ensures \result == HM_CBOR_OK ==> \valid_read(*p + (0 .. *n - 1));
+    ensures \result == HM_CBOR_OK ==>
+            min <= *n <= max && hm_moved{Old, Post}(r, *n, *n) && *p == r->p + (r->pos - *n);
+    ensures \result != HM_CBOR_OK ==> *p == \old(*p) && *n == \old(*n); */
 static hm_cbor_err get_str(hm_cbor_r *r, unsigned major, size_t min, size_t max,
                            const uint8_t **p, size_t *n) {
     uint64_t a;
@@ -221,7 +232,10 @@ static hm_cbor_err get_str(hm_cbor_r *r, unsigned major, size_t min, size_t max,
     assigns r->pos, r->err, *p, *n;
     ensures hm_outcome(r, \result);
     ensures \result == HM_CBOR_OK ==> \initialized(p) && \initialized(n);
-    ensures \result == HM_CBOR_OK ==> \valid_read(*p + (0 .. *n - 1)); */
+    ensures \result == HM_CBOR_OK ==> \valid_read(*p + (0 .. *n - 1));
+    ensures \result == HM_CBOR_OK ==>
+            min <= *n <= max && hm_moved{Old, Post}(r, *n, *n) && *p == r->p + (r->pos - *n);
+    ensures \result != HM_CBOR_OK ==> *p == \old(*p) && *n == \old(*n); */
 hm_cbor_err hm_cbor_get_bstr(hm_cbor_r *r, size_t min, size_t max, const uint8_t **p,
                              size_t *n) {
     return get_str(r, 2, min, max, p, n);
@@ -231,7 +245,10 @@ hm_cbor_err hm_cbor_get_bstr(hm_cbor_r *r, size_t min, size_t max, const uint8_t
     assigns r->pos, r->err, *p, *n;
     ensures hm_outcome(r, \result);
     ensures \result == HM_CBOR_OK ==> \initialized(p) && \initialized(n);
-    ensures \result == HM_CBOR_OK ==> \valid_read(*p + (0 .. *n - 1)); */
+    ensures \result == HM_CBOR_OK ==> \valid_read(*p + (0 .. *n - 1));
+    ensures \result == HM_CBOR_OK ==>
+            0 <= *n <= max && hm_moved{Old, Post}(r, *n, *n) && *p == r->p + (r->pos - *n);
+    ensures \result != HM_CBOR_OK ==> *p == \old(*p) && *n == \old(*n); */
 hm_cbor_err hm_cbor_get_tstr(hm_cbor_r *r, size_t max, const uint8_t **p, size_t *n) {
     return get_str(r, 3, 0, max, p, n);
 }
@@ -240,7 +257,8 @@ hm_cbor_err hm_cbor_get_tstr(hm_cbor_r *r, size_t max, const uint8_t **p, size_t
 /*@ requires hm_reader(r) && \valid(count) && \separated(r, count);
     assigns r->pos, r->err, *count;
     ensures hm_outcome(r, \result);
-    ensures \result == HM_CBOR_OK ==> \initialized(count); */
+    ensures \result == HM_CBOR_OK ==> \initialized(count);
+    ensures \result == HM_CBOR_OK ==> hm_moved{Old, Post}(r, 0, 0); */
 static hm_cbor_err get_container(hm_cbor_r *r, unsigned major, uint64_t *count) {
     uint64_t a;
     if (want(r, major, &a)) return r->err;
@@ -253,14 +271,16 @@ static hm_cbor_err get_container(hm_cbor_r *r, unsigned major, uint64_t *count) 
 /*@ requires hm_reader(r) && \valid(count) && \separated(r, count);
     assigns r->pos, r->err, *count;
     ensures hm_outcome(r, \result);
-    ensures \result == HM_CBOR_OK ==> \initialized(count); */
+    ensures \result == HM_CBOR_OK ==> \initialized(count);
+    ensures \result == HM_CBOR_OK ==> hm_moved{Old, Post}(r, 0, 0); */
 hm_cbor_err hm_cbor_get_array(hm_cbor_r *r, uint64_t *count) {
     return get_container(r, 4, count);
 }
 
 /*@ requires hm_reader(r);
     assigns r->pos, r->err;
-    ensures hm_outcome(r, \result); */
+    ensures hm_outcome(r, \result);
+    ensures \result == HM_CBOR_OK ==> hm_moved{Old, Post}(r, 0, 0); */
 hm_cbor_err hm_cbor_expect_array(hm_cbor_r *r, uint64_t count) {
     uint64_t n;
     if (get_container(r, 4, &n)) return r->err;
@@ -270,7 +290,8 @@ hm_cbor_err hm_cbor_expect_array(hm_cbor_r *r, uint64_t count) {
 /*@ requires hm_reader(r) && \valid(pairs) && \separated(r, pairs);
     assigns r->pos, r->err, *pairs;
     ensures hm_outcome(r, \result);
-    ensures \result == HM_CBOR_OK ==> \initialized(pairs); */
+    ensures \result == HM_CBOR_OK ==> \initialized(pairs);
+    ensures \result == HM_CBOR_OK ==> hm_moved{Old, Post}(r, 0, 0); */
 hm_cbor_err hm_cbor_get_map(hm_cbor_r *r, uint64_t *pairs) {
     return get_container(r, 5, pairs);
 }
@@ -278,7 +299,8 @@ hm_cbor_err hm_cbor_get_map(hm_cbor_r *r, uint64_t *pairs) {
 /*@ requires hm_reader(r) && \valid(tag) && \separated(r, tag);
     assigns r->pos, r->err, *tag;
     ensures hm_outcome(r, \result);
-    ensures \result == HM_CBOR_OK ==> \initialized(tag); */
+    ensures \result == HM_CBOR_OK ==> \initialized(tag);
+    ensures \result == HM_CBOR_OK ==> hm_moved{Old, Post}(r, 0, 0); */
 hm_cbor_err hm_cbor_get_tag(hm_cbor_r *r, uint64_t *tag) { return want(r, 6, tag); }
 
 /*@ requires hm_reader(r) && \valid(v) && \separated(r, v);

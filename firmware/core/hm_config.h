@@ -50,6 +50,9 @@
 #if defined(HM_PLANT_JOIN) && !defined(HM_VERIFY_PLANTED)
 #error "HM_PLANT_JOIN is a planted bug for tools/verify_c.py only"
 #endif
+#if defined(HM_PLANT_PACK) && !defined(HM_VERIFY_PLANTED)
+#error "HM_PLANT_PACK is a planted bug for tools/verify_c.py only"
+#endif
 #if HM_WINDOW < 1 || HM_WINDOW > 8
 #error "HM_WINDOW must be 1..8"
 #endif

@@ -46,7 +46,11 @@ static size_t put_bstr_head(uint8_t *dst, size_t cap, uint64_t n) {
 
 /* Last byte first, shifting by a constant: a variable 64-bit shift is a libgcc call
  * on rv32. */
+/*@ requires \valid(p + (0 .. 7));
+    assigns p[0 .. 7]; */
 static void put_be64(uint8_t *p, uint64_t v) {
+    /*@ loop invariant i <= 8;
+        loop assigns i, v, p[0 .. 7]; */
     for (unsigned i = 8; i-- > 0; v >>= 8) p[i] = (uint8_t)v;
 }
 
@@ -324,9 +328,14 @@ void hm_knowledge_set_head(hm_knowledge *k, uint64_t seq, const uint8_t hash[HM_
     memcpy(k->hash, hash, HM_HASH_SIZE);
 }
 
-#if defined(__GNUC__)
-__attribute__((noinline)) /* one call, not an inlined copy at each of the 15 exits */
+/* one call, not an inlined copy at each of the 15 exits (not for Frama-C, which takes
+ * no attribute between a contract and its function) */
+#if defined(__GNUC__) && !defined(__FRAMAC__)
+__attribute__((noinline))
 #endif
+/*@ requires \valid(k) && \valid(reason);
+    assigns k->counters.refused, k->counters.last_reason, *reason;
+    ensures \result == HM_PACK_REFUSED; */
 static hm_pack_status refuse(hm_knowledge *k, hm_pack_reason why, hm_pack_reason *reason) {
     k->counters.refused++;
     k->counters.last_reason = (uint8_t)why;
@@ -336,6 +345,10 @@ static hm_pack_status refuse(hm_knowledge *k, hm_pack_reason why, hm_pack_reason
 
 /* Step 4 to 6: the protected header. Returns NONE, UNSUPPORTED_ALG or MALFORMED and
  * the kid. */
+/*@ requires \valid_read(prot + (0 .. n - 1)) && \valid(kid);
+    assigns *kid;
+    ensures kid_in_header: *kid == \null || (prot <= *kid && *kid + HM_KID_SIZE <= prot + n);
+    ensures \result == HM_REASON_NONE ==> *kid != \null; */
 static hm_pack_reason check_protected(const uint8_t *prot, size_t n, const uint8_t **kid) {
     hm_cbor_r r;
     uint64_t pairs, v;
@@ -344,6 +357,9 @@ static hm_pack_reason check_protected(const uint8_t *prot, size_t n, const uint8
     if (hm_cbor_check(prot, n) != HM_CBOR_OK) return HM_REASON_MALFORMED;
     hm_cbor_r_init(&r, prot, n);
     if (hm_cbor_get_map(&r, &pairs) != HM_CBOR_OK) return HM_REASON_MALFORMED;
+    /*@ loop invariant r.p == prot && r.len == n;
+        loop invariant kid_in_header: *kid == \null || (prot <= *kid && *kid + HM_KID_SIZE <= prot + n);
+        loop assigns i, r, v, alg_ok, extra, *kid; */
     for (size_t i = 0; i < (size_t)pairs; i++) { /* pairs <= n / 2: fits */
         int key_type = hm_cbor_peek(&r), neg, label = -1;
         if (key_type == 0) {
@@ -375,12 +391,22 @@ static hm_pack_reason check_protected(const uint8_t *prot, size_t n, const uint8
 
 /* Step 8 in place (see hm_pack.h). pack[0 .. len) is d2 84 | P | a0 | L | 58 40 sig
  * with P the protected bstr (plen bytes) and L the payload bstr (llen bytes). */
+/*@ requires pack_room: \valid(pack + (0 .. plen + llen + 68)) &&
+                        \initialized(pack + (0 .. plen + llen + 68));
+    requires \valid_read(pub + (0 .. HM_PUBLIC_KEY_SIZE - 1));
+    requires pack_apart: \separated(pub + (0 .. HM_PUBLIC_KEY_SIZE - 1),
+                                    pack + (0 .. plen + llen + 68));
+    assigns pack[0 .. plen + llen + 68]; */
 static int verify_in_place(uint8_t *pack, size_t plen, size_t llen,
                            const uint8_t pub[HM_PUBLIC_KEY_SIZE]) {
     uint8_t sig[HM_SIGNATURE_SIZE];
     size_t sig_at = 3 + plen + llen;
     int ok;
+#ifdef HM_PLANT_PACK /* planted bug for tools/verify_c.py (WP must not prove the copy) */
+    memcpy(sig, pack + sig_at + 3, HM_SIGNATURE_SIZE); /* one byte late: past the pack */
+#else
     memcpy(sig, pack + sig_at + 2, HM_SIGNATURE_SIZE);
+#endif
     memmove(pack + 3 + plen + SIG_SHIFT, pack + 3 + plen, llen); /* into the signature */
     memmove(pack + 2 + SIG_SHIFT, pack + 2, plen);
     pack[0] = 0x84;
@@ -401,11 +427,24 @@ static int verify_in_place(uint8_t *pack, size_t plen, size_t llen,
 
 /* One item [triple_id, subject, predicate, object, confidence]; *fits = 0 if the
  * store could not hold it. With `into`, copies it. */
+/*@ requires \valid(r) && \valid_read(r->p + (0 .. r->len - 1)) && \valid(fits);
+    requires \separated(r, fits);
+    requires into == \null ||
+             (\valid(into) && \separated(into, r, fits, r->p + (0 .. r->len - 1)));
+    assigns r->pos, r->err, *fits, *into; */
 static int read_item(hm_cbor_r *r, hm_knowledge_item *into, int *fits) {
     const uint8_t *tid, *s[3];
     size_t n, sl[3];
     uint64_t conf;
     if (hm_cbor_expect_array(r, 5) || hm_cbor_get_bstr(r, 8, 8, &tid, &n)) return 0;
+    /*@ loop invariant i <= 3 && \initialized(&tid) && \valid_read(tid + (0 .. 7));
+        loop invariant i > 0 ==> \initialized(&s[0]) && \initialized(&sl[0]) &&
+                                 \valid_read(s[0] + (0 .. sl[0] - 1));
+        loop invariant i > 1 ==> \initialized(&s[1]) && \initialized(&sl[1]) &&
+                                 \valid_read(s[1] + (0 .. sl[1] - 1));
+        loop invariant i > 2 ==> \initialized(&s[2]) && \initialized(&sl[2]) &&
+                                 \valid_read(s[2] + (0 .. sl[2] - 1));
+        loop assigns i, s[0 .. 2], sl[0 .. 2], *fits, r->pos, r->err; */
     for (unsigned i = 0; i < 3; i++) {
         if (hm_cbor_get_tstr(r, SIZE_MAX, &s[i], &sl[i])) return 0;
         if (sl[i] > HM_KNOWLEDGE_TEXT) *fits = 0;
@@ -424,6 +463,15 @@ static int read_item(hm_cbor_r *r, hm_knowledge_item *into, int *fits) {
     return 1;
 }
 
+/* The contract of the pack path (tools/verify_c.py eva_pack: EVA, then WP over this
+ * function and the helpers above): any writable, initialised pack, a store separate
+ * from it, with or without a host key and a reason. */
+/*@ requires \valid(k) && \valid(pack + (0 .. len - 1)) && \initialized(pack + (0 .. len - 1));
+    requires k->key == \null || \valid_read(k->key);
+    requires reason == \null || \valid(reason);
+    requires \separated(k, pack + (0 .. len - 1));
+    requires k->key == \null || \separated(k->key, k, pack + (0 .. len - 1));
+    requires reason == \null || \separated(reason, k, pack + (0 .. len - 1)); */
 hm_pack_status hm_knowledge_accept(hm_knowledge *k, uint8_t *pack, size_t len,
                                    hm_pack_reason *reason) {
     hm_pack_reason why, dummy;
@@ -478,6 +526,8 @@ hm_pack_status hm_knowledge_accept(hm_knowledge *k, uint8_t *pack, size_t len,
         return refuse(k, HM_REASON_MALFORMED, reason);
     items = r;
     /* count <= the bytes left (hm_cbor_get_array): it fits a size_t */
+    /*@ loop invariant r.p == payload && r.len == payload_n;
+        loop assigns i, r, fits; */
     for (size_t i = 0; i < (size_t)count; i++)
         if (!read_item(&r, NULL, &fits)) return refuse(k, HM_REASON_MALFORMED, reason);
     if (hm_cbor_end(&r)) return refuse(k, HM_REASON_MALFORMED, reason);
@@ -503,7 +553,10 @@ hm_pack_status hm_knowledge_accept(hm_knowledge *k, uint8_t *pack, size_t len,
         *reason = HM_REASON_STORAGE;
         return HM_PACK_DEFERRED;
     }
+    /*@ loop invariant items.p == payload && items.len == payload_n && i <= count;
+        loop assigns i, items, fits, k->items[0 .. HM_KNOWLEDGE_CAPACITY - 1]; */
     for (size_t i = 0; i < (size_t)count; i++) (void)read_item(&items, &k->items[i], &fits);
+    //@ split count;
     if (count < HM_KNOWLEDGE_CAPACITY)
         memset(&k->items[count], 0, (HM_KNOWLEDGE_CAPACITY - (size_t)count) * sizeof k->items[0]);
     k->count = (uint32_t)count;
