@@ -21,8 +21,10 @@ so its out-parameters are known set on OK) and the partitions of EVA_PARTITIONS.
 the entries of WP_ENTRIES the same Frama-C session then runs WP (Z3 through Why3;
 `why3 config detect` first on a fresh machine) on every function of the entry's
 sources that carries an ACSL contract (hm_cbor.c's reader, hm_cobs_decode, hm_frag.c's
-joiner with hm_crc32) and on the harness functions of WP_HARNESS (eva_join, whose loop
-invariant carries the joiner's bound over the run of pieces): WP proves the contracts,
+joiner with hm_crc32, hm_msg.c's str_ok), on the harness functions of WP_HARNESS
+(eva_join, whose loop invariant carries the joiner's bound over the run of pieces) and,
+in the callers of WP_CALLS, on the named preconditions at their calls only
+(hm_msg_decode's call of str_ok, -wp-prop): WP proves the contracts,
 the loop invariants and the alarms EVA left in those bodies, and Frama-C consolidates:
 an alarm is closed when WP proved it under preconditions that EVA or WP proved at every
 call. In these entries verify/framac/wp_env.h is forced into the files of WP_ENV_FILES:
@@ -146,6 +148,13 @@ WP_EXCLUDE: dict[str, tuple[str, ...]] = {
 # configuration off, then on): with it on, Z3 gives up on the reader's preconditions
 # along hm_knowledge_accept's parse.
 WP_Z3_RING = {"eva_pack"}
+# Call sites whose preconditions WP proves in a caller that carries no contract of its
+# own (-wp-fct caller -wp-prop name): hm_msg_decode passes str_ok a string a getter
+# returned, which EVA holds as two unrelated intervals (pointer and length), while the
+# getters' proved postconditions give WP the relation.
+WP_CALLS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
+    "eva_msg": (("hm_msg_decode", ("str_set", "str_readable")),),
+}
 # Proved with -wp-split (a goal per branch of each conditional): Z3 gives up on
 # hm_join_take's postconditions taken whole, over all its exits at once. Not for every
 # function: split, hm_cbor_skip's goals grow from about 100 to 1000.
@@ -330,6 +339,8 @@ def run_eva(entry: str, defines: tuple[str, ...] = (), precision: int = EVA_PREC
                 if f in WP_EXCLUDE:
                     cmd += ["-then", "-wp-fct", f,
                             "-wp-prop=" + ",".join(f"-{p}" for p in WP_EXCLUDE[f])]
+            for caller, props in WP_CALLS.get(entry, ()):
+                cmd += ["-then", "-wp-no-split", "-wp-fct", caller, "-wp-prop", ",".join(props)]
             cmd += ["-then", "-report-csv", str(after_wp)]
         env = {**os.environ, "WHY3CONFIG": str(ring_why3_config())} \
             if contracted and entry in WP_Z3_RING else None
@@ -354,9 +365,11 @@ def run_eva(entry: str, defines: tuple[str, ...] = (), precision: int = EVA_PREC
     m = _COVERAGE.search(proc.stdout)
     cov = (f"{m.group(1)} functions, {m.group(2)}/{m.group(3)} statements reached"
            if m else "coverage not reported")
-    passes = _WP_SUMMARY.findall(proc.stdout)  # one per WP pass (whole, then split)
+    passes = _WP_SUMMARY.findall(proc.stdout)  # one per WP pass (whole, split, calls)
+    callers = [f"{c} (its calls' {', '.join(p)})" for c, p in WP_CALLS.get(entry, ())
+               if contracted]
     wp_goals = (f"WP {sum(int(d) for d, _ in passes)}/{sum(int(n) for _, n in passes)} "
-                f"goals in {', '.join(contracted)}") if passes else ""
+                f"goals in {', '.join(contracted + callers)}") if passes else ""
     reached = set(re.findall(r"computing for function (\w+)", proc.stdout))
     proved = sorted(f for f in reached - {a.function for a in alarms}
                     if not f.startswith(("Frama_C", "eva_", "any_input")) and f not in _LIBC)

@@ -108,6 +108,12 @@ static int int_ok(unsigned kind, uint64_t v) {
     return kind == K_U64 || (v <= int_max[kind] && (kind != K_ECODE || v >= 1));
 }
 
+/* A string the reader returned (set, and readable for its length: hm_cbor_get_tstr and
+ * hm_cbor_get_bstr ensure both on OK), checked against its kind; WP proves the
+ * contract at the call in hm_msg_decode (tools/verify_c.py WP_CALLS). */
+/*@ requires str_set: \valid_read(b) && \initialized(&b->ptr) && \initialized(&b->len);
+    requires str_readable: \valid_read(b->ptr + (0 .. b->len - 1));
+    assigns \nothing; */
 static int str_ok(unsigned kind, const hm_bytes *b) {
     size_t max = kind == K_PAYLOAD ? 256u : str_max[kind - K_BSTR];
     if (kind == K_BSTR) return 1;
