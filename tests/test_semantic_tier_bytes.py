@@ -154,6 +154,12 @@ def test_a_claim_quote_is_kept_as_a_span_of_the_text_it_cites(tmp_path: Path) ->
     assert store.sources(now) == [("team", "d1", quote)]
     assert {a.quote for c in store.about("Heidi Jones", {"team"}) for a in c.attestations} == {
         quote, "heidi jones: pottery"}
+    # a statement held with its quote as text (its source's text unread then) is not
+    # written again as a span once the text can be read
+    store.texts = {**TEXTS, "d9": "Notes: heidi jones: pottery"}.get
+    store.write(Statement("Heidi Jones", "person.hobby", "pottery",
+                          "heidi jones: pottery", "d9", "team"))  # fmt: skip
+    assert store._db.execute("SELECT count(*) FROM claim_attestations").fetchone()[0] == 2
     # a text that no longer holds what a span cites is an error, never a wrong quote
     store.texts = {"d1": "short"}.get
     with pytest.raises(Exception, match="can no longer be read"):

@@ -496,7 +496,12 @@ class ClaimStore:
         at = -1 if text is None else text.find(quote)
         held = "" if at >= 0 else quote  # '': the span of the source's text
         lo, hi = (at, at + len(quote)) if at >= 0 else (0, 0)
-        # a statement already held is its key again, and is not written twice
+        # a statement already held is its key again, and is not written twice; so is one
+        # held with its quote as text (written before its source's text could be read)
+        if not held and self._db.execute(
+            "SELECT 1 FROM claim_attestations WHERE claim = ? AND container = ? AND source = ? "
+            "AND quote = ?", (cid, cont, skey, quote)).fetchone() is not None:  # fmt: skip
+            return
         self._db.execute(
             f"INSERT OR IGNORE INTO claim_attestations ({_ATTESTATION_COLUMNS}) VALUES "
             "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
