@@ -95,3 +95,45 @@ def test_a_substrate_holds_one_connection_per_store_and_reopens_whole(
     assert [h.doc for h in again.passages.search("pump Berlin", 5, {"team"})] == ["doc1"]
     assert again.passages.search("pump Berlin", 5, {"other"}) == []
     again.close()
+
+
+def test_claims_of_the_rowid_layout_are_keyed_when_a_server_schema_is_opened(
+    target: PgTarget,
+) -> None:
+    """A schema made before attestations were keyed (the dialect gave the table a rowid
+    column; a span's quote NULL; an index by claim) is rebuilt into the keyed table."""
+    from hirmem.semantic.claims import ClaimStore, Statement
+    from test_semantic_tier_bytes import _ROWID_CLAIM_LAYOUT, ONTOLOGY, TEXTS
+
+    quote = "Heidi Jones works at Stark Industries."
+    d1 = "00000000000000d1"
+    db = open_db(target, "claims")
+    db.executescript(_ROWID_CLAIM_LAYOUT)
+    for i, w in enumerate(("heidi jones", "person.employer", "stark industries", "team"), 1):
+        db.execute("INSERT INTO claim_words VALUES (?, ?)", (i, w))
+    db.execute("INSERT INTO claims VALUES (1, 1, 2, 3)")
+    db.execute("INSERT INTO claim_attestations (claim, container, source, quote, start, end_, "
+               "valid_from, invalid_at, said_at, recorded_at, hedged) VALUES "
+               "(1, 4, ?, NULL, ?, ?, 5, 0, 5, 7, 0)", (int(d1, 16), 9,
+                                                       9 + len(quote)))  # fmt: skip
+    db.close()
+    store = ClaimStore(ONTOLOGY, target, clock=lambda: 1_000)
+    store.texts = {d1: TEXTS["d1"]}.get
+    [row] = store.current("Heidi Jones", "person.employer", {"team"}, at=10)
+    assert [(a.source, a.quote) for a in row.attestations] == [(d1, quote)]
+    store.write(Statement("Heidi Jones", "person.employer", "Stark Industries", quote, d1,
+                          "team", said_at=5))  # fmt: skip
+    assert store._db.execute("SELECT count(*) FROM claim_attestations").fetchone()[0] == 1
+    cols = {r[0] for r in store._db.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = "
+        "current_schema() AND table_name = 'claim_attestations'")}  # fmt: skip
+    indexes = {r[0] for r in store._db.execute(
+        "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND "
+        "tablename = 'claim_attestations'")}  # fmt: skip
+    store.close()
+    assert "quote" in cols and "rowid" not in cols
+    assert "attestations_claim" not in indexes and "attestations_source" in indexes
+    store = ClaimStore(ONTOLOGY, target, clock=lambda: 1_000)  # opened again: as it is
+    store.texts = {d1: TEXTS["d1"]}.get
+    assert store.withdraw(d1) == 1
+    store.close()

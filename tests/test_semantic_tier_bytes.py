@@ -146,13 +146,20 @@ def test_a_claim_quote_is_kept_as_a_span_of_the_text_it_cites(tmp_path: Path) ->
     store.write(Statement("Heidi Jones", "person.hobby", "pottery",
                           "heidi jones: pottery", "d9", "team"))  # fmt: skip
     held = store._db.execute("SELECT quote, start, end_ FROM claim_attestations "
-                             "ORDER BY rowid").fetchall()  # fmt: skip
-    assert held == [(None, 9, 9 + len(quote)), ("heidi jones: pottery", 0, 0)]
+                             "ORDER BY quote").fetchall()  # fmt: skip
+    # (a span's quote was NULL in a rowid table; the keyed table holds '')
+    assert held == [("", 9, 9 + len(quote)), ("heidi jones: pottery", 0, 0)]
     [now] = store.current("Heidi Jones", "person.employer", {"team"})
     assert [a.quote for a in now.attestations] == [quote] and now.id == row.id
     assert store.sources(now) == [("team", "d1", quote)]
     assert {a.quote for c in store.about("Heidi Jones", {"team"}) for a in c.attestations} == {
         quote, "heidi jones: pottery"}
+    # a statement held with its quote as text (its source's text unread then) is not
+    # written again as a span once the text can be read
+    store.texts = {**TEXTS, "d9": "Notes: heidi jones: pottery"}.get
+    store.write(Statement("Heidi Jones", "person.hobby", "pottery",
+                          "heidi jones: pottery", "d9", "team"))  # fmt: skip
+    assert store._db.execute("SELECT count(*) FROM claim_attestations").fetchone()[0] == 2
     # a text that no longer holds what a span cites is an error, never a wrong quote
     store.texts = {"d1": "short"}.get
     with pytest.raises(Exception, match="can no longer be read"):
@@ -188,10 +195,12 @@ def test_a_claim_file_of_the_earlier_text_layout_is_converted_when_opened(
         ("team", "d1", quote, 5)]  # fmt: skip
     assert store.about("Heidi Jones", {"team"}, at=10)[0].attestations[0].source == "d1"
     assert store.count("person.employer", {"club"}, at=10) == 1
-    kept = store._db.execute("SELECT quote FROM claim_attestations ORDER BY rowid").fetchall()
+    kept = store._db.execute("SELECT quote FROM claim_attestations ORDER BY said_at, quote"
+                             ).fetchall()  # fmt: skip
     store.close()
     # converted while it opens, before it is told where its documents are: quotes as text
-    assert kept == [(quote,), ("Heidi Jones (club) works at Stark Industries.",)]
+    # (the keyed table has no rowid: ordered here by what the rows hold)
+    assert kept == [("Heidi Jones (club) works at Stark Industries.",), (quote,)]
 
 
 def test_claim_lookups_are_served_by_indexes(tmp_path: Path) -> None:
@@ -209,10 +218,74 @@ def test_claim_lookups_are_served_by_indexes(tmp_path: Path) -> None:
     ):
         plan = _plan(db, sql, args)
         assert "SCAN" not in plan and used in plan, (sql, plan)
-    assert "attestations_claim" in _plan(db, "SELECT a.quote FROM claims c CROSS JOIN "
-                                         "claim_attestations a ON a.claim = c.id WHERE "
-                                         "c.subject = ? AND a.container IN (?)", (1, 2))
+    # the attestations' own key serves the join (no second index holds the claim again)
+    assert "PRIMARY KEY (claim=? AND container=?)" in _plan(
+        db, "SELECT a.quote FROM claims c CROSS JOIN claim_attestations a ON a.claim = c.id "
+        "WHERE c.subject = ? AND a.container IN (?)", (1, 2))  # fmt: skip
+    assert "attestations_claim" not in {r[0] for r in db.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'index'")}  # fmt: skip
     store.close()
+
+
+# the claims' layout before attestations were keyed: a rowid table, a span's quote NULL
+_ROWID_CLAIM_LAYOUT = """
+CREATE TABLE claim_words (id INTEGER PRIMARY KEY, word TEXT UNIQUE NOT NULL);
+CREATE TABLE claims (
+    id INTEGER PRIMARY KEY, subject INTEGER NOT NULL, predicate INTEGER NOT NULL,
+    value INTEGER NOT NULL, UNIQUE (subject, predicate, value));
+CREATE INDEX claims_pv ON claims(predicate, value);
+CREATE INDEX claims_value ON claims(value);
+CREATE TABLE claim_attestations (
+    claim INTEGER NOT NULL, container INTEGER NOT NULL, source INTEGER NOT NULL, quote TEXT,
+    start INTEGER NOT NULL, end_ INTEGER NOT NULL, valid_from INTEGER NOT NULL,
+    invalid_at INTEGER NOT NULL, said_at INTEGER NOT NULL, recorded_at INTEGER NOT NULL,
+    hedged INTEGER NOT NULL);
+CREATE INDEX attestations_claim ON claim_attestations(claim, container);
+CREATE INDEX attestations_source ON claim_attestations(source);
+CREATE TABLE claim_sources (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+"""
+
+
+def test_a_claim_file_of_the_rowid_layout_is_converted_when_opened(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    quote = "Heidi Jones works at Stark Industries."
+    con = sqlite3.connect(db)
+    con.executescript(_ROWID_CLAIM_LAYOUT)
+    con.executemany("INSERT INTO claim_words VALUES (?, ?)", list(enumerate(
+        ("heidi jones", "person.employer", "stark industries", "team", "person.hobby",
+         "pottery"), 1)))  # fmt: skip
+    con.executemany("INSERT INTO claims VALUES (?, ?, ?, ?)", [(1, 1, 2, 3), (2, 1, 5, 6)])
+    d1 = int("00000000000000d1", 16)
+    con.executemany("INSERT INTO claim_attestations VALUES (?, 4, ?, ?, ?, ?, 5, 0, ?, 7, 0)", [
+        (1, d1, None, 9, 9 + len(quote), 5),  # a span of d1's text
+        (2, d1, "heidi jones: pottery", 0, 0, 6),  # a quote kept as text
+    ])  # fmt: skip
+    con.commit()
+    con.close()
+    store = ClaimStore(ONTOLOGY, str(db), clock=lambda: 1_000)
+    store.texts = {"00000000000000d1": TEXTS["d1"]}.get
+    [row] = store.current("Heidi Jones", "person.employer", {"team"}, at=10)
+    assert [(a.source, a.quote, a.valid_from) for a in row.attestations] == [
+        ("00000000000000d1", quote, 5)]  # fmt: skip
+    assert {a.quote for c in store.about("Heidi Jones", {"team"}, at=10)
+            for a in c.attestations} == {quote, "heidi jones: pottery"}  # fmt: skip
+    # the same statements again are the key again: nothing added
+    for stmt in (Statement("Heidi Jones", "person.employer", "Stark Industries", quote,
+                           "00000000000000d1", "team", said_at=5),
+                 Statement("Heidi Jones", "person.hobby", "pottery", "heidi jones: pottery",
+                           "00000000000000d1", "team", said_at=6)):  # fmt: skip
+        store.write(stmt)
+    assert store._db.execute("SELECT count(*) FROM claim_attestations").fetchone()[0] == 2
+    layout = store._db.execute("SELECT sql FROM sqlite_master WHERE name = "
+                               "'claim_attestations'").fetchone()[0]  # fmt: skip
+    indexes = {r[0] for r in store._db.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = "
+        "'claim_attestations'")}  # fmt: skip
+    assert store.withdraw("00000000000000d1") == 2
+    assert store.about("Heidi Jones", {"team"}, at=10) == []
+    store.close()
+    assert "WITHOUT ROWID" in layout.upper()
+    assert "attestations_claim" not in indexes and "attestations_source" in indexes
 
 
 # ---- tier 1 -----------------------------------------------------------------------------------
@@ -462,13 +535,14 @@ def tier_bytes_per_document(path: Path, n: int) -> float:
 
 
 def test_the_text_tiers_cost_a_few_hundred_bytes_a_short_document(tmp_path: Path) -> None:
-    """Measured here at about 770 bytes a document (1,000 one-line documents: passages,
+    """Measured here at about 754 bytes a document (1,000 one-line documents: passages,
     memories, claims, entities with their indexes, a page or more for each of some forty
-    small tables included); 807 before a one-sentence memory shared its passage's vector
-    and mentions, and the layouts before that held the text once per tier and cost about
-    1,670."""
+    small tables included); 770 before claim attestations were keyed (no rowid, no index
+    by claim beside the table), 807 before a one-sentence memory shared its passage's
+    vector and mentions, and the layouts before that held the text once per tier and cost
+    about 1,670."""
     per_doc = tier_bytes_per_document(tmp_path / "b.db", 1_000)
-    assert per_doc < 800, f"{per_doc:.0f} bytes a document"
+    assert per_doc < 765, f"{per_doc:.0f} bytes a document"
 
 
 # ---- dictionaries -------------------------------------------------------------------------------

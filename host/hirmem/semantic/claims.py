@@ -48,6 +48,7 @@ from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.spans import span_text
 from hirmem.semantic.stores.db import Where, open_db
 from hirmem.semantic.stores.sqlite import earlier_table
+from hirmem.sql.pgconn import PgConnection
 
 __all__ = [
     "KEPT_REFUSALS",
@@ -326,22 +327,27 @@ def _appears(part: str, quote: str) -> bool:
 # ``claim_words``; a claim's hex id is the hash of its canonical (subject, predicate, value)
 # and is not stored (the unique key finds it). An attestation's quote is a span (start,
 # end) of its source's text when the store can read that text (``ClaimStore.texts``) and
-# the quote is in it; ``quote`` holds the text only otherwise (a device reading's quote is
-# composed, not cut). Attestations are appended in a rowid table, found by claim (the
-# reads) and by source (a withdrawal, and the check for a repeated statement); a source is
-# an integer (a document id its own number: :class:`~hirmem.semantic.dictionary.Sources`).
+# the quote is in it (``quote`` then ''); ``quote`` holds the text only otherwise (a device
+# reading's quote is composed, not cut). Attestations are a WITHOUT ROWID table keyed by
+# the statement itself (claim, container, source, span, quote): the key finds a claim's
+# statements in the readable containers (the reads) and refuses a repeated statement, with
+# no rowid and no second index holding the claim again; a withdrawal finds them by source.
+# A source is an integer (a document id its own number:
+# :class:`~hirmem.semantic.dictionary.Sources`).
+_ATTESTATIONS = """CREATE TABLE claim_attestations (
+    claim INTEGER NOT NULL, container INTEGER NOT NULL, source INTEGER NOT NULL,
+    quote TEXT NOT NULL, start INTEGER NOT NULL, end_ INTEGER NOT NULL,
+    valid_from INTEGER NOT NULL, invalid_at INTEGER NOT NULL, said_at INTEGER NOT NULL,
+    recorded_at INTEGER NOT NULL, hedged INTEGER NOT NULL,
+    PRIMARY KEY (claim, container, source, start, end_, quote)) WITHOUT ROWID"""
+_ATTESTATION_COLUMNS = ("claim, container, source, quote, start, end_, valid_from, invalid_at, "
+                        "said_at, recorded_at, hedged")  # fmt: skip
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS claims (
     id INTEGER PRIMARY KEY, subject INTEGER NOT NULL, predicate INTEGER NOT NULL,
     value INTEGER NOT NULL, UNIQUE (subject, predicate, value));
 CREATE INDEX IF NOT EXISTS claims_pv ON claims(predicate, value);
 CREATE INDEX IF NOT EXISTS claims_value ON claims(value);
-CREATE TABLE IF NOT EXISTS claim_attestations (
-    claim INTEGER NOT NULL, container INTEGER NOT NULL, source INTEGER NOT NULL, quote TEXT,
-    start INTEGER NOT NULL, end_ INTEGER NOT NULL, valid_from INTEGER NOT NULL,
-    invalid_at INTEGER NOT NULL, said_at INTEGER NOT NULL, recorded_at INTEGER NOT NULL,
-    hedged INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS attestations_claim ON claim_attestations(claim, container);
 CREATE INDEX IF NOT EXISTS attestations_source ON claim_attestations(source);
 CREATE TABLE IF NOT EXISTS claim_refusals (
     at INTEGER NOT NULL, container TEXT NOT NULL, source TEXT NOT NULL,
@@ -372,6 +378,7 @@ class ClaimStore:
         self._db = open_db(path, "claims")
         earlier = self._earlier_rows()
         self._words = Words(self._db, "claim_words")
+        self._attestations_keyed()
         self._db.executescript(_SCHEMA)
         self._sources = Sources(self._db, "claim_sources", source_key)
         if earlier:
@@ -400,6 +407,40 @@ class ClaimStore:
         return [((str(s), str(p), str(v)), str(c), str(src), str(q), int(vf), int(ia),
                  int(said), int(rec), int(h))
                 for s, p, v, c, src, q, vf, ia, said, rec, h in rows]  # fmt: skip
+
+    def _attestations_keyed(self) -> None:
+        """Make ``claim_attestations`` the keyed table; one of the rowid layout (a file or a
+        server schema of before: rowid, ``quote`` NULL for a span, an index by claim) is
+        rebuilt into it, rows and all."""
+        db = self._db
+        if isinstance(db, PgConnection):
+            earlier = db.execute(
+                "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
+                "AND table_name = 'claim_attestations' AND column_name = 'rowid'").fetchone()
+            if earlier is None:
+                db.execute(_ATTESTATIONS.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1))
+                return
+        else:
+            held = earlier_table(db, "claim_attestations")
+            if held is None:
+                db.execute(_ATTESTATIONS)
+                return
+            if "WITHOUT ROWID" in held.upper():
+                return
+        db.execute("BEGIN")
+        try:
+            db.execute("ALTER TABLE claim_attestations RENAME TO claim_attestations_earlier")
+            for index in ("attestations_claim", "attestations_source"):  # rebuilt by _SCHEMA
+                db.execute(f"DROP INDEX IF EXISTS {index}")
+            db.execute(_ATTESTATIONS)
+            cols = _ATTESTATION_COLUMNS.replace("quote", "coalesce(quote, '')")
+            db.execute(f"INSERT OR IGNORE INTO claim_attestations ({_ATTESTATION_COLUMNS}) "
+                       f"SELECT {cols} FROM claim_attestations_earlier ORDER BY rowid")  # fmt: skip
+            db.execute("DROP TABLE claim_attestations_earlier")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
 
     def close(self) -> None:
         with self._lock:
@@ -453,16 +494,17 @@ class ClaimStore:
         cont = self._wid(container)
         skey = self._sources.key(source)
         at = -1 if text is None else text.find(quote)
-        held: str | None = None if at >= 0 else quote
+        held = "" if at >= 0 else quote  # '': the span of the source's text
         lo, hi = (at, at + len(quote)) if at >= 0 else (0, 0)
-        for q, a, b in self._db.execute(
-            "SELECT quote, start, end_ FROM claim_attestations WHERE source = ? AND claim = ? "
-            "AND container = ?", (skey, cid, cont)).fetchall():  # fmt: skip
-            if (q is None and held is None and (a, b) == (lo, hi)) or (q is not None and
-                                                                       q == quote):
-                return
+        # a statement already held is its key again, and is not written twice; so is one
+        # held with its quote as text (written before its source's text could be read)
+        if not held and self._db.execute(
+            "SELECT 1 FROM claim_attestations WHERE claim = ? AND container = ? AND source = ? "
+            "AND quote = ?", (cid, cont, skey, quote)).fetchone() is not None:  # fmt: skip
+            return
         self._db.execute(
-            "INSERT INTO claim_attestations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT OR IGNORE INTO claim_attestations ({_ATTESTATION_COLUMNS}) VALUES "
+            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (cid, cont, skey, held, lo, hi, start, end, said, recorded, hedged))
 
     def _check(self, s: Statement) -> ClaimRow:
@@ -553,7 +595,10 @@ class ClaimStore:
         if at is not None:
             sql += " AND a.valid_from <= ? AND (a.invalid_at = 0 OR ? < a.invalid_at)"
             params += [at, at]
-        sql += " ORDER BY c.id, a.valid_from, a.said_at"
+        # ties in time broken by when each was recorded, then by the key: an order of its
+        # own, not the table's storage order
+        sql += (" ORDER BY c.id, a.valid_from, a.said_at, a.recorded_at, a.container, "
+                "a.source, a.start, a.end_, a.quote")  # fmt: skip
         with self._lock:
             got = self._db.execute(sql, params).fetchall()
             words = self._spelled({int(w) for r in got for w in (r[0], r[1], r[2], r[3])})
@@ -564,7 +609,7 @@ class ClaimStore:
             source = self._sources.name(int(skey), spelled, joined=True)
             cid = _claim_id(s, p, v)
             held = rows.get(cid) or ClaimRow(cid, s, p, v)
-            if quote is None:
+            if not quote:
                 quote = self._cut(str(source), int(lo), int(hi), texts)
             att = Attestation(words[cont], source, quote, vf, ia, said, bool(hedged))
             rows[cid] = ClaimRow(cid, s, p, v, (*held.attestations, att))
