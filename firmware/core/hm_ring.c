@@ -45,14 +45,21 @@
          nblocks_of((rg)->rec[k].payload_len + (rg)->rec[k].source_len, (rg)->block_size) && \
        (rg)->rec[k].block + (rg)->rec[k].nblocks <= HM_RING_BLOCKS &&                      \
        ((rg)->rec[k].nblocks == 0 ==> (rg)->rec[k].block == 0))
+#define HM_ACSL_RING_LIVE_SLOT(rg, k)                                                      \
+    (1 <= (rg)->rec[k].seq <= (rg)->seq &&                                                 \
+     ((rg)->rec[k].state == HM_STATE_VOLATILE || (rg)->rec[k].state == HM_STATE_CANDIDATE || \
+      (rg)->rec[k].state == HM_STATE_QUARANTINED) &&                                       \
+     ((rg)->rec[k].state == HM_STATE_VOLATILE ==> (rg)->rec[k].layer == HM_LAYER_WORKING && \
+        (rg)->rec[k].pack == 0 && (rg)->rec[k].chained == 0) &&                            \
+     ((rg)->rec[k].state != HM_STATE_VOLATILE ==> (rg)->rec[k].layer == HM_LAYER_EPISODIC))
 #define HM_ACSL_RING_LIVES(rg)                                                             \
     (\forall integer k; 0 <= k < (rg)->capacity && (rg)->rec[k].seq != 0 ==>               \
-       1 <= (rg)->rec[k].seq <= (rg)->seq &&                                               \
-       ((rg)->rec[k].state == HM_STATE_VOLATILE || (rg)->rec[k].state == HM_STATE_CANDIDATE || \
-        (rg)->rec[k].state == HM_STATE_QUARANTINED) &&                                     \
-       ((rg)->rec[k].state == HM_STATE_VOLATILE ==> (rg)->rec[k].layer == HM_LAYER_WORKING && \
-          (rg)->rec[k].pack == 0 && (rg)->rec[k].chained == 0) &&                          \
-       ((rg)->rec[k].state != HM_STATE_VOLATILE ==> (rg)->rec[k].layer == HM_LAYER_EPISODIC))
+       HM_ACSL_RING_LIVE_SLOT(rg, k))
+/* The same for every live slot but one (`but`): the facts a store into that slot's
+ * record leaves standing for the others (asserted at hm_ring_set_state's stores). */
+#define HM_ACSL_RING_LIVES_BUT(rg, but)                                                    \
+    (\forall integer k; 0 <= k < (rg)->capacity && k != (but) && (rg)->rec[k].seq != 0 ==> \
+       HM_ACSL_RING_LIVE_SLOT(rg, k))
 #define HM_ACSL_RING_SEQS(rg)                                                              \
     (\forall integer j, k; 0 <= j < (rg)->capacity && 0 <= k < (rg)->capacity &&           \
        j != k && (rg)->rec[j].seq != 0 ==> (rg)->rec[j].seq != (rg)->rec[k].seq)
@@ -585,6 +592,8 @@ void hm_ring_id(const hm_ring *ring, const hm_ring_record *rec,
 hm_ring_status hm_ring_set_state(hm_ring *ring, int index, unsigned state) {
     hm_ring_record *rec = live(ring, index);
     if (!rec) return HM_RING_NO_RECORD;
+    /*@ assert slot: 0 <= index < ring->capacity <= HM_RING_CAPACITY &&
+                     rec == &ring->rec[index]; */
     if (state > HM_STATE_ARCHIVED) return HM_RING_BAD_ARG;
     if (rec->state != HM_STATE_VOLATILE ||
         (state != HM_STATE_CANDIDATE && state != HM_STATE_QUARANTINED))
@@ -594,7 +603,14 @@ hm_ring_status hm_ring_set_state(hm_ring *ring, int index, unsigned state) {
     ring->counters.volatiles--;
     if (state == HM_STATE_CANDIDATE) ring->counters.candidates++;
     else ring->counters.quarantines++;
+    /* The two stores into the record one at a time, the other slots' facts asserted
+     * after each: Z3 carries a quantified fact across one store, not across two. */
+    //@ assert HM_ACSL_RING_LIVES(ring);
+    //@ assert HM_ACSL_RING_SCORES(ring, index);
     rec->state = (uint8_t)state;
+    //@ assert HM_ACSL_RING_LIVES_BUT(ring, index);
+    //@ assert HM_ACSL_RING_SCORES(ring, index);
+    //@ assert ring->rec[index].state != HM_STATE_VOLATILE;
     rec->layer = HM_LAYER_EPISODIC;
     return HM_RING_OK;
 }
@@ -668,6 +684,8 @@ hm_ring_status hm_ring_pin(hm_ring *ring, int index, uint32_t pack) {
     if (pack == 0) return HM_RING_BAD_ARG;
     if (rec->state == HM_STATE_VOLATILE || rec->pack) return HM_RING_BAD_STATE;
     rec->pack = pack;
+    /* the store through live()'s pointer apart from the count modulo 2^32 (I5, I8) */
+    //@ assert ring->counters.pinned == \at(ring->counters.pinned, Pre);
     ring->counters.pinned++;
     return HM_RING_OK;
 }
@@ -681,13 +699,15 @@ hm_ring_status hm_ring_pin(hm_ring *ring, int index, uint32_t pack) {
     // I7: the next pack links it anew
     ensures \result == HM_RING_OK ==> ring->rec[index].pack == 0 &&
             ring->rec[index].chained == 0 &&
-            ring->counters.pinned == (\old(ring->counters.pinned) - 1) % 4294967296; */
+            // the count minus one modulo 2^32 (ACSL's % truncates: (0 - 1) % 2^32 is -1)
+            ring->counters.pinned == (\old(ring->counters.pinned) + 4294967295) % 4294967296; */
 hm_ring_status hm_ring_unpin(hm_ring *ring, int index) {
     hm_ring_record *rec = live(ring, index);
     if (!rec) return HM_RING_NO_RECORD;
     if (!rec->pack) return HM_RING_BAD_STATE;
     rec->pack = 0;
     rec->chained = 0;
+    //@ assert ring->counters.pinned == \at(ring->counters.pinned, Pre);
     ring->counters.pinned--;
     return HM_RING_OK;
 }
@@ -696,17 +716,20 @@ hm_ring_status hm_ring_unpin(hm_ring *ring, int index) {
     HM_ACSL_RING_FACTS(requires, , ring, -1);
     assigns *ring;
     HM_ACSL_RING_FACTS(ensures, , ring, -1);
-    // I3: only a pinned record (gated, I5) leaves by a release
-    ensures \result == HM_RING_OK <==> live_at(ring, index) && \old(ring->rec[index].pack) != 0;
+    // I3: only a pinned record (gated, I5) leaves by a release (live before, free after)
+    ensures \result == HM_RING_OK <==> \old(live_at(ring, index) && ring->rec[index].pack != 0);
     ensures \result == HM_RING_OK ==> ring->rec[index].seq == 0 && ring->free_head == index &&
             \forall integer j; 0 <= j < ring->capacity && j != index ==>
               ring->rec[j].seq == \old(ring->rec[j].seq); */
 hm_ring_status hm_ring_release(hm_ring *ring, int index) {
     hm_ring_record *rec = live(ring, index);
     if (!rec) return HM_RING_NO_RECORD;
+    //@ assert slot: 0 <= index < ring->capacity <= HM_RING_CAPACITY && rec == &ring->rec[index];
     if (!rec->pack) return HM_RING_BAD_STATE;
     ring->counters.pinned--;
     blocks_free(ring, rec, rec_mask(rec));
+    /*@ assert \forall integer j; 0 <= j < ring->capacity ==>
+                 ring->rec[j].seq == \at(ring->rec[j].seq, Pre); */
     slot_push_free(ring, (uint8_t)index);
     return HM_RING_OK;
 }
