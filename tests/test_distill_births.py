@@ -23,8 +23,9 @@ from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.intake import admit_pack
 from hirmem.memory.model import Memory, State
 from hirmem.memory.store import COLUMNS
-from hirmem.protocol.records import GENESIS, Record, record_id
+from hirmem.protocol.records import GENESIS, Record
 from memory_backends import memory_backend, memory_server  # noqa: F401  (fixtures)
+from record_chains import chained
 
 pytestmark = pytest.mark.usefixtures("memory_backend")
 
@@ -41,15 +42,9 @@ class Clock:
 
 
 def _pack(first: int, n: int, link: bytes, sensors: int = 3) -> list[Record]:
-    out = []
-    for k in range(first, first + n):
-        body = {"sensor": f"temp{k % sensors}", "t": round(21 + (k * 7 % 13) / 10, 2)}
-        rec = Record.capture(record_id(DEV, 1, k), json.dumps(body).encode(), "cam",
-                             int(T0 * 1000) + 1000 * k, bytes(32), 0x0FFF, 0x10000, 0xE666,
-                             0x8000, link)  # fmt: skip
-        out.append(rec)
-        link = rec.hash
-    return out
+    return chained(DEV, first, ({"sensor": f"temp{k % sensors}",
+                                 "t": round(21 + (k * 7 % 13) / 10, 2)}
+                                for k in range(first, first + n)), link)  # fmt: skip
 
 
 def _one_by_one_create(

@@ -5,15 +5,16 @@ the rows. On SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
-import json
+from typing import Any
 
 import numpy as np
 import pytest
 
 from hirmem.memory.engine import MemoryEngine
 from hirmem.memory.intake import admit_pack
-from hirmem.protocol.records import GENESIS, Record, record_id
+from hirmem.protocol.records import GENESIS, Record
 from memory_backends import memory_backend, memory_server  # noqa: F401  (fixtures)
+from record_chains import chained
 
 pytestmark = pytest.mark.usefixtures("memory_backend")
 
@@ -30,19 +31,15 @@ class Clock:
         return self.t
 
 
+def _body(k: int) -> dict[str, Any]:
+    if k % 5 == 0:
+        return {"action": ["close V3", "open V4"], "result": "flow restored",
+                "outcome": "success" if k % 3 else "failure"}  # fmt: skip
+    return {"sensor": f"temp{k % 3}", "t": round(21 + (k * 7 % 13) / 10, 2)}
+
+
 def _pack(first: int, n: int, link: bytes) -> list[Record]:
-    out = []
-    for k in range(first, first + n):
-        body = {"sensor": f"temp{k % 3}", "t": round(21 + (k * 7 % 13) / 10, 2)}
-        if k % 5 == 0:
-            body = {"action": ["close V3", "open V4"], "result": "flow restored",
-                    "outcome": "success" if k % 3 else "failure"}  # fmt: skip
-        rec = Record.capture(record_id(DEV, 1, k), json.dumps(body).encode(), "cam",
-                             int(T0 * 1000) + 1000 * k, bytes(32), 0x0FFF, 0x10000, 0xE666,
-                             0x8000, link)  # fmt: skip
-        out.append(rec)
-        link = rec.hash
-    return out
+    return chained(DEV, first, map(_body, range(first, first + n)), link)
 
 
 def _columns(engine: MemoryEngine, rowids: list[int]) -> dict[str, list[float]]:

@@ -39,6 +39,7 @@ from hirmem.protocol.keys import derive_test_key
 from hirmem.protocol.packs import PackKind, sign_pack
 from hirmem.protocol.records import GENESIS, Record, host_flags, record_hash, record_id
 from memory_backends import memory_backend, memory_server  # noqa: F401  (fixtures)
+from record_chains import chained
 
 pytestmark = pytest.mark.usefixtures("memory_backend")  # ":memory:" engines: SQLite, PostgreSQL
 
@@ -678,15 +679,8 @@ def test_a_baseline_is_the_statistics_as_they_were_read() -> None:
 
 def _readings_of(device: bytes, first: int, n: int, link: bytes) -> list[Record]:
     """GREEN readings of one sensor, numbered from ``first`` in boot 0."""
-    out = []
-    for k in range(first, first + n):
-        rec = Record.capture(record_id(device, 0, k),
-                             json.dumps({"sensor": "temp0", "t": 21.0 + k / 100}).encode(),
-                             "cam", int(T0 * 1000) + 1000 * k, CONTEXT, 0x0FFF, 0x10000,
-                             0xE666, 0x8000, link)  # fmt: skip
-        out.append(rec)
-        link = rec.hash
-    return out
+    return chained(device, first, ({"sensor": "temp0", "t": 21.0 + k / 100}
+                                   for k in range(first, first + n)), link, boot=0)  # fmt: skip
 
 
 def test_a_device_named_as_the_host_never_takes_an_id_the_host_gives() -> None:
