@@ -148,6 +148,9 @@ def test_seeds_for_every_target() -> None:
     assert bodies <= set(seeds["fuzz_msg"])
     streams = {bytes.fromhex(s["stream"]) for s in load_vectors("frames")["streams"]}
     assert streams <= set(seeds["fuzz_frame"])
+    # every input the fuzzer once found failing is replayed by every run
+    kept = list(fuzz_corpus.REGRESSIONS.glob("*/*"))
+    assert kept and all(p.read_bytes() in seeds[p.parent.name] for p in kept)
 
 
 def test_fuzz_pack_knows_the_host_signed_packs() -> None:

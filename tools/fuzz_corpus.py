@@ -46,6 +46,8 @@ from hirmem.protocol.messages import decode_message, encode_message  # noqa: E40
 
 VECTORS = ROOT / "protocol" / "vectors"
 OUT = ROOT / "build" / "fuzz" / "corpus"
+# inputs the fuzzer once found failing, kept as seeds so every run replays them
+REGRESSIONS = ROOT / "firmware" / "fuzz" / "regressions"
 TARGETS = ("fuzz_agent", "fuzz_cbor", "fuzz_frame", "fuzz_msg", "fuzz_pack")
 
 
@@ -292,6 +294,10 @@ def seeds(vectors: Path = VECTORS) -> dict[str, list[bytes]]:
         "fuzz_msg": [*valid_bodies, *invalid_bodies, *inner_bodies],
         "fuzz_pack": [*pack_bytes, *payloads, *structured],
     }
+    for name, items in corpus.items():
+        found = REGRESSIONS / name
+        if found.is_dir():
+            items += [p.read_bytes() for p in sorted(found.iterdir()) if p.is_file()]
     return {name: list(dict.fromkeys(items)) for name, items in corpus.items()}  # dedupe
 
 

@@ -27,7 +27,8 @@
  *  - A1-A4 of hm_agent.h on the agent's state (as tests/native/t_agent.c does), the
  *    session counters, agreed sizes within the offers;
  *  - every counter (agent, frame receiver, ring, packer, knowledge) never decreases
- *    between resets; STATUS uptime and knowledge_seq never decrease;
+ *    between resets (the ring's restart when a resumed ring is renumbered under the
+ *    new boot); STATUS uptime and knowledge_seq never decrease;
  *  - ring invariants I1, I5, I6, I8 of hm_ring.h from its public state;
  *  - everything written is whole frames; checked at every written 00 with an
  *    independent COBS decoder and CRC oracle (fuzz_common.h): COBS valid, CRC right,
@@ -250,7 +251,7 @@ static struct {
     hm_agent_counters c;
     hm_pack_counters p;
     hm_knowledge_counters k;
-    uint32_t rx[6], ring[5];
+    uint32_t rx[6], ring[5], ring_boot;
     uint64_t uptime, knowledge_seq;
 } last;
 
@@ -359,6 +360,10 @@ static void check_agent(void) {
     snapshot_rx(v);
     for (int i = 0; i < 6; i++) FUZZ_CHECK(v[i] >= last.rx[i]);
     snapshot_ring(w);
+    /* a resumed ring renumbered under the new boot at the first HELLO_ACK (hm_agent.c)
+     * is a fresh ring: its counters restart with its numbering (captures == seq +
+     * refusals, check_ring) */
+    if (a->ring.boot != last.ring_boot) memset(last.ring, 0, sizeof last.ring);
     for (int i = 0; i < 5; i++) FUZZ_CHECK(w[i] >= last.ring[i]);
     hm_agent_status(&agent, &st);
     FUZZ_CHECK(st.uptime_ms >= last.uptime && st.knowledge_seq >= last.knowledge_seq);
@@ -371,6 +376,7 @@ static void check_agent(void) {
     last.k = a->knowledge.counters;
     memcpy(last.rx, v, sizeof v);
     memcpy(last.ring, w, sizeof w);
+    last.ring_boot = a->ring.boot;
     last.uptime = st.uptime_ms;
     last.knowledge_seq = st.knowledge_seq;
 }
