@@ -151,6 +151,10 @@ def test_binrow_reads_back_every_value_as_json_did_and_to_the_bit() -> None:
             binrow.unpack(alone + b"\x00")
     with pytest.raises(TypeError):
         binrow.pack({"a": 1})
+    with pytest.raises(ValueError, match="unknown tag"):  # kind 7 is not written
+        binrow.unpack(bytes([0xE0]))
+    with pytest.raises(ValueError, match="no value given"):  # a marker, with no score
+        binrow.unpack(binrow.pack([0.8], same=0.8))
 
 
 def _floats(v: Any) -> list[float]:

@@ -11,8 +11,9 @@ five) followed by what the kind needs:
 - a float (4) as the shortest decimal that reads back as it (``repr``): the exponent in
   the tag (-16 to +11), the digits as a zigzag varint (0.8: two bytes); any other float
   (-0.0, an infinity, a NaN, an exponent out of range) as its 8 IEEE bytes (tag 31);
-- a chunk id ``<16 hex digits>#<n>`` (5): ``n`` as an integer is written, then the document's
-  id as 8 bytes (10 bytes instead of 18 characters);
+- a chunk id ``<16 lower-case hex digits>#<n>`` (5), ``n`` with no leading zero: ``n``
+  as an integer is, then the document's id as 8 bytes (9 bytes instead of 18 characters;
+  any other string, however like it, is a string);
 - ``None``, ``False``, ``True`` (6, numbers 0-2), and number 3: the float ``same`` the
   caller gave, written once elsewhere (a row's score repeated by each of its sources).
 """
