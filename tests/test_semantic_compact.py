@@ -107,8 +107,9 @@ def test_a_ledger_file_of_the_earlier_layout_opens_and_is_written_compact(tmp_pa
     con.close()
     assert "ledger" not in tables and len(rows) == 3
     # keyed by the id as an integer (no id text kept), the extractor's name by its code
-    assert all(isinstance(k, int) and n is None and body.startswith("[") for k, n, body in rows)
-    assert agents == [(1, "extract/rules-1")] and not any("rules" in r[2] for r in rows)
+    assert all(isinstance(k, int) and n is None and isinstance(body, bytes)
+               for k, n, body in rows)  # (packed: Edge.to_packed)
+    assert agents == [(1, "extract/rules-1")] and not any(b"rules" in r[2] for r in rows)
     reopened = SQLiteLedger(db)
     assert reopened.get(a.id) == again.get(a.id) and reopened.get(t.id) == t
 

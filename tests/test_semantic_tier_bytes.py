@@ -501,9 +501,10 @@ _ORGS = ("Acme Corp", "Stark Industries", "Vandelay Industries", "Initech")
 TIERS = ("passage", "tier1", "claim", "entit")
 
 
-def tier_bytes_per_document(path: Path, n: int) -> float:
-    """The pages of the four text tiers' tables and indexes (SQLite's ``dbstat``), per
-    document, after ``n`` one-line documents about people, places and employers."""
+def tier_bytes_per_document(path: Path, n: int, tiers: tuple[str, ...] = TIERS) -> float:
+    """The pages of the four text tiers' tables and indexes (SQLite's ``dbstat``; or of
+    the tables named by the prefixes ``tiers``), per document, after ``n`` one-line
+    documents about people, places and employers."""
     import random
 
     rng = random.Random(16)
@@ -529,7 +530,7 @@ def tier_bytes_per_document(path: Path, n: int) -> float:
     owner = dict(db.execute("SELECT name, tbl_name FROM sqlite_master").fetchall())
     total = sum(int(size) for name, size in db.execute(
         "SELECT name, sum(pgsize) FROM dbstat GROUP BY name")
-        if str(owner.get(name, name)).startswith(TIERS))  # fmt: skip
+        if str(owner.get(name, name)).startswith(tiers))  # fmt: skip
     db.close()
     return total / n
 

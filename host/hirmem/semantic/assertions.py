@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 from hirmem.protocol.clock import now_ms
 from hirmem.protocol.identity import fold, triple_id
+from hirmem.semantic import binrow
 from hirmem.semantic.errors import Erased, LedgerError, ProvError
 from hirmem.semantic.names import NameIndex
 from hirmem.semantic.stores.base import check_terms
@@ -93,6 +94,25 @@ class Source:
         if isinstance(agent, int) and agent_name is not None:
             agent = agent_name(agent)
         return cls(kind, row[1], doc, start, end, agent, tuple(ante), score)
+
+    def to_packed(self, agent_code: Callable[[str], int] | None = None) -> list[Any]:
+        """:meth:`to_compact`'s list as a packed row holds it: an extracted source read from
+        its chunk's document, with a span and no antecedents (what an extractor writes), as
+        ``[end - start, ref, score, agent, start]`` (the span's length first: a number,
+        where any other row begins with its kind letter); any other as :meth:`to_compact`."""
+        row = self.to_compact(agent_code)
+        if (row[0] == "e" and len(row) == 6 and type(row[4]) is int and type(row[5]) is int
+                and row[5] >= row[4]):
+            return [row[5] - row[4], *row[1:5]]
+        return row
+
+    @classmethod
+    def from_packed(cls, row: list[Any], agent_name: Callable[[int], str] | None = None
+                    ) -> Source:  # fmt: skip
+        """The inverse of :meth:`to_packed`."""
+        if isinstance(row[0], int):
+            return cls.from_compact(["e", *row[1:], row[4] + row[0]], agent_name)
+        return cls.from_compact(row, agent_name)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Source:
@@ -181,24 +201,52 @@ class Edge:
                    d["recorded"], d.get("retracted", 0), d.get("retraction", ""),
                    tuple((a, f, u) for a, f, u in spans))  # fmt: skip
 
-    def to_compact(self, agent_code: Callable[[str], int] | None = None, *,
-                   terms: bool = True) -> str:  # fmt: skip
-        """The edge as a compact ledger row holds it, without its id (the row's key): a JSON
-        array ``[s, p, o, count, score, recorded, [sources], from, until, retracted,
-        retraction, [spans]]``, each source as :meth:`Source.to_compact` writes it (with
-        ``agent_code``), trailing fields at their defaults left out (spans when they are
-        the one span recorded with the edge); without ``terms``, the array begins at
-        ``count`` (the row keeps the terms elsewhere)."""
+    def _compact(self, agent_code: Callable[[str], int] | None, packed: bool = False
+                 ) -> list[Any]:  # fmt: skip
+        """The fields of :meth:`to_compact`'s array, as a list (``packed``: each source as
+        :meth:`Source.to_packed` writes it)."""
         spans = [list(v) for v in self.spans]
         row: list[Any] = [self.subject, self.predicate, self.object, self.count, self.score,
-                          self.recorded_at, [s.to_compact(agent_code) for s in self.sources],
+                          self.recorded_at,
+                          [s.to_packed(agent_code) if packed else s.to_compact(agent_code)
+                           for s in self.sources],
                           self.valid_from, self.valid_until, self.retracted_at,
                           self.retraction, spans]  # fmt: skip
         if spans == [[self.recorded_at, self.valid_from, self.valid_until]]:
             row.pop()
         while len(row) > 7 and row[-1] in (OPEN, 0, ""):
             row.pop()
+        return row
+
+    def to_compact(self, agent_code: Callable[[str], int] | None = None, *,
+                   terms: bool = True) -> str:  # fmt: skip
+        """The edge as a compact ledger row held it before :meth:`to_packed`, without its id
+        (the row's key): a JSON array ``[s, p, o, count, score, recorded, [sources], from,
+        until, retracted, retraction, [spans]]``, each source as :meth:`Source.to_compact`
+        writes it (with ``agent_code``), trailing fields at their defaults left out (spans
+        when they are the one span recorded with the edge); without ``terms``, the array
+        begins at ``count`` (the row keeps the terms elsewhere)."""
+        row = self._compact(agent_code)
         return json.dumps(row if terms else row[3:], separators=(",", ":"), ensure_ascii=False)
+
+    def to_packed(self, agent_code: Callable[[str], int] | None = None, epoch: int = 0
+                  ) -> bytes:  # fmt: skip
+        """The array of :meth:`to_compact` without the terms, in :mod:`binrow`'s binary
+        form, the score first (chunk ids as integers, instants as varints, a source's score
+        equal to the edge's written as a one-byte marker, the instant recorded as its
+        distance from ``epoch``: the store's first, so a few bytes): what a ledger row's body
+        holds."""
+        row = self._compact(agent_code, packed=True)
+        return binrow.pack_scored(row[4], [row[3], row[5] - epoch, *row[6:]])
+
+    @classmethod
+    def from_packed(cls, id: str, data: bytes, terms: tuple[str, str, str],
+                    agent_name: Callable[[int], str] | None = None, epoch: int = 0
+                    ) -> Edge:  # fmt: skip
+        """The inverse of :meth:`to_packed`, given the row's id, terms and epoch."""
+        score, (count, recorded, *rest) = binrow.unpack_scored(data)
+        return cls._from_list(id, [*terms, count, score, recorded + epoch, *rest], agent_name,
+                              packed=True)  # fmt: skip
 
     @classmethod
     def from_compact(cls, id: str, text: str, agent_name: Callable[[int], str] | None = None,
@@ -206,20 +254,28 @@ class Edge:
         """The inverse of :meth:`to_compact`, given the row's id (and its ``terms`` when
         the array leaves them out)."""
         row = json.loads(text)
-        if terms is not None:
-            row = [*terms, *row]
+        return cls._from_list(id, row if terms is None else [*terms, *row], agent_name)
+
+    @classmethod
+    def _from_list(cls, id: str, row: list[Any], agent_name: Callable[[int], str] | None,
+                   packed: bool = False) -> Edge:  # fmt: skip
         s, p, o, count, score, recorded, sources = row[:7]
         vf, vu, retracted, why, spans = (row[7:] + [OPEN, OPEN, 0, "", None][len(row) - 7:])
-        return cls(id, s, p, o, count, score,
-                   tuple(Source.from_compact(x, agent_name) for x in sources),
+        source = Source.from_packed if packed else Source.from_compact
+        return cls(id, s, p, o, count, score, tuple(source(x, agent_name) for x in sources),
                    vf, vu, recorded, retracted, why,
                    tuple((a, f, u) for a, f, u in (spans or [[recorded, vf, vu]])))  # fmt: skip
 
     @classmethod
-    def from_row(cls, id: str, text: str, agent_name: Callable[[int], str] | None = None,
-                 terms: tuple[str, str, str] | None = None) -> Edge:  # fmt: skip
-        """A stored ledger row of either layout: compact (an array; its ``terms`` given
-        when the row keeps them elsewhere) or the earlier object (:meth:`to_row`)."""
+    def from_row(cls, id: str, text: str | bytes, agent_name: Callable[[int], str] | None = None,
+                 terms: tuple[str, str, str] | None = None, epoch: int = 0) -> Edge:  # fmt: skip
+        """A stored ledger row of any layout: packed (bytes, :meth:`to_packed`; its
+        ``terms`` and ``epoch`` given), compact (an array; its ``terms`` given when the row
+        keeps them elsewhere) or the earlier object (:meth:`to_row`)."""
+        if not isinstance(text, str):
+            if terms is None:
+                raise LedgerError(f"the packed row of {id} needs its terms")
+            return cls.from_packed(id, bytes(text), terms, agent_name, epoch)
         if text.startswith("["):
             return cls.from_compact(id, text, agent_name, terms)
         return cls.from_json({"id": id, **json.loads(text)})
@@ -636,6 +692,27 @@ def _key(tid: str) -> tuple[int, str | None]:
     return int.from_bytes(digest, "big") >> 1, tid
 
 
+def _term_hash(text: str) -> int:
+    """The 64-bit hash ``ledger_terms`` finds a text by (a unique index on the text would
+    keep every text twice; a collision is refused, as :func:`_key`'s is)."""
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+# a row's body is :meth:`Edge.to_packed` (no terms; the terms are codes in ledger_terms,
+# found by their hash when written)
+_LEDGER_TABLES = (
+    "CREATE TABLE IF NOT EXISTS ledger_edges (key INTEGER PRIMARY KEY, name TEXT, "
+    "body BLOB NOT NULL, s INTEGER, p INTEGER, o INTEGER)",
+    "CREATE TABLE IF NOT EXISTS ledger_terms (code INTEGER PRIMARY KEY AUTOINCREMENT, "
+    "hash INTEGER NOT NULL UNIQUE, text TEXT NOT NULL)",
+    # 'epoch': the instant the rows' recorded instants are written from (set once, by the
+    # first write of a row: every writer reads it back in its transaction)
+    "CREATE TABLE IF NOT EXISTS ledger_meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) "
+    "WITHOUT ROWID",  # (one page, not a table and its index)
+)
+
+
 def _unkey(key: int, name: str | None) -> str:
     """The id of a ledger row (the inverse of :func:`_key`)."""
     return name if name is not None else f"{key % (1 << 64):016x}"
@@ -645,19 +722,21 @@ class SQLiteLedger(Ledger):
     """The ledger written through to SQLite: one row per edge, one per tombstone.
 
     An edge's row (``ledger_edges``) is keyed by its id as an integer (:func:`_key`) and
-    compact (:meth:`Edge.to_compact`), each extractor's name written as its code in
-    ``ledger_agents``. Its terms (subject, predicate, object) are the codes of their texts
-    in ``ledger_terms`` (columns ``s``, ``p``, ``o``; a name said in many edges is kept
-    once). The codes are the database's: the flush that first needs a text inserts it (a
-    text already there is left as it is) and reads its code back, inside its own
-    transaction, so two processes writing one ledger (two fleet nodes on one tenant) agree
-    on every code; no process keeps a code it did not read back in that transaction. A
-    code is never reused (``AUTOINCREMENT``; PostgreSQL: an identity), and a text is
-    deleted when an erasure leaves no row naming its code, checked by that same statement
-    (``NOT EXISTS``), so an erased name does not stay behind in the dictionary. Files of
-    the earlier layouts (``ledger`` keyed by id text, its rows compact or JSON objects,
-    :meth:`Edge.to_row`; ``ledger_edges`` with the terms in the row) are converted when
-    opened.
+    packed (:meth:`Edge.to_packed`: the compact array in :mod:`~hirmem.semantic.binrow`'s
+    binary form), each extractor's name written as its code in ``ledger_agents``. Its terms
+    (subject, predicate, object) are the codes of their texts in ``ledger_terms`` (columns
+    ``s``, ``p``, ``o``; a name said in many edges is kept once, found by its 64-bit hash,
+    :func:`_term_hash`, so the text is not kept a second time in an index). The codes are
+    the database's: the flush that first needs a text inserts it (a text already there is
+    left as it is) and reads its code back, inside its own transaction, so two processes
+    writing one ledger (two fleet nodes on one tenant) agree on every code; no process
+    keeps a code it did not read back in that transaction. A code is never reused
+    (``AUTOINCREMENT``; PostgreSQL: an identity), and a text is deleted when an erasure
+    leaves no row naming its code, checked by that same statement (``NOT EXISTS``), so an
+    erased name does not stay behind in the dictionary. Stores of the earlier layouts
+    (``ledger`` keyed by id text, its rows compact or JSON objects, :meth:`Edge.to_row`;
+    ``ledger_edges`` with a JSON body, its terms in the row or coded by text) are
+    converted when opened (:meth:`_convert`).
 
     Erasure is a ``DELETE`` of the edge row (and its sources with it) plus a tombstone row,
     so the erased content does not stay in the table; run ``VACUUM`` to drop free pages.
@@ -668,12 +747,8 @@ class SQLiteLedger(Ledger):
         self._db = open_db(path, "ledger")
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(
-            "CREATE TABLE IF NOT EXISTS ledger_edges (key INTEGER PRIMARY KEY, name TEXT, "
-            "body TEXT NOT NULL, s INTEGER, p INTEGER, o INTEGER);"
-            "CREATE TABLE IF NOT EXISTS ledger_terms (code INTEGER PRIMARY KEY AUTOINCREMENT, "
-            "text TEXT NOT NULL UNIQUE);"
-            "CREATE TABLE IF NOT EXISTS ledger_agents (code INTEGER PRIMARY KEY, "
-            "name TEXT NOT NULL);"
+            ";".join(_LEDGER_TABLES) + ";CREATE TABLE IF NOT EXISTS ledger_agents (code "
+            "INTEGER PRIMARY KEY, name TEXT NOT NULL);"
             "CREATE TABLE IF NOT EXISTS tombstones (id TEXT PRIMARY KEY, erased_at INTEGER "
             "NOT NULL, reason TEXT NOT NULL);"
             "CREATE TABLE IF NOT EXISTS lifted (seq INTEGER PRIMARY KEY, id TEXT NOT NULL, "
@@ -684,18 +759,19 @@ class SQLiteLedger(Ledger):
         self._agent_names: dict[int, str] = {}
         for code, name in self._db.execute("SELECT code, name FROM ledger_agents"):
             self._agents[name], self._agent_names[code] = code, name
-        self._add_term_columns()
+        self._epoch: int | None = None  # the rows' epoch, once a row is written (ledger_meta)
+        self._convert()
+        held = self._db.execute("SELECT value FROM ledger_meta WHERE name = 'epoch'").fetchone()
+        self._epoch = None if held is None else int(held[0])
         texts = dict(self._db.execute("SELECT code, text FROM ledger_terms").fetchall())
         self._dirty: dict[str, Edge | None] = {}
         for key, name, body, s, p, o in self._db.execute(
                 "SELECT key, name, body, s, p, o FROM ledger_edges").fetchall():  # fmt: skip
-            terms = None if s is None else (texts[s], texts[p], texts[o])
-            e = Edge.from_row(_unkey(key, name), body, self._agent_names.__getitem__, terms)
+            e = Edge.from_packed(_unkey(key, name), body, (texts[s], texts[p], texts[o]),
+                                 self._agent_names.__getitem__, self._epoch or 0)  # fmt: skip
             self._edges[e.id] = e
             self._name(e)
             self._chunked(None, e)
-            if terms is None:  # a row of the layout with its terms inline: written again
-                self._dirty[e.id] = e
         self._unnamed: set[str] = set()  # texts of erased edges, to delete if none names them
         for id, at, reason in self._db.execute("SELECT id, erased_at, reason FROM tombstones"):
             self._tombstones[id] = Tombstone(id, at, reason)
@@ -712,19 +788,41 @@ class SQLiteLedger(Ledger):
                 self._chunked(None, e)
                 self._dirty[e.id] = e
             self._flush(drop_earlier=True)
-        self._flush()  # the rows of the layout with the terms inline, written with codes
 
-    def _add_term_columns(self) -> None:
-        """Give a ``ledger_edges`` of the layout with the terms inline its term columns."""
-        self._db.execute("BEGIN IMMEDIATE")  # one process adds them
+    def _convert(self) -> None:
+        """Rebuild ``ledger_edges`` and ``ledger_terms`` of an earlier layout (a row's body
+        as JSON text, its terms inline or coded; the terms found by their text) into the
+        packed one, in one transaction that first looks which layout the store holds (one
+        process converts; another opening at once finds it done). The terms get new codes:
+        every row naming one is written again in the same transaction."""
+        agents, epoch = dict(self._agents), self._epoch
+        self._db.execute("BEGIN IMMEDIATE")
         try:
-            held = {str(r[1]) for r in self._db.execute("PRAGMA table_info(ledger_edges)")}
-            for column in ("s", "p", "o"):
-                if column not in held:
-                    self._db.execute(f"ALTER TABLE ledger_edges ADD COLUMN {column} INTEGER")
+            edge_cols = {str(r[1]): str(r[2]).upper()
+                         for r in self._db.execute("PRAGMA table_info(ledger_edges)")}
+            term_cols = {str(r[1]) for r in self._db.execute("PRAGMA table_info(ledger_terms)")}
+            if edge_cols.get("body") in ("BLOB", "BYTEA") and "hash" in term_cols:
+                self._db.execute("COMMIT")
+                return
+            texts = dict(self._db.execute("SELECT code, text FROM ledger_terms").fetchall())
+            coded = "s" in edge_cols
+            edges = []
+            for key, name, body, *spo in self._db.execute(
+                    "SELECT key, name, body" + (", s, p, o" if coded else "")
+                    + " FROM ledger_edges").fetchall():  # fmt: skip
+                terms = None if not spo or spo[0] is None else (
+                    texts[spo[0]], texts[spo[1]], texts[spo[2]])
+                edges.append(Edge.from_row(_unkey(key, name), body,
+                                           self._agent_names.__getitem__, terms))  # fmt: skip
+            self._db.execute("DROP TABLE ledger_edges")
+            self._db.execute("DROP TABLE ledger_terms")
+            for create in _LEDGER_TABLES:  # (not executescript: it would commit)
+                self._db.execute(create)
+            self._write_edges(edges)
             self._db.execute("COMMIT")
         except BaseException:
             self._db.execute("ROLLBACK")
+            self._forget_agents_since(agents, epoch)
             raise
 
     def drop_tables(self, names: Iterable[str]) -> None:
@@ -751,15 +849,21 @@ class SQLiteLedger(Ledger):
     def _codes(self, texts: Iterable[str]) -> dict[str, int]:
         """The code of each text in ``ledger_terms``, inserted if new: the database's
         answer, read inside the caller's transaction (see the class)."""
-        wanted = list(texts)
+        wanted = {_term_hash(t): t for t in texts}
+        hashes = list(wanted)
         out: dict[str, int] = {}
-        for at in range(0, len(wanted), 500):  # a few statements per flush, each bounded
-            part = wanted[at : at + 500]
-            marks = ", ".join("(?)" for _ in part)
-            self._db.execute(f"INSERT OR IGNORE INTO ledger_terms (text) VALUES {marks}", part)
-            out.update((str(t), int(c)) for t, c in self._db.execute(
-                f"SELECT text, code FROM ledger_terms WHERE text IN ({', '.join('?' * len(part))})",
-                part))  # fmt: skip
+        for at in range(0, len(hashes), 500):  # a few statements per flush, each bounded
+            part = hashes[at : at + 500]
+            marks = ", ".join("(?, ?)" for _ in part)
+            self._db.execute(f"INSERT OR IGNORE INTO ledger_terms (hash, text) VALUES {marks}",
+                             [x for h in part for x in (h, wanted[h])])  # fmt: skip
+            for h, text, code in self._db.execute(
+                    "SELECT hash, text, code FROM ledger_terms WHERE hash IN "
+                    f"({', '.join('?' * len(part))})", part).fetchall():  # fmt: skip
+                if text != wanted[h]:
+                    raise LedgerError(f"terms {wanted[h]!r} and {text!r} share a hash; this "
+                                      "ledger cannot hold both")  # fmt: skip
+                out[str(text)] = int(code)
         return out
 
     def _agent_code(self, name: str) -> int:
@@ -781,6 +885,13 @@ class SQLiteLedger(Ledger):
             self._agents[name], self._agent_names[code] = code, name
         return code
 
+    def _forget_agents_since(self, agents: dict[str, int], epoch: int | None) -> None:
+        """Back to the agents' codes and the epoch held before a rolled-back transaction
+        (what was written in it is gone)."""
+        self._agents = agents
+        self._agent_names = {c: n for n, c in agents.items()}
+        self._epoch = epoch
+
     def flush(self) -> None:
         """Write what changed since the last flush, in one transaction."""
         self._flush()
@@ -788,23 +899,19 @@ class SQLiteLedger(Ledger):
     def _flush(self, *, drop_earlier: bool = False) -> None:
         if not self._dirty and not self._lifts and not drop_earlier:
             return
-        agents = dict(self._agents)
+        agents, epoch = dict(self._agents), self._epoch
         self._db.execute("BEGIN IMMEDIATE")  # the codes read back stay true until COMMIT
         try:
             self._write(drop_earlier)
         except BaseException:
             self._db.execute("ROLLBACK")
-            self._agents = agents  # the codes written in the rolled-back transaction are gone
-            self._agent_names = {c: n for n, c in agents.items()}
+            self._forget_agents_since(agents, epoch)
             raise
         self._dirty = {}
         self._lifts = []
         self._unnamed = set()
 
     def _write(self, drop_earlier: bool) -> None:
-        kept = [e for e in self._dirty.values() if e is not None]
-        codes = self._codes(dict.fromkeys(t for e in kept
-                                          for t in (e.subject, e.predicate, e.object)))
         for lift in self._lifts:  # before the edges: a lifted id may have arrived again
             st = lift.stone
             self._db.execute("DELETE FROM tombstones WHERE id = ?", (st.id,))
@@ -812,35 +919,49 @@ class SQLiteLedger(Ledger):
                              "VALUES (?, ?, ?, ?, ?)",
                              (st.id, st.erased_at, st.reason, lift.lifted_at, lift.reason))
         for tid, edge in self._dirty.items():
-            key, name = _key(tid)
             if edge is None:
+                key, _ = _key(tid)
                 stone = self._tombstones.get(tid)
                 self._db.execute("DELETE FROM ledger_edges WHERE key = ?", (key,))
                 if stone is not None:  # else erased, then lifted, within this flush
                     self._db.execute("INSERT OR REPLACE INTO tombstones VALUES (?, ?, ?)",
                                      (tid, stone.erased_at, stone.reason))  # fmt: skip
-            else:
-                held = self._db.execute("SELECT name FROM ledger_edges WHERE key = ?",
-                                        (key,)).fetchone()  # fmt: skip
-                if held is not None and held[0] != name:
-                    raise LedgerError(f"assertion ids {tid!r} and {held[0]!r} share a key; "
-                                      "this ledger cannot hold both")  # fmt: skip
-                self._db.execute(
-                    "INSERT INTO ledger_edges (key, name, body, s, p, o) VALUES (?, ?, ?, ?, "
-                    "?, ?) ON CONFLICT (key) DO UPDATE SET name = excluded.name, body = "
-                    "excluded.body, s = excluded.s, p = excluded.p, o = excluded.o",
-                    (key, name, edge.to_compact(self._agent_code, terms=False),
-                     codes[edge.subject], codes[edge.predicate], codes[edge.object]))  # fmt: skip
-        for text in self._unnamed - codes.keys():  # (a text this flush wrote is named)
+        named = self._write_edges([e for e in self._dirty.values() if e is not None])
+        for text in self._unnamed - named:  # (a text this flush wrote is named)
             # no index on s, p or o (it would cost more than the codes save): an erasure
             # scans the rows, once per text its edges named
             self._db.execute(
-                "DELETE FROM ledger_terms WHERE text = ? AND NOT EXISTS (SELECT 1 FROM "
-                "ledger_edges e WHERE e.s = ledger_terms.code OR e.p = ledger_terms.code "
-                "OR e.o = ledger_terms.code)", (text,))  # fmt: skip
+                "DELETE FROM ledger_terms WHERE hash = ? AND text = ? AND NOT EXISTS (SELECT 1 "
+                "FROM ledger_edges e WHERE e.s = ledger_terms.code OR e.p = ledger_terms.code "
+                "OR e.o = ledger_terms.code)", (_term_hash(text), text))  # fmt: skip
         if drop_earlier:
             self._db.execute("DROP TABLE ledger")
         self._db.execute("COMMIT")
+
+    def _write_edges(self, edges: list[Edge]) -> set[str]:
+        """Write the rows of ``edges`` (inside the caller's transaction); the texts they
+        name."""
+        codes = self._codes(dict.fromkeys(t for e in edges
+                                          for t in (e.subject, e.predicate, e.object)))
+        if edges and self._epoch is None:
+            self._db.execute("INSERT OR IGNORE INTO ledger_meta (name, value) VALUES "
+                             "('epoch', ?)", (min(e.recorded_at for e in edges),))  # fmt: skip
+            self._epoch = int(self._db.execute(
+                "SELECT value FROM ledger_meta WHERE name = 'epoch'").fetchone()[0])
+        for edge in edges:
+            key, name = _key(edge.id)
+            held = self._db.execute("SELECT name FROM ledger_edges WHERE key = ?",
+                                    (key,)).fetchone()  # fmt: skip
+            if held is not None and held[0] != name:
+                raise LedgerError(f"assertion ids {edge.id!r} and {held[0]!r} share a key; "
+                                  "this ledger cannot hold both")  # fmt: skip
+            self._db.execute(
+                "INSERT INTO ledger_edges (key, name, body, s, p, o) VALUES (?, ?, ?, ?, "
+                "?, ?) ON CONFLICT (key) DO UPDATE SET name = excluded.name, body = "
+                "excluded.body, s = excluded.s, p = excluded.p, o = excluded.o",
+                (key, name, edge.to_packed(self._agent_code, self._epoch or 0),
+                 codes[edge.subject], codes[edge.predicate], codes[edge.object]))  # fmt: skip
+        return set(codes)
 
     def close(self) -> None:
         self.flush()
