@@ -455,9 +455,11 @@ def test_a_passage_is_a_span_of_its_document_and_erasure_unindexes_it(tmp_path: 
     short = "Bo Nair repairs bicycles in Kreuzberg."
     a, b = _say(sub, "mem://long", long, "team"), _say(sub, "mem://short", short, "team")
     db = sub.passages._db
-    # a document id is kept as its own 64-bit number, spelled again from it
+    # a document id is kept as the small code of its own 64-bit number, spelled again from it
     rows = [(f"{d & 0xFFFFFFFFFFFFFFFF:016x}", t, s, e) for d, t, s, e in db.execute(
-        "SELECT doc, text, start, end_ FROM passages ORDER BY id")]  # fmt: skip
+        "SELECT k.key, text, start, end_ FROM passages p JOIN source_codes k ON k.id = p.doc "
+        "ORDER BY p.id")]  # fmt: skip
+    assert {c for (c,) in db.execute("SELECT doc FROM passages")} <= {1, 2}
     assert not db.execute("SELECT count(*) FROM passage_docs").fetchone()[0]
     assert len(rows) > 2 and all(t is None for _, t, _, _ in rows)
     assert next(long[s:e] for d, _, s, e in rows if d == a).startswith("Sentence 0 ")

@@ -332,8 +332,8 @@ def _appears(part: str, quote: str) -> bool:
 # the statement itself (claim, container, source, span, quote): the key finds a claim's
 # statements in the readable containers (the reads) and refuses a repeated statement, with
 # no rowid and no second index holding the claim again; a withdrawal finds them by source.
-# A source is an integer (a document id its own number:
-# :class:`~hirmem.semantic.dictionary.Sources`).
+# A source is the small code of its 64-bit key (a document id its own number), shared by
+# the file's tiers: :class:`~hirmem.semantic.dictionary.Sources`.
 _ATTESTATIONS = """CREATE TABLE claim_attestations (
     claim INTEGER NOT NULL, container INTEGER NOT NULL, source INTEGER NOT NULL,
     quote TEXT NOT NULL, start INTEGER NOT NULL, end_ INTEGER NOT NULL,
@@ -381,6 +381,7 @@ class ClaimStore:
         self._attestations_keyed()
         self._db.executescript(_SCHEMA)
         self._sources = Sources(self._db, "claim_sources", source_key)
+        self._sources.codes.adopt("claim_attestations", "source")
         if earlier:
             self._db.execute("BEGIN")
             for (subject, predicate, value), *rest in earlier:
@@ -492,7 +493,7 @@ class ClaimStore:
         cid = int(self._db.execute("SELECT id FROM claims WHERE subject = ? AND predicate = ? "
                                    "AND value = ?", key).fetchone()[0])  # fmt: skip
         cont = self._wid(container)
-        skey = self._sources.key(source)
+        skey = self._sources.code(source)
         at = -1 if text is None else text.find(quote)
         held = "" if at >= 0 else quote  # '': the span of the source's text
         lo, hi = (at, at + len(quote)) if at >= 0 else (0, 0)
@@ -533,7 +534,7 @@ class ClaimStore:
         a claim no statement is left behind goes with them."""
         with self._lock:
             self._db.execute("BEGIN")
-            key = self._sources.key(source, create=False)
+            key = self._sources.code(source, create=False)
             claims = [int(r[0]) for r in self._db.execute(
                 "SELECT DISTINCT claim FROM claim_attestations WHERE source = ?", (key,))]
             n = self._db.execute("DELETE FROM claim_attestations WHERE source = ?",
@@ -587,18 +588,20 @@ class ClaimStore:
         # claims first (CROSS JOIN fixes the order): ``where`` names a subject or a
         # predicate, which the claims' indexes find; leading with the container would read
         # every attestation of it. The fence is still in the WHERE, before any ORDER BY.
-        sql = ("SELECT c.subject, c.predicate, c.value, a.container, a.source, s.name, "
+        sql = ("SELECT c.subject, c.predicate, c.value, a.container, sk.key, s.name, "
                "a.quote, a.start, a.end_, a.valid_from, a.invalid_at, a.said_at, a.hedged FROM "
-               "claims c CROSS JOIN claim_attestations a ON a.claim = c.id LEFT JOIN "
-               f"claim_sources s ON s.id = a.source WHERE a.container IN ({marks}) AND {where}")
+               "claims c CROSS JOIN claim_attestations a ON a.claim = c.id "
+               f"{self._sources.joined('a.source', 's')} WHERE a.container IN ({marks}) "
+               f"AND {where}")  # fmt: skip
         params: list[object] = [*fence, *args]
         if at is not None:
             sql += " AND a.valid_from <= ? AND (a.invalid_at = 0 OR ? < a.invalid_at)"
             params += [at, at]
         # ties in time broken by when each was recorded, then by the key: an order of its
-        # own, not the table's storage order
+        # own, not the table's storage order (the source by its 64-bit key, not its code:
+        # the order a store of before gave)
         sql += (" ORDER BY c.id, a.valid_from, a.said_at, a.recorded_at, a.container, "
-                "a.source, a.start, a.end_, a.quote")  # fmt: skip
+                "sk.key, a.start, a.end_, a.quote")  # fmt: skip
         with self._lock:
             got = self._db.execute(sql, params).fetchall()
             words = self._spelled({int(w) for r in got for w in (r[0], r[1], r[2], r[3])})
@@ -606,7 +609,7 @@ class ClaimStore:
         rows: dict[str, ClaimRow] = {}
         for subj, pred, value, cont, skey, spelled, quote, lo, hi, vf, ia, said, hedged in got:
             s, p, v = words[subj], words[pred], words[value]
-            source = self._sources.name(int(skey), spelled, joined=True)
+            source = Sources.spelled(int(skey), spelled)
             cid = _claim_id(s, p, v)
             held = rows.get(cid) or ClaimRow(cid, s, p, v)
             if not quote:

@@ -37,7 +37,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 from hirmem.protocol.identity import fnv1a64, fold
-from hirmem.semantic.dictionary import Words, source_key
+from hirmem.semantic.dictionary import Codes, Words, source_key
 from hirmem.semantic.stores.db import Where, open_db
 from hirmem.semantic.stores.sqlite import earlier_table, rowless
 
@@ -189,8 +189,9 @@ _ENTITIES = "CREATE TABLE entities (id TEXT PRIMARY KEY, name TEXT NOT NULL) WIT
 # is implied (an entity's id is the id of its name), so the row a name said by a document
 # costs is four small integers and the source's key; ``entity_aliases`` holds only names an
 # entity is known by other than its own. Strings (entity ids, alias names, containers,
-# kinds) are dictionary-encoded in ``entity_words``; sources are 64-bit keys
-# (:func:`~hirmem.semantic.dictionary.source_key`). Both tables are WITHOUT ROWID (their
+# kinds) are dictionary-encoded in ``entity_words``; sources are the small codes of their
+# 64-bit keys (:func:`~hirmem.semantic.dictionary.source_key`), shared by the file's tiers
+# (:class:`~hirmem.semantic.dictionary.Codes`). Both tables are WITHOUT ROWID (their
 # keys are narrow integers: measured smaller than a rowid table with the same indexes).
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entity_said (
@@ -224,6 +225,9 @@ class EntityIndex:
         earlier = self._earlier_rows()
         self._words = Words(self._db, "entity_words")
         self._db.executescript(_SCHEMA)
+        self._codes = Codes(self._db)
+        for table in ("entity_said", "entity_aliases"):
+            self._codes.adopt(table, "source")
         if earlier is not None:
             self._convert(*earlier)
 
@@ -280,10 +284,14 @@ class EntityIndex:
         assert wid is not None
         return wid
 
+    def _code(self, source: str) -> int:
+        """The code of ``source`` (of its 64-bit key; never spelled back here)."""
+        return self._codes.code(source_key(source))
+
     def _said(self, eid: str, container: str, source: str, kind: str = "") -> None:
         """``source`` said entity ``eid`` in ``container`` (stating ``kind``, when given)."""
         self._db.execute("INSERT OR IGNORE INTO entity_said VALUES (?, ?, ?, ?)",
-                         (self._wid(eid), self._wid(container), source_key(source),
+                         (self._wid(eid), self._wid(container), self._code(source),
                           self._wid(kind) if kind else NO_KIND))  # fmt: skip
 
     def _say(self, alias: str, eid: str, container: str, source: str, kind: str = "") -> None:
@@ -294,7 +302,7 @@ class EntityIndex:
         if entity_id(alias) != eid:
             self._db.execute("INSERT OR IGNORE INTO entity_aliases VALUES (?, ?, ?, ?)",
                              (self._wid(alias), self._wid(eid), self._wid(container),
-                              source_key(source)))  # fmt: skip
+                              self._code(source)))  # fmt: skip
 
     def note(self, name: str, container: str, source: str, kind: str = "") -> str:
         """Record ``name`` as said in ``container`` by ``source``, with the aliases it
@@ -370,9 +378,9 @@ class EntityIndex:
 
     def withdraw(self, source: str) -> int:
         """Forget the aliases, kinds and edges read from ``source``."""
-        key = source_key(source)
         with self._lock:
             self._db.execute("BEGIN")
+            key = self._codes.code(source_key(source), create=False)
             n = self._db.execute("DELETE FROM entity_aliases WHERE source = ?", (key,)).rowcount
             n += self._db.execute("DELETE FROM entity_edges WHERE source = ?", (source,)).rowcount
             n += self._db.execute("DELETE FROM entity_said WHERE source = ?", (key,)).rowcount
