@@ -16,13 +16,19 @@ from hirmem.protocol.identity import fnv1a64
 from hirmem.semantic.errors import SemanticError
 from hirmem.sql import Connection
 
-__all__ = ["Codes", "Sources", "Words", "source_key"]
+__all__ = ["Codes", "Sources", "Words", "source_key", "source_number"]
 
 
 def source_key(source: str) -> int:
     """``source`` as the signed 64-bit integer (FNV-1a of its UTF-8) its rows keep: found by
     it when the source is withdrawn; never read back as a name."""
     return _signed(fnv1a64(source.encode()))
+
+
+def source_number(source: str) -> int:
+    """The 64-bit key of ``source``: a document id (16 lower-case hex digits) is its own
+    number, any other name :func:`source_key` of it. Every tier codes a source by it."""
+    return _signed(int(source, 16)) if _HEX_ID.fullmatch(source) else source_key(source)
 
 
 class Words:
@@ -106,10 +112,12 @@ class Codes:
             raise KeyError(f"{CODES} holds no code {code}")
         return int(row[0])
 
-    def adopt(self, table: str, column: str) -> None:
+    def adopt(self, table: str, column: str,
+              rekeyed: Callable[[], dict[int, int]] | None = None) -> None:  # fmt: skip
         """Hold codes in ``table.column`` from now on; the 64-bit keys a store of before
         kept there are replaced by their codes (once per file, in one transaction: every row
-        of the column in one statement, so a code is never read as a key)."""
+        of the column in one statement, so a code is never read as a key). ``rekeyed``: the
+        keys of before that are another key now (old: new), each coded as its new key."""
         for name in (table, column):
             if not name.isidentifier():
                 raise ValueError(f"{name!r} is not a plain SQL name")
@@ -120,6 +128,13 @@ class Codes:
         try:
             if self.db.execute(f"SELECT 1 FROM {_CODED} WHERE col = ?",
                                (mark,)).fetchone() is None:  # fmt: skip
+                moved = {} if rekeyed is None else rekeyed()
+                held = [int(r[0]) for r in self.db.execute(
+                    f"SELECT DISTINCT {column} FROM {table} ORDER BY {column}")]  # fmt: skip
+                # first to the new keys (64-bit both: neither is ever the other), then
+                # every key to its code
+                self.db.executemany(f"UPDATE {table} SET {column} = ? WHERE {column} = ?",
+                                    [(moved[k], k) for k in held if k in moved])  # fmt: skip
                 self.db.execute(f"INSERT OR IGNORE INTO {CODES}(key) SELECT DISTINCT {column} "
                                 f"FROM {table} ORDER BY {column}")  # fmt: skip
                 self.db.execute(f"UPDATE {table} SET {column} = (SELECT c.id FROM {CODES} c "
@@ -152,7 +167,7 @@ class Sources:
         """The code ``name`` is kept as (its dictionary row and code written when
         ``create``; else 0 when it has none)."""
         if _HEX_ID.fullmatch(name):
-            key = _signed(int(name, 16))
+            key = source_number(name)
             held = self._held(key)
             if held is not None:
                 raise SemanticError(f"sources {held!r} and {name!r} share a 64-bit key")

@@ -37,7 +37,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 from hirmem.protocol.identity import fnv1a64, fold
-from hirmem.semantic.dictionary import Codes, Words, source_key
+from hirmem.semantic.dictionary import Codes, Words, source_key, source_number
 from hirmem.semantic.stores.db import Where, open_db
 from hirmem.semantic.stores.sqlite import earlier_table, rowless
 
@@ -227,7 +227,7 @@ class EntityIndex:
         self._db.executescript(_SCHEMA)
         self._codes = Codes(self._db)
         for table in ("entity_said", "entity_aliases"):
-            self._codes.adopt(table, "source")
+            self._codes.adopt(table, "source", self._rekeyed)
         if earlier is not None:
             self._convert(*earlier)
 
@@ -286,7 +286,15 @@ class EntityIndex:
 
     def _code(self, source: str) -> int:
         """The code of ``source`` (of its 64-bit key; never spelled back here)."""
-        return self._codes.code(source_key(source))
+        return self._codes.code(source_number(source))
+
+    def _rekeyed(self) -> dict[int, int]:
+        """The keys this file's entities held before their sources were coded (a document
+        id's too was :func:`source_key` of its name) as the keys every tier codes them by
+        now (its own number), for the document ids the file's other tiers hold; one of no
+        other tier keeps its old key's code (:meth:`withdraw` finds it by that too)."""
+        held = [int(r[0]) for r in self._db.execute("SELECT key FROM source_codes")]
+        return {source_key(f"{k & 0xFFFFFFFFFFFFFFFF:016x}"): k for k in held}
 
     def _said(self, eid: str, container: str, source: str, kind: str = "") -> None:
         """``source`` said entity ``eid`` in ``container`` (stating ``kind``, when given)."""
@@ -380,10 +388,13 @@ class EntityIndex:
         """Forget the aliases, kinds and edges read from ``source``."""
         with self._lock:
             self._db.execute("BEGIN")
-            key = self._codes.code(source_key(source), create=False)
-            n = self._db.execute("DELETE FROM entity_aliases WHERE source = ?", (key,)).rowcount
-            n += self._db.execute("DELETE FROM entity_edges WHERE source = ?", (source,)).rowcount
-            n += self._db.execute("DELETE FROM entity_said WHERE source = ?", (key,)).rowcount
+            codes = {self._codes.code(k, create=False)
+                     for k in (source_number(source), source_key(source))} - {0}  # fmt: skip
+            n = self._db.execute("DELETE FROM entity_edges WHERE source = ?", (source,)).rowcount
+            for code in codes:
+                for table in ("entity_aliases", "entity_said"):
+                    n += self._db.execute(f"DELETE FROM {table} WHERE source = ?",
+                                          (code,)).rowcount  # fmt: skip
             self._db.execute("COMMIT")
         return n
 
