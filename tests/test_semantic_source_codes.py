@@ -26,7 +26,7 @@ pytestmark = pytest.mark.usefixtures("semantic_backend")
 
 # every (table, column) that holds a source's code
 CODED = [("tier1_memories", "source"), ("passages", "doc"), ("claim_attestations", "source"),
-         ("entity_said", "source"), ("entity_aliases", "source")]  # fmt: skip
+         ("entity_said", "source"), ("entity_aliases", "source"), ("docs_compact", "key")]
 PEOPLE = ["Ada Reyes", "Bo Nair", "Heidi Jones", "Klaus Berg", "Maya Lind", "Jonas Ek"]
 ORGS = ["Acme Corp", "Stark Industries", "Initech"]
 CITIES = ["Oslo", "Berlin", "Lisbon"]
@@ -48,9 +48,10 @@ def _text(rng: random.Random) -> str:
     return " ".join(said)
 
 
-def _reads(sub: Substrate) -> list[object]:
-    """What a reader of either container gets from every tier, scores and ranks included."""
-    out: list[object] = []
+def _reads(sub: Substrate, docs: list[str]) -> list[object]:
+    """What a reader of either container gets from every tier, scores and ranks included,
+    and the documents."""
+    out: list[object] = [(sub.docs.get(d), sub.docs.chunks(d)) for d in docs]
     for readable in ({"a"}, {"b"}, {"a", "b"}):
         for q in QUESTIONS:
             out.append([(h.doc, h.text, h.score, h.similarity)
@@ -97,7 +98,7 @@ def test_a_store_of_64_bit_keys_converts_on_open_and_reads_as_before(tmp_path: P
     sub = Substrate.open(path, clock=lambda: 1_700_000_000_000, passage_embedder=Embedder())
     docs = [_say(sub, f"mem://d{i}", _text(rng), rng.choice("ab")) for i in range(24)]
     sub.memories.write(Note("Ada Reyes rows on weekends.", "a", "device/pump-7", "Ada Reyes"))
-    before = _reads(sub)
+    before = _reads(sub, docs)
     db = sub.passages._db
     held = {t: int(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]) for t, _ in CODED}
     assert all(held.values()), held
@@ -110,7 +111,7 @@ def test_a_store_of_64_bit_keys_converts_on_open_and_reads_as_before(tmp_path: P
     assert abs(int(db.execute("SELECT max(abs(doc)) FROM passages").fetchone()[0])) > 1 << 40
     sub.close()
     sub = Substrate.open(path, clock=lambda: 1_700_000_000_000, passage_embedder=Embedder())
-    assert _reads(sub) == before
+    assert _reads(sub, docs) == before
     db = sub.passages._db
     assert {t: int(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0])
             for t, _ in CODED} == held  # fmt: skip
@@ -125,10 +126,10 @@ def test_a_store_of_64_bit_keys_converts_on_open_and_reads_as_before(tmp_path: P
         assert _rows_of(db, doc) == 0
         assert all(h.doc != doc for q in QUESTIONS
                    for h in sub.passages.search(q, 20, {"a", "b"}))  # fmt: skip
-    after = _reads(sub)
+    after = _reads(sub, docs)
     sub.close()
     sub = Substrate.open(path, clock=lambda: 1_700_000_000_000, passage_embedder=Embedder())
-    assert _reads(sub) == after  # opened again: converted once, not twice
+    assert _reads(sub, docs) == after  # opened again: converted once, not twice
     sub.close()
 
 
