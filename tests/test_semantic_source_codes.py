@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from hirmem.semantic.claims import Statement
 from hirmem.semantic.dictionary import source_key
 from hirmem.semantic.memories import MemoryIndex, Note
 from hirmem.semantic.retrieve import Embedder
@@ -65,6 +66,14 @@ def _reads(sub: Substrate, docs: list[str]) -> list[object]:
     return out
 
 
+_KEYED_LAYOUT = """CREATE TABLE claim_attestations (
+    claim INTEGER NOT NULL, container INTEGER NOT NULL, source INTEGER NOT NULL,
+    quote TEXT NOT NULL, start INTEGER NOT NULL, end_ INTEGER NOT NULL,
+    valid_from INTEGER NOT NULL, invalid_at INTEGER NOT NULL, said_at INTEGER NOT NULL,
+    recorded_at INTEGER NOT NULL, hedged INTEGER NOT NULL,
+    PRIMARY KEY (claim, container, source, start, end_, quote)) WITHOUT ROWID"""
+
+
 def _to_keys(db: Connection) -> None:
     """Turn a store of this layout into one of before: every code replaced by the 64-bit
     key the table held (a document's own number; the entities' tables, :func:`source_key`
@@ -79,6 +88,14 @@ def _to_keys(db: Connection) -> None:
             continue
         db.execute(f"UPDATE {table} SET {column} = (SELECT k.key FROM source_codes k "
                    f"WHERE k.id = {table}.{column})")  # fmt: skip
+    # the attestations' table held its valid-from time itself (not as an offset)
+    db.execute("ALTER TABLE claim_attestations RENAME TO claim_attestations_now")
+    db.execute(_KEYED_LAYOUT)
+    db.execute("INSERT INTO claim_attestations SELECT claim, container, source, quote, start, "
+               "end_, said_at + since, invalid_at, said_at, recorded_at, hedged FROM "
+               "claim_attestations_now")  # fmt: skip
+    db.execute("DROP TABLE claim_attestations_now")
+    db.execute("CREATE INDEX attestations_source ON claim_attestations(source)")
     db.execute("DROP TABLE source_codes")
     db.execute("DROP TABLE source_coded")
     db.execute("COMMIT")
@@ -98,6 +115,10 @@ def test_a_store_of_64_bit_keys_converts_on_open_and_reads_as_before(tmp_path: P
     sub = Substrate.open(path, clock=lambda: 1_700_000_000_000, passage_embedder=Embedder())
     docs = [_say(sub, f"mem://d{i}", _text(rng), rng.choice("ab")) for i in range(24)]
     sub.memories.write(Note("Ada Reyes rows on weekends.", "a", "device/pump-7", "Ada Reyes"))
+    # a statement with a beginning of its own (its offset from when it was said not 0)
+    assert sub.claims.write(Statement(
+        "Maya Lind", "person.employer", "Initech", "Maya Lind works at Initech.", "device/pump-7",
+        "a", said_at=1_650_000_000_000, valid_from=1_600_000_000_000)) is not None
     before = _reads(sub, docs)
     db = sub.passages._db
     held = {t: int(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]) for t, _ in CODED}

@@ -332,16 +332,20 @@ def _appears(part: str, quote: str) -> bool:
 # the statement itself (claim, container, source, span, quote): the key finds a claim's
 # statements in the readable containers (the reads) and refuses a repeated statement, with
 # no rowid and no second index holding the claim again; a withdrawal finds them by source.
+# Valid from is ``said_at + since`` (:data:`_VALID_FROM`).
 # A source is the small code of its 64-bit key (a document id its own number), shared by
 # the file's tiers: :class:`~hirmem.semantic.dictionary.Sources`.
 _ATTESTATIONS = """CREATE TABLE claim_attestations (
     claim INTEGER NOT NULL, container INTEGER NOT NULL, source INTEGER NOT NULL,
     quote TEXT NOT NULL, start INTEGER NOT NULL, end_ INTEGER NOT NULL,
-    valid_from INTEGER NOT NULL, invalid_at INTEGER NOT NULL, said_at INTEGER NOT NULL,
+    since INTEGER NOT NULL, invalid_at INTEGER NOT NULL, said_at INTEGER NOT NULL,
     recorded_at INTEGER NOT NULL, hedged INTEGER NOT NULL,
     PRIMARY KEY (claim, container, source, start, end_, quote)) WITHOUT ROWID"""
-_ATTESTATION_COLUMNS = ("claim, container, source, quote, start, end_, valid_from, invalid_at, "
+_ATTESTATION_COLUMNS = ("claim, container, source, quote, start, end_, since, invalid_at, "
                         "said_at, recorded_at, hedged")  # fmt: skip
+# what ``since`` holds: when a statement became true, as an offset from when it was said
+# (0, held in no bytes, for the usual statement that states no beginning of its own)
+_VALID_FROM = "(a.said_at + a.since)"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS claims (
     id INTEGER PRIMARY KEY, subject INTEGER NOT NULL, predicate INTEGER NOT NULL,
@@ -410,33 +414,38 @@ class ClaimStore:
                 for s, p, v, c, src, q, vf, ia, said, rec, h in rows]  # fmt: skip
 
     def _attestations_keyed(self) -> None:
-        """Make ``claim_attestations`` the keyed table; one of the rowid layout (a file or a
-        server schema of before: rowid, ``quote`` NULL for a span, an index by claim) is
-        rebuilt into it, rows and all."""
+        """Make ``claim_attestations`` the keyed table of offsets; one of a layout of before
+        (a file or a server schema) is rebuilt into it, rows and all: the rowid layout
+        (rowid, ``quote`` NULL for a span, an index by claim) or the keyed one that held
+        ``valid_from`` itself."""
         db = self._db
         if isinstance(db, PgConnection):
-            earlier = db.execute(
-                "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
-                "AND table_name = 'claim_attestations' AND column_name = 'rowid'").fetchone()
-            if earlier is None:
+            cols = {str(r[0]) for r in db.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = "
+                "current_schema() AND table_name = 'claim_attestations'")}  # fmt: skip
+            if not cols or "since" in cols:
                 db.execute(_ATTESTATIONS.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1))
                 return
+            rowid = "rowid" in cols
         else:
             held = earlier_table(db, "claim_attestations")
             if held is None:
                 db.execute(_ATTESTATIONS)
                 return
-            if "WITHOUT ROWID" in held.upper():
+            if re.search(r"\bsince\b", held, re.I):
                 return
+            rowid = "WITHOUT ROWID" not in held.upper()
         db.execute("BEGIN")
         try:
             db.execute("ALTER TABLE claim_attestations RENAME TO claim_attestations_earlier")
             for index in ("attestations_claim", "attestations_source"):  # rebuilt by _SCHEMA
                 db.execute(f"DROP INDEX IF EXISTS {index}")
             db.execute(_ATTESTATIONS)
-            cols = _ATTESTATION_COLUMNS.replace("quote", "coalesce(quote, '')")
+            old = _ATTESTATION_COLUMNS.replace("quote", "coalesce(quote, '')").replace(
+                "since", "valid_from - said_at")  # fmt: skip
+            order = " ORDER BY rowid" if rowid else ""  # (the first of a repeated statement)
             db.execute(f"INSERT OR IGNORE INTO claim_attestations ({_ATTESTATION_COLUMNS}) "
-                       f"SELECT {cols} FROM claim_attestations_earlier ORDER BY rowid")  # fmt: skip
+                       f"SELECT {old} FROM claim_attestations_earlier{order}")  # fmt: skip
             db.execute("DROP TABLE claim_attestations_earlier")
         except BaseException:
             db.execute("ROLLBACK")
@@ -506,7 +515,7 @@ class ClaimStore:
         self._db.execute(
             f"INSERT OR IGNORE INTO claim_attestations ({_ATTESTATION_COLUMNS}) VALUES "
             "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (cid, cont, skey, held, lo, hi, start, end, said, recorded, hedged))
+            (cid, cont, skey, held, lo, hi, start - said, end, said, recorded, hedged))
 
     def _check(self, s: Statement) -> ClaimRow:
         if not s.container:
@@ -589,18 +598,18 @@ class ClaimStore:
         # predicate, which the claims' indexes find; leading with the container would read
         # every attestation of it. The fence is still in the WHERE, before any ORDER BY.
         sql = ("SELECT c.subject, c.predicate, c.value, a.container, sk.key, s.name, "
-               "a.quote, a.start, a.end_, a.valid_from, a.invalid_at, a.said_at, a.hedged FROM "
+               f"a.quote, a.start, a.end_, {_VALID_FROM}, a.invalid_at, a.said_at, a.hedged FROM "
                "claims c CROSS JOIN claim_attestations a ON a.claim = c.id "
                f"{self._sources.joined('a.source', 's')} WHERE a.container IN ({marks}) "
                f"AND {where}")  # fmt: skip
         params: list[object] = [*fence, *args]
         if at is not None:
-            sql += " AND a.valid_from <= ? AND (a.invalid_at = 0 OR ? < a.invalid_at)"
+            sql += f" AND {_VALID_FROM} <= ? AND (a.invalid_at = 0 OR ? < a.invalid_at)"
             params += [at, at]
         # ties in time broken by when each was recorded, then by the key: an order of its
         # own, not the table's storage order (the source by its 64-bit key, not its code:
         # the order a store of before gave)
-        sql += (" ORDER BY c.id, a.valid_from, a.said_at, a.recorded_at, a.container, "
+        sql += (f" ORDER BY c.id, {_VALID_FROM}, a.said_at, a.recorded_at, a.container, "
                 "sk.key, a.start, a.end_, a.quote")  # fmt: skip
         with self._lock:
             got = self._db.execute(sql, params).fetchall()
