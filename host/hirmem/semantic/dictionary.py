@@ -106,12 +106,6 @@ class Codes:
             row = self.db.execute(find, (key,)).fetchone()
         return 0 if row is None else int(row[0])
 
-    def key(self, code: int) -> int:
-        row = self.db.execute(f"SELECT key FROM {CODES} WHERE id = ?", (code,)).fetchone()
-        if row is None:
-            raise KeyError(f"{CODES} holds no code {code}")
-        return int(row[0])
-
     def adopt(self, table: str, column: str,
               rekeyed: Callable[[], dict[int, int]] | None = None) -> None:  # fmt: skip
         """Hold codes in ``table.column`` from now on; the 64-bit keys a store of before
@@ -197,11 +191,6 @@ class Sources:
         """A source's name from the columns of :meth:`joined`: its dictionary name, or the
         document id its key is."""
         return name if name is not None else f"{key & 0xFFFFFFFFFFFFFFFF:016x}"
-
-    def name(self, code: int) -> str:
-        """The name kept as ``code`` (one lookup; a read of many rows joins instead)."""
-        key = self.codes.key(code)
-        return self.spelled(key, self._held(key))
 
     def _held(self, key: int) -> str | None:
         row = self.db.execute(f"SELECT name FROM {self.table} WHERE id = ?", (key,)).fetchone()
