@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from hirmem.semantic.claims import Statement
-from hirmem.semantic.dictionary import source_key
+from hirmem.semantic.dictionary import pack_ints, source_key, unpack_ints
 from hirmem.semantic.memories import MemoryIndex, Note
 from hirmem.semantic.retrieve import Embedder
 from hirmem.semantic.substrate import Substrate
@@ -77,7 +77,7 @@ _KEYED_LAYOUT = """CREATE TABLE claim_attestations (
 def _to_keys(db: Connection) -> None:
     """Turn a store of this layout into one of before: every code replaced by the 64-bit
     key the table held (a document's own number; the entities' tables, :func:`source_key`
-    of its name), the code tables dropped."""
+    of its name), the code tables dropped, each table in its layout of before."""
     keys = {int(c): int(k) for c, k in db.execute("SELECT id, key FROM source_codes")}
     db.execute("BEGIN")
     for table, column in CODED:
@@ -96,6 +96,9 @@ def _to_keys(db: Connection) -> None:
                "claim_attestations_now")  # fmt: skip
     db.execute("DROP TABLE claim_attestations_now")
     db.execute("CREATE INDEX attestations_source ON claim_attestations(source)")
+    # the said rows were found by an index on their source
+    db.execute("DROP TABLE entity_said_by")
+    db.execute("CREATE INDEX entity_said_source ON entity_said(source)")
     db.execute("DROP TABLE source_codes")
     db.execute("DROP TABLE source_coded")
     db.execute("COMMIT")
@@ -191,3 +194,18 @@ def test_two_writers_of_one_file_share_the_codes(tmp_path: Path) -> None:
     assert dangling == 0
     for x in (*writers, fresh):
         x.close()
+
+
+def test_packed_integer_lists_round_trip() -> None:
+    rng = random.Random(5)
+    for _ in range(500):
+        values = [rng.choice([0, 1, 127, 128, 16_383, 16_384, rng.getrandbits(rng.randrange(64))])
+                  for _ in range(rng.randrange(12))]  # fmt: skip
+        blob = pack_ints(values)
+        assert unpack_ints(blob) == values
+        assert len(blob) == sum(max(1, -(-v.bit_length() // 7)) for v in values)
+        if blob:
+            with pytest.raises(ValueError):
+                unpack_ints(blob[:-1] + bytes([blob[-1] | 0x80]))
+    with pytest.raises(ValueError):
+        pack_ints([-1])

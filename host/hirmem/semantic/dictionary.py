@@ -10,13 +10,14 @@ Works on SQLite and, through :mod:`hirmem.sql.dialect`, on PostgreSQL.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 
 from hirmem.protocol.identity import fnv1a64
 from hirmem.semantic.errors import SemanticError
 from hirmem.sql import Connection
 
-__all__ = ["Codes", "Sources", "Words", "source_key", "source_number"]
+__all__ = ["Codes", "Sources", "Words", "pack_ints", "source_key", "source_number",
+           "unpack_ints"]
 
 
 def source_key(source: str) -> int:
@@ -195,6 +196,34 @@ class Sources:
     def _held(self, key: int) -> str | None:
         row = self.db.execute(f"SELECT name FROM {self.table} WHERE id = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
+
+
+def pack_ints(values: Iterable[int]) -> bytes:
+    """Non-negative integers as a blob of LEB128 varints (a small one in one byte)."""
+    out = bytearray()
+    for v in values:
+        if v < 0:
+            raise ValueError(f"{v} is negative")
+        while True:
+            low, v = v & 0x7F, v >> 7
+            out.append(low | (0x80 if v else 0))
+            if not v:
+                break
+    return bytes(out)
+
+
+def unpack_ints(blob: bytes) -> list[int]:
+    """The integers of :func:`pack_ints`; a blob cut inside one is refused."""
+    out, v, shift = [], 0, 0
+    for b in blob:
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            out.append(v)
+            v, shift = 0, 0
+    if shift:
+        raise ValueError("a packed integer list ends inside an integer")
+    return out
 
 
 def _signed(h: int) -> int:
