@@ -113,7 +113,7 @@ def test_entity_lookups_are_served_by_indexes(tmp_path: Path) -> None:
         ("SELECT alias FROM entity_aliases WHERE entity IN (?, ?) AND container IN (?)",
          (1, 2, 3), "entity_aliases_entity"),
         # a withdrawal reads what the source said, then deletes each row by its key
-        ("SELECT said FROM entity_said_by WHERE source = ?", (5,), "INTEGER PRIMARY KEY"),
+        ("SELECT rows FROM entity_said_by WHERE source = ?", (5,), "INTEGER PRIMARY KEY"),
         ("DELETE FROM entity_said WHERE entity = ? AND container = ? AND source = ? AND "
          "kind = ?", (1, 2, 3, 4), "PRIMARY KEY"),
         ("DELETE FROM entity_aliases WHERE source = ?", (5,), "entity_aliases_source"),

@@ -10,13 +10,13 @@ Works on SQLite and, through :mod:`hirmem.sql.dialect`, on PostgreSQL.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 from hirmem.protocol.identity import fnv1a64
 from hirmem.semantic.errors import SemanticError
 from hirmem.sql import Connection
 
-__all__ = ["Codes", "Sources", "Words", "pack_ints", "source_key", "source_number",
+__all__ = ["Codes", "SourceRows", "Sources", "Words", "pack_ints", "source_key", "source_number",
            "unpack_ints"]
 
 
@@ -196,6 +196,60 @@ class Sources:
     def _held(self, key: int) -> str | None:
         row = self.db.execute(f"SELECT name FROM {self.table} WHERE id = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
+
+
+class SourceRows:
+    """What each source wrote to ``table``, found by the source's code when it is withdrawn:
+    each row's ``width`` integers (its key but the source) packed in one blob of
+    ``<table>_by(source INTEGER PRIMARY KEY, rows BLOB)``, a few bytes a row where an index
+    by source would hold every row's key again. Written in the transaction that writes the
+    rows (the store's one writer), so it lists exactly the rows added."""
+
+    def __init__(self, db: Connection, table: str, width: int) -> None:
+        if not table.isidentifier():
+            raise ValueError(f"{table!r} is not a plain SQL name")
+        self.db, self.of, self.table, self.width = db, table, f"{table}_by", width
+
+    def made(self, columns: str) -> bool:
+        """Make the table (the caller's transaction open); in a store of before, from the
+        ``columns`` (comma-separated, ``width`` of them) of the rows held. Whether it was
+        made now (the caller then drops the index by source it replaces)."""
+        # (imported here: the stores package imports this module)
+        from hirmem.semantic.stores.db import has_table
+
+        if has_table(self.db, self.table):
+            return False
+        self.db.execute(f"CREATE TABLE {self.table} "
+                        "(source INTEGER PRIMARY KEY, rows BLOB NOT NULL)")  # fmt: skip
+        held: dict[int, list[int]] = {}
+        for src, *row in self.db.execute(f"SELECT source, {columns} FROM "
+                                         f"{self.of} ORDER BY source"):  # fmt: skip
+            held.setdefault(int(src), []).extend(int(v) for v in row)
+        self.db.executemany(f"INSERT INTO {self.table} VALUES (?, ?)",
+                            [(src, pack_ints(v)) for src, v in held.items()])  # fmt: skip
+        return True
+
+    def add(self, source: int, row: Sequence[int]) -> None:
+        """Source ``source`` (its code) wrote a row of these integers."""
+        if len(row) != self.width:
+            raise ValueError(f"{self.table}: a row of {len(row)} integers, not {self.width}")
+        held = self.db.execute(f"SELECT rows FROM {self.table} WHERE source = ?",
+                               (source,)).fetchone()  # fmt: skip
+        if held is None:
+            self.db.execute(f"INSERT INTO {self.table} VALUES (?, ?)", (source, pack_ints(row)))
+        else:
+            self.db.execute(f"UPDATE {self.table} SET rows = ? WHERE source = ?",
+                            (bytes(held[0]) + pack_ints(row), source))  # fmt: skip
+
+    def take(self, source: int) -> list[tuple[int, ...]]:
+        """The rows ``source`` wrote, its list forgotten (the caller deletes them)."""
+        held = self.db.execute(f"SELECT rows FROM {self.table} WHERE source = ?",
+                               (source,)).fetchone()  # fmt: skip
+        if held is None:
+            return []
+        self.db.execute(f"DELETE FROM {self.table} WHERE source = ?", (source,))
+        flat = unpack_ints(bytes(held[0]))
+        return [tuple(flat[i : i + self.width]) for i in range(0, len(flat), self.width)]
 
 
 def pack_ints(values: Iterable[int]) -> bytes:

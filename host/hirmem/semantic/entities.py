@@ -37,15 +37,8 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 from hirmem.protocol.identity import fnv1a64, fold
-from hirmem.semantic.dictionary import (
-    Codes,
-    Words,
-    pack_ints,
-    source_key,
-    source_number,
-    unpack_ints,
-)
-from hirmem.semantic.stores.db import Where, has_table, open_db
+from hirmem.semantic.dictionary import Codes, SourceRows, Words, source_key, source_number
+from hirmem.semantic.stores.db import Where, open_db
 from hirmem.semantic.stores.sqlite import earlier_table, rowless
 
 __all__ = ["EdgeRow", "EntityIndex", "aliases_in", "entity_id", "implied", "kind_cue",
@@ -195,9 +188,10 @@ _ENTITIES = "CREATE TABLE entities (id TEXT PRIMARY KEY, name TEXT NOT NULL) WIT
 # What a source said, one row per (entity, container, source, kind): the entity's own name
 # is implied (an entity's id is the id of its name), so the row a name said by a document
 # costs four small integers, held once (a withdrawal finds them through ``entity_said_by``,
-# not an index repeating them); ``entity_aliases`` holds only names an
-# entity is known by other than its own. Strings (entity ids, alias names, containers,
-# kinds) are dictionary-encoded in ``entity_words``; sources are the small codes of their
+# :class:`~hirmem.semantic.dictionary.SourceRows`, not an index repeating them);
+# ``entity_aliases`` holds only names an entity is known by other than its own. Strings
+# (entity ids, alias names, containers, kinds) are dictionary-encoded in ``entity_words``;
+# sources are the small codes of their
 # 64-bit keys (:func:`~hirmem.semantic.dictionary.source_number`), shared by the file's tiers
 # (:class:`~hirmem.semantic.dictionary.Codes`). Both tables are WITHOUT ROWID (their
 # keys are narrow integers: measured smaller than a rowid table with the same indexes).
@@ -219,11 +213,6 @@ CREATE INDEX IF NOT EXISTS entity_edges_object ON entity_edges(object);
 CREATE INDEX IF NOT EXISTS entity_edges_source ON entity_edges(source);
 """
 NO_KIND = 0  # ``entity_said.kind`` of a name said with no kind (dictionary ids start at 1)
-# What each source said, found by its code when it is withdrawn: its (entity, container,
-# kind)s packed in one blob (:func:`~hirmem.semantic.dictionary.pack_ints`), a few bytes a
-# row where an index by source held every row again. Written in the transaction that
-# writes the said rows (the store's one writer), so it lists exactly the rows it added.
-_SAID_BY = "CREATE TABLE entity_said_by (source INTEGER PRIMARY KEY, said BLOB NOT NULL)"
 
 
 class EntityIndex:
@@ -240,7 +229,12 @@ class EntityIndex:
         self._codes = Codes(self._db)
         for table in ("entity_said", "entity_aliases"):
             self._codes.adopt(table, "source", self._rekeyed)
-        self._said_by_source()
+        # what each source said, its (entity, container, kind)s packed: found by source
+        # without an index that holds every row again
+        self._said_by = SourceRows(self._db, "entity_said", 3)
+        with self._writing():
+            if self._said_by.made("entity, container, kind"):
+                self._db.execute("DROP INDEX IF EXISTS entity_said_source")
         if earlier is not None:
             self._convert(*earlier)
 
@@ -301,21 +295,6 @@ class EntityIndex:
         """The code of ``source`` (of its 64-bit key; never spelled back here)."""
         return self._codes.code(source_number(source))
 
-    def _said_by_source(self) -> None:
-        """Make ``entity_said_by``; in a store of before (said rows found by an index on
-        their source) it is filled from the rows, and that index dropped."""
-        with self._writing():
-            if has_table(self._db, "entity_said_by"):
-                return
-            self._db.execute(_SAID_BY)
-            said: dict[int, list[int]] = {}
-            for e, c, src, k in self._db.execute("SELECT entity, container, source, kind FROM "
-                                                 "entity_said ORDER BY source"):  # fmt: skip
-                said.setdefault(int(src), []).extend((int(e), int(c), int(k)))
-            self._db.executemany("INSERT INTO entity_said_by VALUES (?, ?)",
-                                 [(src, pack_ints(v)) for src, v in said.items()])  # fmt: skip
-            self._db.execute("DROP INDEX IF EXISTS entity_said_source")
-
     def _rekeyed(self) -> dict[int, int]:
         """The keys this file's entities held before their sources were coded (a document
         id's too was :func:`source_key` of its name) as the keys every tier codes them by
@@ -330,14 +309,7 @@ class EntityIndex:
         k = self._wid(kind) if kind else NO_KIND
         if self._db.execute("INSERT OR IGNORE INTO entity_said VALUES (?, ?, ?, ?)",
                             (e, c, src, k)).rowcount > 0:  # fmt: skip
-            held = self._db.execute("SELECT said FROM entity_said_by WHERE source = ?",
-                                    (src,)).fetchone()  # fmt: skip
-            if held is None:
-                self._db.execute("INSERT INTO entity_said_by VALUES (?, ?)",
-                                 (src, pack_ints((e, c, k))))  # fmt: skip
-            else:
-                self._db.execute("UPDATE entity_said_by SET said = ? WHERE source = ?",
-                                 (bytes(held[0]) + pack_ints((e, c, k)), src))  # fmt: skip
+            self._said_by.add(src, (e, c, k))
 
     def _say(self, alias: str, eid: str, container: str, source: str, kind: str = "") -> None:
         """``source`` wrote ``alias`` for entity ``eid`` in ``container`` (stating ``kind``,
@@ -431,15 +403,10 @@ class EntityIndex:
             for code in codes:
                 n += self._db.execute("DELETE FROM entity_aliases WHERE source = ?",
                                       (code,)).rowcount  # fmt: skip
-                held = self._db.execute("SELECT said FROM entity_said_by WHERE source = ?",
-                                        (code,)).fetchone()  # fmt: skip
-                said = [] if held is None else unpack_ints(bytes(held[0]))
-                for at in range(0, len(said), 3):
-                    e, c, k = said[at : at + 3]
+                for e, c, k in self._said_by.take(code):
                     n += self._db.execute("DELETE FROM entity_said WHERE entity = ? AND "
                                           "container = ? AND source = ? AND kind = ?",
                                           (e, c, code, k)).rowcount  # fmt: skip
-                self._db.execute("DELETE FROM entity_said_by WHERE source = ?", (code,))
             self._db.execute("COMMIT")
         return n
 
