@@ -98,6 +98,7 @@ def _to_keys(db: Connection) -> None:
     db.execute("CREATE INDEX attestations_source ON claim_attestations(source)")
     # the said rows were found by an index on their source
     db.execute("DROP TABLE entity_said_by")
+    db.execute("DROP TABLE claim_attestations_by")
     db.execute("CREATE INDEX entity_said_source ON entity_said(source)")
     db.execute("DROP TABLE source_codes")
     db.execute("DROP TABLE source_coded")

@@ -43,7 +43,7 @@ from decimal import Decimal, InvalidOperation
 from hirmem.protocol.clock import now_ms
 from hirmem.protocol.identity import fnv1a64, fold
 from hirmem.semantic import refusals
-from hirmem.semantic.dictionary import Sources, Words, source_key
+from hirmem.semantic.dictionary import SourceRows, Sources, Words, source_key
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.spans import span_text
 from hirmem.semantic.stores.db import Where, open_db
@@ -331,7 +331,9 @@ def _appears(part: str, quote: str) -> bool:
 # reading's quote is composed, not cut). Attestations are a WITHOUT ROWID table keyed by
 # the statement itself (claim, container, source, span, quote): the key finds a claim's
 # statements in the readable containers (the reads) and refuses a repeated statement, with
-# no rowid and no second index holding the claim again; a withdrawal finds them by source.
+# no rowid and no second index holding the claim again; a withdrawal finds them through
+# ``claim_attestations_by`` (:class:`~hirmem.semantic.dictionary.SourceRows`), not an index
+# by source that would hold every key again.
 # Valid from is ``said_at + since`` (:data:`_VALID_FROM`).
 # A source is the small code of its 64-bit key (a document id its own number), shared by
 # the file's tiers: :class:`~hirmem.semantic.dictionary.Sources`.
@@ -352,7 +354,6 @@ CREATE TABLE IF NOT EXISTS claims (
     value INTEGER NOT NULL, UNIQUE (subject, predicate, value));
 CREATE INDEX IF NOT EXISTS claims_pv ON claims(predicate, value);
 CREATE INDEX IF NOT EXISTS claims_value ON claims(value);
-CREATE INDEX IF NOT EXISTS attestations_source ON claim_attestations(source);
 CREATE TABLE IF NOT EXISTS claim_refusals (
     at INTEGER NOT NULL, container TEXT NOT NULL, source TEXT NOT NULL,
     reason TEXT NOT NULL, detail TEXT NOT NULL);
@@ -386,6 +387,17 @@ class ClaimStore:
         self._db.executescript(_SCHEMA)
         self._sources = Sources(self._db, "claim_sources", source_key)
         self._sources.codes.adopt("claim_attestations", "source")
+        # what each source stated, its (claim, container, start, end)s packed: a withdrawal
+        # finds them without an index that holds every attestation's key again
+        self._by_source = SourceRows(self._db, "claim_attestations", 4)
+        self._db.execute("BEGIN")
+        try:
+            if self._by_source.made("claim, container, start, end_"):
+                self._db.execute("DROP INDEX IF EXISTS attestations_source")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
         if earlier:
             self._db.execute("BEGIN")
             for (subject, predicate, value), *rest in earlier:
@@ -512,10 +524,12 @@ class ClaimStore:
             "SELECT 1 FROM claim_attestations WHERE claim = ? AND container = ? AND source = ? "
             "AND quote = ?", (cid, cont, skey, quote)).fetchone() is not None:  # fmt: skip
             return
-        self._db.execute(
+        if self._db.execute(
             f"INSERT OR IGNORE INTO claim_attestations ({_ATTESTATION_COLUMNS}) VALUES "
             "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (cid, cont, skey, held, lo, hi, start - said, end, said, recorded, hedged))
+            (cid, cont, skey, held, lo, hi, start - said, end, said, recorded, hedged)
+        ).rowcount > 0:  # fmt: skip
+            self._by_source.add(skey, (cid, cont, lo, hi))
 
     def _check(self, s: Statement) -> ClaimRow:
         if not s.container:
@@ -544,10 +558,13 @@ class ClaimStore:
         with self._lock:
             self._db.execute("BEGIN")
             key = self._sources.code(source, create=False)
-            claims = [int(r[0]) for r in self._db.execute(
-                "SELECT DISTINCT claim FROM claim_attestations WHERE source = ?", (key,))]
-            n = self._db.execute("DELETE FROM claim_attestations WHERE source = ?",
-                                 (key,)).rowcount  # fmt: skip
+            stated = self._by_source.take(key)
+            claims = sorted({cid for cid, *_ in stated})
+            n = 0
+            for cid, cont, lo, hi in stated:  # (two quotes of one span: both, then none)
+                n += self._db.execute("DELETE FROM claim_attestations WHERE claim = ? AND "
+                                      "container = ? AND source = ? AND start = ? AND end_ = ?",
+                                      (cid, cont, key, lo, hi)).rowcount  # fmt: skip
             self._sources.forget(source)
             for cid in claims:
                 self._db.execute("DELETE FROM claims WHERE id = ? AND NOT EXISTS (SELECT 1 "
