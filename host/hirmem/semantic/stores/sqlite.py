@@ -786,14 +786,13 @@ class SQLiteDocs(_SQLite):
     """A document is one row of ``docs_compact``, keyed by the code (the file's
     :class:`~hirmem.semantic.dictionary.Codes`, the tiers' codes of its sources) of its id
     as an integer (:func:`_doc_key`): dense and rising, so rows are appended and pages fill
-    (a random 64-bit key left them ~86 % full); its chunks held by reference in it:
-    ``cuts`` is NULL for the one chunk that is the whole document (the usual short record),
-    else a JSON list with a chunk's byte range ``[start, end]`` (its index its place in the
-    list), or
-    ``[index, start, end, text]`` for one whose index is elsewhere or whose text is not that
-    range of its document (kept as given). The origin is packed (:meth:`_meta_text`): its
-    reference left out when it is the document's source, its size and SHA-256 when they are
-    the text's. Deleting a document deletes its chunks. Files of the earlier layouts
+    (a random 64-bit key left them ~86 % full); its chunks held by reference in it: ``cuts``
+    is NULL for the one chunk that is the whole document (the usual short record), else a
+    JSON list with a chunk's byte range ``[start, end]`` (its index its place in the list),
+    or ``[index, start, end, text]`` for one whose index is elsewhere or whose text is not
+    that range of its document (kept as given). The origin is packed (:meth:`_meta_text`):
+    its reference left out when it is the document's source, its size and SHA-256 when they
+    are the text's. Deleting a document deletes its chunks. Files of the earlier layouts
     (``docs`` keyed by id text beside ``doc_chunks``, or beside ``chunks`` holding every
     chunk's text) are converted when opened."""
 
