@@ -210,3 +210,44 @@ def test_packed_integer_lists_round_trip() -> None:
                 unpack_ints(blob[:-1] + bytes([blob[-1] | 0x80]))
     with pytest.raises(ValueError):
         pack_ints([-1])
+
+
+def test_an_entity_store_alone_of_before_converts_and_withdraws_by_either_key(
+    tmp_path: Path,
+) -> None:
+    """An entity file of before with no other tier beside it: a document id's rows were
+    keyed by the hash of its name, which no other tier's code tells back; they are coded as
+    that key, and withdrawing the document still takes them (and its rows written since)."""
+    from hirmem.semantic.entities import EntityIndex
+
+    path, doc, name = tmp_path / "e.db", "00000000000000d1", "chat/7"
+    index = EntityIndex(path)
+    index.note("Robert (Bob) Smith", "team", doc, "person")
+    index.note("Ada Reyes", "team", name)
+    db = index._db
+    keys = {int(c): k for c, k in db.execute("SELECT id, key FROM source_codes")}
+    before = {src: source_key(src) for src in (doc, name)}
+    db.execute("BEGIN")
+    for table in ("entity_said", "entity_aliases"):
+        db.executemany(f"UPDATE {table} SET source = ? WHERE source = ?",
+                       [(before[doc] if k == int(doc, 16) else before[name], c)
+                        for c, k in keys.items()])  # fmt: skip
+    db.execute("DROP TABLE entity_said_by")
+    db.execute("CREATE INDEX entity_said_source ON entity_said(source)")
+    db.execute("DROP TABLE source_codes")
+    db.execute("DROP TABLE source_coded")
+    db.execute("COMMIT")
+    index.close()
+    index = EntityIndex(path)
+    assert index.names("Bob", {"team"}) == {"bob", "robert smith", "robert (bob) smith"}
+    assert index.kinds("Bob", {"team"}) == {"person"}
+    index.note("Robert (Bob) Smith", "club", doc)  # written since: under the number's code
+    assert index.resolve("Bob", {"club"}) == index.resolve("Bob", {"team"})
+    assert index.withdraw(doc) > 0
+    assert index.names("Bob", {"team", "club"}) == set()
+    db = index._db
+    left = {int(s) for t in ("entity_said", "entity_aliases")
+            for (s,) in db.execute(f"SELECT source FROM {t}")}  # fmt: skip
+    assert left == {index._codes.code(before[name], create=False)} != {0}
+    assert index.withdraw(name) == 1 and index.resolve("Ada Reyes", {"team"}) == []
+    index.close()
