@@ -282,8 +282,8 @@ def test_chunks_are_kept_by_reference_and_read_back_as_they_were(tmp_path: Path)
     org = Origin("mem://old", 0, 5, 1, hashlib.sha256(b"hello").hexdigest(), "text/plain")
     old = Doc("0123456789abcdef", "mem://old", "hello", with_origin({"container": "c"}, org))
     con.execute("INSERT INTO docs_compact (key, name, source, text, meta, cuts) VALUES "
-                "(?, NULL, ?, ?, ?, NULL)", (0x0123456789ABCDEF, old.source, old.text,
-                                             '^[0,0,1,"text/plain","c"]'))  # fmt: skip
+                "(?, NULL, ?, ?, ?, NULL)", (store._codes.code(0x0123456789ABCDEF), old.source,
+                                             old.text, '^[0,0,1,"text/plain","c"]'))  # fmt: skip
     assert store.get(old.id) == old
     cuts = [c for _, cut in rows for c in ([] if cut is None else json.loads(cut))]
     own = sum(1 for c in cuts if len(c) == 4 and c[3] is not None)

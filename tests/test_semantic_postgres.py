@@ -132,7 +132,7 @@ def test_claims_of_the_rowid_layout_are_keyed_when_a_server_schema_is_opened(
         "tablename = 'claim_attestations'")}  # fmt: skip
     store.close()
     assert "quote" in cols and "rowid" not in cols
-    assert "attestations_claim" not in indexes and "attestations_source" in indexes
+    assert not {"attestations_claim", "attestations_source"} & indexes
     store = ClaimStore(ONTOLOGY, target, clock=lambda: 1_000)  # opened again: as it is
     store.texts = {d1: TEXTS["d1"]}.get
     assert store.withdraw(d1) == 1

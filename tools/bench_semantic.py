@@ -357,6 +357,7 @@ SHARES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("claims", ("claim",)),
     ("entities", ("entit",)),
     ("decisions", ("decisions",)),
+    ("source codes", ("source_cod",)),  # the codes every tier's rows hold for a source
 )
 
 

@@ -43,7 +43,7 @@ from decimal import Decimal, InvalidOperation
 from hirmem.protocol.clock import now_ms
 from hirmem.protocol.identity import fnv1a64, fold
 from hirmem.semantic import refusals
-from hirmem.semantic.dictionary import Sources, Words, source_key
+from hirmem.semantic.dictionary import SourceRows, Sources, Words, source_key
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.spans import span_text
 from hirmem.semantic.stores.db import Where, open_db
@@ -331,24 +331,29 @@ def _appears(part: str, quote: str) -> bool:
 # reading's quote is composed, not cut). Attestations are a WITHOUT ROWID table keyed by
 # the statement itself (claim, container, source, span, quote): the key finds a claim's
 # statements in the readable containers (the reads) and refuses a repeated statement, with
-# no rowid and no second index holding the claim again; a withdrawal finds them by source.
-# A source is an integer (a document id its own number:
-# :class:`~hirmem.semantic.dictionary.Sources`).
+# no rowid and no second index holding the claim again; a withdrawal finds them through
+# ``claim_attestations_by`` (:class:`~hirmem.semantic.dictionary.SourceRows`), not an index
+# by source that would hold every key again.
+# Valid from is ``said_at + since`` (:data:`_VALID_FROM`).
+# A source is the small code of its 64-bit key (a document id its own number), shared by
+# the file's tiers: :class:`~hirmem.semantic.dictionary.Sources`.
 _ATTESTATIONS = """CREATE TABLE claim_attestations (
     claim INTEGER NOT NULL, container INTEGER NOT NULL, source INTEGER NOT NULL,
     quote TEXT NOT NULL, start INTEGER NOT NULL, end_ INTEGER NOT NULL,
-    valid_from INTEGER NOT NULL, invalid_at INTEGER NOT NULL, said_at INTEGER NOT NULL,
+    since INTEGER NOT NULL, invalid_at INTEGER NOT NULL, said_at INTEGER NOT NULL,
     recorded_at INTEGER NOT NULL, hedged INTEGER NOT NULL,
     PRIMARY KEY (claim, container, source, start, end_, quote)) WITHOUT ROWID"""
-_ATTESTATION_COLUMNS = ("claim, container, source, quote, start, end_, valid_from, invalid_at, "
+_ATTESTATION_COLUMNS = ("claim, container, source, quote, start, end_, since, invalid_at, "
                         "said_at, recorded_at, hedged")  # fmt: skip
+# what ``since`` holds: when a statement became true, as an offset from when it was said
+# (0, held in no bytes, for the usual statement that states no beginning of its own)
+_VALID_FROM = "(a.said_at + a.since)"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS claims (
     id INTEGER PRIMARY KEY, subject INTEGER NOT NULL, predicate INTEGER NOT NULL,
     value INTEGER NOT NULL, UNIQUE (subject, predicate, value));
 CREATE INDEX IF NOT EXISTS claims_pv ON claims(predicate, value);
 CREATE INDEX IF NOT EXISTS claims_value ON claims(value);
-CREATE INDEX IF NOT EXISTS attestations_source ON claim_attestations(source);
 CREATE TABLE IF NOT EXISTS claim_refusals (
     at INTEGER NOT NULL, container TEXT NOT NULL, source TEXT NOT NULL,
     reason TEXT NOT NULL, detail TEXT NOT NULL);
@@ -381,6 +386,18 @@ class ClaimStore:
         self._attestations_keyed()
         self._db.executescript(_SCHEMA)
         self._sources = Sources(self._db, "claim_sources", source_key)
+        self._sources.codes.adopt("claim_attestations", "source")
+        # what each source stated, its (claim, container, start, end)s packed: a withdrawal
+        # finds them without an index that holds every attestation's key again
+        self._by_source = SourceRows(self._db, "claim_attestations", 4)
+        self._db.execute("BEGIN")
+        try:
+            if self._by_source.made("claim, container, start, end_"):
+                self._db.execute("DROP INDEX IF EXISTS attestations_source")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
         if earlier:
             self._db.execute("BEGIN")
             for (subject, predicate, value), *rest in earlier:
@@ -409,33 +426,38 @@ class ClaimStore:
                 for s, p, v, c, src, q, vf, ia, said, rec, h in rows]  # fmt: skip
 
     def _attestations_keyed(self) -> None:
-        """Make ``claim_attestations`` the keyed table; one of the rowid layout (a file or a
-        server schema of before: rowid, ``quote`` NULL for a span, an index by claim) is
-        rebuilt into it, rows and all."""
+        """Make ``claim_attestations`` the keyed table of offsets; one of a layout of before
+        (a file or a server schema) is rebuilt into it, rows and all: the rowid layout
+        (rowid, ``quote`` NULL for a span, an index by claim) or the keyed one that held
+        ``valid_from`` itself."""
         db = self._db
         if isinstance(db, PgConnection):
-            earlier = db.execute(
-                "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
-                "AND table_name = 'claim_attestations' AND column_name = 'rowid'").fetchone()
-            if earlier is None:
+            cols = {str(r[0]) for r in db.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = "
+                "current_schema() AND table_name = 'claim_attestations'")}  # fmt: skip
+            if not cols or "since" in cols:
                 db.execute(_ATTESTATIONS.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1))
                 return
+            rowid = "rowid" in cols
         else:
             held = earlier_table(db, "claim_attestations")
             if held is None:
                 db.execute(_ATTESTATIONS)
                 return
-            if "WITHOUT ROWID" in held.upper():
+            if re.search(r"\bsince\b", held, re.I):
                 return
+            rowid = "WITHOUT ROWID" not in held.upper()
         db.execute("BEGIN")
         try:
             db.execute("ALTER TABLE claim_attestations RENAME TO claim_attestations_earlier")
             for index in ("attestations_claim", "attestations_source"):  # rebuilt by _SCHEMA
                 db.execute(f"DROP INDEX IF EXISTS {index}")
             db.execute(_ATTESTATIONS)
-            cols = _ATTESTATION_COLUMNS.replace("quote", "coalesce(quote, '')")
+            old = _ATTESTATION_COLUMNS.replace("quote", "coalesce(quote, '')").replace(
+                "since", "valid_from - said_at")  # fmt: skip
+            order = " ORDER BY rowid" if rowid else ""  # (the first of a repeated statement)
             db.execute(f"INSERT OR IGNORE INTO claim_attestations ({_ATTESTATION_COLUMNS}) "
-                       f"SELECT {cols} FROM claim_attestations_earlier ORDER BY rowid")  # fmt: skip
+                       f"SELECT {old} FROM claim_attestations_earlier{order}")  # fmt: skip
             db.execute("DROP TABLE claim_attestations_earlier")
         except BaseException:
             db.execute("ROLLBACK")
@@ -492,7 +514,7 @@ class ClaimStore:
         cid = int(self._db.execute("SELECT id FROM claims WHERE subject = ? AND predicate = ? "
                                    "AND value = ?", key).fetchone()[0])  # fmt: skip
         cont = self._wid(container)
-        skey = self._sources.key(source)
+        skey = self._sources.code(source)
         at = -1 if text is None else text.find(quote)
         held = "" if at >= 0 else quote  # '': the span of the source's text
         lo, hi = (at, at + len(quote)) if at >= 0 else (0, 0)
@@ -502,10 +524,12 @@ class ClaimStore:
             "SELECT 1 FROM claim_attestations WHERE claim = ? AND container = ? AND source = ? "
             "AND quote = ?", (cid, cont, skey, quote)).fetchone() is not None:  # fmt: skip
             return
-        self._db.execute(
+        if self._db.execute(
             f"INSERT OR IGNORE INTO claim_attestations ({_ATTESTATION_COLUMNS}) VALUES "
             "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (cid, cont, skey, held, lo, hi, start, end, said, recorded, hedged))
+            (cid, cont, skey, held, lo, hi, start - said, end, said, recorded, hedged)
+        ).rowcount > 0:  # fmt: skip
+            self._by_source.add(skey, (cid, cont, lo, hi))
 
     def _check(self, s: Statement) -> ClaimRow:
         if not s.container:
@@ -533,11 +557,14 @@ class ClaimStore:
         a claim no statement is left behind goes with them."""
         with self._lock:
             self._db.execute("BEGIN")
-            key = self._sources.key(source, create=False)
-            claims = [int(r[0]) for r in self._db.execute(
-                "SELECT DISTINCT claim FROM claim_attestations WHERE source = ?", (key,))]
-            n = self._db.execute("DELETE FROM claim_attestations WHERE source = ?",
-                                 (key,)).rowcount  # fmt: skip
+            key = self._sources.code(source, create=False)
+            stated = self._by_source.take(key)
+            claims = sorted({cid for cid, *_ in stated})
+            n = 0
+            for cid, cont, lo, hi in stated:  # (two quotes of one span: both, then none)
+                n += self._db.execute("DELETE FROM claim_attestations WHERE claim = ? AND "
+                                      "container = ? AND source = ? AND start = ? AND end_ = ?",
+                                      (cid, cont, key, lo, hi)).rowcount  # fmt: skip
             self._sources.forget(source)
             for cid in claims:
                 self._db.execute("DELETE FROM claims WHERE id = ? AND NOT EXISTS (SELECT 1 "
@@ -587,18 +614,20 @@ class ClaimStore:
         # claims first (CROSS JOIN fixes the order): ``where`` names a subject or a
         # predicate, which the claims' indexes find; leading with the container would read
         # every attestation of it. The fence is still in the WHERE, before any ORDER BY.
-        sql = ("SELECT c.subject, c.predicate, c.value, a.container, a.source, s.name, "
-               "a.quote, a.start, a.end_, a.valid_from, a.invalid_at, a.said_at, a.hedged FROM "
-               "claims c CROSS JOIN claim_attestations a ON a.claim = c.id LEFT JOIN "
-               f"claim_sources s ON s.id = a.source WHERE a.container IN ({marks}) AND {where}")
+        sql = ("SELECT c.subject, c.predicate, c.value, a.container, sk.key, s.name, "
+               f"a.quote, a.start, a.end_, {_VALID_FROM}, a.invalid_at, a.said_at, a.hedged FROM "
+               "claims c CROSS JOIN claim_attestations a ON a.claim = c.id "
+               f"{self._sources.joined('a.source', 's')} WHERE a.container IN ({marks}) "
+               f"AND {where}")  # fmt: skip
         params: list[object] = [*fence, *args]
         if at is not None:
-            sql += " AND a.valid_from <= ? AND (a.invalid_at = 0 OR ? < a.invalid_at)"
+            sql += f" AND {_VALID_FROM} <= ? AND (a.invalid_at = 0 OR ? < a.invalid_at)"
             params += [at, at]
         # ties in time broken by when each was recorded, then by the key: an order of its
-        # own, not the table's storage order
-        sql += (" ORDER BY c.id, a.valid_from, a.said_at, a.recorded_at, a.container, "
-                "a.source, a.start, a.end_, a.quote")  # fmt: skip
+        # own, not the table's storage order (the source by its 64-bit key, not its code:
+        # the order a store of before gave)
+        sql += (f" ORDER BY c.id, {_VALID_FROM}, a.said_at, a.recorded_at, a.container, "
+                "sk.key, a.start, a.end_, a.quote")  # fmt: skip
         with self._lock:
             got = self._db.execute(sql, params).fetchall()
             words = self._spelled({int(w) for r in got for w in (r[0], r[1], r[2], r[3])})
@@ -606,7 +635,7 @@ class ClaimStore:
         rows: dict[str, ClaimRow] = {}
         for subj, pred, value, cont, skey, spelled, quote, lo, hi, vf, ia, said, hedged in got:
             s, p, v = words[subj], words[pred], words[value]
-            source = self._sources.name(int(skey), spelled, joined=True)
+            source = Sources.spelled(int(skey), spelled)
             cid = _claim_id(s, p, v)
             held = rows.get(cid) or ClaimRow(cid, s, p, v)
             if not quote:

@@ -1,8 +1,8 @@
 """Dictionary encoding for the tiers' tables: a string that many rows repeat (a name, a
 container, a predicate, a kind) is held once in a ``<table>(id INTEGER PRIMARY KEY, word
-TEXT UNIQUE)`` and the rows hold its integer; and :func:`source_key`, the 64-bit integer a
-row keeps for the document it came from (most documents give a row or two, so a dictionary
-row and its unique index would cost more than the name they save).
+TEXT UNIQUE)`` and the rows hold its integer; and sources: :func:`source_key`, the 64-bit
+integer of a source's name, held by the rows as a small dense code (:class:`Codes`, one
+table a file's tiers share).
 
 Works on SQLite and, through :mod:`hirmem.sql.dialect`, on PostgreSQL.
 """
@@ -10,19 +10,26 @@ Works on SQLite and, through :mod:`hirmem.sql.dialect`, on PostgreSQL.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 from hirmem.protocol.identity import fnv1a64
 from hirmem.semantic.errors import SemanticError
 from hirmem.sql import Connection
 
-__all__ = ["Sources", "Words", "source_key"]
+__all__ = ["Codes", "SourceRows", "Sources", "Words", "pack_ints", "source_key", "source_number",
+           "unpack_ints"]
 
 
 def source_key(source: str) -> int:
     """``source`` as the signed 64-bit integer (FNV-1a of its UTF-8) its rows keep: found by
     it when the source is withdrawn; never read back as a name."""
     return _signed(fnv1a64(source.encode()))
+
+
+def source_number(source: str) -> int:
+    """The 64-bit key of ``source``: a document id (16 lower-case hex digits) is its own
+    number, any other name :func:`source_key` of it. Every tier codes a source by it."""
+    return _signed(int(source, 16)) if _HEX_ID.fullmatch(source) else source_key(source)
 
 
 class Words:
@@ -69,37 +76,104 @@ class Words:
 
 
 _HEX_ID = re.compile(r"[0-9a-f]{16}")
+CODES = "source_codes"
+_CODED = "source_coded"
+
+
+class Codes:
+    """The shared ``source_codes(id INTEGER PRIMARY KEY, key INTEGER UNIQUE)`` of a store's
+    file: each source's 64-bit key (:func:`source_key`, or a document id's own number) as a
+    small dense integer, the one the tiers' rows hold (one to three bytes where the key takes
+    eight, in the row and again in each index on it). Every tier in one file uses the same
+    code for a source, so their rows join on it. A code is read back from the database after
+    ``INSERT OR IGNORE``, never remembered: two writers of one store share the table. Codes
+    are never reused (a source written again gets its code back)."""
+
+    def __init__(self, db: Connection) -> None:
+        self.db = db
+        db.execute(f"CREATE TABLE IF NOT EXISTS {CODES} "
+                   "(id INTEGER PRIMARY KEY, key INTEGER UNIQUE NOT NULL)")  # fmt: skip
+        # the (table, column)s whose keys are codes: a column of a store of before is
+        # converted once, when the file is opened (:meth:`adopt`)
+        db.execute(f"CREATE TABLE IF NOT EXISTS {_CODED} (col TEXT PRIMARY KEY)")
+
+    def code(self, key: int, *, create: bool = True) -> int:
+        """The code of 64-bit ``key``; a new one when it has none and ``create``, else 0
+        (no row holds 0: a lookup by it finds nothing)."""
+        find = f"SELECT id FROM {CODES} WHERE key = ?"
+        row = self.db.execute(find, (key,)).fetchone()
+        if row is None and create:
+            self.db.execute(f"INSERT OR IGNORE INTO {CODES}(key) VALUES (?)", (key,))
+            row = self.db.execute(find, (key,)).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def adopt(self, table: str, column: str,
+              rekeyed: Callable[[], dict[int, int]] | None = None) -> None:  # fmt: skip
+        """Hold codes in ``table.column`` from now on; the 64-bit keys a store of before
+        kept there are replaced by their codes (once per file, in one transaction: every row
+        of the column in one statement, so a code is never read as a key). ``rekeyed``: the
+        keys of before that are another key now (old: new), each coded as its new key."""
+        for name in (table, column):
+            if not name.isidentifier():
+                raise ValueError(f"{name!r} is not a plain SQL name")
+        mark = f"{table}.{column}"
+        own = not self.db.in_transaction
+        if own:
+            self.db.execute("BEGIN")
+        try:
+            if self.db.execute(f"SELECT 1 FROM {_CODED} WHERE col = ?",
+                               (mark,)).fetchone() is None:  # fmt: skip
+                moved = {} if rekeyed is None else rekeyed()
+                held = [int(r[0]) for r in self.db.execute(
+                    f"SELECT DISTINCT {column} FROM {table} ORDER BY {column}")]  # fmt: skip
+                # first to the new keys (64-bit both: neither is ever the other), then
+                # every key to its code
+                self.db.executemany(f"UPDATE {table} SET {column} = ? WHERE {column} = ?",
+                                    [(moved[k], k) for k in held if k in moved])  # fmt: skip
+                self.db.execute(f"INSERT OR IGNORE INTO {CODES}(key) SELECT DISTINCT {column} "
+                                f"FROM {table} ORDER BY {column}")  # fmt: skip
+                self.db.execute(f"UPDATE {table} SET {column} = (SELECT c.id FROM {CODES} c "
+                                f"WHERE c.key = {table}.{column})")  # fmt: skip
+                self.db.execute(f"INSERT INTO {_CODED} VALUES (?)", (mark,))
+            if own:
+                self.db.execute("COMMIT")
+        except BaseException:
+            if own:
+                self.db.execute("ROLLBACK")
+            raise
 
 
 class Sources:
-    """Source names as the 64-bit integers rows keep for them. A document id (16 lower-case
-    hex digits: what the substrate names its documents by) *is* a 64-bit number, so it is
-    kept as that number and spelled again from it, with no dictionary row; any other name
-    is kept as ``hashed(name)`` with a row of ``table(id INTEGER PRIMARY KEY, name TEXT)``
-    to spell it (two names of one key are refused, never conflated)."""
+    """Source names as the codes (:class:`Codes`) rows keep for them. A document id (16
+    lower-case hex digits: what the substrate names its documents by) *is* a 64-bit number,
+    so its key is that number, spelled again from it, with no dictionary row; any other name
+    is keyed ``hashed(name)`` with a row of ``table(id INTEGER PRIMARY KEY, name TEXT)``
+    (its id the key) to spell it (two names of one key are refused, never conflated)."""
 
     def __init__(self, db: Connection, table: str, hashed: Callable[[str], int]) -> None:
         if not table.isidentifier():
             raise ValueError(f"{table!r} is not a plain SQL name")
         self.db, self.table, self.hashed = db, table, hashed
+        self.codes = Codes(db)
         db.execute(f"CREATE TABLE IF NOT EXISTS {table} (id INTEGER PRIMARY KEY, "
                    "name TEXT NOT NULL)")  # fmt: skip
 
-    def key(self, name: str, *, create: bool = True) -> int:
-        """The integer ``name`` is kept as (its dictionary row written when ``create``)."""
+    def code(self, name: str, *, create: bool = True) -> int:
+        """The code ``name`` is kept as (its dictionary row and code written when
+        ``create``; else 0 when it has none)."""
         if _HEX_ID.fullmatch(name):
-            key = _signed(int(name, 16))
+            key = source_number(name)
             held = self._held(key)
             if held is not None:
                 raise SemanticError(f"sources {held!r} and {name!r} share a 64-bit key")
-            return key
+            return self.codes.code(key, create=create)
         key = self.hashed(name)
         held = self._held(key)
         if held is None and create:
             self.db.execute(f"INSERT INTO {self.table} VALUES (?, ?)", (key, name))
         elif held is not None and held != name:
             raise SemanticError(f"sources {held!r} and {name!r} share a 64-bit hash")
-        return key
+        return self.codes.code(key, create=create)
 
     def forget(self, name: str) -> None:
         """Drop ``name``'s dictionary row (its rows are gone)."""
@@ -107,17 +181,103 @@ class Sources:
             self.db.execute(f"DELETE FROM {self.table} WHERE id = ? AND name = ?",
                             (self.hashed(name), name))  # fmt: skip
 
-    def name(self, key: int, spelled: str | None = None, *, joined: bool = False) -> str:
-        """The name kept as ``key``. ``joined``: the caller read its dictionary row with it
-        (``spelled``, its name, None for a document id spelled from the number)."""
-        if spelled is not None:
-            return spelled
-        held = None if joined else self._held(key)
-        return held if held is not None else f"{key & 0xFFFFFFFFFFFFFFFF:016x}"
+    def joined(self, column: str, alias: str) -> str:
+        """The joins that spell the code in ``column``: ``{alias}k.key`` and
+        ``{alias}.name`` (NULL for a document id) are then what :meth:`spelled` takes."""
+        return (f"JOIN {CODES} {alias}k ON {alias}k.id = {column} "
+                f"LEFT JOIN {self.table} {alias} ON {alias}.id = {alias}k.key")
+
+    @staticmethod
+    def spelled(key: int, name: str | None) -> str:
+        """A source's name from the columns of :meth:`joined`: its dictionary name, or the
+        document id its key is."""
+        return name if name is not None else f"{key & 0xFFFFFFFFFFFFFFFF:016x}"
 
     def _held(self, key: int) -> str | None:
         row = self.db.execute(f"SELECT name FROM {self.table} WHERE id = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
+
+
+class SourceRows:
+    """What each source wrote to ``table``, found by the source's code when it is withdrawn:
+    each row's ``width`` integers (its key but the source) packed in one blob of
+    ``<table>_by(source INTEGER PRIMARY KEY, rows BLOB)``, a few bytes a row where an index
+    by source would hold every row's key again. Written in the transaction that writes the
+    rows (the store's one writer), so it lists exactly the rows added."""
+
+    def __init__(self, db: Connection, table: str, width: int) -> None:
+        if not table.isidentifier():
+            raise ValueError(f"{table!r} is not a plain SQL name")
+        self.db, self.of, self.table, self.width = db, table, f"{table}_by", width
+
+    def made(self, columns: str) -> bool:
+        """Make the table (the caller's transaction open); in a store of before, from the
+        ``columns`` (comma-separated, ``width`` of them) of the rows held. Whether it was
+        made now (the caller then drops the index by source it replaces)."""
+        # (imported here: the stores package imports this module)
+        from hirmem.semantic.stores.db import has_table
+
+        if has_table(self.db, self.table):
+            return False
+        self.db.execute(f"CREATE TABLE {self.table} "
+                        "(source INTEGER PRIMARY KEY, rows BLOB NOT NULL)")  # fmt: skip
+        held: dict[int, list[int]] = {}
+        for src, *row in self.db.execute(f"SELECT source, {columns} FROM "
+                                         f"{self.of} ORDER BY source"):  # fmt: skip
+            held.setdefault(int(src), []).extend(int(v) for v in row)
+        self.db.executemany(f"INSERT INTO {self.table} VALUES (?, ?)",
+                            [(src, pack_ints(v)) for src, v in held.items()])  # fmt: skip
+        return True
+
+    def add(self, source: int, row: Sequence[int]) -> None:
+        """Source ``source`` (its code) wrote a row of these integers."""
+        if len(row) != self.width:
+            raise ValueError(f"{self.table}: a row of {len(row)} integers, not {self.width}")
+        held = self.db.execute(f"SELECT rows FROM {self.table} WHERE source = ?",
+                               (source,)).fetchone()  # fmt: skip
+        if held is None:
+            self.db.execute(f"INSERT INTO {self.table} VALUES (?, ?)", (source, pack_ints(row)))
+        else:
+            self.db.execute(f"UPDATE {self.table} SET rows = ? WHERE source = ?",
+                            (bytes(held[0]) + pack_ints(row), source))  # fmt: skip
+
+    def take(self, source: int) -> list[tuple[int, ...]]:
+        """The rows ``source`` wrote, its list forgotten (the caller deletes them)."""
+        held = self.db.execute(f"SELECT rows FROM {self.table} WHERE source = ?",
+                               (source,)).fetchone()  # fmt: skip
+        if held is None:
+            return []
+        self.db.execute(f"DELETE FROM {self.table} WHERE source = ?", (source,))
+        flat = unpack_ints(bytes(held[0]))
+        return [tuple(flat[i : i + self.width]) for i in range(0, len(flat), self.width)]
+
+
+def pack_ints(values: Iterable[int]) -> bytes:
+    """Non-negative integers as a blob of LEB128 varints (a small one in one byte)."""
+    out = bytearray()
+    for v in values:
+        if v < 0:
+            raise ValueError(f"{v} is negative")
+        while True:
+            low, v = v & 0x7F, v >> 7
+            out.append(low | (0x80 if v else 0))
+            if not v:
+                break
+    return bytes(out)
+
+
+def unpack_ints(blob: bytes) -> list[int]:
+    """The integers of :func:`pack_ints`; a blob cut inside one is refused."""
+    out, v, shift = [], 0, 0
+    for b in blob:
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            out.append(v)
+            v, shift = 0, 0
+    if shift:
+        raise ValueError("a packed integer list ends inside an integer")
+    return out
 
 
 def _signed(h: int) -> int:

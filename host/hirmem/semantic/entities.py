@@ -37,7 +37,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 from hirmem.protocol.identity import fnv1a64, fold
-from hirmem.semantic.dictionary import Words, source_key
+from hirmem.semantic.dictionary import Codes, SourceRows, Words, source_key, source_number
 from hirmem.semantic.stores.db import Where, open_db
 from hirmem.semantic.stores.sqlite import earlier_table, rowless
 
@@ -187,16 +187,18 @@ _ENTITIES = "CREATE TABLE entities (id TEXT PRIMARY KEY, name TEXT NOT NULL) WIT
 
 # What a source said, one row per (entity, container, source, kind): the entity's own name
 # is implied (an entity's id is the id of its name), so the row a name said by a document
-# costs is four small integers and the source's key; ``entity_aliases`` holds only names an
-# entity is known by other than its own. Strings (entity ids, alias names, containers,
-# kinds) are dictionary-encoded in ``entity_words``; sources are 64-bit keys
-# (:func:`~hirmem.semantic.dictionary.source_key`). Both tables are WITHOUT ROWID (their
+# costs four small integers, held once (a withdrawal finds them through ``entity_said_by``,
+# :class:`~hirmem.semantic.dictionary.SourceRows`, not an index repeating them);
+# ``entity_aliases`` holds only names an entity is known by other than its own. Strings
+# (entity ids, alias names, containers, kinds) are dictionary-encoded in ``entity_words``;
+# sources are the small codes of their
+# 64-bit keys (:func:`~hirmem.semantic.dictionary.source_number`), shared by the file's tiers
+# (:class:`~hirmem.semantic.dictionary.Codes`). Both tables are WITHOUT ROWID (their
 # keys are narrow integers: measured smaller than a rowid table with the same indexes).
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entity_said (
     entity INTEGER NOT NULL, container INTEGER NOT NULL, source INTEGER NOT NULL,
     kind INTEGER NOT NULL, PRIMARY KEY (entity, container, source, kind)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS entity_said_source ON entity_said(source);
 CREATE TABLE IF NOT EXISTS entity_aliases (
     alias INTEGER NOT NULL, entity INTEGER NOT NULL, container INTEGER NOT NULL,
     source INTEGER NOT NULL, PRIMARY KEY (alias, entity, container, source)) WITHOUT ROWID;
@@ -224,6 +226,15 @@ class EntityIndex:
         earlier = self._earlier_rows()
         self._words = Words(self._db, "entity_words")
         self._db.executescript(_SCHEMA)
+        self._codes = Codes(self._db)
+        for table in ("entity_said", "entity_aliases"):
+            self._codes.adopt(table, "source", self._rekeyed)
+        # what each source said, its (entity, container, kind)s packed: found by source
+        # without an index that holds every row again
+        self._said_by = SourceRows(self._db, "entity_said", 3)
+        with self._writing():
+            if self._said_by.made("entity, container, kind"):
+                self._db.execute("DROP INDEX IF EXISTS entity_said_source")
         if earlier is not None:
             self._convert(*earlier)
 
@@ -280,11 +291,25 @@ class EntityIndex:
         assert wid is not None
         return wid
 
+    def _code(self, source: str) -> int:
+        """The code of ``source`` (of its 64-bit key; never spelled back here)."""
+        return self._codes.code(source_number(source))
+
+    def _rekeyed(self) -> dict[int, int]:
+        """The keys this file's entities held before their sources were coded (a document
+        id's too was :func:`source_key` of its name) as the keys every tier codes them by
+        now (its own number), for the document ids the file's other tiers hold; one of no
+        other tier keeps its old key's code (:meth:`withdraw` finds it by that too)."""
+        held = [int(r[0]) for r in self._db.execute("SELECT key FROM source_codes")]
+        return {source_key(f"{k & 0xFFFFFFFFFFFFFFFF:016x}"): k for k in held}
+
     def _said(self, eid: str, container: str, source: str, kind: str = "") -> None:
         """``source`` said entity ``eid`` in ``container`` (stating ``kind``, when given)."""
-        self._db.execute("INSERT OR IGNORE INTO entity_said VALUES (?, ?, ?, ?)",
-                         (self._wid(eid), self._wid(container), source_key(source),
-                          self._wid(kind) if kind else NO_KIND))  # fmt: skip
+        e, c, src = self._wid(eid), self._wid(container), self._code(source)
+        k = self._wid(kind) if kind else NO_KIND
+        if self._db.execute("INSERT OR IGNORE INTO entity_said VALUES (?, ?, ?, ?)",
+                            (e, c, src, k)).rowcount > 0:  # fmt: skip
+            self._said_by.add(src, (e, c, k))
 
     def _say(self, alias: str, eid: str, container: str, source: str, kind: str = "") -> None:
         """``source`` wrote ``alias`` for entity ``eid`` in ``container`` (stating ``kind``,
@@ -294,7 +319,7 @@ class EntityIndex:
         if entity_id(alias) != eid:
             self._db.execute("INSERT OR IGNORE INTO entity_aliases VALUES (?, ?, ?, ?)",
                              (self._wid(alias), self._wid(eid), self._wid(container),
-                              source_key(source)))  # fmt: skip
+                              self._code(source)))  # fmt: skip
 
     def note(self, name: str, container: str, source: str, kind: str = "") -> str:
         """Record ``name`` as said in ``container`` by ``source``, with the aliases it
@@ -370,12 +395,18 @@ class EntityIndex:
 
     def withdraw(self, source: str) -> int:
         """Forget the aliases, kinds and edges read from ``source``."""
-        key = source_key(source)
         with self._lock:
             self._db.execute("BEGIN")
-            n = self._db.execute("DELETE FROM entity_aliases WHERE source = ?", (key,)).rowcount
-            n += self._db.execute("DELETE FROM entity_edges WHERE source = ?", (source,)).rowcount
-            n += self._db.execute("DELETE FROM entity_said WHERE source = ?", (key,)).rowcount
+            codes = {self._codes.code(k, create=False)
+                     for k in (source_number(source), source_key(source))} - {0}  # fmt: skip
+            n = self._db.execute("DELETE FROM entity_edges WHERE source = ?", (source,)).rowcount
+            for code in codes:
+                n += self._db.execute("DELETE FROM entity_aliases WHERE source = ?",
+                                      (code,)).rowcount  # fmt: skip
+                for e, c, k in self._said_by.take(code):
+                    n += self._db.execute("DELETE FROM entity_said WHERE entity = ? AND "
+                                          "container = ? AND source = ? AND kind = ?",
+                                          (e, c, code, k)).rowcount  # fmt: skip
             self._db.execute("COMMIT")
         return n
 

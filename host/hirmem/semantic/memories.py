@@ -55,7 +55,7 @@ import numpy.typing as npt
 
 from hirmem.protocol.identity import fnv1a64, fold
 from hirmem.semantic import refusals
-from hirmem.semantic.dictionary import Sources, Words
+from hirmem.semantic.dictionary import CODES, Sources, Words
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.extract import PRONOUNS, hedge, stated_interval
 from hirmem.semantic.names import words_of
@@ -262,6 +262,7 @@ class MemoryIndex:
         hashed = self._hashed_rows()
         self._db.executescript(_SCHEMA)
         self._sources = Sources(self._db, "tier1_sources", lambda name: _hash(name))
+        self._sources.codes.adopt("tier1_memories", "source")
         self._names = Words(self._db, "tier1_names", "name")
         self._containers = Words(self._db, "tier1_containers", "name")
         if hashed:
@@ -272,13 +273,13 @@ class MemoryIndex:
         if held is not None and held[0] != me:  # vectors of one space only
             # (a vector shared with the passage of the same span follows the passage, which
             # embeds its own again)
-            rows = self._db.execute("SELECT m.id, m.text, m.start, m.end_, m.source, s.name "
-                                    "FROM tier1_memories m LEFT JOIN tier1_sources s ON "
-                                    "s.id = m.source WHERE length(m.vec) > 0").fetchall()
+            rows = self._db.execute("SELECT m.id, m.text, m.start, m.end_, sk.key, s.name "
+                                    "FROM tier1_memories m "
+                                    f"{self._sources.joined('m.source', 's')} "
+                                    "WHERE length(m.vec) > 0").fetchall()  # fmt: skip
             seen: dict[str, str | None] = {}
             self._db.executemany("UPDATE tier1_memories SET vec = ? WHERE id = ?", [
-                (_packed(embedder.embed(self._text(self._sources.name(k, src, joined=True), t, a, b,
-                                                   seen))), i)
+                (_packed(embedder.embed(self._text(Sources.spelled(k, src), t, a, b, seen))), i)
                 for i, t, a, b, k, src in rows])  # fmt: skip
         self._db.execute("INSERT OR REPLACE INTO tier1_meta VALUES ('embedder', ?)", (me,))
         if legacy:
@@ -326,7 +327,7 @@ class MemoryIndex:
         for mid, key, cont, src, subject, text, hedged, vf, ia, said, vec in rows:
             self._db.execute(
                 "INSERT INTO tier1_memories VALUES (?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?)",
-                (mid, key, cont, self._sources.key(names[int(str(src))]),
+                (mid, key, cont, self._sources.code(names[int(str(src))]),
                  self._subject_id(str(subject)), text, hedged, vf, ia, said, vec))  # fmt: skip
         self._db.execute("COMMIT")
 
@@ -469,13 +470,14 @@ class MemoryIndex:
         seen = {} if seen is None else seen
         for mid, text, start, end in self._db.execute(
             "SELECT id, text, start, end_ FROM tier1_memories WHERE source = ? AND key IS NULL",
-            (self._sources.key(source, create=False),)).fetchall():  # fmt: skip
+            (self._sources.code(source, create=False),)).fetchall():  # fmt: skip
             if fnv1a64(self._text(source, text, start, end, seen).encode()) == want:
                 return int(mid)
         return None
 
     def _passage_of(self, source: int, start: int, end: int) -> tuple[int, str] | None:
-        """The passage that is the span [start, end) of document ``source`` and its subject
+        """The passage that is the span [start, end) of document ``source`` (its code, the
+        passages' too: one code table per file) and its subject
         (folded), when the passages share this store's file (a composing substrate's) and
         hold one. One statement: on PostgreSQL each is a round trip."""
         if not self._passages_here():
@@ -508,9 +510,9 @@ class MemoryIndex:
         return self._beside_passages
 
     def _source(self, name: str) -> int:
-        """The id of source ``name``: a document id's own number, else the hash of its
-        name (kept in ``tier1_sources``); two names of one id refused."""
-        return self._sources.key(name)
+        """The code of source ``name`` (of a document id's own number, else of the hash of
+        its name, kept in ``tier1_sources``); two names of one key refused."""
+        return self._sources.code(name)
 
     @staticmethod
     def _word(words: Words, name: str) -> int:
@@ -552,7 +554,7 @@ class MemoryIndex:
             self._db.execute("BEGIN")
             ids = [int(r[0]) for r in self._db.execute(
                 "SELECT id FROM tier1_memories WHERE source = ?",
-                (self._sources.key(source, create=False),))]  # fmt: skip
+                (self._sources.code(source, create=False),))]  # fmt: skip
             seen: dict[str, str | None] = {}
             for mid in ids:
                 self._unterm(mid, seen)
@@ -577,11 +579,11 @@ class MemoryIndex:
         """Take memory ``mid`` out of its full-text index and its mentions (computed from
         its text and subject, as they were written)."""
         container, key, spelled, text, start, end, subject = self._db.execute(
-            "SELECT c.name, m.source, s.name, m.text, m.start, m.end_, coalesce(n.name, '') "
-            "FROM tier1_memories m JOIN tier1_containers c ON c.id = m.container LEFT JOIN "
-            "tier1_sources s ON s.id = m.source LEFT JOIN tier1_names n ON n.id = m.subject "
-            "WHERE m.id = ?", (mid,)).fetchone()  # fmt: skip
-        text = self._text(self._sources.name(key, spelled, joined=True), text, start, end, seen)
+            "SELECT c.name, sk.key, s.name, m.text, m.start, m.end_, coalesce(n.name, '') "
+            "FROM tier1_memories m JOIN tier1_containers c ON c.id = m.container "
+            f"{self._sources.joined('m.source', 's')} LEFT JOIN tier1_names n "
+            "ON n.id = m.subject WHERE m.id = ?", (mid,)).fetchone()  # fmt: skip
+        text = self._text(Sources.spelled(key, spelled), text, start, end, seen)
         named = self._names.ids(_named(text, subject))
         self._db.executemany("DELETE FROM tier1_mentions WHERE entity = ? AND memory = ?",
                              [(n, mid) for n in named])  # fmt: skip
@@ -676,8 +678,7 @@ class MemoryIndex:
              seen: dict[str, str | None]) -> MemoryHit:  # fmt: skip
         """A hit from the columns of :data:`_COLUMNS`, in order."""
         mid, key, text, start, end, subject, hedged, container, skey, spelled, vf, ia, said = row
-        source = self._sources.name(int(str(skey)), None if spelled is None else str(spelled),
-                                   joined=True)
+        source = Sources.spelled(int(str(skey)), None if spelled is None else str(spelled))
         text = self._text(source, text, int(str(start)), int(str(end)), seen)
         key = key or f"{source}#{fnv1a64(text.encode()):016x}"  # a sentence's own key
         return MemoryHit(int(str(mid)), str(key), text, str(subject),
@@ -768,17 +769,18 @@ class MemoryIndex:
             if mid not in held:
                 _, _, text, start, end, _, _, _, skey, spelled, *_ = self._db.execute(
                     f"SELECT {_COLUMNS} FROM {_JOINED} WHERE m.id = ?", (mid,)).fetchone()
-                source = self._sources.name(int(skey), spelled, joined=True)
+                source = Sources.spelled(int(skey), spelled)
                 held[mid] = _packed(self.embedder.embed(
                     self._text(source, text, int(start), int(end), seen)))  # fmt: skip
         return [(r[0], r[1], r[2], r[3] or held[int(r[0])]) for r in rows]
 
 
 _COLUMNS = ("m.id, m.key, m.text, m.start, m.end_, coalesce(n.name, ''), m.hedged, c.name, "
-            "m.source, s.name, m.valid_from, m.invalid_at, m.said_at")  # fmt: skip
-_JOINED = ("tier1_memories m JOIN tier1_containers c ON c.id = m.container "
-           "LEFT JOIN tier1_sources s ON s.id = m.source LEFT JOIN tier1_names n "
-           "ON n.id = m.subject")  # fmt: skip
+            "sk.key, s.name, m.valid_from, m.invalid_at, m.said_at")  # fmt: skip
+# the source's code spelled through the file's code table and tier 1's names of sources
+_JOINED = ("tier1_memories m JOIN tier1_containers c ON c.id = m.container JOIN "
+           f"{CODES} sk ON sk.id = m.source LEFT JOIN tier1_sources s ON s.id = sk.key "
+           "LEFT JOIN tier1_names n ON n.id = m.subject")  # fmt: skip
 
 
 def _spelled_names(text: str, subject: str) -> set[str] | None:

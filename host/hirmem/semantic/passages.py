@@ -281,7 +281,7 @@ def _named_month(question: str) -> tuple[int, int, set[str]] | None:
 
 # A passage is the span [start, end_) of its document's text (``text`` NULL) when the store
 # can read that text (``PassageIndex.texts``); its document, container and subject are
-# integers (a document id is its own number, :class:`~hirmem.semantic.dictionary.Sources`;
+# integers (a document's code, the file's tiers share: :class:`~hirmem.semantic.dictionary.Codes`;
 # ``passage_containers``, ``passage_names``), and so is every name it mentions.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS passages (
@@ -322,6 +322,7 @@ class PassageIndex:
         self._names_of = Words(self._db, "passage_names")
         self._containers = Words(self._db, "passage_containers", "name")
         self._docs = Sources(self._db, "passage_docs", source_key)
+        self._docs.codes.adopt("passages", "doc")
         if earlier is not None:
             self._rewrite(*earlier)
         self.reembedded = self._settle_embedder()
@@ -352,7 +353,7 @@ class PassageIndex:
         for pid, doc, container, subject, text, said, vf, vu, digit, vec in rows:
             self._db.execute(
                 "INSERT INTO passages VALUES (?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?)",
-                (pid, self._docs.key(str(doc)), self._container_id(str(container)),
+                (pid, self._docs.code(str(doc)), self._container_id(str(container)),
                  self._name_id(str(subject)),
                  text, said, vf, vu, digit, vec))  # fmt: skip
         self._db.executemany("INSERT OR IGNORE INTO passage_mentions VALUES (?, ?, ?)",
@@ -399,13 +400,14 @@ class PassageIndex:
                 return 0
             self._db.execute("BEGIN")
             try:
-                rows = self._db.execute("SELECT id, doc, text, start, end_ FROM passages"
+                rows = self._db.execute("SELECT p.id, dk.key, d.name, p.text, p.start, p.end_ "
+                                        f"FROM passages p {self._docs.joined('p.doc', 'd')}"
                                         ).fetchall()  # fmt: skip
                 seen: dict[str, str | None] = {}
                 self._db.executemany("UPDATE passages SET vec = ? WHERE id = ?", [
-                    (pack(self.embedder.embed(self._text(self._docs.name(d), t, a, b, seen)),
+                    (pack(self.embedder.embed(self._text(Sources.spelled(k, d), t, a, b, seen)),
                           int8=True, sparse_int8=True), pid)
-                    for pid, d, t, a, b in rows])  # fmt: skip
+                    for pid, k, d, t, a, b in rows])  # fmt: skip
                 self._db.execute("INSERT OR REPLACE INTO passage_meta VALUES ('embedder', ?)",
                                  (me,))  # fmt: skip
                 self._db.execute("COMMIT")
@@ -452,7 +454,7 @@ class PassageIndex:
                 ids = []
                 terms = self._terms_table(container, create=True)
                 cid = self._container_id(container)
-                did = self._docs.key(doc)
+                did = self._docs.code(doc)
                 sid = self._name_id(fold(subject))
                 # a passage is a span of its document as stored, when the store can read it
                 whole = self.texts(doc) if self.texts is not None else None
@@ -495,7 +497,7 @@ class PassageIndex:
     def _drop(self, doc: str) -> int:
         """Take ``doc``'s passages out of every index: the full-text 'delete' with the text
         they were indexed with, the mentions computed from it again (found by their key)."""
-        key = self._docs.key(doc, create=False)
+        key = self._docs.code(doc, create=False)
         rows = self._db.execute(
             "SELECT p.id, p.text, p.start, p.end_, coalesce(n.word, ''), c.name FROM passages p "
             "JOIN passage_containers c ON c.id = p.container LEFT JOIN passage_names n ON "
@@ -761,11 +763,12 @@ class PassageIndex:
         return out
 
     def _hit(self, pid: int, score: float, sim: float | None, qvec: F32) -> PassageHit:
-        doc, container, text, start, end, subject, said_at, vec = self._db.execute(
-            "SELECT p.doc, c.name, p.text, p.start, p.end_, coalesce(n.word, ''), p.said_at, "
-            "p.vec FROM passages p JOIN passage_containers c ON c.id = p.container LEFT JOIN "
-            "passage_names n ON n.id = p.subject WHERE p.id = ?", (pid,)).fetchone()
-        doc = self._docs.name(int(doc))
+        key, spelled, container, text, start, end, subject, said_at, vec = self._db.execute(
+            "SELECT dk.key, d.name, c.name, p.text, p.start, p.end_, coalesce(n.word, ''), "
+            "p.said_at, p.vec FROM passages p JOIN passage_containers c ON c.id = p.container "
+            f"{self._docs.joined('p.doc', 'd')} LEFT JOIN passage_names n ON n.id = p.subject "
+            "WHERE p.id = ?", (pid,)).fetchone()  # fmt: skip
+        doc = Sources.spelled(int(key), spelled)
         text = self._text(doc, text, start, end)
         if sim is None:
             sim = float(_cosines(Rows([vec], self.embedder.dim), qvec)[0])

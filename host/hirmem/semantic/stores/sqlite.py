@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hirmem.protocol.identity import fold, triple_id
+from hirmem.semantic.dictionary import Codes
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.stores import filters
 from hirmem.semantic.stores.base import Match, Vec, as_unit, check_terms, top_k
@@ -782,14 +783,16 @@ def _whole(doc: Doc, chunks: Sequence[Chunk]) -> bool:
 
 
 class SQLiteDocs(_SQLite):
-    """A document is one row of ``docs_compact``, keyed by its id as an integer
-    (:func:`_doc_key`), its chunks held by reference in it: ``cuts`` is NULL for the one
-    chunk that is the whole document (the usual short record), else a JSON list with a
-    chunk's byte range ``[start, end]`` (its index its place in the list), or
-    ``[index, start, end, text]`` for one whose index is elsewhere or whose text is not that
-    range of its document (kept as given). The origin is packed (:meth:`_meta_text`): its
-    reference left out when it is the document's source, its size and SHA-256 when they are
-    the text's. Deleting a document deletes its chunks. Files of the earlier layouts
+    """A document is one row of ``docs_compact``, keyed by the code (the file's
+    :class:`~hirmem.semantic.dictionary.Codes`, the tiers' codes of its sources) of its id
+    as an integer (:func:`_doc_key`): dense and rising, so rows are appended and pages fill
+    (a random 64-bit key left them ~86 % full); its chunks held by reference in it: ``cuts``
+    is NULL for the one chunk that is the whole document (the usual short record), else a
+    JSON list with a chunk's byte range ``[start, end]`` (its index its place in the list),
+    or ``[index, start, end, text]`` for one whose index is elsewhere or whose text is not
+    that range of its document (kept as given). The origin is packed (:meth:`_meta_text`):
+    its reference left out when it is the document's source, its size and SHA-256 when they
+    are the text's. Deleting a document deletes its chunks. Files of the earlier layouts
     (``docs`` keyed by id text beside ``doc_chunks``, or beside ``chunks`` holding every
     chunk's text) are converted when opened."""
 
@@ -802,6 +805,8 @@ class SQLiteDocs(_SQLite):
 
     def __init__(self, path: Where = ":memory:") -> None:
         super().__init__(path)
+        self._codes = Codes(self._db)
+        self._codes.adopt("docs_compact", "key")
         if has_table(self._db, "docs"):  # (on a server too: its schema had this layout)
             self._convert()
 
@@ -981,8 +986,14 @@ class SQLiteDocs(_SQLite):
         with self._lock:
             return int(self._db.execute("SELECT count(*) FROM docs_compact").fetchone()[0])
 
+    def _code(self, doc_id: str, *, create: bool) -> tuple[int, str | None]:
+        """The code of ``doc_id``'s key (:func:`_doc_key`; 0 when it has none and not
+        ``create``), and the id text its row must hold."""
+        key, name = _doc_key(doc_id)
+        return self._codes.code(key, create=create), name
+
     def _write(self, doc: Doc, chunks: Sequence[Chunk]) -> None:
-        key, name = _doc_key(doc.id)
+        key, name = self._code(doc.id, create=True)
         held = self._db.execute("SELECT name, source FROM docs_compact WHERE key = ?",
                                 (key,)).fetchone()  # fmt: skip
         if held is not None and held[0] != name:
@@ -1004,8 +1015,8 @@ class SQLiteDocs(_SQLite):
 
     def _row(self, doc_id: str) -> tuple[str, str, str, str | None] | None:
         """(source, text, meta, cuts) of ``doc_id``, or None."""
-        key, name = _doc_key(doc_id)
         with self._lock:
+            key, name = self._code(doc_id, create=False)
             row = self._db.execute("SELECT name, source, text, meta, cuts FROM docs_compact "
                                    "WHERE key = ?", (key,)).fetchone()  # fmt: skip
         if row is None or row[0] != name:
@@ -1038,4 +1049,4 @@ class SQLiteDocs(_SQLite):
             return False
         with self._lock:
             return self._db.execute("DELETE FROM docs_compact WHERE key = ?",
-                                    (_doc_key(doc_id)[0],)).rowcount > 0  # fmt: skip
+                                    (self._code(doc_id, create=False)[0],)).rowcount > 0
