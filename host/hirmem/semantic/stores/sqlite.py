@@ -2,8 +2,9 @@
 
 Each store opens its own connection in WAL mode. Deletes are real ``DELETE``s, so an erased
 record leaves the file's live pages (``VACUUM`` reclaims the free ones).
-The vector driver keeps each vector packed (:mod:`.packed`: sparse when that is smaller, else
-float32, both exact, or int8 steps when the caller asks, :meth:`SQLiteVectors.quantize`) and
+The vector driver keeps each vector packed (:mod:`.packed`: sparse when that is smaller, by
+palette when smaller still, else float32, all exact, or int8 steps when the caller asks,
+:meth:`SQLiteVectors.quantize`) and
 answers ``near`` from a matrix of them loaded on the first query after a write (sparse rows
 cost their non-zero entries); the metadata filter is an indexed SQL lookup. The graph, the
 triples and the filter index are dictionary encoded (integers in their rows, each text
@@ -494,7 +495,7 @@ class SQLiteVectors(_SQLite):
             for id, vec, meta in items:
                 v = as_unit(vec, dim)
                 dim = int(v.shape[0])
-                rows.append((id, pack(v, int8=self.int8), meta))
+                rows.append((id, pack(v, int8=self.int8, palette=True), meta))
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 if replace:
