@@ -843,6 +843,28 @@ def test_a_chunk_entrys_metadata_is_a_few_bytes_of_codes(tmp_path: Path) -> None
     store.close()
 
 
+def test_a_code_read_in_a_rolled_back_write_is_not_taken_for_a_later_term() -> None:
+    """A write that fails part-way (here: an id whose key is another's) rolls back, and
+    the terms it coded are forgotten with it: SQLite gives their codes out again, and a
+    later entry's metadata reads back as written, not as the rolled-back term."""
+    from hirmem.semantic.errors import SemanticError
+    from hirmem.semantic.stores.sqlite import _h63
+
+    store = SQLiteVectors()
+    twin = f"{_h63('named'):016x}#0"  # a one-chunk id whose key is the id 'named''s
+    store.put("named", [1.0, 0.0], {"subject": "kept"})
+    with pytest.raises(SemanticError, match="share a key"):
+        store.put_many([("a", [1.0, 0.0], {"subject": "gone"}),
+                        ("a", [0.0, 1.0], {"subject": "gone too"}),  # reads a's codes
+                        (twin, [1.0, 1.0], {"subject": "never"})])  # fmt: skip
+    assert store.get("a") is None and len(store) == 1
+    store.put("b", [1.0, 0.0], {"subject": "later"})
+    assert store.get("b") == Match("b", 0.0, {"subject": "later"})
+    assert {m.id: m.meta for m in store.near([1.0, 0.0], 10)} == {
+        "named": {"subject": "kept"}, "b": {"subject": "later"}}
+    store.close()
+
+
 def test_replacing_every_vector_is_all_or_nothing() -> None:
     store = SQLiteVectors()
     store.put_many([("a", [1.0, 0.0], {"subject": "x"}), ("b", [0.0, 1.0], {"subject": "y"})])

@@ -613,9 +613,17 @@ class SQLiteVectors(_SQLite):
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
+                self._rolled_back()
                 raise
             self._rows.clear()
             self._selected.clear()
+
+    def _rolled_back(self) -> None:
+        """Forget what a rolled-back transaction wrote: its shapes, and the terms read
+        while it ran (SQLite may give their codes to other terms: the sequence of
+        ``AUTOINCREMENT`` rolls back too)."""
+        self._load_shapes()
+        self._term_of.clear()
 
     def __len__(self) -> int:
         with self._lock:
@@ -664,7 +672,7 @@ class SQLiteVectors(_SQLite):
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
-                self._load_shapes()  # a shape written in the rolled-back transaction is gone
+                self._rolled_back()
                 raise
             if rows or replace:
                 self.dim = dim if rows else None
