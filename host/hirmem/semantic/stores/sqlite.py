@@ -499,42 +499,53 @@ class SQLiteVectors(_SQLite):
     def _keys(self, shape: int) -> list[str]:
         if shape not in self._shapes:  # named by another process writing this store since
             self._load_shapes()  # (a shape is never deleted: a number names one for good)
+            if shape not in self._shapes:
+                raise SemanticError(f"vector metadata names shape {shape}, which this store "
+                                    "does not hold")  # fmt: skip
         return self._shapes[shape]
 
     def _decoded(self, codes: bytes) -> dict[str, Any]:
         """The metadata :meth:`_coded` wrote as ``codes``; a code's term is read from
-        ``vector_terms`` once and kept (a code is never reused: it names one term for
-        good)."""
-        ints = _unvarints(codes)
-        keys = self._keys(ints[0])
-        held: list[int | list[int]] = []  # per key: a scalar's code, or a list's codes
+        ``vector_terms`` when first met and kept (a code is never reused: it names one
+        term for good)."""
+        if not codes:
+            raise SemanticError("vector metadata codes are empty: they name no shape")
+        ints = list(codes) if max(codes) < 0x80 else _unvarints(codes)  # (one byte each)
+        try:
+            return self._spelled(ints)
+        except KeyError:  # a code not met yet: its term read, with the row's others
+            missing = sorted({c for n in ints for c in (n, n // 2)} - self._term_of.keys())
+            for at in range(0, len(missing), 500):
+                part = missing[at : at + 500]
+                for code, value in self._db.execute(
+                        f"SELECT code, value FROM vector_terms WHERE code IN "
+                        f"({','.join('?' * len(part))})", part):  # fmt: skip
+                    self._term_of[int(code)] = filters.term_from_json(value)[1]
+        try:
+            return self._spelled(ints)
+        except KeyError as exc:
+            raise SemanticError(f"vector metadata names term code {exc}, which this store "
+                                "does not hold") from None  # fmt: skip
+
+    def _spelled(self, ints: list[int]) -> dict[str, Any]:
+        """:meth:`_decoded` from the codes' integers (KeyError: a code not kept yet)."""
+        term = self._term_of
+        meta: dict[str, Any] = {}
         at = 1
-        for _ in keys:
+        for key in self._keys(ints[0]):
+            if at >= len(ints):
+                raise SemanticError("vector metadata codes end before their shape does")
             head = ints[at]
             if head % 2 == 0:
-                held.append(head // 2)
+                meta[key] = term[head // 2]
                 at += 1
             else:
-                held.append(ints[at + 1 : at + 1 + head // 2])
-                at += 1 + head // 2
+                end = at + 1 + head // 2
+                meta[key] = [term[c] for c in ints[at + 1 : end]]
+                at = end
         if at != len(ints):
             raise SemanticError("vector metadata codes do not follow their shape")
-        named = {c for h in held for c in (h if isinstance(h, list) else [h])}
-        missing = sorted(named - self._term_of.keys())
-        for at in range(0, len(missing), 500):
-            part = missing[at : at + 500]
-            for code, value in self._db.execute(
-                    f"SELECT code, value FROM vector_terms WHERE code IN "
-                    f"({','.join('?' * len(part))})", part):  # fmt: skip
-                self._term_of[int(code)] = filters.term_from_json(value)[1]
-        return {key: [self._term(c) for c in h] if isinstance(h, list) else self._term(h)
-                for key, h in zip(keys, held, strict=True)}
-
-    def _term(self, code: int) -> Any:
-        if code not in self._term_of:
-            raise SemanticError(f"vector metadata names term code {code}, which this store "
-                                "does not hold")  # fmt: skip
-        return self._term_of[code]
+        return meta
 
     int8 = False  # dense vectors written in int8 steps (:meth:`quantize`), else float32
 
