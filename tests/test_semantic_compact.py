@@ -770,11 +770,12 @@ def _codable(meta: dict[str, Any], indexed: set[str]) -> bool:
         for v in meta.values())  # fmt: skip
 
 
-def test_vector_metadata_of_the_text_layout_is_coded_when_opened_and_reads_back_the_same(
+def test_vectors_of_the_seq_numbered_text_layout_are_keyed_and_coded_when_opened(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    """A store of the layout with every row's metadata as text (no ``codes`` column; made
-    here by writing the text the earlier writer wrote and dropping the column) opens with
+    """A store of the layout before (rows numbered by ``seq``, a unique index on ``key``,
+    every row's metadata as text, no ``codes`` column; made here by writing the text the
+    earlier writer wrote into that table) opens keyed by ``key``, numbers kept, with
     each entry's metadata as the codes of its filter terms where they give back the very
     dict (key order, list or scalar, int or float), as text otherwise, and reads and
     filters as the in-memory driver; so it does after the indexed keys change (the codes
@@ -792,10 +793,17 @@ def test_vector_metadata_of_the_text_layout_is_coded_when_opened_and_reads_back_
         metas[id] = _tricky_meta(rng)
         store.put(id, vec, metas[id])
         oracle.put(id, vec, metas[id])
+    order = store._loaded()[0]  # the ids in the order first written
     for id, meta in metas.items():  # the earlier writer's rows
         store._db.execute("UPDATE vectors SET meta = ?, codes = NULL WHERE key = ?",
                           (store._meta_text(meta), _vector_key(id)[0]))  # fmt: skip
-    store._db.execute("ALTER TABLE vectors DROP COLUMN codes")
+    for sql in ("ALTER TABLE vectors RENAME TO vectors_now", "DROP INDEX vectors_name",
+                "CREATE TABLE vectors (seq INTEGER PRIMARY KEY, key INTEGER NOT NULL UNIQUE, "
+                "name TEXT, vec BLOB NOT NULL, meta TEXT NOT NULL)",
+                "CREATE INDEX vectors_name ON vectors(name) WHERE name IS NOT NULL",
+                "INSERT INTO vectors (seq, key, name, vec, meta) SELECT seq, key, name, vec, "
+                "meta FROM vectors_now", "DROP TABLE vectors_now", "DROP TABLE vector_next"):
+        store._db.execute(sql)  # the layout numbered by seq, its metadata text, no codes
     store.close()
 
     # what a row gives back: the metadata as JSON holds it (a tuple read as a list)
@@ -818,8 +826,14 @@ def test_vector_metadata_of_the_text_layout_is_coded_when_opened_and_reads_back_
                                  "meta <> ''").fetchone()[0] == 0  # coded: no text beside
 
     again = SQLiteVectors(path)
-    assert "codes" in {str(r[1]) for r in again._db.execute("PRAGMA table_info(vectors)")}
+    columns = {str(r[1]): int(r[5]) for r in again._db.execute("PRAGMA table_info(vectors)")}
+    assert "codes" in columns and columns["key"] == 1 and columns["seq"] == 0  # keyed by key
+    assert again._loaded()[0] == order  # the rows' numbers kept
     check(again, {"subject", "container", "n", "tags"})
+    again.put("fresh", [0.0, 0.0, 1.0], {"subject": ["Zoë"]})  # numbered after every row
+    read["fresh"] = metas["fresh"] = {"subject": ["Zoë"]}
+    oracle.put("fresh", [0.0, 0.0, 1.0], {"subject": ["Zoë"]})
+    assert again._loaded()[0] == [*order, "fresh"]
     again.index_only(["subject", "container", "n", "tags", "text"])  # every key: more coded
     check(again, {"subject", "container", "n", "tags", "text"})
     again.index_only(["subject"])  # fewer: the rest as text again

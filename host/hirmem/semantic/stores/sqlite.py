@@ -331,13 +331,17 @@ class SQLiteVectors(_SQLite):
     A vector's row is keyed by its id as an integer (:func:`_vector_key`): a chunk id
     ``<16 hex digits>#0`` (the one chunk of a short document) is its document's integer,
     and no id text is kept; another id is keyed by the 63-bit hash of its text, which the
-    row keeps (``name``, found by prefix through a partial index). ``seq`` numbers the rows
-    in the order they were first written (the filter index names rows by it). A file or
-    schema of the earlier layout (``vectors`` keyed by id text) is converted when opened."""
+    row keeps (``name``, found by prefix through a partial index). The key is the row's
+    own number (SQLite's rowid), so no index beside the table maps keys to rows. ``seq``
+    numbers the rows in the order they were first written (the filter index names rows by
+    it: a small integer, where a key is eight bytes); the next number is kept in
+    ``vector_next`` and taken inside the writing transaction, so two writers never give
+    out one number. Files or schemas of the earlier layouts (``vectors`` keyed by id
+    text; numbered by ``seq`` with a unique index on ``key``) are converted when opened."""
 
     TABLE = (
-        "CREATE TABLE IF NOT EXISTS vectors (seq INTEGER PRIMARY KEY, key INTEGER NOT NULL "
-        "UNIQUE, name TEXT, vec BLOB NOT NULL, meta TEXT NOT NULL, codes BLOB)",
+        "CREATE TABLE IF NOT EXISTS vectors (key INTEGER PRIMARY KEY, seq INTEGER NOT NULL, "
+        "name TEXT, vec BLOB NOT NULL, meta TEXT NOT NULL, codes BLOB)",
         "CREATE INDEX IF NOT EXISTS vectors_name ON vectors(name) WHERE name IS NOT NULL",
     )
     SCHEMA = """
@@ -345,6 +349,7 @@ class SQLiteVectors(_SQLite):
         key TEXT NOT NULL, value TEXT NOT NULL, UNIQUE (key, value));
     CREATE TABLE IF NOT EXISTS vector_keys (key TEXT PRIMARY KEY);
     CREATE TABLE IF NOT EXISTS vector_shapes (id INTEGER PRIMARY KEY, keys TEXT NOT NULL);
+    CREATE TABLE IF NOT EXISTS vector_next (id INTEGER PRIMARY KEY, seq INTEGER NOT NULL);
     """
     INDEX = """
     CREATE TABLE IF NOT EXISTS vector_meta (term INTEGER NOT NULL, id INTEGER NOT NULL,
@@ -381,6 +386,7 @@ class SQLiteVectors(_SQLite):
         self._db.executescript(self.INDEX)
         earlier = self._rekey() or earlier
         earlier = self._add_codes() or earlier
+        self._key_rows()
         row = self._db.execute("SELECT vec FROM vectors LIMIT 1").fetchone()
         if row is not None:
             self.dim = dim_of(row[0])
@@ -405,14 +411,50 @@ class SQLiteVectors(_SQLite):
                 self._db.execute("DROP TABLE vectors")
                 for ddl in self.TABLE:
                     self._db.execute(ddl)
-                for id, vec, meta in rows:
-                    self._db.execute("INSERT INTO vectors (key, name, vec, meta) VALUES "
-                                     "(?, ?, ?, ?)", (*_vector_key(id), vec, meta))  # fmt: skip
+                for seq, (id, vec, meta) in enumerate(rows, 1):
+                    key, name = _vector_key(id)
+                    self._db.execute("INSERT INTO vectors (key, seq, name, vec, meta) VALUES "
+                                     "(?, ?, ?, ?, ?)", (key, seq, name, vec, meta))  # fmt: skip
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
         return True
+
+    def _key_rows(self) -> None:
+        """Rebuild a vector table of the layout numbered by ``seq`` (its rowid, beside a
+        unique index on ``key``) into the one keyed by ``key``, rows and numbers kept."""
+        def numbered() -> bool:
+            return any(str(r[1]) == "seq" and int(r[5]) for r in
+                       self._db.execute("PRAGMA table_info(vectors)"))  # fmt: skip
+
+        if not numbered():
+            return
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")  # one process converts it
+            try:
+                if numbered():
+                    self._db.execute("ALTER TABLE vectors RENAME TO vectors_earlier")
+                    self._db.execute("DROP INDEX IF EXISTS vectors_name")
+                    self._db.execute(self.TABLE[0])
+                    self._db.execute("INSERT INTO vectors (key, seq, name, vec, meta, codes) "
+                                     "SELECT key, seq, name, vec, meta, codes FROM "
+                                     "vectors_earlier")  # fmt: skip
+                    self._db.execute("DROP TABLE vectors_earlier")
+                    self._db.execute(self.TABLE[1])
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def _next_seq(self) -> int:
+        """The number the next new row takes (inside the caller's write transaction)."""
+        row = self._db.execute("SELECT seq FROM vector_next WHERE id = 1").fetchone()
+        if row is not None:
+            return int(row[0])
+        held = self._db.execute("SELECT max(seq) FROM vectors").fetchone()[0]
+        self._db.execute("INSERT INTO vector_next (id, seq) VALUES (1, ?)", (int(held or 0) + 1,))
+        return int(held or 0) + 1
 
     def _add_codes(self) -> bool:
         """Give a vector table of the layout with every row's metadata as text its
@@ -612,14 +654,15 @@ class SQLiteVectors(_SQLite):
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                rows = [(seq, self._meta_of(meta, codes)) for seq, meta, codes in
-                        self._db.execute("SELECT seq, meta, codes FROM vectors").fetchall()]
+                rows = [(key, seq, self._meta_of(meta, codes)) for key, seq, meta, codes in
+                        self._db.execute("SELECT key, seq, meta, codes FROM vectors "
+                                         "ORDER BY seq").fetchall()]  # (codes as before)
                 self._db.execute("DELETE FROM vector_meta")
                 self._db.execute("DELETE FROM vector_terms")
-                for row, meta in rows:  # coded again: the terms have new codes
+                for key, row, meta in rows:  # coded again: the terms have new codes
                     codes, text, coded = self._row_meta(meta)
-                    self._db.execute("UPDATE vectors SET meta = ?, codes = ? WHERE seq = ?",
-                                     (text, coded, row))  # fmt: skip
+                    self._db.execute("UPDATE vectors SET meta = ?, codes = ? WHERE key = ?",
+                                     (text, coded, key))  # fmt: skip
                     self._index(row, codes.values())
                 self._db.execute("COMMIT")
             except BaseException:
@@ -669,17 +712,21 @@ class SQLiteVectors(_SQLite):
                 if replace:
                     for table in ("vectors", "vector_meta", "vector_terms"):
                         self._db.execute(f"DELETE FROM {table}")
+                fresh = start = self._next_seq()
                 for id, blob, meta in rows:
                     self._unterm(id)
                     codes, text, coded = self._row_meta(meta)
                     key, name = _vector_key(id)
                     # an upsert keeps the row's number, which the filter index names
-                    rowid = self._db.execute(
-                        "INSERT INTO vectors (key, name, vec, meta, codes) VALUES (?,?,?,?,?) "
-                        "ON CONFLICT(key) DO UPDATE SET vec = excluded.vec, "
+                    seq = int(self._db.execute(
+                        "INSERT INTO vectors (key, seq, name, vec, meta, codes) VALUES "
+                        "(?,?,?,?,?,?) ON CONFLICT(key) DO UPDATE SET vec = excluded.vec, "
                         "meta = excluded.meta, codes = excluded.codes RETURNING seq",
-                        (key, name, blob, text, coded)).fetchone()[0]  # fmt: skip
-                    self._index(rowid, codes.values())
+                        (key, fresh, name, blob, text, coded)).fetchone()[0])  # fmt: skip
+                    fresh += seq == fresh  # a new row took the number
+                    self._index(seq, codes.values())
+                if fresh != start:
+                    self._db.execute("UPDATE vector_next SET seq = ? WHERE id = 1", (fresh,))
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
