@@ -22,6 +22,7 @@ import pytest
 from hirmem.semantic.assertions import Edge, Source, SourceKind
 from hirmem.semantic.errors import ProvError
 from hirmem.semantic.prov import Log, SQLiteLog, pack_segment, unpack_segment
+from hirmem.semantic.stores.base import Match
 from hirmem.semantic.stores.memory import MemoryGraph, MemoryVectors
 from hirmem.semantic.stores.sqlite import SQLiteDocs, SQLiteGraph, SQLiteVectors
 from hirmem.semantic.values import Chunk, Doc, Origin, Span, Triple, with_origin
@@ -745,6 +746,139 @@ def test_a_vector_file_keyed_by_id_text_is_converted_when_opened(tmp_path: Path)
     codes = [c for (c,) in again._db.execute("SELECT code FROM vector_terms")]
     assert sorted(codes) == list(range(1, len(codes) + 1)) and len(codes) == 5
     again.close()
+
+
+def _tricky_meta(rng: random.Random) -> dict[str, Any]:
+    """Metadata a vector entry may hold: some of it codable (indexed keys whose values are
+    their terms' own values), some not (a whole float, a nested list, a key not indexed)."""
+    choices: dict[str, list[Any]] = {
+        "subject": [rng.sample(["ann lee", "bo", "Zoë", "", "[1]"], n) for n in range(4)],
+        "container": ["x", "y", "bench"],
+        "n": [0, 7, -3, 2**63 + 5, 2.5, 1.0, -0.0, True, False, None],
+        "text": ["Ann lives in Oslo.", "é\u0000?"],
+        "tags": [["p", "q"], [], [["nested"]], ("t", 1), "p"],
+    }
+    keys = rng.sample(list(choices), rng.randint(0, len(choices)))
+    return {k: rng.choice(choices[k]) for k in keys}
+
+
+def _codable(meta: dict[str, Any], indexed: set[str]) -> bool:
+    """Whether ``meta`` reads back exactly from its terms' codes (the oracle's rule)."""
+    def own(v: Any) -> bool:
+        return v is None or type(v) in (str, bool, int) or (
+            type(v) is float and not v.is_integer())  # fmt: skip
+    return set(meta) <= indexed and all(
+        all(own(x) for x in v) if isinstance(v, list | tuple) else own(v)
+        for v in meta.values())  # fmt: skip
+
+
+def test_vectors_of_the_seq_numbered_text_layout_are_keyed_and_coded_when_opened(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A store of the layout before (rows numbered by ``seq``, a unique index on ``key``,
+    every row's metadata as text, no ``codes`` column; made here by writing the text the
+    earlier writer wrote into that table) opens keyed by ``key``, numbers kept, with
+    each entry's metadata as the codes of its filter terms where they give back the very
+    dict (key order, list or scalar, int or float), as text otherwise, and reads and
+    filters as the in-memory driver; so it does after the indexed keys change (the codes
+    are written again) and after reopening."""
+    from hirmem.semantic.stores.sqlite import _vector_key
+
+    rng = random.Random(16)
+    path = tmp_path / "v.db"
+    store, oracle = SQLiteVectors(path), MemoryVectors()
+    store.index_only(["subject", "container", "n", "tags"])
+    metas: dict[str, dict[str, Any]] = {}
+    for i in range(_steps(400, request)):
+        id = rng.choice([f"{rng.getrandbits(64):016x}#0", f"v{i}"])
+        vec = [rng.random() + 0.1, rng.random(), rng.random()]
+        metas[id] = _tricky_meta(rng)
+        store.put(id, vec, metas[id])
+        oracle.put(id, vec, metas[id])
+    order = store._loaded()[0]  # the ids in the order first written
+    for id, meta in metas.items():  # the earlier writer's rows
+        store._db.execute("UPDATE vectors SET meta = ?, codes = NULL WHERE key = ?",
+                          (store._meta_text(meta), _vector_key(id)[0]))  # fmt: skip
+    for sql in ("ALTER TABLE vectors RENAME TO vectors_now", "DROP INDEX vectors_name",
+                "CREATE TABLE vectors (seq INTEGER PRIMARY KEY, key INTEGER NOT NULL UNIQUE, "
+                "name TEXT, vec BLOB NOT NULL, meta TEXT NOT NULL)",
+                "CREATE INDEX vectors_name ON vectors(name) WHERE name IS NOT NULL",
+                "INSERT INTO vectors (seq, key, name, vec, meta) SELECT seq, key, name, vec, "
+                "meta FROM vectors_now", "DROP TABLE vectors_now", "DROP TABLE vector_next"):
+        store._db.execute(sql)  # the layout numbered by seq, its metadata text, no codes
+    store.close()
+
+    # what a row gives back: the metadata as JSON holds it (a tuple read as a list)
+    read = {i: json.loads(json.dumps(m)) for i, m in metas.items()}
+
+    def check(again: SQLiteVectors, indexed: set[str]) -> None:
+        q = [1.0, 0.3, 0.2]
+        got = {m.id: m.meta for m in again.near(q, 10_000)}
+        assert got == read and all(list(got[i]) == list(read[i]) for i in read)
+        assert all(type(got[i].get("n")) is type(read[i].get("n")) for i in read)
+        assert all(again.get(i) == Match(i, 0.0, read[i]) for i in list(read)[:20])
+        for flt in ({"subject": "Zoë"}, {"container": {"in": ["y", "bench"]}, "n": 7},
+                    {"tags": "p"}, {"n": {"gt": 0}}, {"text": "Ann lives in Oslo."}):
+            assert ([(m.id, m.meta) for m in again.near(q, 10_000, flt)]
+                    == [(m.id, read[m.id]) for m in oracle.near(q, 10_000, flt)]), flt
+        rows = dict(again._db.execute("SELECT key, codes IS NOT NULL FROM vectors").fetchall())
+        for id, meta in metas.items():
+            assert bool(rows[_vector_key(id)[0]]) == _codable(meta, indexed), meta
+        assert again._db.execute("SELECT count(*) FROM vectors WHERE codes IS NOT NULL AND "
+                                 "meta <> ''").fetchone()[0] == 0  # coded: no text beside
+
+    again = SQLiteVectors(path)
+    columns = {str(r[1]): int(r[5]) for r in again._db.execute("PRAGMA table_info(vectors)")}
+    assert "codes" in columns and columns["key"] == 1 and columns["seq"] == 0  # keyed by key
+    assert again._loaded()[0] == order  # the rows' numbers kept
+    check(again, {"subject", "container", "n", "tags"})
+    again.put("fresh", [0.0, 0.0, 1.0], {"subject": ["Zoë"]})  # numbered after every row
+    read["fresh"] = metas["fresh"] = {"subject": ["Zoë"]}
+    oracle.put("fresh", [0.0, 0.0, 1.0], {"subject": ["Zoë"]})
+    assert again._loaded()[0] == [*order, "fresh"]
+    again.index_only(["subject", "container", "n", "tags", "text"])  # every key: more coded
+    check(again, {"subject", "container", "n", "tags", "text"})
+    again.index_only(["subject"])  # fewer: the rest as text again
+    check(again, {"subject"})
+    again.close()
+    again = SQLiteVectors(path)
+    check(again, {"subject"})
+    again.close()
+
+
+def test_a_chunk_entrys_metadata_is_a_few_bytes_of_codes(tmp_path: Path) -> None:
+    """What the retriever writes for a chunk (its container and its assertions' subjects)
+    is held as a few varints, not as JSON text (52 bytes for this one before)."""
+    store = SQLiteVectors(tmp_path / "v.db")
+    store.index_only(["subject", "container"])
+    meta = {"container": "bench", "subject": ["amara garcia", "rupert haddad"]}
+    store.put("0123456789abcdef#0", [1.0, 0.0], meta)
+    [(text, codes)] = store._db.execute("SELECT meta, codes FROM vectors").fetchall()
+    assert text == "" and len(codes) <= 6, codes
+    assert store.get("0123456789abcdef#0") == Match("0123456789abcdef#0", 0.0, meta)
+    store.close()
+
+
+def test_a_code_read_in_a_rolled_back_write_is_not_taken_for_a_later_term() -> None:
+    """A write that fails part-way (here: an id whose key is another's) rolls back, and
+    the terms it coded are forgotten with it: SQLite gives their codes out again, and a
+    later entry's metadata reads back as written, not as the rolled-back term."""
+    from hirmem.semantic.errors import SemanticError
+    from hirmem.semantic.stores.sqlite import _h63
+
+    store = SQLiteVectors()
+    twin = f"{_h63('named'):016x}#0"  # a one-chunk id whose key is the id 'named''s
+    store.put("named", [1.0, 0.0], {"subject": "kept"})
+    with pytest.raises(SemanticError, match="share a key"):
+        store.put_many([("a", [1.0, 0.0], {"subject": "gone"}),
+                        ("a", [0.0, 1.0], {"subject": "gone too"}),  # reads a's codes
+                        (twin, [1.0, 1.0], {"subject": "never"})])  # fmt: skip
+    assert store.get("a") is None and len(store) == 1
+    store.put("b", [1.0, 0.0], {"subject": "later"})
+    assert store.get("b") == Match("b", 0.0, {"subject": "later"})
+    assert {m.id: m.meta for m in store.near([1.0, 0.0], 10)} == {
+        "named": {"subject": "kept"}, "b": {"subject": "later"}}
+    store.close()
 
 
 def test_replacing_every_vector_is_all_or_nothing() -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.retrieve import Embedder
+from hirmem.semantic.stores.base import as_unit
 from hirmem.semantic.stores.packed import Rows, dim_of, pack, unpack
 
 
@@ -162,3 +163,77 @@ def test_sparse_int8_refuses_what_it_cannot_hold() -> None:
         Rows([beyond], 300)
     with pytest.raises(SemanticError, match="infinite or NaN"):
         pack(np.array([0.0, np.inf, 0.0], dtype=np.float32), sparse_int8=True)
+
+
+def _palette_rows(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
+    """Sparse rows whose entries take a few magnitudes (as a hashed embedding's do), with
+    some rows of many magnitudes, all-zero rows and dense rows among them."""
+    mat = np.zeros((n, dim), dtype=np.float32)
+    for row in mat:
+        kind = rng.random()
+        nnz = dim if kind < 0.05 else int(rng.integers(0, min(dim, 40) + 1))
+        where = rng.choice(dim, size=nnz, replace=False)
+        mags = (rng.random(int(rng.integers(1, 300 if kind > 0.95 else 6))) + 0.01)
+        row[where] = (mags[rng.integers(0, len(mags), nnz)].astype(np.float32)
+                      * rng.choice([-1.0, 1.0], nnz).astype(np.float32))
+    return mat
+
+
+@pytest.mark.parametrize("dim", [1, 7, 255, 256, 257, 1024, 4096, 65_535, 70_000])
+def test_palette_packing_holds_the_very_floats_the_sparse_packing_holds(dim: int) -> None:
+    """Differential, against ``S`` (the exact sparse packing): a ``P`` blob unpacks to the
+    same float32 bits, a matrix of ``P`` rows (alone or mixed with other layouts) holds the
+    same entries and scores a query the same, and ``P`` is written only when smaller."""
+    rng = np.random.default_rng(dim)
+    n = 60 if dim > 4096 else 400
+    mat = _palette_rows(rng, n, dim)
+    e = Embedder()
+    if dim == e.dim:  # real vectors: the hashed embedding of generated sentences
+        words = ["alice", "bob", "works", "lives", "paris", "acme", "knows", "oslo", "cat"]
+        real = [as_unit(e.embed(" ".join(rng.choice(words, int(rng.integers(1, 30))))))
+                for _ in range(2_000)]  # fmt: skip
+        mat = np.vstack([mat, np.stack(real)])
+    plain = [pack(v) for v in mat]
+    coded = [pack(v, palette=True) for v in mat]
+    for v, s, p in zip(mat, plain, coded, strict=True):
+        assert unpack(p).tobytes() == unpack(s).tobytes() == np.where(v == 0, 0, v).tobytes()
+        # in place of a smaller ``S`` only, so a matrix is sparse exactly when it was
+        assert dim_of(p) == dim and (p == s or (s[:1] == b"S" and p[:1] == b"P"
+                                                and len(p) < len(s) and len(p) % 2))
+    if dim == e.dim:
+        assert sum(p[:1] == b"P" for p in coded) > 0.9 * len(coded)
+    mixed = [p if i % 3 else s for i, (s, p) in enumerate(zip(plain, coded, strict=True))]
+    ref = Rows(plain, dim)
+    for blobs in (coded, mixed):
+        rows = Rows(blobs, dim)
+        assert rows.sparse == ref.sparse
+        if rows.sparse:
+            assert np.array_equal(rows._indptr, ref._indptr)
+            assert np.array_equal(rows._indices, ref._indices)
+            assert rows._data.tobytes() == ref._data.tobytes()
+        for _ in range(5):
+            q = rng.standard_normal(dim).astype(np.float32)
+            assert rows.dot(q).tobytes() == ref.dot(q).tobytes()
+            pick = rng.choice(len(blobs), size=int(rng.integers(0, 60)), replace=False)
+            assert rows.dot(q, pick).tobytes() == ref.dot(q, pick).tobytes()
+
+
+def test_a_hashed_paragraph_by_palette_costs_under_half_the_sparse_bytes() -> None:
+    e = Embedder()
+    v = as_unit(e.embed("Heidi Jones works at Stark Industries. Heidi Jones likes chess. "
+                        "Omar Tal lives in Lagos. Heidi Jones knows Omar Tal."))  # fmt: skip
+    s, p = pack(v), pack(v, palette=True)
+    assert p[:1] == b"P" and 2 * len(p) < len(s), (len(p), len(s))
+    assert unpack(p).tobytes() == unpack(s).tobytes()
+
+
+def test_a_palette_blob_that_does_not_hold_what_it_says_is_refused() -> None:
+    e = Embedder()
+    p = pack(as_unit(e.embed("Heidi Jones works at Stark Industries.")), palette=True)
+    assert p[:1] == b"P"
+    for bad in (p[:3], p[:-2], p + b"\0\0", p[:3] + b"\0" + p[4:],  # no magnitude
+                p[:1] + (2).to_bytes(2, "little") + p[3:]):  # a 2-dimensional vector?
+        with pytest.raises(SemanticError):
+            unpack(bad)
+        with pytest.raises(SemanticError):
+            Rows([p, bad], e.dim)

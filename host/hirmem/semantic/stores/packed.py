@@ -18,6 +18,14 @@ A blob is one of four layouts, told apart by its length and first byte:
   positions of the non-zero steps (as ``S``) and the steps as signed bytes, and a zero byte
   when needed to keep the length odd. Written only when the writer asks for it
   (``sparse_int8``): three bytes per entry instead of six, within half a step like ``Q``.
+- ``P``: sparse by palette — ``P``, the dimension (uint16), the number of distinct
+  magnitudes (uint8) and those magnitudes (float32, ascending), how many non-zero entries
+  fall in each run of 256 positions (uint8 each), each entry's position within its run
+  (uint8), then a sign bit and the magnitude's number (as few bits as the palette needs)
+  per entry, packed, and a zero byte when needed to keep the length odd. Exact (it holds
+  the very float32 values ``S`` holds) and written in place of ``S`` only, when the writer
+  asks for it (``palette``) and it is smaller: a hashed embedding's entries take a few magnitudes
+  (one per term frequency), so an entry costs a byte and a few bits instead of six.
 - a bare float32 array (a length that is a multiple of 4): dense and exact, and what earlier
   versions always wrote. A tagged blob always has an odd length, so the two never look alike.
 
@@ -42,9 +50,13 @@ __all__ = ["INT8", "SPARSE_INT8", "Rows", "Timed", "dim_of", "int8_blob", "pack"
            "unpack"]
 
 F32 = npt.NDArray[np.float32]
-SPARSE, HALF, INT8, SPARSE_INT8 = b"S", b"H", b"Q", b"B"
+I64 = npt.NDArray[np.int64]
+SPARSE, HALF, INT8, SPARSE_INT8, PALETTE = b"S", b"H", b"Q", b"B", b"P"
+SPARSE_TAGS = (SPARSE, SPARSE_INT8, PALETTE)  # the layouts a matrix holds as CSR rows
 _HEAD = struct.Struct("<cI")
 INT8_HEAD = struct.Struct("<cIf")  # tag, dimension, scale: the head of Q and B
+PALETTE_HEAD = struct.Struct("<cHB")  # tag, dimension, number of magnitudes: the head of P
+RUN = 256  # positions per run in ``P`` (an entry's position in its run is one byte)
 
 
 def _index_dtype(dim: int) -> type[np.unsignedinteger[Any]]:
@@ -69,12 +81,123 @@ def _steps(v: F32) -> tuple[float, npt.NDArray[np.int8]]:
     return scale, np.clip(np.rint(v / scale), -127, 127).astype(np.int8)
 
 
+def _palette_blob(v: F32, nz: npt.NDArray[np.intp]) -> bytes | None:
+    """``v`` (its non-zero positions ``nz``) as a ``P`` blob, or None when it cannot be
+    one (a dimension past uint16, 256 or more magnitudes, a run of 256 non-zero entries)."""
+    dim = int(v.shape[0])
+    if not 0 < dim < 1 << 16 or not len(nz):
+        return None
+    vals = v[nz]
+    if not np.all(np.isfinite(vals)):
+        raise SemanticError("a vector with an infinite or NaN entry cannot be packed")
+    mags, which = np.unique(np.abs(vals), return_inverse=True)
+    if len(mags) > 255:
+        return None
+    runs = np.bincount(nz // RUN, minlength=-(-dim // RUN))
+    if int(runs.max()) > 255:
+        return None
+    width = (len(mags) - 1).bit_length()  # bits of a magnitude's number
+    bits = np.zeros((len(nz), 1 + width), dtype=np.uint8)
+    bits[:, 0] = np.signbit(vals)
+    for b in range(width):  # most significant first
+        bits[:, 1 + b] = (which >> (width - 1 - b)) & 1
+    blob = (PALETTE_HEAD.pack(PALETTE, dim, len(mags)) + mags.astype("<f4").tobytes()
+            + runs.astype(np.uint8).tobytes() + (nz % RUN).astype(np.uint8).tobytes()
+            + np.packbits(bits.reshape(-1)).tobytes())  # fmt: skip
+    return blob if len(blob) % 2 else blob + b"\0"
+
+
+def _unpalette(blob: bytes) -> tuple[int, npt.NDArray[np.int64], F32]:
+    """The dimension, positions and float32 values of a ``P`` blob."""
+    if len(blob) < PALETTE_HEAD.size:
+        raise SemanticError(f"a palette vector blob of {len(blob)} bytes has no head")
+    _, dim, m = PALETTE_HEAD.unpack_from(blob)
+    nruns = -(-dim // RUN)
+    at = PALETTE_HEAD.size + 4 * m
+    if m == 0 or len(blob) < at + nruns:
+        raise SemanticError(f"a palette vector blob of {len(blob)} bytes cannot hold its "
+                            f"{m} magnitudes and {nruns} runs")  # fmt: skip
+    mags = np.frombuffer(blob, dtype="<f4", count=m, offset=PALETTE_HEAD.size)
+    runs = np.frombuffer(blob, dtype=np.uint8, count=nruns, offset=at)
+    n = int(runs.sum(dtype=np.int64))
+    width = (m - 1).bit_length()
+    coded = at + nruns + n
+    if len(blob) - coded - (-(-n * (1 + width) // 8)) not in (0, 1):
+        raise SemanticError(f"a palette vector blob of {len(blob)} bytes cannot hold its "
+                            f"{n} entries")  # fmt: skip
+    low = np.frombuffer(blob, dtype=np.uint8, count=n, offset=at + nruns).astype(np.int64)
+    where = np.repeat(np.arange(nruns, dtype=np.int64) * RUN, runs) + low
+    bits = np.unpackbits(np.frombuffer(blob, dtype=np.uint8, offset=coded),
+                         count=n * (1 + width)).reshape(n, 1 + width)  # fmt: skip
+    which = np.zeros(n, dtype=np.int64)
+    for b in range(1, 1 + width):
+        which = (which << 1) | bits[:, b]
+    if n and (int(which.max()) >= m or int(where.max()) >= dim):
+        raise SemanticError("a palette vector blob names a magnitude or a position it "
+                            "does not hold")  # fmt: skip
+    vals = mags[which]
+    return dim, where, np.where(bits[:, 0] == 1, -vals, vals).astype(np.float32)
+
+
+def _palettes(blobs: Sequence[bytes], dim: int) -> tuple[I64, I64, F32]:
+    """The entries per blob, positions and values of ``P`` blobs of dimension ``dim``, all
+    decoded together (numpy passes over every blob at once, not a few per blob: a store
+    of a hundred thousand vectors loads in a fraction of a second); the same entries as
+    :func:`_unpalette` of each, refused alike."""
+    k = len(blobs)
+    nruns = -(-dim // RUN)
+    heads = [PALETTE_HEAD.unpack_from(b) if len(b) >= PALETTE_HEAD.size else (b"", -1, 0)
+             for b in blobs]  # fmt: skip
+    for b, (_, d, m) in zip(blobs, heads, strict=True):
+        if d != dim or m == 0 or len(b) < PALETTE_HEAD.size + 4 * m + nruns:
+            got = _unpalette(b)[0]  # refuses a blob that holds no whole head
+            raise SemanticError(f"vector of dimension {got}, the matrix holds {dim}")
+    ms = np.fromiter((m for _, _, m in heads), dtype=np.int64, count=k)
+    at = PALETTE_HEAD.size + 4 * ms  # where each blob's runs begin
+    mags = np.frombuffer(b"".join(b[PALETTE_HEAD.size : a] for b, a in
+                                  zip(blobs, at.tolist(), strict=True)), dtype="<f4")  # fmt: skip
+    runs = np.frombuffer(b"".join(b[a : a + nruns] for b, a in zip(blobs, at.tolist(),
+                                                                  strict=True)),
+                         dtype=np.uint8).reshape(k, nruns)  # fmt: skip
+    counts = runs.sum(axis=1, dtype=np.int64)
+    coded = at + nruns + counts  # where each blob's packed bits begin
+    widths = np.fromiter(((m - 1).bit_length() for _, _, m in heads), dtype=np.int64, count=k)
+    held = np.fromiter((len(b) for b in blobs), dtype=np.int64, count=k) - coded
+    bad = np.flatnonzero((held - (counts * (1 + widths) + 7) // 8) & ~1)  # neither 0 nor 1
+    if len(bad):
+        _unpalette(blobs[int(bad[0])])  # refuses it with its reason
+        raise SemanticError("a palette vector blob cannot hold its entries")
+    lows = np.frombuffer(b"".join(b[a + nruns : c] for b, a, c in zip(
+        blobs, at.tolist(), coded.tolist(), strict=True)), dtype=np.uint8)  # fmt: skip
+    bits = np.unpackbits(np.frombuffer(b"".join(b[c:] for b, c in zip(
+        blobs, coded.tolist(), strict=True)), dtype=np.uint8))  # fmt: skip
+    owner = np.repeat(np.arange(k, dtype=np.int64), counts)
+    first = np.cumsum(counts) - counts
+    starts = np.cumsum(held) - held  # each blob's first byte of packed bits
+    local = np.arange(len(owner), dtype=np.int64) - first[owner]
+    step = (1 + widths)[owner]
+    at_bit = starts[owner] * 8 + local * step
+    width = widths[owner]
+    which = np.zeros(len(owner), dtype=np.int64)
+    for bit in range(1, 1 + (int(widths.max()) if k else 0)):
+        more = bit <= width
+        which[more] = (which[more] << 1) | bits[at_bit[more] + bit]
+    where = (np.repeat(np.tile(np.arange(nruns, dtype=np.int64) * RUN, k), runs.reshape(-1))
+             + lows)  # fmt: skip
+    if len(owner) and (np.any(which >= ms[owner]) or int(where.max()) >= dim):
+        raise SemanticError("a palette vector blob names a magnitude or a position it "
+                            "does not hold")  # fmt: skip
+    vals = mags[(np.cumsum(ms) - ms)[owner] + which]
+    vals = np.where(bits[at_bit] == 1, -vals, vals).astype(np.float32)
+    return counts, where, vals
+
+
 def pack(vec: npt.ArrayLike, *, half: bool = False, int8: bool = False,
-         sparse_int8: bool = False) -> bytes:  # fmt: skip
+         sparse_int8: bool = False, palette: bool = False) -> bytes:  # fmt: skip
     """``vec`` sparse when that is smaller, else dense: int8 when ``int8``, float16 when
     ``half`` (smaller, not exact), bare float32 otherwise (exact). The sparse form is
     float32 (exact) unless ``sparse_int8`` asks for int8 steps there too (``B``, when that
-    is smaller still)."""
+    is smaller still); ``palette`` lets it be ``P`` (as exact) when that is smaller."""
     v = np.asarray(vec, dtype=np.float32).reshape(-1)
     dim = int(v.shape[0])
     idx = _index_dtype(dim)
@@ -83,6 +206,10 @@ def pack(vec: npt.ArrayLike, *, half: bool = False, int8: bool = False,
     nz = np.flatnonzero(v)
     sparse_size = _HEAD.size + len(nz) * (width + 4)
     dense_size = INT8_HEAD.size + dim if int8 else 1 + 2 * dim if half else 4 * dim
+    if palette and sparse_size <= dense_size:  # in place of ``S`` only: a matrix of these
+        coded = _palette_blob(v, nz)  # rows is sparse exactly when it would have been
+        if coded is not None and len(coded) < sparse_size:
+            return coded
     if sparse_int8:
         kept = np.flatnonzero(steps)
         dense_written = dense_size | 1 if int8 else dense_size  # Q is padded to odd
@@ -108,11 +235,15 @@ def dim_of(blob: bytes) -> int:
         return (len(blob) - 1) // 2
     if blob[:1] in (INT8, SPARSE_INT8) and len(blob) >= INT8_HEAD.size:
         return int(INT8_HEAD.unpack_from(blob)[1])
+    if blob[:1] == PALETTE and len(blob) >= PALETTE_HEAD.size:
+        return int(PALETTE_HEAD.unpack_from(blob)[1])
     raise SemanticError(f"a vector blob starting {blob[:1]!r} is no known layout")
 
 
 def _sparse(blob: bytes) -> tuple[int, npt.NDArray[np.int64], F32]:
-    """The dimension, positions and float32 values of an ``S`` or ``B`` blob."""
+    """The dimension, positions and float32 values of an ``S``, ``B`` or ``P`` blob."""
+    if blob[:1] == PALETTE:
+        return _unpalette(blob)
     if blob[:1] == SPARSE_INT8:
         _, dim, scale = INT8_HEAD.unpack_from(blob)
         width = np.dtype(_index_dtype(dim)).itemsize
@@ -140,7 +271,7 @@ def _sparse(blob: bytes) -> tuple[int, npt.NDArray[np.int64], F32]:
 def unpack(blob: bytes) -> F32:
     """The float32 vector a blob holds."""
     dim = dim_of(blob)
-    if blob[:1] in (SPARSE, SPARSE_INT8) and len(blob) % 2:
+    if blob[:1] in SPARSE_TAGS and len(blob) % 2:
         _, where, vals = _sparse(blob)
         out = np.zeros(dim, dtype=np.float32)
         out[where] = vals
@@ -157,6 +288,29 @@ def unpack(blob: bytes) -> F32:
     return np.frombuffer(blob, dtype=np.float32).copy()
 
 
+def _csr(blobs: Sequence[bytes], dim: int) -> tuple[I64, I64, F32]:
+    """The entries per row, positions and values of sparse blobs (``S``, ``B``, ``P``) of
+    dimension ``dim``, row after row; the ``P`` blobs decoded together (:func:`_palettes`)."""
+    pal = [i for i, b in enumerate(blobs) if b[:1] == PALETTE]
+    if len(pal) == len(blobs):
+        return _palettes(blobs, dim)
+    parts: list[tuple[npt.NDArray[np.int64], F32]] = []
+    for b in blobs:
+        d, where, vals = (dim, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)) if (
+            b[:1] == PALETTE) else _sparse(b)  # fmt: skip
+        if d != dim:
+            raise SemanticError(f"vector of dimension {d}, the matrix holds {dim}")
+        parts.append((where, vals))
+    if pal:  # placed among the others, row by row
+        counts, where, vals = _palettes([blobs[i] for i in pal], dim)
+        cut = np.cumsum(counts)[:-1]
+        for i, w, v in zip(pal, np.split(where, cut), np.split(vals, cut), strict=True):
+            parts[i] = (w, v)
+    return (np.fromiter((len(w) for w, _ in parts), dtype=np.int64, count=len(parts)),
+            np.concatenate([w for w, _ in parts]).astype(np.int64),
+            np.concatenate([v for _, v in parts]).astype(np.float32))  # fmt: skip
+
+
 class Rows:
     """Vectors as the rows of one matrix, built from their blobs."""
 
@@ -166,17 +320,9 @@ class Rows:
         self._dense: F32 | None = None
         # rows held in int8 steps are not unit length any more: their cosine divides by norms
         self.scaled = any(b[:1] in (INT8, SPARSE_INT8) and len(b) % 2 for b in blobs)
-        if all(b[:1] in (SPARSE, SPARSE_INT8) and len(b) % 2 for b in blobs):
-            parts = [_sparse(b) for b in blobs]
-            for d, _, _ in parts:
-                if d != dim:
-                    raise SemanticError(f"vector of dimension {d}, the matrix holds {dim}")
-            counts = np.fromiter((len(w) for _, w, _ in parts), dtype=np.int64, count=self.n)
+        if all(b[:1] in SPARSE_TAGS and len(b) % 2 for b in blobs):
+            counts, self._indices, self._data = _csr(blobs, dim)
             self._indptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-            self._indices = (np.concatenate([w for _, w, _ in parts]) if parts
-                             else np.zeros(0, dtype=np.int64))  # fmt: skip
-            self._data = (np.concatenate([v for _, _, v in parts]) if parts
-                          else np.zeros(0, dtype=np.float32))  # fmt: skip
             self._row_of = np.repeat(np.arange(self.n, dtype=np.int64), counts)
         else:
             mat = np.zeros((self.n, dim), dtype=np.float32)
@@ -233,7 +379,6 @@ class Rows:
         return np.bincount(which, weights=prod, minlength=len(rows)).astype(np.float32)
 
 
-I64 = npt.NDArray[np.int64]
 Timed = tuple[I64, I64, I64, Rows]
 
 

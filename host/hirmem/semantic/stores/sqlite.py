@@ -2,8 +2,9 @@
 
 Each store opens its own connection in WAL mode. Deletes are real ``DELETE``s, so an erased
 record leaves the file's live pages (``VACUUM`` reclaims the free ones).
-The vector driver keeps each vector packed (:mod:`.packed`: sparse when that is smaller, else
-float32, both exact, or int8 steps when the caller asks, :meth:`SQLiteVectors.quantize`) and
+The vector driver keeps each vector packed (:mod:`.packed`: sparse when that is smaller, by
+palette when smaller still, else float32, all exact, or int8 steps when the caller asks,
+:meth:`SQLiteVectors.quantize`) and
 answers ``near`` from a matrix of them loaded on the first query after a write (sparse rows
 cost their non-zero entries); the metadata filter is an indexed SQL lookup. The graph, the
 triples and the filter index are dictionary encoded (integers in their rows, each text
@@ -275,6 +276,31 @@ def _chunk0_keys(prefix: str) -> list[tuple[int, int]]:
     return out
 
 
+def _varints(ints: Iterable[int]) -> bytes:
+    """Non-negative integers as LEB128 varints (seven bits a byte, low first)."""
+    out = bytearray()
+    for n in ints:
+        while n >= 0x80:
+            out.append(n & 0x7F | 0x80)
+            n >>= 7
+        out.append(n)
+    return bytes(out)
+
+
+def _unvarints(raw: bytes) -> list[int]:
+    """The inverse of :func:`_varints`."""
+    out, n, shift = [], 0, 0
+    for b in raw:
+        n |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            out.append(n)
+            n, shift = 0, 0
+    if shift:
+        raise SemanticError("vector metadata codes end inside a number")
+    return out
+
+
 ROW_SETS = 256  # filters (and single conditions) whose rows are kept until the next write
 SHAPES = 1024  # metadata shapes (key lists) named by number; others are kept as JSON objects
 
@@ -292,19 +318,31 @@ class SQLiteVectors(_SQLite):
     its code (``NOT EXISTS``). Only the keys named by :meth:`index_only` are indexed
     (every key until a caller names them; the choice is kept in ``vector_keys``): a filter on
     another key is answered by reading every row's ``meta``, the same answer, slower. The
-    index is derived from ``vectors.meta`` and rebuilt from it when a file of an earlier
+    index is derived from the rows' metadata and rebuilt from it when a file of an earlier
     layout (``vector_meta`` holding key and value text) is opened, or the keys change.
+
+    A row's metadata is the codes of its terms where they give back the very dict
+    (:meth:`_coded`: ``codes``, a few varints, and ``meta`` empty; every key indexed, every
+    value its term's own value): a chunk's entry, ``{"container": …, "subject": [...]}``,
+    is a few bytes, not its JSON. Other metadata is ``meta`` text (:meth:`_meta_text`).
+    A code's term is read from ``vector_terms`` when first met and kept. The codes are
+    written again when the index is rebuilt; a file or schema of the layout with every
+    row's metadata as text (no ``codes`` column) gains the column and is coded when opened.
 
     A vector's row is keyed by its id as an integer (:func:`_vector_key`): a chunk id
     ``<16 hex digits>#0`` (the one chunk of a short document) is its document's integer,
     and no id text is kept; another id is keyed by the 63-bit hash of its text, which the
-    row keeps (``name``, found by prefix through a partial index). ``seq`` numbers the rows
-    in the order they were first written (the filter index names rows by it). A file or
-    schema of the earlier layout (``vectors`` keyed by id text) is converted when opened."""
+    row keeps (``name``, found by prefix through a partial index). The key is the row's
+    own number (SQLite's rowid), so no index beside the table maps keys to rows. ``seq``
+    numbers the rows in the order they were first written (the filter index names rows by
+    it: a small integer, where a key is eight bytes); the next number is kept in
+    ``vector_next`` and taken inside the writing transaction, so two writers never give
+    out one number. Files or schemas of the earlier layouts (``vectors`` keyed by id
+    text; numbered by ``seq`` with a unique index on ``key``) are converted when opened."""
 
     TABLE = (
-        "CREATE TABLE IF NOT EXISTS vectors (seq INTEGER PRIMARY KEY, key INTEGER NOT NULL "
-        "UNIQUE, name TEXT, vec BLOB NOT NULL, meta TEXT NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS vectors (key INTEGER PRIMARY KEY, seq INTEGER NOT NULL, "
+        "name TEXT, vec BLOB NOT NULL, meta TEXT NOT NULL, codes BLOB)",
         "CREATE INDEX IF NOT EXISTS vectors_name ON vectors(name) WHERE name IS NOT NULL",
     )
     SCHEMA = """
@@ -312,6 +350,7 @@ class SQLiteVectors(_SQLite):
         key TEXT NOT NULL, value TEXT NOT NULL, UNIQUE (key, value));
     CREATE TABLE IF NOT EXISTS vector_keys (key TEXT PRIMARY KEY);
     CREATE TABLE IF NOT EXISTS vector_shapes (id INTEGER PRIMARY KEY, keys TEXT NOT NULL);
+    CREATE TABLE IF NOT EXISTS vector_next (id INTEGER PRIMARY KEY, seq INTEGER NOT NULL);
     """
     INDEX = """
     CREATE TABLE IF NOT EXISTS vector_meta (term INTEGER NOT NULL, id INTEGER NOT NULL,
@@ -331,6 +370,7 @@ class SQLiteVectors(_SQLite):
         # a metadata row is its values, named by the shape (the keys, in order) they follow
         self._shapes: dict[int, list[str]] = {}
         self._shape_of: dict[str, int] = {}
+        self._term_of: dict[int, Any] = {}  # a term's value by its code (codes never reused)
         self._load_shapes()
         keys = [k for (k,) in self._db.execute("SELECT key FROM vector_keys ORDER BY key")]
         self._indexed: frozenset[str] | None = frozenset(keys) if keys else None
@@ -346,6 +386,8 @@ class SQLiteVectors(_SQLite):
             earlier = True
         self._db.executescript(self.INDEX)
         earlier = self._rekey() or earlier
+        earlier = self._add_codes() or earlier
+        self._key_rows()
         row = self._db.execute("SELECT vec FROM vectors LIMIT 1").fetchone()
         if row is not None:
             self.dim = dim_of(row[0])
@@ -370,43 +412,183 @@ class SQLiteVectors(_SQLite):
                 self._db.execute("DROP TABLE vectors")
                 for ddl in self.TABLE:
                     self._db.execute(ddl)
-                for id, vec, meta in rows:
-                    self._db.execute("INSERT INTO vectors (key, name, vec, meta) VALUES "
-                                     "(?, ?, ?, ?)", (*_vector_key(id), vec, meta))  # fmt: skip
+                for seq, (id, vec, meta) in enumerate(rows, 1):
+                    key, name = _vector_key(id)
+                    self._db.execute("INSERT INTO vectors (key, seq, name, vec, meta) VALUES "
+                                     "(?, ?, ?, ?, ?)", (key, seq, name, vec, meta))  # fmt: skip
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
         return True
 
+    def _key_rows(self) -> None:
+        """Rebuild a vector table of the layout numbered by ``seq`` (its rowid, beside a
+        unique index on ``key``) into the one keyed by ``key``, rows and numbers kept."""
+        def numbered() -> bool:
+            return any(str(r[1]) == "seq" and int(r[5]) for r in
+                       self._db.execute("PRAGMA table_info(vectors)"))  # fmt: skip
+
+        if not numbered():
+            return
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")  # one process converts it
+            try:
+                if numbered():
+                    self._db.execute("ALTER TABLE vectors RENAME TO vectors_earlier")
+                    self._db.execute("DROP INDEX IF EXISTS vectors_name")
+                    self._db.execute(self.TABLE[0])
+                    self._db.execute("INSERT INTO vectors (key, seq, name, vec, meta, codes) "
+                                     "SELECT key, seq, name, vec, meta, codes FROM "
+                                     "vectors_earlier")  # fmt: skip
+                    self._db.execute("DROP TABLE vectors_earlier")
+                    self._db.execute(self.TABLE[1])
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def _next_seq(self) -> int:
+        """The number the next new row takes (inside the caller's write transaction)."""
+        row = self._db.execute("SELECT seq FROM vector_next WHERE id = 1").fetchone()
+        if row is not None:
+            return int(row[0])
+        held = self._db.execute("SELECT max(seq) FROM vectors").fetchone()[0]
+        self._db.execute("INSERT INTO vector_next (id, seq) VALUES (1, ?)", (int(held or 0) + 1,))
+        return int(held or 0) + 1
+
+    def _add_codes(self) -> bool:
+        """Give a vector table of the layout with every row's metadata as text its
+        ``codes`` column; whether it did (the rows are then written again, coded, by
+        :meth:`_reindex`)."""
+        def held() -> bool:
+            return "codes" in {str(r[1]) for r in self._db.execute("PRAGMA table_info(vectors)")}
+
+        if held():
+            return False
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")  # one process adds it
+            try:
+                added = not held()
+                if added:
+                    blob = "BYTEA" if isinstance(self._db, PgConnection) else "BLOB"
+                    self._db.execute(f"ALTER TABLE vectors ADD COLUMN codes {blob}")
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return added
+
     def _load_shapes(self) -> None:
         rows = self._db.execute("SELECT id, keys FROM vector_shapes").fetchall()
         self._shapes = {int(n): list(json.loads(keys)) for n, keys in rows}
         self._shape_of = {json.dumps(keys): n for n, keys in self._shapes.items()}
 
-    def _meta_text(self, meta: Mapping[str, Any]) -> str:
-        """``meta`` as ``vectors.meta`` holds it: the number of its shape (its keys, in order,
-        kept once in ``vector_shapes``) followed by its values as a JSON array, so a row
-        does not repeat its key names; beyond :data:`SHAPES` shapes, a JSON object."""
+    def _shape(self, meta: Mapping[str, Any]) -> int | None:
+        """The number of the shape of ``meta`` (its keys, in order, kept once in
+        ``vector_shapes``), written if new; None beyond :data:`SHAPES` shapes."""
         keys = json.dumps(list(meta))
         n = self._shape_of.get(keys)
         if n is None:
             if len(self._shapes) >= SHAPES:
-                return _json(dict(meta), sort=False)
+                return None
             n = int(self._db.execute("INSERT INTO vector_shapes (keys) VALUES (?)",
                                      (keys,)).lastrowid or 0)  # fmt: skip
             self._shapes[n], self._shape_of[keys] = list(meta), n
+        return n
+
+    def _meta_text(self, meta: Mapping[str, Any]) -> str:
+        """``meta`` as ``vectors.meta`` holds it when it is not coded (:meth:`_coded`): the
+        number of its shape followed by its values as a JSON array, so a row does not
+        repeat its key names; beyond :data:`SHAPES` shapes, a JSON object."""
+        n = self._shape(meta)
+        if n is None:
+            return _json(dict(meta), sort=False)
         return f"{n}{json.dumps(list(meta.values()), separators=(',', ':'), ensure_ascii=False)}"
 
-    def _meta_of(self, text: str) -> dict[str, Any]:
-        """The inverse of :meth:`_meta_text` (a JSON object is read as it is)."""
+    def _coded(self, meta: Mapping[str, Any], codes: Mapping[tuple[str, str], int]
+               ) -> bytes | None:  # fmt: skip
+        """``meta`` as the filter index's codes of its terms (``codes``: the codes of
+        :meth:`_terms`), or None when it cannot be read back from them as the very dict it
+        is (a key not indexed, a value that is no term or not the term's own value: a
+        whole float, a nested list; beyond :data:`SHAPES` shapes). Varints: the shape's
+        number, then per value a scalar's code times two, or a list's length times two
+        plus one followed by its members' codes."""
+        if self._indexed is not None and not set(meta) <= self._indexed:
+            return None
+        out = []
+        for key, value in meta.items():
+            members = list(value) if isinstance(value, list | tuple) else [value]
+            held = []
+            for v in members:
+                t = filters.term(v)
+                if t is None or type(t[1]) is not type(v) or t[1] != v:
+                    return None
+                held.append(codes[(key, filters.term_json(t))])
+            out += [len(held) * 2 + 1, *held] if isinstance(value, list | tuple) else [held[0] * 2]
+        shape = self._shape(meta)
+        return None if shape is None else _varints([shape, *out])
+
+    def _meta_of(self, text: str, codes: bytes | None = None) -> dict[str, Any]:
+        """The inverse of :meth:`_meta_text` (a JSON object is read as it is), or of
+        :meth:`_coded` when the row holds ``codes``."""
+        if codes is not None:
+            return self._decoded(bytes(codes))
         if text.startswith("{"):
             return dict(json.loads(text))
         cut = text.index("[")
-        shape = int(text[:cut])
+        return dict(zip(self._keys(int(text[:cut])), json.loads(text[cut:]), strict=True))
+
+    def _keys(self, shape: int) -> list[str]:
         if shape not in self._shapes:  # named by another process writing this store since
             self._load_shapes()  # (a shape is never deleted: a number names one for good)
-        return dict(zip(self._shapes[shape], json.loads(text[cut:]), strict=True))
+            if shape not in self._shapes:
+                raise SemanticError(f"vector metadata names shape {shape}, which this store "
+                                    "does not hold")  # fmt: skip
+        return self._shapes[shape]
+
+    def _decoded(self, codes: bytes) -> dict[str, Any]:
+        """The metadata :meth:`_coded` wrote as ``codes``; a code's term is read from
+        ``vector_terms`` when first met and kept (a code is never reused: it names one
+        term for good)."""
+        if not codes:
+            raise SemanticError("vector metadata codes are empty: they name no shape")
+        ints = list(codes) if max(codes) < 0x80 else _unvarints(codes)  # (one byte each)
+        try:
+            return self._spelled(ints)
+        except KeyError:  # a code not met yet: its term read, with the row's others
+            missing = sorted({c for n in ints for c in (n, n // 2)} - self._term_of.keys())
+            for at in range(0, len(missing), 500):
+                part = missing[at : at + 500]
+                for code, value in self._db.execute(
+                        f"SELECT code, value FROM vector_terms WHERE code IN "
+                        f"({','.join('?' * len(part))})", part):  # fmt: skip
+                    self._term_of[int(code)] = filters.term_from_json(value)[1]
+        try:
+            return self._spelled(ints)
+        except KeyError as exc:
+            raise SemanticError(f"vector metadata names term code {exc}, which this store "
+                                "does not hold") from None  # fmt: skip
+
+    def _spelled(self, ints: list[int]) -> dict[str, Any]:
+        """:meth:`_decoded` from the codes' integers (KeyError: a code not kept yet)."""
+        term = self._term_of
+        meta: dict[str, Any] = {}
+        at = 1
+        for key in self._keys(ints[0]):
+            if at >= len(ints):
+                raise SemanticError("vector metadata codes end before their shape does")
+            head = ints[at]
+            if head % 2 == 0:
+                meta[key] = term[head // 2]
+                at += 1
+            else:
+                end = at + 1 + head // 2
+                meta[key] = [term[c] for c in ints[at + 1 : end]]
+                at = end
+        if at != len(ints):
+            raise SemanticError("vector metadata codes do not follow their shape")
+        return meta
 
     int8 = False  # dense vectors written in int8 steps (:meth:`quantize`), else float32
 
@@ -444,11 +626,28 @@ class SQLiteVectors(_SQLite):
                                (key, text)).fetchone()  # fmt: skip
         return None if row is None else int(row[0])
 
-    def _index(self, row: int, meta: Mapping[str, Any]) -> None:
+    def _index_terms(self, meta: Mapping[str, Any]) -> dict[tuple[str, str], int]:
+        """The codes of the indexed terms of ``meta``, each written if new (inside the
+        caller's transaction, so they are the database's)."""
+        out = {}
         for key, text in self._terms(meta):
             self._db.execute("INSERT OR IGNORE INTO vector_terms (key, value) VALUES (?, ?)",
                              (key, text))  # fmt: skip
             code = self._code(key, text)
+            assert code is not None  # written just above, in this transaction
+            out[(key, text)] = code
+        return out
+
+    def _row_meta(self, meta: Mapping[str, Any]) -> tuple[dict[tuple[str, str], int], str,
+                                                         bytes | None]:  # fmt: skip
+        """The codes of ``meta``'s indexed terms, and the ``meta`` and ``codes`` columns
+        of its row: coded where it can be (the text then empty), else the text."""
+        codes = self._index_terms(meta)
+        coded = self._coded(meta, codes)
+        return codes, "" if coded is not None else self._meta_text(meta), coded
+
+    def _index(self, row: int, codes: Iterable[int]) -> None:
+        for code in codes:
             self._db.execute("INSERT OR IGNORE INTO vector_meta VALUES (?,?)", (code, row))
 
     def _reindex(self) -> None:
@@ -456,17 +655,30 @@ class SQLiteVectors(_SQLite):
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                rows = self._db.execute("SELECT seq, meta FROM vectors").fetchall()
+                rows = [(key, seq, self._meta_of(meta, codes)) for key, seq, meta, codes in
+                        self._db.execute("SELECT key, seq, meta, codes FROM vectors "
+                                         "ORDER BY seq").fetchall()]  # (codes as before)
                 self._db.execute("DELETE FROM vector_meta")
                 self._db.execute("DELETE FROM vector_terms")
-                for row, meta in rows:
-                    self._index(row, self._meta_of(meta))
+                for key, row, meta in rows:  # coded again: the terms have new codes
+                    codes, text, coded = self._row_meta(meta)
+                    self._db.execute("UPDATE vectors SET meta = ?, codes = ? WHERE key = ?",
+                                     (text, coded, key))  # fmt: skip
+                    self._index(row, codes.values())
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
+                self._rolled_back()
                 raise
             self._rows.clear()
             self._selected.clear()
+
+    def _rolled_back(self) -> None:
+        """Forget what a rolled-back transaction wrote: its shapes, and the terms read
+        while it ran (SQLite may give their codes to other terms: the sequence of
+        ``AUTOINCREMENT`` rolls back too)."""
+        self._load_shapes()
+        self._term_of.clear()
 
     def __len__(self) -> int:
         with self._lock:
@@ -495,27 +707,31 @@ class SQLiteVectors(_SQLite):
             for id, vec, meta in items:
                 v = as_unit(vec, dim)
                 dim = int(v.shape[0])
-                rows.append((id, pack(v, int8=self.int8), meta))
+                rows.append((id, pack(v, int8=self.int8, palette=True), meta))
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 if replace:
                     for table in ("vectors", "vector_meta", "vector_terms"):
                         self._db.execute(f"DELETE FROM {table}")
+                fresh = start = self._next_seq()
                 for id, blob, meta in rows:
-                    text = self._meta_text(meta)
                     self._unterm(id)
+                    codes, text, coded = self._row_meta(meta)
                     key, name = _vector_key(id)
                     # an upsert keeps the row's number, which the filter index names
-                    rowid = self._db.execute(
-                        "INSERT INTO vectors (key, name, vec, meta) VALUES (?,?,?,?) "
-                        "ON CONFLICT(key) DO UPDATE SET vec = excluded.vec, "
-                        "meta = excluded.meta RETURNING seq",
-                        (key, name, blob, text)).fetchone()[0]  # fmt: skip
-                    self._index(rowid, meta)
+                    seq = int(self._db.execute(
+                        "INSERT INTO vectors (key, seq, name, vec, meta, codes) VALUES "
+                        "(?,?,?,?,?,?) ON CONFLICT(key) DO UPDATE SET vec = excluded.vec, "
+                        "meta = excluded.meta, codes = excluded.codes RETURNING seq",
+                        (key, fresh, name, blob, text, coded)).fetchone()[0])  # fmt: skip
+                    fresh += seq == fresh  # a new row took the number
+                    self._index(seq, codes.values())
+                if fresh != start:
+                    self._db.execute("UPDATE vector_next SET seq = ? WHERE id = 1", (fresh,))
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
-                self._load_shapes()  # a shape written in the rolled-back transaction is gone
+                self._rolled_back()
                 raise
             if rows or replace:
                 self.dim = dim if rows else None
@@ -523,25 +739,25 @@ class SQLiteVectors(_SQLite):
             self._rows.clear()
             self._selected.clear()
 
-    def _held(self, id: str) -> tuple[int, str] | None:
+    def _held(self, id: str) -> tuple[int, dict[str, Any]] | None:
         """(seq, meta) of the row of vector ``id``, or None. Raises when the row its key
         finds is another id's (a hash collision: this store cannot hold both)."""
         key, name = _vector_key(id)
-        row = self._db.execute("SELECT seq, name, meta FROM vectors WHERE key = ?",
+        row = self._db.execute("SELECT seq, name, meta, codes FROM vectors WHERE key = ?",
                                (key,)).fetchone()  # fmt: skip
         if row is None:
             return None
         if row[1] != name:
             raise SemanticError(f"vector ids {id!r} and {_vector_id(key, row[1])!r} share a "
                                 "key; this store cannot hold both")  # fmt: skip
-        return int(row[0]), str(row[2])
+        return int(row[0]), self._meta_of(row[2], row[3])
 
     def _unterm(self, id: str) -> None:
         """Take the filter terms of vector ``id`` (if held) out of the index."""
         held = self._held(id)
         if held is not None:
             row = held[0]
-            for key, text in self._terms(self._meta_of(held[1])):
+            for key, text in self._terms(held[1]):
                 code = self._code(key, text)
                 if code is None:
                     continue
@@ -569,7 +785,7 @@ class SQLiteVectors(_SQLite):
                 row = self._held(id)
             except SemanticError:
                 return None
-        return None if row is None else Match(id, 0.0, self._meta_of(row[1]))
+        return None if row is None else Match(id, 0.0, row[1])
 
     def with_prefix(self, prefix: str) -> list[Match]:
         """Every entry whose id begins with ``prefix`` (score 0), found by the ids' index."""
@@ -578,17 +794,19 @@ class SQLiteVectors(_SQLite):
         with self._lock:
             if ord(prefix[-1]) < 0x10FFFF:  # named ids from the prefix up to the next one
                 rows = self._db.execute(
-                    "SELECT seq, key, name, meta FROM vectors WHERE name >= ? AND name < ?",
+                    "SELECT seq, key, name, meta, codes FROM vectors WHERE name >= ? AND "
+                    "name < ?",
                     (prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1))).fetchall()  # fmt: skip
             else:
-                rows = self._db.execute("SELECT seq, key, name, meta FROM vectors "
+                rows = self._db.execute("SELECT seq, key, name, meta, codes FROM vectors "
                                         "WHERE name >= ?", (prefix,)).fetchall()  # fmt: skip
             for lo, hi in _chunk0_keys(prefix):  # ids held as their document's integer
                 rows += self._db.execute(
-                    "SELECT seq, key, name, meta FROM vectors WHERE key >= ? AND key <= ? "
+                    "SELECT seq, key, name, meta, codes FROM vectors WHERE key >= ? AND key <= ? "
                     "AND name IS NULL", (lo, hi)).fetchall()  # fmt: skip
-        found = sorted((seq, _vector_id(k, n), m) for seq, k, n, m in rows)
-        return [Match(i, 0.0, self._meta_of(m)) for _, i, m in found if i.startswith(prefix)]
+        found = sorted((seq, _vector_id(k, n), m, c) for seq, k, n, m, c in rows)
+        return [Match(i, 0.0, self._meta_of(m, c)) for _, i, m, c in found
+                if i.startswith(prefix)]  # fmt: skip
 
     def _loaded(self) -> tuple[list[str], dict[int, int], Rows]:
         if self._cache is None:
@@ -612,8 +830,9 @@ class SQLiteVectors(_SQLite):
         a range by testing each distinct term of the key (the rule of :mod:`.filters`); a
         key not indexed by reading every row's metadata."""
         if self._indexed is not None and cond.key not in self._indexed:
-            return {row for row, meta in self._db.execute("SELECT seq, meta FROM vectors")
-                    if filters.matches(self._meta_of(meta), (cond,))}  # fmt: skip
+            return {row for row, meta, codes in self._db.execute(
+                        "SELECT seq, meta, codes FROM vectors")
+                    if filters.matches(self._meta_of(meta, codes), (cond,))}  # fmt: skip
         codes: list[int] = []
         if cond.equal is not None:
             texts = [filters.term_json(t) for t in cond.equal]
@@ -657,9 +876,9 @@ class SQLiteVectors(_SQLite):
                 best = top_k(ids, mat.cosine(q), k)
             out = []
             for i, score in best:
-                meta = self._db.execute("SELECT meta FROM vectors WHERE key = ?",
+                meta = self._db.execute("SELECT meta, codes FROM vectors WHERE key = ?",
                                         (_vector_key(i)[0],)).fetchone()  # fmt: skip
-                out.append(Match(i, score, self._meta_of(meta[0])))
+                out.append(Match(i, score, self._meta_of(meta[0], meta[1])))
             return out
 
 
