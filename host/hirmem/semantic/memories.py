@@ -24,8 +24,8 @@ Invariants:
   full-text index, so unreadable rows never weigh on a BM25 statistic) and the vector
   leg scores only the fenced rows. No containers, no memories.
 - Compact: a vector is int8 with one float32 scale per memory, sparse when that is smaller
-  (:func:`~hirmem.semantic.stores.packed.pack`, layouts ``B`` and ``Q``), and none at all
-  when the memory is the very span of a passage of its document in the same file (a
+  (:func:`~hirmem.semantic.stores.packed.pack_steps`, layouts ``B``, ``C`` and ``Q``), and
+  none at all when the memory is the very span of a passage of its document in the same file (a
   one-sentence text): it shares the passage's (:data:`SHARED`), and so its mentions when
   they are the passage's (:data:`MENTIONS_SHARED`); a sentence's key is not stored (it is
   its source and the hash of its text: it is found among its source's rows), nor is its
@@ -75,7 +75,7 @@ from hirmem.semantic.stores.packed import (
     SPARSE_INT8,
     Timed,
     int8_blob,
-    pack,
+    pack_steps,
     timed_rows,
     unpack,
 )
@@ -218,8 +218,9 @@ def _hash(key: str) -> int:
 
 
 def _packed(vec: npt.ArrayLike) -> bytes:
-    """A memory's vector as tier 1 keeps it: int8 with one scale, sparse when smaller."""
-    return pack(vec, int8=True, sparse_int8=True)
+    """A memory's vector as tier 1 keeps it: int8 with one scale, sparse when smaller (the
+    passages' packing, so a memory sharing its passage's vector holds the same blob)."""
+    return pack_steps(vec)
 
 
 # The int8 layouts tier 1 wrote before it kept its vectors packed; a file that holds them

@@ -55,7 +55,7 @@ from hirmem.semantic.retrieve import (
 )
 from hirmem.semantic.spans import span_text
 from hirmem.semantic.stores.db import Where, open_db
-from hirmem.semantic.stores.packed import Rows, Timed, pack, timed_rows
+from hirmem.semantic.stores.packed import Rows, Timed, pack_steps, timed_rows
 from hirmem.sql.lexical import lexical_of
 
 __all__ = [
@@ -405,8 +405,8 @@ class PassageIndex:
                                         ).fetchall()  # fmt: skip
                 seen: dict[str, str | None] = {}
                 self._db.executemany("UPDATE passages SET vec = ? WHERE id = ?", [
-                    (pack(self.embedder.embed(self._text(Sources.spelled(k, d), t, a, b, seen)),
-                          int8=True, sparse_int8=True), pid)
+                    (pack_steps(self.embedder.embed(self._text(Sources.spelled(k, d), t, a, b,
+                                                               seen))), pid)
                     for pid, k, d, t, a, b in rows])  # fmt: skip
                 self._db.execute("INSERT OR REPLACE INTO passage_meta VALUES ('embedder', ?)",
                                  (me,))  # fmt: skip
@@ -462,7 +462,7 @@ class PassageIndex:
                 for piece in passages_of(text):
                     at = -1 if whole is None else whole.find(piece, at)
                     span = (at, at + len(piece)) if at >= 0 else (0, 0)
-                    vec = pack(self.embedder.embed(piece), int8=True, sparse_int8=True)
+                    vec = pack_steps(self.embedder.embed(piece))
                     cur = self._db.execute(
                         "INSERT INTO passages (doc, container, subject, text, start, end_, "
                         "said_at, valid_from, valid_until, has_digit, vec) "

@@ -26,12 +26,18 @@ A blob is one of four layouts, told apart by its length and first byte:
   the very float32 values ``S`` holds) and written in place of ``S`` only, when the writer
   asks for it (``palette``) and it is smaller: a hashed embedding's entries take a few magnitudes
   (one per term frequency), so an entry costs a byte and a few bits instead of six.
+- ``C``: int8 steps by palette — the layout of ``P`` holding the very float32 values a
+  ``B`` blob decodes to (each step times the scale), tagged apart because those values are
+  int8 steps: a matrix holding one is ``scaled`` as with ``B``, so every score stays bit for
+  bit what ``B`` gives. Written in place of ``B`` only, when the writer asks for it
+  (``step_palette``, or :func:`pack_steps`) and it is smaller: a hashed embedding's steps
+  take a few magnitudes, so an entry costs a byte and a few bits instead of three.
 - a bare float32 array (a length that is a multiple of 4): dense and exact, and what earlier
   versions always wrote. A tagged blob always has an odd length, so the two never look alike.
 
 :class:`Rows` holds many blobs as one matrix — sparse rows (CSR) when the rows are sparse
-(``S`` or ``B``), dense float32 otherwise — so a query costs its non-zero entries per row,
-not the dimension.
+(``S``, ``B``, ``P`` or ``C``), dense float32 otherwise — so a query costs its non-zero
+entries per row, not the dimension.
 """
 
 from __future__ import annotations
@@ -46,13 +52,16 @@ import numpy.typing as npt
 
 from hirmem.semantic.errors import SemanticError
 
-__all__ = ["INT8", "SPARSE_INT8", "Rows", "Timed", "dim_of", "int8_blob", "pack", "timed_rows",
-           "unpack"]
+__all__ = ["INT8", "SPARSE_INT8", "STEP_PALETTE", "Rows", "Timed", "dim_of", "int8_blob", "pack",
+           "pack_steps", "timed_rows", "unpack"]
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
 SPARSE, HALF, INT8, SPARSE_INT8, PALETTE = b"S", b"H", b"Q", b"B", b"P"
-SPARSE_TAGS = (SPARSE, SPARSE_INT8, PALETTE)  # the layouts a matrix holds as CSR rows
+STEP_PALETTE = b"C"  # the layout of P holding B's values (int8 steps times their scale)
+PALETTES = (PALETTE, STEP_PALETTE)
+SPARSE_TAGS = (SPARSE, SPARSE_INT8, *PALETTES)  # the layouts a matrix holds as CSR rows
+SCALED_TAGS = (INT8, SPARSE_INT8, STEP_PALETTE)  # the layouts holding int8 steps
 _HEAD = struct.Struct("<cI")
 INT8_HEAD = struct.Struct("<cIf")  # tag, dimension, scale: the head of Q and B
 PALETTE_HEAD = struct.Struct("<cHB")  # tag, dimension, number of magnitudes: the head of P
@@ -108,7 +117,7 @@ def _palette_blob(v: F32, nz: npt.NDArray[np.intp]) -> bytes | None:
 
 
 def _unpalette(blob: bytes) -> tuple[int, npt.NDArray[np.int64], F32]:
-    """The dimension, positions and float32 values of a ``P`` blob."""
+    """The dimension, positions and float32 values of a ``P`` (or ``C``) blob."""
     if len(blob) < PALETTE_HEAD.size:
         raise SemanticError(f"a palette vector blob of {len(blob)} bytes has no head")
     _, dim, m = PALETTE_HEAD.unpack_from(blob)
@@ -192,12 +201,27 @@ def _palettes(blobs: Sequence[bytes], dim: int) -> tuple[I64, I64, F32]:
     return counts, where, vals
 
 
+def _step_palette_blob(b: bytes) -> bytes | None:
+    """The ``C`` blob of the very float32 values the ``B`` blob ``b`` decodes to, or None
+    when it cannot be one (see :func:`_palette_blob`, or a step whose value underflows to
+    zero, which ``C`` could not hold as an entry)."""
+    dim, where, vals = _sparse(b)
+    if not np.all(vals):
+        return None
+    v = np.zeros(dim, dtype=np.float32)
+    v[where] = vals
+    coded = _palette_blob(v, where.astype(np.intp))
+    return None if coded is None else STEP_PALETTE + coded[1:]
+
+
 def pack(vec: npt.ArrayLike, *, half: bool = False, int8: bool = False,
-         sparse_int8: bool = False, palette: bool = False) -> bytes:  # fmt: skip
+         sparse_int8: bool = False, palette: bool = False,
+         step_palette: bool = False) -> bytes:  # fmt: skip
     """``vec`` sparse when that is smaller, else dense: int8 when ``int8``, float16 when
     ``half`` (smaller, not exact), bare float32 otherwise (exact). The sparse form is
     float32 (exact) unless ``sparse_int8`` asks for int8 steps there too (``B``, when that
-    is smaller still); ``palette`` lets it be ``P`` (as exact) when that is smaller."""
+    is smaller still); ``palette`` lets it be ``P`` (as exact) when that is smaller, and
+    ``step_palette`` lets a ``B`` be ``C`` (the same values) when that is smaller."""
     v = np.asarray(vec, dtype=np.float32).reshape(-1)
     dim = int(v.shape[0])
     idx = _index_dtype(dim)
@@ -214,13 +238,21 @@ def pack(vec: npt.ArrayLike, *, half: bool = False, int8: bool = False,
         kept = np.flatnonzero(steps)
         dense_written = dense_size | 1 if int8 else dense_size  # Q is padded to odd
         if (INT8_HEAD.size + len(kept) * (width + 1)) | 1 < min(sparse_size, dense_written):
-            return int8_blob(SPARSE_INT8, dim, scale,
-                             kept.astype(idx).tobytes() + steps[kept].tobytes())  # fmt: skip
+            out = int8_blob(SPARSE_INT8, dim, scale,
+                            kept.astype(idx).tobytes() + steps[kept].tobytes())  # fmt: skip
+            coded = _step_palette_blob(out) if step_palette else None
+            return coded if coded is not None and len(coded) < len(out) else out
     if sparse_size <= dense_size:
         return _HEAD.pack(SPARSE, dim) + nz.astype(idx).tobytes() + v[nz].tobytes()
     if int8:
         return int8_blob(INT8, dim, scale, steps.tobytes())
     return HALF + v.astype(np.float16).tobytes() if half else v.tobytes()
+
+
+def pack_steps(vec: npt.ArrayLike) -> bytes:
+    """``vec`` as the passages and tier 1 keep it: int8 steps with one scale, sparse when
+    smaller (``B``, or ``C`` holding the same values when that is smaller still)."""
+    return pack(vec, int8=True, sparse_int8=True, step_palette=True)
 
 
 def dim_of(blob: bytes) -> int:
@@ -235,14 +267,14 @@ def dim_of(blob: bytes) -> int:
         return (len(blob) - 1) // 2
     if blob[:1] in (INT8, SPARSE_INT8) and len(blob) >= INT8_HEAD.size:
         return int(INT8_HEAD.unpack_from(blob)[1])
-    if blob[:1] == PALETTE and len(blob) >= PALETTE_HEAD.size:
+    if blob[:1] in PALETTES and len(blob) >= PALETTE_HEAD.size:
         return int(PALETTE_HEAD.unpack_from(blob)[1])
     raise SemanticError(f"a vector blob starting {blob[:1]!r} is no known layout")
 
 
 def _sparse(blob: bytes) -> tuple[int, npt.NDArray[np.int64], F32]:
-    """The dimension, positions and float32 values of an ``S``, ``B`` or ``P`` blob."""
-    if blob[:1] == PALETTE:
+    """The dimension, positions and float32 values of an ``S``, ``B``, ``P`` or ``C`` blob."""
+    if blob[:1] in PALETTES:
         return _unpalette(blob)
     if blob[:1] == SPARSE_INT8:
         _, dim, scale = INT8_HEAD.unpack_from(blob)
@@ -289,15 +321,16 @@ def unpack(blob: bytes) -> F32:
 
 
 def _csr(blobs: Sequence[bytes], dim: int) -> tuple[I64, I64, F32]:
-    """The entries per row, positions and values of sparse blobs (``S``, ``B``, ``P``) of
-    dimension ``dim``, row after row; the ``P`` blobs decoded together (:func:`_palettes`)."""
-    pal = [i for i, b in enumerate(blobs) if b[:1] == PALETTE]
+    """The entries per row, positions and values of sparse blobs (``S``, ``B``, ``P``, ``C``)
+    of dimension ``dim``, row after row; the ``P`` and ``C`` blobs decoded together
+    (:func:`_palettes`)."""
+    pal = [i for i, b in enumerate(blobs) if b[:1] in PALETTES]
     if len(pal) == len(blobs):
         return _palettes(blobs, dim)
     parts: list[tuple[npt.NDArray[np.int64], F32]] = []
     for b in blobs:
         d, where, vals = (dim, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)) if (
-            b[:1] == PALETTE) else _sparse(b)  # fmt: skip
+            b[:1] in PALETTES) else _sparse(b)  # fmt: skip
         if d != dim:
             raise SemanticError(f"vector of dimension {d}, the matrix holds {dim}")
         parts.append((where, vals))
@@ -319,7 +352,7 @@ class Rows:
         self.n = len(blobs)
         self._dense: F32 | None = None
         # rows held in int8 steps are not unit length any more: their cosine divides by norms
-        self.scaled = any(b[:1] in (INT8, SPARSE_INT8) and len(b) % 2 for b in blobs)
+        self.scaled = any(b[:1] in SCALED_TAGS and len(b) % 2 for b in blobs)
         if all(b[:1] in SPARSE_TAGS and len(b) % 2 for b in blobs):
             counts, self._indices, self._data = _csr(blobs, dim)
             self._indptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
