@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hirmem.protocol.identity import fold, triple_id
-from hirmem.semantic.dictionary import Codes
+from hirmem.semantic.dictionary import Codes, pack_ints, unpack_ints
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.stores import filters
 from hirmem.semantic.stores.base import Match, Vec, as_unit, check_terms, top_k
@@ -276,29 +276,12 @@ def _chunk0_keys(prefix: str) -> list[tuple[int, int]]:
     return out
 
 
-def _varints(ints: Iterable[int]) -> bytes:
-    """Non-negative integers as LEB128 varints (seven bits a byte, low first)."""
-    out = bytearray()
-    for n in ints:
-        while n >= 0x80:
-            out.append(n & 0x7F | 0x80)
-            n >>= 7
-        out.append(n)
-    return bytes(out)
-
-
 def _unvarints(raw: bytes) -> list[int]:
-    """The inverse of :func:`_varints`."""
-    out, n, shift = [], 0, 0
-    for b in raw:
-        n |= (b & 0x7F) << shift
-        shift += 7
-        if b < 0x80:
-            out.append(n)
-            n, shift = 0, 0
-    if shift:
-        raise SemanticError("vector metadata codes end inside a number")
-    return out
+    """The integers of the vector metadata's codes (:func:`pack_ints`' varints)."""
+    try:
+        return unpack_ints(raw)
+    except ValueError:
+        raise SemanticError("vector metadata codes end inside a number") from None
 
 
 ROW_SETS = 256  # filters (and single conditions) whose rows are kept until the next write
@@ -527,7 +510,7 @@ class SQLiteVectors(_SQLite):
                 held.append(codes[(key, filters.term_json(t))])
             out += [len(held) * 2 + 1, *held] if isinstance(value, list | tuple) else [held[0] * 2]
         shape = self._shape(meta)
-        return None if shape is None else _varints([shape, *out])
+        return None if shape is None else pack_ints([shape, *out])
 
     def _meta_of(self, text: str, codes: bytes | None = None) -> dict[str, Any]:
         """The inverse of :meth:`_meta_text` (a JSON object is read as it is), or of
