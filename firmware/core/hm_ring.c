@@ -692,8 +692,8 @@ hm_ring_status hm_ring_pin(hm_ring *ring, int index, uint32_t pack) {
 
 /*@ requires \valid(ring);
     HM_ACSL_RING_FACTS(requires, , ring, -1);
-    assigns ring->rec[0 .. HM_RING_CAPACITY - 1].pack,
-            ring->rec[0 .. HM_RING_CAPACITY - 1].chained, ring->counters.pinned;
+    // only slot `index` (nothing when it is not live): a caller's facts of the others stand
+    assigns ring->rec[index].pack, ring->rec[index].chained, ring->counters.pinned;
     HM_ACSL_RING_FACTS(ensures, , ring, -1);
     ensures \result == HM_RING_OK <==> live_at(ring, index) && \old(ring->rec[index].pack) != 0;
     // I7: the next pack links it anew
