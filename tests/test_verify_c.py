@@ -202,6 +202,19 @@ def test_ring_wp_unproved_list_parses() -> None:
     assert listed and all(reason for reason in listed.values())
 
 
+def test_reconcile_diff_adds_open_and_removes_proved_or_gone_rows() -> None:
+    listed = {"put_be32_ensures_part1": "[bits] a", "put_be32_ensures_part2": "[bits] b",
+              "put_be32_gone_part9": "[bits] c", "hm_ring_unpin_pack_loop_x": "[frame] d",
+              "hm_ring_unpin_ensures_9": "[mod] e"}
+    goals = {"put_be32_ensures_part1": "Failed", "put_be32_ensures_part2": "Valid",
+             "put_be32_ensures_part5": "Timeout", "hm_ring_unpin_ensures_9": "Valid"}
+    add, remove = verify_c.unproved_diff(goals, listed, ("put_be32", "hm_ring_unpin"))
+    assert add == ["put_be32_ensures_part5"]
+    # proved, or no longer a goal; hm_ring_unpin_pack's row is not hm_ring_unpin's
+    assert remove == ["hm_ring_unpin_ensures_9", "put_be32_ensures_part2",
+                      "put_be32_gone_part9"]
+
+
 def test_every_ring_function_is_under_wp() -> None:
     # each function hm_ring.c defines is in the tool's WP run or named as pending review
     # (a function added without a contract run fails here); none is both

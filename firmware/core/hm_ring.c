@@ -692,8 +692,8 @@ hm_ring_status hm_ring_pin(hm_ring *ring, int index, uint32_t pack) {
 
 /*@ requires \valid(ring);
     HM_ACSL_RING_FACTS(requires, , ring, -1);
-    assigns ring->rec[0 .. HM_RING_CAPACITY - 1].pack,
-            ring->rec[0 .. HM_RING_CAPACITY - 1].chained, ring->counters.pinned;
+    // only slot `index` (nothing when it is not live): a caller's facts of the others stand
+    assigns ring->rec[index].pack, ring->rec[index].chained, ring->counters.pinned;
     HM_ACSL_RING_FACTS(ensures, , ring, -1);
     ensures \result == HM_RING_OK <==> live_at(ring, index) && \old(ring->rec[index].pack) != 0;
     // I7: the next pack links it anew
@@ -718,9 +718,12 @@ hm_ring_status hm_ring_unpin(hm_ring *ring, int index) {
     HM_ACSL_RING_FACTS(ensures, , ring, -1);
     // I3: only a pinned record (gated, I5) leaves by a release (live before, free after)
     ensures \result == HM_RING_OK <==> \old(live_at(ring, index) && ring->rec[index].pack != 0);
+    ensures ring->capacity == \old(ring->capacity);
+    // the other slots keep their record and its pin (hm_ring_release_pack's sweep)
     ensures \result == HM_RING_OK ==> ring->rec[index].seq == 0 && ring->free_head == index &&
             \forall integer j; 0 <= j < ring->capacity && j != index ==>
-              ring->rec[j].seq == \old(ring->rec[j].seq); */
+              ring->rec[j].seq == \old(ring->rec[j].seq) &&
+              ring->rec[j].pack == \old(ring->rec[j].pack); */
 hm_ring_status hm_ring_release(hm_ring *ring, int index) {
     hm_ring_record *rec = live(ring, index);
     if (!rec) return HM_RING_NO_RECORD;
@@ -729,7 +732,8 @@ hm_ring_status hm_ring_release(hm_ring *ring, int index) {
     ring->counters.pinned--;
     blocks_free(ring, rec, rec_mask(rec));
     /*@ assert \forall integer j; 0 <= j < ring->capacity ==>
-                 ring->rec[j].seq == \at(ring->rec[j].seq, Pre); */
+                 ring->rec[j].seq == \at(ring->rec[j].seq, Pre) &&
+                 ring->rec[j].pack == \at(ring->rec[j].pack, Pre); */
     slot_push_free(ring, (uint8_t)index);
     return HM_RING_OK;
 }
