@@ -10,12 +10,13 @@ on PostgreSQL (the ``semantic_backend`` fixture runs each test on both).
 from __future__ import annotations
 
 import random
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 from hirmem.semantic.claims import Statement
-from hirmem.semantic.dictionary import pack_ints, source_key, unpack_ints
+from hirmem.semantic.dictionary import PART_BYTES, SourceRows, pack_ints, source_key, unpack_ints
 from hirmem.semantic.memories import MemoryIndex, Note
 from hirmem.semantic.retrieve import Embedder
 from hirmem.semantic.substrate import Substrate
@@ -210,6 +211,44 @@ def test_packed_integer_lists_round_trip() -> None:
                 unpack_ints(blob[:-1] + bytes([blob[-1] | 0x80]))
     with pytest.raises(ValueError):
         pack_ints([-1])
+
+
+def test_source_rows_split_into_bounded_parts_against_an_oracle() -> None:
+    """SourceRows against a dict of lists: random adds and takes over a few sources, one of
+    them writing thousands of rows; no blob ever exceeds PART_BYTES (so a source's next row
+    costs the same however many it wrote), and a table made from rows already held splits
+    them the same way."""
+    db = sqlite3.connect(":memory:", isolation_level=None)
+    db.execute("CREATE TABLE t (a INTEGER, b INTEGER, source INTEGER)")
+    rows = SourceRows(db, "t", 2)
+    assert rows.made("a, b")
+    rng = random.Random(9)
+    oracle: dict[int, list[tuple[int, int]]] = {}
+    db.execute("BEGIN")
+    for _ in range(6_000):
+        src = 1 if rng.random() < 0.7 else rng.randrange(2, 6)
+        if rng.random() < 0.01:
+            assert rows.take(src) == oracle.pop(src, [])
+            continue
+        row = (rng.getrandbits(rng.choice([3, 20, 40])), rng.randrange(300))
+        rows.add(src, row)
+        db.execute("INSERT INTO t VALUES (?, ?, ?)", (*row, src))
+        oracle.setdefault(src, []).append(row)
+    sizes = [int(r[0]) for r in db.execute("SELECT length(rows) FROM t_by")]
+    assert max(sizes) <= PART_BYTES and len(sizes) > len(oracle)
+    with pytest.raises(ValueError):
+        rows.add(1, (1, 2, 3))
+    db.execute("COMMIT")
+    # the same rows, the table made again from them (a store of before)
+    db.execute("DROP TABLE t_by")
+    for src in list(oracle):
+        held = [(a, b) for a, b in db.execute("SELECT a, b FROM t WHERE source = ?", (src,))]
+        oracle[src] = held
+    assert rows.made("a, b") and not rows.made("a, b")
+    assert max(int(r[0]) for r in db.execute("SELECT length(rows) FROM t_by")) <= PART_BYTES
+    for src, want in oracle.items():
+        assert sorted(rows.take(src)) == sorted(want)
+    assert rows.take(1) == []
 
 
 def test_an_entity_store_alone_of_before_converts_and_withdraws_by_either_key(

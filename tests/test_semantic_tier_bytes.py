@@ -113,7 +113,8 @@ def test_entity_lookups_are_served_by_indexes(tmp_path: Path) -> None:
         ("SELECT alias FROM entity_aliases WHERE entity IN (?, ?) AND container IN (?)",
          (1, 2, 3), "entity_aliases_entity"),
         # a withdrawal reads what the source said, then deletes each row by its key
-        ("SELECT rows FROM entity_said_by WHERE source = ?", (5,), "INTEGER PRIMARY KEY"),
+        ("SELECT rows FROM entity_said_by WHERE source = ? ORDER BY part", (5,),
+         "PRIMARY KEY (source=?)"),
         ("DELETE FROM entity_said WHERE entity = ? AND container = ? AND source = ? AND "
          "kind = ?", (1, 2, 3, 4), "PRIMARY KEY"),
         ("DELETE FROM entity_aliases WHERE source = ?", (5,), "entity_aliases_source"),
@@ -218,7 +219,8 @@ def test_claim_lookups_are_served_by_indexes(tmp_path: Path) -> None:
          "claims_value"),
         ("SELECT c.id FROM claims c WHERE c.predicate = ?", (1,), "claims_pv"),
         # a withdrawal reads what the source stated, then deletes by the attestations' key
-        ("SELECT rows FROM claim_attestations_by WHERE source = ?", (1,), "INTEGER PRIMARY KEY"),
+        ("SELECT rows FROM claim_attestations_by WHERE source = ? ORDER BY part",
+         (1,), "PRIMARY KEY (source=?)"),
         ("DELETE FROM claim_attestations WHERE claim = ? AND container = ? AND source = ? AND "
          "start = ? AND end_ = ?", (1, 2, 3, 4, 5), "PRIMARY KEY"),
     ):

@@ -16,8 +16,8 @@ from hirmem.protocol.identity import fnv1a64
 from hirmem.semantic.errors import SemanticError
 from hirmem.sql import Connection
 
-__all__ = ["Codes", "SourceRows", "Sources", "Words", "pack_ints", "source_key", "source_number",
-           "unpack_ints"]
+__all__ = ["PART_BYTES", "Codes", "SourceRows", "Sources", "Words", "pack_ints", "source_key",
+           "source_number", "unpack_ints"]
 
 
 def source_key(source: str) -> int:
@@ -200,10 +200,12 @@ class Sources:
 
 class SourceRows:
     """What each source wrote to ``table``, found by the source's code when it is withdrawn:
-    each row's ``width`` integers (its key but the source) packed in one blob of
-    ``<table>_by(source INTEGER PRIMARY KEY, rows BLOB)``, a few bytes a row where an index
-    by source would hold every row's key again. Written in the transaction that writes the
-    rows (the store's one writer), so it lists exactly the rows added."""
+    each row's ``width`` integers (its key but the source) packed in blobs of
+    ``<table>_by(source, part, rows)``, a few bytes a row where an index by source would
+    hold every row's key again. A blob holds at most :data:`PART_BYTES` (a row more starts
+    the source's next part), so a source of many rows (a long document's claims) costs each
+    row it adds the same, not a rewrite of all it wrote before. Written in the transaction
+    that writes the rows (the store's one writer), so it lists exactly the rows added."""
 
     def __init__(self, db: Connection, table: str, width: int) -> None:
         if not table.isidentifier():
@@ -219,37 +221,50 @@ class SourceRows:
 
         if has_table(self.db, self.table):
             return False
-        self.db.execute(f"CREATE TABLE {self.table} "
-                        "(source INTEGER PRIMARY KEY, rows BLOB NOT NULL)")  # fmt: skip
-        held: dict[int, list[int]] = {}
+        self.db.execute(f"CREATE TABLE {self.table} (source INTEGER NOT NULL, "
+                        "part INTEGER NOT NULL, rows BLOB NOT NULL, "
+                        "PRIMARY KEY (source, part)) WITHOUT ROWID")  # fmt: skip
+        held: dict[int, list[bytes]] = {}
         for src, *row in self.db.execute(f"SELECT source, {columns} FROM "
                                          f"{self.of} ORDER BY source"):  # fmt: skip
-            held.setdefault(int(src), []).extend(int(v) for v in row)
-        self.db.executemany(f"INSERT INTO {self.table} VALUES (?, ?)",
-                            [(src, pack_ints(v)) for src, v in held.items()])  # fmt: skip
+            parts = held.setdefault(int(src), [b""])
+            blob = pack_ints(int(v) for v in row)
+            if len(parts[-1]) + len(blob) > PART_BYTES:
+                parts.append(b"")
+            parts[-1] += blob
+        self.db.executemany(f"INSERT INTO {self.table} VALUES (?, ?, ?)",
+                            [(src, i, blob) for src, parts in held.items()
+                             for i, blob in enumerate(parts)])  # fmt: skip
         return True
 
     def add(self, source: int, row: Sequence[int]) -> None:
         """Source ``source`` (its code) wrote a row of these integers."""
         if len(row) != self.width:
             raise ValueError(f"{self.table}: a row of {len(row)} integers, not {self.width}")
-        held = self.db.execute(f"SELECT rows FROM {self.table} WHERE source = ?",
-                               (source,)).fetchone()  # fmt: skip
-        if held is None:
-            self.db.execute(f"INSERT INTO {self.table} VALUES (?, ?)", (source, pack_ints(row)))
+        blob = pack_ints(row)
+        last = self.db.execute(f"SELECT part, rows FROM {self.table} WHERE source = ? "
+                               "ORDER BY part DESC LIMIT 1", (source,)).fetchone()  # fmt: skip
+        if last is None:
+            self.db.execute(f"INSERT INTO {self.table} VALUES (?, 0, ?)", (source, blob))
+        elif len(last[1]) + len(blob) <= PART_BYTES:
+            self.db.execute(f"UPDATE {self.table} SET rows = ? WHERE source = ? AND part = ?",
+                            (bytes(last[1]) + blob, source, last[0]))  # fmt: skip
         else:
-            self.db.execute(f"UPDATE {self.table} SET rows = ? WHERE source = ?",
-                            (bytes(held[0]) + pack_ints(row), source))  # fmt: skip
+            self.db.execute(f"INSERT INTO {self.table} VALUES (?, ?, ?)",
+                            (source, int(last[0]) + 1, blob))  # fmt: skip
 
     def take(self, source: int) -> list[tuple[int, ...]]:
         """The rows ``source`` wrote, its list forgotten (the caller deletes them)."""
-        held = self.db.execute(f"SELECT rows FROM {self.table} WHERE source = ?",
-                               (source,)).fetchone()  # fmt: skip
-        if held is None:
+        parts = self.db.execute(f"SELECT rows FROM {self.table} WHERE source = ? "
+                                "ORDER BY part", (source,)).fetchall()  # fmt: skip
+        if not parts:
             return []
         self.db.execute(f"DELETE FROM {self.table} WHERE source = ?", (source,))
-        flat = unpack_ints(bytes(held[0]))
+        flat = [v for (blob,) in parts for v in unpack_ints(bytes(blob))]
         return [tuple(flat[i : i + self.width]) for i in range(0, len(flat), self.width)]
+
+
+PART_BYTES = 1024  # a SourceRows blob at most (about 128 rows of four small integers)
 
 
 def pack_ints(values: Iterable[int]) -> bytes:
