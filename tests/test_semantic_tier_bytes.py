@@ -392,14 +392,71 @@ def test_tier1_lookups_are_served_by_indexes() -> None:
         ("SELECT id FROM tier1_memories WHERE key = ?", ("k",), "tier1_memories_key"),
         ("SELECT id FROM tier1_memories WHERE source = ? AND key IS NULL", (1,),
          "tier1_memories_source"),
-        ("SELECT id FROM tier1_memories WHERE container IN (?, ?)", (1, 2),
-         "tier1_memories_container"),
         ("SELECT t.memory FROM tier1_mentions t JOIN tier1_names n ON n.id = t.entity "
          "WHERE n.name IN (?, ?)", ("a", "b"), "PRIMARY KEY"),
     ):
         plan = _plan(db, sql, args)
         assert "SCAN" not in plan and used in plan, (sql, plan)
     idx.close()
+
+
+def _fenced_plan(db: Connection, members: str, table: str, alias: str) -> str:
+    """The plan of a fenced load: the readable containers' ids, each row found by its id."""
+    return _plan(db, f"SELECT {alias}.id FROM ({members}) f CROSS JOIN {table} {alias} "
+                     f"WHERE {alias}.id = f.id ORDER BY {alias}.id", ())  # fmt: skip
+
+
+def test_a_fence_reads_its_containers_rows_through_their_full_text_indexes(
+    tmp_path: Path,
+) -> None:
+    """No index by container: each container's full-text index lists exactly its rows, so a
+    fenced load reads those ids and finds each row by its id (no scan of the table), and a
+    file of before (with an index by container) has it dropped when opened, its reads the
+    same."""
+    from hirmem.semantic.memories import MemoryIndex, Note
+    from hirmem.semantic.passages import PassageIndex
+
+    e, path = Embedder(), tmp_path / "f.db"
+    mem, pas = MemoryIndex(e, str(path)), PassageIndex(e, str(path))
+    rooms = [f"room{i}" for i in range(6)]
+    for i in range(60):
+        room = rooms[i * 7 % 6]
+        text = f"Ada Reyes rowed {i} km near Oslo with crew {i % 5} today."
+        mem.write(Note(text, room, f"doc-{i}", "Ada Reyes"))
+        pas.add(f"doc-{i}", text, room, said_at=1000 + i // 3)
+    for alias, idx, table in (("m", mem, "tier1_memories"), ("p", pas, "passages")):
+        plan = _fenced_plan(idx._db, idx._members(["room1", "room4"]), table, alias)
+        steps = plan.split(" | ")  # the table itself is searched by id, never scanned
+        assert f"SEARCH {alias} USING INTEGER PRIMARY KEY (rowid=?)" in steps, plan
+        assert not [s for s in steps if s.split(" ")[:2] == ["SCAN", alias]], plan
+    asks = ["rowed km", "crew 3", "Oslo today", "how many km did Ada row"]
+    readers = [{"room1"}, {"room2", "room5"}, set(rooms), {"nowhere"}]
+
+    def reads() -> list[object]:
+        out: list[object] = []
+        for readable in readers:
+            out.append(sorted(pas.subjects(readable)))
+            for q in asks:
+                out.append([(h.key, round(h.score, 12)) for h in mem.search(q, 8, readable)])
+                out.append([(h.id, round(h.score, 12)) for h in pas.search(q, 8, readable)])
+        return out
+
+    now = reads()
+    assert sum(bool(r) for r in now) > 20
+    mem.close()
+    pas.close()
+    db = sqlite3.connect(path)  # the layout of before: an index by container in each table
+    db.execute("CREATE INDEX tier1_memories_container ON tier1_memories(container)")
+    db.execute("CREATE INDEX passages_container ON passages(container)")
+    db.commit()
+    db.close()
+    mem, pas = MemoryIndex(e, str(path)), PassageIndex(e, str(path))
+    indexes = {r[0] for r in mem._db.execute("SELECT name FROM sqlite_master WHERE type = "
+                                             "'index'")}  # fmt: skip
+    assert not {"tier1_memories_container", "passages_container"} & indexes
+    assert reads() == now
+    mem.close()
+    pas.close()
 
 
 # ---- passages ---------------------------------------------------------------------------------
@@ -488,10 +545,10 @@ def test_passage_lookups_are_served_by_indexes() -> None:
 
     idx = PassageIndex(Embedder())
     db = idx._db
+    idx.add("d", "Klaus repairs bicycles in Kreuzberg.", "team")
+    beside = idx._lex.members("passage_terms_1")  # the passage beside one in its container
     for sql, args, used in (
-        ("SELECT p.id FROM passages p WHERE p.container IN (?, ?)", (1, 2), "passages_container"),
-        ("SELECT max(id) FROM passages WHERE container = ? AND id < ?", (1, 9),
-         "passages_container"),
+        (f"SELECT max(b.id) FROM ({beside}) b WHERE b.id < ?", (9,), "INTEGER PRIMARY KEY"),
         ("SELECT id FROM passages WHERE doc = ?", ("d",), "passages_doc"),
         ("SELECT m.passage FROM passage_mentions m JOIN passage_names n ON n.id = m.entity "
          "WHERE n.word IN (?, ?)", ("a", "b"), "PRIMARY KEY"),

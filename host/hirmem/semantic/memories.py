@@ -79,7 +79,7 @@ from hirmem.semantic.stores.packed import (
     timed_rows,
     unpack,
 )
-from hirmem.sql.lexical import lexical_of
+from hirmem.sql.lexical import lexical_of, members_of
 
 __all__ = ["CERTAINTIES", "KEPT_REFUSALS", "MIN_WORDS", "MemoryHit", "MemoryIndex", "Note",
            "notes_of"]
@@ -185,7 +185,9 @@ def _leading_name(sentence: str) -> str:
 # sentence: among its source's rows, by the hash of its text) or by its own ``key`` (a
 # distilled pattern; the partial index holds only rows that have one). The subject is an
 # integer of ``tier1_names``. Mentions are found by name; a memory's own are computed from
-# its text again when it goes (no second index by memory).
+# its text again when it goes (no second index by memory). A container's rows are found
+# through its own full-text index, which lists exactly them (:meth:`MemoryIndex._members`):
+# no index by container (a file of before has its dropped on open).
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tier1_memories (
     id INTEGER PRIMARY KEY, key TEXT, container INTEGER NOT NULL, source INTEGER NOT NULL,
@@ -194,7 +196,6 @@ CREATE TABLE IF NOT EXISTS tier1_memories (
     said_at INTEGER NOT NULL, vec BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS tier1_memories_source ON tier1_memories(source);
 CREATE INDEX IF NOT EXISTS tier1_memories_key ON tier1_memories(key) WHERE key IS NOT NULL;
-CREATE INDEX IF NOT EXISTS tier1_memories_container ON tier1_memories(container);
 CREATE TABLE IF NOT EXISTS tier1_names (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
 CREATE TABLE IF NOT EXISTS tier1_mentions (
     entity INTEGER NOT NULL, memory INTEGER NOT NULL,
@@ -262,6 +263,7 @@ class MemoryIndex:
         legacy = self._legacy_rows()
         hashed = self._hashed_rows()
         self._db.executescript(_SCHEMA)
+        self._db.execute("DROP INDEX IF EXISTS tier1_memories_container")
         self._sources = Sources(self._db, "tier1_sources", lambda name: _hash(name))
         self._sources.codes.adopt("tier1_memories", "source")
         self._names = Words(self._db, "tier1_names", "name")
@@ -740,10 +742,9 @@ class MemoryIndex:
         held = self._cache.get(key)
         if held is not None:
             return held
-        fenced = self._containers.ids(readable)
-        marks = ",".join("?" * len(fenced))
-        rows = self._db.execute(f"SELECT id, valid_from, invalid_at, vec FROM tier1_memories "
-                                f"WHERE container IN ({marks}) ORDER BY id", fenced).fetchall()
+        rows = self._db.execute(f"SELECT m.id, m.valid_from, m.invalid_at, m.vec FROM "
+                                f"({self._members(readable)}) f CROSS JOIN tier1_memories m "
+                                "WHERE m.id = f.id ORDER BY m.id").fetchall()  # fmt: skip
         if any(not r[3] for r in rows):
             rows = self._with_shared(rows)
         out = timed_rows(rows, self.embedder.dim)
@@ -752,6 +753,13 @@ class MemoryIndex:
         self._cache[key] = out
         return out
 
+    def _members(self, readable: Collection[str]) -> str:
+        """A SELECT of the ids of the rows of the readable containers: each container's
+        full-text index holds exactly its rows (every row is indexed in its container's
+        when written, and leaves it when it goes), keyed by id, so the fence reads only
+        the rows it returns without an index by container."""
+        tables = [self._terms_table(c, create=False) for c in sorted(readable)]
+        return members_of(self._lex, [t for t in tables if t is not None])
 
     def _with_shared(self, rows: list[Any]) -> list[tuple[object, ...]]:
         """``rows`` with each vector shared with a passage read from that passage; one whose

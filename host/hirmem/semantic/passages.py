@@ -56,7 +56,7 @@ from hirmem.semantic.retrieve import (
 from hirmem.semantic.spans import span_text
 from hirmem.semantic.stores.db import Where, open_db
 from hirmem.semantic.stores.packed import Rows, Timed, pack_steps, timed_rows
-from hirmem.sql.lexical import lexical_of
+from hirmem.sql.lexical import lexical_of, members_of
 
 __all__ = [
     "EMBEDDER_ENV",
@@ -282,7 +282,9 @@ def _named_month(question: str) -> tuple[int, int, set[str]] | None:
 # A passage is the span [start, end_) of its document's text (``text`` NULL) when the store
 # can read that text (``PassageIndex.texts``); its document, container and subject are
 # integers (a document's code, the file's tiers share: :class:`~hirmem.semantic.dictionary.Codes`;
-# ``passage_containers``, ``passage_names``), and so is every name it mentions.
+# ``passage_containers``, ``passage_names``), and so is every name it mentions. A
+# container's passages are found through its own full-text index, which lists exactly them
+# (:meth:`PassageIndex._members`): no index by container (a file of before drops its on open).
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS passages (
     id INTEGER PRIMARY KEY, doc INTEGER NOT NULL, container INTEGER NOT NULL,
@@ -290,7 +292,6 @@ CREATE TABLE IF NOT EXISTS passages (
     said_at INTEGER NOT NULL, valid_from INTEGER NOT NULL, valid_until INTEGER NOT NULL,
     has_digit INTEGER NOT NULL, vec BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS passages_doc ON passages(doc);
-CREATE INDEX IF NOT EXISTS passages_container ON passages(container);
 CREATE TABLE IF NOT EXISTS passage_containers (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
 CREATE TABLE IF NOT EXISTS passage_mentions (
     entity INTEGER NOT NULL, passage INTEGER NOT NULL, strong INTEGER NOT NULL,
@@ -319,6 +320,7 @@ class PassageIndex:
         self._lex = lexical_of(self._db, "passages", "id")
         earlier = self._earlier_rows()
         self._db.executescript(_SCHEMA)
+        self._db.execute("DROP INDEX IF EXISTS passages_container")
         self._names_of = Words(self._db, "passage_names")
         self._containers = Words(self._db, "passage_containers", "name")
         self._docs = Sources(self._db, "passage_docs", source_key)
@@ -387,6 +389,14 @@ class PassageIndex:
         if not ids:
             return "0 = 1", []
         return f"p.container IN ({','.join('?' * len(ids))})", list[object](ids)
+
+    def _members(self, readable: Collection[str]) -> str:
+        """A SELECT of the ids of the readable containers' passages: each container's
+        full-text index holds exactly its passages (each indexed in its container's when
+        kept, and out of it when dropped), keyed by id: the fence reads only the rows it
+        returns, with no index by container."""
+        tables = [self._terms_table(c, create=False) for c in sorted(readable)]
+        return members_of(self._lex, [t for t in tables if t is not None])
 
     def _settle_embedder(self) -> int:
         """Vectors of one embedder only: a store written with another (MiniLM installed
@@ -563,9 +573,9 @@ class PassageIndex:
         if not readable:
             return []
         with self._lock:
-            fence, args = self._fence(readable)
-            rows = self._db.execute(f"SELECT DISTINCT n.word FROM passages p JOIN passage_names "
-                                    f"n ON n.id = p.subject WHERE {fence}", args).fetchall()
+            rows = self._db.execute(f"SELECT DISTINCT n.word FROM ({self._members(readable)}) "
+                                    "f CROSS JOIN passages p JOIN passage_names n "
+                                    "ON n.id = p.subject WHERE p.id = f.id").fetchall()  # fmt: skip
         return [r[0] for r in rows]
 
     def search(
@@ -659,9 +669,12 @@ class PassageIndex:
         wanted: dict[int, list[tuple[int, float]]] = {}
         for pid, score in top:
             container, doc, said = src[pid]
+            # the passages beside it in its container: beside it in the container's own
+            # full-text index, which lists exactly the container's passages by id
+            beside = self._lex.members(_terms_of(container))
             for op, agg in (("<", "max"), (">", "min")):
-                row = self._db.execute(f"SELECT {agg}(id) FROM passages WHERE container = ? "
-                                       f"AND id {op} ?", (container, pid)).fetchone()  # fmt: skip
+                row = self._db.execute(f"SELECT {agg}(b.id) FROM ({beside}) b WHERE b.id {op} ?",
+                                       (pid,)).fetchone()  # fmt: skip
                 if row[0] is not None:
                     wanted.setdefault(int(row[0]), []).append((pid, score))
         if not wanted:
@@ -684,7 +697,7 @@ class PassageIndex:
         cid = self._containers.id(container, create=create)
         if cid is None:
             return None
-        name = f"passage_terms_{cid}"
+        name = _terms_of(cid)
         if create:
             self._lex.create(name)
         return name
@@ -753,9 +766,9 @@ class PassageIndex:
         held = self._cache.get(key)
         if held is not None:
             return held
-        where, args = self._fence(readable)
-        rows = self._db.execute(f"SELECT p.id, p.valid_from, p.valid_until, p.vec FROM passages p "
-                                f"WHERE {where} ORDER BY p.id", args).fetchall()  # fmt: skip
+        rows = self._db.execute(f"SELECT p.id, p.valid_from, p.valid_until, p.vec FROM "
+                                f"({self._members(readable)}) f CROSS JOIN passages p "
+                                "WHERE p.id = f.id ORDER BY p.id").fetchall()  # fmt: skip
         out = timed_rows(rows, self.embedder.dim)
         if len(self._cache) >= 8:
             self._cache.clear()
@@ -773,6 +786,11 @@ class PassageIndex:
         if sim is None:
             sim = float(_cosines(Rows([vec], self.embedder.dim), qvec)[0])
         return PassageHit(pid, doc, container, text, subject, said_at, score, sim)
+
+
+def _terms_of(cid: int) -> str:
+    """The full-text index of the container of id ``cid`` (its passages' words)."""
+    return f"passage_terms_{cid}"
 
 
 def _naming_sql(n: int) -> str:

@@ -44,7 +44,7 @@ from typing import Protocol
 from hirmem.sql import Connection
 from hirmem.sql.pgconn import PgConnection
 
-__all__ = ["Fts5", "Lexical", "PgText", "Ranked", "lexical_of"]
+__all__ = ["Fts5", "Lexical", "PgText", "Ranked", "lexical_of", "members_of"]
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -79,6 +79,11 @@ class Lexical(Protocol):
     def ranked(self, name: str, weights: tuple[float, float] = (1.0, 1.0)) -> Ranked:
         """The fragments that match and rank index ``name``, the text weighing
         ``weights[0]`` and the subject ``weights[1]``."""
+
+    def members(self, name: str) -> str:
+        """A SELECT of the key (as ``id``) of every row index ``name`` holds, from a table
+        keyed by it: a partition's rows listed in key order, found without an index of
+        the content table by partition."""
 
 
 def _checked(name: str) -> str:
@@ -115,6 +120,10 @@ class Fts5:
         text, subject = weights
         rank = f"bm25({name})" if weights == (1.0, 1.0) else f"bm25({name}, {text}, {subject})"
         return Ranked(name, f"{name}.rowid", f"{name} MATCH ?", rank)
+
+    def members(self, name: str) -> str:
+        # FTS5 keeps a row of token counts per indexed row, keyed by its rowid
+        return f"SELECT id FROM {_checked(name)}_docsize"
 
 
 _VECTOR = ("SELECT setweight(to_tsvector('english', ?), 'D') || "
@@ -192,6 +201,17 @@ class PgText:
             f"ON d.lexeme = u.lexeme CROSS JOIN {name}_n AS s))"
         )
         return Ranked(source, f"{name}.rowid", f"{name}.tsv @@ {name}_q.q", rank)
+
+    def members(self, name: str) -> str:
+        return f"SELECT rowid AS id FROM {_checked(name)}"
+
+
+def members_of(lex: Lexical, names: Sequence[str]) -> str:
+    """A SELECT of the ids (``id``) of the rows any of indexes ``names`` holds (each row is
+    in one index: the store's partitions are disjoint); one that holds none when empty."""
+    if not names:
+        return "SELECT 0 AS id WHERE 1 = 0"
+    return " UNION ALL ".join(lex.members(n) for n in names)
 
 
 def lexical_of(db: Connection, content: str, key: str) -> Lexical:
