@@ -137,3 +137,52 @@ def test_claims_of_the_rowid_layout_are_keyed_when_a_server_schema_is_opened(
     store.texts = {d1: TEXTS["d1"]}.get
     assert store.withdraw(d1) == 1
     store.close()
+
+
+def test_tier1_and_passages_of_the_indexed_layout_convert_when_a_server_schema_is_opened(
+    target: PgTarget,
+) -> None:
+    """A schema of before (tier 1 and the passages indexed by container, tier 1 by source,
+    no lists of a source's rows): opened, the indexes are gone, each source's rows listed,
+    and every read is the same."""
+    from hirmem.semantic.memories import MemoryIndex, Note
+    from hirmem.semantic.passages import PassageIndex
+
+    e = Embedder()
+    mem, pas = MemoryIndex(e, target), PassageIndex(e, target)
+    for i in range(12):
+        room = ("team", "club", "lab")[i % 3]
+        text = f"Ada Reyes rowed {i} km near Oslo with crew {i % 4}."
+        mem.write(Note(text, room, f"doc-{i}", "Ada Reyes"))
+        pas.add(f"doc-{i}", text, room, said_at=1000 + i // 2)
+
+    def reads() -> list[object]:
+        out: list[object] = []
+        for readable in ({"team"}, {"club", "lab"}):
+            out.append(sorted(pas.subjects(readable)))
+            for q in ("rowed km", "crew 3 Oslo"):
+                out.append([(h.key, round(h.score, 12)) for h in mem.search(q, 5, readable)])
+                out.append([(h.id, round(h.score, 12)) for h in pas.search(q, 5, readable)])
+        return out
+
+    now = reads()
+    listed = mem._db.execute("SELECT count(*) FROM tier1_memories_by").fetchone()[0]
+    mem.close()
+    pas.close()
+    db = open_db(target, "memories")
+    for statement in ("DROP TABLE tier1_memories_by", "DROP INDEX tier1_memories_shared",
+                      "CREATE INDEX tier1_memories_source ON tier1_memories(source)",
+                      "CREATE INDEX tier1_memories_container ON tier1_memories(container)",
+                      "CREATE INDEX passages_container ON passages(container)"):  # fmt: skip
+        db.execute(statement)
+    db.close()
+    mem, pas = MemoryIndex(e, target), PassageIndex(e, target)
+    indexes = {r[0] for r in mem._db.execute(
+        "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")}  # fmt: skip
+    assert not {"tier1_memories_source", "tier1_memories_container",
+                "passages_container"} & indexes  # fmt: skip
+    assert mem._db.execute("SELECT count(*) FROM tier1_memories_by").fetchone()[0] == listed == 12
+    assert reads() == now and any(now)
+    assert mem.remove("doc-4") == 1 and len(mem) == 11
+    mem.close()
+    pas.close()

@@ -101,6 +101,9 @@ def _to_keys(db: Connection) -> None:
     db.execute("DROP TABLE entity_said_by")
     db.execute("DROP TABLE claim_attestations_by")
     db.execute("CREATE INDEX entity_said_source ON entity_said(source)")
+    # and tier 1's rows by an index on theirs
+    db.execute("DROP TABLE tier1_memories_by")
+    db.execute("CREATE INDEX tier1_memories_source ON tier1_memories(source)")
     db.execute("DROP TABLE source_codes")
     db.execute("DROP TABLE source_coded")
     db.execute("COMMIT")

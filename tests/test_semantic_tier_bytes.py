@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from hirmem.semantic.claims import ClaimStore, Ontology, Statement, Template
+from hirmem.semantic.dictionary import unpack_ints
 from hirmem.semantic.entities import EntityIndex, entity_id
 from hirmem.semantic.extract import RuleExtractor
 from hirmem.semantic.retrieve import Embedder
@@ -390,13 +391,72 @@ def test_tier1_lookups_are_served_by_indexes() -> None:
     db = idx._db
     for sql, args, used in (
         ("SELECT id FROM tier1_memories WHERE key = ?", ("k",), "tier1_memories_key"),
-        ("SELECT id FROM tier1_memories WHERE source = ? AND key IS NULL", (1,),
-         "tier1_memories_source"),
         ("SELECT t.memory FROM tier1_mentions t JOIN tier1_names n ON n.id = t.entity "
          "WHERE n.name IN (?, ?)", ("a", "b"), "PRIMARY KEY"),
     ):
         plan = _plan(db, sql, args)
         assert "SCAN" not in plan and used in plan, (sql, plan)
+    idx.close()
+
+
+def test_tier1_source_lists_match_the_rows_over_random_writes(tmp_path: Path) -> None:
+    """Each source's listed ids (``tier1_memories_by``) against the oracle of the table's
+    own rows by source, after every step of random writes: new sentences, a key written
+    again in its source or moved to another, keys and sources removed; and a file of the
+    layout before (an index by source, no lists) has its lists made and the index dropped."""
+    import random
+
+    from hirmem.semantic.memories import MemoryIndex, Note
+
+    rng = random.Random(7)
+    path = tmp_path / "t1.db"
+    idx = MemoryIndex(Embedder(), str(path))
+    sources = [f"src-{i}" for i in range(6)]
+    keys = [f"pattern:{i}" for i in range(5)]
+
+    def check() -> None:
+        by_table: dict[int, list[int]] = {}
+        for mid, src in idx._db.execute("SELECT id, source FROM tier1_memories ORDER BY id"):
+            by_table.setdefault(int(src), []).append(int(mid))
+        listed = {int(src): sorted(v for (blob,) in idx._db.execute(
+            "SELECT rows FROM tier1_memories_by WHERE source = ? ORDER BY part", (src,))
+            for v in unpack_ints(bytes(blob))) for (src,) in idx._db.execute(
+            "SELECT DISTINCT source FROM tier1_memories_by")}  # fmt: skip
+        assert listed == by_table
+
+    for step in range(300):
+        op = rng.random()
+        src = rng.choice(sources)
+        if op < 0.45:
+            text = f"Ada Reyes rowed {rng.randrange(40)} km near Oslo today."
+            idx.write(Note(text, rng.choice(["team", "club"]), src))
+        elif op < 0.75:
+            idx.write(Note(f"pump {rng.randrange(9)} runs hot at noon {step}", "team", src,
+                           key=rng.choice(keys)))  # fmt: skip
+        elif op < 0.88:
+            idx.remove_key(rng.choice(keys))
+        else:
+            idx.remove(src)
+        check()
+    assert len(idx) > 10
+    got = {k: idx.get(k) for k in keys}
+    idx.close()
+    db = sqlite3.connect(path)  # the layout of before: an index by source, no lists
+    db.execute("DROP TABLE tier1_memories_by")
+    db.execute("DROP INDEX tier1_memories_shared")
+    db.execute("CREATE INDEX tier1_memories_source ON tier1_memories(source)")
+    db.commit()
+    db.close()
+    idx = MemoryIndex(Embedder(), str(path))
+    check()
+    assert {k: idx.get(k) for k in keys} == got
+    indexes = {r[0] for r in idx._db.execute("SELECT name FROM sqlite_master WHERE type = "
+                                             "'index'")}  # fmt: skip
+    assert "tier1_memories_source" not in indexes and "tier1_memories_shared" in indexes
+    for src in sources:
+        idx.remove(src)
+    assert len(idx) == 0 and not idx._db.execute("SELECT count(*) FROM tier1_memories_by"
+                                                 ).fetchone()[0]  # fmt: skip
     idx.close()
 
 
@@ -745,5 +805,5 @@ def test_a_scoped_read_of_shared_mentions_is_served_by_indexes(tmp_path: Path) -
     naming, times = sub.memories._naming(2)
     assert times == 2
     plan = _plan(sub.memories._db, naming, ("ada reyes", "oslo") * times)
-    assert "SCAN" not in plan and "tier1_memories_source" in plan, plan
+    assert "SCAN" not in plan and "tier1_memories_shared" in plan, plan
     sub.close()

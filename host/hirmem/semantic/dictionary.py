@@ -253,15 +253,19 @@ class SourceRows:
             self.db.execute(f"INSERT INTO {self.table} VALUES (?, ?, ?)",
                             (source, int(last[0]) + 1, blob))  # fmt: skip
 
-    def take(self, source: int) -> list[tuple[int, ...]]:
-        """The rows ``source`` wrote, its list forgotten (the caller deletes them)."""
+    def rows(self, source: int) -> list[tuple[int, ...]]:
+        """The rows ``source`` wrote (its list kept)."""
         parts = self.db.execute(f"SELECT rows FROM {self.table} WHERE source = ? "
                                 "ORDER BY part", (source,)).fetchall()  # fmt: skip
-        if not parts:
-            return []
-        self.db.execute(f"DELETE FROM {self.table} WHERE source = ?", (source,))
         flat = [v for (blob,) in parts for v in unpack_ints(bytes(blob))]
         return [tuple(flat[i : i + self.width]) for i in range(0, len(flat), self.width)]
+
+    def take(self, source: int) -> list[tuple[int, ...]]:
+        """The rows ``source`` wrote, its list forgotten (the caller deletes them)."""
+        held = self.rows(source)
+        if held:
+            self.db.execute(f"DELETE FROM {self.table} WHERE source = ?", (source,))
+        return held
 
 
 PART_BYTES = 1024  # a SourceRows blob at most (about 128 rows of four small integers)

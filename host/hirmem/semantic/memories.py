@@ -55,7 +55,7 @@ import numpy.typing as npt
 
 from hirmem.protocol.identity import fnv1a64, fold
 from hirmem.semantic import refusals
-from hirmem.semantic.dictionary import CODES, Sources, Words
+from hirmem.semantic.dictionary import CODES, SourceRows, Sources, Words
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.extract import PRONOUNS, hedge, stated_interval
 from hirmem.semantic.names import words_of
@@ -185,16 +185,21 @@ def _leading_name(sentence: str) -> str:
 # sentence: among its source's rows, by the hash of its text) or by its own ``key`` (a
 # distilled pattern; the partial index holds only rows that have one). The subject is an
 # integer of ``tier1_names``. Mentions are found by name; a memory's own are computed from
-# its text again when it goes (no second index by memory). A container's rows are found
+# its text again when it goes (no second index by memory). A source's rows are listed in
+# ``tier1_memories_by`` (:class:`~hirmem.semantic.dictionary.SourceRows`: a few bytes a
+# row where an index by source held each row's source and id again); only the rows sharing
+# their passage's mentions, which a scoped read joins to by source, keep a (partial) index
+# by it. A container's rows are found
 # through its own full-text index, which lists exactly them (:meth:`MemoryIndex._members`):
 # no index by container (a file of before has its dropped on open).
-_SCHEMA = """
+_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS tier1_memories (
     id INTEGER PRIMARY KEY, key TEXT, container INTEGER NOT NULL, source INTEGER NOT NULL,
     subject INTEGER NOT NULL, text TEXT, start INTEGER NOT NULL, end_ INTEGER NOT NULL,
     hedged INTEGER NOT NULL, valid_from INTEGER NOT NULL, invalid_at INTEGER NOT NULL,
     said_at INTEGER NOT NULL, vec BLOB NOT NULL);
-CREATE INDEX IF NOT EXISTS tier1_memories_source ON tier1_memories(source);
+CREATE INDEX IF NOT EXISTS tier1_memories_shared ON tier1_memories(source)
+    WHERE (hedged & {MENTIONS_SHARED}) != 0;
 CREATE INDEX IF NOT EXISTS tier1_memories_key ON tier1_memories(key) WHERE key IS NOT NULL;
 CREATE TABLE IF NOT EXISTS tier1_names (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
 CREATE TABLE IF NOT EXISTS tier1_mentions (
@@ -270,6 +275,17 @@ class MemoryIndex:
         self._containers = Words(self._db, "tier1_containers", "name")
         if hashed:
             self._rewrite(hashed)
+        # each source's row ids, packed: a file of before has them listed from its rows and
+        # its index by source dropped (one transaction: two openers list them once)
+        self._by_source = SourceRows(self._db, "tier1_memories", 1)
+        self._db.execute("BEGIN")
+        try:
+            if self._by_source.made("id"):
+                self._db.execute("DROP INDEX IF EXISTS tier1_memories_source")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
         self._repack_old_vectors()
         me = embedder_identity(embedder)
         held = self._db.execute("SELECT value FROM tier1_meta WHERE key = 'embedder'").fetchone()
@@ -428,14 +444,20 @@ class MemoryIndex:
     def _insert(self, note: Note, end: int, vec: bytes,
                 sources: dict[str, str | None]) -> int:  # fmt: skip
         held = self._find(note.identity(), sources)
+        source = self._source(note.source)
+        listed = False  # whether the row's id is in its source's list already
         if held is not None:
             self._unterm(held, sources)
+            was = self._db.execute("SELECT source FROM tier1_memories WHERE id = ?",
+                                   (held,)).fetchone()  # fmt: skip
+            listed = was is not None and int(was[0]) == source
+            if not listed:
+                self._unlist(held)
             self._db.execute("DELETE FROM tier1_memories WHERE id = ?", (held,))
         whole = sources.get(note.source)
         at = -1 if whole is None else whole.find(note.text)
         span = (at, at + len(note.text)) if at >= 0 else (0, 0)
         subject = " ".join(fold(note.subject).split())
-        source = self._source(note.source)
         flags = HEDGED if note.certainty == "hedged" else 0
         named = _named(note.text, note.subject)
         passage = self._passage_of(source, *span) if at >= 0 else None
@@ -453,6 +475,8 @@ class MemoryIndex:
              note.valid_from, end, note.said_at, vec),
         )  # fmt: skip
         mid = int(cur.lastrowid or 0)
+        if not listed:
+            self._by_source.add(source, (mid,))
         self._db.executemany("INSERT OR IGNORE INTO tier1_mentions VALUES (?, ?)",
                              [(self._word(self._names, n), mid)
                               for n in sorted(named)])  # fmt: skip
@@ -471,10 +495,9 @@ class MemoryIndex:
             return None
         source, want = m.group("source"), int(m.group("hash"), 16)
         seen = {} if seen is None else seen
-        for mid, text, start, end in self._db.execute(
-            "SELECT id, text, start, end_ FROM tier1_memories WHERE source = ? AND key IS NULL",
-            (self._sources.code(source, create=False),)).fetchall():  # fmt: skip
-            if fnv1a64(self._text(source, text, start, end, seen).encode()) == want:
+        code = self._sources.code(source, create=False)
+        for mid, text, start, end, key in self._of_source(code, "id, text, start, end_, key"):
+            if key is None and fnv1a64(self._text(source, text, start, end, seen).encode()) == want:
                 return int(mid)
         return None
 
@@ -555,9 +578,9 @@ class MemoryIndex:
         with self._lock:
             self._cache.clear()
             self._db.execute("BEGIN")
-            ids = [int(r[0]) for r in self._db.execute(
-                "SELECT id FROM tier1_memories WHERE source = ?",
-                (self._sources.code(source, create=False),))]  # fmt: skip
+            code = self._sources.code(source, create=False)
+            ids = [int(r[0]) for r in self._of_source(code, "id")]
+            self._by_source.take(code)
             seen: dict[str, str | None] = {}
             for mid in ids:
                 self._unterm(mid, seen)
@@ -574,9 +597,34 @@ class MemoryIndex:
                 return False
             self._db.execute("BEGIN")
             self._unterm(mid, {})
+            self._unlist(mid)
             self._db.execute("DELETE FROM tier1_memories WHERE id = ?", (mid,))
             self._db.execute("COMMIT")
         return True
+
+    def _of_source(self, code: int, columns: str) -> list[Any]:
+        """``columns`` of the rows of the source of code ``code``, in id order: its listed
+        ids, each row found by id (500 a statement)."""
+        ids = sorted({int(r[0]) for r in self._by_source.rows(code)})
+        out: list[Any] = []
+        for at in range(0, len(ids), 500):
+            chunk = ids[at : at + 500]
+            out += self._db.execute(f"SELECT {columns} FROM tier1_memories WHERE id IN "
+                                    f"({','.join('?' * len(chunk))}) AND source = ? ORDER BY id",
+                                    [*chunk, code]).fetchall()  # fmt: skip
+        return out
+
+    def _unlist(self, mid: int) -> None:
+        """Take memory ``mid`` out of its source's list (it goes, or moves to another
+        source): the list written again without it (a rare step: a key updated so)."""
+        row = self._db.execute("SELECT source FROM tier1_memories WHERE id = ?",
+                               (mid,)).fetchone()  # fmt: skip
+        if row is None:
+            return
+        code = int(row[0])
+        for (held,) in self._by_source.take(code):
+            if held != mid:
+                self._by_source.add(code, (held,))
 
     def _unterm(self, mid: int, seen: dict[str, str | None]) -> None:
         """Take memory ``mid`` out of its full-text index and its mentions (computed from
