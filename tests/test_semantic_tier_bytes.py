@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from hirmem.semantic.claims import ClaimStore, Ontology, Statement, Template
-from hirmem.semantic.dictionary import unpack_ints
 from hirmem.semantic.entities import EntityIndex, entity_id
 from hirmem.semantic.extract import RuleExtractor
 from hirmem.semantic.retrieve import Embedder
@@ -418,9 +417,7 @@ def test_tier1_source_lists_match_the_rows_over_random_writes(tmp_path: Path) ->
         by_table: dict[int, list[int]] = {}
         for mid, src in idx._db.execute("SELECT id, source FROM tier1_memories ORDER BY id"):
             by_table.setdefault(int(src), []).append(int(mid))
-        listed = {int(src): sorted(v for (blob,) in idx._db.execute(
-            "SELECT rows FROM tier1_memories_by WHERE source = ? ORDER BY part", (src,))
-            for v in unpack_ints(bytes(blob))) for (src,) in idx._db.execute(
+        listed = {int(src): sorted(idx._listed(int(src))) for (src,) in idx._db.execute(
             "SELECT DISTINCT source FROM tier1_memories_by")}  # fmt: skip
         assert listed == by_table
 
@@ -463,7 +460,7 @@ def test_tier1_source_lists_match_the_rows_over_random_writes(tmp_path: Path) ->
 def _fenced_plan(db: Connection, members: str, table: str, alias: str) -> str:
     """The plan of a fenced load: the readable containers' ids, each row found by its id."""
     return _plan(db, f"SELECT {alias}.id FROM ({members}) f CROSS JOIN {table} {alias} "
-                     f"WHERE {alias}.id = f.id ORDER BY {alias}.id", ())  # fmt: skip
+                     f"WHERE {alias}.id = f.id ORDER BY f.id", ())  # fmt: skip
 
 
 def test_a_fence_reads_its_containers_rows_through_their_full_text_indexes(

@@ -55,7 +55,7 @@ import numpy.typing as npt
 
 from hirmem.protocol.identity import fnv1a64, fold
 from hirmem.semantic import refusals
-from hirmem.semantic.dictionary import CODES, SourceRows, Sources, Words
+from hirmem.semantic.dictionary import CODES, SourceRows, Sources, Words, unpack_ints
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.extract import PRONOUNS, hedge, stated_interval
 from hirmem.semantic.names import words_of
@@ -282,6 +282,11 @@ class MemoryIndex:
         try:
             if self._by_source.made("id"):
                 self._db.execute("DROP INDEX IF EXISTS tier1_memories_source")
+                # listed as they were read; written again relative to each source's first
+                for (code,) in self._db.execute("SELECT DISTINCT source FROM "
+                                                "tier1_memories_by").fetchall():  # fmt: skip
+                    for (mid,) in sorted(self._by_source.take(int(code))):
+                        self._list(int(code), mid)
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
@@ -476,7 +481,7 @@ class MemoryIndex:
         )  # fmt: skip
         mid = int(cur.lastrowid or 0)
         if not listed:
-            self._by_source.add(source, (mid,))
+            self._list(source, mid)
         self._db.executemany("INSERT OR IGNORE INTO tier1_mentions VALUES (?, ?)",
                              [(self._word(self._names, n), mid)
                               for n in sorted(named)])  # fmt: skip
@@ -605,7 +610,7 @@ class MemoryIndex:
     def _of_source(self, code: int, columns: str) -> list[Any]:
         """``columns`` of the rows of the source of code ``code``, in id order: its listed
         ids, each row found by id (500 a statement)."""
-        ids = sorted({int(r[0]) for r in self._by_source.rows(code)})
+        ids = sorted(set(self._listed(code)))
         out: list[Any] = []
         for at in range(0, len(ids), 500):
             chunk = ids[at : at + 500]
@@ -622,9 +627,29 @@ class MemoryIndex:
         if row is None:
             return
         code = int(row[0])
-        for (held,) in self._by_source.take(code):
-            if held != mid:
-                self._by_source.add(code, (held,))
+        kept = [held for held in self._listed(code) if held != mid]
+        self._by_source.take(code)
+        for held in kept:
+            self._list(code, held)
+
+    def _list(self, code: int, mid: int) -> None:
+        """Add memory ``mid`` to the list of the source of code ``code``: the first id a
+        list holds as it is, every later one as its difference from that first (zigzag:
+        a row written again may be older), one byte where a source's rows were written
+        together instead of three."""
+        first = self._db.execute("SELECT rows FROM tier1_memories_by WHERE source = ? AND "
+                                 "part = 0", (code,)).fetchone()  # fmt: skip
+        if first is None:
+            self._by_source.add(code, (mid,))
+            return
+        delta = mid - unpack_ints(bytes(first[0]))[0]
+        self._by_source.add(code, (2 * delta if delta >= 0 else -2 * delta - 1,))
+
+    def _listed(self, code: int) -> list[int]:
+        """The ids the source of code ``code`` lists (:meth:`_list`)."""
+        held = [int(r[0]) for r in self._by_source.rows(code)]
+        return held[:1] + [held[0] + (v >> 1 if not v & 1 else -((v + 1) >> 1))
+                           for v in held[1:]]  # fmt: skip
 
     def _unterm(self, mid: int, seen: dict[str, str | None]) -> None:
         """Take memory ``mid`` out of its full-text index and its mentions (computed from
@@ -792,7 +817,7 @@ class MemoryIndex:
             return held
         rows = self._db.execute(f"SELECT m.id, m.valid_from, m.invalid_at, m.vec FROM "
                                 f"({self._members(readable)}) f CROSS JOIN tier1_memories m "
-                                "WHERE m.id = f.id ORDER BY m.id").fetchall()  # fmt: skip
+                                "WHERE m.id = f.id ORDER BY f.id").fetchall()  # fmt: skip
         if any(not r[3] for r in rows):
             rows = self._with_shared(rows)
         out = timed_rows(rows, self.embedder.dim)

@@ -768,7 +768,7 @@ class PassageIndex:
             return held
         rows = self._db.execute(f"SELECT p.id, p.valid_from, p.valid_until, p.vec FROM "
                                 f"({self._members(readable)}) f CROSS JOIN passages p "
-                                "WHERE p.id = f.id ORDER BY p.id").fetchall()  # fmt: skip
+                                "WHERE p.id = f.id ORDER BY f.id").fetchall()  # fmt: skip
         out = timed_rows(rows, self.embedder.dim)
         if len(self._cache) >= 8:
             self._cache.clear()
