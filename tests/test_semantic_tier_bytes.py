@@ -804,3 +804,21 @@ def test_a_scoped_read_of_shared_mentions_is_served_by_indexes(tmp_path: Path) -
     plan = _plan(sub.memories._db, naming, ("ada reyes", "oslo") * times)
     assert "SCAN" not in plan and "tier1_memories_shared" in plan, plan
     sub.close()
+
+
+def test_the_members_of_more_partitions_than_one_compound_select_takes_are_read() -> None:
+    """SQLite takes at most 500 terms in one compound SELECT: a reader of 1,234 containers
+    still reads every one's rows (grouped), in id order."""
+    from hirmem.sql.lexical import Fts5, members_of
+
+    db = sqlite3.connect(":memory:")
+    lex = Fts5(db, "content", "id")
+    names = [f"x{i}" for i in range(1234)]
+    for i, name in enumerate(names):  # a partition's rows as FTS5 lists them: by id
+        db.execute(f"CREATE TABLE {name}_docsize (id INTEGER PRIMARY KEY, sz BLOB)")
+        db.executemany(f"INSERT INTO {name}_docsize VALUES (?, x'00')",
+                       [(i,), (i + 5000,)])  # fmt: skip
+    got = [r[0] for r in db.execute(f"SELECT f.id FROM ({members_of(lex, names)}) f "
+                                    "ORDER BY f.id")]  # fmt: skip
+    assert got == sorted([*range(1234), *range(5000, 6234)])
+    assert [r[0] for r in db.execute(members_of(lex, []))] == []

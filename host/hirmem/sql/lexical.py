@@ -211,7 +211,16 @@ def members_of(lex: Lexical, names: Sequence[str]) -> str:
     in one index: the store's partitions are disjoint); one that holds none when empty."""
     if not names:
         return "SELECT 0 AS id WHERE 1 = 0"
-    return " UNION ALL ".join(lex.members(n) for n in names)
+    parts = [lex.members(n) for n in names]
+    # SQLite takes at most 500 terms in one compound SELECT: a reader of more containers
+    # reads them in nested groups
+    while len(parts) > _GROUP:
+        parts = [f"SELECT g.id FROM ({' UNION ALL '.join(parts[i : i + _GROUP])}) AS g"
+                 for i in range(0, len(parts), _GROUP)]  # fmt: skip
+    return " UNION ALL ".join(parts)
+
+
+_GROUP = 100  # the members' SELECTs in one compound SELECT
 
 
 def lexical_of(db: Connection, content: str, key: str) -> Lexical:
