@@ -42,6 +42,14 @@ def _plan(db: Connection, sql: str, args: tuple[object, ...]) -> str:
     return " | ".join(str(r[3]) for r in db.execute("EXPLAIN QUERY PLAN " + sql, args))
 
 
+def _postings(db: Connection, table: str) -> list[tuple[int, int]]:
+    """(name, row id) of every posting of the mention lists ``table``."""
+    from hirmem.semantic.postings import Postings
+
+    keys, ids, _ = Postings(db, table, flagged=table.startswith("passage")).everything()
+    return list(zip(keys.tolist(), ids.tolist(), strict=True))
+
+
 # ---- entities ---------------------------------------------------------------------------------
 
 
@@ -372,11 +380,10 @@ def test_a_sentence_memory_is_a_span_of_its_document_and_leaves_every_index_with
     assert {text[a:b] for _, a, b in rows} >= {"Ada Reyes is rowing on weekends now."}
     [hit] = sub.memories.search("rowing weekends", 1, {"team"}, names=["ada reyes"])
     assert hit.text == "Ada Reyes is rowing on weekends now." and hit.source == doc
-    mentions = db.execute("SELECT count(*) FROM tier1_mentions").fetchone()[0]
-    assert mentions > 0
+    assert _postings(db, "tier1_mention_lists")
     sub.erase_source(doc, "test")
     assert sub.memories.search("rowing weekends", 5, {"team"}) == []
-    assert db.execute("SELECT count(*) FROM tier1_mentions").fetchone()[0] == 0
+    assert _postings(db, "tier1_mention_lists") == []
     # the full-text index holds no term of it any more (the 'delete' had the old text)
     assert db.execute("SELECT count(*) FROM tier1_terms_1 WHERE tier1_terms_1 MATCH 'rowing'"
                       ).fetchone()[0] == 0  # fmt: skip
@@ -394,8 +401,8 @@ def test_tier1_lookups_are_served_by_indexes() -> None:
          "tier1_memories_source"),
         ("SELECT id FROM tier1_memories WHERE container IN (?, ?)", (1, 2),
          "tier1_memories_container"),
-        ("SELECT t.memory FROM tier1_mentions t JOIN tier1_names n ON n.id = t.entity "
-         "WHERE n.name IN (?, ?)", ("a", "b"), "PRIMARY KEY"),
+        ("SELECT key, ids FROM tier1_mention_lists WHERE key IN (?, ?) ORDER BY key, last",
+         (1, 2), "PRIMARY KEY"),
     ):
         plan = _plan(db, sql, args)
         assert "SCAN" not in plan and used in plan, (sql, plan)
@@ -453,7 +460,7 @@ def test_a_passage_file_of_the_earlier_text_layout_is_converted_when_opened(
     assert idx.search("bicycles", 5, {"elsewhere"}) == []
     assert idx.remove("d2") == 1
     assert [h.doc for h in idx.search("bicycles", 5, {"team"})] == ["d1"]  # the vector leg
-    assert idx._db.execute("SELECT count(*) FROM passage_mentions").fetchone()[0] == 2
+    assert len(_postings(idx._db, "passage_mention_lists")) == 2
     idx.close()
 
 
@@ -478,7 +485,7 @@ def test_a_passage_is_a_span_of_its_document_and_erasure_unindexes_it(tmp_path: 
     assert all(h.doc != b for h in sub.passages.search("bicycles Kreuzberg", 5, {"team"}))
     assert db.execute("SELECT count(*) FROM passage_terms_1 WHERE passage_terms_1 MATCH "
                       "'bicycles'").fetchone()[0] == 0  # fmt: skip
-    kept = {int(r[0]) for r in db.execute("SELECT passage FROM passage_mentions")}
+    kept = {rid for _, rid in _postings(db, "passage_mention_lists")}
     assert kept and kept <= {int(r[0]) for r in db.execute("SELECT id FROM passages")}
     sub.close()
 
@@ -493,9 +500,10 @@ def test_passage_lookups_are_served_by_indexes() -> None:
         ("SELECT max(id) FROM passages WHERE container = ? AND id < ?", (1, 9),
          "passages_container"),
         ("SELECT id FROM passages WHERE doc = ?", ("d",), "passages_doc"),
-        ("SELECT m.passage FROM passage_mentions m JOIN passage_names n ON n.id = m.entity "
-         "WHERE n.word IN (?, ?)", ("a", "b"), "PRIMARY KEY"),
-        ("DELETE FROM passage_mentions WHERE entity = ? AND passage = ?", (1, 2), "PRIMARY KEY"),
+        ("SELECT key, ids FROM passage_mention_lists WHERE key IN (?, ?) ORDER BY key, last",
+         (1, 2), "PRIMARY KEY"),
+        ("SELECT last, ids FROM passage_mention_lists WHERE key = ? AND last >= ? "
+         "ORDER BY last LIMIT 1", (1, 2), "PRIMARY KEY"),
     ):
         plan = _plan(db, sql, args)
         assert "SCAN" not in plan and used in plan, (sql, plan)
@@ -661,9 +669,8 @@ def test_shared_vectors_and_mentions_rank_every_tier1_search_as_copies_would(
     on, off = stores
     flags = [int(f) for (f,) in on.memories._db.execute("SELECT hedged FROM tier1_memories")]
     assert sum(f & MENTIONS_SHARED != 0 for f in flags) > 40
-    count = "SELECT count(*) FROM tier1_mentions"
-    assert on.memories._db.execute(count).fetchone()[0] < off.memories._db.execute(
-        count).fetchone()[0]  # fmt: skip
+    assert len(_postings(on.memories._db, "tier1_mention_lists")) < len(
+        _postings(off.memories._db, "tier1_mention_lists"))  # fmt: skip
     names = sorted({n for p in people for n in (p.lower(), p.split()[0].lower())})
     asks = ["Where does she live?", "who works at Initech", "sails with friends", "went to Oslo"]
     checked = 0
@@ -685,8 +692,12 @@ def test_shared_vectors_and_mentions_rank_every_tier1_search_as_copies_would(
 def test_a_scoped_read_of_shared_mentions_is_served_by_indexes(tmp_path: Path) -> None:
     sub = Substrate.open(tmp_path / "s.db", passage_embedder=Embedder())
     _say(sub, "t://1", "Ada Reyes lives in Oslo.", "team")
-    naming, times = sub.memories._naming(2)
-    assert times == 2
-    plan = _plan(sub.memories._db, naming, ("ada reyes", "oslo") * times)
-    assert "SCAN" not in plan and "tier1_memories_source" in plan, plan
+    from hirmem.semantic.memories import SHARED_NAMING
+
+    plan = _plan(sub.memories._db, SHARED_NAMING.format(
+        "p.id IN (SELECT value FROM json_each(?))"), ("[1, 2]",))  # fmt: skip
+    # the given passages by their ids, each one's memories by the source index: no table read
+    # whole (the one scan is of the JSON array of ids)
+    assert "SCAN p" not in plan and "SCAN s" not in plan and "tier1_memories_source" in plan, plan
+    assert sub.memories._naming(["ada reyes"]).tolist() == [1]
     sub.close()
