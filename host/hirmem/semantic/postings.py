@@ -53,6 +53,28 @@ def varints(blob: bytes) -> I64:
     return out
 
 
+def _varint_bytes(values: I64) -> tuple[bytes, I64]:
+    """``values`` (each under 2**56) as :func:`~hirmem.semantic.dictionary.pack_ints`
+    packs them, encoded with numpy; and the offset each one's bytes end at."""
+    if not values.size:
+        return b"", np.zeros(0, dtype=np.int64)
+    shifts = 7 * np.arange(8, dtype=np.int64)
+    groups = (values[:, None] >> shifts) & 0x7F
+    sizes = _bytes_needed(values)
+    used = np.arange(8)[None, :] < sizes[:, None]
+    more = np.arange(8)[None, :] < (sizes - 1)[:, None]
+    out = (groups | (more * 0x80)).astype(np.uint8)[used]
+    return out.tobytes(), np.cumsum(sizes)
+
+
+def _bytes_needed(values: I64) -> I64:
+    """How many 7-bit groups each of ``values`` needs (one for 0)."""
+    n = np.ones(values.shape, dtype=np.int64)
+    for k in range(1, 8):
+        n += values >= (1 << (7 * k))
+    return n
+
+
 class Postings:
     """The posting lists kept in ``table`` on ``db`` (the caller makes it with
     :meth:`create`); ``flagged``: each id carries one bit (strong or weak)."""
@@ -124,19 +146,16 @@ class Postings:
     def _put(self, key: int, ids: I64, flags: I64) -> None:
         """Write sorted ``ids`` of ``key`` as parts of at most :data:`PART_BYTES` (a part
         rewritten after an insertion may split in two)."""
-        steps = np.diff(ids, prepend=0) << self.shift | flags
+        gaps, ends = _varint_bytes(np.diff(ids, prepend=0) << self.shift | flags)
         start = 0
         while start < len(ids):
-            blob = bytearray(pack_ints([int(ids[start]) << self.shift | int(flags[start])]))
-            end = start + 1
-            while end < len(ids):
-                step = pack_ints([int(steps[end])])
-                if len(blob) + len(step) > PART_BYTES:
-                    break
-                blob += step
-                end += 1
+            head = pack_ints([int(ids[start]) << self.shift | int(flags[start])])
+            # the gaps after the first that fit beside it: ends[i] is where gap i ends
+            room = int(ends[start]) + PART_BYTES - len(head)
+            end = max(start + 1, int(np.searchsorted(ends, room, side="right")))
+            blob = head + gaps[int(ends[start]) : int(ends[end - 1])]
             self.db.execute(f"INSERT INTO {self.table} VALUES (?, ?, ?)",
-                            (key, int(ids[end - 1]), bytes(blob)))  # fmt: skip
+                            (key, int(ids[end - 1]), blob))  # fmt: skip
             start = end
 
     def fill(self, rows: Iterable[tuple[int, int, int]]) -> None:
