@@ -37,7 +37,7 @@ Invariants:
 - Recall is the fusion by reciprocal rank of a lexical (FTS5 BM25) and a vector (cosine)
   leg, filtered to ``at`` (valid from ≤ at < invalid at) and, when scoped, to memories
   whose subject is, or whose text names (:func:`~hirmem.semantic.passages.entities_in`,
-  kept in ``tier1_mentions``, or in ``passage_mentions`` when shared), one of the
+  kept as posting lists in ``tier1_mention_lists``, or the passages' when shared), one of the
   subject's names.
 """
 
