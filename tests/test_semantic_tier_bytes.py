@@ -42,6 +42,14 @@ def _plan(db: Connection, sql: str, args: tuple[object, ...]) -> str:
     return " | ".join(str(r[3]) for r in db.execute("EXPLAIN QUERY PLAN " + sql, args))
 
 
+def _postings(db: Connection, table: str) -> list[tuple[int, int]]:
+    """(name, row id) of every posting of the mention lists ``table``."""
+    from hirmem.semantic.postings import Postings
+
+    keys, ids, _ = Postings(db, table, flagged=table.startswith("passage")).everything()
+    return list(zip(keys.tolist(), ids.tolist(), strict=True))
+
+
 # ---- entities ---------------------------------------------------------------------------------
 
 
@@ -372,11 +380,10 @@ def test_a_sentence_memory_is_a_span_of_its_document_and_leaves_every_index_with
     assert {text[a:b] for _, a, b in rows} >= {"Ada Reyes is rowing on weekends now."}
     [hit] = sub.memories.search("rowing weekends", 1, {"team"}, names=["ada reyes"])
     assert hit.text == "Ada Reyes is rowing on weekends now." and hit.source == doc
-    mentions = db.execute("SELECT count(*) FROM tier1_mentions").fetchone()[0]
-    assert mentions > 0
+    assert _postings(db, "tier1_mention_lists")
     sub.erase_source(doc, "test")
     assert sub.memories.search("rowing weekends", 5, {"team"}) == []
-    assert db.execute("SELECT count(*) FROM tier1_mentions").fetchone()[0] == 0
+    assert _postings(db, "tier1_mention_lists") == []
     # the full-text index holds no term of it any more (the 'delete' had the old text)
     assert db.execute("SELECT count(*) FROM tier1_terms_1 WHERE tier1_terms_1 MATCH 'rowing'"
                       ).fetchone()[0] == 0  # fmt: skip
@@ -390,8 +397,8 @@ def test_tier1_lookups_are_served_by_indexes() -> None:
     db = idx._db
     for sql, args, used in (
         ("SELECT id FROM tier1_memories WHERE key = ?", ("k",), "tier1_memories_key"),
-        ("SELECT t.memory FROM tier1_mentions t JOIN tier1_names n ON n.id = t.entity "
-         "WHERE n.name IN (?, ?)", ("a", "b"), "PRIMARY KEY"),
+        ("SELECT key, ids FROM tier1_mention_lists WHERE key IN (?, ?) ORDER BY key, last",
+         (1, 2), "PRIMARY KEY"),
     ):
         plan = _plan(db, sql, args)
         assert "SCAN" not in plan and used in plan, (sql, plan)
@@ -567,7 +574,7 @@ def test_a_passage_file_of_the_earlier_text_layout_is_converted_when_opened(
     assert idx.search("bicycles", 5, {"elsewhere"}) == []
     assert idx.remove("d2") == 1
     assert [h.doc for h in idx.search("bicycles", 5, {"team"})] == ["d1"]  # the vector leg
-    assert idx._db.execute("SELECT count(*) FROM passage_mentions").fetchone()[0] == 2
+    assert len(_postings(idx._db, "passage_mention_lists")) == 2
     idx.close()
 
 
@@ -592,7 +599,7 @@ def test_a_passage_is_a_span_of_its_document_and_erasure_unindexes_it(tmp_path: 
     assert all(h.doc != b for h in sub.passages.search("bicycles Kreuzberg", 5, {"team"}))
     assert db.execute("SELECT count(*) FROM passage_terms_1 WHERE passage_terms_1 MATCH "
                       "'bicycles'").fetchone()[0] == 0  # fmt: skip
-    kept = {int(r[0]) for r in db.execute("SELECT passage FROM passage_mentions")}
+    kept = {rid for _, rid in _postings(db, "passage_mention_lists")}
     assert kept and kept <= {int(r[0]) for r in db.execute("SELECT id FROM passages")}
     sub.close()
 
@@ -607,9 +614,10 @@ def test_passage_lookups_are_served_by_indexes() -> None:
     for sql, args, used in (
         (f"SELECT max(b.id) FROM ({beside}) b WHERE b.id < ?", (9,), "INTEGER PRIMARY KEY"),
         ("SELECT id FROM passages WHERE doc = ?", ("d",), "passages_doc"),
-        ("SELECT m.passage FROM passage_mentions m JOIN passage_names n ON n.id = m.entity "
-         "WHERE n.word IN (?, ?)", ("a", "b"), "PRIMARY KEY"),
-        ("DELETE FROM passage_mentions WHERE entity = ? AND passage = ?", (1, 2), "PRIMARY KEY"),
+        ("SELECT key, ids FROM passage_mention_lists WHERE key IN (?, ?) ORDER BY key, last",
+         (1, 2), "PRIMARY KEY"),
+        ("SELECT last, ids FROM passage_mention_lists WHERE key = ? AND last >= ? "
+         "ORDER BY last LIMIT 1", (1, 2), "PRIMARY KEY"),
     ):
         plan = _plan(db, sql, args)
         assert "SCAN" not in plan and used in plan, (sql, plan)
@@ -660,11 +668,12 @@ def tier_bytes_per_document(path: Path, n: int, tiers: tuple[str, ...] = TIERS) 
 
 
 def test_the_text_tiers_cost_a_few_hundred_bytes_a_short_document(tmp_path: Path) -> None:
-    """Measured here at about 696 bytes a document (1,000 one-line documents: passages,
+    """Measured here at about 643 bytes a document (1,000 one-line documents: passages,
     memories, claims, entities with their indexes and the codes of their sources, a page or
-    more for each of some forty small tables included); 717 before tier 1 and the passages
-    found a container's rows through its full-text index and tier 1 listed a source's rows
-    (no index by container, none by source), 721 before the passages' and tier
+    more for each of some forty small tables included); 696 before the mentions of passages
+    and of tier 1 were posting lists rather than a row each, 717 before tier 1 and the
+    passages found a container's rows through its full-text index and tier 1 listed a
+    source's rows (no index by container, none by source), 721 before the passages' and tier
     1's int8 vectors were packed by palette (``C``), 754 before the rows held a source's
     small code for its 64-bit key and no index by source repeated the attestations' and the
     said rows' keys, 770 before claim attestations were keyed (no rowid, no index by claim
@@ -672,7 +681,7 @@ def test_the_text_tiers_cost_a_few_hundred_bytes_a_short_document(tmp_path: Path
     mentions, and the layouts before that held the text once per tier and cost
     about 1,670."""
     per_doc = tier_bytes_per_document(tmp_path / "b.db", 1_000)
-    assert per_doc < 705, f"{per_doc:.0f} bytes a document"
+    assert per_doc < 660, f"{per_doc:.0f} bytes a document"
 
 
 # ---- dictionaries -------------------------------------------------------------------------------
@@ -777,9 +786,8 @@ def test_shared_vectors_and_mentions_rank_every_tier1_search_as_copies_would(
     on, off = stores
     flags = [int(f) for (f,) in on.memories._db.execute("SELECT hedged FROM tier1_memories")]
     assert sum(f & MENTIONS_SHARED != 0 for f in flags) > 40
-    count = "SELECT count(*) FROM tier1_mentions"
-    assert on.memories._db.execute(count).fetchone()[0] < off.memories._db.execute(
-        count).fetchone()[0]  # fmt: skip
+    assert len(_postings(on.memories._db, "tier1_mention_lists")) < len(
+        _postings(off.memories._db, "tier1_mention_lists"))  # fmt: skip
     names = sorted({n for p in people for n in (p.lower(), p.split()[0].lower())})
     asks = ["Where does she live?", "who works at Initech", "sails with friends", "went to Oslo"]
     checked = 0
@@ -801,10 +809,14 @@ def test_shared_vectors_and_mentions_rank_every_tier1_search_as_copies_would(
 def test_a_scoped_read_of_shared_mentions_is_served_by_indexes(tmp_path: Path) -> None:
     sub = Substrate.open(tmp_path / "s.db", passage_embedder=Embedder())
     _say(sub, "t://1", "Ada Reyes lives in Oslo.", "team")
-    naming, times = sub.memories._naming(2)
-    assert times == 2
-    plan = _plan(sub.memories._db, naming, ("ada reyes", "oslo") * times)
-    assert "SCAN" not in plan and "tier1_memories_shared" in plan, plan
+    from hirmem.semantic.memories import SHARED_NAMING
+
+    plan = _plan(sub.memories._db, SHARED_NAMING.format(
+        "p.id IN (SELECT value FROM json_each(?))"), ("[1, 2]",))  # fmt: skip
+    # the given passages by their ids, each one's memories by the source index: no table read
+    # whole (the one scan is of the JSON array of ids)
+    assert "SCAN p" not in plan and "SCAN s" not in plan and "tier1_memories_shared" in plan, plan
+    assert sub.memories._naming(["ada reyes"]).tolist() == [1]
     sub.close()
 
 

@@ -37,7 +37,7 @@ Invariants:
 - Recall is the fusion by reciprocal rank of a lexical (FTS5 BM25) and a vector (cosine)
   leg, filtered to ``at`` (valid from ≤ at < invalid at) and, when scoped, to memories
   whose subject is, or whose text names (:func:`~hirmem.semantic.passages.entities_in`,
-  kept in ``tier1_mentions``, or in ``passage_mentions`` when shared), one of the
+  kept as posting lists in ``tier1_mention_lists``, or the passages' when shared), one of the
   subject's names.
 """
 
@@ -60,6 +60,7 @@ from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.extract import PRONOUNS, hedge, stated_interval
 from hirmem.semantic.names import words_of
 from hirmem.semantic.passages import (
+    PASSAGE_MENTIONS,
     RRF_K,
     PassageEmbedder,
     embedder_identity,
@@ -67,9 +68,10 @@ from hirmem.semantic.passages import (
     injection_marker,
     mentions_of,
 )
+from hirmem.semantic.postings import Postings
 from hirmem.semantic.retrieve import STOP
 from hirmem.semantic.spans import span_text
-from hirmem.semantic.stores.db import Where, has_table, open_db
+from hirmem.semantic.stores.db import Where, has_table, in_ids, open_db
 from hirmem.semantic.stores.packed import (
     INT8,
     SPARSE_INT8,
@@ -88,6 +90,7 @@ CERTAINTIES = ("asserted", "hedged")
 MIN_WORDS = 4  # fewer words are a fragment ("ok sure", "me too"), not a fact
 CANDIDATES = 100  # per leg, before fusion
 KEPT_REFUSALS = refusals.KEPT  # the latest refusals listed; every one is counted
+MENTIONS = "tier1_mention_lists"  # the memories each name is mentioned in (Postings)
 # the vector column of a memory that is the very span of one of its document's passages:
 # it shares the passage's vector (the same text, the same embedder, the same packing)
 # rather than holding a copy; an empty blob costs no byte and needs no change of schema
@@ -184,14 +187,15 @@ def _leading_name(sentence: str) -> str:
 # store reads it through ``MemoryIndex.texts``); a memory is found by its source (a
 # sentence: among its source's rows, by the hash of its text) or by its own ``key`` (a
 # distilled pattern; the partial index holds only rows that have one). The subject is an
-# integer of ``tier1_names``. Mentions are found by name; a memory's own are computed from
-# its text again when it goes (no second index by memory). A source's rows are listed in
-# ``tier1_memories_by`` (:class:`~hirmem.semantic.dictionary.SourceRows`: a few bytes a
-# row where an index by source held each row's source and id again); only the rows sharing
-# their passage's mentions, which a scoped read joins to by source, keep a (partial) index
-# by it. A container's rows are found
-# through its own full-text index, which lists exactly them (:meth:`MemoryIndex._members`):
-# no index by container (a file of before has its dropped on open).
+# integer of ``tier1_names``. Mentions are a posting list per name (``tier1_mention_lists``,
+# :data:`MENTIONS`); a memory's own are computed from its text again when it goes. A
+# source's rows are listed in ``tier1_memories_by``
+# (:class:`~hirmem.semantic.dictionary.SourceRows`: a few bytes a row where an index by
+# source held each row's source and id again); only the rows sharing their passage's
+# mentions, which a scoped read joins to by source, keep a (partial) index by it. A
+# container's rows are found through its own full-text index, which lists exactly them
+# (:meth:`MemoryIndex._members`): no index by container (a file of before has its dropped
+# on open).
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS tier1_memories (
     id INTEGER PRIMARY KEY, key TEXT, container INTEGER NOT NULL, source INTEGER NOT NULL,
@@ -202,9 +206,6 @@ CREATE INDEX IF NOT EXISTS tier1_memories_shared ON tier1_memories(source)
     WHERE (hedged & {MENTIONS_SHARED}) != 0;
 CREATE INDEX IF NOT EXISTS tier1_memories_key ON tier1_memories(key) WHERE key IS NOT NULL;
 CREATE TABLE IF NOT EXISTS tier1_names (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
-CREATE TABLE IF NOT EXISTS tier1_mentions (
-    entity INTEGER NOT NULL, memory INTEGER NOT NULL,
-    PRIMARY KEY (entity, memory)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tier1_containers (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
 -- a source is found by the hash of its name (most sources hold a memory or two: a unique
 -- index on their names would cost more than the names it saves)
@@ -273,12 +274,16 @@ class MemoryIndex:
         self._sources.codes.adopt("tier1_memories", "source")
         self._names = Words(self._db, "tier1_names", "name")
         self._containers = Words(self._db, "tier1_containers", "name")
+        self._mentions = Postings(self._db, MENTIONS, flagged=False)
+        self._mentions.create()
+        # the passages' lists, read for the memories that share their passage's mentions
+        self._passage_mentions = Postings(self._db, PASSAGE_MENTIONS, flagged=True)
         if hashed:
             self._rewrite(hashed)
         # each source's row ids, packed: a file of before has them listed from its rows and
         # its index by source dropped (one transaction: two openers list them once)
         self._by_source = SourceRows(self._db, "tier1_memories", 1)
-        self._db.execute("BEGIN")
+        self._db.execute("BEGIN IMMEDIATE")
         try:
             if self._by_source.made("id"):
                 self._db.execute("DROP INDEX IF EXISTS tier1_memories_source")
@@ -291,6 +296,7 @@ class MemoryIndex:
             self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
+        self._list_mentions()
         self._repack_old_vectors()
         me = embedder_identity(embedder)
         held = self._db.execute("SELECT value FROM tier1_meta WHERE key = 'embedder'").fetchone()
@@ -354,6 +360,22 @@ class MemoryIndex:
                 (mid, key, cont, self._sources.code(names[int(str(src))]),
                  self._subject_id(str(subject)), text, hedged, vf, ia, said, vec))  # fmt: skip
         self._db.execute("COMMIT")
+
+    def _list_mentions(self) -> None:
+        """Convert a store whose mentions are rows (``tier1_mentions``: a name's integer, a
+        memory) into posting lists, once (the first process to open it)."""
+        if not has_table(self._db, "tier1_mentions"):
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            if has_table(self._db, "tier1_mentions"):  # not converted by another opener
+                self._mentions.fill((int(e), int(m), 0) for e, m in self._db.execute(
+                    "SELECT entity, memory FROM tier1_mentions").fetchall())
+                self._db.execute("DROP TABLE tier1_mentions")
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
 
     def _subject_id(self, subject: str) -> int:
         """The integer a memory's subject (folded) is kept as; 0 for none."""
@@ -425,7 +447,7 @@ class MemoryIndex:
         out: list[int | None] = [None] * len(notes)
         with self._lock:
             self._cache.clear()
-            self._db.execute("BEGIN")
+            self._db.execute("BEGIN IMMEDIATE")
             try:
                 if refused:
                     self._refuse(refused)
@@ -482,9 +504,7 @@ class MemoryIndex:
         mid = int(cur.lastrowid or 0)
         if not listed:
             self._list(source, mid)
-        self._db.executemany("INSERT OR IGNORE INTO tier1_mentions VALUES (?, ?)",
-                             [(self._word(self._names, n), mid)
-                              for n in sorted(named)])  # fmt: skip
+        self._mentions.add([(self._word(self._names, n), mid, 0) for n in sorted(named)])
         terms = self._terms_table(note.container, create=True)
         self._lex.add(str(terms), mid, note.text, fold(note.subject))
         return mid
@@ -519,20 +539,21 @@ class MemoryIndex:
                                (source, start, end)).fetchone()  # fmt: skip
         return None if row is None else (int(row[0]), str(row[1]))
 
-    def _naming(self, n: int) -> tuple[str, int]:
-        """The query of the ids of the memories naming one of ``n`` names (spelled by
-        :func:`~hirmem.semantic.names.words_of`), and how many times it takes the names:
-        through tier 1's own mentions, and through the passages' for memories that share
-        them (:data:`MENTIONS_SHARED`)."""
-        marks = ",".join("?" * n)
-        own = ("SELECT t.memory FROM tier1_mentions t JOIN tier1_names n ON n.id = t.entity "
-               f"WHERE n.name IN ({marks})")
+    def _naming(self, names: Sequence[str]) -> npt.NDArray[np.int64]:
+        """The ids of the memories naming one of ``names`` (spelled by
+        :func:`~hirmem.semantic.names.words_of`), sorted: through tier 1's own mentions, and
+        through the passages' for memories that share them (:data:`MENTIONS_SHARED`)."""
+        own = self._mentions.ids(self._names.ids(names))
         if not self._passages_here():
-            return own, 1
-        return (f"{own} UNION SELECT s.id FROM passage_names pn JOIN passage_mentions pm ON "
-                "pm.entity = pn.id JOIN passages p ON p.id = pm.passage JOIN tier1_memories s "
-                "ON s.source = p.doc AND s.start = p.start AND s.end_ = p.end_ AND "
-                f"(s.hedged & {MENTIONS_SHARED}) != 0 WHERE pn.word IN ({marks})", 2)
+            return own
+        marks = ",".join("?" * len(names))
+        pids = self._passage_mentions.ids([int(r[0]) for r in self._db.execute(
+            f"SELECT id FROM passage_names WHERE word IN ({marks})", list(names))])
+        if not len(pids):
+            return own
+        cond, arg = in_ids(self._db, "p.id", pids)
+        shared = [int(r[0]) for r in self._db.execute(SHARED_NAMING.format(cond), [arg])]
+        return np.union1d(own, np.asarray(shared, dtype=np.int64))
 
     def _passages_here(self) -> bool:
         """Whether the passages share this store's file (a composing substrate's)."""
@@ -582,7 +603,7 @@ class MemoryIndex:
         """Forget every memory of ``source`` (a superseded, erased or withheld source)."""
         with self._lock:
             self._cache.clear()
-            self._db.execute("BEGIN")
+            self._db.execute("BEGIN IMMEDIATE")
             code = self._sources.code(source, create=False)
             ids = [int(r[0]) for r in self._of_source(code, "id")]
             self._by_source.take(code)
@@ -600,7 +621,7 @@ class MemoryIndex:
             mid = self._find(key)
             if mid is None:
                 return False
-            self._db.execute("BEGIN")
+            self._db.execute("BEGIN IMMEDIATE")
             self._unterm(mid, {})
             self._unlist(mid)
             self._db.execute("DELETE FROM tier1_memories WHERE id = ?", (mid,))
@@ -661,8 +682,7 @@ class MemoryIndex:
             "ON n.id = m.subject WHERE m.id = ?", (mid,)).fetchone()  # fmt: skip
         text = self._text(Sources.spelled(key, spelled), text, start, end, seen)
         named = self._names.ids(_named(text, subject))
-        self._db.executemany("DELETE FROM tier1_mentions WHERE entity = ? AND memory = ?",
-                             [(n, mid) for n in named])  # fmt: skip
+        self._mentions.remove([(n, mid) for n in named])
         terms = self._terms_table(container, create=False)
         if terms is not None:
             self._lex.remove(terms, mid, text, subject)
@@ -723,10 +743,14 @@ class MemoryIndex:
                       " AND (m.invalid_at = 0 OR ? < m.invalid_at)")
             args += [at, at]
         scoped = sorted({words_of(n) for n in names} - {""})
+        naming = None
         if scoped:
-            naming, times = self._naming(len(scoped))
-            where += f" AND m.id IN ({naming})"
-            args += scoped * times
+            with self._lock:
+                naming = self._naming(scoped)
+                cond, arg = in_ids(self._db, "m.id", np.intersect1d(
+                    naming, self._fenced(readable)[0], assume_unique=True))  # fmt: skip
+            where += f" AND {cond}"
+            args.append(arg)
         asked = [t for t in _TERM.findall(question.lower()) if len(t) > 1]
         # function words match nearly every memory and rank none: the lexical leg reads
         # the question's content words (all of them when it has no other)
@@ -736,7 +760,7 @@ class MemoryIndex:
             terms = [t for t in terms if t not in named] or terms
         with self._lock:
             legs = [self._lexical(terms, readable, where, args, candidates),
-                    self._vector(question, readable, at, scoped, candidates, qvec)]
+                    self._vector(question, readable, at, naming, candidates, qvec)]
             fused: dict[int, float] = {}
             for leg in legs:
                 for rank, mid in enumerate(leg):
@@ -783,19 +807,18 @@ class MemoryIndex:
         return [mid for _, mid in found[:limit]]
 
     def _vector(self, question: str, readable: Collection[str], at: int | None,
-                scoped: Sequence[str], limit: int,
+                naming: npt.NDArray[np.int64] | None, limit: int,
                 qvec: npt.NDArray[np.float32] | None = None) -> list[int]:  # fmt: skip
-        """Cosine over the fenced rows only, masked by time and subject before ranking."""
+        """Cosine over the fenced rows only, masked by time and by ``naming`` (the memories
+        naming the subject, when scoped) before ranking."""
         ids, vf, ia, mat = self._fenced(readable)
         if not len(ids):
             return []
         keep = np.ones(len(ids), dtype=bool)
         if at is not None:
             keep &= ((vf == 0) | (vf <= at)) & ((ia == 0) | (at < ia))
-        if scoped:
-            naming, times = self._naming(len(scoped))
-            named = [r[0] for r in self._db.execute(naming, list(scoped) * times)]
-            keep &= np.isin(ids, np.asarray(named, dtype=np.int64))
+        if naming is not None:
+            keep &= np.isin(ids, naming)
         rows = np.flatnonzero(keep)
         if not len(rows):
             return []
@@ -856,6 +879,11 @@ class MemoryIndex:
                     self._text(source, text, int(start), int(end), seen)))  # fmt: skip
         return [(r[0], r[1], r[2], r[3] or held[int(r[0])]) for r in rows]
 
+
+# the memories sharing the mentions of the passages of a set (``{}``: its condition on p.id)
+SHARED_NAMING = ("SELECT s.id FROM passages p JOIN tier1_memories s ON s.source = p.doc AND "
+                 "s.start = p.start AND s.end_ = p.end_ AND "
+                 f"(s.hedged & {MENTIONS_SHARED}) != 0 WHERE {{}}")  # fmt: skip
 
 _COLUMNS = ("m.id, m.key, m.text, m.start, m.end_, coalesce(n.name, ''), m.hedged, c.name, "
             "sk.key, s.name, m.valid_from, m.invalid_at, m.said_at")  # fmt: skip

@@ -46,6 +46,7 @@ from hirmem.protocol.identity import fold
 from hirmem.semantic.dictionary import Sources, Words, source_key
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.names import NameIndex
+from hirmem.semantic.postings import Postings
 from hirmem.semantic.retrieve import (
     EMBEDDER_ENV,
     STOP,
@@ -54,13 +55,14 @@ from hirmem.semantic.retrieve import (
     embedder_identity,
 )
 from hirmem.semantic.spans import span_text
-from hirmem.semantic.stores.db import Where, open_db
+from hirmem.semantic.stores.db import Where, has_table, in_ids, open_db
 from hirmem.semantic.stores.packed import Rows, Timed, pack_steps, timed_rows
 from hirmem.sql.lexical import lexical_of, members_of
 
 __all__ = [
     "EMBEDDER_ENV",
     "OVERLAP",
+    "PASSAGE_MENTIONS",
     "RRF_K",
     "TARGET",
     "PassageEmbedder",
@@ -75,6 +77,7 @@ __all__ = [
     "query_terms",
 ]
 
+PASSAGE_MENTIONS = "passage_mention_lists"  # the passages each name is mentioned in (Postings)
 TARGET = 900  # characters a long text is cut near
 OVERLAP = 150  # at most this many characters of whole sentences repeat across a cut
 RRF_K = 60  # reciprocal rank fusion constant
@@ -282,9 +285,11 @@ def _named_month(question: str) -> tuple[int, int, set[str]] | None:
 # A passage is the span [start, end_) of its document's text (``text`` NULL) when the store
 # can read that text (``PassageIndex.texts``); its document, container and subject are
 # integers (a document's code, the file's tiers share: :class:`~hirmem.semantic.dictionary.Codes`;
-# ``passage_containers``, ``passage_names``), and so is every name it mentions. A
-# container's passages are found through its own full-text index, which lists exactly them
-# (:meth:`PassageIndex._members`): no index by container (a file of before drops its on open).
+# ``passage_containers``, ``passage_names``), and so is every name it mentions: the
+# passages naming a name are its posting list (:data:`PASSAGE_MENTIONS`), the strong bit
+# folded in. A container's passages are found through its own full-text index, which lists
+# exactly them (:meth:`PassageIndex._members`): no index by container (a file of before
+# drops its on open).
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS passages (
     id INTEGER PRIMARY KEY, doc INTEGER NOT NULL, container INTEGER NOT NULL,
@@ -293,9 +298,6 @@ CREATE TABLE IF NOT EXISTS passages (
     has_digit INTEGER NOT NULL, vec BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS passages_doc ON passages(doc);
 CREATE TABLE IF NOT EXISTS passage_containers (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL);
-CREATE TABLE IF NOT EXISTS passage_mentions (
-    entity INTEGER NOT NULL, passage INTEGER NOT NULL, strong INTEGER NOT NULL,
-    PRIMARY KEY (entity, passage)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS passage_quarantine (
     doc TEXT PRIMARY KEY, container TEXT NOT NULL, marker TEXT NOT NULL, text TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS passage_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -316,6 +318,8 @@ class PassageIndex:
         # per readable set: its entities indexed by their words, and its subjects; kept
         # until the next write, so naming a subject is a lookup, not a pass over mentions
         self._names: dict[tuple[str, ...], tuple[NameIndex, frozenset[str]]] = {}
+        # per set of names (folded): the passages naming any, decoded; until the next write
+        self._named_ids: dict[tuple[str, ...], npt.NDArray[np.int64]] = {}
         self._db = open_db(path, "passages")
         self._lex = lexical_of(self._db, "passages", "id")
         earlier = self._earlier_rows()
@@ -325,8 +329,11 @@ class PassageIndex:
         self._containers = Words(self._db, "passage_containers", "name")
         self._docs = Sources(self._db, "passage_docs", source_key)
         self._docs.codes.adopt("passages", "doc")
+        self._mentions = Postings(self._db, PASSAGE_MENTIONS, flagged=True)
+        self._mentions.create()
         if earlier is not None:
             self._rewrite(*earlier)
+        self._list_mentions()
         self.reembedded = self._settle_embedder()
 
     def _earlier_rows(self) -> tuple[list[tuple[object, ...]], list[tuple[str, int, int]]] | None:
@@ -358,9 +365,24 @@ class PassageIndex:
                 (pid, self._docs.code(str(doc)), self._container_id(str(container)),
                  self._name_id(str(subject)),
                  text, said, vf, vu, digit, vec))  # fmt: skip
-        self._db.executemany("INSERT OR IGNORE INTO passage_mentions VALUES (?, ?, ?)",
-                             [(self._name_id(e), p, st) for e, p, st in mentions])
+        self._mentions.fill([(self._name_id(e), p, st) for e, p, st in mentions])
         self._db.execute("COMMIT")
+
+    def _list_mentions(self) -> None:
+        """Convert a store whose mentions are rows (``passage_mentions``: a name's integer,
+        a passage, strong) into posting lists, once (the first process to open it)."""
+        if not has_table(self._db, "passage_mentions"):
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            if has_table(self._db, "passage_mentions"):  # not converted by another opener
+                self._mentions.fill((int(e), int(p), int(st)) for e, p, st in self._db.execute(
+                    "SELECT entity, passage, strong FROM passage_mentions").fetchall())
+                self._db.execute("DROP TABLE passage_mentions")
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
 
     def _name_id(self, name: str) -> int:
         """The integer a subject or a mentioned name (folded) is kept as; 0 for none."""
@@ -450,9 +472,8 @@ class PassageIndex:
             raise SemanticError(f"passage of {doc}: a row without a container has no fence")
         marker = injection_marker(text)
         with self._lock:
-            self._cache.clear()
-            self._names.clear()
-            self._db.execute("BEGIN")
+            self._forget_reads()
+            self._db.execute("BEGIN IMMEDIATE")  # a posting list is read, then rewritten
             try:
                 self._drop(doc)
                 if marker is not None:
@@ -483,10 +504,8 @@ class PassageIndex:
                     at = max(at, 0)
                     pid = int(cur.lastrowid or 0)
                     self._lex.add(str(terms), pid, piece, fold(subject))
-                    self._db.executemany(
-                        "INSERT OR IGNORE INTO passage_mentions VALUES (?, ?, ?)",
-                        [(self._name_id(e), pid, int(st))
-                         for e, st in mentions_of(piece, subject).items()])  # fmt: skip
+                    self._mentions.add([(self._name_id(e), pid, int(st))
+                                        for e, st in mentions_of(piece, subject).items()])
                     ids.append(pid)
                 self._db.execute("COMMIT")
             except BaseException:
@@ -497,12 +516,21 @@ class PassageIndex:
     def remove(self, doc: str) -> int:
         """Forget every passage of ``doc`` (a superseded or erased document)."""
         with self._lock:
-            self._cache.clear()
-            self._names.clear()
-            self._db.execute("BEGIN")
-            n = self._drop(doc)
-            self._db.execute("COMMIT")
+            self._forget_reads()
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                n = self._drop(doc)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
         return n
+
+    def _forget_reads(self) -> None:
+        """What reads keep until the next write (the store's lock held)."""
+        self._cache.clear()
+        self._names.clear()
+        self._named_ids.clear()
 
     def _drop(self, doc: str) -> int:
         """Take ``doc``'s passages out of every index: the full-text 'delete' with the text
@@ -518,8 +546,7 @@ class PassageIndex:
             terms = self._terms_table(container, create=False)
             self._lex.remove(str(terms), pid, text, subject)
             named = self._names_of.ids(mentions_of(text, subject))
-            self._db.executemany("DELETE FROM passage_mentions WHERE entity = ? AND passage = ?",
-                                 [(e, pid) for e in named])  # fmt: skip
+            self._mentions.remove([(e, pid) for e in named])
         self._db.execute("DELETE FROM passages WHERE doc = ?", (key,))
         self._docs.forget(doc)
         self._db.execute("DELETE FROM passage_quarantine WHERE doc = ?", (doc,))
@@ -542,11 +569,14 @@ class PassageIndex:
         if not readable:
             return []
         with self._lock:
-            fence, args = self._fence(readable)
-            rows = self._db.execute(
-                f"SELECT DISTINCT n.word FROM passage_mentions m "
-                f"JOIN passages p ON p.id = m.passage JOIN passage_names n ON n.id = m.entity "
-                f"WHERE m.strong = 1 AND {fence}", args).fetchall()  # fmt: skip
+            fenced = self._fenced(readable)[0]
+            keys, ids, strong = self._mentions.everything()
+            held = np.unique(keys[(strong == 1) & np.isin(ids, fenced)])
+            if not len(held):
+                return []
+            cond, arg = in_ids(self._db, "id", held)
+            rows = self._db.execute(f"SELECT word FROM passage_names WHERE {cond}",
+                                    [arg]).fetchall()  # fmt: skip
         return [r[0] for r in rows]
 
     def subject_named(self, question: str, readable: Collection[str]) -> str | None:
@@ -608,8 +638,9 @@ class PassageIndex:
                       " AND (p.valid_until = 0 OR ? < p.valid_until)")
             args += [at, at]
         if names is not None:
-            where += _naming_sql(len(names))
-            args += names
+            cond, arg = self._naming_sql(readable, names)
+            where += cond
+            args.append(arg)
             named = None
         if qvec is None:
             qvec = np.asarray(self.embedder.embed(question), dtype=np.float32)
@@ -626,9 +657,9 @@ class PassageIndex:
                                                     named)  # fmt: skip
             legs.append((VECTOR_WEIGHT, vec_leg))
             if named is not None:
-                also = where + _naming_sql(1)
-                legs.append((NAMED_WEIGHT, self._lexical(terms, readable, also,
-                                                         [*args, fold(named)], candidates)))
+                cond, arg = self._naming_sql(readable, [fold(named)])
+                legs.append((NAMED_WEIGHT, self._lexical(terms, readable, where + cond,
+                                                         [*args, arg], candidates)))
                 legs.append((NAMED_WEIGHT * VECTOR_WEIGHT, named_leg))
             if _FIGURE.search(question):
                 legs.append((1.0, self._lexical(terms, readable, where + " AND p.has_digit = 1",
@@ -755,10 +786,28 @@ class PassageIndex:
     def _naming(self, ids: npt.NDArray[np.int64],
                 names: Sequence[str]) -> npt.NDArray[np.bool_]:  # fmt: skip
         """Which of ``ids`` are passages naming any of ``names`` (folded)."""
-        named = [r[0] for r in self._db.execute(
-            "SELECT m.passage FROM passage_mentions m JOIN passage_names n ON n.id = m.entity "
-            f"WHERE n.word IN ({','.join('?' * len(names))})", list(names))]  # fmt: skip
-        return np.isin(ids, np.asarray(named, dtype=np.int64))
+        return np.isin(ids, self._named(names))
+
+    def _named(self, names: Sequence[str]) -> npt.NDArray[np.int64]:
+        """The passages naming any of ``names`` (folded), sorted; kept until the next write
+        (the store's lock held)."""
+        key = tuple(sorted(set(names)))
+        held = self._named_ids.get(key)
+        if held is None:
+            if len(self._named_ids) >= 64:
+                self._named_ids.clear()
+            held = self._named_ids[key] = self._mentions.ids(self._names_of.ids(key))
+        return held
+
+    def _naming_sql(self, readable: Collection[str], names: Sequence[str]) -> tuple[str, object]:
+        """The condition that a passage names one of ``names`` (folded), with its one
+        argument: the readable passages naming them, as a set the statement applies
+        before its ORDER BY and LIMIT."""
+        with self._lock:
+            ids = np.intersect1d(self._named(names), self._fenced(readable)[0],
+                                 assume_unique=True)
+        cond, arg = in_ids(self._db, "p.id", ids)
+        return f" AND {cond}", arg
 
     def _fenced(self, readable: Collection[str]) -> Timed:
         """The rows of the readable containers, as arrays; kept until the next write."""
@@ -791,13 +840,6 @@ class PassageIndex:
 def _terms_of(cid: int) -> str:
     """The full-text index of the container of id ``cid`` (its passages' words)."""
     return f"passage_terms_{cid}"
-
-
-def _naming_sql(n: int) -> str:
-    """The condition that a passage names one of ``n`` entities (``n`` arguments)."""
-    marks = ",".join("?" * n)
-    return (" AND p.id IN (SELECT m.passage FROM passage_mentions m JOIN passage_names n "
-            f"ON n.id = m.entity WHERE n.word IN ({marks}))")
 
 
 def mentions_of(piece: str, subject: str) -> dict[str, bool]:

@@ -26,10 +26,13 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
+
 from hirmem.sql import Connection, PgTarget
 from hirmem.sql.pgconn import PgConnection
 
-__all__ = ["Where", "has_table", "open_db"]
+__all__ = ["Where", "has_table", "in_ids", "open_db"]
 
 Where = str | Path | PgTarget
 
@@ -60,3 +63,13 @@ def has_table(db: Connection, name: str) -> bool:
         return row is not None and row[0] is not None
     return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
                       (name,)).fetchone() is not None  # fmt: skip
+
+
+def in_ids(db: Connection, column: str, ids: npt.NDArray[np.int64]) -> tuple[str, object]:
+    """The condition that ``column`` is one of ``ids``, with its one argument, so a set of
+    any size is applied inside the statement (before its ORDER BY and LIMIT): SQLite's
+    ``json_each`` over a JSON array, PostgreSQL's ``= ANY`` over an array."""
+    if isinstance(db, PgConnection):
+        return f"{column} = ANY(?)", [int(i) for i in ids]
+    return (f"{column} IN (SELECT value FROM json_each(?))",
+            "[" + ",".join(map(str, ids.tolist())) + "]")
