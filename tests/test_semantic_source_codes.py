@@ -114,12 +114,15 @@ def _to_keys(db: Connection) -> None:
             continue
         db.execute(f"UPDATE {table} SET {column} = (SELECT k.key FROM source_codes k "
                    f"WHERE k.id = {table}.{column})")  # fmt: skip
-    # the attestations' table held its valid-from time itself (not as an offset)
+    # the attestations' table held its valid-from and recorded times themselves (not as
+    # offsets), and no epoch or mark of how its sources' lists are made
     db.execute("ALTER TABLE claim_attestations RENAME TO claim_attestations_now")
     db.execute(_KEYED_LAYOUT)
     db.execute("INSERT INTO claim_attestations SELECT claim, container, source, quote, start, "
-               "end_, said_at + since, invalid_at, said_at, recorded_at, hedged FROM "
+               "end_, said_at + since, invalid_at, said_at, recorded + (SELECT CAST(value AS "
+               "BIGINT) FROM claim_meta WHERE key = 'epoch'), hedged FROM "
                "claim_attestations_now")  # fmt: skip
+    db.execute("DELETE FROM claim_meta WHERE key IN ('epoch', 'listed')")
     db.execute("DROP TABLE claim_attestations_now")
     db.execute("CREATE INDEX attestations_source ON claim_attestations(source)")
     db.execute("DROP TABLE claim_attestations_by")

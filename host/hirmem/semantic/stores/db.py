@@ -29,7 +29,7 @@ from pathlib import Path
 from hirmem.sql import Connection, PgTarget
 from hirmem.sql.pgconn import PgConnection
 
-__all__ = ["Where", "has_table", "open_db"]
+__all__ = ["Where", "epoch", "has_table", "open_db"]
 
 Where = str | Path | PgTarget
 
@@ -60,3 +60,16 @@ def has_table(db: Connection, name: str) -> bool:
         return row is not None and row[0] is not None
     return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
                       (name,)).fetchone() is not None  # fmt: skip
+
+
+def epoch(db: Connection, meta: str, first: int, key: str = "name") -> int:
+    """The store's epoch, the instant its rows' times are written from (a few bytes each,
+    not eight): ``first`` when the key/value table ``meta`` (its key column ``key``) holds
+    none yet, else the one held. Set by the first write, read back in the caller's
+    transaction: two writers of one store write from the same instant. Never changes once
+    set (a row's offset is read back with it)."""
+    for name in (meta, key):
+        if not name.isidentifier():
+            raise ValueError(f"{name!r} is not a plain SQL name")
+    db.execute(f"INSERT OR IGNORE INTO {meta} ({key}, value) VALUES ('epoch', ?)", (first,))
+    return int(db.execute(f"SELECT value FROM {meta} WHERE {key} = 'epoch'").fetchone()[0])
