@@ -144,6 +144,6 @@ def test_two_writers_share_one_epoch_and_ties_in_time_keep_the_recorded_order(
     db = fresh._db
     assert db.execute("SELECT count(*) FROM claim_meta WHERE key = 'epoch'").fetchone()[0] == 1
     assert int(db.execute("SELECT min(recorded) FROM claim_attestations").fetchone()[0]) < 0
-    for w in writers:
-        w.close()
+    for writer in writers:
+        writer.close()
     fresh.close()
