@@ -217,18 +217,25 @@ def test_claim_lookups_are_served_by_indexes(tmp_path: Path) -> None:
         ("SELECT a.quote FROM claims c CROSS JOIN claim_attestations a ON a.claim = c.id "
          "WHERE a.container IN (?, ?) AND c.subject IN (?, ?) AND c.predicate = ?",
          (1, 2, 3, 4, 5), "sqlite_autoindex_claims_1"),
+        # a claim naming the subject as its value: by predicate and value, the predicates
+        # held skipped through (no index by value alone holds every claim again)
         ("SELECT a.quote FROM claims c CROSS JOIN claim_attestations a ON a.claim = c.id "
-         "WHERE a.container IN (?) AND (c.subject IN (?) OR c.value IN (?))", (1, 2, 3),
-         "claims_value"),
+         "WHERE a.container IN (?) AND (c.subject IN (?) OR (c.predicate IN (?, ?) AND "
+         "c.value IN (?)))", (1, 2, 3, 4, 5), "claims_pv (predicate=? AND value=?)"),
         ("SELECT c.id FROM claims c WHERE c.predicate = ?", (1,), "claims_pv"),
         # a withdrawal reads what the source stated, then deletes by the attestations' key
         ("SELECT rows FROM claim_attestations_by WHERE source = ? ORDER BY part",
          (1,), "PRIMARY KEY (source=?)"),
-        ("DELETE FROM claim_attestations WHERE claim = ? AND container = ? AND source = ? AND "
-         "start = ? AND end_ = ?", (1, 2, 3, 4, 5), "PRIMARY KEY"),
+        ("DELETE FROM claim_attestations WHERE claim = ? AND container = ? AND source = ?",
+         (1, 2, 3), "PRIMARY KEY (claim=? AND container=? AND source=?)"),
     ):
         plan = _plan(db, sql, args)
         assert "SCAN" not in plan and used in plan, (sql, plan)
+    # the predicates held, one seek each (the steps of its own recursion are all it scans)
+    plan = _plan(db, "WITH RECURSIVE p(x) AS (SELECT (SELECT min(predicate) FROM claims) "
+                 "UNION ALL SELECT (SELECT min(predicate) FROM claims WHERE predicate > p.x) "
+                 "FROM p WHERE p.x IS NOT NULL) SELECT x FROM p WHERE x IS NOT NULL", ())
+    assert "SCAN claims" not in plan and "claims_pv (predicate>?)" in plan, plan
     # the attestations' own key serves the join (no second index holds the claim again)
     assert "PRIMARY KEY (claim=? AND container=?)" in _plan(
         db, "SELECT a.quote FROM claims c CROSS JOIN claim_attestations a ON a.claim = c.id "

@@ -358,7 +358,7 @@ CREATE TABLE IF NOT EXISTS claims (
     id INTEGER PRIMARY KEY, subject INTEGER NOT NULL, predicate INTEGER NOT NULL,
     value INTEGER NOT NULL, UNIQUE (subject, predicate, value));
 CREATE INDEX IF NOT EXISTS claims_pv ON claims(predicate, value);
-CREATE INDEX IF NOT EXISTS claims_value ON claims(value);
+DROP INDEX IF EXISTS claims_value;
 CREATE TABLE IF NOT EXISTS claim_refusals (
     at INTEGER NOT NULL, container TEXT NOT NULL, source TEXT NOT NULL,
     reason TEXT NOT NULL, detail TEXT NOT NULL);
@@ -720,9 +720,14 @@ class ClaimStore:
         applied per subject and predicate; newest statement first."""
         at = self.clock() if at is None else at
         where, args = self._subject(subject, readable)
-        either = f"({where} OR {where.replace('c.subject', 'c.value')})"
+        # the value leg through ``claims_pv`` (predicate, value), one seek per predicate
+        # held: a few, where an index by value alone would hold every claim again
+        held = self._predicates()
+        marks = ",".join("?" * len(held)) or "NULL"
+        either = (f"({where} OR (c.predicate IN ({marks}) AND "
+                  f"{where.replace('c.subject', 'c.value')}))")  # fmt: skip
         by_key: dict[tuple[str, str], list[ClaimRow]] = {}
-        for r in self._rows(either, [*args, *args], readable, at):
+        for r in self._rows(either, [*args, *held, *args], readable, at):
             by_key.setdefault((r.subject, r.predicate), []).append(r)
         out: list[ClaimRow] = []
         for (_, predicate), rows in by_key.items():
@@ -730,6 +735,15 @@ class ClaimStore:
             single = predicate in self.ontology and self.ontology.get(predicate).single_valued
             out += rows[:1] if single else rows
         return sorted(out, key=lambda r: (-r.since, r.id))
+
+    def _predicates(self) -> list[int]:
+        """The integer of every predicate a claim holds: ``claims_pv`` skipped through, one
+        seek a predicate (not a read of every claim)."""
+        with self._lock:
+            return [int(r[0]) for r in self._db.execute(
+                "WITH RECURSIVE p(x) AS (SELECT (SELECT min(predicate) FROM claims) UNION ALL "
+                "SELECT (SELECT min(predicate) FROM claims WHERE predicate > p.x) FROM p "
+                "WHERE p.x IS NOT NULL) SELECT x FROM p WHERE x IS NOT NULL")]  # fmt: skip
 
     def history(
         self, subject: str, predicate: str, readable: Collection[str]
