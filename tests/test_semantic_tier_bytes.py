@@ -557,16 +557,15 @@ def tier_bytes_per_document(path: Path, n: int, tiers: tuple[str, ...] = TIERS) 
 
 def test_the_text_tiers_cost_a_few_hundred_bytes_a_short_document(tmp_path: Path) -> None:
     """Measured here at about 672 bytes a document (1,000 one-line documents: passages,
-    memories, claims, entities with their indexes and the codes of their sources, a page or
-    more for each of some forty small tables included); 717 before the entities' said rows
-    were counted (not a row per source), claim attestations held their recorded instant as
-    an offset from the store's epoch and claims had no index by value alone; 721 before the
-    passages' and tier 1's int8 vectors were packed by palette (``C``), 754 before the rows
-    held a source's small code for its 64-bit key and no index by source repeated the
-    attestations' and the said rows' keys, 770 before claim attestations were keyed (no rowid, no index by claim
-    beside the table), 807 before a one-sentence memory shared its passage's vector and
-    mentions, and the layouts before that held the text once per tier and cost
-    about 1,670."""
+    memories, claims, entities with their indexes and the codes of their sources, a page or more
+    for each of some forty small tables included); 717 before the entities' said rows were
+    counted (not a row per source), claim attestations' recorded instants became offsets from
+    the store's epoch and claims lost their index by value alone; 721 before the passages' and
+    tier 1's int8 vectors were packed by palette (``C``), 754 before the rows held a source's
+    small code for its 64-bit key and no index by source repeated the attestations' and the said
+    rows' keys, 770 before claim attestations were keyed (no rowid, no index by claim beside the
+    table), 807 before a one-sentence memory shared its passage's vector and mentions, and the
+    layouts before that held the text once per tier and cost about 1,670."""
     per_doc = tier_bytes_per_document(tmp_path / "b.db", 1_000)
     assert per_doc < 680, f"{per_doc:.0f} bytes a document"
 
