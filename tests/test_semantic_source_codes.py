@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.usefixtures("semantic_backend")
 
 # every (table, column) that holds a source's code
 CODED = [("tier1_memories", "source"), ("passages", "doc"), ("claim_attestations", "source"),
-         ("entity_said", "source"), ("entity_aliases", "source"), ("docs_compact", "key")]
+         ("entity_said_by", "source"), ("entity_aliases", "source"), ("docs_compact", "key")]
 PEOPLE = ["Ada Reyes", "Bo Nair", "Heidi Jones", "Klaus Berg", "Maya Lind", "Jonas Ek"]
 ORGS = ["Acme Corp", "Stark Industries", "Initech"]
 CITIES = ["Oslo", "Berlin", "Lisbon"]
@@ -75,13 +76,37 @@ _KEYED_LAYOUT = """CREATE TABLE claim_attestations (
     PRIMARY KEY (claim, container, source, start, end_, quote)) WITHOUT ROWID"""
 
 
+_SAID_PER_SOURCE = """CREATE TABLE entity_said (
+    entity INTEGER NOT NULL, container INTEGER NOT NULL, source INTEGER NOT NULL,
+    kind INTEGER NOT NULL, PRIMARY KEY (entity, container, source, kind)) WITHOUT ROWID"""
+
+
+def _said_per_source(db: Connection, key_of: Callable[[int], int]) -> None:
+    """The entities' said rows as a store of before held them (inside the caller's
+    transaction): a row per source (its key ``key_of`` its code), found by an index on
+    their source, no lists."""
+    rows = [(e, c, key_of(int(src)), k)
+            for src, blob in db.execute("SELECT source, rows FROM entity_said_by").fetchall()
+            for flat in [unpack_ints(bytes(blob))]
+            for e, c, k in (flat[i : i + 3] for i in range(0, len(flat), 3))]  # fmt: skip
+    db.execute("DROP TABLE entity_said")
+    db.execute("DROP TABLE entity_said_by")
+    db.execute(_SAID_PER_SOURCE)
+    db.executemany("INSERT INTO entity_said (entity, container, source, kind) VALUES "
+                   "(?, ?, ?, ?)", rows)  # fmt: skip
+    db.execute("CREATE INDEX entity_said_source ON entity_said(source)")
+
+
 def _to_keys(db: Connection) -> None:
     """Turn a store of this layout into one of before: every code replaced by the 64-bit
     key the table held (a document's own number; the entities' tables, :func:`source_key`
     of its name), the code tables dropped, each table in its layout of before."""
     keys = {int(c): int(k) for c, k in db.execute("SELECT id, key FROM source_codes")}
     db.execute("BEGIN")
+    _said_per_source(db, lambda c: source_key(f"{keys[c] & 0xFFFFFFFFFFFFFFFF:016x}"))
     for table, column in CODED:
+        if table == "entity_said_by":  # gone: the said rows of before hold their sources
+            continue
         if table.startswith("entity_"):
             db.executemany(f"UPDATE {table} SET {column} = ? WHERE {column} = ?",
                            [(source_key(f"{k & 0xFFFFFFFFFFFFFFFF:016x}"), c)
@@ -89,18 +114,18 @@ def _to_keys(db: Connection) -> None:
             continue
         db.execute(f"UPDATE {table} SET {column} = (SELECT k.key FROM source_codes k "
                    f"WHERE k.id = {table}.{column})")  # fmt: skip
-    # the attestations' table held its valid-from time itself (not as an offset)
+    # the attestations' table held its valid-from and recorded times themselves (not as
+    # offsets), and no epoch or mark of how its sources' lists are made
     db.execute("ALTER TABLE claim_attestations RENAME TO claim_attestations_now")
     db.execute(_KEYED_LAYOUT)
     db.execute("INSERT INTO claim_attestations SELECT claim, container, source, quote, start, "
-               "end_, said_at + since, invalid_at, said_at, recorded_at, hedged FROM "
+               "end_, said_at + since, invalid_at, said_at, recorded + (SELECT CAST(value AS "
+               "BIGINT) FROM claim_meta WHERE key = 'epoch'), hedged FROM "
                "claim_attestations_now")  # fmt: skip
+    db.execute("DELETE FROM claim_meta WHERE key IN ('epoch', 'listed')")
     db.execute("DROP TABLE claim_attestations_now")
     db.execute("CREATE INDEX attestations_source ON claim_attestations(source)")
-    # the said rows were found by an index on their source
-    db.execute("DROP TABLE entity_said_by")
     db.execute("DROP TABLE claim_attestations_by")
-    db.execute("CREATE INDEX entity_said_source ON entity_said(source)")
     # and tier 1's rows by an index on theirs
     db.execute("DROP TABLE tier1_memories_by")
     db.execute("CREATE INDEX tier1_memories_source ON tier1_memories(source)")
@@ -270,12 +295,10 @@ def test_an_entity_store_alone_of_before_converts_and_withdraws_by_either_key(
     keys = {int(c): k for c, k in db.execute("SELECT id, key FROM source_codes")}
     before = {src: source_key(src) for src in (doc, name)}
     db.execute("BEGIN")
-    for table in ("entity_said", "entity_aliases"):
-        db.executemany(f"UPDATE {table} SET source = ? WHERE source = ?",
-                       [(before[doc] if k == int(doc, 16) else before[name], c)
-                        for c, k in keys.items()])  # fmt: skip
-    db.execute("DROP TABLE entity_said_by")
-    db.execute("CREATE INDEX entity_said_source ON entity_said(source)")
+    old = {c: before[doc] if k == int(doc, 16) else before[name] for c, k in keys.items()}
+    _said_per_source(db, old.__getitem__)
+    db.executemany("UPDATE entity_aliases SET source = ? WHERE source = ?",
+                   [(k, c) for c, k in old.items()])  # fmt: skip
     db.execute("DROP TABLE source_codes")
     db.execute("DROP TABLE source_coded")
     db.execute("COMMIT")
@@ -288,7 +311,7 @@ def test_an_entity_store_alone_of_before_converts_and_withdraws_by_either_key(
     assert index.withdraw(doc) > 0
     assert index.names("Bob", {"team", "club"}) == set()
     db = index._db
-    left = {int(s) for t in ("entity_said", "entity_aliases")
+    left = {int(s) for t in ("entity_said_by", "entity_aliases")
             for (s,) in db.execute(f"SELECT source FROM {t}")}  # fmt: skip
     assert left == {index._codes.code(before[name], create=False)} != {0}
     assert index.withdraw(name) == 1 and index.resolve("Ada Reyes", {"team"}) == []

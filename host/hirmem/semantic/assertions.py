@@ -41,7 +41,7 @@ from hirmem.semantic import binrow
 from hirmem.semantic.errors import Erased, LedgerError, ProvError
 from hirmem.semantic.names import NameIndex
 from hirmem.semantic.stores.base import check_terms
-from hirmem.semantic.stores.db import Where, has_table, open_db
+from hirmem.semantic.stores.db import Where, epoch, has_table, open_db
 from hirmem.semantic.values import OPEN, Claim, Triple, confidence
 
 __all__ = ["Edge", "Ledger", "LedgerTriples", "Lifted", "SQLiteLedger", "Source", "Tombstone"]
@@ -944,10 +944,7 @@ class SQLiteLedger(Ledger):
         codes = self._codes(dict.fromkeys(t for e in edges
                                           for t in (e.subject, e.predicate, e.object)))
         if edges and self._epoch is None:
-            self._db.execute("INSERT OR IGNORE INTO ledger_meta (name, value) VALUES "
-                             "('epoch', ?)", (min(e.recorded_at for e in edges),))  # fmt: skip
-            self._epoch = int(self._db.execute(
-                "SELECT value FROM ledger_meta WHERE name = 'epoch'").fetchone()[0])
+            self._epoch = epoch(self._db, "ledger_meta", min(e.recorded_at for e in edges))
         for edge in edges:
             key, name = _key(edge.id)
             held = self._db.execute("SELECT name FROM ledger_edges WHERE key = ?",

@@ -46,7 +46,7 @@ from hirmem.semantic import refusals
 from hirmem.semantic.dictionary import SourceRows, Sources, Words, source_key
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.spans import span_text
-from hirmem.semantic.stores.db import Where, open_db
+from hirmem.semantic.stores.db import Where, epoch, has_table, open_db
 from hirmem.semantic.stores.sqlite import earlier_table
 from hirmem.sql.pgconn import PgConnection
 
@@ -332,19 +332,24 @@ def _appears(part: str, quote: str) -> bool:
 # the statement itself (claim, container, source, span, quote): the key finds a claim's
 # statements in the readable containers (the reads) and refuses a repeated statement, with
 # no rowid and no second index holding the claim again; a withdrawal finds them through
-# ``claim_attestations_by`` (:class:`~hirmem.semantic.dictionary.SourceRows`), not an index
-# by source that would hold every key again.
-# Valid from is ``said_at + since`` (:data:`_VALID_FROM`).
+# ``claim_attestations_by`` (:class:`~hirmem.semantic.dictionary.SourceRows`: each source's
+# (claim, container)s, whose statements of that source are all it wrote there), not an
+# index by source that would hold every key again.
+# Valid from is ``said_at + since`` (:data:`_VALID_FROM`); ``recorded`` is when the
+# statement was recorded, as an offset from the store's epoch (``claim_meta``,
+# :func:`~hirmem.semantic.stores.db.epoch`): two or three bytes, not six.
 # A source is the small code of its 64-bit key (a document id its own number), shared by
 # the file's tiers: :class:`~hirmem.semantic.dictionary.Sources`.
 _ATTESTATIONS = """CREATE TABLE claim_attestations (
     claim INTEGER NOT NULL, container INTEGER NOT NULL, source INTEGER NOT NULL,
     quote TEXT NOT NULL, start INTEGER NOT NULL, end_ INTEGER NOT NULL,
     since INTEGER NOT NULL, invalid_at INTEGER NOT NULL, said_at INTEGER NOT NULL,
-    recorded_at INTEGER NOT NULL, hedged INTEGER NOT NULL,
+    recorded INTEGER NOT NULL, hedged INTEGER NOT NULL,
     PRIMARY KEY (claim, container, source, start, end_, quote)) WITHOUT ROWID"""
 _ATTESTATION_COLUMNS = ("claim, container, source, quote, start, end_, since, invalid_at, "
-                        "said_at, recorded_at, hedged")  # fmt: skip
+                        "said_at, recorded, hedged")  # fmt: skip
+_META = "CREATE TABLE IF NOT EXISTS claim_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+_LISTED = "claim, container"  # what a source's list holds of each statement it made
 # what ``since`` holds: when a statement became true, as an offset from when it was said
 # (0, held in no bytes, for the usual statement that states no beginning of its own)
 _VALID_FROM = "(a.said_at + a.since)"
@@ -353,11 +358,10 @@ CREATE TABLE IF NOT EXISTS claims (
     id INTEGER PRIMARY KEY, subject INTEGER NOT NULL, predicate INTEGER NOT NULL,
     value INTEGER NOT NULL, UNIQUE (subject, predicate, value));
 CREATE INDEX IF NOT EXISTS claims_pv ON claims(predicate, value);
-CREATE INDEX IF NOT EXISTS claims_value ON claims(value);
+DROP INDEX IF EXISTS claims_value;
 CREATE TABLE IF NOT EXISTS claim_refusals (
     at INTEGER NOT NULL, container TEXT NOT NULL, source TEXT NOT NULL,
     reason TEXT NOT NULL, detail TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS claim_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 # (claim key, container, source, quote, valid from, invalid at, said at, recorded at, hedged)
@@ -383,27 +387,49 @@ class ClaimStore:
         self._db = open_db(path, "claims")
         earlier = self._earlier_rows()
         self._words = Words(self._db, "claim_words")
+        self._db.execute(_META)
+        self._epoch: int | None = None  # the rows' epoch, once a statement is written
         self._attestations_keyed()
         self._db.executescript(_SCHEMA)
         self._sources = Sources(self._db, "claim_sources", source_key)
         self._sources.codes.adopt("claim_attestations", "source")
-        # what each source stated, its (claim, container, start, end)s packed: a withdrawal
-        # finds them without an index that holds every attestation's key again
-        self._by_source = SourceRows(self._db, "claim_attestations", 4)
-        self._db.execute("BEGIN")
-        try:
-            if self._by_source.made("claim, container, start, end_"):
-                self._db.execute("DROP INDEX IF EXISTS attestations_source")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+        # what each source stated, its (claim, container)s packed: a withdrawal finds them
+        # without an index that holds every attestation's key again
+        self._by_source = SourceRows(self._db, "claim_attestations", 2)
+        self._listed()
+        held = self._db.execute("SELECT value FROM claim_meta WHERE key = 'epoch'").fetchone()
+        self._epoch = None if held is None else int(held[0])
         if earlier:
             self._db.execute("BEGIN")
             for (subject, predicate, value), *rest in earlier:
                 self._insert(ClaimRow(_claim_id(subject, predicate, value), subject,
                                       predicate, value), *rest)  # type: ignore[arg-type]
             self._db.execute("COMMIT")
+
+    def _listed(self) -> None:
+        """Make the sources' lists; lists of before (a (claim, container, start, end) a
+        statement, or an index by source) are made again from the rows, once (marked
+        ``listed`` in ``claim_meta``)."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            if self._db.execute("SELECT 1 FROM claim_meta WHERE key = 'listed'").fetchone(
+            ) is None or not has_table(self._db, self._by_source.table):  # fmt: skip
+                self._db.execute(f"DROP TABLE IF EXISTS {self._by_source.table}")
+                self._by_source.made(_LISTED)
+                self._db.execute("DROP INDEX IF EXISTS attestations_source")
+                self._db.execute("INSERT INTO claim_meta (key, value) VALUES ('listed', ?)",
+                                 (_LISTED,))  # fmt: skip
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def _recorded(self, at: int) -> int:
+        """``at`` as the offset a row holds (in the caller's transaction: the epoch is set
+        by the store's first statement, or read back as another writer set it)."""
+        if self._epoch is None:
+            self._epoch = epoch(self._db, "claim_meta", at, key="key")
+        return at - self._epoch
 
     def _earlier_rows(self) -> list[_Held]:
         """The statements of a file of the earlier layout (text claim ids, quotes copied),
@@ -429,36 +455,43 @@ class ClaimStore:
         """Make ``claim_attestations`` the keyed table of offsets; one of a layout of before
         (a file or a server schema) is rebuilt into it, rows and all: the rowid layout
         (rowid, ``quote`` NULL for a span, an index by claim) or the keyed one that held
-        ``valid_from`` itself."""
+        ``valid_from`` itself; the keyed one that held ``recorded_at`` itself (not as an
+        offset from the epoch) has that column turned into the offset."""
         db = self._db
         if isinstance(db, PgConnection):
             cols = {str(r[0]) for r in db.execute(
                 "SELECT column_name FROM information_schema.columns WHERE table_schema = "
                 "current_schema() AND table_name = 'claim_attestations'")}  # fmt: skip
-            if not cols or "since" in cols:
-                db.execute(_ATTESTATIONS.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1))
-                return
             rowid = "rowid" in cols
         else:
             held = earlier_table(db, "claim_attestations")
-            if held is None:
-                db.execute(_ATTESTATIONS)
-                return
-            if re.search(r"\bsince\b", held, re.I):
-                return
-            rowid = "WITHOUT ROWID" not in held.upper()
-        db.execute("BEGIN")
+            cols = set() if held is None else {
+                str(r[1]) for r in db.execute("PRAGMA table_info(claim_attestations)")}
+            rowid = held is not None and "WITHOUT ROWID" not in held.upper()
+        if not cols or "recorded" in cols:
+            db.execute(_ATTESTATIONS.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1))
+            return
+        db.execute("BEGIN IMMEDIATE")
         try:
-            db.execute("ALTER TABLE claim_attestations RENAME TO claim_attestations_earlier")
-            for index in ("attestations_claim", "attestations_source"):  # rebuilt by _SCHEMA
-                db.execute(f"DROP INDEX IF EXISTS {index}")
-            db.execute(_ATTESTATIONS)
-            old = _ATTESTATION_COLUMNS.replace("quote", "coalesce(quote, '')").replace(
-                "since", "valid_from - said_at")  # fmt: skip
-            order = " ORDER BY rowid" if rowid else ""  # (the first of a repeated statement)
-            db.execute(f"INSERT OR IGNORE INTO claim_attestations ({_ATTESTATION_COLUMNS}) "
-                       f"SELECT {old} FROM claim_attestations_earlier{order}")  # fmt: skip
-            db.execute("DROP TABLE claim_attestations_earlier")
+            first = db.execute("SELECT min(recorded_at) FROM claim_attestations").fetchone()[0]
+            at = 0 if first is None else epoch(db, "claim_meta", int(first), key="key")
+            if "since" in cols:  # keyed: only the recorded instant is an offset now
+                db.execute("ALTER TABLE claim_attestations RENAME COLUMN recorded_at TO "
+                           "recorded")  # fmt: skip
+                db.execute("UPDATE claim_attestations SET recorded = recorded - ?", (at,))
+            else:
+                db.execute("ALTER TABLE claim_attestations RENAME TO "
+                           "claim_attestations_earlier")  # fmt: skip
+                for index in ("attestations_claim", "attestations_source"):  # (_SCHEMA's)
+                    db.execute(f"DROP INDEX IF EXISTS {index}")
+                db.execute(_ATTESTATIONS)
+                old = _ATTESTATION_COLUMNS.replace("quote", "coalesce(quote, '')").replace(
+                    "since", "valid_from - said_at").replace(
+                    "recorded", f"recorded_at - {int(at)}")  # fmt: skip
+                order = " ORDER BY rowid" if rowid else ""  # (a repeated statement's first)
+                db.execute(f"INSERT OR IGNORE INTO claim_attestations ({_ATTESTATION_COLUMNS}) "
+                           f"SELECT {old} FROM claim_attestations_earlier{order}")  # fmt: skip
+                db.execute("DROP TABLE claim_attestations_earlier")
         except BaseException:
             db.execute("ROLLBACK")
             raise
@@ -488,11 +521,13 @@ class ClaimStore:
         end = s.invalid_at if s.invalid_at > start else 0  # never true for zero time
         with self._lock:
             self._db.execute("BEGIN")
+            held = self._epoch
             try:
                 self._insert(row, s.container, s.source, s.quote, start, end, s.said_at,
                              self.clock(), int(s.hedged), text)  # fmt: skip
             except BaseException:
                 self._db.execute("ROLLBACK")
+                self._epoch = held  # (one set in the transaction rolled back with it)
                 raise
             self._db.execute("COMMIT")
         return row
@@ -527,9 +562,9 @@ class ClaimStore:
         if self._db.execute(
             f"INSERT OR IGNORE INTO claim_attestations ({_ATTESTATION_COLUMNS}) VALUES "
             "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (cid, cont, skey, held, lo, hi, start - said, end, said, recorded, hedged)
-        ).rowcount > 0:  # fmt: skip
-            self._by_source.add(skey, (cid, cont, lo, hi))
+            (cid, cont, skey, held, lo, hi, start - said, end, said, self._recorded(recorded),
+             hedged)).rowcount > 0:  # fmt: skip
+            self._by_source.add(skey, (cid, cont), once=True)
 
     def _check(self, s: Statement) -> ClaimRow:
         if not s.container:
@@ -558,13 +593,13 @@ class ClaimStore:
         with self._lock:
             self._db.execute("BEGIN")
             key = self._sources.code(source, create=False)
-            stated = self._by_source.take(key)
-            claims = sorted({cid for cid, *_ in stated})
+            stated = sorted(set(self._by_source.take(key)))
+            claims = sorted({cid for cid, _ in stated})
             n = 0
-            for cid, cont, lo, hi in stated:  # (two quotes of one span: both, then none)
+            for cid, cont in stated:  # every statement the source made of it there
                 n += self._db.execute("DELETE FROM claim_attestations WHERE claim = ? AND "
-                                      "container = ? AND source = ? AND start = ? AND end_ = ?",
-                                      (cid, cont, key, lo, hi)).rowcount  # fmt: skip
+                                      "container = ? AND source = ?",
+                                      (cid, cont, key)).rowcount  # fmt: skip
             self._sources.forget(source)
             for cid in claims:
                 self._db.execute("DELETE FROM claims WHERE id = ? AND NOT EXISTS (SELECT 1 "
@@ -626,7 +661,7 @@ class ClaimStore:
         # ties in time broken by when each was recorded, then by the key: an order of its
         # own, not the table's storage order (the source by its 64-bit key, not its code:
         # the order a store of before gave)
-        sql += (f" ORDER BY c.id, {_VALID_FROM}, a.said_at, a.recorded_at, a.container, "
+        sql += (f" ORDER BY c.id, {_VALID_FROM}, a.said_at, a.recorded, a.container, "
                 "sk.key, a.start, a.end_, a.quote")  # fmt: skip
         with self._lock:
             got = self._db.execute(sql, params).fetchall()
@@ -685,9 +720,14 @@ class ClaimStore:
         applied per subject and predicate; newest statement first."""
         at = self.clock() if at is None else at
         where, args = self._subject(subject, readable)
-        either = f"({where} OR {where.replace('c.subject', 'c.value')})"
+        # the value leg through ``claims_pv`` (predicate, value), one seek per predicate
+        # held: a few, where an index by value alone would hold every claim again
+        held = self._predicates()
+        marks = ",".join("?" * len(held)) or "NULL"
+        either = (f"({where} OR (c.predicate IN ({marks}) AND "
+                  f"{where.replace('c.subject', 'c.value')}))")  # fmt: skip
         by_key: dict[tuple[str, str], list[ClaimRow]] = {}
-        for r in self._rows(either, [*args, *args], readable, at):
+        for r in self._rows(either, [*args, *held, *args], readable, at):
             by_key.setdefault((r.subject, r.predicate), []).append(r)
         out: list[ClaimRow] = []
         for (_, predicate), rows in by_key.items():
@@ -695,6 +735,15 @@ class ClaimStore:
             single = predicate in self.ontology and self.ontology.get(predicate).single_valued
             out += rows[:1] if single else rows
         return sorted(out, key=lambda r: (-r.since, r.id))
+
+    def _predicates(self) -> list[int]:
+        """The integer of every predicate a claim holds: ``claims_pv`` skipped through, one
+        seek a predicate (not a read of every claim)."""
+        with self._lock:
+            return [int(r[0]) for r in self._db.execute(
+                "WITH RECURSIVE p(x) AS (SELECT (SELECT min(predicate) FROM claims) UNION ALL "
+                "SELECT (SELECT min(predicate) FROM claims WHERE predicate > p.x) FROM p "
+                "WHERE p.x IS NOT NULL) SELECT x FROM p WHERE x IS NOT NULL")]  # fmt: skip
 
     def history(
         self, subject: str, predicate: str, readable: Collection[str]

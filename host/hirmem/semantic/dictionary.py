@@ -212,10 +212,11 @@ class SourceRows:
             raise ValueError(f"{table!r} is not a plain SQL name")
         self.db, self.of, self.table, self.width = db, table, f"{table}_by", width
 
-    def made(self, columns: str) -> bool:
+    def made(self, columns: str | None) -> bool:
         """Make the table (the caller's transaction open); in a store of before, from the
-        ``columns`` (comma-separated, ``width`` of them) of the rows held. Whether it was
-        made now (the caller then drops the index by source it replaces)."""
+        ``columns`` (comma-separated, ``width`` of them) of the rows held (None: no rows of
+        before to list). Whether it was made now (the caller then drops the index by source
+        it replaces)."""
         # (imported here: the stores package imports this module)
         from hirmem.semantic.stores.db import has_table
 
@@ -225,8 +226,9 @@ class SourceRows:
                         "part INTEGER NOT NULL, rows BLOB NOT NULL, "
                         "PRIMARY KEY (source, part)) WITHOUT ROWID")  # fmt: skip
         held: dict[int, list[bytes]] = {}
-        for src, *row in self.db.execute(f"SELECT source, {columns} FROM "
-                                         f"{self.of} ORDER BY source"):  # fmt: skip
+        listed: Iterable[Sequence[int]] = [] if columns is None else self.db.execute(
+            f"SELECT source, {columns} FROM {self.of} ORDER BY source")  # fmt: skip
+        for src, *row in listed:
             parts = held.setdefault(int(src), [b""])
             blob = pack_ints(int(v) for v in row)
             if len(parts[-1]) + len(blob) > PART_BYTES:
@@ -237,13 +239,20 @@ class SourceRows:
                              for i, blob in enumerate(parts)])  # fmt: skip
         return True
 
-    def add(self, source: int, row: Sequence[int]) -> None:
-        """Source ``source`` (its code) wrote a row of these integers."""
+    def add(self, source: int, row: Sequence[int], *, once: bool = False) -> bool:
+        """Source ``source`` (its code) wrote a row of these integers; whether it was listed.
+        ``once``: not when the source's last part lists it already (a row said again at
+        once; one listed in an earlier part is listed again: the caller counts what is
+        listed, so the count and the list agree either way)."""
         if len(row) != self.width:
             raise ValueError(f"{self.table}: a row of {len(row)} integers, not {self.width}")
         blob = pack_ints(row)
         last = self.db.execute(f"SELECT part, rows FROM {self.table} WHERE source = ? "
                                "ORDER BY part DESC LIMIT 1", (source,)).fetchone()  # fmt: skip
+        if once and last is not None:
+            flat, want = unpack_ints(bytes(last[1])), list(row)
+            if any(flat[i : i + self.width] == want for i in range(0, len(flat), self.width)):
+                return False
         if last is None:
             self.db.execute(f"INSERT INTO {self.table} VALUES (?, 0, ?)", (source, blob))
         elif len(last[1]) + len(blob) <= PART_BYTES:
@@ -252,6 +261,7 @@ class SourceRows:
         else:
             self.db.execute(f"INSERT INTO {self.table} VALUES (?, ?, ?)",
                             (source, int(last[0]) + 1, blob))  # fmt: skip
+        return True
 
     def rows(self, source: int) -> list[tuple[int, ...]]:
         """The rows ``source`` wrote (its list kept)."""

@@ -33,6 +33,7 @@ import contextlib
 import functools
 import re
 import threading
+from collections import Counter
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
@@ -185,20 +186,22 @@ class EdgeRow:
 # each id once, not twice (row and key index).
 _ENTITIES = "CREATE TABLE entities (id TEXT PRIMARY KEY, name TEXT NOT NULL) WITHOUT ROWID"
 
-# What a source said, one row per (entity, container, source, kind): the entity's own name
-# is implied (an entity's id is the id of its name), so the row a name said by a document
-# costs four small integers, held once (a withdrawal finds them through ``entity_said_by``,
-# :class:`~hirmem.semantic.dictionary.SourceRows`, not an index repeating them);
-# ``entity_aliases`` holds only names an entity is known by other than its own. Strings
-# (entity ids, alias names, containers, kinds) are dictionary-encoded in ``entity_words``;
-# sources are the small codes of their
+# What the sources said, one row per (entity, container, kind) with ``n``, how many
+# statements of it the sources' lists hold (``entity_said_by``,
+# :class:`~hirmem.semantic.dictionary.SourceRows`: each source's (entity, container, kind)s
+# packed): a read asks only whether a name was said in a container (and as what kind), so
+# the source is kept once, in its list, not in a row beside it; a withdrawal takes its list
+# and counts each row down, deleting it at 0. The entity's own name is implied (an entity's
+# id is the id of its name); ``entity_aliases`` holds only names an entity is known by other
+# than its own. Strings (entity ids, alias names, containers, kinds) are dictionary-encoded
+# in ``entity_words``; sources are the small codes of their
 # 64-bit keys (:func:`~hirmem.semantic.dictionary.source_number`), shared by the file's tiers
 # (:class:`~hirmem.semantic.dictionary.Codes`). Both tables are WITHOUT ROWID (their
 # keys are narrow integers: measured smaller than a rowid table with the same indexes).
+_SAID = """CREATE TABLE IF NOT EXISTS entity_said (
+    entity INTEGER NOT NULL, container INTEGER NOT NULL, kind INTEGER NOT NULL,
+    n INTEGER NOT NULL, PRIMARY KEY (entity, container, kind)) WITHOUT ROWID"""
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS entity_said (
-    entity INTEGER NOT NULL, container INTEGER NOT NULL, source INTEGER NOT NULL,
-    kind INTEGER NOT NULL, PRIMARY KEY (entity, container, source, kind)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS entity_aliases (
     alias INTEGER NOT NULL, entity INTEGER NOT NULL, container INTEGER NOT NULL,
     source INTEGER NOT NULL, PRIMARY KEY (alias, entity, container, source)) WITHOUT ROWID;
@@ -225,18 +228,37 @@ class EntityIndex:
         rowless(self._db, "entities", _ENTITIES)
         earlier = self._earlier_rows()
         self._words = Words(self._db, "entity_words")
+        # a said table of before holds a row per source (its ``source`` column)
+        by_source = "source" in {str(r[1]) for r in self._db.execute(
+            "PRAGMA table_info(entity_said)")}  # fmt: skip
         self._db.executescript(_SCHEMA)
         self._codes = Codes(self._db)
-        for table in ("entity_said", "entity_aliases"):
+        for table in ("entity_said", "entity_aliases") if by_source else ("entity_aliases",):
             self._codes.adopt(table, "source", self._rekeyed)
-        # what each source said, its (entity, container, kind)s packed: found by source
-        # without an index that holds every row again
+        # what each source said, its (entity, container, kind)s packed: what a withdrawal
+        # counts down
         self._said_by = SourceRows(self._db, "entity_said", 3)
         with self._writing():
-            if self._said_by.made("entity, container, kind"):
+            if self._said_by.made("entity, container, kind" if by_source else None):
                 self._db.execute("DROP INDEX IF EXISTS entity_said_source")
+            if by_source:
+                self._count_said()
+            else:
+                self._db.execute(_SAID)
         if earlier is not None:
             self._convert(*earlier)
+
+    def _count_said(self) -> None:
+        """Rebuild a said table of before (a row per source; its lists made from those rows
+        or kept as they were, one entry a row) into the counted one (the caller's
+        transaction open)."""
+        held = self._db.execute("SELECT entity, container, kind, count(*) FROM entity_said "
+                                "GROUP BY entity, container, kind").fetchall()  # fmt: skip
+        self._db.execute("DROP INDEX IF EXISTS entity_said_source")
+        self._db.execute("DROP TABLE entity_said")
+        self._db.execute(_SAID)
+        self._db.executemany("INSERT INTO entity_said (entity, container, kind, n) VALUES "
+                             "(?, ?, ?, ?)", held)  # fmt: skip
 
     def _earlier_rows(self) -> tuple[list[tuple[str, str, str, str]],
                                      list[tuple[str, str, str, str]]] | None:  # fmt: skip
@@ -307,9 +329,10 @@ class EntityIndex:
         """``source`` said entity ``eid`` in ``container`` (stating ``kind``, when given)."""
         e, c, src = self._wid(eid), self._wid(container), self._code(source)
         k = self._wid(kind) if kind else NO_KIND
-        if self._db.execute("INSERT OR IGNORE INTO entity_said VALUES (?, ?, ?, ?)",
-                            (e, c, src, k)).rowcount > 0:  # fmt: skip
-            self._said_by.add(src, (e, c, k))
+        if self._said_by.add(src, (e, c, k), once=True):
+            self._db.execute("INSERT INTO entity_said (entity, container, kind, n) VALUES "
+                             "(?, ?, ?, 1) ON CONFLICT (entity, container, kind) DO UPDATE "
+                             "SET n = entity_said.n + 1", (e, c, k))  # fmt: skip
 
     def _say(self, alias: str, eid: str, container: str, source: str, kind: str = "") -> None:
         """``source`` wrote ``alias`` for entity ``eid`` in ``container`` (stating ``kind``,
@@ -403,10 +426,13 @@ class EntityIndex:
             for code in codes:
                 n += self._db.execute("DELETE FROM entity_aliases WHERE source = ?",
                                       (code,)).rowcount  # fmt: skip
-                for e, c, k in self._said_by.take(code):
-                    n += self._db.execute("DELETE FROM entity_said WHERE entity = ? AND "
-                                          "container = ? AND source = ? AND kind = ?",
-                                          (e, c, code, k)).rowcount  # fmt: skip
+                listed = Counter(self._said_by.take(code))
+                for (e, c, k), times in sorted(listed.items()):
+                    self._db.execute("UPDATE entity_said SET n = n - ? WHERE entity = ? AND "
+                                     "container = ? AND kind = ?", (times, e, c, k))  # fmt: skip
+                    self._db.execute("DELETE FROM entity_said WHERE entity = ? AND container "
+                                     "= ? AND kind = ? AND n <= 0", (e, c, k))  # fmt: skip
+                n += len(listed)  # the statements the source made, each once
             self._db.execute("COMMIT")
         return n
 

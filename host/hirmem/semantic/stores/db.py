@@ -32,7 +32,7 @@ import numpy.typing as npt
 from hirmem.sql import Connection, PgTarget
 from hirmem.sql.pgconn import PgConnection
 
-__all__ = ["Where", "has_table", "in_ids", "open_db"]
+__all__ = ["Where", "epoch", "has_table", "in_ids", "open_db"]
 
 Where = str | Path | PgTarget
 
@@ -73,3 +73,16 @@ def in_ids(db: Connection, column: str, ids: npt.NDArray[np.int64]) -> tuple[str
         return f"{column} = ANY(?)", [int(i) for i in ids]
     return (f"{column} IN (SELECT value FROM json_each(?))",
             "[" + ",".join(map(str, ids.tolist())) + "]")
+
+
+def epoch(db: Connection, meta: str, first: int, key: str = "name") -> int:
+    """The store's epoch, the instant its rows' times are written from (a few bytes each,
+    not eight): ``first`` when the key/value table ``meta`` (its key column ``key``) holds
+    none yet, else the one held. Set by the first write, read back in the caller's
+    transaction: two writers of one store write from the same instant. Never changes once
+    set (a row's offset is read back with it)."""
+    for name in (meta, key):
+        if not name.isidentifier():
+            raise ValueError(f"{name!r} is not a plain SQL name")
+    db.execute(f"INSERT OR IGNORE INTO {meta} ({key}, value) VALUES ('epoch', ?)", (first,))
+    return int(db.execute(f"SELECT value FROM {meta} WHERE {key} = 'epoch'").fetchone()[0])
