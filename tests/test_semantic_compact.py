@@ -24,7 +24,7 @@ from hirmem.semantic.errors import ProvError
 from hirmem.semantic.prov import Log, SQLiteLog, pack_segment, unpack_segment
 from hirmem.semantic.stores.base import Match
 from hirmem.semantic.stores.memory import MemoryGraph, MemoryVectors
-from hirmem.semantic.stores.sqlite import SQLiteDocs, SQLiteGraph, SQLiteVectors
+from hirmem.semantic.stores.sqlite import PLAIN, SQLiteDocs, SQLiteGraph, SQLiteVectors
 from hirmem.semantic.values import Chunk, Doc, Origin, Span, Triple, with_origin
 from semantic_backends import semantic_backend, semantic_server  # noqa: F401  (fixtures)
 
@@ -291,6 +291,105 @@ def test_chunks_are_kept_by_reference_and_read_back_as_they_were(tmp_path: Path)
     total = len(cuts) + sum(1 for _, cut in rows if cut is None)
     assert 0 < own < total / 4  # only the chunks that are not their span keep a text
     store.close()
+
+
+def test_sources_and_containers_are_words_and_read_back_as_written(tmp_path: Path) -> None:
+    """A source's directory and a usual record's container are words of ``docs_words``
+    (the row holds their numbers), its all-zero origin fields the empty text; every
+    document reads back as it was written (the oracle: the documents themselves)."""
+    rng = random.Random(1616)
+    store = SQLiteDocs(tmp_path / "d.db")
+    held: dict[str, Doc] = {}
+    for step in range(1200):
+        d = f"{rng.getrandbits(64):016x}" if rng.random() < 0.5 else f"d{rng.randrange(80)}"
+        if rng.random() < 0.1 and d in held:
+            assert store.delete(d) and store.get(d) is None
+            del held[d]
+            continue
+        source = rng.choice(["bench://para/", "file:/home/é/", "a/", "abc/", "", "/",
+                             "mem://x/y//"]) + rng.choice(["", "0", str(step), "ö.md", "/"])
+        text = "".join(rng.choice(["Alice ", "Zoë. ", "日本 ", "\n"])
+                       for _ in range(rng.randint(1, 12)))  # fmt: skip
+        raw = text.encode()
+        org = Origin(rng.choice([source, "file:/x"]), rng.choice([0, 0, 7]),
+                     len(raw) + rng.choice([0, 0, 0, 1]), rng.choice([0, 0, step]),
+                     hashlib.sha256(raw).hexdigest(),
+                     rng.choice(["text/plain", "text/plain", "text/markdown"]))  # fmt: skip
+        meta = rng.choice([with_origin({"container": rng.choice(["bench", "c", "ß"])}, org),
+                           with_origin({}, org), with_origin({"container": 3}, org),
+                           with_origin({"container": "c", "n": 1}, org), {"n": step}])
+        doc = Doc(d, source, text, meta)
+        store.put(doc, [Chunk(d, 0, text, 0, len(raw))])
+        held[d] = doc
+    for d, doc in held.items():
+        assert store.get(d) == doc
+    con = store._db
+    rows = con.execute("SELECT d.source, d.meta, d.dir, d.box, w.word FROM docs_compact d "
+                       "LEFT JOIN docs_words w ON w.id = d.dir").fetchall()  # fmt: skip
+    assert any(m == "" and b is not None for _, m, _, b, _ in rows)  # the usual record
+    assert all(w is None or ("/" not in t and w.endswith("/")) for t, _, _, _, w in rows)
+    assert not any("bench" in m for _, m, _, _, _ in rows if m[:1] in ("", "^"))
+    words = [w for (w,) in con.execute("SELECT word FROM docs_words")]
+    assert len(words) == len(set(words)) < 20  # each word once
+    store.close()
+
+
+@EARLIER
+def test_docs_and_places_of_the_layout_before_the_words_read_as_they_did(
+    tmp_path: Path,
+) -> None:
+    """A file of the layout before: ``docs_compact`` without ``dir`` and ``box`` (the
+    source spelled out, the container in ``meta``), a place's version its 64-bit id. Opened,
+    its rows read as they did, the places' versions are coded, and new rows use the words."""
+    db = tmp_path / "d.db"
+    raw = b"Alice knows Bob."
+    org = Origin("bench://para/0", 0, len(raw), 0, hashlib.sha256(raw).hexdigest(),
+                 "text/plain")  # fmt: skip
+    old = Doc("0123456789abcdef", "bench://para/0", raw.decode(),
+              with_origin({"container": "bench"}, org))  # fmt: skip
+    con = sqlite3.connect(db)
+    con.executescript("""
+        CREATE TABLE source_codes (id INTEGER PRIMARY KEY, key INTEGER UNIQUE NOT NULL);
+        CREATE TABLE source_coded (col TEXT PRIMARY KEY);
+        INSERT INTO source_coded VALUES ('docs_compact.key');
+        INSERT INTO source_codes VALUES (1, 81985529216486895);
+        CREATE TABLE docs_compact (key INTEGER PRIMARY KEY, name TEXT,
+            source TEXT NOT NULL, text TEXT NOT NULL, meta TEXT NOT NULL, cuts TEXT);
+        INSERT INTO docs_compact VALUES (1, NULL, 'bench://para/0', 'Alice knows Bob.',
+            '^[0,0,0,0,"bench"]', NULL);
+        CREATE TABLE docs_places (key INTEGER PRIMARY KEY, name TEXT, current INTEGER,
+            props TEXT);
+        INSERT INTO docs_places VALUES (-5, NULL, 81985529216486895, NULL);
+        INSERT INTO docs_places VALUES (-6, NULL, NULL, '{"current":"x","versions":["x"]}');
+        INSERT INTO docs_places VALUES (-7, NULL, -2, NULL);
+    """)  # (0x0123456789abcdef is 81985529216486895; -2 a version never written)
+    con.commit()
+    con.close()
+    store = SQLiteDocs(db)
+    assert store.get(old.id) == old
+    places = {k: store.place(k) for k in ("fffffffffffffffb", "fffffffffffffffa",
+                                          "fffffffffffffff9")}  # fmt: skip
+    assert places == {"fffffffffffffffb": {"current": old.id},
+                      "fffffffffffffffa": {"current": "x", "versions": ["x"]},
+                      "fffffffffffffff9": {"current": "fffffffffffffffe"}}  # fmt: skip
+    new = Doc("00000000000000aa", "bench://para/1", "Zoë.", with_origin(
+        {"container": "bench"}, Origin("bench://para/1", 0, 5, 0,
+                                       hashlib.sha256("Zoë.".encode()).hexdigest(), PLAIN)))
+    store.put(new, [Chunk(new.id, 0, "Zoë.", 0, 5)])
+    store.set_place("00000000000000bb", {"current": new.id})
+    store.close()
+    again = SQLiteDocs(db)  # (converted once: a second open changes nothing)
+    assert again.get(old.id) == old and again.get(new.id) == new
+    assert again.place("00000000000000bb") == {"current": new.id}
+    assert again.place("fffffffffffffffb") == {"current": old.id}
+    again.close()
+    con = sqlite3.connect(db)
+    currents = {k: c for k, c in con.execute("SELECT key, current FROM docs_places")}
+    row = con.execute("SELECT source, meta, dir, box FROM docs_compact WHERE key = "
+                      "(SELECT id FROM source_codes WHERE key = 170)").fetchone()  # fmt: skip
+    con.close()
+    assert currents[-5] == 1 and currents[-6] is None and 0 < currents[-7] < 10
+    assert 0 < currents[0xBB] < 10 and row[:2] == ("1", "") and None not in row
 
 
 @EARLIER

@@ -89,6 +89,10 @@ def _to_keys(db: Connection) -> None:
             continue
         db.execute(f"UPDATE {table} SET {column} = (SELECT k.key FROM source_codes k "
                    f"WHERE k.id = {table}.{column})")  # fmt: skip
+    # a source place's version was its document's id (a place is no row of a source's own:
+    # not in CODED, which erasure empties)
+    db.execute("UPDATE docs_places SET current = (SELECT k.key FROM source_codes k "
+               "WHERE k.id = docs_places.current)")  # fmt: skip
     # the attestations' table held its valid-from time itself (not as an offset)
     db.execute("ALTER TABLE claim_attestations RENAME TO claim_attestations_now")
     db.execute(_KEYED_LAYOUT)

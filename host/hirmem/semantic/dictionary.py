@@ -124,16 +124,18 @@ class Codes:
             if self.db.execute(f"SELECT 1 FROM {_CODED} WHERE col = ?",
                                (mark,)).fetchone() is None:  # fmt: skip
                 moved = {} if rekeyed is None else rekeyed()
+                some = f"FROM {table} WHERE {column} IS NOT NULL"  # (NULL: none, kept)
                 held = [int(r[0]) for r in self.db.execute(
-                    f"SELECT DISTINCT {column} FROM {table} ORDER BY {column}")]  # fmt: skip
+                    f"SELECT DISTINCT {column} {some} ORDER BY {column}")]  # fmt: skip
                 # first to the new keys (64-bit both: neither is ever the other), then
                 # every key to its code
                 self.db.executemany(f"UPDATE {table} SET {column} = ? WHERE {column} = ?",
                                     [(moved[k], k) for k in held if k in moved])  # fmt: skip
                 self.db.execute(f"INSERT OR IGNORE INTO {CODES}(key) SELECT DISTINCT {column} "
-                                f"FROM {table} ORDER BY {column}")  # fmt: skip
+                                f"{some} ORDER BY {column}")  # fmt: skip
                 self.db.execute(f"UPDATE {table} SET {column} = (SELECT c.id FROM {CODES} c "
-                                f"WHERE c.key = {table}.{column})")  # fmt: skip
+                                f"WHERE c.key = {table}.{column}) "
+                                f"WHERE {column} IS NOT NULL")  # fmt: skip
                 self.db.execute(f"INSERT INTO {_CODED} VALUES (?)", (mark,))
             if own:
                 self.db.execute("COMMIT")
