@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from hirmem.semantic.assertions import Edge, Source, SourceKind
+from hirmem.semantic.dictionary import PART_BYTES, Postings
 from hirmem.semantic.errors import ProvError
 from hirmem.semantic.prov import Log, SQLiteLog, pack_segment, unpack_segment
 from hirmem.semantic.stores.base import Match
@@ -505,7 +506,86 @@ def test_the_dictionary_encoded_filter_index_answers_as_the_memory_driver(
     for i in ids:  # every term leaves with its last vector: the term table is bounded
         mine.delete(i)
     assert mine._db.execute("SELECT count(*) FROM vector_terms").fetchone()[0] == 0
-    assert mine._db.execute("SELECT count(*) FROM vector_meta").fetchone()[0] == 0
+    assert mine._db.execute("SELECT count(*) FROM vector_posts").fetchone()[0] == 0
+
+
+def test_postings_hold_the_sets_a_dict_of_sets_holds(tmp_path: Path) -> None:
+    """:class:`Postings` against a dict of sets over random adds and removes: rows mostly
+    rising (appended), some anywhere (put in place, parts split), sets of thousands of rows
+    (many parts)."""
+    rng = random.Random(1717)
+    con = sqlite3.connect(tmp_path / "p.db", isolation_level=None)
+    posts = Postings(con, "posts")
+    oracle: dict[int, set[int]] = {}
+    top = 0
+    for step in range(6000):
+        term = rng.choice([1, 1, 1, 2, 3, 300])
+        if rng.random() < 0.7:
+            top += rng.choice([1, 1, 2, 200])
+            row = top if rng.random() < 0.8 else rng.randrange(top + 1)
+            posts.add(term, row)
+            oracle.setdefault(term, set()).add(row)
+        else:
+            held = sorted(oracle.get(term, ())) or [rng.randrange(10)]
+            row = rng.choice(held)
+            posts.remove(term, row)
+            oracle.get(term, set()).discard(row)
+        if step % 500 == 0 or step > 5990:
+            for t in (1, 2, 3, 300, 9):
+                assert posts.rows([t]) == oracle.get(t, set()), (step, t)
+                assert posts.held(t) == bool(oracle.get(t))
+            assert posts.rows([1, 3]) == oracle.get(1, set()) | oracle.get(3, set())
+    parts = con.execute("SELECT term, first, last, gaps FROM posts").fetchall()
+    assert all(len(g) <= PART_BYTES for _, _, _, g in parts)
+    assert sum(1 for t, _, _, _ in parts if t == 1) > 2  # a large set in many parts
+    for t, first, last, gaps in parts:  # each part's bounds are its rows'
+        rows = sorted(r for r in oracle[t] if first <= r <= last)
+        assert rows[0] == first and rows[-1] == last and len(gaps) >= len(rows) - 1
+    posts.clear()
+    assert posts.rows([1, 2, 3, 300]) == set()
+    con.close()
+
+
+@EARLIER
+def test_a_vector_file_with_a_row_per_term_is_converted_when_opened(tmp_path: Path) -> None:
+    """A file of the layout before the postings (``vector_meta``, a row of (term code, row
+    number) per term of a vector) opens with its index as postings, answering every filter
+    as before."""
+    rng = random.Random(6)
+    db = tmp_path / "v.db"
+    store, oracle = SQLiteVectors(db), MemoryVectors()
+    for i in range(200):
+        vec = [rng.random() + 0.1, rng.random(), rng.random()]
+        meta = {"subject": rng.choice(["a", "b", "c"]), "container": rng.choice(["x", "y"])}
+        store.put(f"d{i}#0", vec, meta)
+        oracle.put(f"d{i}#0", vec, meta)
+    def posted(s: SQLiteVectors) -> set[tuple[str, str, int]]:  # (key, term, row)
+        return {(k, v, r) for c, k, v in s._db.execute("SELECT code, key, value FROM "
+                                                       "vector_terms").fetchall()
+                for r in s._posts.rows([c])}  # fmt: skip
+
+    held = posted(store)
+    assert len(held) == 400
+    rows = {(c, r) for (c,) in store._db.execute("SELECT code FROM vector_terms").fetchall()
+            for r in store._posts.rows([c])}  # fmt: skip
+    store.close()
+    con = sqlite3.connect(db)
+    con.executescript("""
+        CREATE TABLE vector_meta (term INTEGER NOT NULL, id INTEGER NOT NULL,
+            PRIMARY KEY (term, id)) WITHOUT ROWID;
+        DROP TABLE vector_posts;
+    """)
+    con.executemany("INSERT INTO vector_meta VALUES (?, ?)", sorted(rows))
+    con.commit()
+    con.close()
+    again = SQLiteVectors(db)
+    q = [1.0, 0.2, 0.1]
+    for flt in (None, {"subject": "a"}, {"container": {"in": ["y"]}, "subject": "b"}):
+        assert ([(m.id, m.meta) for m in again.near(q, 300, flt)]
+                == [(m.id, m.meta) for m in oracle.near(q, 300, flt)]), flt  # fmt: skip
+    tables = {n for (n,) in again._db.execute("SELECT name FROM sqlite_master")}
+    assert "vector_meta" not in tables and posted(again) == held  # (terms coded again)
+    again.close()
 
 
 # ---- triples and entity tables ------------------------------------------------------------------
@@ -1255,7 +1335,10 @@ def test_the_lookups_a_question_and_an_erasure_make_stay_indexed(tmp_path: Path)
                                               "WHERE name >= ? AND name < ?", ("a#", "a$")),
         "a document's one-chunk entry": ("SELECT seq, key, name, meta FROM vectors WHERE "
                                          "key >= ? AND key <= ? AND name IS NULL", (1, 1)),
-        "a filter term's entries": ("SELECT id FROM vector_meta WHERE term IN (?, ?)", (1, 2)),
+        "a filter term's entries": ("SELECT first, gaps FROM vector_posts WHERE term IN "
+                                    "(?, ?)", (1, 2)),
+        "a filter term's part": ("SELECT first, last, gaps FROM vector_posts WHERE term = ? "
+                                 "AND first <= ? ORDER BY first DESC LIMIT 1", (1, 2)),
         "a ledger row": ("SELECT name FROM ledger_edges WHERE key = ?", (1,)),
         "a source place": ("SELECT name, current, props FROM docs_places WHERE key = ?", (1,)),
         "a graph node": ("SELECT name, props FROM graph_nodes WHERE id = ?", (1,)),

@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hirmem.protocol.identity import fold, triple_id
-from hirmem.semantic.dictionary import CODES, Codes, Words, pack_ints, unpack_ints
+from hirmem.semantic.dictionary import CODES, Codes, Postings, Words, pack_ints, unpack_ints
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.stores import filters
 from hirmem.semantic.stores.base import Match, Vec, as_unit, check_terms, top_k
@@ -291,18 +291,20 @@ SHAPES = 1024  # metadata shapes (key lists) named by number; others are kept as
 class SQLiteVectors(_SQLite):
     """The filter's index is dictionary encoded: ``vector_terms`` holds each distinct
     metadata term once (its code, its key, the term as JSON as :mod:`.filters` defines
-    terms, ``["n", 1]``), and ``vector_meta`` one row of two small integers per term of a
-    vector (the term's code, the vector row's ``seq``). The codes are the database's: a
+    terms, ``["n", 1]``), and ``vector_posts`` the vector rows (their ``seq``) holding each
+    term, by its code (:class:`~hirmem.semantic.dictionary.Postings`: a byte or two a
+    row). The codes are the database's: a
     write inserts the terms it needs (a term already there is left as it is) and reads
     their codes back inside its own transaction, so two processes writing one store agree
     on them; a query reads the codes of its terms when it runs; no code is kept in memory.
     A code is never reused (``AUTOINCREMENT``; PostgreSQL: an identity). A term no vector
     holds any more is deleted with its last row, by a statement that checks no row names
-    its code (``NOT EXISTS``). Only the keys named by :meth:`index_only` are indexed
+    its code. Only the keys named by :meth:`index_only` are indexed
     (every key until a caller names them; the choice is kept in ``vector_keys``): a filter on
     another key is answered by reading every row's ``meta``, the same answer, slower. The
     index is derived from the rows' metadata and rebuilt from it when a file of an earlier
-    layout (``vector_meta`` holding key and value text) is opened, or the keys change.
+    layout (``vector_meta``, a row per term of a vector, holding its code or, earlier, key
+    and value text) is opened, or the keys change.
 
     A row's metadata is the codes of its terms where they give back the very dict
     (:meth:`_coded`: ``codes``, a few varints, and ``meta`` empty; every key indexed, every
@@ -335,10 +337,6 @@ class SQLiteVectors(_SQLite):
     CREATE TABLE IF NOT EXISTS vector_shapes (id INTEGER PRIMARY KEY, keys TEXT NOT NULL);
     CREATE TABLE IF NOT EXISTS vector_next (id INTEGER PRIMARY KEY, seq INTEGER NOT NULL);
     """
-    INDEX = """
-    CREATE TABLE IF NOT EXISTS vector_meta (term INTEGER NOT NULL, id INTEGER NOT NULL,
-        PRIMARY KEY (term, id)) WITHOUT ROWID;
-    """
 
     def __init__(self, path: Where = ":memory:") -> None:
         super().__init__(path)
@@ -357,17 +355,16 @@ class SQLiteVectors(_SQLite):
         self._load_shapes()
         keys = [k for (k,) in self._db.execute("SELECT key FROM vector_keys ORDER BY key")]
         self._indexed: frozenset[str] | None = frozenset(keys) if keys else None
-        held = earlier_table(self._db, "vector_meta")
-        earlier = held is not None and not re.search(r"\bterm\b", held)
-        if earlier:  # the layout with key and value text in every index row
-            self._db.execute("DROP TABLE vector_meta")
+        # the layouts with a row per term of a vector: its code, or key and value text
+        earlier = earlier_table(self._db, "vector_meta") is not None
+        if earlier:
+            self._db.execute("DROP TABLE IF EXISTS vector_meta")
         coded = {str(r[1]) for r in self._db.execute("PRAGMA table_info(vector_terms)")}
         if "code" not in coded:  # the layout keyed by a hash of each term: built again
-            self._db.execute("DROP TABLE IF EXISTS vector_meta")
             self._db.execute("DROP TABLE vector_terms")
             self._db.executescript(self.SCHEMA)
             earlier = True
-        self._db.executescript(self.INDEX)
+        self._posts = Postings(self._db, "vector_posts")
         earlier = self._rekey() or earlier
         earlier = self._add_codes() or earlier
         self._key_rows()
@@ -631,7 +628,7 @@ class SQLiteVectors(_SQLite):
 
     def _index(self, row: int, codes: Iterable[int]) -> None:
         for code in codes:
-            self._db.execute("INSERT OR IGNORE INTO vector_meta VALUES (?,?)", (code, row))
+            self._posts.add(code, row)
 
     def _reindex(self) -> None:
         """Rebuild the filter index from the metadata."""
@@ -641,7 +638,7 @@ class SQLiteVectors(_SQLite):
                 rows = [(key, seq, self._meta_of(meta, codes)) for key, seq, meta, codes in
                         self._db.execute("SELECT key, seq, meta, codes FROM vectors "
                                          "ORDER BY seq").fetchall()]  # (codes as before)
-                self._db.execute("DELETE FROM vector_meta")
+                self._posts.clear()
                 self._db.execute("DELETE FROM vector_terms")
                 for key, row, meta in rows:  # coded again: the terms have new codes
                     codes, text, coded = self._row_meta(meta)
@@ -694,7 +691,7 @@ class SQLiteVectors(_SQLite):
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 if replace:
-                    for table in ("vectors", "vector_meta", "vector_terms"):
+                    for table in ("vectors", "vector_posts", "vector_terms"):
                         self._db.execute(f"DELETE FROM {table}")
                 fresh = start = self._next_seq()
                 for id, blob, meta in rows:
@@ -744,10 +741,9 @@ class SQLiteVectors(_SQLite):
                 code = self._code(key, text)
                 if code is None:
                     continue
-                self._db.execute("DELETE FROM vector_meta WHERE term = ? AND id = ?", (code, row))
-                self._db.execute("DELETE FROM vector_terms WHERE code = ? AND NOT EXISTS "
-                                 "(SELECT 1 FROM vector_meta WHERE term = ?)",
-                                 (code, code))  # fmt: skip
+                self._posts.remove(code, row)
+                if not self._posts.held(code):
+                    self._db.execute("DELETE FROM vector_terms WHERE code = ?", (code,))
 
     def delete(self, id: str) -> bool:
         with self._lock:
@@ -828,12 +824,7 @@ class SQLiteVectors(_SQLite):
             codes = [int(c) for c, t in self._db.execute(
                 "SELECT code, value FROM vector_terms WHERE key = ?", (cond.key,))
                 if cond.admits(filters.term_from_json(t))]  # fmt: skip
-        out: set[int] = set()
-        for at in range(0, len(codes), 500):
-            some = codes[at : at + 500]
-            sql = f"SELECT id FROM vector_meta WHERE term IN ({','.join('?' * len(some))})"
-            out.update(r[0] for r in self._db.execute(sql, some))
-        return out
+        return self._posts.rows(codes)
 
     def near(self, vec: Vec, k: int, filter: Mapping[str, Any] | None = None) -> list[Match]:
         conds = filters.parse(filter)
