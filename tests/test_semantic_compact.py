@@ -341,7 +341,8 @@ def test_docs_and_places_of_the_layout_before_the_words_read_as_they_did(
 ) -> None:
     """A file of the layout before: ``docs_compact`` without ``dir`` and ``box`` (the
     source spelled out, the container in ``meta``), a place's version its 64-bit id. Opened,
-    its rows read as they did, the places' versions are coded, and new rows use the words."""
+    its rows are written again in the words and read as they did, the places' versions
+    are coded, and new rows use the words."""
     db = tmp_path / "d.db"
     raw = b"Alice knows Bob."
     org = Origin("bench://para/0", 0, len(raw), 0, hashlib.sha256(raw).hexdigest(),
@@ -388,7 +389,9 @@ def test_docs_and_places_of_the_layout_before_the_words_read_as_they_did(
     currents = {k: c for k, c in con.execute("SELECT key, current FROM docs_places")}
     row = con.execute("SELECT source, meta, dir, box FROM docs_compact WHERE key = "
                       "(SELECT id FROM source_codes WHERE key = 170)").fetchone()  # fmt: skip
+    was = con.execute("SELECT source, meta, dir, box FROM docs_compact WHERE key = 1").fetchone()
     con.close()
+    assert was == ("0", "", row[2], row[3])  # the same words as the new row's
     assert currents[-5] == 1 and currents[-6] is None and 0 < currents[-7] < 10
     assert 0 < currents[0xBB] < 10 and row[:2] == ("1", "") and None not in row
 

@@ -990,7 +990,7 @@ class SQLiteDocs(_SQLite):
     keeps the rest in ``source``). Deleting a document deletes its chunks. Files of the
     earlier layouts (``docs`` keyed by id text beside ``doc_chunks``, or beside ``chunks``
     holding every chunk's text) are converted when opened; a ``docs_compact`` without
-    ``dir`` and ``box`` gains them, its rows read as they are.
+    ``dir`` and ``box`` gains them, its rows written again in them.
 
     ``docs_places`` holds a source place's versions: the usual one (one version) as the
     code of that document's id (:class:`~hirmem.semantic.dictionary.Codes`; a file of
@@ -1013,14 +1013,35 @@ class SQLiteDocs(_SQLite):
         super().__init__(path)
         self._codes = Codes(self._db)
         self._words = Words(self._db, "docs_words")
-        held = {str(r[1]) for r in self._db.execute("PRAGMA table_info(docs_compact)")}
-        for col in ("dir", "box"):  # the layout before the words: its rows read as they were
-            if col not in held:
-                self._db.execute(f"ALTER TABLE docs_compact ADD COLUMN {col} INTEGER")
+        if not self._worded():
+            self._add_words()
         self._codes.adopt("docs_compact", "key")
         self._codes.adopt("docs_places", "current")
         if has_table(self._db, "docs"):  # (on a server too: its schema had this layout)
             self._convert()
+
+    def _worded(self) -> bool:
+        return "box" in {str(r[1]) for r in self._db.execute("PRAGMA table_info(docs_compact)")}
+
+    def _add_words(self) -> None:
+        """Give a ``docs_compact`` of the layout before the words its ``dir`` and ``box``,
+        and write its rows' source and metadata again in them (in one transaction, which
+        first looks: one process converts it)."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                if not self._worded():
+                    for col in ("dir", "box"):
+                        self._db.execute(f"ALTER TABLE docs_compact ADD COLUMN {col} INTEGER")
+                    for key, source, text, meta in self._db.execute(
+                            "SELECT key, source, text, meta FROM docs_compact").fetchall():
+                        doc = Doc("", source, text, self._meta_of(meta, source, text))
+                        self._db.execute("UPDATE docs_compact SET source = ?, meta = ?, dir = ?, "
+                                         "box = ? WHERE key = ?", (*self._columns(doc), key))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
 
     # ---- source places: the versions read at one place (a reference and an offset) ----
 
@@ -1234,14 +1255,20 @@ class SQLiteDocs(_SQLite):
         if held is not None and held[0] != name:
             raise SemanticError(f"document ids {doc.id!r} and {held[0] or 'another'!r} share a "
                                 "key; this store cannot hold both")  # fmt: skip
+        tail, meta, folder, box = self._columns(doc)
+        self._db.execute("INSERT OR REPLACE INTO docs_compact (key, name, source, text, meta, "
+                         "cuts, dir, box) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                         (key, name, tail, doc.text, meta, self._cuts(doc, chunks), folder,
+                          box))  # fmt: skip
+
+    def _columns(self, doc: Doc) -> tuple[str, str, int | None, int | None]:
+        """The ``source``, ``meta``, ``dir`` and ``box`` of ``doc``'s row (its words
+        written if new: the caller holds the write transaction)."""
         meta, box = self._meta_text(doc)
         cut = doc.source.rfind("/") + 1  # a source's directory: a word many rows share
         folder, tail = (doc.source[:cut], doc.source[cut:]) if cut >= 4 else (None, doc.source)
-        self._db.execute("INSERT OR REPLACE INTO docs_compact (key, name, source, text, meta, "
-                         "cuts, dir, box) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                         (key, name, tail, doc.text, meta, self._cuts(doc, chunks),
-                          None if folder is None else self._words.id(folder),
-                          None if box is None else self._words.id(box)))  # fmt: skip
+        return (tail, meta, None if folder is None else self._words.id(folder),
+                None if box is None else self._words.id(box))  # fmt: skip
 
     def put(self, doc: Doc, chunks: Sequence[Chunk]) -> None:
         with self._lock:
