@@ -20,11 +20,12 @@ import numpy as np
 import pytest
 
 from hirmem.semantic.assertions import Edge, Source, SourceKind
+from hirmem.semantic.dictionary import PART_BYTES, Postings
 from hirmem.semantic.errors import ProvError
 from hirmem.semantic.prov import Log, SQLiteLog, pack_segment, unpack_segment
 from hirmem.semantic.stores.base import Match
 from hirmem.semantic.stores.memory import MemoryGraph, MemoryVectors
-from hirmem.semantic.stores.sqlite import SQLiteDocs, SQLiteGraph, SQLiteVectors
+from hirmem.semantic.stores.sqlite import PLAIN, SQLiteDocs, SQLiteGraph, SQLiteVectors
 from hirmem.semantic.values import Chunk, Doc, Origin, Span, Triple, with_origin
 from semantic_backends import semantic_backend, semantic_server  # noqa: F401  (fixtures)
 
@@ -293,6 +294,108 @@ def test_chunks_are_kept_by_reference_and_read_back_as_they_were(tmp_path: Path)
     store.close()
 
 
+def test_sources_and_containers_are_words_and_read_back_as_written(tmp_path: Path) -> None:
+    """A source's directory and a usual record's container are words of ``docs_words``
+    (the row holds their numbers), its all-zero origin fields the empty text; every
+    document reads back as it was written (the oracle: the documents themselves)."""
+    rng = random.Random(1616)
+    store = SQLiteDocs(tmp_path / "d.db")
+    held: dict[str, Doc] = {}
+    for step in range(1200):
+        d = f"{rng.getrandbits(64):016x}" if rng.random() < 0.5 else f"d{rng.randrange(80)}"
+        if rng.random() < 0.1 and d in held:
+            assert store.delete(d) and store.get(d) is None
+            del held[d]
+            continue
+        source = rng.choice(["bench://para/", "file:/home/é/", "a/", "abc/", "", "/",
+                             "mem://x/y//"]) + rng.choice(["", "0", str(step), "ö.md", "/"])
+        text = "".join(rng.choice(["Alice ", "Zoë. ", "日本 ", "\n"])
+                       for _ in range(rng.randint(1, 12)))  # fmt: skip
+        raw = text.encode()
+        org = Origin(rng.choice([source, "file:/x"]), rng.choice([0, 0, 7]),
+                     len(raw) + rng.choice([0, 0, 0, 1]), rng.choice([0, 0, step]),
+                     hashlib.sha256(raw).hexdigest(),
+                     rng.choice(["text/plain", "text/plain", "text/markdown"]))  # fmt: skip
+        meta = rng.choice([with_origin({"container": rng.choice(["bench", "c", "ß"])}, org),
+                           with_origin({}, org), with_origin({"container": 3}, org),
+                           with_origin({"container": "c", "n": 1}, org), {"n": step}])
+        doc = Doc(d, source, text, meta)
+        store.put(doc, [Chunk(d, 0, text, 0, len(raw))])
+        held[d] = doc
+    for d, doc in held.items():
+        assert store.get(d) == doc
+    con = store._db
+    rows = con.execute("SELECT d.source, d.meta, d.dir, d.box, w.word FROM docs_compact d "
+                       "LEFT JOIN docs_words w ON w.id = d.dir").fetchall()  # fmt: skip
+    assert any(m == "" and b is not None for _, m, _, b, _ in rows)  # the usual record
+    assert all(w is None or ("/" not in t and w.endswith("/")) for t, _, _, _, w in rows)
+    assert not any("bench" in m for _, m, _, _, _ in rows if m[:1] in ("", "^"))
+    words = [w for (w,) in con.execute("SELECT word FROM docs_words")]
+    assert len(words) == len(set(words)) < 20  # each word once
+    store.close()
+
+
+@EARLIER
+def test_docs_and_places_of_the_layout_before_the_words_read_as_they_did(
+    tmp_path: Path,
+) -> None:
+    """A file of the layout before: ``docs_compact`` without ``dir`` and ``box`` (the
+    source spelled out, the container in ``meta``), a place's version its 64-bit id. Opened,
+    its rows are written again in the words and read as they did, the places' versions
+    are coded, and new rows use the words."""
+    db = tmp_path / "d.db"
+    raw = b"Alice knows Bob."
+    org = Origin("bench://para/0", 0, len(raw), 0, hashlib.sha256(raw).hexdigest(),
+                 "text/plain")  # fmt: skip
+    old = Doc("0123456789abcdef", "bench://para/0", raw.decode(),
+              with_origin({"container": "bench"}, org))  # fmt: skip
+    con = sqlite3.connect(db)
+    con.executescript("""
+        CREATE TABLE source_codes (id INTEGER PRIMARY KEY, key INTEGER UNIQUE NOT NULL);
+        CREATE TABLE source_coded (col TEXT PRIMARY KEY);
+        INSERT INTO source_coded VALUES ('docs_compact.key');
+        INSERT INTO source_codes VALUES (1, 81985529216486895);
+        CREATE TABLE docs_compact (key INTEGER PRIMARY KEY, name TEXT,
+            source TEXT NOT NULL, text TEXT NOT NULL, meta TEXT NOT NULL, cuts TEXT);
+        INSERT INTO docs_compact VALUES (1, NULL, 'bench://para/0', 'Alice knows Bob.',
+            '^[0,0,0,0,"bench"]', NULL);
+        CREATE TABLE docs_places (key INTEGER PRIMARY KEY, name TEXT, current INTEGER,
+            props TEXT);
+        INSERT INTO docs_places VALUES (-5, NULL, 81985529216486895, NULL);
+        INSERT INTO docs_places VALUES (-6, NULL, NULL, '{"current":"x","versions":["x"]}');
+        INSERT INTO docs_places VALUES (-7, NULL, -2, NULL);
+    """)  # (0x0123456789abcdef is 81985529216486895; -2 a version never written)
+    con.commit()
+    con.close()
+    store = SQLiteDocs(db)
+    assert store.get(old.id) == old
+    places = {k: store.place(k) for k in ("fffffffffffffffb", "fffffffffffffffa",
+                                          "fffffffffffffff9")}  # fmt: skip
+    assert places == {"fffffffffffffffb": {"current": old.id},
+                      "fffffffffffffffa": {"current": "x", "versions": ["x"]},
+                      "fffffffffffffff9": {"current": "fffffffffffffffe"}}  # fmt: skip
+    new = Doc("00000000000000aa", "bench://para/1", "Zoë.", with_origin(
+        {"container": "bench"}, Origin("bench://para/1", 0, 5, 0,
+                                       hashlib.sha256("Zoë.".encode()).hexdigest(), PLAIN)))
+    store.put(new, [Chunk(new.id, 0, "Zoë.", 0, 5)])
+    store.set_place("00000000000000bb", {"current": new.id})
+    store.close()
+    again = SQLiteDocs(db)  # (converted once: a second open changes nothing)
+    assert again.get(old.id) == old and again.get(new.id) == new
+    assert again.place("00000000000000bb") == {"current": new.id}
+    assert again.place("fffffffffffffffb") == {"current": old.id}
+    again.close()
+    con = sqlite3.connect(db)
+    currents = {k: c for k, c in con.execute("SELECT key, current FROM docs_places")}
+    row = con.execute("SELECT source, meta, dir, box FROM docs_compact WHERE key = "
+                      "(SELECT id FROM source_codes WHERE key = 170)").fetchone()  # fmt: skip
+    was = con.execute("SELECT source, meta, dir, box FROM docs_compact WHERE key = 1").fetchone()
+    con.close()
+    assert was == ("0", "", row[2], row[3])  # the same words as the new row's
+    assert currents[-5] == 1 and currents[-6] is None and 0 < currents[-7] < 10
+    assert 0 < currents[0xBB] < 10 and row[:2] == ("1", "") and None not in row
+
+
 @EARLIER
 def test_a_docs_file_of_the_earlier_layout_is_converted_when_opened(tmp_path: Path) -> None:
     db = tmp_path / "d.db"
@@ -406,7 +509,86 @@ def test_the_dictionary_encoded_filter_index_answers_as_the_memory_driver(
     for i in ids:  # every term leaves with its last vector: the term table is bounded
         mine.delete(i)
     assert mine._db.execute("SELECT count(*) FROM vector_terms").fetchone()[0] == 0
-    assert mine._db.execute("SELECT count(*) FROM vector_meta").fetchone()[0] == 0
+    assert mine._db.execute("SELECT count(*) FROM vector_posts").fetchone()[0] == 0
+
+
+def test_postings_hold_the_sets_a_dict_of_sets_holds(tmp_path: Path) -> None:
+    """:class:`Postings` against a dict of sets over random adds and removes: rows mostly
+    rising (appended), some anywhere (put in place, parts split), sets of thousands of rows
+    (many parts)."""
+    rng = random.Random(1717)
+    con = sqlite3.connect(tmp_path / "p.db", isolation_level=None)
+    posts = Postings(con, "posts")
+    oracle: dict[int, set[int]] = {}
+    top = 0
+    for step in range(6000):
+        term = rng.choice([1, 1, 1, 2, 3, 300])
+        if rng.random() < 0.7:
+            top += rng.choice([1, 1, 2, 200])
+            row = top if rng.random() < 0.8 else rng.randrange(top + 1)
+            posts.add(term, row)
+            oracle.setdefault(term, set()).add(row)
+        else:
+            held = sorted(oracle.get(term, ())) or [rng.randrange(10)]
+            row = rng.choice(held)
+            posts.remove(term, row)
+            oracle.get(term, set()).discard(row)
+        if step % 500 == 0 or step > 5990:
+            for t in (1, 2, 3, 300, 9):
+                assert posts.rows([t]) == oracle.get(t, set()), (step, t)
+                assert posts.held(t) == bool(oracle.get(t))
+            assert posts.rows([1, 3]) == oracle.get(1, set()) | oracle.get(3, set())
+    parts = con.execute("SELECT term, first, last, gaps FROM posts").fetchall()
+    assert all(len(g) <= PART_BYTES for _, _, _, g in parts)
+    assert sum(1 for t, _, _, _ in parts if t == 1) > 2  # a large set in many parts
+    for t, first, last, gaps in parts:  # each part's bounds are its rows'
+        rows = sorted(r for r in oracle[t] if first <= r <= last)
+        assert rows[0] == first and rows[-1] == last and len(gaps) >= len(rows) - 1
+    posts.clear()
+    assert posts.rows([1, 2, 3, 300]) == set()
+    con.close()
+
+
+@EARLIER
+def test_a_vector_file_with_a_row_per_term_is_converted_when_opened(tmp_path: Path) -> None:
+    """A file of the layout before the postings (``vector_meta``, a row of (term code, row
+    number) per term of a vector) opens with its index as postings, answering every filter
+    as before."""
+    rng = random.Random(6)
+    db = tmp_path / "v.db"
+    store, oracle = SQLiteVectors(db), MemoryVectors()
+    for i in range(200):
+        vec = [rng.random() + 0.1, rng.random(), rng.random()]
+        meta = {"subject": rng.choice(["a", "b", "c"]), "container": rng.choice(["x", "y"])}
+        store.put(f"d{i}#0", vec, meta)
+        oracle.put(f"d{i}#0", vec, meta)
+    def posted(s: SQLiteVectors) -> set[tuple[str, str, int]]:  # (key, term, row)
+        return {(k, v, r) for c, k, v in s._db.execute("SELECT code, key, value FROM "
+                                                       "vector_terms").fetchall()
+                for r in s._posts.rows([c])}  # fmt: skip
+
+    held = posted(store)
+    assert len(held) == 400
+    rows = {(c, r) for (c,) in store._db.execute("SELECT code FROM vector_terms").fetchall()
+            for r in store._posts.rows([c])}  # fmt: skip
+    store.close()
+    con = sqlite3.connect(db)
+    con.executescript("""
+        CREATE TABLE vector_meta (term INTEGER NOT NULL, id INTEGER NOT NULL,
+            PRIMARY KEY (term, id)) WITHOUT ROWID;
+        DROP TABLE vector_posts;
+    """)
+    con.executemany("INSERT INTO vector_meta VALUES (?, ?)", sorted(rows))
+    con.commit()
+    con.close()
+    again = SQLiteVectors(db)
+    q = [1.0, 0.2, 0.1]
+    for flt in (None, {"subject": "a"}, {"container": {"in": ["y"]}, "subject": "b"}):
+        assert ([(m.id, m.meta) for m in again.near(q, 300, flt)]
+                == [(m.id, m.meta) for m in oracle.near(q, 300, flt)]), flt  # fmt: skip
+    tables = {n for (n,) in again._db.execute("SELECT name FROM sqlite_master")}
+    assert "vector_meta" not in tables and posted(again) == held  # (terms coded again)
+    again.close()
 
 
 # ---- triples and entity tables ------------------------------------------------------------------
@@ -1156,7 +1338,10 @@ def test_the_lookups_a_question_and_an_erasure_make_stay_indexed(tmp_path: Path)
                                               "WHERE name >= ? AND name < ?", ("a#", "a$")),
         "a document's one-chunk entry": ("SELECT seq, key, name, meta FROM vectors WHERE "
                                          "key >= ? AND key <= ? AND name IS NULL", (1, 1)),
-        "a filter term's entries": ("SELECT id FROM vector_meta WHERE term IN (?, ?)", (1, 2)),
+        "a filter term's entries": ("SELECT first, gaps FROM vector_posts WHERE term IN "
+                                    "(?, ?)", (1, 2)),
+        "a filter term's part": ("SELECT first, last, gaps FROM vector_posts WHERE term = ? "
+                                 "AND first <= ? ORDER BY first DESC LIMIT 1", (1, 2)),
         "a ledger row": ("SELECT name FROM ledger_edges WHERE key = ?", (1,)),
         "a source place": ("SELECT name, current, props FROM docs_places WHERE key = ?", (1,)),
         "a graph node": ("SELECT name, props FROM graph_nodes WHERE id = ?", (1,)),

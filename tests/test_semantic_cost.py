@@ -51,8 +51,9 @@ def test_the_assertion_index_keeps_no_copy_of_the_text_and_hits_still_read_it(
     con = sqlite3.connect(db)
     metas = [m for (m,) in con.execute("SELECT meta FROM vectors")]
     assert metas and not any("lives in" in m or "works at" in m for m in metas)
-    kinds = {t for (t,) in con.execute("SELECT DISTINCT typeof(id) FROM vector_meta")}
-    assert kinds == {"integer"}, kinds
+    kinds = {t for t in con.execute("SELECT DISTINCT typeof(term), typeof(first), "
+                                    "typeof(gaps) FROM vector_posts")}  # fmt: skip
+    assert kinds == {("integer", "integer", "blob")}, kinds
     con.close()
 
 
@@ -70,7 +71,7 @@ def test_the_vector_index_costs_hundreds_of_bytes_per_assertion_not_kilobytes(
     owner = dict(con.execute("SELECT name, tbl_name FROM sqlite_master").fetchall())
     size = sum(int(b) for name, b in con.execute("SELECT name, sum(pgsize) FROM dbstat "
                                                  "GROUP BY name")
-               if owner.get(name, name) in ("vectors", "vector_meta", "vector_terms"))  # fmt: skip
+               if owner.get(name, name) in ("vectors", "vector_posts", "vector_terms"))  # fmt: skip
     blobs = [len(b) for (b,) in con.execute("SELECT vec FROM vectors")]
     con.close()
     assert n >= 200

@@ -114,6 +114,10 @@ def _to_keys(db: Connection) -> None:
             continue
         db.execute(f"UPDATE {table} SET {column} = (SELECT k.key FROM source_codes k "
                    f"WHERE k.id = {table}.{column})")  # fmt: skip
+    # a source place's version was its document's id (a place is no row of a source's own:
+    # not in CODED, which erasure empties)
+    db.execute("UPDATE docs_places SET current = (SELECT k.key FROM source_codes k "
+               "WHERE k.id = docs_places.current)")  # fmt: skip
     # the attestations' table held its valid-from and recorded times themselves (not as
     # offsets), and no epoch or mark of how its sources' lists are made
     db.execute("ALTER TABLE claim_attestations RENAME TO claim_attestations_now")

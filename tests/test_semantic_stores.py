@@ -567,7 +567,7 @@ def test_a_sqlite_vector_file_from_before_the_filter_rule_is_reindexed(tmp_path:
     vs.put("f", [0.0, 1.0], {"k": 1.0})
     vs.close()
     con = sqlite3.connect(db)
-    con.execute("DROP TABLE vector_meta")  # the layout of then: key and value in every row
+    con.execute("DROP TABLE vector_posts")  # the layout of then: key and value in every row
     con.execute("CREATE TABLE vector_meta (id TEXT NOT NULL, key TEXT NOT NULL, "
                 "value TEXT NOT NULL, PRIMARY KEY (key, value, id)) WITHOUT ROWID")
     con.executemany("INSERT INTO vector_meta VALUES (?, ?, ?)",

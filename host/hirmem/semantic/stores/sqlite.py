@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hirmem.protocol.identity import fold, triple_id
-from hirmem.semantic.dictionary import Codes, pack_ints, unpack_ints
+from hirmem.semantic.dictionary import CODES, Codes, Postings, Words, pack_ints, unpack_ints
 from hirmem.semantic.errors import SemanticError
 from hirmem.semantic.stores import filters
 from hirmem.semantic.stores.base import Match, Vec, as_unit, check_terms, top_k
@@ -291,18 +291,20 @@ SHAPES = 1024  # metadata shapes (key lists) named by number; others are kept as
 class SQLiteVectors(_SQLite):
     """The filter's index is dictionary encoded: ``vector_terms`` holds each distinct
     metadata term once (its code, its key, the term as JSON as :mod:`.filters` defines
-    terms, ``["n", 1]``), and ``vector_meta`` one row of two small integers per term of a
-    vector (the term's code, the vector row's ``seq``). The codes are the database's: a
+    terms, ``["n", 1]``), and ``vector_posts`` the vector rows (their ``seq``) holding each
+    term, by its code (:class:`~hirmem.semantic.dictionary.Postings`: a byte or two a
+    row). The codes are the database's: a
     write inserts the terms it needs (a term already there is left as it is) and reads
     their codes back inside its own transaction, so two processes writing one store agree
     on them; a query reads the codes of its terms when it runs; no code is kept in memory.
     A code is never reused (``AUTOINCREMENT``; PostgreSQL: an identity). A term no vector
     holds any more is deleted with its last row, by a statement that checks no row names
-    its code (``NOT EXISTS``). Only the keys named by :meth:`index_only` are indexed
+    its code. Only the keys named by :meth:`index_only` are indexed
     (every key until a caller names them; the choice is kept in ``vector_keys``): a filter on
     another key is answered by reading every row's ``meta``, the same answer, slower. The
     index is derived from the rows' metadata and rebuilt from it when a file of an earlier
-    layout (``vector_meta`` holding key and value text) is opened, or the keys change.
+    layout (``vector_meta``, a row per term of a vector, holding its code or, earlier, key
+    and value text) is opened, or the keys change.
 
     A row's metadata is the codes of its terms where they give back the very dict
     (:meth:`_coded`: ``codes``, a few varints, and ``meta`` empty; every key indexed, every
@@ -335,10 +337,6 @@ class SQLiteVectors(_SQLite):
     CREATE TABLE IF NOT EXISTS vector_shapes (id INTEGER PRIMARY KEY, keys TEXT NOT NULL);
     CREATE TABLE IF NOT EXISTS vector_next (id INTEGER PRIMARY KEY, seq INTEGER NOT NULL);
     """
-    INDEX = """
-    CREATE TABLE IF NOT EXISTS vector_meta (term INTEGER NOT NULL, id INTEGER NOT NULL,
-        PRIMARY KEY (term, id)) WITHOUT ROWID;
-    """
 
     def __init__(self, path: Where = ":memory:") -> None:
         super().__init__(path)
@@ -357,17 +355,16 @@ class SQLiteVectors(_SQLite):
         self._load_shapes()
         keys = [k for (k,) in self._db.execute("SELECT key FROM vector_keys ORDER BY key")]
         self._indexed: frozenset[str] | None = frozenset(keys) if keys else None
-        held = earlier_table(self._db, "vector_meta")
-        earlier = held is not None and not re.search(r"\bterm\b", held)
-        if earlier:  # the layout with key and value text in every index row
-            self._db.execute("DROP TABLE vector_meta")
+        # the layouts with a row per term of a vector: its code, or key and value text
+        earlier = earlier_table(self._db, "vector_meta") is not None
+        if earlier:
+            self._db.execute("DROP TABLE IF EXISTS vector_meta")
         coded = {str(r[1]) for r in self._db.execute("PRAGMA table_info(vector_terms)")}
         if "code" not in coded:  # the layout keyed by a hash of each term: built again
-            self._db.execute("DROP TABLE IF EXISTS vector_meta")
             self._db.execute("DROP TABLE vector_terms")
             self._db.executescript(self.SCHEMA)
             earlier = True
-        self._db.executescript(self.INDEX)
+        self._posts = Postings(self._db, "vector_posts")
         earlier = self._rekey() or earlier
         earlier = self._add_codes() or earlier
         self._key_rows()
@@ -631,7 +628,7 @@ class SQLiteVectors(_SQLite):
 
     def _index(self, row: int, codes: Iterable[int]) -> None:
         for code in codes:
-            self._db.execute("INSERT OR IGNORE INTO vector_meta VALUES (?,?)", (code, row))
+            self._posts.add(code, row)
 
     def _reindex(self) -> None:
         """Rebuild the filter index from the metadata."""
@@ -641,7 +638,7 @@ class SQLiteVectors(_SQLite):
                 rows = [(key, seq, self._meta_of(meta, codes)) for key, seq, meta, codes in
                         self._db.execute("SELECT key, seq, meta, codes FROM vectors "
                                          "ORDER BY seq").fetchall()]  # (codes as before)
-                self._db.execute("DELETE FROM vector_meta")
+                self._posts.clear()
                 self._db.execute("DELETE FROM vector_terms")
                 for key, row, meta in rows:  # coded again: the terms have new codes
                     codes, text, coded = self._row_meta(meta)
@@ -694,7 +691,7 @@ class SQLiteVectors(_SQLite):
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 if replace:
-                    for table in ("vectors", "vector_meta", "vector_terms"):
+                    for table in ("vectors", "vector_posts", "vector_terms"):
                         self._db.execute(f"DELETE FROM {table}")
                 fresh = start = self._next_seq()
                 for id, blob, meta in rows:
@@ -744,10 +741,9 @@ class SQLiteVectors(_SQLite):
                 code = self._code(key, text)
                 if code is None:
                     continue
-                self._db.execute("DELETE FROM vector_meta WHERE term = ? AND id = ?", (code, row))
-                self._db.execute("DELETE FROM vector_terms WHERE code = ? AND NOT EXISTS "
-                                 "(SELECT 1 FROM vector_meta WHERE term = ?)",
-                                 (code, code))  # fmt: skip
+                self._posts.remove(code, row)
+                if not self._posts.held(code):
+                    self._db.execute("DELETE FROM vector_terms WHERE code = ?", (code,))
 
     def delete(self, id: str) -> bool:
         with self._lock:
@@ -828,12 +824,7 @@ class SQLiteVectors(_SQLite):
             codes = [int(c) for c, t in self._db.execute(
                 "SELECT code, value FROM vector_terms WHERE key = ?", (cond.key,))
                 if cond.admits(filters.term_from_json(t))]  # fmt: skip
-        out: set[int] = set()
-        for at in range(0, len(codes), 500):
-            some = codes[at : at + 500]
-            sql = f"SELECT id FROM vector_meta WHERE term IN ({','.join('?' * len(some))})"
-            out.update(r[0] for r in self._db.execute(sql, some))
-        return out
+        return self._posts.rows(codes)
 
     def near(self, vec: Vec, k: int, filter: Mapping[str, Any] | None = None) -> list[Match]:
         conds = filters.parse(filter)
@@ -994,23 +985,63 @@ class SQLiteDocs(_SQLite):
     or ``[index, start, end, text]`` for one whose index is elsewhere or whose text is not
     that range of its document (kept as given). The origin is packed (:meth:`_meta_text`):
     its reference left out when it is the document's source, its size and SHA-256 when they
-    are the text's. Deleting a document deletes its chunks. Files of the earlier layouts
-    (``docs`` keyed by id text beside ``doc_chunks``, or beside ``chunks`` holding every
-    chunk's text) are converted when opened."""
+    are the text's, a usual record's container a word of ``docs_words`` (its number in
+    ``box``). The source's directory (up to its last ``/``) is a word too (``dir``; the row
+    keeps the rest in ``source``). Deleting a document deletes its chunks. Files of the
+    earlier layouts (``docs`` keyed by id text beside ``doc_chunks``, or beside ``chunks``
+    holding every chunk's text) are converted when opened; a ``docs_compact`` without
+    ``dir`` and ``box`` gains them, its rows written again in them.
+
+    ``docs_places`` holds a source place's versions: the usual one (one version) as the
+    code of that document's id (:class:`~hirmem.semantic.dictionary.Codes`; a file of
+    before, with the id itself, has its column coded when opened)."""
 
     SCHEMA = """
     CREATE TABLE IF NOT EXISTS docs_compact (key INTEGER PRIMARY KEY, name TEXT,
-        source TEXT NOT NULL, text TEXT NOT NULL, meta TEXT NOT NULL, cuts TEXT);
+        source TEXT NOT NULL, text TEXT NOT NULL, meta TEXT NOT NULL, cuts TEXT,
+        dir INTEGER, box INTEGER);
     CREATE TABLE IF NOT EXISTS docs_places (key INTEGER PRIMARY KEY, name TEXT,
         current INTEGER, props TEXT);
     """
+    # a row's columns, the source spelled again from ``dir`` and ``tail`` and the container
+    # read from ``box`` (both words of ``docs_words``)
+    _READ = ("SELECT d.name, coalesce(w.word, '') || d.source, d.text, d.meta, d.cuts, "
+             "b.word FROM docs_compact d LEFT JOIN docs_words w ON w.id = d.dir "
+             "LEFT JOIN docs_words b ON b.id = d.box WHERE d.key = ?")  # fmt: skip
 
     def __init__(self, path: Where = ":memory:") -> None:
         super().__init__(path)
         self._codes = Codes(self._db)
+        self._words = Words(self._db, "docs_words")
+        if not self._worded():
+            self._add_words()
         self._codes.adopt("docs_compact", "key")
+        self._codes.adopt("docs_places", "current")
         if has_table(self._db, "docs"):  # (on a server too: its schema had this layout)
             self._convert()
+
+    def _worded(self) -> bool:
+        return "box" in {str(r[1]) for r in self._db.execute("PRAGMA table_info(docs_compact)")}
+
+    def _add_words(self) -> None:
+        """Give a ``docs_compact`` of the layout before the words its ``dir`` and ``box``,
+        and write its rows' source and metadata again in them (in one transaction, which
+        first looks: one process converts it)."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                if not self._worded():
+                    for col in ("dir", "box"):
+                        self._db.execute(f"ALTER TABLE docs_compact ADD COLUMN {col} INTEGER")
+                    for key, source, text, meta in self._db.execute(
+                            "SELECT key, source, text, meta FROM docs_compact").fetchall():
+                        doc = Doc("", source, text, self._meta_of(meta, source, text))
+                        self._db.execute("UPDATE docs_compact SET source = ?, meta = ?, dir = ?, "
+                                         "box = ? WHERE key = ?", (*self._columns(doc), key))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
 
     # ---- source places: the versions read at one place (a reference and an offset) ----
 
@@ -1019,7 +1050,8 @@ class SQLiteDocs(_SQLite):
         ``"versions"`` (oldest first) once a second version was read there; None if none."""
         k, name = _doc_key(key)
         with self._lock:
-            row = self._db.execute("SELECT name, current, props FROM docs_places WHERE key = ?",
+            row = self._db.execute(f"SELECT p.name, c.key, p.props FROM docs_places p LEFT "
+                                   f"JOIN {CODES} c ON c.id = p.current WHERE p.key = ?",
                                    (k,)).fetchone()  # fmt: skip
         if row is None or row[0] != name:
             return None
@@ -1029,20 +1061,31 @@ class SQLiteDocs(_SQLite):
 
     def set_place(self, key: str, props: Mapping[str, Any]) -> None:
         """Record ``props`` for the source place ``key``. The usual place (one version, a
-        16-hex-digit id) is a row of two integers; any other is kept as JSON."""
+        16-hex-digit id) is a row of two integers, the version as its document's code in
+        ``source_codes`` (a byte or three where the id is eight); any other is kept as JSON."""
         k, name = _doc_key(key)
         current = props.get("current")
         plain = (list(props) == ["current"] and isinstance(current, str)
                  and _HEX_ID.fullmatch(current) is not None)  # fmt: skip
-        row = (k, name, _signed(str(current)) if plain else None,
-               None if plain else _json(props, sort=False))  # fmt: skip
         with self._lock:
-            held = self._db.execute("SELECT name FROM docs_places WHERE key = ?",
-                                    (k,)).fetchone()  # fmt: skip
-            if held is not None and held[0] != name:
-                raise SemanticError(f"source places {key!r} and {held[0] or 'another'!r} share "
-                                    "a key; this store cannot hold both")  # fmt: skip
-            self._db.execute("INSERT OR REPLACE INTO docs_places VALUES (?, ?, ?, ?)", row)
+            own = not self._db.in_transaction  # (take_places writes many in its own)
+            if own:
+                self._db.execute("BEGIN")
+            try:
+                held = self._db.execute("SELECT name FROM docs_places WHERE key = ?",
+                                        (k,)).fetchone()  # fmt: skip
+                if held is not None and held[0] != name:
+                    raise SemanticError(f"source places {key!r} and {held[0] or 'another'!r} "
+                                        "share a key; this store cannot hold both")  # fmt: skip
+                row = (k, name, self._codes.code(_signed(str(current))) if plain else None,
+                       None if plain else _json(props, sort=False))  # fmt: skip
+                self._db.execute("INSERT OR REPLACE INTO docs_places VALUES (?, ?, ?, ?)", row)
+                if own:
+                    self._db.execute("COMMIT")
+            except BaseException:
+                if own:
+                    self._db.execute("ROLLBACK")
+                raise
 
     def take_places(self, graph: SQLiteGraph, prefix: str) -> int:
         """Move the source places an earlier layout kept in ``graph`` (a node
@@ -1111,18 +1154,20 @@ class SQLiteDocs(_SQLite):
                 raise
 
     @staticmethod
-    def _meta_text(doc: Doc) -> str:
-        """``doc.meta`` as its row holds it. An origin of the usual shape is a list: marked
-        ``^``, ``[ref, offset, mtime, media_type]`` when its size and SHA-256 are those of
-        the text (read back from it), and the whole metadata is that list (followed by the
-        container when it holds just a container and the origin); marked ``~``, every
-        field in the order of :data:`_ORIGIN` otherwise; its reference 0 when it is the
-        document's source (held once, in ``source``), in the ``^`` form its media type 0
-        when it is :data:`PLAIN` (most records). A plain JSON object otherwise."""
+    def _meta_text(doc: Doc) -> tuple[str, str | None]:
+        """``doc.meta`` as its row holds it, and the container the row names in ``box``
+        (else None). An origin of the usual shape is a list: marked ``^``, ``[ref, offset,
+        mtime, media_type]`` when its size and SHA-256 are those of the text (read back from
+        it), and the whole metadata is that list (the container in ``box`` when it holds
+        just a container and the origin; the list ``[0,0,0,0]``, most records', is the empty
+        text); marked ``~``, every field in the order of :data:`_ORIGIN` otherwise; its
+        reference 0 when it is the document's source (held once, in ``source``), in the
+        ``^`` form its media type 0 when it is :data:`PLAIN`. A plain JSON object
+        otherwise."""
         org = doc.meta.get("origin")
         if not (isinstance(org, Mapping) and tuple(org) == _ORIGIN
                 and isinstance(org["ref"], str)):  # fmt: skip
-            return _json(doc.meta, sort=False)
+            return _json(doc.meta, sort=False), None
         ref = 0 if org["ref"] == doc.source else org["ref"]
         raw = doc.text.encode("utf-8")
         if (org["size"] == len(raw) and org["sha256"] == hashlib.sha256(raw).hexdigest()
@@ -1130,20 +1175,29 @@ class SQLiteDocs(_SQLite):
             media = 0 if org["media_type"] == PLAIN else org["media_type"]
             packed = [ref, org["offset"], org["mtime"], media]
             keys = list(doc.meta)
-            if keys == ["container", "origin"] and isinstance(doc.meta["container"], str):
-                packed.append(doc.meta["container"])  # the usual record: fields by place
-            elif keys != ["origin"]:
-                return "^" + _json({**doc.meta, "origin": packed}, sort=False)
-            return "^" + json.dumps(packed, separators=(",", ":"), ensure_ascii=False)
+            box = doc.meta.get("container")
+            if not (keys == ["origin"] or (keys == ["container", "origin"]
+                                           and isinstance(box, str))):  # fmt: skip
+                return "^" + _json({**doc.meta, "origin": packed}, sort=False), None
+            # the usual record: fields by place
+            text = "" if packed == [0, 0, 0, 0] else "^" + json.dumps(
+                packed, separators=(",", ":"), ensure_ascii=False)  # fmt: skip
+            return text, box if isinstance(box, str) else None
         packed = [ref, *(org[k] for k in _ORIGIN[1:])]
-        return "~" + _json({**doc.meta, "origin": packed}, sort=False)
+        return "~" + _json({**doc.meta, "origin": packed}, sort=False), None
 
     @staticmethod
-    def _meta_of(text: str, source: str, doc_text: str) -> dict[str, Any]:
+    def _meta_of(text: str, source: str, doc_text: str,
+                 box: str | None = None) -> dict[str, Any]:  # fmt: skip
+        """The metadata of a row's ``meta`` (and container, ``box``'s word)."""
+        if text == "":
+            text = "^[0,0,0,0]"
         if not text.startswith(("~", "^")):
             return dict(json.loads(text))
         held = json.loads(text[1:])
         if isinstance(held, list):  # by place: the origin's fields, then the container
+            if box is not None:
+                held = [*held, box]
             meta = {"container": held[4]} if len(held) == 5 else {}
             meta["origin"], held = held[:4], meta
         meta = dict(held)
@@ -1201,9 +1255,20 @@ class SQLiteDocs(_SQLite):
         if held is not None and held[0] != name:
             raise SemanticError(f"document ids {doc.id!r} and {held[0] or 'another'!r} share a "
                                 "key; this store cannot hold both")  # fmt: skip
-        self._db.execute("INSERT OR REPLACE INTO docs_compact VALUES (?, ?, ?, ?, ?, ?)",
-                         (key, name, doc.source, doc.text, self._meta_text(doc),
-                          self._cuts(doc, chunks)))  # fmt: skip
+        tail, meta, folder, box = self._columns(doc)
+        self._db.execute("INSERT OR REPLACE INTO docs_compact (key, name, source, text, meta, "
+                         "cuts, dir, box) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                         (key, name, tail, doc.text, meta, self._cuts(doc, chunks), folder,
+                          box))  # fmt: skip
+
+    def _columns(self, doc: Doc) -> tuple[str, str, int | None, int | None]:
+        """The ``source``, ``meta``, ``dir`` and ``box`` of ``doc``'s row (its words
+        written if new: the caller holds the write transaction)."""
+        meta, box = self._meta_text(doc)
+        cut = doc.source.rfind("/") + 1  # a source's directory: a word many rows share
+        folder, tail = (doc.source[:cut], doc.source[cut:]) if cut >= 4 else (None, doc.source)
+        return (tail, meta, None if folder is None else self._words.id(folder),
+                None if box is None else self._words.id(box))  # fmt: skip
 
     def put(self, doc: Doc, chunks: Sequence[Chunk]) -> None:
         with self._lock:
@@ -1215,22 +1280,21 @@ class SQLiteDocs(_SQLite):
                 self._db.execute("ROLLBACK")
                 raise
 
-    def _row(self, doc_id: str) -> tuple[str, str, str, str | None] | None:
-        """(source, text, meta, cuts) of ``doc_id``, or None."""
+    def _row(self, doc_id: str) -> tuple[str, str, str, str | None, str | None] | None:
+        """(source, text, meta, cuts, container) of ``doc_id``, or None."""
         with self._lock:
             key, name = self._code(doc_id, create=False)
-            row = self._db.execute("SELECT name, source, text, meta, cuts FROM docs_compact "
-                                   "WHERE key = ?", (key,)).fetchone()  # fmt: skip
+            row = self._db.execute(self._READ, (key,)).fetchone()
         if row is None or row[0] != name:
             return None
-        return str(row[1]), str(row[2]), str(row[3]), row[4]
+        return str(row[1]), str(row[2]), str(row[3]), row[4], row[5]
 
     def get(self, doc_id: str) -> Doc | None:
         row = self._row(doc_id)
         if row is None:
             return None
-        source, text, meta, _ = row
-        return Doc(doc_id, source, text, self._meta_of(meta, source, text))
+        source, text, meta, _, box = row
+        return Doc(doc_id, source, text, self._meta_of(meta, source, text, box))
 
     def chunk(self, chunk_id: str) -> Chunk | None:
         doc, _, index = chunk_id.rpartition("#")
