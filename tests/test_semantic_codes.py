@@ -169,7 +169,7 @@ def test_two_vector_stores_on_one_store_share_the_codes_of_the_filter_index(
             named = {t for m in oracle.near([1.0, 0.5], 100) for t in fresh._terms(m.meta)}
             assert held == named
             assert con.execute("SELECT count(*) FROM vector_posts m WHERE NOT EXISTS (SELECT 1 "
-                               "FROM vector_terms t WHERE t.code = m.term)").fetchone()[0] == 0
+                               "FROM vector_terms t WHERE t.code = m.key)").fetchone()[0] == 0
         finally:
             fresh.close()
 

@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 from hirmem.semantic.assertions import Edge, Source, SourceKind
-from hirmem.semantic.dictionary import PART_BYTES, Postings
 from hirmem.semantic.errors import ProvError
+from hirmem.semantic.postings import PART_BYTES, Postings
 from hirmem.semantic.prov import Log, SQLiteLog, pack_segment, unpack_segment
 from hirmem.semantic.stores.base import Match
 from hirmem.semantic.stores.memory import MemoryGraph, MemoryVectors
@@ -513,12 +513,14 @@ def test_the_dictionary_encoded_filter_index_answers_as_the_memory_driver(
 
 
 def test_postings_hold_the_sets_a_dict_of_sets_holds(tmp_path: Path) -> None:
-    """:class:`Postings` against a dict of sets over random adds and removes: rows mostly
-    rising (appended), some anywhere (put in place, parts split), sets of thousands of rows
-    (many parts)."""
+    """:class:`Postings` as the vector store uses it (one id at a time, row 0 allowed,
+    :meth:`~Postings.held` and :meth:`~Postings.clear`) against a dict of sets over random
+    adds and removes: rows mostly rising (appended), some anywhere (put in place, parts
+    split), sets of thousands of rows (many parts)."""
     rng = random.Random(1717)
     con = sqlite3.connect(tmp_path / "p.db", isolation_level=None)
-    posts = Postings(con, "posts")
+    posts = Postings(con, "posts", flagged=False)
+    posts.create()
     oracle: dict[int, set[int]] = {}
     top = 0
     for step in range(6000):
@@ -526,26 +528,26 @@ def test_postings_hold_the_sets_a_dict_of_sets_holds(tmp_path: Path) -> None:
         if rng.random() < 0.7:
             top += rng.choice([1, 1, 2, 200])
             row = top if rng.random() < 0.8 else rng.randrange(top + 1)
-            posts.add(term, row)
+            posts.add([(term, row, 0)])
             oracle.setdefault(term, set()).add(row)
         else:
             held = sorted(oracle.get(term, ())) or [rng.randrange(10)]
             row = rng.choice(held)
-            posts.remove(term, row)
+            posts.remove([(term, row)])
             oracle.get(term, set()).discard(row)
         if step % 500 == 0 or step > 5990:
             for t in (1, 2, 3, 300, 9):
-                assert posts.rows([t]) == oracle.get(t, set()), (step, t)
+                assert set(posts.ids([t]).tolist()) == oracle.get(t, set()), (step, t)
                 assert posts.held(t) == bool(oracle.get(t))
-            assert posts.rows([1, 3]) == oracle.get(1, set()) | oracle.get(3, set())
-    parts = con.execute("SELECT term, first, last, gaps FROM posts").fetchall()
-    assert all(len(g) <= PART_BYTES for _, _, _, g in parts)
-    assert sum(1 for t, _, _, _ in parts if t == 1) > 2  # a large set in many parts
-    for t, first, last, gaps in parts:  # each part's bounds are its rows'
-        rows = sorted(r for r in oracle[t] if first <= r <= last)
-        assert rows[0] == first and rows[-1] == last and len(gaps) >= len(rows) - 1
+            assert set(posts.ids([1, 3]).tolist()) == oracle.get(1, set()) | oracle.get(3, set())
+    parts = con.execute("SELECT key, last, ids FROM posts").fetchall()
+    assert all(len(g) <= PART_BYTES for _, _, g in parts)
+    assert sum(1 for t, _, _ in parts if t == 1) > 2  # a large set in many parts
+    assert all(last in oracle[t] for t, last, _ in parts)  # each part ends at a row it holds
+    with pytest.raises(ValueError, match="out of range"):
+        posts.add([(1, -1, 0)])
     posts.clear()
-    assert posts.rows([1, 2, 3, 300]) == set()
+    assert posts.ids([1, 2, 3, 300]).tolist() == []
     con.close()
 
 
@@ -565,12 +567,12 @@ def test_a_vector_file_with_a_row_per_term_is_converted_when_opened(tmp_path: Pa
     def posted(s: SQLiteVectors) -> set[tuple[str, str, int]]:  # (key, term, row)
         return {(k, v, r) for c, k, v in s._db.execute("SELECT code, key, value FROM "
                                                        "vector_terms").fetchall()
-                for r in s._posts.rows([c])}  # fmt: skip
+                for r in s._posts.ids([c]).tolist()}  # fmt: skip
 
     held = posted(store)
     assert len(held) == 400
     rows = {(c, r) for (c,) in store._db.execute("SELECT code FROM vector_terms").fetchall()
-            for r in store._posts.rows([c])}  # fmt: skip
+            for r in store._posts.ids([c]).tolist()}  # fmt: skip
     store.close()
     con = sqlite3.connect(db)
     con.executescript("""
@@ -1338,10 +1340,10 @@ def test_the_lookups_a_question_and_an_erasure_make_stay_indexed(tmp_path: Path)
                                               "WHERE name >= ? AND name < ?", ("a#", "a$")),
         "a document's one-chunk entry": ("SELECT seq, key, name, meta FROM vectors WHERE "
                                          "key >= ? AND key <= ? AND name IS NULL", (1, 1)),
-        "a filter term's entries": ("SELECT first, gaps FROM vector_posts WHERE term IN "
-                                    "(?, ?)", (1, 2)),
-        "a filter term's part": ("SELECT first, last, gaps FROM vector_posts WHERE term = ? "
-                                 "AND first <= ? ORDER BY first DESC LIMIT 1", (1, 2)),
+        "a filter term's entries": ("SELECT key, ids FROM vector_posts WHERE key IN (?, ?) "
+                                    "ORDER BY key, last", (1, 2)),
+        "a filter term's part": ("SELECT last, ids FROM vector_posts WHERE key = ? AND "
+                                 "last >= ? ORDER BY last LIMIT 1", (1, 2)),
         "a ledger row": ("SELECT name FROM ledger_edges WHERE key = ?", (1,)),
         "a source place": ("SELECT name, current, props FROM docs_places WHERE key = ?", (1,)),
         "a graph node": ("SELECT name, props FROM graph_nodes WHERE id = ?", (1,)),

@@ -51,8 +51,8 @@ def test_the_assertion_index_keeps_no_copy_of_the_text_and_hits_still_read_it(
     con = sqlite3.connect(db)
     metas = [m for (m,) in con.execute("SELECT meta FROM vectors")]
     assert metas and not any("lives in" in m or "works at" in m for m in metas)
-    kinds = {t for t in con.execute("SELECT DISTINCT typeof(term), typeof(first), "
-                                    "typeof(gaps) FROM vector_posts")}  # fmt: skip
+    kinds = {t for t in con.execute("SELECT DISTINCT typeof(key), typeof(last), "
+                                    "typeof(ids) FROM vector_posts")}  # fmt: skip
     assert kinds == {("integer", "integer", "blob")}, kinds
     con.close()
 

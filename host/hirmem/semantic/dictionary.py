@@ -16,7 +16,7 @@ from hirmem.protocol.identity import fnv1a64
 from hirmem.semantic.errors import SemanticError
 from hirmem.sql import Connection
 
-__all__ = ["PART_BYTES", "Codes", "Postings", "SourceRows", "Sources", "Words", "pack_ints",
+__all__ = ["PART_BYTES", "Codes", "SourceRows", "Sources", "Words", "pack_ints",
            "source_key", "source_number", "unpack_ints"]
 
 
@@ -280,109 +280,9 @@ class SourceRows:
         return held
 
 
-class Postings:
-    """Sets of row numbers by an integer term, each an ascending list in parts of
-    ``table(term, first, last, gaps)``: a part's rows are ``first``, then ``first`` plus
-    each running sum of the varints in ``gaps`` (at most :data:`PART_BYTES`), so a row in
-    the set is a byte or two where a row of (term, row) is about ten. Rows numbered as they
-    are written are appended to the term's last part (``last`` says where it ends, so it is
-    not read); another is put in its place, its part split in two when full. The caller
-    holds the store's write transaction for :meth:`add` and :meth:`remove` (one writer: a
-    part is read and written again in it)."""
-
-    def __init__(self, db: Connection, table: str) -> None:
-        if not table.isidentifier():
-            raise ValueError(f"{table!r} is not a plain SQL name")
-        self.db, self.table = db, table
-        db.execute(f"CREATE TABLE IF NOT EXISTS {table} (term INTEGER NOT NULL, first INTEGER "
-                   "NOT NULL, last INTEGER NOT NULL, gaps BLOB NOT NULL, "
-                   "PRIMARY KEY (term, first)) WITHOUT ROWID")  # fmt: skip
-
-    @staticmethod
-    def _rows(first: int, gaps: bytes) -> list[int]:
-        out = [first]
-        for g in unpack_ints(gaps):
-            out.append(out[-1] + g)
-        return out
-
-    def _put(self, term: int, rows: list[int]) -> None:
-        """Write ascending ``rows`` of ``term`` as parts (none of them held now)."""
-        at = 0
-        while at < len(rows):
-            gaps, end = bytearray(), at + 1
-            while end < len(rows):
-                gap = pack_ints([rows[end] - rows[end - 1]])
-                if len(gaps) + len(gap) > PART_BYTES:
-                    break
-                gaps += gap
-                end += 1
-            self.db.execute(f"INSERT INTO {self.table} VALUES (?, ?, ?, ?)",
-                            (term, rows[at], rows[end - 1], bytes(gaps)))  # fmt: skip
-            at = end
-
-    def _part(self, term: int, row: int) -> tuple[int, int, bytes] | None:
-        """(first, last, gaps) of the part of ``term`` that ``row`` belongs in, if any."""
-        held = self.db.execute(f"SELECT first, last, gaps FROM {self.table} WHERE term = ? "
-                               "AND first <= ? ORDER BY first DESC LIMIT 1",
-                               (term, row)).fetchone()  # fmt: skip
-        return None if held is None else (int(held[0]), int(held[1]), bytes(held[2]))
-
-    def add(self, term: int, row: int) -> None:
-        """``row`` (non-negative) is in ``term``'s set (again: no change)."""
-        part = self._part(term, row)
-        if part is not None and row > part[1]:
-            gap = pack_ints([row - part[1]])
-            if len(part[2]) + len(gap) <= PART_BYTES:  # the usual case: appended
-                self.db.execute(f"UPDATE {self.table} SET last = ?, gaps = ? WHERE term = ? "
-                                "AND first = ?", (row, part[2] + gap, term, part[0]))  # fmt: skip
-                return
-            rows = [row]
-        elif part is not None:
-            rows = self._rows(part[0], part[2])
-            if row in rows:
-                return
-            rows.append(row)
-        else:  # before the term's first part (or it has none): one part of its own
-            rows = [row]
-        if len(rows) > 1:
-            self.db.execute(f"DELETE FROM {self.table} WHERE term = ? AND first = ?",
-                            (term, rows[0]))  # fmt: skip
-        self._put(term, sorted(rows))
-
-    def remove(self, term: int, row: int) -> None:
-        """``row`` is not in ``term``'s set."""
-        part = self._part(term, row)
-        if part is None or row > part[1]:
-            return
-        rows = self._rows(part[0], part[2])
-        if row not in rows:
-            return
-        rows.remove(row)
-        self.db.execute(f"DELETE FROM {self.table} WHERE term = ? AND first = ?",
-                        (term, part[0]))  # fmt: skip
-        self._put(term, rows)
-
-    def held(self, term: int) -> bool:
-        """Whether ``term``'s set has a row."""
-        return self.db.execute(f"SELECT 1 FROM {self.table} WHERE term = ? LIMIT 1",
-                               (term,)).fetchone() is not None  # fmt: skip
-
-    def rows(self, terms: Sequence[int]) -> set[int]:
-        """The rows in any of ``terms``' sets."""
-        out: set[int] = set()
-        for at in range(0, len(terms), 500):  # bounded statement size
-            some = terms[at : at + 500]
-            for first, gaps in self.db.execute(
-                    f"SELECT first, gaps FROM {self.table} WHERE term IN "
-                    f"({','.join('?' * len(some))})", list(some)):  # fmt: skip
-                out.update(self._rows(int(first), bytes(gaps)))
-        return out
-
-    def clear(self) -> None:
-        self.db.execute(f"DELETE FROM {self.table}")
-
-
-PART_BYTES = 1024  # a SourceRows blob at most (about 128 rows of four small integers)
+# a SourceRows blob at most (about 110 rows of four small integers): with its key, under the
+# 1,002 B SQLite keeps in a B-tree cell before spilling the rest to an overflow page
+PART_BYTES = 900
 
 
 def pack_ints(values: Iterable[int]) -> bytes:

@@ -1,7 +1,10 @@
-"""Posting lists: for each key (a name's integer), the sorted row ids that name it, packed.
+"""Posting lists: for each key (a name's or a term's integer), the sorted row ids under it,
+packed. The one implementation the store's sets of rows by an integer use: the mentions
+of passages and of tier 1 (the memories' and passages' modules), the vector stores'
+filter terms (:mod:`hirmem.semantic.stores.sqlite`).
 
 A mention was a row (name, row id[, strong]) of a B-tree, about ten bytes each; here a
-name's row ids are held in parts of ``<table>(key, last, ids)``: ``ids`` the LEB128
+key's row ids are held in parts of ``<table>(key, last, ids)``: ``ids`` the LEB128
 varints (:func:`~hirmem.semantic.dictionary.pack_ints`) of the first id and then each
 gap to the one before, shifted left by one to carry a flag bit when the list is
 ``flagged`` (a passage's mention is strong or weak); ``last`` the part's largest id. A
@@ -75,6 +78,11 @@ def _bytes_needed(values: I64) -> I64:
     return n
 
 
+def _check(table: str, rid: int) -> None:
+    if not 0 <= rid < _MAX_ID:
+        raise ValueError(f"{table}: row id {rid} out of range (0 to 2**55)")
+
+
 class Postings:
     """The posting lists kept in ``table`` on ``db`` (the caller makes it with
     :meth:`create`); ``flagged``: each id carries one bit (strong or weak)."""
@@ -96,8 +104,7 @@ class Postings:
         its flag, as ``INSERT OR IGNORE`` kept a row)."""
         by_key: dict[int, dict[int, int]] = {}
         for key, rid, flag in rows:
-            if not 0 < rid < _MAX_ID:
-                raise ValueError(f"{self.table}: row id {rid} out of range")
+            _check(self.table, rid)
             by_key.setdefault(key, {}).setdefault(rid, flag & self.shift)
         for key, ids in by_key.items():
             for rid in sorted(ids):
@@ -162,8 +169,7 @@ class Postings:
         """Write the lists of (key, id, flag) rows into an empty table (a conversion)."""
         by_key: dict[int, dict[int, int]] = {}
         for key, rid, flag in rows:
-            if not 0 < rid < _MAX_ID:
-                raise ValueError(f"{self.table}: row id {rid} out of range")
+            _check(self.table, rid)
             by_key.setdefault(key, {}).setdefault(rid, flag & self.shift)
         for key, held in by_key.items():
             ids = np.asarray(sorted(held), dtype=np.int64)
@@ -176,12 +182,21 @@ class Postings:
         return np.cumsum(v >> self.shift), v & self.shift
 
     def ids(self, keys: Collection[int]) -> I64:
-        """The ids listed under any of ``keys``, sorted, each once."""
-        if not keys:
-            return np.zeros(0, dtype=np.int64)
-        marks = ",".join("?" * len(keys))
-        _, ids, _ = self._decoded(f"WHERE key IN ({marks})", sorted(keys))
-        return np.unique(ids)
+        """The ids listed under any of ``keys``, sorted, each once (keys read 500 a
+        statement: the statement's size is bounded however many are asked)."""
+        ordered = sorted(set(keys))
+        found = [self._decoded(f"WHERE key IN ({','.join('?' * len(some))})", some)[1]
+                 for some in (ordered[at : at + 500] for at in range(0, len(ordered), 500))]
+        return np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
+
+    def held(self, key: int) -> bool:
+        """Whether ``key``'s list holds an id."""
+        return self.db.execute(f"SELECT 1 FROM {self.table} WHERE key = ? LIMIT 1",
+                               (key,)).fetchone() is not None  # fmt: skip
+
+    def clear(self) -> None:
+        """Every list emptied (a rebuild; inside the caller's write transaction)."""
+        self.db.execute(f"DELETE FROM {self.table}")
 
     def everything(self) -> tuple[I64, I64, I64]:
         """(keys, ids, flags) of every posting, by key then id."""

@@ -25,8 +25,9 @@ import numpy as np
 import numpy.typing as npt
 
 from hirmem.protocol.identity import fold, triple_id
-from hirmem.semantic.dictionary import CODES, Codes, Postings, Words, pack_ints, unpack_ints
+from hirmem.semantic.dictionary import CODES, Codes, Words, pack_ints, unpack_ints
 from hirmem.semantic.errors import SemanticError
+from hirmem.semantic.postings import Postings
 from hirmem.semantic.stores import filters
 from hirmem.semantic.stores.base import Match, Vec, as_unit, check_terms, top_k
 from hirmem.semantic.stores.db import Where, has_table, open_db
@@ -292,7 +293,7 @@ class SQLiteVectors(_SQLite):
     """The filter's index is dictionary encoded: ``vector_terms`` holds each distinct
     metadata term once (its code, its key, the term as JSON as :mod:`.filters` defines
     terms, ``["n", 1]``), and ``vector_posts`` the vector rows (their ``seq``) holding each
-    term, by its code (:class:`~hirmem.semantic.dictionary.Postings`: a byte or two a
+    term, by its code (:class:`~hirmem.semantic.postings.Postings`: a byte or two a
     row). The codes are the database's: a
     write inserts the terms it needs (a term already there is left as it is) and reads
     their codes back inside its own transaction, so two processes writing one store agree
@@ -364,7 +365,8 @@ class SQLiteVectors(_SQLite):
             self._db.execute("DROP TABLE vector_terms")
             self._db.executescript(self.SCHEMA)
             earlier = True
-        self._posts = Postings(self._db, "vector_posts")
+        self._posts = Postings(self._db, "vector_posts", flagged=False)
+        self._posts.create()
         earlier = self._rekey() or earlier
         earlier = self._add_codes() or earlier
         self._key_rows()
@@ -627,8 +629,7 @@ class SQLiteVectors(_SQLite):
         return codes, "" if coded is not None else self._meta_text(meta), coded
 
     def _index(self, row: int, codes: Iterable[int]) -> None:
-        for code in codes:
-            self._posts.add(code, row)
+        self._posts.add((code, row, 0) for code in codes)
 
     def _reindex(self) -> None:
         """Rebuild the filter index from the metadata."""
@@ -741,7 +742,7 @@ class SQLiteVectors(_SQLite):
                 code = self._code(key, text)
                 if code is None:
                     continue
-                self._posts.remove(code, row)
+                self._posts.remove([(code, row)])
                 if not self._posts.held(code):
                     self._db.execute("DELETE FROM vector_terms WHERE code = ?", (code,))
 
@@ -824,7 +825,7 @@ class SQLiteVectors(_SQLite):
             codes = [int(c) for c, t in self._db.execute(
                 "SELECT code, value FROM vector_terms WHERE key = ?", (cond.key,))
                 if cond.admits(filters.term_from_json(t))]  # fmt: skip
-        return self._posts.rows(codes)
+        return set(self._posts.ids(codes).tolist())
 
     def near(self, vec: Vec, k: int, filter: Mapping[str, Any] | None = None) -> list[Match]:
         conds = filters.parse(filter)
