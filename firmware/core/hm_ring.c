@@ -436,13 +436,16 @@ hm_ring_status hm_ring_capture(hm_ring *ring, const uint8_t *payload, size_t pay
     int block = 0;
     uint8_t i;
 
-    cnt->captures++;
+    /* captures = seq + refusals (I8) holds at every call below: each exit counts the
+     * capture where it counts the refusal or takes the seq */
     if (payload_len > HM_MAX_PAYLOAD || source_len > HM_MAX_SOURCE || context == NULL ||
         (payload == NULL && payload_len) || (source == NULL && source_len)) {
+        cnt->captures++;
         cnt->refusals++;
         return HM_RING_REFUSED_INVALID;
     }
     if (ring->seq == UINT32_MAX) { /* ids would repeat: reboot for a new boot counter */
+        cnt->captures++;
         cnt->refusals++;
         return HM_RING_REFUSED_FULL;
     }
@@ -455,6 +458,7 @@ hm_ring_status hm_ring_capture(hm_ring *ring, const uint8_t *payload, size_t pay
     } else {
         block = make_room(ring, k, &i);
         if (block < 0) {
+            cnt->captures++;
             cnt->refusals++;
             return HM_RING_REFUSED_FULL;
         }
@@ -468,6 +472,7 @@ hm_ring_status hm_ring_capture(hm_ring *ring, const uint8_t *payload, size_t pay
     rec->gate.verdict = rec->gate.hard = rec->gate.state = 0;
     rec->timestamp = timestamp;
     rec->seq = ++ring->seq;
+    cnt->captures++;
     rec->confidence = rec->provenance = rec->priority = 0;
     rec->pack = 0;
     rec->payload_len = (uint16_t)payload_len;
