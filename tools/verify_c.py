@@ -498,10 +498,11 @@ RING_WP_REVIEWED = (*RING_WP_FAST, "make_room", "ctz32", "blocks_mask", "rec_mas
                     "hm_ring_set_chain", "hm_ring_next", "copy_context", "walk",
                     "hm_ring_validate", "hm_ring_set_state", "hm_ring_release",
                     "hm_ring_unpin_pack", "hm_ring_init_sized", "hm_ring_gate",
-                    "hm_ring_release_pack")
-# hm_ring_capture: 3,839 goals under -wp-split (ring_ok per fact and per path through
-# make_room, the copies and the list push), hours on two loaded cores
-RING_WP_PENDING: tuple[str, ...] = ("hm_ring_capture",)
+                    "hm_ring_release_pack", "hm_ring_capture")
+# Functions with contracts whose run is not reviewed yet (none). hm_ring_capture alone is
+# 7,337 goals under -wp-split (ring_ok per fact and per path through make_room, the
+# copies and the list push): about two hours on two cores without the WP cache.
+RING_WP_PENDING: tuple[str, ...] = ()
 RING_WP_TIMEOUT = 30  # seconds per goal; most need well under 1 s alone, the rest is load
 # Z3 for the ring, twice: Why3's own Z3 entry (driver z3_471, the same seeds) first with
 # Z3's automatic configuration off, then, for a goal that fails, with it on. With it on,
