@@ -218,6 +218,18 @@ def test_reconcile_diff_adds_open_and_removes_proved_or_gone_rows() -> None:
                       "put_be32_gone_part9"]
 
 
+def test_wp_groups_share_every_function_once_and_balance_the_work() -> None:
+    functions = verify_c.RING_WP_REVIEWED
+    for jobs in (1, 2, 3, 8):
+        groups = verify_c.wp_groups(functions, jobs)
+        assert len(groups) == min(jobs, len(functions))
+        flat = [f for g in groups for f in g]
+        assert sorted(flat) == sorted(functions)  # each exactly once
+    # on two cores the capture, the one large contract, runs beside all the rest
+    assert ("hm_ring_capture",) in verify_c.wp_groups(functions, 2)
+    assert verify_c.wp_groups(("ctz32", "live"), 4) == [("ctz32",), ("live",)]
+
+
 def test_every_ring_function_is_under_wp() -> None:
     # each function hm_ring.c defines is in the tool's WP run or named as pending review
     # (a function added without a contract run fails here); none is both
