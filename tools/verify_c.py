@@ -631,15 +631,23 @@ def _run_ring_wp_once(defines: tuple[str, ...], functions: tuple[str, ...], time
     env = {**os.environ, "WHY3CONFIG": str(ring_why3_config())}
     WP_CACHE.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,
-                          timeout=RING_WP_WALL, env=env)
+    # WP's output goes to a file as it runs, so a long run can be followed (tail -f
+    # build/verify/ring-wp.*.log); it is removed when the run has been read
+    tag = "-".join([functions[0] if functions else "all", *defines])
+    log = WP_CACHE.parent / f"ring-wp.{tag}.{os.getpid()}.log"
+    with log.open("w+") as out:
+        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                              timeout=RING_WP_WALL, env=env)
+        out.seek(0)
+        stdout = out.read()
     seconds = time.monotonic() - start
-    summary = _WP_SUMMARY.search(proc.stdout)
+    summary = _WP_SUMMARY.search(stdout)
     if proc.returncode != 0 or summary is None:
-        raise RuntimeError(f"frama-c -wp failed on the ring ({proc.returncode}):\n"
-                           f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    goals = {goal: status or verdict for verdict, goal, status in _WP_GOAL.findall(proc.stdout)}
-    return WpGoals(goals, sorted(set(_WP_FUNCTION.findall(proc.stdout))), seconds,
+        raise RuntimeError(f"frama-c -wp failed on the ring ({proc.returncode}), see {log}:\n"
+                           f"{stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    log.unlink()
+    goals = {goal: status or verdict for verdict, goal, status in _WP_GOAL.findall(stdout)}
+    return WpGoals(goals, sorted(set(_WP_FUNCTION.findall(stdout))), seconds,
                    f"{summary.group(1)}/{summary.group(2)}")
 
 
