@@ -230,6 +230,34 @@ def test_wp_groups_share_every_function_once_and_balance_the_work() -> None:
     assert verify_c.wp_groups(("ctz32", "live"), 4) == [("ctz32",), ("live",)]
 
 
+def test_wp_runs_split_the_capture_and_share_the_rest() -> None:
+    functions = verify_c.RING_WP_REVIEWED
+    for jobs in (1, 2, 8):
+        plan = verify_c.wp_runs(functions, jobs)
+        # the capture twice, once per selection; every other function once, unselected
+        assert [props for fns, props in plan if fns == ("hm_ring_capture",)] == [
+            ("@ensures",), ("-@ensures",)]
+        rest = [f for fns, props in plan if "hm_ring_capture" not in fns for f in fns]
+        assert sorted(rest) == sorted(f for f in functions if f != "hm_ring_capture")
+        assert all(props == () for fns, props in plan if "hm_ring_capture" not in fns)
+        if jobs > 1:  # the heaviest first, so that it never starts last
+            assert plan[0] == (("hm_ring_capture",), ("@ensures",))
+    # a caller's own selection is kept, not split
+    assert verify_c.wp_runs(("hm_ring_capture", "live"), 2, ("run_length",)) == [
+        (("hm_ring_capture",), ("run_length",)), (("live",), ("run_length",))]
+
+
+def test_wp_prop_categories_partition_a_functions_goals() -> None:
+    # the capture's split rests on -wp-prop @ensures and -@ensures selecting each goal
+    # exactly once: checked on a function of the fast subset (its goals are cached)
+    whole = verify_c.run_ring_wp(functions=("find_run",), jobs=1).goals
+    ensures = verify_c.run_ring_wp(functions=("find_run",), properties=("@ensures",)).goals
+    rest = verify_c.run_ring_wp(functions=("find_run",), properties=("-@ensures",)).goals
+    assert ensures and rest and not ensures.keys() & rest.keys()
+    assert ensures.keys() | rest.keys() == whole.keys()
+    assert all("_ensures" in g for g in ensures) and not any("_ensures" in g for g in rest)
+
+
 def test_every_ring_function_is_under_wp() -> None:
     # each function hm_ring.c defines is in the tool's WP run or named as pending review
     # (a function added without a contract run fails here); none is both
