@@ -40,6 +40,7 @@ alone, several under load).
 from __future__ import annotations
 
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -256,6 +257,24 @@ def test_wp_prop_categories_partition_a_functions_goals() -> None:
     assert ensures and rest and not ensures.keys() & rest.keys()
     assert ensures.keys() | rest.keys() == whole.keys()
     assert all("_ensures" in g for g in ensures) and not any("_ensures" in g for g in rest)
+
+
+def test_ring_wp_tries_a_cached_failure_again(tmp_path: Path) -> None:
+    # a prover that always fails (as Z3 timing out on a loaded machine does) leaves its
+    # failures in the cache; the check must not take them as the last word
+    broken = tmp_path / "why3-broken.conf"
+    broken.write_text(verify_c.ring_why3_config().read_text().replace(
+        shutil.which("z3") or "z3", "/bin/false"))
+    cache = verify_c.WpCache(directory=tmp_path / "cache")
+    poisoned = verify_c.run_ring_wp(functions=("find_run",), cache=cache, why3_config=broken)
+    assert "Valid" in poisoned.goals.values()  # Qed's goals need no prover
+    failed = {g for g, s in poisoned.goals.items() if s != "Valid"}
+    listed = verify_c.unproved_listed()
+    assert failed - listed.keys(), "the broken prover should leave goals open"
+    rep = verify_c.check_ring_wp(functions=("find_run",), cache=cache)
+    assert rep.ok, "\n".join(rep.lines)
+    retried = [ln for ln in rep.lines if "proved on a second try" in ln]
+    assert len(retried) == len(failed - listed.keys()), "\n".join(rep.lines)
 
 
 def test_every_ring_function_is_under_wp() -> None:
