@@ -620,17 +620,16 @@ def wp_runs(functions: tuple[str, ...], jobs: int,
 class WpCache:
     """Where WP keeps its provers' answers and how a run uses them: "update" reads a
     goal's answer when there is one, "rebuild" asks the provers again and stores the new
-    answer. `par` bounds the provers a process runs at once (0: WP's default)."""
+    answer."""
 
     mode: str = "update"
     directory: Path = WP_CACHE
-    par: int = 0
 
 
 def run_ring_wp(defines: tuple[str, ...] = (), functions: tuple[str, ...] = (),
                 timeout: int = RING_WP_TIMEOUT, properties: tuple[str, ...] = (),
                 jobs: int = 0, cache: WpCache = WpCache(),
-                why3_config: Path | None = None) -> WpGoals:
+                why3_config: Path | None = None, par: int = 0) -> WpGoals:
     """frama-c -wp -wp-rte on hm_ring.c (ILP32, as on the boards): every contract, loop
     invariant and runtime-error assertion of the functions given (all if none; only the
     named ACSL properties if `properties` is given, e.g. find_run's run_length). With
@@ -641,11 +640,12 @@ def run_ring_wp(defines: tuple[str, ...] = (), functions: tuple[str, ...] = (),
     jobs = jobs or os.cpu_count() or 1
     plan = wp_runs(functions, jobs, properties) if functions else [((), properties)]
     if len(plan) == 1:
-        return _run_ring_wp_once(defines, plan[0][0], timeout, plan[0][1], cache, why3_config)
+        return _run_ring_wp_once(defines, plan[0][0], timeout, plan[0][1], cache, why3_config,
+                                 par)
     start = time.monotonic()
     with ThreadPoolExecutor(min(jobs, len(plan))) as pool:  # takes the runs in order
         runs = list(pool.map(lambda r: _run_ring_wp_once(defines, r[0], timeout, r[1], cache,
-                                                         why3_config), plan))
+                                                         why3_config, par), plan))
     goals: dict[str, str] = {}
     for r in runs:
         twice = sorted(goals.keys() & r.goals.keys())
@@ -660,15 +660,16 @@ def run_ring_wp(defines: tuple[str, ...] = (), functions: tuple[str, ...] = (),
 
 def _run_ring_wp_once(defines: tuple[str, ...], functions: tuple[str, ...], timeout: int,
                       properties: tuple[str, ...], cache: WpCache = WpCache(),
-                      why3_config: Path | None = None) -> WpGoals:
-    """One frama-c process of run_ring_wp."""
+                      why3_config: Path | None = None, par: int = 0) -> WpGoals:
+    """One frama-c process of run_ring_wp; `par` bounds the provers it runs at once (0:
+    WP's default)."""
     cpp = " ".join([f"-I{CORE}", *(f"-D{d}" for d in defines)])
     cmd = ["frama-c", f"-cpp-extra-args={cpp}", "-machdep", "gcc_x86_32",
            *map(str, RING_WP_SOURCES), "-wp", "-wp-rte", "-wp-model", "typed+cast",
            "-wp-split", "-wp-prover", ",".join(RING_WP_PROVERS), "-wp-timeout", str(timeout),
            "-wp-cache", cache.mode, "-wp-cache-dir", str(cache.directory)]
-    if cache.par:
-        cmd += ["-wp-par", str(cache.par)]
+    if par:
+        cmd += ["-wp-par", str(par)]
     if functions:
         cmd += ["-wp-fct", ",".join(functions)]
     if properties:
@@ -714,13 +715,30 @@ def check_ring_wp(planted: str | None = None, functions: tuple[str, ...] = (),
              if functions == RING_WP_REVIEWED else ", ".join(functions))
     name = "ring contracts (Frama-C WP, Z3)" + (f", planted {planted}" if planted else "")
     report = Report(name, True)
-    open_goals = sorted(g for g, status in run.goals.items() if status != "Valid")
+    first_open = sorted(g for g, status in run.goals.items() if status != "Valid")
+    first_new = [g for g in first_open if g not in listed]
+    # A goal left open and not listed gets a second try with the provers asked again: a
+    # failure WP read from its cache may be a timeout of a loaded machine, kept there for
+    # good (the cache keeps a failure whatever the timeout of a later run). One process,
+    # one prover at a time, only the functions that own such goals.
+    retry = run_ring_wp(defines, tuple(sorted({run.function_of(g) for g in first_new})),
+                        properties=properties, jobs=1, cache=WpCache("rebuild", cache.directory),
+                        par=1) \
+        if first_new and planted is None else None  # a plant's goals are meant to fail
+    again = {g: retry.goals.get(g, "not a goal") if retry else "not run" for g in first_new}
+    goals = {**run.goals, **{g: "Valid" for g, status in again.items() if status == "Valid"}}
+    open_goals = [g for g in first_open if goals[g] != "Valid"]
     new = [g for g in open_goals if g not in listed]
-    report.lines.append(f"WP proved {run.summary} goals ({scope}; contracts, loop "
-                        f"invariants and variants, -wp-rte) in {run.seconds:.1f} s; "
-                        f"{len(open_goals) - len(new)} not proved and listed, {len(new)} new")
+    proved, total = (int(n) for n in run.summary.split("/"))  # WP's own count
+    second = (f" (second try: {len(first_new) - len(new)} of {len(first_new)} proved, "
+              f"{retry.seconds:.1f} s)" if retry else "")
+    report.lines.append(f"WP proved {proved + len(first_new) - len(new)}/{total} goals "
+                        f"({scope}; contracts, loop invariants and variants, -wp-rte) in "
+                        f"{run.seconds:.1f} s; "
+                        f"{len(open_goals) - len(new)} not proved and listed, "
+                        f"{len(new)} new{second}")
     per_function: dict[str, list[int]] = {}
-    for goal, status in run.goals.items():
+    for goal, status in goals.items():
         counts = per_function.setdefault(run.function_of(goal), [0, 0])
         counts[0] += status == "Valid"
         counts[1] += 1
@@ -729,22 +747,13 @@ def check_ring_wp(planted: str | None = None, functions: tuple[str, ...] = (),
     for goal in open_goals:
         if goal in listed:
             report.lines.append(f"  listed {goal}: {listed[goal]}")
-    # A goal left open and not listed gets a second try with the provers asked again: a
-    # failure WP read from its cache may be a timeout of a loaded machine, kept there for
-    # good (the cache keeps a failure whatever the timeout of a later run). One process,
-    # one prover at a time, only the functions that own such goals.
-    retry = run_ring_wp(defines, tuple(sorted({run.function_of(g) for g in new})),
-                        properties=properties, jobs=1,
-                        cache=WpCache("rebuild", cache.directory, 1)) \
-        if new and planted is None else None  # a plant's goals are meant to fail
-    for goal in new:
-        again = retry.goals.get(goal, "not a goal") if retry else "not run"
-        if again == "Valid":
+    for goal in first_new:
+        if goal not in new:
             report.lines.append(f"  proved on a second try, the provers asked again: {goal} "
                                 f"(first {run.goals[goal]})")
-            continue
-        report.ok = False
-        report.lines.append(f"  NOT PROVED {goal} ({run.goals[goal]}; again {again})")
+        else:
+            report.ok = False
+            report.lines.append(f"  NOT PROVED {goal} ({run.goals[goal]}; again {again[goal]})")
     if functions == RING_WP_REVIEWED and RING_WP_PENDING:
         report.lines.append("  with contracts, not yet run and reviewed: " +
                             ", ".join(RING_WP_PENDING))
